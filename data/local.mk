@@ -1,0 +1,1 @@
+# data/local.mk: placeholder until the component lands.

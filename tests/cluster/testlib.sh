@@ -1,0 +1,52 @@
+# tests/cluster/testlib.sh: helpers for integration tests that need the local
+# Slurm cluster. Sourced by tests/integration/*.sh; every name starts with tl_.
+#
+# tl_cluster_up ARGS...   start a private cluster (ARGS go to tests/cluster/up),
+#                         source its env, and make sure it is torn down when the
+#                         test exits, whatever happens.
+# tl_fail MSG             print "FAIL: MSG" and exit 1.
+# tl_skip MSG             print "SKIP: MSG" and exit 77 (the automake skip code).
+
+tl_fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+tl_skip() {
+    echo "SKIP: $*"
+    # fd 9 is the terminal under `make check` (AM_TESTS_FD_REDIRECT), so the
+    # reason shows in CI output and not only in the test's log.
+    { echo "SKIP: ${0##*/}: $*" >&9; } 2>/dev/null || true
+    exit 77
+}
+
+tl_require_cluster() {
+    [ "$(id -u)" = 0 ] || tl_skip "the local Slurm cluster needs root (slurmd, namespaces)"
+    local t
+    for t in slurmctld slurmd munged srun unshare nsenter; do
+        command -v "$t" >/dev/null || tl_skip "'$t' is not installed (run tools/install-deps)"
+    done
+}
+
+tl_cluster_up() {
+    tl_require_cluster
+    TL_BASE=$(mktemp -d "${TMPDIR:-/tmp}/torus-test.XXXXXX")
+    trap 'tl_cluster_down' EXIT
+    "$top_srcdir/tests/cluster/up" --base "$TL_BASE" --quiet "$@" ||
+        tl_fail "tests/cluster/up $* did not bring the cluster up"
+    . "$TL_BASE/env"
+}
+
+tl_cluster_down() {
+    local rc=$?
+    if [ -n "${TL_BASE:-}" ]; then
+        "$top_srcdir/tests/cluster/down" --base "$TL_BASE" --quiet
+        if [ $rc != 0 ] && [ $rc != 77 ]; then
+            echo "--- slurmctld log tail ($TL_BASE/log)" >&2
+            tail -n 20 "$TL_BASE/log/slurmctld.log" >&2 2>/dev/null
+        else
+            rm -rf "$TL_BASE"
+        fi
+    fi
+    exit $rc
+}

@@ -1,0 +1,45 @@
+# tests/local.mk: the lead's tests (build, local Slurm cluster, PMIx, GPU).
+# Component tests live in their component's fragment.
+
+# A PMIx client that reports rank/size/local rank/node id, for the cluster tests.
+check_PROGRAMS += tests/integration/pmix_probe
+tests_integration_pmix_probe_SOURCES = tests/integration/pmix_probe.c
+tests_integration_pmix_probe_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS)
+tests_integration_pmix_probe_LDADD = $(PMIX_LIBS)
+
+TESTS += \
+	tests/integration/plugin_build.sh \
+	tests/integration/cluster_pmix.sh \
+	tests/integration/cluster_netns.sh \
+	tests/integration/cluster_updown.sh \
+	tests/gpu/gpu_smoke.sh
+
+EXTRA_DIST += \
+	tests/integration/plugin_build.sh \
+	tests/integration/cluster_pmix.sh \
+	tests/integration/cluster_netns.sh \
+	tests/integration/cluster_updown.sh \
+	tests/gpu/gpu_smoke.sh \
+	tests/gpu/run \
+	tests/gpu/gpu_kernels.cu \
+	tests/cluster/up \
+	tests/cluster/down \
+	tests/cluster/common.sh \
+	tests/cluster/testlib.sh
+
+# GPU smoke check: compiled and linked whenever CUDA is found (even with no
+# GPU), run by tests/gpu/gpu_smoke.sh, which reports SKIP without a device.
+if HAVE_CUDA
+check_PROGRAMS += tests/gpu/gpu_smoke
+tests_gpu_gpu_smoke_SOURCES = tests/gpu/gpu_smoke.c tests/gpu/gpu_kernels.h
+tests_gpu_gpu_smoke_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)
+tests_gpu_gpu_smoke_LDADD = tests/gpu/gpu_kernels.o $(CUDNN_LIBS) $(NCCL_LIBS) \
+	$(CUBLAS_LIBS) $(CUDA_LIBS) -lstdc++ -lm
+tests_gpu_gpu_smoke_DEPENDENCIES = tests/gpu/gpu_kernels.o
+CLEANFILES += tests/gpu/gpu_kernels.o
+tests/gpu/gpu_kernels.o: tests/gpu/gpu_kernels.cu tests/gpu/gpu_kernels.h
+	@$(MKDIR_P) tests/gpu
+	$(AM_V_GEN)$(NVCC_COMPILE) -c $(srcdir)/tests/gpu/gpu_kernels.cu -o $@
+else
+EXTRA_DIST += tests/gpu/gpu_smoke.c tests/gpu/gpu_kernels.h
+endif

@@ -1,0 +1,34 @@
+# topology/local.mk: libtoruslayout (the 2D-torus layout), the torus-layout
+# admin tool, their unit tests, the scale bench and the by-hand fuzz target.
+
+# The library is linked into both the tool and spank_torus.so, so it is
+# built with the plugin's hardening flags. It does not link libslurm itself:
+# the tool adds $(SLURM_LIBS), the plugin borrows srun/slurmstepd's copy.
+noinst_LTLIBRARIES += topology/libtoruslayout.la
+topology_libtoruslayout_la_SOURCES = \
+	topology/torus_layout.h \
+	topology/internal.h \
+	topology/spec.c \
+	topology/cost.c \
+	topology/names.c \
+	topology/switchmap.c \
+	topology/layout.c
+topology_libtoruslayout_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CFLAGS)
+topology_libtoruslayout_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
+topology_libtoruslayout_la_LIBADD = -lm
+
+TOPOLOGY_TEST_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) $(CHECK_LIBS) -lm
+
+check_PROGRAMS += tests/unit/test_layout tests/unit/test_layout_parse
+TESTS += tests/unit/test_layout tests/unit/test_layout_parse
+tests_unit_test_layout_SOURCES = tests/unit/test_layout.c
+tests_unit_test_layout_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
+tests_unit_test_layout_LDADD = $(TOPOLOGY_TEST_LDADD)
+tests_unit_test_layout_parse_SOURCES = tests/unit/test_layout_parse.c
+tests_unit_test_layout_parse_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
+tests_unit_test_layout_parse_LDADD = $(TOPOLOGY_TEST_LDADD)
+
+# The real 4096 x 8 number: tests/bench/bench_layout (built, not run, by check).
+check_PROGRAMS += tests/bench/bench_layout
+tests_bench_bench_layout_SOURCES = tests/bench/bench_layout.c
+tests_bench_bench_layout_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) -lm

@@ -1,0 +1,1 @@
+# trainer/comm/local.mk: placeholder until the component lands.
