@@ -1,0 +1,189 @@
+/*
+ * test_layout_parse.c: Check tests of libtoruslayout's parsers: the --torus
+ * spec, cost parameters and byte sizes, Slurm tasks-per-node lists,
+ * hostlists (through libslurm) and topology.conf, including the errors
+ * each must give (with file and line) on bad input.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "topology/torus_layout.h"
+
+START_TEST(spec_valid)
+{
+    torus_layout_spec_t s;
+    char err[TORUS_LAYOUT_ERR_LEN];
+    ck_assert_int_eq(torus_layout_spec_parse("auto", &s, err, sizeof err), 0);
+    ck_assert_int_eq(s.kind, TORUS_SPEC_AUTO);
+    ck_assert_int_eq(torus_layout_spec_parse("off", &s, err, sizeof err), 0);
+    ck_assert_int_eq(s.kind, TORUS_SPEC_OFF);
+    ck_assert_int_eq(torus_layout_spec_parse("4x8", &s, err, sizeof err), 0);
+    ck_assert_int_eq(s.kind, TORUS_SPEC_EXPLICIT);
+    ck_assert_uint_eq(s.rows, 4);
+    ck_assert_uint_eq(s.cols, 8);
+    ck_assert_int_eq(torus_layout_spec_parse("1x1", &s, err, sizeof err), 0);
+}
+END_TEST
+
+START_TEST(spec_invalid)
+{
+    static const char *bad[] = { "", "AUTO", "4x", "x4", "0x4", "4x0", "-4x2", "4x2x1",
+                                 "4 x2", "+4x2", "4x2 ", "04x2", "4X2", "99999999999x2",
+                                 "40000x40000", "auto2", "o", "4x8000000000000000000000000" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        torus_layout_spec_t s;
+        char err[TORUS_LAYOUT_ERR_LEN] = "";
+        ck_assert_msg(torus_layout_spec_parse(bad[i], &s, err, sizeof err) != 0,
+                      "'%s' accepted", bad[i]);
+        ck_assert_msg(strlen(err) > 0, "no message for '%s'", bad[i]);
+    }
+}
+END_TEST
+
+START_TEST(cost_keys)
+{
+    torus_layout_cost_t c, d;
+    char err[TORUS_LAYOUT_ERR_LEN];
+    torus_layout_cost_defaults(&c);
+    d = c;
+    ck_assert_int_eq(torus_layout_cost_set(&c, "leaf_bw_gbs", "25", err, sizeof err), 0);
+    ck_assert(c.bandwidth_Bps[TORUS_LINK_LEAF] == 25e9);
+    ck_assert_int_eq(torus_layout_cost_set(&c, "cross_lat_us", "2.5", err, sizeof err), 0);
+    ck_assert(c.latency_s[TORUS_LINK_CROSS] > 2.49e-6 && c.latency_s[TORUS_LINK_CROSS] < 2.51e-6);
+    ck_assert_int_eq(torus_layout_cost_set(&c, "bytes", "4M", err, sizeof err), 0);
+    ck_assert_uint_eq(c.bytes, 4u << 20);
+    ck_assert(d.bandwidth_Bps[TORUS_LINK_LEAF] != c.bandwidth_Bps[TORUS_LINK_LEAF]);
+    ck_assert_int_ne(torus_layout_cost_set(&c, "leaf_bw", "25", err, sizeof err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "leaf_bw"));
+    static const char *badval[] = { "", "0", "-1", "1e3", "abc", "1..2", "2000000" };
+    for (size_t i = 0; i < sizeof badval / sizeof badval[0]; i++)
+        ck_assert_msg(torus_layout_cost_set(&c, "node_lat_us", badval[i], err, sizeof err) != 0,
+                      "node_lat_us=%s accepted", badval[i]);
+    ck_assert(torus_layout_cost_is_key("node_bw_gbs"));
+    ck_assert(!torus_layout_cost_is_key("verbose"));
+    uint64_t b;
+    ck_assert_int_eq(torus_layout_parse_bytes("1G", &b), 0);
+    ck_assert_uint_eq(b, 1ull << 30);
+    ck_assert_int_ne(torus_layout_parse_bytes("0", &b), 0);
+    ck_assert_int_ne(torus_layout_parse_bytes("2T", &b), 0);
+    ck_assert_int_ne(torus_layout_parse_bytes("4096G", &b), 0);
+}
+END_TEST
+
+START_TEST(tasks_lists)
+{
+    uint32_t c[8];
+    char err[TORUS_LAYOUT_ERR_LEN];
+    ck_assert_int_eq(torus_layout_tasks_parse("2(x3),1", 4, c, err, sizeof err), 0);
+    ck_assert_uint_eq(c[0], 2);
+    ck_assert_uint_eq(c[2], 2);
+    ck_assert_uint_eq(c[3], 1);
+    ck_assert_int_eq(torus_layout_tasks_parse("8", 5, c, err, sizeof err), 0);
+    ck_assert_uint_eq(c[4], 8);
+    ck_assert_int_eq(torus_layout_tasks_parse("4,4", 2, c, err, sizeof err), 0);
+    static const char *bad[] = { "", "0", "2(x3)", "2(x5)", "2,", ",2", "2(3)", "2(x0),1",
+                                 "a", "2(x2),1,1,1", "2(x1", "4,4,4,4,4" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(torus_layout_tasks_parse(bad[i], 4, c, err, sizeof err) != 0,
+                      "'%s' accepted for 4 nodes", bad[i]);
+}
+END_TEST
+
+START_TEST(hostlists)
+{
+    char **names;
+    size_t n;
+    char err[TORUS_LAYOUT_ERR_LEN];
+    ck_assert_int_eq(torus_layout_names_expand("n[001-003],m7", &names, &n, err, sizeof err), 0);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_str_eq(names[0], "n001");
+    ck_assert_str_eq(names[2], "n003");
+    ck_assert_str_eq(names[3], "m7");
+    char *back = torus_layout_names_compress(names, n);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_ptr_nonnull(strstr(back, "n[001-003]"));
+    free(back);
+    torus_layout_names_free(names, n);
+    ck_assert_int_ne(torus_layout_names_expand("", &names, &n, err, sizeof err), 0);
+}
+END_TEST
+
+static torus_layout_rc parse(const char *text, char *err)
+{
+    torus_layout_topo_t *t = NULL;
+    torus_layout_rc rc = torus_layout_topo_parse(text, strlen(text), "topo.conf", &t, err,
+                                                 TORUS_LAYOUT_ERR_LEN);
+    torus_layout_topo_free(t);
+    return rc;
+}
+
+START_TEST(topology_conf)
+{
+    char err[TORUS_LAYOUT_ERR_LEN];
+    ck_assert_int_eq(parse("", err), 0);
+    ck_assert_int_eq(parse("# only a comment\n\n", err), 0);
+    ck_assert_int_eq(parse("switchname=a nodes=n[1-2]\nSwitchName=b Switches=a\n", err), 0);
+    /* Errors name file and line. */
+    ck_assert_int_ne(parse("SwitchName=a Nodes=n1\nNodes=n2\n", err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "topo.conf:2"));
+    ck_assert_int_ne(parse("SwitchName=a Nodes=n1\n\nSwitchName=a Nodes=n2\n", err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "topo.conf:3"));
+    ck_assert_ptr_nonnull(strstr(err, "already defined on line 1"));
+    ck_assert_int_ne(parse("SwitchName=a Bogus=1\n", err), 0);
+    ck_assert_int_ne(parse("SwitchName=a Nodes=n1 Nodes=n2\n", err), 0);
+    ck_assert_int_ne(parse("SwitchName=a Switches=zz\n", err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "zz"));
+    ck_assert_int_ne(parse("SwitchName=a Switches=b\nSwitchName=b Switches=a\n", err), 0);
+    ck_assert_int_ne(parse("SwitchName=a Switches=a\n", err), 0);
+    ck_assert_int_ne(parse("SwitchName=x Switches=a\nSwitchName=y Switches=a\nSwitchName=a\n",
+                           err), 0);
+    ck_assert_int_ne(parse("SwitchName=a.b Nodes=n1\n", err), 0);
+    ck_assert_int_ne(parse("SwitchName= Nodes=n1\n", err), 0);
+    ck_assert_int_ne(parse("garbage\n", err), 0);
+    /* Continuation joins lines; the logical line keeps its first number. */
+    ck_assert_int_ne(parse("SwitchName=a \\\n  Nodes=n1 \\\n  Oops=2\n", err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "topo.conf:1"));
+    ck_assert_int_eq(torus_layout_topo_load("/nonexistent/topology.conf", &(torus_layout_topo_t *){0},
+                                            err, sizeof err), TORUS_LAYOUT_EIO);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent/topology.conf"));
+}
+END_TEST
+
+START_TEST(topology_addr)
+{
+    torus_layout_topo_t *t;
+    char err[TORUS_LAYOUT_ERR_LEN];
+    ck_assert_int_eq(torus_layout_topo_new(&t), 0);
+    ck_assert_int_eq(torus_layout_topo_add_addr(t, "spine.leaf1.n1", err, sizeof err), 0);
+    ck_assert_int_eq(torus_layout_topo_add_addr(t, "spine.leaf1.n2", err, sizeof err), 0);
+    ck_assert_uint_eq(torus_layout_topo_switch_count(t), 2);
+    ck_assert_int_eq(torus_layout_topo_add_addr(t, "n9", err, sizeof err), 0);
+    ck_assert_int_ne(torus_layout_topo_add_addr(t, "other.leaf1.n3", err, sizeof err), 0);
+    ck_assert_int_ne(torus_layout_topo_add_addr(t, "spine..n3", err, sizeof err), 0);
+    ck_assert_int_ne(torus_layout_topo_add_addr(t, "spine.leaf1.", err, sizeof err), 0);
+    ck_assert_int_ne(torus_layout_topo_add_addr(t, "", err, sizeof err), 0);
+    torus_layout_topo_free(t);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("layout_parse");
+    TCase *tc = tcase_create("parsers");
+    tcase_add_test(tc, spec_valid);
+    tcase_add_test(tc, spec_invalid);
+    tcase_add_test(tc, cost_keys);
+    tcase_add_test(tc, tasks_lists);
+    tcase_add_test(tc, hostlists);
+    tcase_add_test(tc, topology_conf);
+    tcase_add_test(tc, topology_addr);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

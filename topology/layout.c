@@ -1,0 +1,467 @@
+/*
+ * layout.c: the 2D-torus layout itself. Orders the step's nodes so that
+ * nodes under one leaf switch are adjacent, lays tasks out row-major over
+ * that order, and picks the number of columns C (for `auto`) by the
+ * alpha-beta model in cost.c.
+ *
+ * Rules it enforces (issue 3): a row never splits a node's tasks unless
+ * C < tasks per node, in which case a node holds whole rows; `auto` only
+ * considers shapes whose rows stay inside one leaf (C = tasks per node always
+ * qualifies, so such a shape always exists); ties are broken by a fixed rule
+ * so every node computes the same answer. Memory is O(nodes + switches).
+ */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "topology/internal.h"
+
+struct torus_layout {
+    bool enabled;
+    uint32_t rows, cols, tpn, ngroups, crossing;
+    size_t nnodes;
+    uint64_t tasks;
+    torus_layout_source source;
+    size_t *order;         /* torus position -> Slurm node id */
+    size_t *pos;           /* Slurm node id -> torus position */
+    uint32_t *group;       /* Slurm node id -> group */
+    size_t *group_start;   /* group -> first torus position; [ngroups] = nnodes */
+    char **group_switch;   /* group -> leaf switch name */
+    torus_layout_shape_t shape;
+    char reason[512];
+};
+
+void torus_layout_free(torus_layout_t *l)
+{
+    if (!l)
+        return;
+    free(l->order);
+    free(l->pos);
+    free(l->group);
+    free(l->group_start);
+    if (l->group_switch)
+        for (uint32_t g = 0; g < l->ngroups; g++)
+            free(l->group_switch[g]);
+    free(l->group_switch);
+    free(l);
+}
+
+bool torus_layout_enabled(const torus_layout_t *l) { return l->enabled; }
+uint32_t torus_layout_rows(const torus_layout_t *l) { return l->rows; }
+uint32_t torus_layout_cols(const torus_layout_t *l) { return l->cols; }
+uint32_t torus_layout_tasks_per_node(const torus_layout_t *l) { return l->tpn; }
+size_t torus_layout_node_count(const torus_layout_t *l) { return l->nnodes; }
+uint64_t torus_layout_task_count(const torus_layout_t *l) { return l->tasks; }
+uint32_t torus_layout_group_count(const torus_layout_t *l) { return l->ngroups; }
+torus_layout_source torus_layout_source_of(const torus_layout_t *l) { return l->source; }
+const char *torus_layout_reason(const torus_layout_t *l) { return l->reason; }
+size_t torus_layout_node_at(const torus_layout_t *l, size_t pos) { return l->order[pos]; }
+uint32_t torus_layout_node_group(const torus_layout_t *l, size_t node) { return l->group[node]; }
+uint32_t torus_layout_rows_crossing_leaves(const torus_layout_t *l) { return l->crossing; }
+
+const char *torus_layout_group_switch(const torus_layout_t *l, uint32_t g)
+{
+    return g < l->ngroups && l->group_switch[g] ? l->group_switch[g] : "-";
+}
+
+const char *torus_layout_source_name(torus_layout_source source)
+{
+    switch (source) {
+    case TORUS_SOURCE_TREE: return "topology/tree";
+    case TORUS_SOURCE_ADDR: return "SLURM_TOPOLOGY_ADDR";
+    case TORUS_SOURCE_NODELIST: return "nodelist";
+    }
+    return "nodelist";
+}
+
+torus_layout_rc torus_layout_place(const torus_layout_t *l, size_t node, uint32_t local,
+                                   torus_layout_task_t *out)
+{
+    if (!l->enabled || node >= l->nnodes || local >= l->tpn)
+        return TORUS_LAYOUT_EINVAL;
+    size_t p = l->pos[node];
+    uint64_t k = (uint64_t)p * l->tpn + local;
+    uint32_t g = l->group[node];
+    *out = (torus_layout_task_t){
+        .row = (uint32_t)(k / l->cols),
+        .col = (uint32_t)(k % l->cols),
+        .group = g,
+        .group_rank = (uint32_t)((p - l->group_start[g]) * l->tpn + local),
+        .node_index = (uint32_t)p,
+    };
+    return TORUS_LAYOUT_OK;
+}
+
+torus_layout_rc torus_layout_block_task(const torus_layout_t *l, uint64_t procid, size_t *node,
+                                        uint32_t *local)
+{
+    if (!l->enabled || procid >= l->tasks)
+        return TORUS_LAYOUT_EINVAL;
+    *node = (size_t)(procid / l->tpn);
+    *local = (uint32_t)(procid % l->tpn);
+    return TORUS_LAYOUT_OK;
+}
+
+/* ------------------------------------------------------------ node order */
+
+typedef struct {
+    const torus_layout_topo_t *topo;
+    const size_t *first; /* switch -> smallest Slurm node id beneath it */
+} _order_ctx;
+
+/* Compare two leaves by the "first node" of their ancestors, root first:
+ * this keeps leaves under one spine adjacent, and otherwise follows the
+ * order in which Slurm listed the nodes. */
+static int _leaf_cmp(const void *a, const void *b, void *arg)
+{
+    const _order_ctx *ctx = arg;
+    uint32_t la = *(const uint32_t *)a, lb = *(const uint32_t *)b;
+    uint32_t ca[64], cb[64];
+    size_t na = 0, nb = 0;
+    for (uint32_t s = la; s != TORUS_NO_SWITCH && na < 64; s = torus_layout_topo_parent(ctx->topo, s))
+        ca[na++] = s;
+    for (uint32_t s = lb; s != TORUS_NO_SWITCH && nb < 64; s = torus_layout_topo_parent(ctx->topo, s))
+        cb[nb++] = s;
+    while (na && nb) {
+        size_t fa = ctx->first[ca[--na]], fb = ctx->first[cb[--nb]];
+        if (fa != fb)
+            return fa < fb ? -1 : 1;
+    }
+    if (na != nb)
+        return na < nb ? -1 : 1;
+    return la < lb ? -1 : (la > lb);
+}
+
+/* Fill l->group/order/pos/group_start from the per-node leaf array. */
+static torus_layout_rc _order_nodes(torus_layout_t *l, const torus_layout_topo_t *topo,
+                                    const uint32_t *leaf)
+{
+    size_t n = l->nnodes, nsw = torus_layout_topo_switch_count(topo);
+    uint32_t nleaves = 0;
+    uint32_t *leaves = NULL, *rank = NULL;
+    size_t *first = NULL;
+    torus_layout_rc rc = TORUS_LAYOUT_ENOMEM;
+
+    if (leaf) {
+        first = malloc(nsw * sizeof *first);
+        rank = malloc(nsw * sizeof *rank);
+        leaves = malloc(nsw * sizeof *leaves);
+        if (!first || !rank || !leaves)
+            goto out;
+        for (size_t s = 0; s < nsw; s++)
+            first[s] = SIZE_MAX;
+        /* Node ids grow, so the first visit of a switch is its minimum and
+         * its ancestors are already set: stop climbing there. */
+        for (size_t i = 0; i < n; i++) {
+            if (first[leaf[i]] == SIZE_MAX)
+                leaves[nleaves++] = leaf[i];
+            for (uint32_t s = leaf[i]; s != TORUS_NO_SWITCH && first[s] == SIZE_MAX;
+                 s = torus_layout_topo_parent(topo, s))
+                first[s] = i;
+        }
+        _order_ctx ctx = { topo, first };
+        qsort_r(leaves, nleaves, sizeof *leaves, _leaf_cmp, &ctx);
+        for (uint32_t g = 0; g < nleaves; g++)
+            rank[leaves[g]] = g;
+    } else {
+        nleaves = 1;
+    }
+    l->ngroups = nleaves;
+    l->group_start = calloc((size_t)nleaves + 1, sizeof *l->group_start);
+    l->group_switch = calloc(nleaves, sizeof *l->group_switch);
+    if (!l->group_start || !l->group_switch)
+        goto out;
+    for (uint32_t g = 0; g < nleaves; g++)
+        if (leaf && !(l->group_switch[g] = strdup(torus_layout_topo_name(topo, leaves[g]))))
+            goto out;
+    /* Counting sort by group keeps Slurm order inside each group. */
+    for (size_t i = 0; i < n; i++) {
+        l->group[i] = leaf ? rank[leaf[i]] : 0;
+        l->group_start[l->group[i] + 1]++;
+    }
+    for (uint32_t g = 0; g < nleaves; g++)
+        l->group_start[g + 1] += l->group_start[g];
+    size_t *fill = malloc((size_t)nleaves * sizeof *fill);
+    if (!fill)
+        goto out;
+    memcpy(fill, l->group_start, (size_t)nleaves * sizeof *fill);
+    for (size_t i = 0; i < n; i++) {
+        size_t p = fill[l->group[i]]++;
+        l->order[p] = i;
+        l->pos[i] = p;
+    }
+    free(fill);
+    rc = TORUS_LAYOUT_OK;
+out:
+    free(first);
+    free(rank);
+    free(leaves);
+    return rc;
+}
+
+/* ------------------------------------------------------------ candidates */
+
+/* Rows spanning two groups when each row holds m whole nodes. Groups are
+ * contiguous in torus order, so a row crosses iff its ends differ. */
+static uint32_t _crossing_rows(const torus_layout_t *l, size_t m)
+{
+    uint32_t crossing = 0;
+    for (size_t start = 0; start + m <= l->nnodes; start += m)
+        if (l->group[l->order[start]] != l->group[l->order[start + m - 1]])
+            crossing++;
+    return crossing;
+}
+
+/* The model's view of shape R x C on this node order. */
+static void _shape(const torus_layout_t *l, uint32_t rows, uint32_t cols, uint32_t crossing,
+                   torus_layout_shape_t *s)
+{
+    bool one_node = l->nnodes == 1, one_group = l->ngroups == 1;
+    torus_layout_link between = one_node ? TORUS_LINK_NODE
+                                : one_group ? TORUS_LINK_LEAF : TORUS_LINK_CROSS;
+    size_t biggest = 0, multi_node_group = 0;
+    for (uint32_t g = 0; g < l->ngroups; g++) {
+        size_t sz = l->group_start[g + 1] - l->group_start[g];
+        if (sz > biggest)
+            biggest = sz;
+        if (sz > 1)
+            multi_node_group = 1;
+    }
+    *s = (torus_layout_shape_t){
+        .tasks = l->tasks,
+        .rows = rows,
+        .cols = cols,
+        .ngroups = l->ngroups,
+        .max_group_tasks = (uint32_t)(biggest * l->tpn),
+        .row_link = cols <= l->tpn ? TORUS_LINK_NODE
+                    : crossing ? TORUS_LINK_CROSS : TORUS_LINK_LEAF,
+        .col_link = between,
+        .flat_link = between,
+        .group_link = multi_node_group ? TORUS_LINK_LEAF : TORUS_LINK_NODE,
+        /* Rows inside a node share its memory bandwidth; a multi-node row
+         * sends through each node's port once. Every column with a task on
+         * a node leaves that node once per step. */
+        .row_flows = cols <= l->tpn ? l->tpn / cols : 1,
+        .col_flows = cols < l->tpn ? cols : l->tpn,
+    };
+}
+
+static double _predict_2d(const torus_layout_t *l, const torus_layout_cost_t *cost,
+                          uint32_t rows, uint32_t cols, uint32_t crossing)
+{
+    torus_layout_shape_t s;
+    torus_layout_prediction_t p;
+    _shape(l, rows, cols, crossing, &s);
+    torus_layout_model(&s, cost, cost->bytes, &p);
+    return p.torus2d_s;
+}
+
+/* Is candidate (c, t) better than the incumbent (bc, bt)? Costs within one
+ * part in 1e9 tie; then the squarer grid wins (shorter rings both ways),
+ * then the smaller C. All of it is a pure function of the inputs. */
+static bool _better(double t, uint32_t c, uint64_t p, double bt, uint32_t bc)
+{
+    if (t < bt * (1 - 1e-9))
+        return true;
+    if (t > bt * (1 + 1e-9))
+        return false;
+    double sq = fabs(log((double)c * c / (double)p)), bsq = fabs(log((double)bc * bc / (double)p));
+    if (sq < bsq - 1e-12)
+        return true;
+    if (sq > bsq + 1e-12)
+        return false;
+    return c < bc;
+}
+
+/* Pick C for `auto`: every C = T*m with m | N, and every C | T. */
+static void _choose_auto(torus_layout_t *l, const torus_layout_cost_t *cost)
+{
+    uint32_t best_c = 0;
+    double best_t = INFINITY;
+    size_t best_clean_m = 1; /* largest nodes-per-row that stays in leaves */
+    /* Divisors of T below T, found in pairs up to sqrt(T). */
+    for (uint32_t d = 1; (uint64_t)d * d <= l->tpn; d++) {
+        if (l->tpn % d)
+            continue;
+        uint32_t pair[2] = { d, l->tpn / d };
+        for (int k = 0; k < (pair[0] == pair[1] ? 1 : 2); k++) {
+            uint32_t c = pair[k];
+            if (c == l->tpn)
+                continue;
+            double t = _predict_2d(l, cost, (uint32_t)(l->tasks / c), c, 0);
+            if (best_c == 0 || _better(t, c, l->tasks, best_t, best_c))
+                best_c = c, best_t = t;
+        }
+    }
+    for (size_t m = 1; m <= l->nnodes; m++) {
+        if (l->nnodes % m || (uint64_t)m * l->tpn > UINT32_MAX)
+            continue;
+        if (_crossing_rows(l, m))
+            continue;
+        best_clean_m = m;
+        uint32_t c = (uint32_t)(m * l->tpn);
+        double t = _predict_2d(l, cost, (uint32_t)(l->nnodes / m), c, 0);
+        if (best_c == 0 || _better(t, c, l->tasks, best_t, best_c))
+            best_c = c, best_t = t;
+    }
+    l->cols = best_c;
+    l->rows = (uint32_t)(l->tasks / best_c);
+    l->crossing = 0;
+    size_t used = strlen(l->reason);
+    snprintf(l->reason + used, sizeof l->reason - used,
+             "auto: %ux%u predicts %.3f ms per %llu-byte all-reduce; rows stay inside %s",
+             l->rows, l->cols, best_t * 1e3, (unsigned long long)cost->bytes,
+             l->cols <= l->tpn ? "one node" : "one leaf switch");
+    used = strlen(l->reason);
+    if (l->ngroups > 1 && best_clean_m < l->nnodes / l->ngroups)
+        snprintf(l->reason + used, sizeof l->reason - used,
+                 " (uneven leaf groups allow at most %zu node(s) per row)", best_clean_m);
+}
+
+static torus_layout_rc _apply_explicit(torus_layout_t *l, const torus_layout_spec_t *spec,
+                                       char *err, size_t errlen)
+{
+    uint64_t want = (uint64_t)spec->rows * spec->cols;
+    if (want != l->tasks)
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOFIT,
+                                 "%ux%u holds %llu tasks but the step has %llu (%zu nodes x %u)",
+                                 spec->rows, spec->cols, (unsigned long long)want,
+                                 (unsigned long long)l->tasks, l->nnodes, l->tpn);
+    uint32_t c = spec->cols, t = l->tpn;
+    if ((c >= t && c % t) || (c < t && t % c))
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOFIT,
+                                 "%ux%u: rows of %u tasks would split the %u tasks of a node "
+                                 "(C must be a multiple or a divisor of the tasks per node)",
+                                 spec->rows, spec->cols, c, t);
+    l->rows = spec->rows;
+    l->cols = c;
+    l->crossing = c > t ? _crossing_rows(l, c / t) : 0;
+    size_t used = strlen(l->reason);
+    if (l->crossing)
+        snprintf(l->reason + used, sizeof l->reason - used,
+                 "explicit %ux%u: %u of %u rows span more than one leaf switch", l->rows,
+                 l->cols, l->crossing, l->rows);
+    else
+        snprintf(l->reason + used, sizeof l->reason - used, "explicit %ux%u", l->rows, l->cols);
+    return TORUS_LAYOUT_OK;
+}
+
+static torus_layout_rc _check_input(const torus_layout_input_t *in, char *err, size_t errlen)
+{
+    if (in->nnodes == 0 || !in->nodes || !in->tasks)
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "no nodes in the step");
+    if (in->nnodes > TORUS_LAYOUT_NODES_MAX)
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE, "%zu nodes (at most %u)",
+                                 in->nnodes, TORUS_LAYOUT_NODES_MAX);
+    for (size_t i = 0; i < in->nnodes; i++)
+        if (!in->nodes[i] || in->tasks[i] == 0 || in->tasks[i] > TORUS_LAYOUT_TASKS_MAX)
+            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                     "node %zu has no name or an impossible task count", i);
+    for (int k = 0; k < TORUS_LINK_COUNT; k++)
+        if (!(in->cost.latency_s[k] >= 0) || !(in->cost.bandwidth_Bps[k] > 0))
+            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "bad link parameters");
+    if (in->cost.bytes == 0)
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "bytes must be positive");
+    return TORUS_LAYOUT_OK;
+}
+
+torus_layout_rc torus_layout_compute(const torus_layout_input_t *in, torus_layout_t **out,
+                                     char *err, size_t errlen)
+{
+    *out = NULL;
+    torus_layout_rc rc = _check_input(in, err, errlen);
+    if (rc)
+        return rc;
+    size_t n = in->nnodes;
+    torus_layout_t *l = calloc(1, sizeof *l);
+    uint32_t *leaf = NULL;
+    if (!l)
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "out of memory");
+    l->nnodes = n;
+    l->source = in->topo ? in->source : TORUS_SOURCE_NODELIST;
+    l->order = malloc(n * sizeof *l->order);
+    l->pos = malloc(n * sizeof *l->pos);
+    l->group = malloc(n * sizeof *l->group);
+    if (!l->order || !l->pos || !l->group)
+        goto nomem;
+
+    if (in->topo) {
+        if (!(leaf = malloc(n * sizeof *leaf)))
+            goto nomem;
+        rc = torus_layout_topo_resolve(in->topo, in->nodes, n, leaf, err, errlen);
+        if (rc)
+            goto fail;
+        /* One node the map does not know makes the whole map useless for
+         * this step: fall back for every node alike (deterministically). */
+        for (size_t i = 0; i < n; i++) {
+            if (leaf[i] != TORUS_NO_SWITCH)
+                continue;
+            snprintf(l->reason, sizeof l->reason,
+                     "node %.64s is not in the %s switch map, using the node list; ",
+                     in->nodes[i], torus_layout_source_name(in->source));
+            free(leaf);
+            leaf = NULL;
+            l->source = TORUS_SOURCE_NODELIST;
+            break;
+        }
+    }
+    if ((rc = _order_nodes(l, leaf ? in->topo : NULL, leaf)))
+        goto fail;
+
+    l->tpn = in->tasks[0];
+    for (size_t i = 0; i < n; i++) {
+        l->tasks += in->tasks[i];
+        if (in->tasks[i] != l->tpn && l->tpn) {
+            size_t used = strlen(l->reason);
+            snprintf(l->reason + used, sizeof l->reason - used,
+                     "torus off: tasks per node are not uniform (%.64s has %u, %.64s has %u)",
+                     in->nodes[0], in->tasks[0], in->nodes[i], in->tasks[i]);
+            l->tpn = 0;
+        }
+    }
+    if (l->tasks > TORUS_LAYOUT_TASKS_MAX) {
+        rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE, "%llu tasks (at most %u)",
+                               (unsigned long long)l->tasks, TORUS_LAYOUT_TASKS_MAX);
+        goto fail;
+    }
+    if (l->tpn == 0) {
+        /* Non-uniform: a valid "off" result, not an error. */
+        if (in->spec.kind == TORUS_SPEC_EXPLICIT) {
+            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOFIT, "%s", l->reason);
+            goto fail;
+        }
+    } else if (in->spec.kind == TORUS_SPEC_OFF) {
+        size_t used = strlen(l->reason);
+        snprintf(l->reason + used, sizeof l->reason - used, "torus off: spec is off");
+    } else if (in->spec.kind == TORUS_SPEC_EXPLICIT) {
+        if ((rc = _apply_explicit(l, &in->spec, err, errlen)))
+            goto fail;
+        l->enabled = true;
+    } else {
+        _choose_auto(l, &in->cost);
+        l->enabled = true;
+    }
+    if (l->enabled)
+        _shape(l, l->rows, l->cols, l->crossing, &l->shape);
+    free(leaf);
+    *out = l;
+    return TORUS_LAYOUT_OK;
+nomem:
+    rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "out of memory");
+fail:
+    free(leaf);
+    torus_layout_free(l);
+    return rc;
+}
+
+void torus_layout_predict(const torus_layout_t *l, const torus_layout_cost_t *cost,
+                          uint64_t bytes, torus_layout_prediction_t *out)
+{
+    if (!l->enabled) {
+        *out = (torus_layout_prediction_t){ 0 };
+        return;
+    }
+    torus_layout_model(&l->shape, cost, bytes, out);
+}

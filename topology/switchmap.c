@@ -1,0 +1,483 @@
+/*
+ * switchmap.c: the switch map: which leaf switch each node hangs under and
+ * how switches nest. Filled from Slurm's topology.conf (topology/tree) or
+ * from SLURM_TOPOLOGY_ADDR strings ("spine.leaf1.n2").
+ *
+ * Every slurmstepd of a step parses the same topology.conf that Slurm itself
+ * reads, which is what lets the plugin lay out a step with zero controller
+ * RPCs. The file is trusted less than Slurm trusts it: lines and names are
+ * bounded and every error names the file and line.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <slurm/slurm.h>
+
+#include "topology/internal.h"
+
+#define _FILE_MAX (64u << 20)  /* a topology.conf bigger than this is not one */
+#define _LINE_MAX (1u << 20)   /* one logical line, continuations included */
+#define _SWITCH_MAX (1u << 20)
+
+typedef struct {
+    char *name;
+    char *nodes;     /* Nodes= hostlist, or NULL */
+    char *children;  /* Switches= hostlist, or NULL */
+    uint32_t parent; /* TORUS_NO_SWITCH at a root */
+    uint32_t line;   /* where it was defined, for messages */
+} _switch_t;
+
+struct torus_layout_topo {
+    _switch_t *sw;
+    size_t count, cap;
+    uint32_t *slots; /* open-addressing table of switch indices + 1 */
+    size_t nslots;
+};
+
+torus_layout_rc torus_layout_topo_new(torus_layout_topo_t **out)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? TORUS_LAYOUT_OK : TORUS_LAYOUT_ENOMEM;
+}
+
+void torus_layout_topo_free(torus_layout_topo_t *topo)
+{
+    if (!topo)
+        return;
+    for (size_t i = 0; i < topo->count; i++) {
+        free(topo->sw[i].name);
+        free(topo->sw[i].nodes);
+        free(topo->sw[i].children);
+    }
+    free(topo->sw);
+    free(topo->slots);
+    free(topo);
+}
+
+size_t torus_layout_topo_switch_count(const torus_layout_topo_t *topo)
+{
+    return topo ? topo->count : 0;
+}
+
+uint32_t torus_layout_topo_parent(const torus_layout_topo_t *topo, uint32_t sw)
+{
+    return topo->sw[sw].parent;
+}
+
+const char *torus_layout_topo_name(const torus_layout_topo_t *topo, uint32_t sw)
+{
+    return topo->sw[sw].name;
+}
+
+static uint32_t _find(const torus_layout_topo_t *topo, const char *name)
+{
+    if (!topo->nslots)
+        return TORUS_NO_SWITCH;
+    size_t mask = topo->nslots - 1;
+    for (size_t i = torus_layout_hash(name) & mask;; i = (i + 1) & mask) {
+        uint32_t v = topo->slots[i];
+        if (v == 0)
+            return TORUS_NO_SWITCH;
+        if (strcmp(topo->sw[v - 1].name, name) == 0)
+            return v - 1;
+    }
+}
+
+/* Rebuild the hash table at twice the size (load factor stays <= 1/2). */
+static torus_layout_rc _rehash(torus_layout_topo_t *topo, size_t nslots)
+{
+    uint32_t *slots = calloc(nslots, sizeof *slots);
+    if (!slots)
+        return TORUS_LAYOUT_ENOMEM;
+    for (size_t s = 0; s < topo->count; s++) {
+        size_t i = torus_layout_hash(topo->sw[s].name) & (nslots - 1);
+        while (slots[i])
+            i = (i + 1) & (nslots - 1);
+        slots[i] = (uint32_t)s + 1;
+    }
+    free(topo->slots);
+    topo->slots = slots;
+    topo->nslots = nslots;
+    return TORUS_LAYOUT_OK;
+}
+
+/* Index of switch `name`, created when absent. */
+static torus_layout_rc _get_or_add(torus_layout_topo_t *topo, const char *name, uint32_t line,
+                                   uint32_t *idx, bool *created)
+{
+    *created = false;
+    if ((*idx = _find(topo, name)) != TORUS_NO_SWITCH)
+        return TORUS_LAYOUT_OK;
+    if (topo->count >= _SWITCH_MAX)
+        return TORUS_LAYOUT_ERANGE;
+    if (topo->count == topo->cap) {
+        size_t cap = topo->cap ? topo->cap * 2 : 16;
+        _switch_t *sw = realloc(topo->sw, cap * sizeof *sw);
+        if (!sw)
+            return TORUS_LAYOUT_ENOMEM;
+        topo->sw = sw;
+        topo->cap = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return TORUS_LAYOUT_ENOMEM;
+    topo->sw[topo->count] = (_switch_t){ .name = copy, .parent = TORUS_NO_SWITCH, .line = line };
+    *idx = (uint32_t)topo->count++;
+    *created = true;
+    if (topo->count * 2 > topo->nslots)
+        return _rehash(topo, topo->nslots ? topo->nslots * 2 : 32);
+    size_t i = torus_layout_hash(name) & (topo->nslots - 1);
+    while (topo->slots[i])
+        i = (i + 1) & (topo->nslots - 1);
+    topo->slots[i] = *idx + 1;
+    return TORUS_LAYOUT_OK;
+}
+
+/* A switch or node name: printable, no blanks, no '=' or '.', bounded. */
+static bool _valid_name(const char *s, size_t len)
+{
+    if (len == 0 || len >= TORUS_LAYOUT_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch <= ' ' || ch >= 127 || ch == '=' || ch == '.' || ch == '#' || ch == '"')
+            return false;
+    }
+    return true;
+}
+
+/* Append ",name" (or "name") to a hostlist string. */
+static torus_layout_rc _append(char **list, const char *name)
+{
+    size_t old = *list ? strlen(*list) : 0, add = strlen(name);
+    if (old + add + 2 > TORUS_LAYOUT_LIST_MAX)
+        return TORUS_LAYOUT_ERANGE;
+    char *s = realloc(*list, old + add + 2);
+    if (!s)
+        return TORUS_LAYOUT_ENOMEM;
+    if (old)
+        s[old++] = ',';
+    memcpy(s + old, name, add + 1);
+    *list = s;
+    return TORUS_LAYOUT_OK;
+}
+
+torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo, const char *addr,
+                                           char *err, size_t errlen)
+{
+    size_t len = strnlen(addr, TORUS_LAYOUT_LIST_MAX + 1);
+    if (len == 0 || len > 16 * TORUS_LAYOUT_NAME_MAX)
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                 "SLURM_TOPOLOGY_ADDR: empty or too long");
+    char name[TORUS_LAYOUT_NAME_MAX];
+    uint32_t parent = TORUS_NO_SWITCH;
+    const char *p = addr, *end = addr + len;
+    while (p <= end) {
+        const char *dot = memchr(p, '.', (size_t)(end - p));
+        const char *stop = dot ? dot : end;
+        size_t n = (size_t)(stop - p);
+        if (!_valid_name(p, n))
+            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                     "SLURM_TOPOLOGY_ADDR '%.80s': bad component at offset %zu",
+                                     addr, (size_t)(p - addr));
+        memcpy(name, p, n);
+        name[n] = '\0';
+        if (!dot) {
+            /* The last component is the node itself. */
+            if (parent == TORUS_NO_SWITCH)
+                return TORUS_LAYOUT_OK;
+            torus_layout_rc rc = _append(&topo->sw[parent].nodes, name);
+            return rc ? torus_layout_errf(err, errlen, rc, "SLURM_TOPOLOGY_ADDR: %s",
+                                          torus_layout_strerror(rc))
+                      : TORUS_LAYOUT_OK;
+        }
+        uint32_t idx;
+        bool created;
+        torus_layout_rc rc = _get_or_add(topo, name, 0, &idx, &created);
+        if (rc)
+            return torus_layout_errf(err, errlen, rc, "SLURM_TOPOLOGY_ADDR: %s",
+                                     torus_layout_strerror(rc));
+        if (created)
+            topo->sw[idx].parent = parent;
+        else if (topo->sw[idx].parent != parent)
+            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                     "SLURM_TOPOLOGY_ADDR '%.80s': switch %s has two parents",
+                                     addr, name);
+        parent = idx;
+        p = dot + 1;
+    }
+    return TORUS_LAYOUT_OK;
+}
+
+/* Apply one "Key=Value" token of a SwitchName line to switch `sw`. */
+static torus_layout_rc _apply(torus_layout_topo_t *topo, uint32_t sw, const char *key,
+                              size_t klen, const char *val, size_t vlen)
+{
+    char **slot = NULL;
+    if (klen == 5 && strncasecmp(key, "Nodes", 5) == 0)
+        slot = &topo->sw[sw].nodes;
+    else if (klen == 8 && strncasecmp(key, "Switches", 8) == 0)
+        slot = &topo->sw[sw].children;
+    else if (klen == 9 && strncasecmp(key, "LinkSpeed", 9) == 0)
+        return TORUS_LAYOUT_OK; /* informational in Slurm too */
+    else
+        return TORUS_LAYOUT_EINVAL;
+    if (vlen == 0 || *slot)
+        return TORUS_LAYOUT_EINVAL;
+    if (!(*slot = strndup(val, vlen)))
+        return TORUS_LAYOUT_ENOMEM;
+    return TORUS_LAYOUT_OK;
+}
+
+/* One logical line, comments and continuations already removed. */
+static torus_layout_rc _parse_line(torus_layout_topo_t *topo, char *line, const char *name,
+                                   uint32_t lineno, char *err, size_t errlen)
+{
+    uint32_t sw = TORUS_NO_SWITCH;
+    char *p = line;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\r')
+            p++;
+        if (!*p)
+            break;
+        char *tok = p;
+        while (*p && *p != ' ' && *p != '\t' && *p != '\r')
+            p++;
+        size_t tlen = (size_t)(p - tok);
+        char *eq = memchr(tok, '=', tlen);
+        if (!eq)
+            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                     "%s:%u: '%.40s' is not Key=Value", name, lineno, tok);
+        size_t klen = (size_t)(eq - tok), vlen = tlen - klen - 1;
+        if (sw == TORUS_NO_SWITCH) {
+            if (klen != 10 || strncasecmp(tok, "SwitchName", 10) != 0)
+                return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                         "%s:%u: a line must start with SwitchName=", name,
+                                         lineno);
+            if (!_valid_name(eq + 1, vlen))
+                return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                         "%s:%u: bad switch name", name, lineno);
+            char sname[TORUS_LAYOUT_NAME_MAX];
+            memcpy(sname, eq + 1, vlen);
+            sname[vlen] = '\0';
+            bool created;
+            torus_layout_rc rc = _get_or_add(topo, sname, lineno, &sw, &created);
+            if (rc)
+                return torus_layout_errf(err, errlen, rc, "%s:%u: %s", name, lineno,
+                                         torus_layout_strerror(rc));
+            if (!created)
+                return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                         "%s:%u: switch %s already defined on line %u", name,
+                                         lineno, sname, topo->sw[sw].line);
+            continue;
+        }
+        torus_layout_rc rc = _apply(topo, sw, tok, klen, eq + 1, vlen);
+        if (rc == TORUS_LAYOUT_ENOMEM)
+            return torus_layout_errf(err, errlen, rc, "%s:%u: out of memory", name, lineno);
+        if (rc)
+            return torus_layout_errf(err, errlen, rc,
+                                     "%s:%u: unexpected or repeated '%.*s' (expected Nodes=, "
+                                     "Switches= or LinkSpeed=)",
+                                     name, lineno, (int)(klen < 40 ? klen : 40), tok);
+    }
+    return TORUS_LAYOUT_OK;
+}
+
+/* After all lines: point every child switch at its parent, reject cycles. */
+static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name, char *err,
+                             size_t errlen)
+{
+    for (size_t s = 0; s < topo->count; s++) {
+        if (!topo->sw[s].children)
+            continue;
+        hostlist_t hl = slurm_hostlist_create(topo->sw[s].children);
+        if (!hl)
+            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                     "%s:%u: Switches= is not a valid hostlist", name,
+                                     topo->sw[s].line);
+        char *child;
+        torus_layout_rc rc = TORUS_LAYOUT_OK;
+        while (rc == TORUS_LAYOUT_OK && (child = slurm_hostlist_shift(hl))) {
+            uint32_t c = _find(topo, child);
+            if (c == TORUS_NO_SWITCH)
+                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                       "%s:%u: switch %.64s is not defined", name,
+                                       topo->sw[s].line, child);
+            else if (topo->sw[c].parent != TORUS_NO_SWITCH || c == s)
+                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                       "%s:%u: switch %.64s has more than one parent", name,
+                                       topo->sw[s].line, child);
+            else
+                topo->sw[c].parent = (uint32_t)s;
+            free(child);
+        }
+        slurm_hostlist_destroy(hl);
+        if (rc)
+            return rc;
+    }
+    /* Each switch has at most one parent, so a walk longer than the switch
+     * count can only be a cycle. */
+    for (size_t s = 0; s < topo->count; s++) {
+        uint32_t p = topo->sw[s].parent;
+        for (size_t steps = 0; p != TORUS_NO_SWITCH; steps++) {
+            if (steps > topo->count)
+                return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                         "%s:%u: switch %s is its own ancestor", name,
+                                         topo->sw[s].line, topo->sw[s].name);
+            p = topo->sw[p].parent;
+        }
+    }
+    return TORUS_LAYOUT_OK;
+}
+
+torus_layout_rc torus_layout_topo_parse(const char *text, size_t len, const char *name,
+                                        torus_layout_topo_t **out, char *err, size_t errlen)
+{
+    torus_layout_topo_t *topo;
+    if (torus_layout_topo_new(&topo))
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "%s: out of memory", name);
+    char *line = malloc(_LINE_MAX + 1);
+    if (!line) {
+        torus_layout_topo_free(topo);
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "%s: out of memory", name);
+    }
+    torus_layout_rc rc = TORUS_LAYOUT_OK;
+    size_t pos = 0, used = 0;
+    uint32_t lineno = 0, start = 1;
+    bool comment = false;
+    while (rc == TORUS_LAYOUT_OK && pos <= len) {
+        char ch = pos < len ? text[pos] : '\n';
+        pos++;
+        if (ch == '\0') {
+            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "%s:%u: NUL byte", name,
+                                   lineno + 1);
+            break;
+        }
+        if (ch != '\n') {
+            if (ch == '#')
+                comment = true;
+            if (comment)
+                continue;
+            if (used >= _LINE_MAX) {
+                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
+                                       "%s:%u: line longer than %u bytes", name, lineno + 1,
+                                       _LINE_MAX);
+                break;
+            }
+            line[used++] = ch;
+            continue;
+        }
+        lineno++;
+        comment = false;
+        /* A trailing backslash joins the next physical line. */
+        if (used && line[used - 1] == '\\') {
+            line[used - 1] = ' ';
+            continue;
+        }
+        line[used] = '\0';
+        rc = _parse_line(topo, line, name, start, err, errlen);
+        used = 0;
+        start = lineno + 1;
+    }
+    free(line);
+    if (rc == TORUS_LAYOUT_OK)
+        rc = _link(topo, name, err, errlen);
+    if (rc) {
+        torus_layout_topo_free(topo);
+        return rc;
+    }
+    *out = topo;
+    return TORUS_LAYOUT_OK;
+}
+
+torus_layout_rc torus_layout_topo_load(const char *path, torus_layout_topo_t **out, char *err,
+                                       size_t errlen)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EIO, "%s: %s", path,
+                                 strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    torus_layout_rc rc = TORUS_LAYOUT_OK;
+    for (;;) {
+        if (len == cap) {
+            if (cap >= _FILE_MAX) {
+                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
+                                       "%s: larger than %u bytes", path, _FILE_MAX);
+                break;
+            }
+            cap = cap ? cap * 2 : 65536;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "%s: out of memory",
+                                       path);
+                break;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) {
+            if (ferror(f))
+                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EIO, "%s: read error", path);
+            break;
+        }
+    }
+    fclose(f);
+    if (rc == TORUS_LAYOUT_OK)
+        rc = torus_layout_topo_parse(buf ? buf : "", len, path, out, err, errlen);
+    free(buf);
+    return rc;
+}
+
+torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
+                                          const char *const *names, size_t count,
+                                          uint32_t *leaf, char *err, size_t errlen)
+{
+    /* Hash the step's nodes, then walk every leaf's node list once: memory
+     * stays linear in the step, time linear in the topology file. */
+    size_t nslots = 16;
+    while (nslots < count * 2)
+        nslots *= 2;
+    uint32_t *slots = calloc(nslots, sizeof *slots);
+    if (!slots)
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "out of memory");
+    for (size_t n = 0; n < count; n++) {
+        leaf[n] = TORUS_NO_SWITCH;
+        size_t i = torus_layout_hash(names[n]) & (nslots - 1);
+        while (slots[i])
+            i = (i + 1) & (nslots - 1);
+        slots[i] = (uint32_t)n + 1;
+    }
+    torus_layout_rc rc = TORUS_LAYOUT_OK;
+    for (size_t s = 0; topo && s < topo->count && rc == TORUS_LAYOUT_OK; s++) {
+        if (!topo->sw[s].nodes)
+            continue;
+        hostlist_t hl = slurm_hostlist_create(topo->sw[s].nodes);
+        if (!hl) {
+            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                   "switch %s: Nodes= is not a valid hostlist", topo->sw[s].name);
+            break;
+        }
+        char *node;
+        while ((node = slurm_hostlist_shift(hl))) {
+            for (size_t i = torus_layout_hash(node) & (nslots - 1); slots[i];
+                 i = (i + 1) & (nslots - 1)) {
+                uint32_t n = slots[i] - 1;
+                /* Every duplicate of a name in the step gets the same leaf;
+                 * the first switch listing a node wins, as in Slurm. */
+                if (strcmp(names[n], node) == 0 && leaf[n] == TORUS_NO_SWITCH)
+                    leaf[n] = (uint32_t)s;
+            }
+            free(node);
+        }
+        slurm_hostlist_destroy(hl);
+    }
+    free(slots);
+    return rc;
+}
