@@ -34,7 +34,7 @@ grep -q '^n3 spine.leaf2.n3$' <<<"$out" || tl_fail "n3 topology address wrong: $
 if msg=$("$up" --base "$TL_BASE" --nodes 3 2>&1); then tl_fail "second up on a running base was accepted"; fi
 grep -q 'already running' <<<"$msg" || tl_fail "second up: unexpected message '$msg'"
 
-jobid=$(sbatch --parsable -N2 --wrap 'srun sleep 300') || tl_fail "sbatch failed"
+jobid=$(sbatch --parsable -N2 --output="$TL_BASE/job-%j.out" --wrap 'srun sleep 300') || tl_fail "sbatch failed"
 for _ in $(seq 1 100); do
     [ "$(squeue -h -j "$jobid" -o %T)" = RUNNING ] && break
     sleep 0.1
