@@ -1,8 +1,9 @@
 # tests/local.mk: the lead's tests (build, local Slurm cluster, PMIx, GPU).
 # Component tests live in their component's fragment.
 
-# A PMIx client that reports rank/size/local rank/node id, for the cluster tests.
-check_PROGRAMS += tests/integration/pmix_probe
+# A PMIx client that reports rank/size/local rank/node id: used by the cluster
+# tests and the smoke job, so it is built by plain `make`.
+noinst_PROGRAMS += tests/integration/pmix_probe
 tests_integration_pmix_probe_SOURCES = tests/integration/pmix_probe.c
 tests_integration_pmix_probe_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS)
 tests_integration_pmix_probe_LDADD = $(PMIX_LIBS)
