@@ -1,1 +1,54 @@
-# trainer/comm/local.mk: placeholder until the component lands.
+# trainer/comm/local.mk: libtcomm (PMIx bootstrap, MPI/NCCL backends, the
+# all-reduce algorithms, tensor fusion), the torus-bench tool, and their tests.
+
+noinst_LTLIBRARIES += trainer/comm/libtcomm.la
+trainer_comm_libtcomm_la_SOURCES = \
+	trainer/comm/tcomm.h \
+	trainer/comm/tcomm_internal.h \
+	trainer/comm/error.c \
+	trainer/comm/layout_env.h \
+	trainer/comm/layout_env.c \
+	trainer/comm/bootstrap.c \
+	trainer/comm/pmix_exchange.c \
+	trainer/comm/backend_mpi.c \
+	trainer/comm/wire_isa.h \
+	trainer/comm/wire.c \
+	trainer/comm/algo_ring.c \
+	trainer/comm/algo_torus2d.c \
+	trainer/comm/algo_hier.c \
+	trainer/comm/algo_hybrid.c \
+	trainer/comm/allreduce.c \
+	trainer/comm/cost_model.h \
+	trainer/comm/cost_model.c \
+	trainer/comm/probe.c \
+	trainer/comm/testdata.h \
+	trainer/comm/testdata.c
+trainer_comm_libtcomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS)
+trainer_comm_libtcomm_la_CFLAGS = $(AM_CFLAGS) -O2
+trainer_comm_libtcomm_la_LIBADD = $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
+
+# What a program that uses libtcomm links.
+TCOMM_LIBS = trainer/comm/libtcomm.la $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
+TCOMM_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS)
+
+# ------------------------------------------------------------------ tests
+check_PROGRAMS += tests/unit/test_comm_layout tests/unit/test_comm_wire
+TESTS += tests/unit/test_comm_layout tests/unit/test_comm_wire
+tests_unit_test_comm_layout_SOURCES = tests/unit/test_comm_layout.c
+tests_unit_test_comm_layout_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_comm_layout_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
+tests_unit_test_comm_wire_SOURCES = tests/unit/test_comm_wire.c
+tests_unit_test_comm_wire_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_comm_wire_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
+
+# The correctness driver the comm_*.sh tests launch under mpirun / srun.
+check_PROGRAMS += tests/integration/comm_check
+tests_integration_comm_check_SOURCES = tests/integration/comm_check.c
+tests_integration_comm_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
+tests_integration_comm_check_LDADD = $(TCOMM_LIBS)
+
+COMM_SH_TESTS = \
+	tests/integration/comm_allreduce.sh \
+	tests/integration/comm_env.sh
+TESTS += $(COMM_SH_TESTS)
+EXTRA_DIST += $(COMM_SH_TESTS) tests/integration/comm_lib.sh

@@ -1,0 +1,99 @@
+/* allreduce.c: tcomm_allreduce, the one entry point for host buffers. It
+ * pre-scales (averaging before the cast keeps fp16 from overflowing at
+ * scale, the DDP bug we avoid), resolves hybrid, runs the algorithm and
+ * counts inf/nan in the result for loss scaling. Also the name tables. */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "trainer/comm/tcomm_internal.h"
+
+static const char *const _algo_names[TCOMM_ALGO_COUNT] = {
+    "flat", "ring", "hier", "hier-rs", "torus2d", "hybrid"};
+static const char *const _wire_names[TCOMM_WIRE_COUNT] = {"fp32", "fp16", "bf16"};
+
+const char *tcomm_algo_name(tcomm_algo a)
+{
+    return (unsigned)a < TCOMM_ALGO_COUNT ? _algo_names[a] : "?";
+}
+
+const char *tcomm_wire_name(tcomm_wire w)
+{
+    return (unsigned)w < TCOMM_WIRE_COUNT ? _wire_names[w] : "?";
+}
+
+int tcomm_algo_parse(const char *s)
+{
+    for (int i = 0; s && i < TCOMM_ALGO_COUNT; i++)
+        if (strcmp(s, _algo_names[i]) == 0)
+            return i;
+    if (s && strcmp(s, "hier_rs") == 0)
+        return TCOMM_ALGO_HIER_RS;
+    return -1;
+}
+
+int tcomm_wire_parse(const char *s)
+{
+    for (int i = 0; s && i < TCOMM_WIRE_COUNT; i++)
+        if (strcmp(s, _wire_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+size_t tcomm_wire_bytes(tcomm_wire w)
+{
+    return w == TCOMM_WIRE_FP32 ? 4 : 2;
+}
+
+static double _now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
+                         tcomm_wire wire, unsigned flags, tcomm_result *res)
+{
+    double t0 = _now();
+    tcomm_rc rc = TCOMM_OK;
+    if ((unsigned)algo >= TCOMM_ALGO_COUNT || (unsigned)wire >= TCOMM_WIRE_COUNT ||
+        (count && !buf))
+        return TC_FAIL(TCOMM_ERR_ARG, "tcomm_allreduce: bad algorithm %d, wire %d or "
+                       "buffer", (int)algo, (int)wire);
+    if (algo == TCOMM_ALGO_HYBRID)
+        algo = tc_hybrid_pick(c, count, wire);
+    if (algo == TCOMM_ALGO_HIER_RS && !c->info.groups_uniform)
+        return TC_FAIL(TCOMM_ERR_UNSUPPORTED, "hier-rs needs groups of equal size; "
+                       "this layout has %d groups of unequal size", c->info.ngroups);
+    if ((flags & TCOMM_AVERAGE) && c->info.size > 1)
+        tc_scale(buf, count, 1.0f / (float)c->info.size);
+    if (count == 0) {
+        rc = TCOMM_OK;
+    } else if (c->info.size == 1) {
+        /* Nothing to exchange, but the result still carries wire precision
+         * so one rank and many agree on what fp16 means. */
+        rc = tc_ring_allgather(c, &c->world, buf, count, wire);
+    } else {
+        switch (algo) {
+        case TCOMM_ALGO_FLAT: rc = tc_flat_allreduce(c, buf, count, wire); break;
+        case TCOMM_ALGO_RING: rc = tc_ring_allreduce(c, &c->world, buf, count, wire); break;
+        case TCOMM_ALGO_HIER: rc = tc_hier_allreduce(c, buf, count, wire); break;
+        case TCOMM_ALGO_HIER_RS:
+            rc = tc_2d_allreduce(c, &c->group, &c->peers, buf, count, wire);
+            break;
+        case TCOMM_ALGO_TORUS2D:
+            rc = tc_2d_allreduce(c, &c->row, &c->col, buf, count, wire);
+            break;
+        default: rc = TC_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)algo);
+        }
+    }
+    if (rc)
+        return rc;
+    if (res) {
+        res->nonfinite = tc_count_nonfinite(buf, count);
+        res->algo_used = algo;
+        res->seconds = _now() - t0;
+    }
+    return TCOMM_OK;
+}

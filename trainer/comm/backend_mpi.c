@@ -1,0 +1,253 @@
+/* backend_mpi.c: the MPI transport under our own algorithms (host memory).
+ *
+ * Every wait polls with a deadline instead of blocking in MPI_Wait: on an
+ * oversubscribed node a spinning wait starves the very rank it waits for,
+ * and a rank that died must turn into an error that names it, not a hang.
+ * The flat algorithm is MPI's own MPI_Allreduce, the topology-blind
+ * baseline; for 16-bit wires it runs a user op that adds pairwise in fp32
+ * and rounds back, because MPI only hands an op two wire-typed buffers. */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "trainer/comm/tcomm_internal.h"
+#include "trainer/comm/wire_isa.h"
+
+static double _now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void *tc_buf_get(tc_buf *b, size_t bytes)
+{
+    if (bytes == 0) /* callers test for NULL: never hand out none */
+        bytes = 1;
+    if (bytes > b->bytes) {
+        void *p = NULL;
+        /* Round up so a slowly growing size does not reallocate each call. */
+        size_t want = bytes + bytes / 4 + 4096;
+        if (posix_memalign(&p, 64, want) != 0)
+            return NULL;
+        free(b->p);
+        b->p = p;
+        b->bytes = want;
+    }
+    return b->p;
+}
+
+void tc_buf_free(tc_buf *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->bytes = 0;
+}
+
+/* Poll n requests to completion. peer is the rank (inside g) we depend on,
+ * named in the error when the deadline passes. */
+static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n, int peer)
+{
+    double start = _now();
+    for (unsigned long spin = 0;; spin++) {
+        int done = 0;
+        int rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: MPI error %d talking to rank %d "
+                           "(%s): rank %d is lost", c->info.rank, rc, g->world[peer],
+                           g->name, g->world[peer]);
+        if (done)
+            return TCOMM_OK;
+        /* Spin briefly (latency), then yield (oversubscribed nodes), then
+         * nap so a long wait costs no CPU. */
+        if (spin > 256)
+            sched_yield();
+        if (spin > 20000) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+        if ((spin & 63) == 0 && _now() - start > c->timeout_s) {
+            for (int i = 0; i < n; i++)
+                if (r[i] != MPI_REQUEST_NULL)
+                    MPI_Cancel(&r[i]);
+            return TC_FAIL(TCOMM_ERR_TIMEOUT, "rank %d: no progress from rank %d (%s) "
+                           "for %.0f s: rank %d is lost or stalled", c->info.rank,
+                           g->world[peer], g->name, c->timeout_s, g->world[peer]);
+        }
+    }
+}
+
+/* MPI counts are int. One step of our algorithms moves a chunk of a fused
+ * bucket, far below 2 GiB, so a larger step is refused rather than split. */
+static int _split_count(size_t bytes, MPI_Datatype *dt, int *count)
+{
+    if (bytes <= (size_t)0x7fffffff) {
+        *dt = MPI_BYTE;
+        *count = (int)bytes;
+        return 0;
+    }
+    return -1;
+}
+
+tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
+                     size_t sbytes, int dst, void *rbuf, size_t rbytes, int src)
+{
+    MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    MPI_Datatype sdt, rdt;
+    int sn, rn;
+    if (_split_count(sbytes, &sdt, &sn) || _split_count(rbytes, &rdt, &rn))
+        return TC_FAIL(TCOMM_ERR_ARG, "message of %zu bytes exceeds 2 GiB per step",
+                       sbytes > rbytes ? sbytes : rbytes);
+    MPI_Irecv(rbuf, rn, rdt, src, 71, g->comm, &r[0]);
+    MPI_Isend(sbuf, sn, sdt, dst, 71, g->comm, &r[1]);
+    return _wait(c, g, r, 2, src);
+}
+
+/* One blocking-with-deadline send (is_send) or receive. */
+static tcomm_rc _p2p(tcomm_t *c, const tc_group *g, void *buf, size_t bytes, int peer,
+                     int is_send)
+{
+    MPI_Request r = MPI_REQUEST_NULL;
+    MPI_Datatype dt;
+    int n;
+    if (_split_count(bytes, &dt, &n))
+        return TC_FAIL(TCOMM_ERR_ARG, "message of %zu bytes exceeds 2 GiB", bytes);
+    if (is_send)
+        MPI_Isend(buf, n, dt, peer, 72, g->comm, &r);
+    else
+        MPI_Irecv(buf, n, dt, peer, 72, g->comm, &r);
+    return _wait(c, g, &r, 1, peer);
+}
+
+tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes, int dst)
+{
+    return _p2p(c, g, (void *)buf, bytes, dst, 1);
+}
+
+tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes, int src)
+{
+    return _p2p(c, g, buf, bytes, src, 0);
+}
+
+/* ---------------------------------------------------------------- flat */
+
+static void _op_add16(void *in, void *inout, int *len, MPI_Datatype *dt, int fp16)
+{
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) {
+        if (fp16)
+            b[i] = tc_half_from_float(tc_float_from_half(a[i]) + tc_float_from_half(b[i]));
+        else {
+            uint32_t x = (uint32_t)a[i] << 16, y = (uint32_t)b[i] << 16;
+            float fx, fy;
+            memcpy(&fx, &x, 4);
+            memcpy(&fy, &y, 4);
+            b[i] = tc_bf16_from_float(fx + fy);
+        }
+    }
+}
+
+static void _op_fp16(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    _op_add16(in, inout, len, dt, 1);
+}
+
+static void _op_bf16(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    _op_add16(in, inout, len, dt, 0);
+}
+
+tcomm_rc tc_mpi_ops_create(tcomm_t *c)
+{
+    if (MPI_Type_contiguous(2, MPI_BYTE, &c->dt_half) != MPI_SUCCESS ||
+        MPI_Type_commit(&c->dt_half) != MPI_SUCCESS ||
+        MPI_Op_create(_op_fp16, 1, &c->op_fp16) != MPI_SUCCESS ||
+        MPI_Op_create(_op_bf16, 1, &c->op_bf16) != MPI_SUCCESS)
+        return TC_FAIL(TCOMM_ERR_BACKEND, "cannot create the MPI fp16/bf16 reduction ops");
+    return TCOMM_OK;
+}
+
+void tc_mpi_ops_free(tcomm_t *c)
+{
+    if (c->op_fp16 != MPI_OP_NULL)
+        MPI_Op_free(&c->op_fp16);
+    if (c->op_bf16 != MPI_OP_NULL)
+        MPI_Op_free(&c->op_bf16);
+    if (c->dt_half != MPI_DATATYPE_NULL)
+        MPI_Type_free(&c->dt_half);
+}
+
+tcomm_rc tc_flat_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
+{
+    if (count > 0x7fffffff)
+        return TC_FAIL(TCOMM_ERR_ARG, "flat: %zu elements exceed MPI's int count", count);
+    int rc;
+    if (w == TCOMM_WIRE_FP32) {
+        rc = MPI_Allreduce(MPI_IN_PLACE, x, (int)count, MPI_FLOAT, MPI_SUM, c->world.comm);
+    } else {
+        void *t = tc_buf_get(&c->wire_a, count * 2);
+        if (!t)
+            return TC_FAIL(TCOMM_ERR_NOMEM, "flat: no memory for %zu elements", count);
+        tc_encode(w, x, t, count);
+        rc = MPI_Allreduce(MPI_IN_PLACE, t, (int)count, c->dt_half,
+                           w == TCOMM_WIRE_FP16 ? c->op_fp16 : c->op_bf16, c->world.comm);
+        tc_decode(w, t, x, count);
+    }
+    if (rc != MPI_SUCCESS)
+        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: MPI_Allreduce failed (%d)",
+                       c->info.rank, rc);
+    return TCOMM_OK;
+}
+
+/* ------------------------------------------------ small world helpers */
+
+tcomm_rc tcomm_barrier(tcomm_t *c)
+{
+    if (c->singleton)
+        return TCOMM_OK;
+    char a = 0, b = 0;
+    /* A ring of one-byte sendrecvs, not MPI_Barrier, so a lost rank turns
+     * into a timeout naming it instead of a hang. Two rounds make every
+     * rank wait for every other. */
+    int n = c->world.size, r = c->world.rank;
+    for (int round = 0; round < 2; round++)
+        for (int s = 0; s < n - 1; s++) {
+            tcomm_rc rc = tc_sendrecv(c, &c->world, &a, 1, (r + 1) % n, &b, 1, (r + n - 1) % n);
+            if (rc)
+                return rc;
+        }
+    return TCOMM_OK;
+}
+
+tcomm_rc tcomm_bcast_bytes(tcomm_t *c, void *buf, size_t bytes, int root)
+{
+    if (c->singleton)
+        return TCOMM_OK;
+    if (bytes > 0x7fffffff || MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->world.comm))
+        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: broadcast of %zu bytes failed",
+                       c->info.rank, bytes);
+    return TCOMM_OK;
+}
+
+tcomm_rc tcomm_max_double(tcomm_t *c, double *v)
+{
+    if (c->singleton)
+        return TCOMM_OK;
+    if (MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_MAX, c->world.comm))
+        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: max all-reduce failed", c->info.rank);
+    return TCOMM_OK;
+}
+
+tcomm_rc tcomm_sum_double(tcomm_t *c, double *v, int n)
+{
+    if (c->singleton)
+        return TCOMM_OK;
+    if (MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, c->world.comm))
+        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: sum all-reduce failed", c->info.rank);
+    return TCOMM_OK;
+}

@@ -1,0 +1,319 @@
+/* bootstrap.c: start-up and shut-down of a tcomm_t. PMIx tells each rank
+ * who it is (rank, job size, local rank and size, node id) under srun
+ * --mpi=pmix and under OpenMPI's mpirun alike; MPI is then brought up for the
+ * host-memory backend, the TORUS_* layout is checked across all ranks, and
+ * the world/row/column/node/group communicators are split from it.
+ * Outside any PMIx server the process is a single rank, unless something
+ * says it was meant to be one of many, which is a launch error. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/comm/tcomm_internal.h"
+
+/* Read an integer PMIx value whatever width the server chose. */
+static int _pmix_int(const pmix_proc_t *p, const char *key, long *out)
+{
+    pmix_value_t *v = NULL;
+    if (PMIx_Get(p, key, NULL, 0, &v) != PMIX_SUCCESS || !v)
+        return -1;
+    int ok = 0;
+    switch (v->type) {
+    case PMIX_UINT32: *out = v->data.uint32; break;
+    case PMIX_UINT16: *out = v->data.uint16; break;
+    case PMIX_INT: *out = v->data.integer; break;
+    case PMIX_UINT: *out = v->data.uint; break;
+    case PMIX_PROC_RANK: *out = v->data.rank; break;
+    case PMIX_UINT64: *out = (long)v->data.uint64; break;
+    default: ok = -1;
+    }
+    PMIX_VALUE_RELEASE(v);
+    return ok;
+}
+
+/* Why a singleton must not run: returns a message or NULL. */
+static const char *_meant_distributed(const tcomm_options *o, const tcomm_env_layout *env,
+                                      char *buf, size_t len)
+{
+    const char *nt = getenv("SLURM_NTASKS");
+    const char *ow = getenv("OMPI_COMM_WORLD_SIZE");
+    if (nt && atoi(nt) > 1)
+        snprintf(buf, len, "SLURM_NTASKS=%s", nt);
+    else if (ow && atoi(ow) > 1)
+        snprintf(buf, len, "OMPI_COMM_WORLD_SIZE=%s", ow);
+    else if (env->present && (long)env->rows * env->cols > 1)
+        snprintf(buf, len, "TORUS_DIMS=%dx%d", env->rows, env->cols);
+    else if (o && (long)o->grid_rows * o->grid_cols > 1)
+        snprintf(buf, len, "--grid %dx%d", o->grid_rows, o->grid_cols);
+    else
+        return NULL;
+    return buf;
+}
+
+static const char *_getenv(const char *n)
+{
+    return getenv(n);
+}
+
+static tcomm_rc _group(tcomm_t *c, tc_group *g, const char *name, int color, int key)
+{
+    g->name = name;
+    if (MPI_Comm_split(c->world.comm, color, key, &g->comm) != MPI_SUCCESS)
+        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: MPI_Comm_split of the %s "
+                       "communicator failed", c->info.rank, name);
+    if (g->comm == MPI_COMM_NULL) {
+        g->rank = -1;
+        g->size = 0;
+        return TCOMM_OK;
+    }
+    MPI_Comm_rank(g->comm, &g->rank);
+    MPI_Comm_size(g->comm, &g->size);
+    g->world = malloc(sizeof(int) * (size_t)g->size);
+    if (!g->world)
+        return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for the %s communicator", name);
+    MPI_Allgather(&c->info.rank, 1, MPI_INT, g->world, 1, MPI_INT, g->comm);
+    return TCOMM_OK;
+}
+
+static void _group_self(tc_group *g, const char *name)
+{
+    static int zero = 0;
+    g->comm = MPI_COMM_NULL;
+    g->rank = 0;
+    g->size = 1;
+    g->name = name;
+    g->world = &zero;
+}
+
+static void _group_free(tcomm_t *c, tc_group *g)
+{
+    /* Members own a malloc'd world map; singletons point at a static. */
+    if (!c->singleton && g->comm != MPI_COMM_NULL)
+        free(g->world);
+    g->world = NULL;
+    if (c->mpi_up && g->comm != MPI_COMM_NULL && g->comm != MPI_COMM_WORLD)
+        MPI_Comm_free(&g->comm);
+}
+
+static tcomm_rc _mpi_up(tcomm_t *c)
+{
+    int inited = 0, provided = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        /* MULTIPLE: the fusion thread reduces while the caller may still
+         * issue its own small collectives. */
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+            return TC_FAIL(TCOMM_ERR_BACKEND, "MPI_Init_thread failed");
+        c->mpi_up = 2;
+    } else {
+        MPI_Query_thread(&provided);
+        c->mpi_up = 1;
+    }
+    if (provided < MPI_THREAD_SERIALIZED)
+        return TC_FAIL(TCOMM_ERR_BACKEND, "MPI provides thread level %d; tcomm's "
+                       "communication thread needs at least MPI_THREAD_SERIALIZED",
+                       provided);
+    int r, s;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &s);
+    if (r != c->info.rank || s != c->info.size)
+        return TC_FAIL(TCOMM_ERR_BACKEND, "MPI says rank %d of %d but PMIx says %d "
+                       "of %d: mixed launchers?", r, s, c->info.rank, c->info.size);
+    return TCOMM_OK;
+}
+
+static tcomm_rc _layout(tcomm_t *c, const tcomm_options *opt, const tcomm_env_layout *env)
+{
+    tcomm_place me, *all;
+    int src = 0;
+    tcomm_rc rc = tcomm_layout_place(env, opt, c->info.rank, c->info.size, c->info.node_id,
+                                     c->info.local_rank, c->info.local_size, &me, &src);
+    if (rc)
+        return rc;
+    all = calloc((size_t)c->info.size, sizeof *all);
+    if (!all)
+        return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for %d ranks", c->info.size);
+    if (c->singleton)
+        all[0] = me;
+    else
+        MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE,
+                      MPI_COMM_WORLD);
+    char note[160];
+    rc = tcomm_layout_finish(all, c->info.size, src, note, sizeof note);
+    if (!rc) {
+        me = all[c->info.rank];
+        c->info.rows = me.rows;
+        c->info.cols = me.cols;
+        c->info.row = me.row;
+        c->info.col = me.col;
+        c->info.group = me.group;
+        c->info.ngroups = me.ngroups;
+        int maxnode = 0, gsize = 0, uniform = 1, first = -1;
+        int *cnt = calloc((size_t)me.ngroups, sizeof(int));
+        for (int i = 0; cnt && i < c->info.size; i++) {
+            cnt[all[i].group]++;
+            if (all[i].node > maxnode)
+                maxnode = all[i].node;
+        }
+        for (int g = 0; cnt && g < me.ngroups; g++) {
+            if (first < 0)
+                first = cnt[g];
+            uniform &= cnt[g] == first;
+        }
+        gsize = cnt ? cnt[me.group] : 0;
+        free(cnt);
+        c->info.group_size = gsize;
+        c->info.groups_uniform = uniform;
+        const char *how = (src & TCOMM_SRC_OPTIONS) ? "--grid" :
+                          (src & TCOMM_SRC_ENV) ? env->source : "one row per node";
+        snprintf(c->source, sizeof c->source, "%s%s%s", how,
+                 (src & TCOMM_SRC_GROUP_OPT) ? " + --group-size" : "",
+                 note[0] ? " (fallback 1xP)" : "");
+        if (note[0] && c->verbose && c->info.rank == 0)
+            fprintf(stderr, "tcomm: %s\n", note);
+    }
+    free(all);
+    return rc;
+}
+
+tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
+{
+    tcomm_env_layout env;
+    tcomm_rc rc;
+    *out = NULL;
+    /* A bad TORUS_* value is a start-up error before anything else runs. */
+    if ((rc = tcomm_layout_parse_env(_getenv, &env)))
+        return rc;
+    tcomm_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for tcomm");
+    c->op_fp16 = c->op_bf16 = MPI_OP_NULL;
+    tc_group *gs[] = {&c->world, &c->row, &c->col, &c->node, &c->group, &c->leaders, &c->peers};
+    for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
+        gs[i]->comm = MPI_COMM_NULL; /* not 0: OpenMPI's NULL is an object */
+    c->dt_half = MPI_DATATYPE_NULL;
+    c->timeout_s = opt && opt->timeout_s > 0 ? opt->timeout_s : 30.0;
+    const char *t = getenv("TCOMM_TIMEOUT");
+    if (t && atof(t) > 0)
+        c->timeout_s = atof(t);
+    c->verbose = opt ? opt->verbose : 0;
+
+    int prc = PMIx_Init(&c->me, NULL, 0);
+    if (prc != PMIX_SUCCESS) {
+        char why[96];
+        if (_meant_distributed(opt, &env, why, sizeof why)) {
+            free(c);
+            return TC_FAIL(TCOMM_ERR_LAUNCH, "%s says this job has several ranks, "
+                           "but no PMIx server answered (%s). Launch it with "
+                           "'srun --mpi=pmix ...' or 'mpirun -np N ...'", why,
+                           PMIx_Error_string(prc));
+        }
+        c->singleton = 1;
+        c->info.size = 1;
+        c->info.local_size = 1;
+        c->info.nnodes = 1;
+    } else {
+        c->pmix_up = 1;
+        pmix_proc_t wild;
+        long v;
+        PMIX_LOAD_PROCID(&wild, c->me.nspace, PMIX_RANK_WILDCARD);
+        c->info.rank = (int)c->me.rank;
+        if (_pmix_int(&wild, PMIX_JOB_SIZE, &v)) {
+            tcomm_finalize(c);
+            return TC_FAIL(TCOMM_ERR_BACKEND, "PMIx has no %s", PMIX_JOB_SIZE);
+        }
+        c->info.size = (int)v;
+        c->info.local_rank = _pmix_int(&c->me, PMIX_LOCAL_RANK, &v) ? 0 : (int)v;
+        c->info.local_size = _pmix_int(&wild, PMIX_LOCAL_SIZE, &v) ? 1 : (int)v;
+        c->info.node_id = _pmix_int(&c->me, PMIX_NODEID, &v) ? 0 : (int)v;
+        if ((rc = _mpi_up(c))) {
+            tcomm_finalize(c);
+            return rc;
+        }
+    }
+    if (!c->singleton) {
+        c->world.comm = MPI_COMM_WORLD;
+        c->world.rank = c->info.rank;
+        c->world.size = c->info.size;
+        c->world.name = "world";
+        c->world.world = malloc(sizeof(int) * (size_t)c->info.size);
+        for (int i = 0; c->world.world && i < c->info.size; i++)
+            c->world.world[i] = i;
+    } else {
+        _group_self(&c->world, "world");
+    }
+    if ((rc = _layout(c, opt, &env))) {
+        tcomm_finalize(c);
+        return rc;
+    }
+    if (c->singleton) {
+        _group_self(&c->row, "row");
+        _group_self(&c->col, "column");
+        _group_self(&c->node, "node");
+        _group_self(&c->group, "group");
+        _group_self(&c->leaders, "leaders");
+        _group_self(&c->peers, "group peers");
+    } else {
+        tcomm_info *i = &c->info;
+        if ((rc = _group(c, &c->row, "row", i->row, i->col)) ||
+            (rc = _group(c, &c->col, "column", i->col, i->row)) ||
+            (rc = _group(c, &c->node, "node", i->node_id, i->rank)) ||
+            (rc = _group(c, &c->group, "group", i->group, i->rank))) {
+            tcomm_finalize(c);
+            return rc;
+        }
+        i->group_rank = c->group.rank;
+        if ((rc = _group(c, &c->leaders, "group leaders",
+                         i->group_rank == 0 ? 0 : MPI_UNDEFINED, i->group)) ||
+            (rc = _group(c, &c->peers, "group peers", i->group_rank, i->group)) ||
+            (rc = tc_mpi_ops_create(c))) {
+            tcomm_finalize(c);
+            return rc;
+        }
+        int nn = c->node.rank == 0, total = 0;
+        MPI_Allreduce(&nn, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        i->nnodes = total;
+    }
+    c->info.source = c->source;
+    tcomm_model_defaults(&c->model, c->info.size, c->info.local_size);
+    c->model.rows = c->info.rows;
+    c->model.cols = c->info.cols;
+    c->model.group_size = c->info.groups_uniform ? c->info.group_size : -1;
+    *out = c;
+    return TCOMM_OK;
+}
+
+void tcomm_info_get(const tcomm_t *c, tcomm_info *info)
+{
+    *info = c->info;
+}
+
+void tcomm_finalize(tcomm_t *c)
+{
+    if (!c)
+        return;
+    tc_group *gs[] = {&c->row, &c->col, &c->node, &c->group, &c->leaders, &c->peers, &c->world};
+    for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
+        _group_free(c, gs[i]);
+    if (c->mpi_up)
+        tc_mpi_ops_free(c);
+    tc_buf_free(&c->wire_a);
+    tc_buf_free(&c->wire_b);
+    tc_buf_free(&c->wire_c);
+    tc_buf_free(&c->accum);
+    tc_store_free(c);
+    if (c->mpi_up == 2)
+        MPI_Finalize();
+    if (c->pmix_up)
+        PMIx_Finalize(NULL, 0);
+    free(c);
+}
+
+void tcomm_abort(tcomm_t *c, int code, const char *msg)
+{
+    fprintf(stderr, "tcomm: rank %d: %s\n", c ? c->info.rank : 0, msg);
+    fflush(stderr);
+    if (c && c->mpi_up)
+        MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}

@@ -1,0 +1,147 @@
+/* cost_model.c: the alpha-beta model of our all-reduce schedules.
+ *
+ * Ranks are laid out contiguously, ranks_per_node (q) to a node, N = P/q
+ * nodes. A ring step moves one chunk over every edge of its ring at once;
+ * its time is that of its slowest edge, alpha + chunk * share / bw, where
+ * share is how many of the ring's edges leave one node together over
+ * `rails` inter-node links. Reduction costs chunk / reduce_Bps per step.
+ *
+ *   ring (world, contiguous): 2(P-1) steps of S/P; one edge leaves a node.
+ *   flat (MPI's own):  min(recursive doubling log2 P * (alpha + S/bw),
+ *                      the ring above) -- what OpenMPI's tuned module picks
+ *                      between for small and large messages.
+ *   hier (group g):    2(g-1) in-group steps of S/g (reduce-scatter+gather,
+ *                      scatter+all-gather), then 2(G-1) leader steps of S/G.
+ *   torus2d (R x C):   2(C-1) row steps of S/C, 2(R-1) column steps of
+ *                      S/(RC); all C columns cross at once, so a node's
+ *                      edges share its rails: share = ceil(min(C,q)/rails).
+ *   hier-rs:           torus2d with rows = groups of g, columns = G groups.
+ *
+ * A link is intra-node when both ends share a node, i.e. a row (group)
+ * fits inside a node; otherwise inter-node. */
+#include <math.h>
+
+#include "trainer/comm/cost_model.h"
+
+void tcomm_model_defaults(tcomm_model_params *m, int P, int ranks_per_node)
+{
+    m->P = P > 0 ? P : 1;
+    m->ranks_per_node = ranks_per_node > 0 ? ranks_per_node : 1;
+    m->rows = 1;
+    m->cols = m->P;
+    m->group_size = m->ranks_per_node;
+    m->rails = 1;
+    /* This machine: shared memory between ranks (OpenMPI vader), and
+     * loopback TCP between emulated nodes; measured by tcomm_probe_links. */
+    m->intra.alpha_s = 3e-6;
+    m->intra.bw_Bps = 3e9;
+    m->inter.alpha_s = 30e-6;
+    m->inter.bw_Bps = 1.5e9;
+    m->reduce_Bps = 6e9;
+}
+
+static int _nodes(const tcomm_model_params *m)
+{
+    int q = m->ranks_per_node < m->P ? m->ranks_per_node : m->P;
+    return (m->P + q - 1) / q;
+}
+
+/* One ring of n members, each a span of `span` contiguous ranks apart;
+ * flows = edges leaving a node at once when the ring crosses nodes. */
+static double _ring(const tcomm_model_params *m, int n, int span, double chunk_bytes,
+                    double fp32_chunk, int steps_per_member, int flows)
+{
+    if (n <= 1)
+        return 0.0;
+    int q = m->ranks_per_node;
+    int crosses = (long)span * n > q && _nodes(m) > 1;
+    /* A ring inside one node uses shared memory; span-apart members on
+     * different nodes use the node's rails. */
+    const tcomm_link *l = crosses ? &m->inter : &m->intra;
+    double share = 1.0;
+    if (crosses) {
+        int rails = m->rails > 0 ? m->rails : 1;
+        share = ceil((double)flows / rails);
+    }
+    double step = l->alpha_s + chunk_bytes * share / l->bw_Bps;
+    return (double)steps_per_member * (n - 1) * step +
+           (double)(n - 1) * fp32_chunk / m->reduce_Bps;
+}
+
+static double _two_level(const tcomm_model_params *m, int C, int R, double S, double F)
+{
+    int q = m->ranks_per_node;
+    int flows = C < q ? C : q;
+    /* Rows: C contiguous ranks; one edge per node leaves it when a row
+     * spans nodes. Columns: members C ranks apart. */
+    return _ring(m, C, 1, S / C, F / C, 2, 1) +
+           _ring(m, R, C, S / ((double)C * R), F / ((double)C * R), 2, flows);
+}
+
+double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
+                        tcomm_wire wire)
+{
+    double S = (double)count * (double)tcomm_wire_bytes(wire), F = (double)count * 4.0;
+    int P = m->P;
+    if (P <= 1)
+        return 0.0;
+    switch (a) {
+    case TCOMM_ALGO_RING:
+        return _ring(m, P, 1, S / P, F / P, 2, 1);
+    case TCOMM_ALGO_FLAT: {
+        const tcomm_link *l = _nodes(m) > 1 ? &m->inter : &m->intra;
+        double rd = ceil(log2((double)P)) * (l->alpha_s + S / l->bw_Bps + F / m->reduce_Bps);
+        double ring = _ring(m, P, 1, S / P, F / P, 2, 1);
+        return rd < ring ? rd : ring;
+    }
+    case TCOMM_ALGO_HIER: {
+        int g = m->group_size > 0 ? m->group_size : m->ranks_per_node;
+        if (g > P)
+            g = P;
+        int G = (P + g - 1) / g;
+        /* In-group: reduce-scatter + gather, later scatter + all-gather:
+         * 4(g-1) chunk moves of S/g, all inside the group. */
+        double in = 2.0 * _ring(m, g, 1, S / g, F / g, 2, 1);
+        double out = _ring(m, G, g, S / G, F / G, 2, 1);
+        return in + out;
+    }
+    case TCOMM_ALGO_HIER_RS: {
+        int g = m->group_size;
+        if (g <= 0 || P % g)
+            return -1.0;
+        return _two_level(m, g, P / g, S, F);
+    }
+    case TCOMM_ALGO_TORUS2D:
+        if (m->rows * m->cols != P || m->rows < 1)
+            return -1.0;
+        return _two_level(m, m->cols, m->rows, S, F);
+    default:
+        return -1.0;
+    }
+}
+
+tcomm_algo tcomm_model_best(const tcomm_model_params *m, size_t count, tcomm_wire wire)
+{
+    static const tcomm_algo cand[] = {TCOMM_ALGO_FLAT, TCOMM_ALGO_RING, TCOMM_ALGO_HIER,
+                                      TCOMM_ALGO_HIER_RS, TCOMM_ALGO_TORUS2D};
+    tcomm_algo best = TCOMM_ALGO_FLAT;
+    double bt = INFINITY;
+    for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
+        double t = tcomm_model_time(m, cand[i], count, wire);
+        if (t >= 0 && t < bt) { /* strict: ties keep the earlier, simpler one */
+            bt = t;
+            best = cand[i];
+        }
+    }
+    return best;
+}
+
+double tcomm_model_link_limit(const tcomm_model_params *m, size_t count, tcomm_wire wire)
+{
+    int N = _nodes(m);
+    if (N <= 1)
+        return 0.0;
+    double S = (double)count * (double)tcomm_wire_bytes(wire);
+    int rails = m->rails > 0 ? m->rails : 1;
+    return 2.0 * (N - 1) / N * S / (m->inter.bw_Bps * rails);
+}

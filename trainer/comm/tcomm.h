@@ -1,0 +1,126 @@
+/* tcomm.h: the public API of torus's communication module (libtcomm).
+ *
+ * One small C API over two backends: MPI for host memory (CPU runs and CI)
+ * and NCCL for device memory (tcomm_nccl.h). Ranks are bootstrapped through
+ * PMIx, laid out on an R x C grid and in node groups from the TORUS_* env
+ * contract (docs/env-contract.md), and reduced with one of several
+ * all-reduce algorithms at fp32, fp16 or bf16 wire precision.
+ *
+ * Errors: every call returns a tcomm_rc. On failure, tcomm_error() returns a
+ * one-line message (with the file:line that raised it) for the caller to
+ * report once, at its boundary.
+ */
+#ifndef TORUS_TCOMM_H
+#define TORUS_TCOMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    TCOMM_OK = 0,
+    TCOMM_ERR_ARG,         /* bad argument from the caller */
+    TCOMM_ERR_ENV,         /* bad TORUS_* value or option */
+    TCOMM_ERR_LAUNCH,      /* asked to run distributed without a PMIx server */
+    TCOMM_ERR_BACKEND,     /* MPI/NCCL/PMIx call failed */
+    TCOMM_ERR_TIMEOUT,     /* a peer made no progress: lost or stalled rank */
+    TCOMM_ERR_LAYOUT,      /* ranks disagree (grid, bucket layout) */
+    TCOMM_ERR_NOMEM,
+    TCOMM_ERR_UNSUPPORTED  /* algorithm not possible on this layout */
+} tcomm_rc;
+
+typedef enum {
+    TCOMM_ALGO_FLAT = 0, /* the backend's own all-reduce on world */
+    TCOMM_ALGO_RING,     /* our ring reduce-scatter + all-gather on world */
+    TCOMM_ALGO_HIER,     /* reduce in group, all-reduce of leaders, bcast */
+    TCOMM_ALGO_HIER_RS,  /* reduce-scatter in group, slices cross groups */
+    TCOMM_ALGO_TORUS2D,  /* RS along rows, AR along columns, AG along rows */
+    TCOMM_ALGO_HYBRID,   /* per call: cheapest by the alpha-beta model */
+    TCOMM_ALGO_COUNT
+} tcomm_algo;
+
+typedef enum {
+    TCOMM_WIRE_FP32 = 0,
+    TCOMM_WIRE_FP16,
+    TCOMM_WIRE_BF16,
+    TCOMM_WIRE_COUNT
+} tcomm_wire;
+
+/* Flags for tcomm_allreduce. */
+#define TCOMM_AVERAGE 1u /* pre-scale by 1/world before the wire cast */
+
+typedef struct {
+    int grid_rows, grid_cols; /* --grid RxC; 0 = from TORUS_* or per node */
+    int group_size;           /* --group-size N; 0 = from TORUS_* or node */
+    double timeout_s;         /* no-progress limit per wait; 0 = default 30 */
+    int verbose;
+} tcomm_options;
+
+typedef struct {
+    int rank, size;             /* world */
+    int local_rank, local_size; /* on this node (PMIx) */
+    int node_id, nnodes;
+    int rows, cols, row, col;   /* grid */
+    int group, ngroups, group_rank, group_size;
+    int groups_uniform;         /* every group has the same size */
+    const char *source;         /* where the layout came from */
+} tcomm_info;
+
+typedef struct {
+    size_t nonfinite;      /* inf/nan elements in the result (same on all ranks) */
+    tcomm_algo algo_used;  /* the algorithm that ran (hybrid resolves) */
+    double seconds;        /* wall time of the call on this rank */
+} tcomm_result;
+
+typedef struct tcomm tcomm_t;
+
+/* Last error message of this thread ("" if none). */
+const char *tcomm_error(void);
+
+const char *tcomm_algo_name(tcomm_algo a);
+const char *tcomm_wire_name(tcomm_wire w);
+/* Parse a name ("flat", "ring", "hier", "hier-rs", "torus2d", "hybrid" /
+ * "fp32", "fp16", "bf16"); -1 if unknown. */
+int tcomm_algo_parse(const char *s);
+int tcomm_wire_parse(const char *s);
+size_t tcomm_wire_bytes(tcomm_wire w);
+
+/* Parse the layout options tools accept: "--grid" RxC, "--group-size" N.
+ * Returns TCOMM_ERR_ENV with a message naming the option on bad values. */
+tcomm_rc tcomm_options_set(tcomm_options *o, const char *name, const char *value);
+
+/* Bootstrap: PMIx, then MPI (unless a singleton), then communicators. */
+tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out);
+void tcomm_finalize(tcomm_t *c);
+void tcomm_info_get(const tcomm_t *c, tcomm_info *info);
+
+/* In-place all-reduce of count fp32 values in host memory. Every rank gets a
+ * bitwise-identical result. */
+tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
+                         tcomm_wire wire, unsigned flags, tcomm_result *res);
+
+/* Small helpers on world, for tools and checks (host memory). */
+tcomm_rc tcomm_barrier(tcomm_t *c);
+tcomm_rc tcomm_bcast_bytes(tcomm_t *c, void *buf, size_t bytes, int root);
+tcomm_rc tcomm_max_double(tcomm_t *c, double *v); /* in place, world max */
+tcomm_rc tcomm_sum_double(tcomm_t *c, double *v, int n); /* in place */
+
+/* PMIx exchange: publish a blob under key, fence, read a peer's blob. */
+tcomm_rc tcomm_pmix_put(tcomm_t *c, const char *key, const void *data, size_t len);
+tcomm_rc tcomm_pmix_fence(tcomm_t *c);
+tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data, size_t len);
+
+/* Abort the whole job with a message (used when a rank is lost). */
+void tcomm_abort(tcomm_t *c, int code, const char *msg);
+
+/* Measure alpha/beta of intra- and inter-node links with a short ping-pong
+ * probe and store them for the hybrid algorithm (collective on world). */
+tcomm_rc tcomm_probe_links(tcomm_t *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

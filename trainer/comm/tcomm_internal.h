@@ -1,0 +1,105 @@
+/* tcomm_internal.h: what the tcomm_* source files share and nothing else
+ * includes: the communicator state, the sub-group handles the algorithms run
+ * on, the wire conversion kernels and the error macro. */
+#ifndef TORUS_TCOMM_INTERNAL_H
+#define TORUS_TCOMM_INTERNAL_H
+
+#include <mpi.h>
+#include <pmix.h>
+#include <stdarg.h>
+
+#include "trainer/comm/tcomm.h"
+#include "trainer/comm/cost_model.h"
+#include "trainer/comm/layout_env.h"
+
+/* Record an error message with the place that raised it, and return rc. */
+tcomm_rc tcomm_set_error_(tcomm_rc rc, const char *file, int line,
+                          const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define TC_FAIL(rc, ...) tcomm_set_error_((rc), __FILE__, __LINE__, __VA_ARGS__)
+
+/* One communicator the algorithms run on: a row, a column, a group, ... .
+ * rank/size are inside it; comm is MPI_COMM_NULL for a singleton run or for
+ * ranks that are not members (leaders). */
+typedef struct {
+    MPI_Comm comm;
+    int rank, size;
+    const char *name; /* for messages: "row", "column", ... */
+    int *world;       /* world rank of each member, to name lost peers */
+} tc_group;
+
+/* Scratch that grows and is reused across calls (first touch is costly). */
+typedef struct {
+    void *p;
+    size_t bytes;
+} tc_buf;
+
+struct tcomm {
+    tcomm_info info;
+    int singleton;
+    int pmix_up, mpi_up;
+    pmix_proc_t me;
+    double timeout_s;
+    int verbose;
+    tc_group world, row, col, node, group, leaders, peers;
+    tc_buf wire_a, wire_b, wire_c;   /* wire-format chunks */
+    tc_buf accum;                    /* fp32 staging */
+    tcomm_model_params model;        /* for hybrid; probed or default */
+    MPI_Op op_fp16, op_bf16;         /* flat all-reduce on 16-bit wires */
+    MPI_Datatype dt_half;            /* 2-byte element for those ops */
+    char source[96];
+};
+
+void *tc_buf_get(tc_buf *b, size_t bytes);
+void tc_buf_free(tc_buf *b);
+
+/* Wire kernels (wire.c): dispatch once to AVX-512, F16C or scalar code. */
+void tc_encode(tcomm_wire w, const float *src, void *dst, size_t n);
+void tc_decode(tcomm_wire w, const void *src, float *dst, size_t n);
+void tc_decode_add(tcomm_wire w, const void *src, float *acc, size_t n);
+void tc_scale(float *x, size_t n, float s);
+size_t tc_count_nonfinite(const float *x, size_t n);
+/* Round fp32 values to what the wire can carry, in place. */
+void tc_round_to_wire(tcomm_wire w, float *x, size_t n, void *tmp);
+
+/* Point-to-point with a no-progress deadline (backend_mpi.c). peer ranks are
+ * inside g. Returns TCOMM_ERR_TIMEOUT naming the peer's world rank. */
+tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
+                     size_t sbytes, int dst, void *rbuf, size_t rbytes, int src);
+tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes, int dst);
+tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes, int src);
+void tc_store_free(tcomm_t *c);
+tcomm_rc tc_mpi_ops_create(tcomm_t *c);
+void tc_mpi_ops_free(tcomm_t *c);
+tcomm_rc tc_flat_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_wire w);
+
+/* Chunk i of n (n parts of count, first count%n one longer). */
+static inline size_t tc_chunk_off(size_t count, int n, int i)
+{
+    size_t q = count / (size_t)n, r = count % (size_t)n;
+    return q * (size_t)i + ((size_t)i < r ? (size_t)i : r);
+}
+static inline size_t tc_chunk_len(size_t count, int n, int i)
+{
+    return count / (size_t)n + ((size_t)i < count % (size_t)n ? 1 : 0);
+}
+
+/* Building blocks (algo_ring.c). x is fp32, in place. */
+tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, const tc_group *g, float *x,
+                                size_t count, tcomm_wire w);
+/* After a reduce-scatter: the all-gather. Each member's own chunk is first
+ * rounded to the wire, so every rank ends with identical values. */
+tcomm_rc tc_ring_allgather(tcomm_t *c, const tc_group *g, float *x,
+                           size_t count, tcomm_wire w);
+tcomm_rc tc_ring_allreduce(tcomm_t *c, const tc_group *g, float *x,
+                           size_t count, tcomm_wire w);
+
+/* algo_hier.c, algo_torus2d.c */
+tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w);
+tcomm_rc tc_2d_allreduce(tcomm_t *c, const tc_group *rows, const tc_group *cols,
+                         float *x, size_t count, tcomm_wire w);
+
+/* algo_hybrid.c: the algorithm the model picks for a message of bytes. */
+tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w);
+
+#endif
