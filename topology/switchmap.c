@@ -481,3 +481,18 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
     free(slots);
     return rc;
 }
+
+torus_layout_rc torus_layout_topo_conf_path(const char *slurm_conf, char *buf, size_t len)
+{
+    if (!slurm_conf || !*slurm_conf)
+        slurm_conf = getenv("SLURM_CONF");
+    if (!slurm_conf || !*slurm_conf)
+        slurm_conf = "/etc/slurm/slurm.conf";
+    const char *slash = strrchr(slurm_conf, '/');
+    int dirlen = slash ? (int)(slash - slurm_conf) : 1;
+    const char *dir = slash ? slurm_conf : ".";
+    if (slash == slurm_conf) /* "/slurm.conf" lives in "/" */
+        dirlen = 0;
+    int n = snprintf(buf, len, "%.*s/topology.conf", dirlen, dir);
+    return n < 0 || (size_t)n >= len ? TORUS_LAYOUT_ERANGE : TORUS_LAYOUT_OK;
+}

@@ -129,6 +129,9 @@ torus_layout_rc torus_layout_topo_new(torus_layout_topo_t **out);
 torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo, const char *addr,
                                            char *err, size_t errlen);
 void torus_layout_topo_free(torus_layout_topo_t *topo);
+/* The topology.conf Slurm reads: next to slurm.conf. `slurm_conf` is the
+ * slurm.conf path; NULL means $SLURM_CONF, then /etc/slurm/slurm.conf. */
+torus_layout_rc torus_layout_topo_conf_path(const char *slurm_conf, char *buf, size_t len);
 size_t torus_layout_topo_switch_count(const torus_layout_topo_t *topo);
 
 /* ----------------------------------------------------------- node lists */

@@ -1,0 +1,320 @@
+/*
+ * torus-layout.c: the admin and debugging tool for the 2D-torus layout.
+ * Shows, for a node list (or the current Slurm step), the grid, the node
+ * groups, the rings and the alpha-beta prediction of each all-reduce
+ * algorithm; --json prints the object the integration tests compare with the
+ * TORUS_* variables that spank_torus.so sets. See torus-layout(1).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "topology/report.h"
+#include "topology/torus_layout.h"
+
+static const char _usage[] =
+    "NAME\n"
+    "    torus-layout - show the topology-aware 2D-torus layout of a Slurm step\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    torus-layout [--nodes HOSTLIST] [--tasks-per-node N|LIST]\n"
+    "                 [--topology FILE|none] [--topology-addr FILE]\n"
+    "                 [--spec auto|off|RxC] [--cost KEY=VALUE]... [--bytes SIZE]\n"
+    "                 [--json] [--max-lines N]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Computes the layout that spank_torus.so (srun --torus) gives a step: the\n"
+    "    R x C grid of tasks, the node groups (one per leaf switch), the node\n"
+    "    order, every row and column ring, and the predicted time of one\n"
+    "    all-reduce of --bytes for a flat ring, a hierarchical (group) all-reduce\n"
+    "    and the 2D torus. Without --nodes, and inside a job step, it reads the\n"
+    "    step's own allocation (SLURM_STEP_NODELIST, SLURM_STEP_TASKS_PER_NODE),\n"
+    "    so `srun -N1 -n1 --overlap torus-layout` shows exactly what the plugin\n"
+    "    sets for the enclosing allocation.\n"
+    "\n"
+    "OPTIONS\n"
+    "    --nodes HOSTLIST\n"
+    "        The step's nodes in Slurm order, e.g. 'n[001-128]'. Default: the\n"
+    "        SLURM_STEP_NODELIST (then SLURM_JOB_NODELIST) environment variable.\n"
+    "    --tasks-per-node N|LIST\n"
+    "        Tasks on every node (8), or Slurm's per-node list ('8(x3),4').\n"
+    "        Default: SLURM_STEP_TASKS_PER_NODE, then SLURM_TASKS_PER_NODE, then 1.\n"
+    "        A non-uniform list turns the torus off, as the plugin does.\n"
+    "    --topology FILE|none\n"
+    "        The topology/tree switch map (topology.conf syntax). Default: the\n"
+    "        topology.conf next to $SLURM_CONF (or /etc/slurm/slurm.conf), the\n"
+    "        file the plugin reads; when that file is missing the layout falls\n"
+    "        back to the node list (source \"nodelist\"). 'none' forces that.\n"
+    "    --topology-addr FILE\n"
+    "        Use SLURM_TOPOLOGY_ADDR values instead, one per line, e.g. from\n"
+    "        `srun --ntasks-per-node=1 printenv SLURM_TOPOLOGY_ADDR`; '-' reads\n"
+    "        standard input. Source \"SLURM_TOPOLOGY_ADDR\".\n"
+    "    --spec auto|off|RxC\n"
+    "        As srun --torus. Default: $SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus\n"
+    "        (set by #SBATCH --torus), else auto.\n"
+    "    --cost KEY=VALUE\n"
+    "        Override a cost-model parameter, with the same keys as the plugin's\n"
+    "        plugstack.conf arguments: node_lat_us, node_bw_gbs, leaf_lat_us,\n"
+    "        leaf_bw_gbs, cross_lat_us, cross_bw_gbs (latency in microseconds,\n"
+    "        bandwidth in GB/s) and bytes (the size `auto` optimises for).\n"
+    "        Repeat for several. Defaults: 1 us/50 GB/s in a node, 5 us/12.5 GB/s\n"
+    "        under one leaf, 10 us/6.25 GB/s across switches, bytes=100M.\n"
+    "    --bytes SIZE\n"
+    "        Message size of the printed predictions (K, M, G = powers of 1024).\n"
+    "        Default: the cost model's bytes.\n"
+    "    --json\n"
+    "        Print one JSON object instead of the report: {\"dims\": [R, C],\n"
+    "        \"source\": ..., \"groups\": [[node, ...], ...], \"tasks\": [{\"procid\",\n"
+    "        \"node\", \"row\", \"col\", \"group\"}, ...]}, tasks ordered by Slurm\n"
+    "        global task id under the default block distribution. When the torus\n"
+    "        is off, dims is [0, 0] and tasks is empty.\n"
+    "    --max-lines N\n"
+    "        Print at most N rings of each kind and N members per ring (default\n"
+    "        32; 0 = all).\n"
+    "    -h, --help      this text.    -V, --version   print the version.\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 on success, including a torus turned off (the reason goes to stderr);\n"
+    "    1 when the input is invalid or an explicit RxC does not fit;\n"
+    "    2 on a usage error.\n"
+    "\n"
+    "EXAMPLES\n"
+    "    torus-layout --nodes 'n[001-128]' --tasks-per-node 8 \\\n"
+    "                 --topology /etc/slurm/topology.conf --bytes 64M\n"
+    "    torus-layout --nodes 'n[1-8]' --tasks-per-node 4 --spec 4x8 --json\n"
+    "\n"
+    "SEE ALSO\n"
+    "    torus(7), docs/env-contract.md, srun(1), topology.conf(5)\n";
+
+typedef struct {
+    const char *nodes, *tasks, *topology, *topology_addr, *spec;
+    torus_layout_cost_t cost;
+    uint64_t bytes;
+    bool json;
+    unsigned max_lines;
+} _opts_t;
+
+static int _fail(const char *what)
+{
+    fprintf(stderr, "torus-layout: %s\n", what);
+    return 1;
+}
+
+static int _parse_args(int argc, char **argv, _opts_t *o)
+{
+    enum { O_NODES = 256, O_TASKS, O_TOPO, O_ADDR, O_SPEC, O_COST, O_BYTES, O_JSON, O_MAX };
+    static const struct option longopts[] = {
+        { "nodes", required_argument, NULL, O_NODES },
+        { "tasks-per-node", required_argument, NULL, O_TASKS },
+        { "topology", required_argument, NULL, O_TOPO },
+        { "topology-addr", required_argument, NULL, O_ADDR },
+        { "spec", required_argument, NULL, O_SPEC },
+        { "cost", required_argument, NULL, O_COST },
+        { "bytes", required_argument, NULL, O_BYTES },
+        { "json", no_argument, NULL, O_JSON },
+        { "max-lines", required_argument, NULL, O_MAX },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
+        { NULL, 0, NULL, 0 },
+    };
+    char err[TORUS_LAYOUT_ERR_LEN];
+    int c;
+    while ((c = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_NODES: o->nodes = optarg; break;
+        case O_TASKS: o->tasks = optarg; break;
+        case O_TOPO: o->topology = optarg; break;
+        case O_ADDR: o->topology_addr = optarg; break;
+        case O_SPEC: o->spec = optarg; break;
+        case O_JSON: o->json = true; break;
+        case O_COST: {
+            char key[32];
+            const char *eq = strchr(optarg, '=');
+            if (!eq || (size_t)(eq - optarg) >= sizeof key) {
+                fprintf(stderr, "torus-layout: --cost '%s': expected KEY=VALUE\n", optarg);
+                return 2;
+            }
+            memcpy(key, optarg, (size_t)(eq - optarg));
+            key[eq - optarg] = '\0';
+            if (torus_layout_cost_set(&o->cost, key, eq + 1, err, sizeof err)) {
+                fprintf(stderr, "torus-layout: --cost: %s\n", err);
+                return 2;
+            }
+            break;
+        }
+        case O_BYTES:
+            if (torus_layout_parse_bytes(optarg, &o->bytes)) {
+                fprintf(stderr, "torus-layout: --bytes '%s': expected a size like 64M\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case O_MAX: {
+            char *end;
+            errno = 0;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (errno || *end || !*optarg || v > 1000000) {
+                fprintf(stderr, "torus-layout: --max-lines '%s': expected 0..1000000\n", optarg);
+                return 2;
+            }
+            o->max_lines = v ? (unsigned)v : UINT32_MAX - 1;
+            break;
+        }
+        case 'h': fputs(_usage, stdout); exit(0);
+        case 'V': printf("torus-layout %s\n", PACKAGE_VERSION); exit(0);
+        default:
+            fprintf(stderr, "torus-layout: see --help\n");
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "torus-layout: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return 2;
+    }
+    return 0;
+}
+
+/* First set variable of a NULL-terminated list of names. */
+static const char *_env(const char *a, const char *b)
+{
+    const char *v = getenv(a);
+    return v && *v ? v : (b && (v = getenv(b)) && *v ? v : NULL);
+}
+
+/* Read SLURM_TOPOLOGY_ADDR lines into a fresh switch map. */
+static int _load_addr(const char *path, torus_layout_topo_t **topo)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
+    char err[TORUS_LAYOUT_ERR_LEN], line[4096];
+    if (!f) {
+        fprintf(stderr, "torus-layout: --topology-addr %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    if (torus_layout_topo_new(topo))
+        return _fail("out of memory");
+    unsigned lineno = 0;
+    int rc = 0;
+    while (!rc && fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strcspn(line, "\r\n");
+        if (line[len] == '\0' && !feof(f)) {
+            fprintf(stderr, "torus-layout: %s:%u: line too long\n", path, lineno);
+            rc = 1;
+            break;
+        }
+        line[len] = '\0';
+        if (len == 0)
+            continue;
+        if (torus_layout_topo_add_addr(*topo, line, err, sizeof err)) {
+            fprintf(stderr, "torus-layout: %s:%u: %s\n", path, lineno, err);
+            rc = 1;
+        }
+    }
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
+/* Pick the switch map the way the plugin does (see torus(7)). */
+static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
+                          torus_layout_source *source)
+{
+    char err[TORUS_LAYOUT_ERR_LEN], path[4096];
+    *topo = NULL;
+    *source = TORUS_SOURCE_NODELIST;
+    if (o->topology_addr) {
+        *source = TORUS_SOURCE_ADDR;
+        return _load_addr(o->topology_addr, topo);
+    }
+    if (o->topology && strcmp(o->topology, "none") == 0)
+        return 0;
+    if (o->topology) {
+        if (torus_layout_topo_load(o->topology, topo, err, sizeof err))
+            return _fail(err);
+        *source = TORUS_SOURCE_TREE;
+        return 0;
+    }
+    if (torus_layout_topo_conf_path(NULL, path, sizeof path) || access(path, F_OK) != 0) {
+        if (!o->json)
+            fprintf(stderr, "torus-layout: note: no %s; using the node list\n", path);
+        return 0;
+    }
+    if (torus_layout_topo_load(path, topo, err, sizeof err)) {
+        fprintf(stderr, "torus-layout: warning: %s; using the node list\n", err);
+        return 0;
+    }
+    *source = TORUS_SOURCE_TREE;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    _opts_t o = { .max_lines = 32 };
+    torus_layout_cost_defaults(&o.cost);
+    int rc = _parse_args(argc, argv, &o);
+    if (rc)
+        return rc;
+    if (!o.bytes)
+        o.bytes = o.cost.bytes;
+    if (!o.nodes && !(o.nodes = _env("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")))
+        return _fail("no --nodes given and not inside a Slurm step (see --help)");
+    if (!o.tasks && !(o.tasks = _env("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")))
+        o.tasks = "1";
+    if (!o.spec && !(o.spec = _env("SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus", NULL)))
+        o.spec = "auto";
+
+    char err[TORUS_LAYOUT_ERR_LEN];
+    torus_layout_input_t in = { .cost = o.cost };
+    if (torus_layout_spec_parse(o.spec, &in.spec, err, sizeof err)) {
+        fprintf(stderr, "torus-layout: --spec: %s\n", err);
+        return 1;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    uint32_t *tasks = NULL;
+    torus_layout_topo_t *topo = NULL;
+    torus_layout_t *layout = NULL;
+    rc = 1;
+    if (torus_layout_names_expand(o.nodes, &names, &n, err, sizeof err)) {
+        fprintf(stderr, "torus-layout: --nodes: %s\n", err);
+        goto out;
+    }
+    if (!(tasks = malloc(n * sizeof *tasks))) {
+        _fail("out of memory");
+        goto out;
+    }
+    if (torus_layout_tasks_parse(o.tasks, n, tasks, err, sizeof err)) {
+        fprintf(stderr, "torus-layout: --tasks-per-node: %s\n", err);
+        goto out;
+    }
+    if (_load_topology(&o, &topo, &in.source))
+        goto out;
+    in.nnodes = n;
+    in.nodes = (const char *const *)names;
+    in.tasks = tasks;
+    in.topo = topo;
+    if (torus_layout_compute(&in, &layout, err, sizeof err)) {
+        fprintf(stderr, "torus-layout: --spec %s: %s\n", o.spec, err);
+        goto out;
+    }
+    if (!torus_layout_enabled(layout) || (o.json && torus_layout_source_of(layout) != in.source))
+        fprintf(stderr, "torus-layout: %s\n", torus_layout_reason(layout));
+    torus_report_input_t rin = { .layout = layout, .names = names, .cost = &o.cost,
+                                 .bytes = o.bytes, .max_lines = o.max_lines };
+    if ((o.json ? torus_report_json : torus_report_text)(stdout, &rin) || fflush(stdout)) {
+        _fail("cannot write the output");
+        goto out;
+    }
+    rc = 0;
+out:
+    torus_layout_free(layout);
+    torus_layout_topo_free(topo);
+    torus_layout_names_free(names, n);
+    free(tasks);
+    return rc;
+}
