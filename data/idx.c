@@ -1,0 +1,104 @@
+/* idx.c: reads IDX files (MNIST, Fashion-MNIST), gzipped or not.
+ * gzread() reads plain files as well, so one path serves both. Images
+ * (magic 0x00000803, N x H x W uint8) and labels (0x00000801, N uint8)
+ * become a dense packing source with classes "0".."9". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "data/pack.h"
+
+static uint8_t *_slurp(const char *path, size_t *len)
+{
+    gzFile g = gzopen(path, "rb");
+    if (!g)
+        return NULL;
+    size_t cap = 1 << 20, n = 0;
+    uint8_t *buf = malloc(cap);
+    for (;;) {
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+        int r = gzread(g, buf + n, (unsigned)(cap - n > (1u << 30) ? (1u << 30)
+                                                                  : cap - n));
+        if (r < 0) {
+            free(buf);
+            gzclose(g);
+            return NULL;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    gzclose(g);
+    *len = n;
+    return buf;
+}
+
+static uint32_t _be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+int tdata_idx_load(const char *images, const char *labels, tdata_pack_src *src)
+{
+    size_t ilen = 0, llen = 0;
+    uint8_t *im = _slurp(images, &ilen);
+    if (!im)
+        return tdata_seterr(TDATA_EIO, "%s: cannot read (or bad gzip)", images);
+    if (ilen < 16 || _be32(im) != 0x803) {
+        free(im);
+        return tdata_seterr(TDATA_EFORMAT, "%s: not an IDX image file (magic "
+                            "0x00000803)", images);
+    }
+    uint32_t n = _be32(im + 4), h = _be32(im + 8), w = _be32(im + 12);
+    if ((uint64_t)n * h * w + 16 != ilen || !h || !w || !n) {
+        free(im);
+        return tdata_seterr(TDATA_EFORMAT, "%s: header says %u x %u x %u but "
+                            "the file holds %zu bytes", images, n, h, w, ilen);
+    }
+    uint8_t *lb = _slurp(labels, &llen);
+    if (!lb) {
+        free(im);
+        return tdata_seterr(TDATA_EIO, "%s: cannot read labels", labels);
+    }
+    if (llen != (size_t)n + 8 || _be32(lb) != 0x801 || _be32(lb + 4) != n) {
+        free(im);
+        free(lb);
+        return tdata_seterr(TDATA_EFORMAT, "%s: not an IDX label file for %u "
+                            "images", labels, n);
+    }
+    int maxl = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (lb[8 + i] > maxl)
+            maxl = lb[8 + i];
+    memmove(im, im + 16, ilen - 16);
+    src->idx_pixels = im;
+    src->idx_h = (int)h;
+    src->idx_w = (int)w;
+    src->num_classes = maxl + 1;
+    src->class_ids = calloc(src->num_classes, sizeof(char *));
+    src->class_words = calloc(src->num_classes, sizeof(char *));
+    for (int c = 0; c < src->num_classes; c++) {
+        char b[16];
+        snprintf(b, sizeof b, "%d", c);
+        src->class_ids[c] = strdup(b);
+        src->class_words[c] = strdup("");
+    }
+    const char *base = strrchr(images, '/');
+    base = base ? base + 1 : images;
+    src->items = calloc(n, sizeof *src->items);
+    src->n = src->cap = n;
+    for (uint32_t i = 0; i < n; i++) {
+        char nm[512];
+        snprintf(nm, sizeof nm, "%s#%07u", base, i);
+        src->items[i].name = strdup(nm);
+        src->items[i].label = lb[8 + i];
+        src->items[i].bytes = (uint64_t)h * w;
+        src->items[i].rec = i;
+    }
+    free(lb);
+    return TDATA_OK;
+}

@@ -1,0 +1,270 @@
+/* index.c: the dataset index, SPLIT-index.txt (docs/shard-format.md).
+ * A small line-oriented text file, so that a person can read it and a job
+ * script can grep it; it is written last (tmp + rename) from the shards'
+ * own attributes, which makes it reproducible from the shards alone. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/tdata_internal.h"
+
+void tdata_shard_filename(char *buf, size_t n, const char *split, int i,
+                          int count)
+{
+    snprintf(buf, n, "%s-%05d-of-%05d.h5", split, i, count);
+}
+
+void tdata_index_free(tdata_index *ix)
+{
+    for (int i = 0; i < ix->num_classes; i++) {
+        if (ix->class_ids)
+            free(ix->class_ids[i]);
+        if (ix->class_words)
+            free(ix->class_words[i]);
+    }
+    free(ix->class_ids);
+    free(ix->class_words);
+    free(ix->shards);
+    memset(ix, 0, sizeof *ix);
+}
+
+int tdata_index_write(const char *path, const tdata_index *ix)
+{
+    char tmp[4096];
+    /* A unique temporary name: job-array tasks may race to write it. */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return tdata_seterr(TDATA_EIO, "%s: %s", tmp, strerror(errno));
+    fprintf(f, "# torus dataset index; format: docs/shard-format.md\n");
+    fprintf(f, "torus-index %d\n", TDATA_FORMAT_VERSION);
+    fprintf(f, "creator %s\n", ix->creator);
+    fprintf(f, "split %s\n", ix->split);
+    fprintf(f, "layout %s\n",
+            ix->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded");
+    if (ix->layout == TDATA_LAYOUT_DENSE)
+        fprintf(f, "shape %d %d %d\n", ix->height, ix->width, ix->channels);
+    fprintf(f, "images %llu\n", (unsigned long long)ix->num_images);
+    fprintf(f, "mean %.6f %.6f %.6f\n", ix->mean[0], ix->mean[1], ix->mean[2]);
+    fprintf(f, "std %.6f %.6f %.6f\n", ix->std[0], ix->std[1], ix->std[2]);
+    fprintf(f, "classes %d\n", ix->num_classes);
+    for (int i = 0; i < ix->num_classes; i++)
+        fprintf(f, "class %d %s%s%s\n", i, ix->class_ids[i],
+                ix->class_words[i][0] ? " " : "", ix->class_words[i]);
+    fprintf(f, "shards %d\n", ix->num_shards);
+    for (int i = 0; i < ix->num_shards; i++)
+        fprintf(f, "shard %d %s %llu %llu %08x\n", i, ix->shards[i].file,
+                (unsigned long long)ix->shards[i].count,
+                (unsigned long long)ix->shards[i].bytes, ix->shards[i].crc);
+    int bad = ferror(f);
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        remove(tmp);
+        return tdata_seterr(TDATA_EIO, "%s: write failed", path);
+    }
+    return TDATA_OK;
+}
+
+static int _bad_line(const char *path, int line, const char *what)
+{
+    return tdata_seterr(TDATA_EFORMAT, "%s:%d: %s", path, line, what);
+}
+
+int tdata_index_read(const char *path, tdata_index *ix)
+{
+    memset(ix, 0, sizeof *ix);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return tdata_seterr(errno == ENOENT ? TDATA_EMISSING : TDATA_EIO,
+                            "%s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    int ln = 0, rc = TDATA_OK, nclass = 0, nshard = 0;
+    while (getline(&line, &cap, f) > 0) {
+        ln++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (line[0] == '#' || line[0] == 0)
+            continue;
+        char key[32];
+        int pos = 0;
+        if (sscanf(line, "%31s %n", key, &pos) != 1) {
+            rc = _bad_line(path, ln, "unreadable line");
+            break;
+        }
+        const char *val = line + pos;
+        if (ln > 0 && ix->version == 0 && strcmp(key, "torus-index") != 0) {
+            rc = _bad_line(path, ln, "not a torus index (first line must be "
+                           "'torus-index VERSION')");
+            break;
+        }
+        if (!strcmp(key, "torus-index")) {
+            ix->version = atoi(val);
+            if (ix->version > TDATA_FORMAT_VERSION) {
+                rc = tdata_seterr(TDATA_EVERSION, "%s: index format version %d "
+                                  "is newer than this reader supports (%d); "
+                                  "update torus", path, ix->version,
+                                  TDATA_FORMAT_VERSION);
+                break;
+            }
+            if (ix->version < 1) {
+                rc = _bad_line(path, ln, "bad format version");
+                break;
+            }
+        } else if (!strcmp(key, "creator")) {
+            snprintf(ix->creator, sizeof ix->creator, "%s", val);
+        } else if (!strcmp(key, "split")) {
+            snprintf(ix->split, sizeof ix->split, "%s", val);
+        } else if (!strcmp(key, "layout")) {
+            ix->layout = !strcmp(val, "dense") ? TDATA_LAYOUT_DENSE
+                                               : TDATA_LAYOUT_ENCODED;
+        } else if (!strcmp(key, "shape")) {
+            if (sscanf(val, "%d %d %d", &ix->height, &ix->width,
+                       &ix->channels) != 3) {
+                rc = _bad_line(path, ln, "bad shape");
+                break;
+            }
+        } else if (!strcmp(key, "images")) {
+            ix->num_images = strtoull(val, NULL, 10);
+        } else if (!strcmp(key, "mean") || !strcmp(key, "std")) {
+            double *d = key[0] == 'm' ? ix->mean : ix->std;
+            if (sscanf(val, "%lf %lf %lf", &d[0], &d[1], &d[2]) != 3) {
+                rc = _bad_line(path, ln, "bad mean/std");
+                break;
+            }
+        } else if (!strcmp(key, "classes")) {
+            ix->num_classes = atoi(val);
+            if (ix->num_classes < 1 || ix->class_ids) {
+                rc = _bad_line(path, ln, "bad class count");
+                break;
+            }
+            ix->class_ids = calloc(ix->num_classes, sizeof(char *));
+            ix->class_words = calloc(ix->num_classes, sizeof(char *));
+        } else if (!strcmp(key, "class")) {
+            int i, p2 = 0;
+            char id[256];
+            if (!ix->class_ids || sscanf(val, "%d %255s %n", &i, id, &p2) < 2 ||
+                i != nclass || i >= ix->num_classes) {
+                rc = _bad_line(path, ln, "bad class line");
+                break;
+            }
+            ix->class_ids[i] = strdup(id);
+            ix->class_words[i] = strdup(p2 ? val + p2 : "");
+            nclass++;
+        } else if (!strcmp(key, "shards")) {
+            ix->num_shards = atoi(val);
+            if (ix->num_shards < 1 || ix->shards) {
+                rc = _bad_line(path, ln, "bad shard count");
+                break;
+            }
+            ix->shards = calloc(ix->num_shards, sizeof *ix->shards);
+        } else if (!strcmp(key, "shard")) {
+            int i;
+            unsigned long long cnt, bytes;
+            unsigned crc;
+            tdata_index_shard *s = ix->shards ? &ix->shards[nshard] : NULL;
+            if (!s || sscanf(val, "%d %255s %llu %llu %x", &i, s->file, &cnt,
+                             &bytes, &crc) != 5 || i != nshard ||
+                strchr(s->file, '/')) {
+                rc = _bad_line(path, ln, "bad shard line");
+                break;
+            }
+            s->count = cnt;
+            s->bytes = bytes;
+            s->crc = crc;
+            nshard++;
+            if (nshard > ix->num_shards) {
+                rc = _bad_line(path, ln, "more shard lines than 'shards'");
+                break;
+            }
+        }
+        /* Unknown keys are skipped: minor additions stay readable. */
+    }
+    free(line);
+    fclose(f);
+    if (rc == TDATA_OK && ix->version == 0)
+        rc = tdata_seterr(TDATA_EFORMAT, "%s: empty or not a torus index", path);
+    if (rc == TDATA_OK && (nclass != ix->num_classes || nclass == 0))
+        rc = tdata_seterr(TDATA_EFORMAT, "%s: %d class lines for %d classes",
+                          path, nclass, ix->num_classes);
+    if (rc == TDATA_OK && (nshard != ix->num_shards || nshard == 0))
+        rc = tdata_seterr(TDATA_EFORMAT, "%s: %d shard lines for %d shards",
+                          path, nshard, ix->num_shards);
+    if (rc == TDATA_OK) {
+        uint64_t sum = 0;
+        for (int i = 0; i < nshard; i++)
+            sum += ix->shards[i].count;
+        if (sum != ix->num_images)
+            rc = tdata_seterr(TDATA_EFORMAT, "%s: shard counts add up to %llu, "
+                              "'images' says %llu", path,
+                              (unsigned long long)sum,
+                              (unsigned long long)ix->num_images);
+    }
+    if (rc)
+        tdata_index_free(ix);
+    return rc;
+}
+
+int tdata_index_build(const char *dir, const char *split, int num_shards,
+                      char *index_path, size_t n)
+{
+    tdata_index ix;
+    memset(&ix, 0, sizeof ix);
+    ix.version = TDATA_FORMAT_VERSION;
+    snprintf(ix.split, sizeof ix.split, "%s", split);
+    ix.num_shards = num_shards;
+    ix.shards = calloc(num_shards, sizeof *ix.shards);
+    double sum[3] = {0}, sq[3] = {0}, cnt = 0;
+    int rc = TDATA_OK;
+    for (int i = 0; i < num_shards && rc == TDATA_OK; i++) {
+        char path[4096];
+        tdata_shard_filename(ix.shards[i].file, sizeof ix.shards[i].file,
+                             split, i, num_shards);
+        snprintf(path, sizeof path, "%s/%s", dir, ix.shards[i].file);
+        tdata_shard s;
+        rc = tdata_shard_open(path, &s, i == 0);
+        if (rc == TDATA_OK && (s.shard_index != i || s.num_shards != num_shards))
+            rc = tdata_seterr(TDATA_EMISMATCH, "%s: says it is shard %d of %d",
+                              path, s.shard_index, s.num_shards);
+        if (rc == TDATA_OK && i == 0) {
+            snprintf(ix.creator, sizeof ix.creator, "%s", s.creator);
+            ix.layout = s.layout;
+            ix.height = s.height;
+            ix.width = s.width;
+            ix.channels = s.channels;
+            ix.num_classes = s.num_classes;
+            ix.class_ids = s.class_ids;
+            ix.class_words = s.class_words;
+            s.class_ids = s.class_words = NULL;
+        } else if (rc == TDATA_OK && (s.num_classes != ix.num_classes ||
+                                      s.layout != ix.layout)) {
+            rc = tdata_seterr(TDATA_EMISMATCH, "%s: class count or layout "
+                              "differs from shard 0", path);
+        }
+        if (rc == TDATA_OK) {
+            ix.shards[i].count = s.n;
+            ix.shards[i].bytes = s.file_size;
+            ix.shards[i].crc = s.crc_of_crcs;
+            ix.num_images += s.n;
+            for (int c = 0; c < 3; c++) {
+                sum[c] += s.pixel_sum[c];
+                sq[c] += s.pixel_sumsq[c];
+            }
+            cnt += s.pixel_count;
+        }
+        tdata_shard_close(&s);
+    }
+    if (rc == TDATA_OK) {
+        for (int c = 0; c < 3; c++) {
+            ix.mean[c] = cnt > 0 ? sum[c] / cnt : 0.5;
+            double var = cnt > 0 ? sq[c] / cnt - ix.mean[c] * ix.mean[c] : 0.25;
+            ix.std[c] = var > 1e-12 ? sqrt(var) : 1.0;
+        }
+        snprintf(index_path, n, "%s/%s-index.txt", dir, split);
+        rc = tdata_index_write(index_path, &ix);
+    }
+    tdata_index_free(&ix);
+    return rc;
+}

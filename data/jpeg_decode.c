@@ -1,0 +1,206 @@
+/* jpeg_decode.c: JPEG decoding through libjpeg-turbo's libjpeg API.
+ * The TurboJPEG API (2.1) cannot decode a region, so the decode pool uses
+ * the lower-level API for three savings DALI also makes:
+ *   - reduced DCT scaling (scale_num/8), when the crop is much larger than
+ *     the output it is resized to;
+ *   - jpeg_crop_scanline, so only the crop's iMCU columns are decoded;
+ *   - jpeg_skip_scanlines above the crop, and stopping below it.
+ * libjpeg reports truncation ("Premature end of JPEG file") and corrupt
+ * entropy data only as warnings through emit_message; the packer's strict
+ * mode turns those into errors so that no damaged image is packed. */
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+#include "data/tdata_internal.h"
+
+struct tdata_jdec {
+    struct jpeg_decompress_struct cinfo;
+    struct jpeg_error_mgr jerr;
+    jmp_buf jb;
+    int strict;
+    int warnings;
+    char msg[JMSG_LENGTH_MAX + 32];
+    uint8_t *row;      /* CMYK scanline scratch */
+    size_t rowcap;
+};
+
+static void _error_exit(j_common_ptr c)
+{
+    tdata_jdec *d = (tdata_jdec *)c->client_data;
+    (*c->err->format_message)(c, d->msg);
+    longjmp(d->jb, 1);
+}
+
+static void _emit_message(j_common_ptr c, int level)
+{
+    tdata_jdec *d = (tdata_jdec *)c->client_data;
+    if (level >= 0)
+        return; /* trace messages */
+    d->warnings++;
+    if (d->warnings == 1 || d->strict)
+        (*c->err->format_message)(c, d->msg);
+    /* Warning in strict mode: the image is damaged, stop here. */
+    if (d->strict)
+        longjmp(d->jb, 1);
+}
+
+tdata_jdec *tdata_jdec_new(void)
+{
+    tdata_jdec *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->cinfo.err = jpeg_std_error(&d->jerr);
+    d->jerr.error_exit = _error_exit;
+    d->jerr.emit_message = _emit_message;
+    d->cinfo.client_data = d;
+    jpeg_create_decompress(&d->cinfo);
+    return d;
+}
+
+void tdata_jdec_free(tdata_jdec *d)
+{
+    if (!d)
+        return;
+    jpeg_destroy_decompress(&d->cinfo);
+    free(d->row);
+    free(d);
+}
+
+const char *tdata_jdec_msg(const tdata_jdec *d) { return d->msg; }
+
+int tdata_image_reserve(tdata_image *im, size_t bytes)
+{
+    if (im->cap >= bytes && im->px)
+        return 0;
+    uint8_t *p = realloc(im->px, bytes ? bytes : 1);
+    if (!p)
+        return -1;
+    im->px = p;
+    im->cap = bytes;
+    return 0;
+}
+
+void tdata_image_free(tdata_image *im)
+{
+    free(im->px);
+    memset(im, 0, sizeof *im);
+}
+
+int tdata_jpeg_header(tdata_jdec *d, const uint8_t *buf, size_t len, int *w,
+                      int *h, int *colorspace, int *progressive)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    d->msg[0] = 0;
+    d->warnings = 0;
+    d->strict = 0;
+    if (setjmp(d->jb)) {
+        jpeg_abort_decompress(ci);
+        return TDATA_EDECODE;
+    }
+    jpeg_mem_src(ci, buf, (unsigned long)len);
+    jpeg_read_header(ci, TRUE);
+    *w = (int)ci->image_width;
+    *h = (int)ci->image_height;
+    if (colorspace)
+        *colorspace = ci->jpeg_color_space;
+    if (progressive)
+        *progressive = ci->progressive_mode;
+    jpeg_abort_decompress(ci);
+    return TDATA_OK;
+}
+
+/* Adobe CMYK as Photoshop and ImageMagick write it is stored inverted, so
+ * the raw values are already 255-C etc.: RGB = raw * K / 255. */
+static void _cmyk_row(const uint8_t *in, uint8_t *out, int n)
+{
+    for (int i = 0; i < n; i++, in += 4, out += 3) {
+        unsigned k = in[3];
+        out[0] = (uint8_t)((in[0] * k + 127) / 255);
+        out[1] = (uint8_t)((in[1] * k + 127) / 255);
+        out[2] = (uint8_t)((in[2] * k + 127) / 255);
+    }
+}
+
+int tdata_jpeg_decode_region(tdata_jdec *d, const uint8_t *buf, size_t len,
+                             int x, int y, int cw, int ch, int scale_num,
+                             int strict, tdata_image *out)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    d->msg[0] = 0;
+    d->warnings = 0;
+    d->strict = strict;
+    if (setjmp(d->jb)) {
+        jpeg_abort_decompress(ci);
+        return TDATA_EDECODE;
+    }
+    jpeg_mem_src(ci, buf, (unsigned long)len);
+    jpeg_read_header(ci, TRUE);
+    int W = (int)ci->image_width, H = (int)ci->image_height;
+    int cmyk = ci->jpeg_color_space == JCS_CMYK ||
+               ci->jpeg_color_space == JCS_YCCK;
+    ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    ci->scale_num = (unsigned)(scale_num < 1 ? 1 : scale_num > 8 ? 8 : scale_num);
+    ci->scale_denom = 8;
+    jpeg_start_decompress(ci);
+    int ow = (int)ci->output_width, oh = (int)ci->output_height;
+    /* The crop in scaled pixels, rounded outward so it covers the crop. */
+    int sx0 = (int)((long long)x * ow / W);
+    int sy0 = (int)((long long)y * oh / H);
+    int sx1 = (int)(((long long)(x + cw) * ow + W - 1) / W);
+    int sy1 = (int)(((long long)(y + ch) * oh + H - 1) / H);
+    if (sx1 > ow) sx1 = ow;
+    if (sy1 > oh) sy1 = oh;
+    if (sx1 <= sx0) sx1 = sx0 + 1;
+    if (sy1 <= sy0) sy1 = sy0 + 1;
+    JDIMENSION xoff = (JDIMENSION)sx0, xw = (JDIMENSION)(sx1 - sx0);
+    if (!strict && xw < ci->output_width)
+        jpeg_crop_scanline(ci, &xoff, &xw); /* widens to iMCU columns */
+    else {
+        xoff = 0;
+        xw = ci->output_width;
+    }
+    int rows = strict ? oh : sy1 - sy0;
+    size_t stride = (size_t)xw * 3;
+    if (tdata_image_reserve(out, stride * (size_t)rows) != 0) {
+        jpeg_abort_decompress(ci);
+        snprintf(d->msg, sizeof d->msg, "out of memory");
+        return TDATA_ENOMEM;
+    }
+    if (cmyk && d->rowcap < (size_t)xw * 4) {
+        free(d->row);
+        d->rowcap = (size_t)xw * 4;
+        d->row = malloc(d->rowcap);
+    }
+    if (!strict && sy0 > 0)
+        jpeg_skip_scanlines(ci, (JDIMENSION)sy0);
+    for (int r = 0; r < rows; r++) {
+        JSAMPROW rp = cmyk ? d->row : out->px + (size_t)r * stride;
+        jpeg_read_scanlines(ci, &rp, 1);
+        if (cmyk)
+            _cmyk_row(d->row, out->px + (size_t)r * stride, (int)xw);
+    }
+    if (strict)
+        jpeg_finish_decompress(ci); /* sees trailing-data warnings */
+    else
+        jpeg_abort_decompress(ci);
+    out->c = 3;
+    out->stride = (int)stride;
+    if (strict) {
+        out->w = ow;
+        out->h = oh;
+        out->off = 0;
+    } else {
+        out->w = sx1 - sx0;
+        out->h = sy1 - sy0;
+        out->off = (size_t)(sx0 - (int)xoff) * 3;
+    }
+    out->sx = sx0;
+    out->sy = sy0;
+    out->full_w = ow;
+    out->full_h = oh;
+    return TDATA_OK;
+}

@@ -1,0 +1,175 @@
+/* pack_image.c: what torus-pack does to one input image.
+ * Policy (docs/shard-format.md, "Validation"):
+ *   - every image is decoded in full, in strict mode, so truncated or
+ *     corrupt files are rejected with libjpeg's/libpng's reason;
+ *   - JPEGs that decode cleanly are stored byte for byte (grayscale and
+ *     progressive ones included: the reader handles both);
+ *   - CMYK/YCCK JPEGs and PNGs (ImageNet has both, named .JPEG) are
+ *     re-encoded as RGB JPEG at --quality, so readers only meet YCbCr/gray;
+ *   - --resize-shorter=N re-encodes images whose shorter side exceeds N;
+ *   - --decoded=HxW stores HxWx3 pixels (resize to cover, centre crop).
+ * The per-channel pixel sums of what is stored feed the index's mean/std. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jpeglib.h>
+#include <turbojpeg.h>
+
+#include "data/pack.h"
+
+struct tdata_pack_worker {
+    const tdata_pack_opts *o;
+    tdata_jdec *jd;
+    tjhandle tj;
+    tdata_image im;
+    tdata_scratch sc;
+    uint8_t *rs;
+    size_t rscap;
+};
+
+tdata_pack_worker *tdata_pack_worker_new(const tdata_pack_opts *o)
+{
+    tdata_pack_worker *w = calloc(1, sizeof *w);
+    w->o = o;
+    w->jd = tdata_jdec_new();
+    w->tj = tjInitCompress();
+    return w;
+}
+
+void tdata_pack_worker_free(tdata_pack_worker *w)
+{
+    if (!w)
+        return;
+    tdata_jdec_free(w->jd);
+    tjDestroy(w->tj);
+    tdata_image_free(&w->im);
+    tdata_scratch_free(&w->sc);
+    free(w->rs);
+    free(w);
+}
+
+static void _stats(const uint8_t *px, int w, int h, int stride,
+                   tdata_pack_out *out)
+{
+    uint64_t s[3] = {0, 0, 0}, q[3] = {0, 0, 0};
+    for (int y = 0; y < h; y++) {
+        const uint8_t *p = px + (size_t)y * stride;
+        for (int x = 0; x < w; x++, p += 3) {
+            s[0] += p[0]; s[1] += p[1]; s[2] += p[2];
+            q[0] += (uint32_t)p[0] * p[0];
+            q[1] += (uint32_t)p[1] * p[1];
+            q[2] += (uint32_t)p[2] * p[2];
+        }
+    }
+    for (int c = 0; c < 3; c++) {
+        out->sum[c] = s[c] / 255.0;
+        out->sumsq[c] = q[c] / (255.0 * 255.0);
+    }
+    out->count = (double)w * h;
+}
+
+static uint8_t *_rs(tdata_pack_worker *w, size_t n)
+{
+    if (w->rscap < n) {
+        free(w->rs);
+        w->rs = malloc(n);
+        w->rscap = n;
+    }
+    return w->rs;
+}
+
+static int _encode(tdata_pack_worker *w, const uint8_t *px, int iw, int ih,
+                   int stride, tdata_pack_out *out)
+{
+    unsigned char *jb = NULL;
+    unsigned long js = 0;
+    if (tjCompress2(w->tj, px, iw, stride, ih, TJPF_RGB, &jb, &js, TJSAMP_420,
+                    w->o->quality, TJFLAG_ACCURATEDCT) != 0) {
+        snprintf(out->why, sizeof out->why, "JPEG re-encode failed: %s",
+                 tjGetErrorStr2(w->tj));
+        tjFree(jb);
+        return TDATA_EDECODE;
+    }
+    out->data = malloc(js);
+    memcpy(out->data, jb, js);
+    out->len = js;
+    tjFree(jb);
+    return TDATA_OK;
+}
+
+int tdata_pack_image(tdata_pack_worker *w, const uint8_t *buf, size_t len,
+                     tdata_pack_out *out)
+{
+    const tdata_pack_opts *o = w->o;
+    memset(out, 0, sizeof *out);
+    tdata_image *im = &w->im;
+    int reencode = 0, rc;
+    if (tdata_is_png(buf, len)) {
+        rc = tdata_png_decode(buf, len, im, out->why, sizeof out->why);
+        if (rc)
+            return TDATA_EDECODE;
+        reencode = 1;
+    } else {
+        int W, H, cs, prog;
+        if (len < 3 || buf[0] != 0xFF || buf[1] != 0xD8) {
+            snprintf(out->why, sizeof out->why, "neither a JPEG nor a PNG file");
+            return TDATA_EDECODE;
+        }
+        if (tdata_jpeg_header(w->jd, buf, len, &W, &H, &cs, &prog)) {
+            snprintf(out->why, sizeof out->why, "%s", tdata_jdec_msg(w->jd));
+            return TDATA_EDECODE;
+        }
+        reencode = cs == JCS_CMYK || cs == JCS_YCCK;
+        /* Decode at the smallest DCT scale that still covers the stored
+         * size: validation reads every byte of entropy data either way. */
+        int n = 8, sh = W < H ? W : H;
+        if (o->dec_h > 0) {
+            double s = (double)o->dec_w / W > (double)o->dec_h / H
+                ? (double)o->dec_w / W : (double)o->dec_h / H;
+            for (n = 1; n < 8 && n < s * 8; n++)
+                ;
+        } else if (o->resize_shorter > 0 && sh > o->resize_shorter) {
+            for (n = 1; n < 8 && (long)sh * n < 8L * o->resize_shorter; n++)
+                ;
+        }
+        if (tdata_jpeg_decode_region(w->jd, buf, len, 0, 0, W, H, n, 1, im)) {
+            snprintf(out->why, sizeof out->why, "%s", tdata_jdec_msg(w->jd));
+            return TDATA_EDECODE;
+        }
+    }
+    out->reencoded = reencode;
+    int iw = im->w, ih = im->h;
+    if (o->dec_h > 0) {
+        double s = (double)o->dec_w / iw > (double)o->dec_h / ih
+            ? (double)o->dec_w / iw : (double)o->dec_h / ih;
+        double bw = o->dec_w / s, bh = o->dec_h / s;
+        size_t n = (size_t)o->dec_h * o->dec_w * 3;
+        out->data = malloc(n);
+        out->len = n;
+        tdata_resize(im->px, iw, ih, im->stride, 3, (iw - bw) / 2,
+                     (ih - bh) / 2, (iw + bw) / 2, (ih + bh) / 2, out->data,
+                     o->dec_w, o->dec_h, &w->sc);
+        _stats(out->data, o->dec_w, o->dec_h, o->dec_w * 3, out);
+        return TDATA_OK;
+    }
+    int sh = iw < ih ? iw : ih;
+    if (o->resize_shorter > 0 && sh > o->resize_shorter) {
+        int tw = iw <= ih ? o->resize_shorter
+                          : (int)((double)iw * o->resize_shorter / ih + 0.5);
+        int th = ih < iw ? o->resize_shorter
+                         : (int)((double)ih * o->resize_shorter / iw + 0.5);
+        uint8_t *px = _rs(w, (size_t)tw * th * 3);
+        tdata_resize(im->px, iw, ih, im->stride, 3, 0, 0, iw, ih, px, tw, th,
+                     &w->sc);
+        _stats(px, tw, th, tw * 3, out);
+        return _encode(w, px, tw, th, tw * 3, out);
+    }
+    _stats(im->px, iw, ih, im->stride, out);
+    if (reencode)
+        return _encode(w, im->px, iw, ih, im->stride, out);
+    out->data = malloc(len);
+    memcpy(out->data, buf, len);
+    out->len = len;
+    return TDATA_OK;
+}

@@ -1,0 +1,393 @@
+/* pack_source.c: turns torus-pack's SOURCE into a list of labelled items.
+ * Layouts:
+ *   - a directory of class folders (ImageNet train/WNID/NAME.JPEG, val/ in
+ *     class folders, or any class/file tree): label = class folder;
+ *   - a flat directory (ImageNet val/) with --val-labels: either
+ *     LOC_val_solution.csv (ImageId,PredictionString "wnid x y x y ...") or
+ *     the devkit's ILSVRC2012_validation_ground_truth.txt (one ILSVRC ID per
+ *     image, in file-number order) with --devkit-synsets (wnid per ID);
+ *   - an IDX file (MNIST/Fashion-MNIST, gz or not).
+ * Classes are the sorted folder/wnid names unless --classes=FILE fixes
+ * the order (and gives the words, as in LOC_synset_mapping.txt). Every
+ * regular, non-hidden file becomes an item; what fails to decode later is
+ * reported, never silently dropped. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "data/pack.h"
+
+static int _cmpstr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int _add(tdata_pack_src *s, const char *path, const char *name,
+                int32_t label, uint64_t bytes)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 1024;
+        s->items = realloc(s->items, s->cap * sizeof *s->items);
+    }
+    tdata_pack_item *it = &s->items[s->n++];
+    it->path = strdup(path);
+    it->name = strdup(name);
+    it->label = label;
+    it->bytes = bytes;
+    it->rec = 0;
+    return 0;
+}
+
+/* Sorted names of the entries of DIR that are directories (dirs=1) or
+ * regular files (dirs=0), hidden ones excluded. */
+static char **_list(const char *dir, int dirs, int *n)
+{
+    DIR *d = opendir(dir);
+    *n = 0;
+    if (!d)
+        return NULL;
+    int cap = 64;
+    char **v = malloc(cap * sizeof *v);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[4096];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (stat(p, &st) != 0)
+            continue;
+        if (dirs ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+            continue;
+        if (*n == cap)
+            v = realloc(v, (cap *= 2) * sizeof *v);
+        v[(*n)++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(v, *n, sizeof *v, _cmpstr);
+    return v;
+}
+
+static void _free_list(char **v, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static int _find_class(const tdata_pack_src *s, const char *id)
+{
+    for (int i = 0; i < s->num_classes; i++) /* at most 1000s, once per file */
+        if (!strcmp(s->class_ids[i], id))
+            return i;
+    return -1;
+}
+
+static int _load_classes(const char *file, tdata_pack_src *s)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return tdata_seterr(TDATA_EIO, "--classes=%s: %s", file, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    int ln = 0, n = 0, ncap = 0;
+    while (getline(&line, &cap, f) > 0) {
+        ln++;
+        line[strcspn(line, "\r\n")] = 0;
+        char id[256];
+        int pos = 0;
+        if (sscanf(line, "%255s %n", id, &pos) != 1)
+            continue;
+        if (n == ncap) {
+            ncap = ncap ? ncap * 2 : 256;
+            s->class_ids = realloc(s->class_ids, ncap * sizeof(char *));
+            s->class_words = realloc(s->class_words, ncap * sizeof(char *));
+        }
+        s->class_ids[n] = strdup(id);
+        s->class_words[n] = strdup(line + pos);
+        s->num_classes = ++n;
+        if (_find_class(s, id) != n - 1) {
+            free(line);
+            fclose(f);
+            return tdata_seterr(TDATA_EINVAL, "%s:%d: class '%s' listed twice",
+                                file, ln, id);
+        }
+    }
+    free(line);
+    fclose(f);
+    if (n == 0)
+        return tdata_seterr(TDATA_EINVAL, "--classes=%s: no classes", file);
+    return TDATA_OK;
+}
+
+static int _set_classes_from(tdata_pack_src *s, char **names, int n)
+{
+    s->class_ids = calloc(n, sizeof(char *));
+    s->class_words = calloc(n, sizeof(char *));
+    for (int i = 0; i < n; i++) {
+        s->class_ids[i] = strdup(names[i]);
+        s->class_words[i] = strdup("");
+    }
+    s->num_classes = n;
+    return TDATA_OK;
+}
+
+static int _scan_tree(const tdata_pack_opts *o, tdata_pack_src *s,
+                      char **classes, int nc)
+{
+    if (!s->num_classes)
+        _set_classes_from(s, classes, nc);
+    for (int c = 0; c < nc; c++) {
+        int label = _find_class(s, classes[c]);
+        if (label < 0)
+            return tdata_seterr(TDATA_EINVAL, "%s/%s: folder is not a class "
+                                "listed in --classes=%s", o->source, classes[c],
+                                o->classes_file);
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s/%s", o->source, classes[c]);
+        int nf;
+        char **files = _list(dir, 0, &nf);
+        for (int i = 0; i < nf; i++) {
+            char p[8200], nm[8200];
+            struct stat st;
+            snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+            snprintf(nm, sizeof nm, "%s/%s", classes[c], files[i]);
+            stat(p, &st);
+            _add(s, p, nm, label, (uint64_t)st.st_size);
+        }
+        _free_list(files, nf);
+    }
+    return TDATA_OK;
+}
+
+/* Labels of a flat val/ directory: name -> wnid. */
+typedef struct { char *file, *wnid; } _vlab;
+
+static int _cmpvlab(const void *a, const void *b)
+{
+    return strcmp(((const _vlab *)a)->file, ((const _vlab *)b)->file);
+}
+
+static int _read_val_labels(const tdata_pack_opts *o, char **files, int nf,
+                            _vlab **out, int *nout)
+{
+    FILE *f = fopen(o->val_labels, "r");
+    if (!f)
+        return tdata_seterr(TDATA_EIO, "--val-labels=%s: %s", o->val_labels,
+                            strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    int n = 0, ncap = 0, ln = 0, rc = TDATA_OK, csv = -1;
+    char **syn = NULL;
+    int nsyn = 0;
+    while (getline(&line, &cap, f) > 0) {
+        ln++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (!line[0])
+            continue;
+        if (csv < 0) {
+            csv = strchr(line, ',') != NULL;
+            if (csv && !strncmp(line, "ImageId", 7))
+                continue; /* header */
+            if (!csv) {
+                if (!o->devkit_synsets) {
+                    rc = tdata_seterr(TDATA_EINVAL, "--val-labels=%s looks like "
+                                      "the devkit ground truth: give "
+                                      "--devkit-synsets=FILE (wnid per ILSVRC "
+                                      "ID)", o->val_labels);
+                    break;
+                }
+                FILE *sf = fopen(o->devkit_synsets, "r");
+                if (!sf) {
+                    rc = tdata_seterr(TDATA_EIO, "--devkit-synsets=%s: %s",
+                                      o->devkit_synsets, strerror(errno));
+                    break;
+                }
+                char *sl = NULL;
+                size_t sc = 0;
+                while (getline(&sl, &sc, sf) > 0) {
+                    char id[256];
+                    if (sscanf(sl, "%255s", id) != 1)
+                        continue;
+                    syn = realloc(syn, (nsyn + 1) * sizeof *syn);
+                    syn[nsyn++] = strdup(id);
+                }
+                free(sl);
+                fclose(sf);
+            }
+        }
+        if (n == ncap) {
+            ncap = ncap ? ncap * 2 : 1024;
+            *out = realloc(*out, ncap * sizeof **out);
+        }
+        _vlab *v = &(*out)[n];
+        if (csv) {
+            char *comma = strchr(line, ',');
+            char id[256];
+            if (!comma || sscanf(comma + 1, "%255s", id) != 1) {
+                rc = tdata_seterr(TDATA_EFORMAT, "%s:%d: expected "
+                                  "'ImageId,wnid ...'", o->val_labels, ln);
+                break;
+            }
+            *comma = 0;
+            /* ImageId has no extension: match on the file's stem. */
+            v->file = strdup(line);
+            v->wnid = strdup(id);
+        } else {
+            int idn = atoi(line);
+            if (idn < 1 || idn > nsyn) {
+                rc = tdata_seterr(TDATA_EFORMAT, "%s:%d: ID %d not in "
+                                  "--devkit-synsets (%d entries)",
+                                  o->val_labels, ln, idn, nsyn);
+                break;
+            }
+            /* Line k labels the k-th file in name order
+             * (ILSVRC2012_val_0000000k.JPEG). */
+            if (n >= nf) {
+                rc = tdata_seterr(TDATA_EFORMAT, "%s: more labels (%d) than "
+                                  "files in %s", o->val_labels, n + 1,
+                                  o->source);
+                break;
+            }
+            char stem[4096];
+            snprintf(stem, sizeof stem, "%s", files[n]);
+            char *dot = strrchr(stem, '.');
+            if (dot)
+                *dot = 0;
+            v->file = strdup(stem);
+            v->wnid = strdup(syn[idn - 1]);
+        }
+        n++;
+    }
+    free(line);
+    fclose(f);
+    for (int i = 0; i < nsyn; i++)
+        free(syn[i]);
+    free(syn);
+    *nout = n;
+    if (rc == TDATA_OK)
+        qsort(*out, n, sizeof **out, _cmpvlab);
+    return rc;
+}
+
+static int _scan_flat(const tdata_pack_opts *o, tdata_pack_src *s)
+{
+    int nf;
+    char **files = _list(o->source, 0, &nf);
+    _vlab *labs = NULL;
+    int nl = 0;
+    int rc = _read_val_labels(o, files, nf, &labs, &nl);
+    if (rc == TDATA_OK && !s->num_classes) {
+        /* Classes: the sorted distinct wnids, ImageNet's usual order. */
+        char **ids = malloc((nl ? nl : 1) * sizeof *ids);
+        for (int i = 0; i < nl; i++)
+            ids[i] = labs[i].wnid;
+        qsort(ids, nl, sizeof *ids, _cmpstr);
+        int u = 0;
+        for (int i = 0; i < nl; i++)
+            if (u == 0 || strcmp(ids[u - 1], ids[i]))
+                ids[u++] = ids[i];
+        _set_classes_from(s, ids, u);
+        free(ids);
+    }
+    for (int i = 0; rc == TDATA_OK && i < nf; i++) {
+        char stem[4096], p[4096];
+        snprintf(stem, sizeof stem, "%s", files[i]);
+        char *dot = strrchr(stem, '.');
+        if (dot)
+            *dot = 0;
+        _vlab key = {stem, NULL};
+        _vlab *hit = bsearch(&key, labs, nl, sizeof *labs, _cmpvlab);
+        if (!hit) {
+            rc = tdata_seterr(TDATA_EINVAL, "%s/%s: no label in --val-labels=%s",
+                              o->source, files[i], o->val_labels);
+            break;
+        }
+        int label = _find_class(s, hit->wnid);
+        if (label < 0) {
+            rc = tdata_seterr(TDATA_EINVAL, "%s: class '%s' of %s is not in "
+                              "the class list", o->val_labels, hit->wnid,
+                              files[i]);
+            break;
+        }
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", o->source, files[i]);
+        stat(p, &st);
+        _add(s, p, files[i], label, (uint64_t)st.st_size);
+    }
+    for (int i = 0; i < nl; i++) {
+        free(labs[i].file);
+        free(labs[i].wnid);
+    }
+    free(labs);
+    _free_list(files, nf);
+    return rc;
+}
+
+static char *_guess_idx_labels(const char *images)
+{
+    const char *p = strstr(images, "images-idx3");
+    if (!p)
+        return NULL;
+    size_t pre = (size_t)(p - images);
+    char *l = malloc(strlen(images) + 2);
+    memcpy(l, images, pre);
+    strcpy(l + pre, "labels-idx1");
+    strcat(l, p + strlen("images-idx3"));
+    return l;
+}
+
+int tdata_pack_scan(const tdata_pack_opts *o, tdata_pack_src *s)
+{
+    memset(s, 0, sizeof *s);
+    struct stat st;
+    if (stat(o->source, &st) != 0)
+        return tdata_seterr(TDATA_EIO, "%s: %s", o->source, strerror(errno));
+    if (S_ISREG(st.st_mode)) {
+        char *guess = o->idx_labels ? NULL : _guess_idx_labels(o->source);
+        const char *lab = o->idx_labels ? o->idx_labels : guess;
+        if (!lab)
+            return tdata_seterr(TDATA_EINVAL, "%s: an IDX image file needs "
+                                "--idx-labels=FILE", o->source);
+        int rc = tdata_idx_load(o->source, lab, s);
+        free(guess);
+        return rc;
+    }
+    int rc = TDATA_OK;
+    if (o->classes_file && (rc = _load_classes(o->classes_file, s)))
+        return rc;
+    int nc;
+    char **classes = _list(o->source, 1, &nc);
+    if (nc > 0 && !o->val_labels)
+        rc = _scan_tree(o, s, classes, nc);
+    else if (o->val_labels)
+        rc = _scan_flat(o, s);
+    else
+        rc = tdata_seterr(TDATA_EINVAL, "%s: no class folders; a flat "
+                          "directory (ImageNet val/) needs --val-labels=FILE",
+                          o->source);
+    _free_list(classes, nc);
+    if (rc == TDATA_OK && s->n == 0)
+        rc = tdata_seterr(TDATA_EINVAL, "%s: no files found", o->source);
+    return rc;
+}
+
+void tdata_pack_src_free(tdata_pack_src *s)
+{
+    for (uint64_t i = 0; i < s->n; i++) {
+        free(s->items[i].path);
+        free(s->items[i].name);
+    }
+    for (int i = 0; i < s->num_classes; i++) {
+        free(s->class_ids[i]);
+        free(s->class_words[i]);
+    }
+    free(s->class_ids);
+    free(s->class_words);
+    free(s->items);
+    free(s->idx_pixels);
+    memset(s, 0, sizeof *s);
+}
