@@ -25,7 +25,8 @@ tests_integration_data_dump_SOURCES = tests/integration/data_dump.c
 tests_integration_data_dump_LDADD = data/libtdata.la
 
 DATA_SH_TESTS = \
-	tests/integration/data_pack_idx.sh
+	tests/integration/data_pack_idx.sh \
+	tests/integration/data_pack_jpeg.sh
 TESTS += $(DATA_SH_TESTS)
 EXTRA_DIST += $(DATA_SH_TESTS)
 

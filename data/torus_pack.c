@@ -268,6 +268,10 @@ int main(int argc, char **argv)
     }
     tdata_pack_summary s;
     int rc = tdata_pack_run(&o, &s);
+    if (rc) {
+        fprintf(stderr, "torus-pack: %s\n", tdata_errmsg());
+        return 2;
+    }
     printf("torus-pack: %llu images seen, %llu packed, %llu rejected, "
            "%llu re-encoded; %d shards written, %llu already done%s%s\n",
            (unsigned long long)s.seen, (unsigned long long)s.packed,
@@ -275,9 +279,5 @@ int main(int argc, char **argv)
            s.shards_written, (unsigned long long)s.skipped_shards,
            s.index_written ? "; index " : "",
            s.index_written ? s.index_path : "");
-    if (rc) {
-        fprintf(stderr, "torus-pack: %s\n", tdata_errmsg());
-        return 2;
-    }
     return s.rejected ? 1 : 0;
 }
