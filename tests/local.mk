@@ -9,6 +9,7 @@ tests_integration_pmix_probe_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS)
 tests_integration_pmix_probe_LDADD = $(PMIX_LIBS)
 
 TESTS += \
+	tests/integration/configure_errors.sh \
 	tests/integration/plugin_build.sh \
 	tests/integration/cluster_pmix.sh \
 	tests/integration/cluster_netns.sh \
@@ -16,6 +17,7 @@ TESTS += \
 	tests/gpu/gpu_smoke.sh
 
 EXTRA_DIST += \
+	tests/integration/configure_errors.sh \
 	tests/integration/plugin_build.sh \
 	tests/integration/cluster_pmix.sh \
 	tests/integration/cluster_netns.sh \
