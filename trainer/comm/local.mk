@@ -21,6 +21,8 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/cost_model.h \
 	trainer/comm/cost_model.c \
 	trainer/comm/probe.c \
+	trainer/comm/tcomm_fusion.h \
+	trainer/comm/fusion.c \
 	trainer/comm/testdata.h \
 	trainer/comm/testdata.c
 trainer_comm_libtcomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS)
@@ -32,23 +34,31 @@ TCOMM_LIBS = trainer/comm/libtcomm.la $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
 TCOMM_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS)
 
 # ------------------------------------------------------------------ tests
-check_PROGRAMS += tests/unit/test_comm_layout tests/unit/test_comm_wire
-TESTS += tests/unit/test_comm_layout tests/unit/test_comm_wire
+check_PROGRAMS += tests/unit/test_comm_layout tests/unit/test_comm_wire tests/unit/test_comm_fusion
+TESTS += tests/unit/test_comm_layout tests/unit/test_comm_wire tests/unit/test_comm_fusion
 tests_unit_test_comm_layout_SOURCES = tests/unit/test_comm_layout.c
 tests_unit_test_comm_layout_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_comm_layout_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
 tests_unit_test_comm_wire_SOURCES = tests/unit/test_comm_wire.c
 tests_unit_test_comm_wire_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_comm_wire_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
+tests_unit_test_comm_fusion_SOURCES = tests/unit/test_comm_fusion.c
+tests_unit_test_comm_fusion_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_comm_fusion_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
 
 # The correctness driver the comm_*.sh tests launch under mpirun / srun.
 check_PROGRAMS += tests/integration/comm_check
 tests_integration_comm_check_SOURCES = tests/integration/comm_check.c
 tests_integration_comm_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
 tests_integration_comm_check_LDADD = $(TCOMM_LIBS)
+check_PROGRAMS += tests/integration/comm_fusion_check
+tests_integration_comm_fusion_check_SOURCES = tests/integration/comm_fusion_check.c
+tests_integration_comm_fusion_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
+tests_integration_comm_fusion_check_LDADD = $(TCOMM_LIBS)
 
 COMM_SH_TESTS = \
 	tests/integration/comm_allreduce.sh \
-	tests/integration/comm_env.sh
+	tests/integration/comm_env.sh \
+	tests/integration/comm_fusion.sh
 TESTS += $(COMM_SH_TESTS)
 EXTRA_DIST += $(COMM_SH_TESTS) tests/integration/comm_lib.sh

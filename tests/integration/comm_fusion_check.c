@@ -1,0 +1,132 @@
+/* comm_fusion_check.c: tensor fusion across ranks, run by comm_fusion.sh.
+ * Registers tensors of varied sizes in backward order, produces their
+ * gradients one by one with some work in between (a stand-in backward),
+ * and checks: every gradient is the correct average; the threaded run and
+ * the synchronous run, and a run with scrambled ready order, are bitwise
+ * equal; with --mismatch R rank R registers a different layout and seal
+ * must fail on every rank with a message naming it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/comm/tcomm_fusion.h"
+#include "trainer/comm/testdata.h"
+
+enum { NT = 37 };
+
+static size_t _size(int i)
+{
+    return (size_t)((i * 7919) % 3001); /* 0 .. 3000 floats, some empty */
+}
+
+static void _burn(int i)
+{
+    volatile double x = 0;
+    for (int k = 0; k < 2000 * (i % 4); k++)
+        x += k * 0.5;
+}
+
+/* Run two steps; returns the number of wrong elements on this rank. */
+static double _run(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o, int order,
+                   int mismatch, float **g, int *layout_failed)
+{
+    tcomm_fusion_t *f;
+    double wrong = 0;
+    *layout_failed = 0;
+    if (tcomm_fusion_create(c, o, &f))
+        return -1;
+    for (int i = 0; i < NT; i++) {
+        size_t n = _size(i) + (in->rank == mismatch && i == NT / 2);
+        tcomm_fusion_add(f, g[i], n, "grad", NULL);
+    }
+    if (tcomm_fusion_seal(f)) {
+        fprintf(stderr, "rank %d: %s\n", in->rank, tcomm_error());
+        *layout_failed = 1;
+        tcomm_fusion_destroy(f);
+        return 0;
+    }
+    for (int step = 0; step < 2; step++) {
+        for (int k = 0; k < NT; k++) {
+            int i = order ? (k * 11) % NT : k;
+            tcomm_testdata_fill(g[i], _size(i), in->rank, 77 + (uint64_t)i);
+            _burn(i);
+            if (tcomm_fusion_ready(f, i)) {
+                fprintf(stderr, "rank %d: %s\n", in->rank, tcomm_error());
+                return -1;
+            }
+        }
+        tcomm_fusion_stats st;
+        if (tcomm_fusion_finish(f, &st)) {
+            fprintf(stderr, "rank %d: %s\n", in->rank, tcomm_error());
+            return -1;
+        }
+        for (int i = 0; i < NT; i++)
+            wrong += (double)tcomm_testdata_wrong(g[i], _size(i), in->size, 77 + (uint64_t)i,
+                                                  1.0 / in->size, o->wire, NULL);
+    }
+    tcomm_fusion_destroy(f);
+    return wrong;
+}
+
+int main(int argc, char **argv)
+{
+    tcomm_options opt = {0};
+    int mismatch = -1;
+    size_t theta = 8192;
+    const char *algo = "ring";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--mismatch"))
+            mismatch = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--theta"))
+            theta = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--algo"))
+            algo = argv[i + 1];
+        else if (tcomm_options_set(&opt, argv[i], argv[i + 1])) {
+            fprintf(stderr, "comm_fusion_check: %s\n", tcomm_error());
+            return 2;
+        }
+    }
+    tcomm_t *c;
+    if (tcomm_init(&opt, &c)) {
+        fprintf(stderr, "comm_fusion_check: %s\n", tcomm_error());
+        return 1;
+    }
+    tcomm_info in;
+    tcomm_info_get(c, &in);
+    float *g[3][NT];
+    for (int v = 0; v < 3; v++)
+        for (int i = 0; i < NT; i++)
+            g[v][i] = malloc((_size(i) + 1) * 4);
+    int fails = 0, lf = 0;
+    for (int w = TCOMM_WIRE_FP32; w <= TCOMM_WIRE_FP16; w++) {
+        tcomm_fusion_options o = {.bucket_bytes = theta, .algo = tcomm_algo_parse(algo),
+                                  .wire = w, .flags = TCOMM_AVERAGE};
+        o.synchronous = 1;
+        double wrong = _run(c, &in, &o, 0, mismatch, g[0], &lf);
+        if (lf) {
+            fails = 100; /* expected with --mismatch; reported below */
+            break;
+        }
+        o.synchronous = 0;
+        wrong += _run(c, &in, &o, 0, -1, g[1], &lf);
+        wrong += _run(c, &in, &o, 1, -1, g[2], &lf);
+        double differ = 0;
+        for (int i = 0; i < NT; i++)
+            differ += memcmp(g[0][i], g[1][i], _size(i) * 4) != 0 ||
+                      memcmp(g[0][i], g[2][i], _size(i) * 4) != 0;
+        tcomm_sum_double(c, &wrong, 1);
+        tcomm_sum_double(c, &differ, 1);
+        if (in.rank == 0)
+            printf("fusion %s %s theta=%zu: wrong=%.0f thread-vs-sync-differ=%.0f %s\n", algo,
+                   tcomm_wire_name(w), theta, wrong, differ,
+                   wrong == 0 && differ == 0 ? "ok" : "FAIL");
+        fails += wrong != 0 || differ != 0;
+    }
+    if (in.rank == 0 && fails != 100)
+        printf("%s\n", fails ? "FAIL" : "PASS");
+    for (int v = 0; v < 3; v++)
+        for (int i = 0; i < NT; i++)
+            free(g[v][i]);
+    tcomm_finalize(c);
+    return fails == 100 ? 3 : fails ? 1 : 0;
+}

@@ -1,0 +1,56 @@
+/* tcomm_fusion.h: tensor fusion with overlap (part of libtcomm).
+ *
+ * Gradients are registered once, in backward order. Consecutive ones are
+ * packed into buckets of about theta bytes (fp32); a bucket is reduced as
+ * soon as backward has produced all of its gradients, on a communication
+ * thread, while backward goes on. tcomm_fusion_finish() ends the step: it
+ * flushes what is left (unused gradients count as ready) and waits.
+ * Buckets always run in index order, so the reduction order and hence the
+ * result are the same on every run. At seal time every rank checks that
+ * all ranks built the same bucket layout (one 8-byte hash per rank). */
+#ifndef TORUS_TCOMM_FUSION_H
+#define TORUS_TCOMM_FUSION_H
+
+#include "trainer/comm/tcomm.h"
+
+typedef struct tcomm_fusion tcomm_fusion_t;
+
+/* Default bucket size, picked by measurement (see the issue note and
+ * tests/bench/comm/fusion_theta.sh). */
+#define TCOMM_FUSION_DEFAULT_BYTES (4u << 20)
+
+typedef struct {
+    size_t bucket_bytes; /* theta; 0 = TCOMM_FUSION_DEFAULT_BYTES */
+    tcomm_algo algo;
+    tcomm_wire wire;
+    unsigned flags;      /* TCOMM_AVERAGE */
+    int synchronous;     /* 1: reduce on the caller's thread (no overlap) */
+} tcomm_fusion_options;
+
+typedef struct {
+    size_t buckets;      /* reduced this step */
+    size_t nonfinite;    /* inf/nan over all buckets: skip the step */
+    double comm_s;       /* time spent reducing (all buckets) */
+    double wait_s;       /* time finish() waited: the exposed part */
+} tcomm_fusion_stats;
+
+tcomm_rc tcomm_fusion_create(tcomm_t *c, const tcomm_fusion_options *o,
+                             tcomm_fusion_t **out);
+/* Register gradient buffer grad (count fp32), in backward order. Its index
+ * (0, 1, ...) is returned in *index. Not after seal. */
+tcomm_rc tcomm_fusion_add(tcomm_fusion_t *f, float *grad, size_t count,
+                          const char *name, int *index);
+/* Build the buckets, check them against every rank, start the thread. */
+tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f);
+size_t tcomm_fusion_bucket_count(const tcomm_fusion_t *f);
+/* Tensors [*first, *first + *ntensors) form bucket b, with *count floats. */
+tcomm_rc tcomm_fusion_bucket(const tcomm_fusion_t *f, size_t b, int *first,
+                             int *ntensors, size_t *count);
+/* Gradient index is final for this step. */
+tcomm_rc tcomm_fusion_ready(tcomm_fusion_t *f, int index);
+/* Backward ended: reduce the rest, wait for all buckets, reset for the
+ * next step. Errors of the communication thread come out here. */
+tcomm_rc tcomm_fusion_finish(tcomm_fusion_t *f, tcomm_fusion_stats *st);
+void tcomm_fusion_destroy(tcomm_fusion_t *f);
+
+#endif
