@@ -8,6 +8,7 @@ data_libtdata_la_SOURCES = \
 	data/error.c data/crc32c.c data/shard_write.c data/shard_read.c \
 	data/index.c data/dataset.c data/shuffle.c data/jpeg_decode.c \
 	data/png_decode.c data/resize.c data/transform.c \
+	data/loader.c data/stage.c \
 	data/idx.c data/pack_source.c data/pack_image.c data/pack.c
 data_libtdata_la_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS) $(TURBOJPEG_CFLAGS) \
 	$(JPEG_CFLAGS)
@@ -30,14 +31,26 @@ DATA_SH_TESTS = \
 TESTS += $(DATA_SH_TESTS)
 EXTRA_DIST += $(DATA_SH_TESTS)
 
-DATA_UNIT_TESTS = tests/unit/test_data_crc32c tests/unit/test_data_shard
+DATA_UNIT_TESTS = tests/unit/test_data_crc32c tests/unit/test_data_shard \
+	tests/unit/test_data_shuffle tests/unit/test_data_transform \
+	tests/unit/test_data_loader
 check_PROGRAMS += $(DATA_UNIT_TESTS)
 TESTS += $(DATA_UNIT_TESTS)
+noinst_HEADERS += tests/unit/test_data_main.h
 DATA_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 DATA_TEST_LDADD = data/libtdata.la $(CHECK_LIBS)
 tests_unit_test_data_crc32c_SOURCES = tests/unit/test_data_crc32c.c
 tests_unit_test_data_crc32c_CFLAGS = $(DATA_TEST_CFLAGS)
 tests_unit_test_data_crc32c_LDADD = $(DATA_TEST_LDADD)
+tests_unit_test_data_shuffle_SOURCES = tests/unit/test_data_shuffle.c
+tests_unit_test_data_shuffle_CFLAGS = $(DATA_TEST_CFLAGS)
+tests_unit_test_data_shuffle_LDADD = $(DATA_TEST_LDADD)
+tests_unit_test_data_transform_SOURCES = tests/unit/test_data_transform.c
+tests_unit_test_data_transform_CFLAGS = $(DATA_TEST_CFLAGS)
+tests_unit_test_data_transform_LDADD = $(DATA_TEST_LDADD)
+tests_unit_test_data_loader_SOURCES = tests/unit/test_data_loader.c
+tests_unit_test_data_loader_CFLAGS = $(DATA_TEST_CFLAGS) $(TURBOJPEG_CFLAGS)
+tests_unit_test_data_loader_LDADD = $(DATA_TEST_LDADD) $(TURBOJPEG_LIBS)
 tests_unit_test_data_shard_SOURCES = tests/unit/test_data_shard.c
 tests_unit_test_data_shard_CFLAGS = $(DATA_TEST_CFLAGS) $(HDF5_CFLAGS)
 tests_unit_test_data_shard_LDADD = $(DATA_TEST_LDADD) $(HDF5_LIBS)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "data/tdata.h"
+#include "tests/unit/test_data_main.h"
 
 START_TEST(test_check_values)
 {
@@ -57,9 +58,5 @@ int main(void)
     tcase_add_test(tc, test_hw_equals_sw);
     tcase_add_test(tc, test_incremental);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
+    return tdata_test_run(s);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "data/tdata_internal.h"
+#include "tests/unit/test_data_main.h"
 
 static char _dir[256];
 
@@ -238,9 +239,5 @@ int main(void)
     tcase_add_test(tc, test_mismatched_index);
     tcase_add_test(tc, test_dense);
     suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int nf = srunner_ntests_failed(r);
-    srunner_free(r);
-    return nf ? 1 : 0;
+    return tdata_test_run(s);
 }

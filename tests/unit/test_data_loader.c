@@ -1,0 +1,452 @@
+/* test_data_loader.c: the prefetching pipeline end to end on a dataset
+ * packed in the test (JPEGs written by TurboJPEG, packed by the packing
+ * engine): slices of ranks are disjoint and cover the epoch, epochs differ,
+ * a resumed loader replays the same batches, eval outputs the right
+ * normalised pixels in every layout and dtype, batches are ready ahead of
+ * the trainer, and corrupt samples are skipped, counted and bounded by
+ * max_bad. */
+#include <check.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include "data/pack.h"
+#include "tests/unit/test_data_main.h"
+
+#define NIMG 60
+static char _dir[256], _out[300];
+
+static void _color(int i, int label, uint8_t *rgb)
+{
+    rgb[0] = (uint8_t)(label * 80 + 20);
+    rgb[1] = (uint8_t)(255 - i * 3);
+    rgb[2] = (uint8_t)((i * 37) % 256);
+}
+
+/* Constant-colour JPEGs of varied sizes in classes c0..c2, packed. */
+static void _setup(void)
+{
+    snprintf(_dir, sizeof _dir, "/tmp/test_data_loader.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(_dir));
+    tjhandle tj = tjInitCompress();
+    for (int c = 0; c < 3; c++) {
+        char d[400];
+        snprintf(d, sizeof d, "%s/src/c%d", _dir, c);
+        char d0[400];
+        snprintf(d0, sizeof d0, "%s/src", _dir);
+        mkdir(d0, 0755);
+        mkdir(d, 0755);
+    }
+    for (int i = 0; i < NIMG; i++) {
+        int label = i % 3, w = 120 + (i * 13) % 200, h = 100 + (i * 29) % 150;
+        uint8_t *px = malloc((size_t)w * h * 3), rgb[3];
+        _color(i, label, rgb);
+        for (int k = 0; k < w * h; k++)
+            memcpy(px + k * 3, rgb, 3);
+        unsigned char *jb = NULL;
+        unsigned long js = 0;
+        ck_assert_int_eq(tjCompress2(tj, px, w, 0, h, TJPF_RGB, &jb, &js,
+                                     TJSAMP_444, 98, 0), 0);
+        char p[400];
+        snprintf(p, sizeof p, "%s/src/c%d/img%02d.jpg", _dir, label, i);
+        FILE *f = fopen(p, "wb");
+        fwrite(jb, 1, js, f);
+        fclose(f);
+        tjFree(jb);
+        free(px);
+    }
+    tjDestroy(tj);
+    tdata_pack_opts o;
+    memset(&o, 0, sizeof o);
+    char src[300];
+    snprintf(src, sizeof src, "%s/src", _dir);
+    snprintf(_out, sizeof _out, "%s/out", _dir);
+    o.source = src;
+    o.output = _out;
+    o.split = "train";
+    o.shards = 3;
+    o.range_hi = -1;
+    o.threads = 2;
+    o.quality = 95;
+    o.creator = "test";
+    tdata_pack_summary s;
+    ck_assert_int_eq(tdata_pack_run(&o, &s), 0);
+    ck_assert_uint_eq(s.packed, NIMG);
+    ck_assert_int_eq(s.index_written, 1);
+}
+
+static void _teardown(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", _dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static tdata_loader *_loader(tdata_dataset *ds, tdata_loader_opts *o)
+{
+    tdata_loader *l;
+    ck_assert_int_eq(tdata_loader_create(ds, o, &l), 0);
+    return l;
+}
+
+static tdata_dataset *_open(void)
+{
+    tdata_dataset *ds;
+    ck_assert_int_eq(tdata_dataset_open(_out, &ds), 0);
+    ck_assert_uint_eq(tdata_dataset_get_info(ds)->num_images, NIMG);
+    return ds;
+}
+
+static int32_t _label_of(tdata_dataset *ds, uint64_t id)
+{
+    uint8_t *b = NULL;
+    size_t cap = 0, len;
+    int32_t lab;
+    ck_assert_int_eq(tdata_dataset_read(ds, id, &b, &cap, &len, &lab, NULL), 0);
+    free(b);
+    return lab;
+}
+
+START_TEST(test_ranks_cover_epoch_and_epochs_differ)
+{
+    tdata_dataset *ds = _open();
+    uint8_t seen[NIMG] = {0};
+    uint64_t order0[NIMG], order1[NIMG];
+    int k0 = 0, k1 = 0;
+    for (int r = 0; r < 3; r++) {
+        tdata_loader_opts o;
+        tdata_loader_opts_default(&o);
+        o.batch_size = 4;
+        o.out_h = o.out_w = 32;
+        o.world = 3;
+        o.rank = r;
+        o.seed = 11;
+        tdata_loader *l = _loader(ds, &o);
+        ck_assert_uint_eq(tdata_loader_steps_per_epoch(l), 5);
+        ck_assert_int_eq(tdata_loader_start(l, 0, 0), 0);
+        for (int s = 0; s < 10; s++) {
+            int err;
+            const tdata_batch *b = tdata_loader_next(l, &err);
+            ck_assert_ptr_nonnull(b);
+            ck_assert_int_eq(b->n, 4);
+            ck_assert_uint_eq(b->epoch, (uint64_t)s / 5);
+            ck_assert_uint_eq(b->step, (uint64_t)s % 5);
+            for (int i = 0; i < 4; i++) {
+                ck_assert_int_eq(b->labels[i], _label_of(ds, b->ids[i]));
+                if (s < 5) {
+                    ck_assert_uint_eq(seen[b->ids[i]], 0);
+                    seen[b->ids[i]] = 1;
+                    order0[k0++] = b->ids[i];
+                } else {
+                    order1[k1++] = b->ids[i];
+                }
+            }
+        }
+        tdata_loader_destroy(l);
+    }
+    for (int i = 0; i < NIMG; i++)
+        ck_assert_uint_eq(seen[i], 1);
+    ck_assert_int_eq(k1, NIMG);
+    int same = 0;
+    for (int i = 0; i < NIMG; i++)
+        same += order0[i] == order1[i];
+    ck_assert_int_lt(same, 10);
+    tdata_dataset_close(ds);
+}
+END_TEST
+
+static uint32_t _batch_crc(const tdata_batch *b, size_t sample_bytes)
+{
+    return tdata_crc32c(tdata_crc32c(0, b->ids, b->n * sizeof *b->ids),
+                        b->data, sample_bytes * b->n);
+}
+
+START_TEST(test_resume_replays)
+{
+    tdata_dataset *ds = _open();
+    tdata_loader_opts o;
+    tdata_loader_opts_default(&o);
+    o.batch_size = 6;
+    o.out_h = o.out_w = 24;
+    o.seed = 3;
+    o.decode_threads = 3;
+    size_t sb = 3 * 24 * 24 * 4;
+    tdata_loader *l = _loader(ds, &o);
+    ck_assert_uint_eq(tdata_loader_steps_per_epoch(l), 10);
+    ck_assert_int_eq(tdata_loader_start(l, 0, 0), 0);
+    uint32_t crc[14];
+    for (int s = 0; s < 14; s++) {
+        int err;
+        const tdata_batch *b = tdata_loader_next(l, &err);
+        ck_assert_ptr_nonnull(b);
+        crc[s] = _batch_crc(b, sb);
+    }
+    tdata_loader_destroy(l);
+    /* Resume at epoch 1, sample 12 (= step 2): batches 12.. again. */
+    o.decode_threads = 1;
+    l = _loader(ds, &o);
+    ck_assert_int_eq(tdata_loader_start(l, 1, 12), 0);
+    for (int s = 12; s < 14; s++) {
+        int err;
+        const tdata_batch *b = tdata_loader_next(l, &err);
+        ck_assert_uint_eq(b->epoch, 1);
+        ck_assert_uint_eq(b->step, (uint64_t)s - 10);
+        ck_assert_uint_eq(_batch_crc(b, sb), crc[s]);
+    }
+    /* Restarting the same loader at the start replays batch 0. */
+    ck_assert_int_eq(tdata_loader_start(l, 0, 0), 0);
+    int err;
+    ck_assert_uint_eq(_batch_crc(tdata_loader_next(l, &err), sb), crc[0]);
+    tdata_loader_destroy(l);
+    tdata_dataset_close(ds);
+}
+END_TEST
+
+START_TEST(test_eval_pixels_layouts_dtypes)
+{
+    tdata_dataset *ds = _open();
+    const tdata_dataset_info *in = tdata_dataset_get_info(ds);
+    const int order[3] = {TDATA_NCHW, TDATA_NHWC, TDATA_NCHW};
+    const int dtype[3] = {TDATA_F32, TDATA_F32, TDATA_F16};
+    for (int v = 0; v < 3; v++) {
+        uint8_t seen[NIMG] = {0};
+        for (int r = 0; r < 2; r++) {
+            tdata_loader_opts o;
+            tdata_loader_opts_default(&o);
+            o.mode = TDATA_EVAL;
+            o.batch_size = 7;
+            o.out_h = 20;
+            o.out_w = 28;
+            o.eval_resize = 32;
+            o.world = 2;
+            o.rank = r;
+            o.order = order[v];
+            o.dtype = dtype[v];
+            tdata_loader *l = _loader(ds, &o);
+            ck_assert_int_eq(tdata_loader_start(l, 0, 0), 0);
+            const tdata_batch *b;
+            int err, batches = 0;
+            while ((b = tdata_loader_next(l, &err))) {
+                batches++;
+                for (int i = 0; i < b->n; i++) {
+                    uint64_t id = b->ids[i];
+                    seen[id]++;
+                    /* Which source image: recover from the label and the
+                     * stored name "cL/imgNN.jpg". */
+                    char name[64];
+                    ck_assert_int_eq(tdata_dataset_name(ds, id, name, sizeof name), 0);
+                    int idx = atoi(name + 6);
+                    uint8_t rgb[3];
+                    _color(idx, b->labels[i], rgb);
+                    for (int c = 0; c < 3; c++) {
+                        float want = (float)((rgb[c] / 255.0 - in->mean[c]) / in->std[c]);
+                        for (int p = 0; p < 20 * 28; p += 37) {
+                            size_t at = order[v] == TDATA_NCHW
+                                ? ((size_t)i * 3 + c) * 20 * 28 + p
+                                : ((size_t)i * 20 * 28 + p) * 3 + c;
+                            float got = dtype[v] == TDATA_F16
+                                ? tdata_f16_to_f32(((uint16_t *)b->data)[at])
+                                : ((float *)b->data)[at];
+                            ck_assert_msg(fabsf(got - want) < 3.0f / 255 / in->std[c] + 0.01f,
+                                          "%s c%d p%d: %f vs %f", name, c, p, got, want);
+                        }
+                    }
+                }
+            }
+            ck_assert_int_eq(err, 0);
+            ck_assert_int_eq(batches, 5); /* 30 per rank, batches of 7 */
+            tdata_loader_destroy(l);
+        }
+        for (int i = 0; i < NIMG; i++)
+            ck_assert_int_eq(seen[i], 1);
+    }
+    tdata_dataset_close(ds);
+}
+END_TEST
+
+START_TEST(test_prefetch_ahead)
+{
+    tdata_dataset *ds = _open();
+    tdata_loader_opts o;
+    tdata_loader_opts_default(&o);
+    o.batch_size = 4;
+    o.out_h = o.out_w = 64;
+    o.prefetch = 3;
+    tdata_loader *l = _loader(ds, &o);
+    ck_assert_int_eq(tdata_loader_start(l, 0, 0), 0);
+    usleep(300 * 1000); /* a "training step" */
+    int err;
+    const tdata_batch *b1 = tdata_loader_next(l, &err);
+    const void *d1 = b1->data;
+    const tdata_batch *b2 = tdata_loader_next(l, &err);
+    const tdata_batch *b3 = tdata_loader_next(l, &err);
+    /* All three were decoded during the sleep: no waiting. */
+    ck_assert(b1->wait_s < 0.005 && b2->wait_s < 0.005 && b3->wait_s < 0.005);
+    /* Zero copy: batches are the ring's buffers, reused in turn. */
+    const tdata_batch *b4 = tdata_loader_next(l, &err);
+    ck_assert_ptr_eq(b4->data, d1);
+    tdata_loader_stats st;
+    tdata_loader_get_stats(l, &st);
+    ck_assert_uint_ge(st.batches, 4);
+    tdata_loader_destroy(l);
+    tdata_dataset_close(ds);
+}
+END_TEST
+
+/* Flip one byte of sample `id` in its shard file. */
+static void _corrupt(tdata_dataset *ds, uint64_t id, char *path, size_t n)
+{
+    int s;
+    uint64_t idx;
+    tdata_dataset_locate(ds, id, &s, &idx);
+    tdata_shard *sh = tdata_dataset_shard(ds, s);
+    uint64_t lo = sh->offsets[idx] + (sh->offsets[idx + 1] - sh->offsets[idx]) / 2;
+    uint64_t addr = sh->chunk_addr[lo / sh->chunk_bytes] + lo % sh->chunk_bytes;
+    snprintf(path, n, "%s", sh->path);
+    int fd = open(sh->path, O_RDWR);
+    uint8_t b;
+    ck_assert_int_eq(pread(fd, &b, 1, (off_t)addr), 1);
+    b ^= 0x40;
+    ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)addr), 1);
+    close(fd);
+}
+
+START_TEST(test_bad_samples_skipped_and_bounded)
+{
+    tdata_dataset *ds = _open();
+    char path[4096];
+    _corrupt(ds, 5, path, sizeof path);
+    _corrupt(ds, 40, path, sizeof path);
+    tdata_loader_opts o;
+    tdata_loader_opts_default(&o);
+    o.mode = TDATA_EVAL;
+    o.batch_size = 8;
+    o.out_h = o.out_w = 16;
+    char logp[400];
+    snprintf(logp, sizeof logp, "%s/bad.log", _dir);
+    o.log = fopen(logp, "w");
+    tdata_loader *l = _loader(ds, &o);
+    ck_assert_int_eq(tdata_loader_start(l, 0, 0), 0);
+    const tdata_batch *b;
+    int err, total = 0;
+    while ((b = tdata_loader_next(l, &err))) {
+        for (int i = 0; i < b->n; i++)
+            ck_assert(b->ids[i] != 5 && b->ids[i] != 40);
+        total += b->n;
+    }
+    ck_assert_int_eq(err, 0);
+    ck_assert_int_eq(total, NIMG - 2);
+    tdata_loader_stats st;
+    tdata_loader_get_stats(l, &st);
+    ck_assert_uint_eq(st.bad, 2);
+    ck_assert_uint_eq(st.bad_crc, 2);
+    tdata_loader_destroy(l);
+    fclose(o.log);
+    /* The log names the shard, the index and the source file. */
+    FILE *f = fopen(logp, "r");
+    char line[2048];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(line, "CRC32C mismatch"));
+    ck_assert_ptr_nonnull(strstr(line, "train-0000"));
+    ck_assert_ptr_nonnull(strstr(line, ".jpg"));
+
+    /* --max-bad=1: the second bad sample fails the run, clearly. */
+    o.max_bad = 1;
+    o.log = fopen("/dev/null", "w");
+    l = _loader(ds, &o);
+    ck_assert_int_eq(tdata_loader_start(l, 0, 0), 0);
+    while ((b = tdata_loader_next(l, &err)))
+        ;
+    ck_assert_int_eq(err, TDATA_ETOOMANYBAD);
+    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), "max-bad=1"));
+    tdata_loader_destroy(l);
+    fclose(o.log);
+    tdata_dataset_close(ds);
+}
+END_TEST
+
+START_TEST(test_roi_and_dct_match_full_decode)
+{
+    tdata_dataset *ds = _open();
+    float *ref = NULL;
+    size_t n = 0;
+    for (int fast = 0; fast < 2; fast++) {
+        tdata_loader_opts o;
+        tdata_loader_opts_default(&o);
+        o.batch_size = 10;
+        o.out_h = o.out_w = 40;
+        o.seed = 9;
+        o.reduced_dct = o.roi_decode = fast;
+        tdata_loader *l = _loader(ds, &o);
+        ck_assert_int_eq(tdata_loader_start(l, 0, 0), 0);
+        int err;
+        const tdata_batch *b = tdata_loader_next(l, &err);
+        n = (size_t)b->n * 3 * 40 * 40;
+        if (!fast) {
+            ref = malloc(n * sizeof *ref);
+            memcpy(ref, b->data, n * sizeof *ref);
+        } else {
+            double d = 0;
+            for (size_t i = 0; i < n; i++)
+                d += fabsf(((float *)b->data)[i] - ref[i]);
+            /* Same crops, same pixels (constant images): tiny difference. */
+            ck_assert(d / n < 0.02);
+        }
+        tdata_loader_destroy(l);
+    }
+    free(ref);
+    tdata_dataset_close(ds);
+}
+END_TEST
+
+START_TEST(test_bad_options_and_staging)
+{
+    tdata_dataset *ds = _open();
+    tdata_loader_opts o;
+    tdata_loader_opts_default(&o);
+    o.prefetch = 1;
+    tdata_loader *l;
+    ck_assert_int_eq(tdata_loader_create(ds, &o, &l), TDATA_EINVAL);
+    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), "prefetch 1"));
+    tdata_loader_opts_default(&o);
+    o.batch_size = 100; /* more than a rank's slice */
+    ck_assert_int_eq(tdata_loader_create(ds, &o, &l), TDATA_EINVAL);
+    /* Staging copies the shards and re-points the dataset at them. */
+    char st[400];
+    snprintf(st, sizeof st, "%s/stage", _dir);
+    ck_assert_int_eq(tdata_stage(ds, st), 0);
+    ck_assert_ptr_nonnull(strstr(tdata_dataset_shard_path(ds, 0), "/stage/"));
+    uint8_t *b = NULL;
+    size_t cap = 0, len;
+    uint32_t crc;
+    ck_assert_int_eq(tdata_dataset_read(ds, 7, &b, &cap, &len, NULL, &crc), 0);
+    ck_assert_uint_eq(tdata_crc32c(0, b, len), crc);
+    free(b);
+    /* A second stage finds the copies and does not copy again. */
+    ck_assert_int_eq(tdata_stage(ds, st), 0);
+    tdata_dataset_close(ds);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("data_loader");
+    TCase *tc = tcase_create("loader");
+    tcase_add_checked_fixture(tc, _setup, _teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_ranks_cover_epoch_and_epochs_differ);
+    tcase_add_test(tc, test_resume_replays);
+    tcase_add_test(tc, test_eval_pixels_layouts_dtypes);
+    tcase_add_test(tc, test_prefetch_ahead);
+    tcase_add_test(tc, test_bad_samples_skipped_and_bounded);
+    tcase_add_test(tc, test_roi_and_dct_match_full_decode);
+    tcase_add_test(tc, test_bad_options_and_staging);
+    suite_add_tcase(s, tc);
+    return tdata_test_run(s);
+}
