@@ -122,8 +122,10 @@ double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
 
 tcomm_algo tcomm_model_best(const tcomm_model_params *m, size_t count, tcomm_wire wire)
 {
+    /* On a tie the earlier wins: torus2d before hier-rs, which is the same
+     * schedule when groups are the rows. */
     static const tcomm_algo cand[] = {TCOMM_ALGO_FLAT, TCOMM_ALGO_RING, TCOMM_ALGO_HIER,
-                                      TCOMM_ALGO_HIER_RS, TCOMM_ALGO_TORUS2D};
+                                      TCOMM_ALGO_TORUS2D, TCOMM_ALGO_HIER_RS};
     tcomm_algo best = TCOMM_ALGO_FLAT;
     double bt = INFINITY;
     for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {

@@ -24,7 +24,9 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/tcomm_fusion.h \
 	trainer/comm/fusion.c \
 	trainer/comm/testdata.h \
-	trainer/comm/testdata.c
+	trainer/comm/testdata.c \
+	trainer/comm/resnet50_shapes.h \
+	trainer/comm/resnet50_shapes.c
 trainer_comm_libtcomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS)
 trainer_comm_libtcomm_la_CFLAGS = $(AM_CFLAGS) -O2
 trainer_comm_libtcomm_la_LIBADD = $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
@@ -33,9 +35,22 @@ trainer_comm_libtcomm_la_LIBADD = $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
 TCOMM_LIBS = trainer/comm/libtcomm.la $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
 TCOMM_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS)
 
+# ------------------------------------------------------------------ torus-bench
+bin_PROGRAMS += trainer/comm/torus-bench
+trainer_comm_torus_bench_SOURCES = \
+	trainer/comm/bench.h \
+	trainer/comm/torus_bench.c \
+	trainer/comm/bench_sweep.c \
+	trainer/comm/bench_resnet50.c \
+	trainer/comm/bench_model.c
+trainer_comm_torus_bench_CPPFLAGS = $(TCOMM_CPPFLAGS)
+trainer_comm_torus_bench_LDADD = $(TCOMM_LIBS)
+
 # ------------------------------------------------------------------ tests
-check_PROGRAMS += tests/unit/test_comm_layout tests/unit/test_comm_wire tests/unit/test_comm_fusion
-TESTS += tests/unit/test_comm_layout tests/unit/test_comm_wire tests/unit/test_comm_fusion
+COMM_UNIT_TESTS = tests/unit/test_comm_layout tests/unit/test_comm_wire \
+	tests/unit/test_comm_fusion tests/unit/test_comm_model
+check_PROGRAMS += $(COMM_UNIT_TESTS)
+TESTS += $(COMM_UNIT_TESTS)
 tests_unit_test_comm_layout_SOURCES = tests/unit/test_comm_layout.c
 tests_unit_test_comm_layout_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_comm_layout_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
@@ -45,6 +60,9 @@ tests_unit_test_comm_wire_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
 tests_unit_test_comm_fusion_SOURCES = tests/unit/test_comm_fusion.c
 tests_unit_test_comm_fusion_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_comm_fusion_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
+tests_unit_test_comm_model_SOURCES = tests/unit/test_comm_model.c
+tests_unit_test_comm_model_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_comm_model_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
 
 # The correctness driver the comm_*.sh tests launch under mpirun / srun.
 check_PROGRAMS += tests/integration/comm_check
@@ -59,6 +77,7 @@ tests_integration_comm_fusion_check_LDADD = $(TCOMM_LIBS)
 COMM_SH_TESTS = \
 	tests/integration/comm_allreduce.sh \
 	tests/integration/comm_env.sh \
-	tests/integration/comm_fusion.sh
+	tests/integration/comm_fusion.sh \
+	tests/integration/comm_bench.sh
 TESTS += $(COMM_SH_TESTS)
 EXTRA_DIST += $(COMM_SH_TESTS) tests/integration/comm_lib.sh

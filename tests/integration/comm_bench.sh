@@ -1,0 +1,45 @@
+#!/bin/bash
+# comm_bench.sh: torus-bench works in its three modes and its results are
+# checked: the sweep as one process and under mpirun (every line #wrong 0,
+# one line per size x wire x algorithm), the ResNet-50 mode (161 tensors,
+# correct fused results), and the model mode (the 2D torus needs far fewer
+# steps than the ring at 4096 ranks and is predicted faster there); plus
+# --help and usage errors.
+set -u
+. "$top_srcdir/tests/integration/comm_lib.sh"
+TB="$top_builddir/trainer/comm/torus-bench"
+
+"$TB" --help | grep -q 'RESNET-50 OPTIONS' || cm_fail "--help lacks its sections"
+"$TB" --bogus >/dev/null 2>&1; [ $? = 2 ] || cm_fail "an unknown option must exit 2"
+"$TB" -a nosuch 2>&1 | grep -q "bad algorithm list 'nosuch'" || cm_fail "bad -a not named"
+
+out=$("$TB" -b 4K -e 64K -f 4 -n 2 -w 1 -d fp32,fp16) || { echo "$out"; cm_fail "singleton sweep"; }
+echo "$out" | grep -q '# all results correct' || cm_fail "singleton sweep not checked"
+
+out=$(cm_mpirun 3 "$TB" -b 1K -e 256K -f 16 -n 2 -w 1 -a all -d fp32,fp16,bf16 --group-size 2 2>&1) ||
+    { echo "$out"; cm_fail "sweep under mpirun -np 3"; }
+echo "$out" | head -4
+lines=$(echo "$out" | grep -c '^ ')
+[ "$lines" = $((3 * 3 * 6)) ] || { echo "$out"; cm_fail "expected 54 result lines, got $lines"; }
+echo "$out" | awk '/^ / && $5 != "n/a" && $8 != 0 {bad=1} END {exit bad}' ||
+    cm_fail "a sweep line has #wrong != 0"
+echo "$out" | grep -q 'hier-rs *n/a' || cm_fail "hier-rs must be n/a with unequal groups of 2 and 1"
+
+out=$(cm_mpirun 2 "$TB" --resnet50 --steps 1 -a ring,torus2d --theta 2M,16M 2>&1) ||
+    { echo "$out"; cm_fail "resnet50 mode"; }
+echo "$out"
+echo "$out" | grep -q '161 tensors, 25557032 parameters' || cm_fail "wrong ResNet-50 shapes"
+echo "$out" | grep -Eq '^per-tensor +flat +fp32 +- +161 ' || cm_fail "no per-tensor baseline row"
+[ "$(echo "$out" | grep -c '^fused')" = 4 ] || cm_fail "expected 4 fused rows"
+echo "$out" | awk '/^(fused|per-tensor)/ && $NF != 0 {bad=1} END {exit bad}' ||
+    cm_fail "wrong ResNet-50 gradients"
+
+out=$("$TB" --model -P 4096 --ranks-per-node 8 --scaling -b 64M -e 64M) || cm_fail "model mode"
+echo "$out" | tail -3
+echo "$out" | awk '$1 == 4096 && $2 == "512x8" {
+        found = 1
+        split($NF, s, "/")
+        # columns: P grid flat ring hier hier-rs torus2d ...
+        if (!($7 < $4) || !(s[2] + 0 < (s[1] + 0) / 5)) bad = 1
+    } END { exit !(found && !bad) }' || cm_fail "model: torus2d not ahead of the ring at 4096 ranks"
+echo "PASS"

@@ -1,0 +1,95 @@
+/* test_comm_model.c: properties of libtcomm's alpha-beta cost model that
+ * must hold whatever the parameters: the 2D schedule's inter-node traffic
+ * meets the link limit 2(N-1)/N * S / B exactly, a grid of one row is the
+ * ring, latency-bound messages prefer few steps, layouts an algorithm
+ * cannot run on are refused, and time grows with size. */
+#include <check.h>
+#include <math.h>
+
+#include "trainer/comm/cost_model.h"
+
+static tcomm_model_params _cluster(int nodes, int q)
+{
+    tcomm_model_params m;
+    tcomm_model_defaults(&m, nodes * q, q);
+    m.rows = nodes;
+    m.cols = q;
+    m.group_size = q;
+    return m;
+}
+
+START_TEST(test_link_limit)
+{
+    /* Bandwidth only, infinitely fast intra-node: torus2d with rows inside
+     * nodes sends exactly the least a node must send. */
+    tcomm_model_params m = _cluster(4, 2);
+    m.inter.alpha_s = m.intra.alpha_s = 0;
+    m.intra.bw_Bps = m.reduce_Bps = INFINITY;
+    m.inter.bw_Bps = 125e6; /* 1 Gbit/s */
+    size_t n = 16u << 20;   /* 64 MiB fp32 */
+    double lim = tcomm_model_link_limit(&m, n, TCOMM_WIRE_FP32);
+    ck_assert(fabs(lim - 2.0 * 3 / 4 * (64u << 20) / 125e6) < 1e-9);
+    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) - lim) < 1e-9);
+    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_HIER_RS, n, TCOMM_WIRE_FP32) - lim) < 1e-9);
+    /* The contiguous ring sends 2(P-1)/P S per node: more than the limit. */
+    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP32) > lim * 1.1);
+    /* fp16 halves it; a second rail halves it again for the columns. */
+    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) - lim / 2) < 1e-9);
+    m.rails = 2;
+    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) - lim / 2) < 1e-9);
+}
+END_TEST
+
+START_TEST(test_one_row_is_ring)
+{
+    tcomm_model_params m = _cluster(1, 6);
+    m.rows = 1;
+    m.cols = 6;
+    for (size_t n = 1; n < (1u << 24); n *= 7)
+        ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) -
+                       tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP32)) < 1e-12);
+}
+END_TEST
+
+START_TEST(test_latency_and_shapes)
+{
+    tcomm_model_params m = _cluster(512, 8);
+    /* 4096 ranks, 4 bytes: few steps win; the 2(P-1)-step ring loses. */
+    tcomm_algo b = tcomm_model_best(&m, 1, TCOMM_WIRE_FP32);
+    ck_assert_int_ne(b, TCOMM_ALGO_RING);
+    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, 1, TCOMM_WIRE_FP32) <
+              tcomm_model_time(&m, TCOMM_ALGO_RING, 1, TCOMM_WIRE_FP32) / 5);
+    /* Large messages: a two-level schedule beats the ring. */
+    b = tcomm_model_best(&m, 1u << 26, TCOMM_WIRE_FP16);
+    ck_assert(b == TCOMM_ALGO_TORUS2D || b == TCOMM_ALGO_HIER_RS || b == TCOMM_ALGO_HIER);
+    /* Time grows with size. */
+    for (int a = TCOMM_ALGO_FLAT; a <= TCOMM_ALGO_TORUS2D; a++)
+        ck_assert(tcomm_model_time(&m, a, 1000, TCOMM_WIRE_FP32) <
+                  tcomm_model_time(&m, a, 1000000, TCOMM_WIRE_FP32));
+    /* Layouts that cannot run are refused, and never chosen. */
+    m.rows = 3; /* 3 x 8 != 4096 */
+    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, 1000, TCOMM_WIRE_FP32) < 0);
+    m.group_size = 3; /* does not divide 4096 */
+    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_HIER_RS, 1000, TCOMM_WIRE_FP32) < 0);
+    b = tcomm_model_best(&m, 1u << 26, TCOMM_WIRE_FP16);
+    ck_assert(b != TCOMM_ALGO_TORUS2D && b != TCOMM_ALGO_HIER_RS);
+    /* One rank: nothing to do. */
+    tcomm_model_params one = _cluster(1, 1);
+    ck_assert(tcomm_model_time(&one, TCOMM_ALGO_RING, 1000, TCOMM_WIRE_FP32) == 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("comm_model");
+    TCase *t = tcase_create("model");
+    tcase_add_test(t, test_link_limit);
+    tcase_add_test(t, test_one_row_is_ring);
+    tcase_add_test(t, test_latency_and_shapes);
+    suite_add_tcase(s, t);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
