@@ -1,12 +1,34 @@
-# plugins/local.mk: the SPANK plugin spank_torus.so.
-# Built pyxis-style: hardened, and a version script so that only the symbols
-# Slurm looks up (slurm_spank_*, plugin_*, spank_*) leave the object.
+# plugins/local.mk: the SPANK plugin spank_torus.so (the --torus option).
+# Built pyxis-style: one file per SPANK context, hardened, and a version
+# script so that only the symbols Slurm looks up (slurm_spank_*, plugin_*,
+# spank_*) leave the object. The layout itself is libtoruslayout.
 
 spank_LTLIBRARIES += plugins/spank_torus.la
-plugins_spank_torus_la_SOURCES = plugins/spank_torus.c
+plugins_spank_torus_la_SOURCES = \
+	plugins/torus_plugin.h \
+	plugins/spank_torus.c \
+	plugins/args.c \
+	plugins/local.c \
+	plugins/remote.c
 plugins_spank_torus_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CFLAGS)
 plugins_spank_torus_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
 plugins_spank_torus_la_LDFLAGS = -module -avoid-version -shared $(HARDEN_LDFLAGS) \
 	-Wl,--version-script=$(top_srcdir)/plugins/spank_torus.map
-# Deliberately no -lslurm: slurmstepd/srun already carry libslurm's symbols.
+# Deliberately no -lslurm: srun, sbatch and slurmstepd already carry
+# libslurm's symbols (slurm_hostlist_*, slurm_conf), resolved at load time.
+plugins_spank_torus_la_LIBADD = topology/libtoruslayout.la
 EXTRA_DIST += plugins/spank_torus.map
+
+# Cluster tests of the plugin (each starts its own local Slurm cluster; they
+# SKIP with a reason where the cluster cannot run, e.g. without root).
+TESTS += \
+	tests/integration/plugin_srun.sh \
+	tests/integration/plugin_sbatch.sh \
+	tests/integration/plugin_args.sh \
+	tests/integration/plugin_uneven.sh
+EXTRA_DIST += \
+	tests/integration/plugin_srun.sh \
+	tests/integration/plugin_sbatch.sh \
+	tests/integration/plugin_args.sh \
+	tests/integration/plugin_uneven.sh \
+	tests/integration/plugin_lib.sh

@@ -1,20 +1,88 @@
 /*
- * spank_torus.c: SPANK plugin entry point for torus (placeholder).
- *
- * The foundation only needs a plugin that loads cleanly into srun and
- * slurmstepd, so the build, the hardening flags and the version script can be
- * checked end to end. The real --torus option arrives with the topology work.
+ * spank_torus.c: entry points of spank_torus.so, the --torus SPANK plugin.
+ * Shaped like pyxis: this file holds the plugin identity, the option table
+ * and the dispatch to one file per SPANK context (local.c for srun, sbatch
+ * and salloc; remote.c for slurmstepd). What it does is in torus(7).
  */
-#include <slurm/spank.h>
+#include "config.h"
+
+#include <string.h>
+
+#include "plugins/torus_plugin.h"
 
 SPANK_PLUGIN(torus, 1);
 
+torus_plugin_state_t torus_plugin;
+
+static struct spank_option _options[] = {
+    {
+        "torus", "auto|off|RxC",
+        "Lay the step's tasks out on a topology-aware 2D torus and export TORUS_DIMS, "
+        "TORUS_COORD, TORUS_GROUP, ... to every task. auto (the default with no value) "
+        "picks the grid from the switch topology, RxC fixes it, off disables it. "
+        "See torus(7).",
+        2, 0, torus_local_option,
+    },
+    SPANK_OPTIONS_TABLE_END,
+};
+
+const torus_layout_spec_t *torus_plugin_spec(void)
+{
+    return torus_plugin.spec_given ? &torus_plugin.spec : &torus_plugin.cfg.default_spec;
+}
+
 int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    spank_context_t ctx = spank_context();
+    /* slurmd loads plugstack plugins too; nothing to do there. */
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
+        return ESPANK_SUCCESS;
+    char err[TORUS_LAYOUT_ERR_LEN];
+    if (torus_args_parse(ac, av, &torus_plugin.cfg, err, sizeof err)) {
+        slurm_error(TORUS_MSG "%s", err);
+        return -1;
+    }
+    for (struct spank_option *o = _options; o->name; o++) {
+        spank_err_t rc = spank_option_register(sp, o);
+        if (rc != ESPANK_SUCCESS) {
+            slurm_error(TORUS_MSG "cannot register --%s: %s", o->name, spank_strerror(rc));
+            return -1;
+        }
+    }
+    return ESPANK_SUCCESS;
+}
+
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
-    if (spank_context() == S_CTX_REMOTE)
-        slurm_debug("torus: plugin loaded in slurmstepd");
+    return torus_local_user_init(sp);
+}
+
+/* Remote: options have been delivered by now, so the layout can be made
+ * (as root, before any task exists, so a bad explicit spec fails early). */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (spank_context() != S_CTX_REMOTE)
+        return ESPANK_SUCCESS;
+    return torus_remote_init(sp);
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    return torus_remote_task_init(sp);
+}
+
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
     (void)sp;
+    (void)ac;
+    (void)av;
+    if (spank_context() == S_CTX_REMOTE)
+        torus_remote_exit();
     return ESPANK_SUCCESS;
 }

@@ -1,0 +1,63 @@
+/*
+ * local.c: spank_torus.so in srun, sbatch and salloc (local and allocator
+ * contexts). Only validation happens here: the spec is checked when the
+ * option is parsed, so `srun --torus=4y2` or `#SBATCH --torus=0x3` fails at
+ * submission; srun also checks an explicit RxC against the step's task
+ * count. No topology work and no RPCs: the nodes do that (remote.c).
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "plugins/torus_plugin.h"
+
+int torus_local_option(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    /* `--torus` without a value means auto. */
+    const char *text = optarg && *optarg ? optarg : "auto";
+    char err[TORUS_LAYOUT_ERR_LEN];
+    torus_layout_spec_t spec;
+    if (torus_layout_spec_parse(text, &spec, err, sizeof err)) {
+        slurm_error(TORUS_MSG "--torus=%.40s: %s", text, err);
+        return -1;
+    }
+    torus_plugin.spec = spec;
+    torus_plugin.spec_given = true;
+    torus_layout_spec_format(&spec, torus_plugin.spec_text, sizeof torus_plugin.spec_text);
+    return ESPANK_SUCCESS;
+}
+
+int torus_local_user_init(spank_t sp)
+{
+    const torus_layout_spec_t *spec = torus_plugin_spec();
+    if (spec->kind != TORUS_SPEC_EXPLICIT)
+        return ESPANK_SUCCESS;
+    /* srun knows the step's node and task counts without asking anyone. */
+    uint32_t nnodes = 0, ntasks = 0;
+    if (spank_get_item(sp, S_JOB_NNODES, &nnodes) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS || !ntasks)
+        return ESPANK_SUCCESS; /* the nodes will check it again */
+    uint64_t want = (uint64_t)spec->rows * spec->cols;
+    if (want != ntasks) {
+        slurm_error(TORUS_MSG "--torus=%ux%u: the grid holds %llu tasks but the step has %u "
+                    "(on %u nodes)", spec->rows, spec->cols, (unsigned long long)want, ntasks,
+                    nnodes);
+        return -1;
+    }
+    if (nnodes && ntasks % nnodes) {
+        slurm_error(TORUS_MSG "--torus=%ux%u: %u tasks cannot spread evenly over %u nodes, "
+                    "and an explicit grid needs the same task count on every node",
+                    spec->rows, spec->cols, ntasks, nnodes);
+        return -1;
+    }
+    uint32_t tpn = nnodes ? ntasks / nnodes : 0, c = spec->cols;
+    if (tpn && ((c >= tpn && c % tpn) || (c < tpn && tpn % c))) {
+        slurm_error(TORUS_MSG "--torus=%ux%u: rows of %u tasks would split the %u tasks of a "
+                    "node (C must be a multiple or a divisor of the tasks per node)",
+                    spec->rows, c, c, tpn);
+        return -1;
+    }
+    return ESPANK_SUCCESS;
+}
