@@ -1,0 +1,34 @@
+#!/bin/bash
+# plugin_sbatch.sh: spank_torus.so through sbatch on the local cluster:
+# #SBATCH --torus reaches every srun of the script, an explicit srun --torus
+# overrides it, --torus=off clears it, and an invalid spec fails sbatch at
+# submission. Task environments are compared with torus-layout --json.
+set -euo pipefail
+. "$top_srcdir/tests/cluster/testlib.sh"
+. "$top_srcdir/tests/integration/plugin_lib.sh"
+pl_up --nodes 4 --leaves 2
+t=$PL_TMP
+
+rc=0
+sbatch --torus=0x2 --wrap true 2>"$t/bad.err" || rc=$?
+[ $rc = 255 ] || tl_fail "sbatch --torus=0x2 exited $rc, expected 255"
+grep -q 'torus: --torus=0x2: ' "$t/bad.err" || tl_fail "no torus: message: $(cat "$t/bad.err")"
+
+cat >"$t/job.sh" <<JOB
+#!/bin/bash
+#SBATCH -N4 --ntasks-per-node=2
+#SBATCH --torus=4x2
+P='$PL_PRINT'
+srun sh -c "\$P" | sort -n >'$t/inherit'
+srun --torus=auto sh -c "\$P" | sort -n >'$t/override'
+srun --torus=off sh -c "\$P" | sort -n >'$t/off'
+JOB
+sbatch --wait -o "$t/job.out" "$t/job.sh" >/dev/null || tl_fail "batch job failed: $(cat "$t/job.out")"
+
+pl_layout "$t/4x2.json" --nodes 'n[1-4]' --tasks-per-node 2 --spec 4x2
+pl_match "$t/inherit" "$t/4x2.json"
+pl_layout "$t/auto.json" --nodes 'n[1-4]' --tasks-per-node 2 --spec auto
+pl_match "$t/override" "$t/auto.json"
+cmp -s "$t/inherit" "$t/override" && tl_fail "srun --torus=auto did not override #SBATCH --torus=4x2"
+python3 "$PL_CHECK" unset "$t/off"
+echo "PASS: spank_torus under sbatch"
