@@ -380,7 +380,9 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in, torus_layou
     if (!l)
         return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "out of memory");
     l->nnodes = n;
-    l->source = in->topo ? in->source : TORUS_SOURCE_NODELIST;
+    /* No map: nodelist, unless the caller proved the topology flat from
+     * SLURM_TOPOLOGY_ADDR (then "one group" is a fact, not a guess). */
+    l->source = in->topo || in->source == TORUS_SOURCE_ADDR ? in->source : TORUS_SOURCE_NODELIST;
     l->order = malloc(n * sizeof *l->order);
     l->pos = malloc(n * sizeof *l->pos);
     l->group = malloc(n * sizeof *l->group);

@@ -156,7 +156,10 @@ typedef struct torus_layout_input {
     size_t nnodes;
     const char *const *nodes;      /* names, in Slurm (step node id) order */
     const uint32_t *tasks;         /* tasks on each node */
-    const torus_layout_topo_t *topo; /* NULL: fall back to the node list */
+    /* NULL: every node under one switch. Reported as source "nodelist",
+     * unless `source` is TORUS_SOURCE_ADDR (a flat topology, proven by
+     * SLURM_TOPOLOGY_ADDR_PATTERN=node). */
+    const torus_layout_topo_t *topo;
     torus_layout_source source;    /* what `topo` was built from */
     torus_layout_spec_t spec;
     torus_layout_cost_t cost;
