@@ -20,6 +20,10 @@ bin_PROGRAMS += data/torus-pack
 data_torus_pack_SOURCES = data/torus_pack.c
 data_torus_pack_LDADD = data/libtdata.la
 
+bin_PROGRAMS += data/torus-data-bench
+data_torus_data_bench_SOURCES = data/torus_data_bench.c
+data_torus_data_bench_LDADD = data/libtdata.la
+
 # ------------------------------------------------------------------ tests
 check_PROGRAMS += tests/integration/data_dump
 tests_integration_data_dump_SOURCES = tests/integration/data_dump.c
@@ -27,7 +31,8 @@ tests_integration_data_dump_LDADD = data/libtdata.la
 
 DATA_SH_TESTS = \
 	tests/integration/data_pack_idx.sh \
-	tests/integration/data_pack_jpeg.sh
+	tests/integration/data_pack_jpeg.sh \
+	tests/integration/data_corrupt.sh
 TESTS += $(DATA_SH_TESTS)
 EXTRA_DIST += $(DATA_SH_TESTS)
 

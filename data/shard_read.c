@@ -227,7 +227,9 @@ int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
     struct stat st;
     if (stat(path, &st) != 0)
         return tdata_seterr(errno == ENOENT ? TDATA_EMISSING : TDATA_EIO,
-                            "%s: %s", path, strerror(errno));
+                            "%s: %s%s", path,
+                            errno == ENOENT ? "missing shard: " : "",
+                            strerror(errno));
     s->file_size = (uint64_t)st.st_size;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t fapl = (hid_t)tdata_h5_fapl();

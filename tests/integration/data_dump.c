@@ -6,6 +6,9 @@
  *                                each into OUT.labels
  *   data_dump INDEX files DIR    each sample written to DIR/<source name>;
  *                                "name label" lines to DIR.labels
+ *   data_dump INDEX addr ID      "SHARD_PATH OFFSET": the file and byte
+ *                                offset of the middle of sample ID (for
+ *                                the corruption tests)
  * Exit 0 if every CRC matched, 1 otherwise, 2 on errors. */
 #include <errno.h>
 #include <stdio.h>
@@ -37,14 +40,27 @@ static void _mkparents(char *p)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 || (strcmp(argv[2], "raw") && strcmp(argv[2], "files"))) {
-        fprintf(stderr, "usage: data_dump INDEX raw|files OUT\n");
+    if (argc != 4 || (strcmp(argv[2], "raw") && strcmp(argv[2], "files") &&
+                      strcmp(argv[2], "addr"))) {
+        fprintf(stderr, "usage: data_dump INDEX raw|files|addr OUT|ID\n");
         return 2;
     }
     tdata_dataset *ds;
     if (tdata_dataset_open(argv[1], &ds)) {
         fprintf(stderr, "data_dump: %s\n", tdata_errmsg());
         return 2;
+    }
+    if (!strcmp(argv[2], "addr")) {
+        int s;
+        uint64_t idx, id = strtoull(argv[3], NULL, 10);
+        tdata_dataset_locate(ds, id, &s, &idx);
+        tdata_shard *sh = tdata_dataset_shard(ds, s);
+        uint64_t lo = (sh->offsets[idx] + sh->offsets[idx + 1]) / 2;
+        printf("%s %llu\n", sh->path,
+               (unsigned long long)(sh->chunk_addr[lo / sh->chunk_bytes] +
+                                    lo % sh->chunk_bytes));
+        tdata_dataset_close(ds);
+        return 0;
     }
     const tdata_dataset_info *in = tdata_dataset_get_info(ds);
     _ent *e = calloc(in->num_images, sizeof *e);

@@ -1,0 +1,433 @@
+/* torus_data_bench.c: the torus-data-bench command: images/s of the input
+ * pipeline's stages on a packed dataset, by thread count:
+ *   read    the shards' image streams with pread (what the I/O threads do),
+ *           next to dd of the same files (the I/O limit);
+ *   decode  full JPEG decode from memory, no crop (the decode cost alone);
+ *   train   the whole training pipeline (loader, RandomResizedCrop, flip,
+ *           normalise), optionally against a simulated step time to show
+ *           the wait per step;
+ *   eval    the evaluation pipeline (resize, centre crop).
+ * It is also the pipeline's command-line driver for tests (--max-bad,
+ * exit status). */
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "data/tdata_internal.h"
+
+static const char _help[] =
+"NAME\n"
+"    torus-data-bench - measure the torus input pipeline, stage by stage\n"
+"\n"
+"SYNOPSIS\n"
+"    torus-data-bench [OPTION]... INDEX\n"
+"\n"
+"DESCRIPTION\n"
+"    Opens the packed dataset INDEX (a SPLIT-index.txt file or its\n"
+"    directory) and reports images/s for each selected stage and thread\n"
+"    count:\n"
+"      read    pread() of the shards' image streams in 8 MiB requests,\n"
+"              and dd (bs=8M) of the same files for comparison, both from\n"
+"              the page cache after a warm-up pass (the I/O limit);\n"
+"      decode  full-size JPEG decode of every sample, from memory;\n"
+"      train   the training pipeline: shuffled slice, coalesced reads,\n"
+"              RandomResizedCrop with ROI and DCT-scaled decode, flip,\n"
+"              normalise into batch buffers;\n"
+"      eval    the evaluation pipeline: resize, centre crop, normalise.\n"
+"    The per-thread column divides by the decode threads, for comparison\n"
+"    per core with other pipelines (tests/bench/data/run.sh compares with\n"
+"    torchvision/PIL on the same JPEGs).\n"
+"\n"
+"OPTIONS\n"
+"    -m, --modes=LIST        stages to run, comma separated (default:\n"
+"                            read,decode,train,eval)\n"
+"    -t, --threads=LIST      decode thread counts to try (default: 1,2)\n"
+"        --io-threads=N      loader I/O threads (default: 1)\n"
+"    -b, --batch=N           batch size (default: 32)\n"
+"        --size=N            output size, square (default: 224)\n"
+"        --eval-resize=N     eval: shorter side before the crop (default 256)\n"
+"    -n, --images=N          images per measurement (default: the dataset,\n"
+"                            at least one batch)\n"
+"        --prefetch=N        batches in flight (default: 2)\n"
+"        --step-ms=MS        train: sleep MS per step like a training step,\n"
+"                            and report the time each step waited for data\n"
+"        --dtype=f32|f16     output type (default: f32)\n"
+"        --layout=nchw|nhwc  output layout (default: nchw)\n"
+"        --no-roi            decode whole images (no jpeg_crop_scanline)\n"
+"        --no-dct-scale      decode at full size (no reduced DCT scaling)\n"
+"        --max-bad=N         fail once more than N samples are bad\n"
+"        --stage=DIR         copy the shards to DIR first (node-local disk)\n"
+"        --seed=N            shuffle seed (default: 0)\n"
+"        --no-dd             do not run dd\n"
+"    -h, --help              show this help\n"
+"    -V, --version           show the version\n"
+"\n"
+"EXIT STATUS\n"
+"    0 on success; 1 if the dataset cannot be opened or the pipeline fails\n"
+"    (missing/truncated shard, mismatched index, more than --max-bad bad\n"
+"    samples), with a message naming the file; 2 on usage errors.\n"
+"\n"
+"EXAMPLE\n"
+"    torus-data-bench -t 1,2 -b 64 /scratch/imagenet/train-index.txt\n";
+
+static double _now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+typedef struct _cfg {
+    int threads[16], nthreads;
+    int io_threads, batch, size, eval_resize, prefetch, step_ms;
+    int dtype, layout, roi, dct, dd;
+    long max_bad;
+    uint64_t images, seed;
+    const char *stage;
+} _cfg;
+
+static void _row(const char *what, int threads, double imgs, double secs,
+                 double bytes)
+{
+    char th[16];
+    if (threads > 0)
+        snprintf(th, sizeof th, "%d", threads);
+    else
+        snprintf(th, sizeof th, "-");
+    printf("%-14s %7s %12.1f %10.1f %14.1f\n", what, th, imgs / secs,
+           bytes / secs / 1e6, threads > 0 ? imgs / secs / threads : imgs / secs);
+    fflush(stdout);
+}
+
+static int _bench_read(tdata_dataset *ds, const _cfg *c)
+{
+    const tdata_dataset_info *in = tdata_dataset_get_info(ds);
+    size_t cap = 8u << 20;
+    uint8_t *buf = malloc(cap);
+    double best = 0, bytes = 0;
+    for (int pass = 0; pass < 3; pass++) { /* pass 0 warms the page cache */
+        double t0 = _now();
+        bytes = 0;
+        for (int s = 0; s < in->num_shards; s++) {
+            tdata_shard *sh = tdata_dataset_shard(ds, s);
+            uint64_t total = sh->offsets[sh->n];
+            for (uint64_t lo = 0; lo < total; lo += cap) {
+                uint64_t hi = lo + cap < total ? lo + cap : total;
+                if (tdata_shard_pread(sh, lo, hi, buf)) {
+                    fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+                    free(buf);
+                    return 1;
+                }
+            }
+            bytes += (double)total;
+        }
+        double t = _now() - t0;
+        if (pass > 0 && (best == 0 || t < best))
+            best = t;
+    }
+    free(buf);
+    _row("read(pread)", 1, (double)in->num_images, best, bytes);
+    if (!c->dd)
+        return 0;
+    /* dd of the same files: the whole file, as fast as the kernel serves it. */
+    double ddbest = 0, filebytes = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        double t0 = _now();
+        filebytes = 0;
+        for (int s = 0; s < in->num_shards; s++) {
+            const char *p = tdata_dataset_shard_path(ds, s);
+            char arg[4200];
+            snprintf(arg, sizeof arg, "if=%s", p);
+            pid_t pid = fork();
+            if (pid == 0) {
+                freopen("/dev/null", "w", stderr);
+                execlp("dd", "dd", arg, "of=/dev/null", "bs=8M", (char *)NULL);
+                _exit(127);
+            }
+            int st;
+            waitpid(pid, &st, 0);
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                fprintf(stderr, "torus-data-bench: dd failed; skipping it\n");
+                return 0;
+            }
+            filebytes += (double)tdata_dataset_index(ds)->shards[s].bytes;
+        }
+        double t = _now() - t0;
+        if (ddbest == 0 || t < ddbest)
+            ddbest = t;
+    }
+    _row("read(dd)", 0, (double)in->num_images * bytes / filebytes, ddbest,
+         filebytes);
+    printf("  (dd reads whole files, %.0f MB, incl. HDF5 metadata and chunk padding; "
+           "images/s scaled to the image bytes)\n", filebytes / 1e6);
+    return 0;
+}
+
+typedef struct _dec_arg {
+    uint8_t **raw;
+    size_t *len;
+    uint64_t n, next;
+    int fails;
+} _dec_arg;
+
+static void *_dec_thread(void *p)
+{
+    _dec_arg *a = p;
+    tdata_jdec *d = tdata_jdec_new();
+    tdata_image im = {0};
+    for (;;) {
+        uint64_t i = __atomic_fetch_add(&a->next, 1, __ATOMIC_RELAXED);
+        if (i >= a->n)
+            break;
+        int W, H;
+        if (tdata_jpeg_header(d, a->raw[i], a->len[i], &W, &H, NULL, NULL) ||
+            tdata_jpeg_decode_region(d, a->raw[i], a->len[i], 0, 0, W, H, 8, 0, &im))
+            __atomic_fetch_add(&a->fails, 1, __ATOMIC_RELAXED);
+    }
+    tdata_image_free(&im);
+    tdata_jdec_free(d);
+    return NULL;
+}
+
+static int _bench_decode(tdata_dataset *ds, const _cfg *c, uint64_t n)
+{
+    if (tdata_dataset_get_info(ds)->layout != TDATA_LAYOUT_ENCODED) {
+        printf("%-14s (dense dataset: nothing to decode)\n", "decode");
+        return 0;
+    }
+    _dec_arg a = {0};
+    a.raw = calloc(n, sizeof *a.raw);
+    a.len = calloc(n, sizeof *a.len);
+    a.n = n;
+    double bytes = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        size_t cap = 0;
+        if (tdata_dataset_read(ds, i, &a.raw[i], &cap, &a.len[i], NULL, NULL)) {
+            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            return 1;
+        }
+        bytes += (double)a.len[i];
+    }
+    for (int k = 0; k < c->nthreads; k++) {
+        int T = c->threads[k];
+        pthread_t th[64];
+        a.next = 0;
+        a.fails = 0;
+        double t0 = _now();
+        for (int t = 1; t < T; t++)
+            pthread_create(&th[t], NULL, _dec_thread, &a);
+        _dec_thread(&a);
+        for (int t = 1; t < T; t++)
+            pthread_join(th[t], NULL);
+        _row("decode", T, (double)n, _now() - t0, bytes);
+        if (a.fails)
+            printf("  (%d samples failed to decode)\n", a.fails);
+    }
+    for (uint64_t i = 0; i < n; i++)
+        free(a.raw[i]);
+    free(a.raw);
+    free(a.len);
+    return 0;
+}
+
+static int _bench_pipeline(tdata_dataset *ds, const _cfg *c, int mode,
+                           uint64_t n)
+{
+    for (int k = 0; k < c->nthreads; k++) {
+        tdata_loader_opts o;
+        tdata_loader_opts_default(&o);
+        o.mode = mode;
+        o.batch_size = c->batch;
+        o.out_h = o.out_w = c->size;
+        o.eval_resize = c->eval_resize;
+        o.decode_threads = c->threads[k];
+        o.io_threads = c->io_threads;
+        o.prefetch = c->prefetch;
+        o.dtype = c->dtype;
+        o.order = c->layout;
+        o.roi_decode = c->roi;
+        o.reduced_dct = c->dct;
+        o.max_bad = c->max_bad;
+        o.seed = c->seed;
+        tdata_loader *l;
+        int rc = tdata_loader_create(ds, &o, &l);
+        if (rc == TDATA_OK)
+            rc = tdata_loader_start(l, 0, 0);
+        if (rc) {
+            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            return 1;
+        }
+        uint64_t steps = (n + (uint64_t)c->batch - 1) / (uint64_t)c->batch;
+        uint64_t spe = tdata_loader_steps_per_epoch(l);
+        if (mode == TDATA_EVAL && steps > spe)
+            steps = spe;
+        int err = 0;
+        /* The first batch includes thread start-up: not timed. */
+        const tdata_batch *b = tdata_loader_next(l, &err);
+        double t0 = _now(), waited = 0, maxwait = 0;
+        uint64_t imgs = 0, done = 1;
+        for (; b && done < steps; done++) {
+            if (c->step_ms > 0)
+                usleep((useconds_t)c->step_ms * 1000);
+            b = tdata_loader_next(l, &err);
+            if (b) {
+                imgs += (uint64_t)b->n;
+                waited += b->wait_s;
+                if (b->wait_s > maxwait)
+                    maxwait = b->wait_s;
+            }
+        }
+        double t = _now() - t0;
+        tdata_loader_stats st;
+        tdata_loader_get_stats(l, &st);
+        tdata_loader_destroy(l);
+        if (err) {
+            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            return 1;
+        }
+        if (done > 1)
+            _row(mode == TDATA_TRAIN ? "train" : "eval", c->threads[k],
+                 (double)imgs, t, (double)st.read_bytes * imgs / (st.samples ? st.samples : 1));
+        printf("  steps %llu, wait/step mean %.2f ms max %.2f ms, reads %llu "
+               "(%.1f samples/read), bad %llu\n", (unsigned long long)done,
+               done > 1 ? waited / (double)(done - 1) * 1e3 : 0, maxwait * 1e3,
+               (unsigned long long)st.read_calls,
+               st.read_calls ? (double)(st.samples + st.bad) / st.read_calls : 0,
+               (unsigned long long)st.bad);
+    }
+    return 0;
+}
+
+static int _usage(const char *m, const char *a)
+{
+    fprintf(stderr, "torus-data-bench: %s%s%s\nTry 'torus-data-bench --help'.\n",
+            m, a ? ": " : "", a ? a : "");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    enum { O_IO = 256, O_SIZE, O_EVR, O_PF, O_STEP, O_DT, O_LAY, O_NOROI,
+           O_NODCT, O_MAXBAD, O_STAGE, O_SEED, O_NODD };
+    static const struct option opts[] = {
+        {"modes", required_argument, 0, 'm'},
+        {"threads", required_argument, 0, 't'},
+        {"io-threads", required_argument, 0, O_IO},
+        {"batch", required_argument, 0, 'b'},
+        {"size", required_argument, 0, O_SIZE},
+        {"eval-resize", required_argument, 0, O_EVR},
+        {"images", required_argument, 0, 'n'},
+        {"prefetch", required_argument, 0, O_PF},
+        {"step-ms", required_argument, 0, O_STEP},
+        {"dtype", required_argument, 0, O_DT},
+        {"layout", required_argument, 0, O_LAY},
+        {"no-roi", no_argument, 0, O_NOROI},
+        {"no-dct-scale", no_argument, 0, O_NODCT},
+        {"max-bad", required_argument, 0, O_MAXBAD},
+        {"stage", required_argument, 0, O_STAGE},
+        {"seed", required_argument, 0, O_SEED},
+        {"no-dd", no_argument, 0, O_NODD},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0}};
+    _cfg c = {.threads = {1, 2}, .nthreads = 2, .io_threads = 1, .batch = 32,
+              .size = 224, .eval_resize = 256, .prefetch = 2, .dtype = TDATA_F32,
+              .layout = TDATA_NCHW, .roi = 1, .dct = 1, .dd = 1, .max_bad = -1};
+    char modes[128] = "read,decode,train,eval";
+    int o;
+    while ((o = getopt_long(argc, argv, "m:t:b:n:hV", opts, NULL)) != -1) {
+        switch (o) {
+        case 'm': snprintf(modes, sizeof modes, "%s", optarg); break;
+        case 't': {
+            c.nthreads = 0;
+            char *s = optarg, *e;
+            while (*s && c.nthreads < 16) {
+                long v = strtol(s, &e, 10);
+                if (e == s || v < 1 || v > 64)
+                    return _usage("bad --threads", optarg);
+                c.threads[c.nthreads++] = (int)v;
+                s = *e == ',' ? e + 1 : e;
+                if (*e && *e != ',')
+                    return _usage("bad --threads", optarg);
+            }
+            break;
+        }
+        case O_IO: c.io_threads = atoi(optarg); break;
+        case 'b': c.batch = atoi(optarg); break;
+        case O_SIZE: c.size = atoi(optarg); break;
+        case O_EVR: c.eval_resize = atoi(optarg); break;
+        case 'n': c.images = strtoull(optarg, NULL, 10); break;
+        case O_PF: c.prefetch = atoi(optarg); break;
+        case O_STEP: c.step_ms = atoi(optarg); break;
+        case O_DT:
+            if (!strcmp(optarg, "f32")) c.dtype = TDATA_F32;
+            else if (!strcmp(optarg, "f16")) c.dtype = TDATA_F16;
+            else return _usage("bad --dtype", optarg);
+            break;
+        case O_LAY:
+            if (!strcmp(optarg, "nchw")) c.layout = TDATA_NCHW;
+            else if (!strcmp(optarg, "nhwc")) c.layout = TDATA_NHWC;
+            else return _usage("bad --layout", optarg);
+            break;
+        case O_NOROI: c.roi = 0; break;
+        case O_NODCT: c.dct = 0; break;
+        case O_MAXBAD: c.max_bad = atol(optarg); break;
+        case O_STAGE: c.stage = optarg; break;
+        case O_SEED: c.seed = strtoull(optarg, NULL, 0); break;
+        case O_NODD: c.dd = 0; break;
+        case 'h': fputs(_help, stdout); return 0;
+        case 'V': printf("torus-data-bench %s\n", PACKAGE_VERSION); return 0;
+        default: return _usage("unknown option", NULL);
+        }
+    }
+    if (optind != argc - 1)
+        return _usage("exactly one INDEX is required", NULL);
+    if (c.batch < 1 || c.size < 1 || c.prefetch < 2 || c.io_threads < 1)
+        return _usage("bad --batch, --size, --prefetch or --io-threads", NULL);
+    tdata_dataset *ds;
+    if (tdata_dataset_open(argv[optind], &ds)) {
+        fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+        return 1;
+    }
+    if (c.stage && tdata_stage(ds, c.stage)) {
+        fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+        tdata_dataset_close(ds);
+        return 1;
+    }
+    const tdata_dataset_info *in = tdata_dataset_get_info(ds);
+    uint64_t n = c.images ? c.images : in->num_images;
+    if (n > in->num_images)
+        n = in->num_images;
+    printf("torus-data-bench: %s: %llu images, %d shards, %s, batch %d, "
+           "output %dx%d %s %s\n", argv[optind],
+           (unsigned long long)in->num_images, in->num_shards,
+           in->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded", c.batch,
+           c.size, c.size, c.dtype == TDATA_F16 ? "f16" : "f32",
+           c.layout == TDATA_NHWC ? "NHWC" : "NCHW");
+    printf("%-14s %7s %12s %10s %14s\n", "stage", "threads", "images/s", "MB/s",
+           "images/s/thr");
+    int rc = 0;
+    char *save, *m = strtok_r(modes, ",", &save);
+    for (; m && !rc; m = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(m, "read"))
+            rc = _bench_read(ds, &c);
+        else if (!strcmp(m, "decode"))
+            rc = _bench_decode(ds, &c, n);
+        else if (!strcmp(m, "train"))
+            rc = _bench_pipeline(ds, &c, TDATA_TRAIN, n);
+        else if (!strcmp(m, "eval"))
+            rc = _bench_pipeline(ds, &c, TDATA_EVAL, n);
+        else {
+            tdata_dataset_close(ds);
+            return _usage("unknown mode", m);
+        }
+    }
+    tdata_dataset_close(ds);
+    return rc;
+}
