@@ -27,13 +27,30 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/testdata.c \
 	trainer/comm/resnet50_shapes.h \
 	trainer/comm/resnet50_shapes.c
-trainer_comm_libtcomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS)
+trainer_comm_libtcomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS) $(CUDA_CFLAGS)
 trainer_comm_libtcomm_la_CFLAGS = $(AM_CFLAGS) -O2
 trainer_comm_libtcomm_la_LIBADD = $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
+noinst_HEADERS += trainer/comm/nccl_kernels.h
+EXTRA_DIST += trainer/comm/nccl_kernels.cu
+
+# The NCCL backend (device memory): compiled and linked wherever configure
+# finds CUDA + NCCL, GPU or not. Its kernels are an nvcc object that every
+# program linking libtcomm gets through TCOMM_LIBS.
+if HAVE_NCCL
+trainer_comm_libtcomm_la_SOURCES += trainer/comm/tcomm_nccl.h trainer/comm/backend_nccl.c
+TCOMM_GPU_LIBS = trainer/comm/nccl_kernels.o $(NCCL_LIBS) $(CUDA_LIBS) -lstdc++
+CLEANFILES += trainer/comm/nccl_kernels.o
+trainer/comm/nccl_kernels.o: trainer/comm/nccl_kernels.cu trainer/comm/nccl_kernels.h
+	@$(MKDIR_P) trainer/comm
+	$(AM_V_GEN)$(NVCC_COMPILE) -c $(srcdir)/trainer/comm/nccl_kernels.cu -o $@
+else
+TCOMM_GPU_LIBS =
+EXTRA_DIST += trainer/comm/tcomm_nccl.h trainer/comm/backend_nccl.c
+endif
 
 # What a program that uses libtcomm links.
-TCOMM_LIBS = trainer/comm/libtcomm.la $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
-TCOMM_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS)
+TCOMM_LIBS = trainer/comm/libtcomm.la $(TCOMM_GPU_LIBS) $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
+TCOMM_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS) $(CUDA_CFLAGS)
 
 # ------------------------------------------------------------------ torus-bench
 bin_PROGRAMS += trainer/comm/torus-bench
@@ -74,10 +91,20 @@ tests_integration_comm_fusion_check_SOURCES = tests/integration/comm_fusion_chec
 tests_integration_comm_fusion_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
 tests_integration_comm_fusion_check_LDADD = $(TCOMM_LIBS)
 
+if HAVE_NCCL
+check_PROGRAMS += tests/integration/comm_nccl_check
+tests_integration_comm_nccl_check_SOURCES = tests/integration/comm_nccl_check.c
+tests_integration_comm_nccl_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
+tests_integration_comm_nccl_check_LDADD = $(TCOMM_LIBS)
+else
+EXTRA_DIST += tests/integration/comm_nccl_check.c
+endif
+
 COMM_SH_TESTS = \
 	tests/integration/comm_allreduce.sh \
 	tests/integration/comm_env.sh \
 	tests/integration/comm_fusion.sh \
-	tests/integration/comm_bench.sh
+	tests/integration/comm_bench.sh \
+	tests/integration/comm_nccl.sh
 TESTS += $(COMM_SH_TESTS)
 EXTRA_DIST += $(COMM_SH_TESTS) tests/integration/comm_lib.sh

@@ -1,0 +1,37 @@
+/* tcomm_nccl.h: the NCCL backend of libtcomm, for gradients in device
+ * memory (built only when configure finds NCCL; TORUS_HAVE_NCCL).
+ *
+ * Communicators: world from a unique id that rank 0 publishes through
+ * PMIx, then row, column, group, group leaders and group peers split from
+ * it with ncclCommSplit, matching the host communicators of the tcomm_t.
+ * Every reduction runs on the handle's own communication stream: it waits
+ * for the producer stream through an event and the consumer waits for it
+ * through another, so gradients reduce while backward continues on the
+ * compute stream, with no device-wide synchronisation. Kernels cast fp32
+ * to the wire (pre-scaled by 1/world) and back, and count inf/nan. */
+#ifndef TORUS_TCOMM_NCCL_H
+#define TORUS_TCOMM_NCCL_H
+
+#include <cuda_runtime_api.h>
+
+#include "trainer/comm/tcomm.h"
+
+typedef struct tcomm_nccl tcomm_nccl_t;
+
+/* Collective over the tcomm_t's world. device = the CUDA device to use
+ * (-1: the local rank modulo the visible devices). */
+tcomm_rc tcomm_nccl_init(tcomm_t *c, int device, tcomm_nccl_t **out);
+void tcomm_nccl_finalize(tcomm_nccl_t *n);
+
+/* Enqueue an all-reduce of count fp32 values at device pointer x, after
+ * the work already queued on producer (may be 0: the legacy stream).
+ * Calls on one handle run in call order. */
+tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count, tcomm_algo algo,
+                              tcomm_wire wire, unsigned flags, cudaStream_t producer);
+
+/* Make consumer wait (on the device) for every reduction enqueued so far.
+ * With nonfinite non-NULL, also block this thread until they are done and
+ * return the number of inf/nan elements in their results. */
+tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer, size_t *nonfinite);
+
+#endif
