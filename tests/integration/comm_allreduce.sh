@@ -12,7 +12,7 @@ run() {
     local np=$1
     shift
     local out
-    out=$(cm_mpirun "$np" "$CM_CHECK" --sizes $SIZES "$@" 2>&1)
+    out=$(cm_mpirun "$np" "$CM_CHECK" --sizes $SIZES "$@" 2>&1) # a later --sizes wins
     local rc=$?
     echo "$out" | sed -n '1p;$p' | sed "s/^/P=$np $* | /"
     [ $rc = 0 ] || { echo "$out" | grep -v ' ok$' | head -30; cm_fail "P=$np $*: exit $rc"; }
@@ -36,6 +36,8 @@ run 6 --grid 2x3 --group-size 3
 run 6 --grid 3x2 --group-size 4   # unequal groups: hier-rs refuses, others run
 run 8 --grid 2x4 --group-size 4
 run 8 --grid 4x2 --group-size 2
+# Hybrid on measured link parameters (rank 0 probes, all ranks must agree).
+run 6 --grid 3x2 --group-size 2 --probe --algos hybrid --sizes 1,100,100000
 # Plain sums (no pre-scaling) too.
 run 4 --grid 2x2 --group-size 2 --sum --algos ring,torus2d,hier --wires fp32,fp16
 echo "PASS"

@@ -23,7 +23,7 @@ static double _hash(const float *x, size_t n)
 static void _usage(void)
 {
     fprintf(stderr, "usage: comm_check [--grid RxC] [--group-size N] [--algos a,b]\n"
-                    "                  [--wires w,v] [--sizes n,m] [--sum]\n");
+                    "                  [--wires w,v] [--sizes n,m] [--sum] [--probe]\n");
 }
 
 int main(int argc, char **argv)
@@ -31,7 +31,7 @@ int main(int argc, char **argv)
     tcomm_options o = {0};
     const char *algos = "flat,ring,hier,hier-rs,torus2d,hybrid", *wires = "fp32,fp16,bf16";
     const char *sizes = "0,1,7,64,1000,4099,65536";
-    int average = 1;
+    int average = 1, probe = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if ((!strcmp(argv[i], "--grid") || !strcmp(argv[i], "--group-size")) && v) {
@@ -48,6 +48,8 @@ int main(int argc, char **argv)
             sizes = argv[++i];
         else if (!strcmp(argv[i], "--sum"))
             average = 0;
+        else if (!strcmp(argv[i], "--probe"))
+            probe = 1;
         else {
             _usage();
             return 2;
@@ -56,6 +58,10 @@ int main(int argc, char **argv)
     tcomm_t *c;
     if (tcomm_init(&o, &c)) {
         fprintf(stderr, "comm_check: %s\n", tcomm_error());
+        return 1;
+    }
+    if (probe && tcomm_probe_links(c)) {
+        fprintf(stderr, "comm_check: probe: %s\n", tcomm_error());
         return 1;
     }
     tcomm_info in;
