@@ -150,13 +150,19 @@ static torus_layout_rc _order_nodes(torus_layout_t *l, const torus_layout_topo_t
         leaves = malloc(nsw * sizeof *leaves);
         if (!first || !rank || !leaves)
             goto out;
-        for (size_t s = 0; s < nsw; s++)
+        for (size_t s = 0; s < nsw; s++) {
             first[s] = SIZE_MAX;
+            rank[s] = UINT32_MAX; /* "not yet listed as a leaf of this step" */
+        }
         /* Node ids grow, so the first visit of a switch is its minimum and
-         * its ancestors are already set: stop climbing there. */
+         * its ancestors are already set: stop climbing there. A switch can
+         * hold nodes and also be an ancestor of another leaf, so "listed"
+         * is tracked apart from "first". */
         for (size_t i = 0; i < n; i++) {
-            if (first[leaf[i]] == SIZE_MAX)
+            if (rank[leaf[i]] == UINT32_MAX) {
+                rank[leaf[i]] = 0;
                 leaves[nleaves++] = leaf[i];
+            }
             for (uint32_t s = leaf[i]; s != TORUS_NO_SWITCH && first[s] == SIZE_MAX;
                  s = torus_layout_topo_parent(topo, s))
                 first[s] = i;

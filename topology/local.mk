@@ -42,3 +42,27 @@ dist_man_MANS += docs/man/torus-layout.1 docs/man/torus.7
 dist_doc_DATA += docs/env-contract.md
 TESTS += tests/unit/torus_layout_cli.sh
 EXTRA_DIST += tests/unit/torus_layout_cli.sh tests/integration/torus_check.py
+
+# libFuzzer target for the spec, plugstack-argument, tasks-per-node,
+# SLURM_TOPOLOGY_ADDR, topology.conf and cost parsers. Built and run only by
+# hand (needs clang), never by `make` or CI:
+#   make fuzz-parsers && make fuzz-run FUZZ_SECONDS=60
+FUZZ_CC = clang
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_SECONDS = 60
+FUZZ_SRCS = tests/fuzz/fuzz_parsers.c plugins/args.c topology/spec.c topology/cost.c \
+	topology/names.c topology/switchmap.c topology/layout.c
+FUZZ_SEEDS = tests/fuzz/corpus/spec-auto tests/fuzz/corpus/spec-4x8 tests/fuzz/corpus/args \
+	tests/fuzz/corpus/tasks tests/fuzz/corpus/addr tests/fuzz/corpus/topo tests/fuzz/corpus/cost
+EXTRA_DIST += tests/fuzz/fuzz_parsers.c tests/fuzz/lsan.supp $(FUZZ_SEEDS)
+fuzz-parsers: $(FUZZ_SRCS:%=$(top_srcdir)/%) topology/torus_layout.h plugins/torus_plugin.h
+	$(MKDIR_P) tests/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -D_GNU_SOURCE -I$(top_srcdir) -I$(top_builddir) $(SLURM_CFLAGS) \
+		$(FUZZ_SRCS:%=$(top_srcdir)/%) -o tests/fuzz/fuzz_parsers $(SLURM_LIBS) -lm
+# Work corpus in the build tree; the seeds in the source tree stay read-only.
+fuzz-run: fuzz-parsers
+	$(MKDIR_P) tests/fuzz/work
+	LSAN_OPTIONS=suppressions=$(top_srcdir)/tests/fuzz/lsan.supp tests/fuzz/fuzz_parsers -max_total_time=$(FUZZ_SECONDS) -max_len=4096 -timeout=10 \
+		-rss_limit_mb=2048 tests/fuzz/work $(top_srcdir)/tests/fuzz/corpus
+CLEANFILES += tests/fuzz/fuzz_parsers
+.PHONY: fuzz-parsers fuzz-run

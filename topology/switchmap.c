@@ -22,6 +22,7 @@
 #define _FILE_MAX (64u << 20)  /* a topology.conf bigger than this is not one */
 #define _LINE_MAX (1u << 20)   /* one logical line, continuations included */
 #define _SWITCH_MAX (1u << 20)
+#define _TOPO_NODES_MAX (1u << 22) /* nodes of the whole cluster, all leaves */
 
 typedef struct {
     char *name;
@@ -299,6 +300,13 @@ static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name, char *
             return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
                                      "%s:%u: Switches= is not a valid hostlist", name,
                                      topo->sw[s].line);
+        /* Bound before expanding: "s[1-99999999]" is short to write. */
+        if (slurm_hostlist_count(hl) > (int)_SWITCH_MAX) {
+            slurm_hostlist_destroy(hl);
+            return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
+                                     "%s:%u: Switches= lists more than %u switches", name,
+                                     topo->sw[s].line, _SWITCH_MAX);
+        }
         char *child;
         torus_layout_rc rc = TORUS_LAYOUT_OK;
         while (rc == TORUS_LAYOUT_OK && (child = slurm_hostlist_shift(hl))) {
@@ -455,6 +463,7 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
         slots[i] = (uint32_t)n + 1;
     }
     torus_layout_rc rc = TORUS_LAYOUT_OK;
+    size_t total = 0;
     for (size_t s = 0; topo && s < topo->count && rc == TORUS_LAYOUT_OK; s++) {
         if (!topo->sw[s].nodes)
             continue;
@@ -462,6 +471,13 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
         if (!hl) {
             rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
                                    "switch %s: Nodes= is not a valid hostlist", topo->sw[s].name);
+            break;
+        }
+        total += (size_t)slurm_hostlist_count(hl);
+        if (total > _TOPO_NODES_MAX) {
+            slurm_hostlist_destroy(hl);
+            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
+                                   "switch map lists more than %u nodes", _TOPO_NODES_MAX);
             break;
         }
         char *node;

@@ -332,6 +332,26 @@ START_TEST(three_level_tree)
 }
 END_TEST
 
+/* A switch that holds nodes and is also the parent of another leaf: both
+ * are groups, and the step may list the child's nodes first. */
+START_TEST(nodes_on_inner_switch)
+{
+    const char *conf = "SwitchName=top Nodes=n[3-4] Switches=sub\n"
+                       "SwitchName=sub Nodes=n[1-2]\n";
+    fixture_t f;
+    fixture_init(&f, 4, 2, NULL, 0);
+    char err[TORUS_LAYOUT_ERR_LEN];
+    ck_assert_int_eq(torus_layout_topo_parse(conf, strlen(conf), "t.conf", &f.topo, err,
+                                             sizeof err), 0);
+    torus_layout_t *l;
+    ck_assert_int_eq(compute(&f, "auto", &l, err), 0);
+    ck_assert_uint_eq(torus_layout_group_count(l), 2);
+    check_invariants(&f, l, true);
+    torus_layout_free(l);
+    fixture_done(&f);
+}
+END_TEST
+
 START_TEST(fallbacks)
 {
     const size_t four[] = { 4 };
@@ -470,6 +490,7 @@ Suite *layout_suite(void)
     tcase_add_test(tc, uneven_leaves);
     tcase_add_test(tc, prime_nodes);
     tcase_add_test(tc, three_level_tree);
+    tcase_add_test(tc, nodes_on_inner_switch);
     tcase_add_test(tc, fallbacks);
     tcase_add_test(tc, non_uniform_is_off);
     tcase_add_test(tc, explicit_specs);

@@ -146,6 +146,31 @@ START_TEST(topology_conf)
     /* Continuation joins lines; the logical line keeps its first number. */
     ck_assert_int_ne(parse("SwitchName=a \\\n  Nodes=n1 \\\n  Oops=2\n", err), 0);
     ck_assert_ptr_nonnull(strstr(err, "topo.conf:1"));
+    /* Short text, huge expansion: bounded before it is expanded. libslurm
+     * caps one range at 64Ki hosts, so build many ranges of 60000. */
+    ck_assert_int_ne(parse("SwitchName=a Switches=s[1-99999999]\n", err), 0);
+    char *many = malloc(80 * 32 + 64);
+    size_t used = (size_t)sprintf(many, "SwitchName=a Switches=");
+    for (int i = 0; i < 20; i++)
+        used += (size_t)sprintf(many + used, "%ss%d-[1-60000]", i ? "," : "", i);
+    strcpy(many + used, "\n");
+    ck_assert_int_eq(parse(many, err), TORUS_LAYOUT_ERANGE);
+    used = (size_t)sprintf(many, "SwitchName=a Nodes=");
+    for (int i = 0; i < 80; i++)
+        used += (size_t)sprintf(many + used, "%sn%d-[1-60000]", i ? "," : "", i);
+    strcpy(many + used, "\n");
+    torus_layout_topo_t *big;
+    ck_assert_int_eq(torus_layout_topo_parse(many, strlen(many), "big", &big, err, sizeof err), 0);
+    free(many);
+    const char *names[] = { "n1" };
+    uint32_t tasks[] = { 1 };
+    torus_layout_input_t in = { .nnodes = 1, .nodes = names, .tasks = tasks, .topo = big,
+                                .spec = { .kind = TORUS_SPEC_AUTO } };
+    torus_layout_cost_defaults(&in.cost);
+    torus_layout_t *l;
+    ck_assert_int_eq(torus_layout_compute(&in, &l, err, sizeof err), TORUS_LAYOUT_ERANGE);
+    ck_assert_ptr_nonnull(strstr(err, "more than"));
+    torus_layout_topo_free(big);
     ck_assert_int_eq(torus_layout_topo_load("/nonexistent/topology.conf", &(torus_layout_topo_t *){0},
                                             err, sizeof err), TORUS_LAYOUT_EIO);
     ck_assert_ptr_nonnull(strstr(err, "/nonexistent/topology.conf"));
