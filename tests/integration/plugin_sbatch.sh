@@ -1,5 +1,5 @@
 #!/bin/bash
-# plugin_sbatch.sh: spank_torus.so through sbatch on the local cluster:
+# plugin_sbatch.sh: spank_torus.so through sbatch and salloc on the local cluster:
 # #SBATCH --torus reaches every srun of the script, an explicit srun --torus
 # overrides it, --torus=off clears it, and an invalid spec fails sbatch at
 # submission. Task environments are compared with torus-layout --json.
@@ -22,6 +22,7 @@ P='$PL_PRINT'
 srun sh -c "\$P" | sort -n >'$t/inherit'
 srun --torus=auto sh -c "\$P" | sort -n >'$t/override'
 srun --torus=off sh -c "\$P" | sort -n >'$t/off'
+'$PL_TOOL' --json >'$t/script.json'
 JOB
 sbatch --wait -o "$t/job.out" "$t/job.sh" >/dev/null || tl_fail "batch job failed: $(cat "$t/job.out")"
 
@@ -31,4 +32,16 @@ pl_layout "$t/auto.json" --nodes 'n[1-4]' --tasks-per-node 2 --spec auto
 pl_match "$t/override" "$t/auto.json"
 cmp -s "$t/inherit" "$t/override" && tl_fail "srun --torus=auto did not override #SBATCH --torus=4x2"
 python3 "$PL_CHECK" unset "$t/off"
-echo "PASS: spank_torus under sbatch"
+# torus-layout in the batch script sees the job's allocation and #SBATCH spec.
+pl_match "$t/inherit" "$t/script.json"
+
+# salloc: same validation, and the spec reaches sruns in the shell.
+rc=0
+salloc -N1 --torus=4y2 true 2>"$t/salloc.err" || rc=$?
+[ $rc = 255 ] && grep -q 'torus: --torus=4y2: ' "$t/salloc.err" ||
+    tl_fail "salloc --torus=4y2: rc=$rc $(cat "$t/salloc.err")"
+salloc -N4 --ntasks-per-node=2 --torus=8x1 sh -c "srun sh -c '$PL_PRINT' | sort -n >'$t/salloc'" \
+    2>/dev/null || tl_fail "salloc --torus=8x1 failed"
+pl_layout "$t/8x1.json" --nodes 'n[1-4]' --tasks-per-node 2 --spec 8x1
+pl_match "$t/salloc" "$t/8x1.json"
+echo "PASS: spank_torus under sbatch and salloc"
