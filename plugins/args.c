@@ -48,7 +48,7 @@ int torus_args_parse(int ac, char *const *av, torus_config_t *cfg, char *err, si
         }
         const char *eq = memchr(arg, '=', len);
         char key[32];
-        if (!eq || (size_t)(eq - arg) >= sizeof key)
+        if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof key)
             return _errf(err, errlen,
                          "plugstack.conf: '%s' is not key=value (keys: " _KEYS ")", arg);
         memcpy(key, arg, (size_t)(eq - arg));

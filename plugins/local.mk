@@ -32,3 +32,10 @@ EXTRA_DIST += \
 	tests/integration/plugin_args.sh \
 	tests/integration/plugin_uneven.sh \
 	tests/integration/plugin_lib.sh
+
+# The plugstack-argument parser is pure C: unit-tested without Slurm.
+check_PROGRAMS += tests/unit/test_layout_args
+TESTS += tests/unit/test_layout_args
+tests_unit_test_layout_args_SOURCES = tests/unit/test_layout_args.c plugins/args.c
+tests_unit_test_layout_args_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
+tests_unit_test_layout_args_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) $(CHECK_LIBS) -lm

@@ -136,6 +136,15 @@ int torus_report_text(FILE *out, const torus_report_input_t *in)
         free(members);
         start = end;
     }
+    fprintf(out, "node order (TORUS_NODE_INDEX 0..%zu):", n - 1);
+    for (size_t p = 0; p < n; p++) {
+        if (p == in->max_lines && n > in->max_lines + 1) {
+            fprintf(out, " ... (%zu more)", n - p);
+            break;
+        }
+        fprintf(out, " %s", in->names[torus_layout_node_at(l, p)]);
+    }
+    fputc('\n', out);
     if (!torus_layout_enabled(l))
         return ferror(out) ? -1 : 0;
 
