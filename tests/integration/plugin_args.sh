@@ -49,6 +49,20 @@ pl_dump "$t/none" -N4 --ntasks-per-node=2
 "$PL_TOOL" --nodes 'n[1-4]' --tasks-per-node 2 --topology none --json >"$t/none.json"
 pl_match "$t/none" "$t/none.json"
 
+# topology=addr on a tree cluster: a node's SLURM_TOPOLOGY_ADDR names only
+# its own switches, so the plugin says so and uses the node list.
+set_args default=auto topology=addr
+pl_dump "$t/addr" -N4 --ntasks-per-node=2
+pl_match "$t/addr" "$t/none.json"
+grep -q 'torus: warning: SLURM_TOPOLOGY_ADDR only describes' "$t/addr.err" ||
+    tl_fail "no addr fallback warning: $(cat "$t/addr.err")"
+
+# verbose: the layout and its reason reach the user once per step.
+set_args default=auto verbose
+pl_dump "$t/verbose" -N4 --ntasks-per-node=2
+[ "$(grep -c '^torus: 2x4, source topology/tree: auto: ' "$t/verbose.err")" = 1 ] ||
+    tl_fail "verbose: $(cat "$t/verbose.err")"
+
 # A missing topology.conf: fallback, visible in TORUS_SOURCE and stderr.
 set_args default=auto
 mv "$TL_BASE/etc/topology.conf" "$TL_BASE/etc/topology.conf.away"

@@ -387,6 +387,13 @@ START_TEST(fallbacks)
     ck_assert_uint_eq(torus_layout_node_at(l, 1), 2); /* n3 follows n1 under leafB */
     check_invariants(&f, l, true);
     torus_layout_free(l);
+    /* No map but a topology proven flat by SLURM_TOPOLOGY_ADDR: one group,
+     * and the source says where that fact came from. */
+    in.topo = NULL;
+    ck_assert_int_eq(torus_layout_compute(&in, &l, err, sizeof err), 0);
+    ck_assert_int_eq(torus_layout_source_of(l), TORUS_SOURCE_ADDR);
+    ck_assert_uint_eq(torus_layout_group_count(l), 1);
+    torus_layout_free(l);
     fixture_done(&f);
 }
 END_TEST
