@@ -18,6 +18,10 @@ torus_layout_rc torus_layout_errf(char *err, size_t errlen, torus_layout_rc rc,
  * `max`. Returns false on anything else. */
 bool torus_layout_parse_uint(const char *p, const char *end, uint64_t max, uint64_t *out);
 
+/* Deepest switch tree accepted (real fat trees have 2 to 4 levels). It
+ * bounds every walk up the tree and rules out cycles. */
+#define TORUS_LAYOUT_DEPTH_MAX 64
+
 /* No switch: the value torus_layout_topo_resolve() stores for unknown nodes. */
 #define TORUS_NO_SWITCH UINT32_MAX
 

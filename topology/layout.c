@@ -118,11 +118,14 @@ static int _leaf_cmp(const void *a, const void *b, void *arg)
 {
     const _order_ctx *ctx = arg;
     uint32_t la = *(const uint32_t *)a, lb = *(const uint32_t *)b;
-    uint32_t ca[64], cb[64];
+    /* The switch map guarantees depth <= TORUS_LAYOUT_DEPTH_MAX. */
+    uint32_t ca[TORUS_LAYOUT_DEPTH_MAX + 1], cb[TORUS_LAYOUT_DEPTH_MAX + 1];
     size_t na = 0, nb = 0;
-    for (uint32_t s = la; s != TORUS_NO_SWITCH && na < 64; s = torus_layout_topo_parent(ctx->topo, s))
+    for (uint32_t s = la; s != TORUS_NO_SWITCH && na <= TORUS_LAYOUT_DEPTH_MAX;
+         s = torus_layout_topo_parent(ctx->topo, s))
         ca[na++] = s;
-    for (uint32_t s = lb; s != TORUS_NO_SWITCH && nb < 64; s = torus_layout_topo_parent(ctx->topo, s))
+    for (uint32_t s = lb; s != TORUS_NO_SWITCH && nb <= TORUS_LAYOUT_DEPTH_MAX;
+         s = torus_layout_topo_parent(ctx->topo, s))
         cb[nb++] = s;
     while (na && nb) {
         size_t fa = ctx->first[ca[--na]], fb = ctx->first[cb[--nb]];

@@ -177,7 +177,11 @@ torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo, const char
     char name[TORUS_LAYOUT_NAME_MAX];
     uint32_t parent = TORUS_NO_SWITCH;
     const char *p = addr, *end = addr + len;
-    while (p <= end) {
+    for (int depth = 0; p <= end; depth++) {
+        if (depth > TORUS_LAYOUT_DEPTH_MAX)
+            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                     "SLURM_TOPOLOGY_ADDR: more than %d switch levels",
+                                     TORUS_LAYOUT_DEPTH_MAX);
         const char *dot = memchr(p, '.', (size_t)(end - p));
         const char *stop = dot ? dot : end;
         size_t n = (size_t)(stop - p);
@@ -327,15 +331,16 @@ static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name, char *
         if (rc)
             return rc;
     }
-    /* Each switch has at most one parent, so a walk longer than the switch
-     * count can only be a cycle. */
+    /* Each switch has one parent at most, so a cycle is a walk that never
+     * ends; bounding the depth catches it and keeps every later walk short. */
     for (size_t s = 0; s < topo->count; s++) {
         uint32_t p = topo->sw[s].parent;
         for (size_t steps = 0; p != TORUS_NO_SWITCH; steps++) {
-            if (steps > topo->count)
+            if (p == s || steps >= TORUS_LAYOUT_DEPTH_MAX)
                 return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                         "%s:%u: switch %s is its own ancestor", name,
-                                         topo->sw[s].line, topo->sw[s].name);
+                                         "%s:%u: switch %s is its own ancestor or more than "
+                                         "%d levels deep", name, topo->sw[s].line,
+                                         topo->sw[s].name, TORUS_LAYOUT_DEPTH_MAX);
             p = topo->sw[p].parent;
         }
     }

@@ -138,6 +138,14 @@ START_TEST(topology_conf)
     ck_assert_ptr_nonnull(strstr(err, "zz"));
     ck_assert_int_ne(parse("SwitchName=a Switches=b\nSwitchName=b Switches=a\n", err), 0);
     ck_assert_int_ne(parse("SwitchName=a Switches=a\n", err), 0);
+    /* A 70-level chain: rejected by depth, not walked quadratically. */
+    char chain[70 * 40];
+    size_t at = 0;
+    for (int i = 0; i < 70; i++)
+        at += (size_t)sprintf(chain + at, "SwitchName=s%d Switches=s%d\n", i, i + 1);
+    sprintf(chain + at, "SwitchName=s70 Nodes=n1\n");
+    ck_assert_int_ne(parse(chain, err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "levels deep"));
     ck_assert_int_ne(parse("SwitchName=x Switches=a\nSwitchName=y Switches=a\nSwitchName=a\n",
                            err), 0);
     ck_assert_int_ne(parse("SwitchName=a.b Nodes=n1\n", err), 0);
