@@ -53,6 +53,13 @@ typedef struct torus_layout_shape {
 void torus_layout_model(const torus_layout_shape_t *shape, const torus_layout_cost_t *cost,
                         uint64_t bytes, torus_layout_prediction_t *out);
 
+/* True when `s` is a hostlist libslurm can take without blowing up: every
+ * host expression has at most one [range] group, brackets are balanced and
+ * not nested. libslurm expands multi-dimensional expressions such as
+ * "a[1-500]b[1-500]c[1-500]" eagerly (125M hosts, gigabytes), and node
+ * lists can come from a job's environment. Expansion stays libslurm's job. */
+bool torus_layout_hostlist_sane(const char *s);
+
 /* FNV-1a, the one hash the library uses for name tables. */
 uint64_t torus_layout_hash(const char *s);
 

@@ -16,6 +16,33 @@
 
 #include "topology/internal.h"
 
+bool torus_layout_hostlist_sane(const char *s)
+{
+    int groups = 0;
+    bool open = false;
+    for (; *s; s++) {
+        switch (*s) {
+        case '[':
+            if (open || ++groups > 1)
+                return false;
+            open = true;
+            break;
+        case ']':
+            if (!open)
+                return false;
+            open = false;
+            break;
+        case ',': case ' ': case '\t': case '\n':
+            if (!open)
+                groups = 0; /* next host expression */
+            break;
+        default:
+            break;
+        }
+    }
+    return !open;
+}
+
 void torus_layout_names_free(char **names, size_t count)
 {
     if (!names)
@@ -36,10 +63,11 @@ torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names, s
     if (len > TORUS_LAYOUT_LIST_MAX)
         return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
                                  "node list longer than %u bytes", TORUS_LAYOUT_LIST_MAX);
-    hostlist_t hl = slurm_hostlist_create(hostlist);
+    hostlist_t hl = torus_layout_hostlist_sane(hostlist) ? slurm_hostlist_create(hostlist) : NULL;
     if (!hl)
         return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "'%.80s' is not a valid Slurm node list", hostlist);
+                                 "'%.80s' is not a valid Slurm node list (one [range] per name)",
+                                 hostlist);
     int n = slurm_hostlist_count(hl);
     if (n <= 0 || (size_t)n > TORUS_LAYOUT_NODES_MAX) {
         slurm_hostlist_destroy(hl);

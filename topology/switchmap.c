@@ -299,7 +299,8 @@ static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name, char *
     for (size_t s = 0; s < topo->count; s++) {
         if (!topo->sw[s].children)
             continue;
-        hostlist_t hl = slurm_hostlist_create(topo->sw[s].children);
+        hostlist_t hl = torus_layout_hostlist_sane(topo->sw[s].children)
+                            ? slurm_hostlist_create(topo->sw[s].children) : NULL;
         if (!hl)
             return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
                                      "%s:%u: Switches= is not a valid hostlist", name,
@@ -472,7 +473,8 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
     for (size_t s = 0; topo && s < topo->count && rc == TORUS_LAYOUT_OK; s++) {
         if (!topo->sw[s].nodes)
             continue;
-        hostlist_t hl = slurm_hostlist_create(topo->sw[s].nodes);
+        hostlist_t hl = torus_layout_hostlist_sane(topo->sw[s].nodes)
+                            ? slurm_hostlist_create(topo->sw[s].nodes) : NULL;
         if (!hl) {
             rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
                                    "switch %s: Nodes= is not a valid hostlist", topo->sw[s].name);

@@ -108,6 +108,16 @@ START_TEST(hostlists)
     free(back);
     torus_layout_names_free(names, n);
     ck_assert_int_ne(torus_layout_names_expand("", &names, &n, err, sizeof err), 0);
+    /* Multi-dimensional expressions expand eagerly in libslurm: refused. */
+    static const char *bad[] = { "a[1-500]b[1-500]c[1-500]", "n[1-2", "n1]", "n[[1-2]]" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(torus_layout_names_expand(bad[i], &names, &n, err, sizeof err) ==
+                          TORUS_LAYOUT_EINVAL, "'%s' accepted", bad[i]);
+    ck_assert_int_eq(torus_layout_names_expand("n[1-2]-ib,m[3,5-6]x", &names, &n, err,
+                                               sizeof err), 0);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_str_eq(names[1], "n2-ib");
+    torus_layout_names_free(names, n);
 }
 END_TEST
 
