@@ -1,1 +1,61 @@
-# trainer/local.mk: placeholder until the trainer lands (engine, models, optimizer, torus-train).
+# trainer/local.mk: the training engine (tensors, layers, arenas, backend
+# interface), the oneDNN CPU backend, the models, the optimizer and
+# schedules, their unit tests and the CPU training bench.
+# (trainer/comm/ has its own fragment.)
+
+noinst_LTLIBRARIES += trainer/libtorustrain.la
+trainer_libtorustrain_la_SOURCES = \
+	trainer/engine/engine.h \
+	trainer/engine/backend.h \
+	trainer/engine/internal.h \
+	trainer/engine/arena.h \
+	trainer/engine/arena.c \
+	trainer/engine/rng.h \
+	trainer/engine/rng.c \
+	trainer/engine/host_kernels.h \
+	trainer/engine/host_kernels.c \
+	trainer/engine/net.c \
+	trainer/engine/compile.c \
+	trainer/engine/run.c \
+	trainer/engine/backend.c
+trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS)
+trainer_libtorustrain_la_LIBADD = $(DNNL_LIBS) -lm
+if HAVE_DNNL
+trainer_libtorustrain_la_SOURCES += \
+	trainer/backend_dnnl/dnnl_backend.h \
+	trainer/backend_dnnl/dnnl_internal.h \
+	trainer/backend_dnnl/dnnl_backend.c \
+	trainer/backend_dnnl/dnnl_layers.c
+else
+EXTRA_DIST += \
+	trainer/backend_dnnl/dnnl_backend.h \
+	trainer/backend_dnnl/dnnl_internal.h \
+	trainer/backend_dnnl/dnnl_backend.c \
+	trainer/backend_dnnl/dnnl_layers.c
+endif
+
+TRAINER_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+TRAINER_TEST_LDADD = trainer/libtorustrain.la $(CHECK_LIBS) -lm
+
+check_PROGRAMS += tests/unit/test_engine
+TESTS += tests/unit/test_engine
+tests_unit_test_engine_SOURCES = tests/unit/test_engine.c
+tests_unit_test_engine_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_engine_LDADD = $(TRAINER_TEST_LDADD)
+
+# Layer tests need a backend to run layers on: oneDNN today.
+if HAVE_DNNL
+check_PROGRAMS += tests/unit/test_layers tests/unit/test_layers_ref
+TESTS += tests/unit/test_layers tests/unit/test_layers_ref
+tests_unit_test_layers_SOURCES = tests/unit/test_layers.c \
+	tests/unit/layer_harness.c tests/unit/layer_harness.h
+tests_unit_test_layers_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_layers_LDADD = $(TRAINER_TEST_LDADD)
+tests_unit_test_layers_ref_SOURCES = tests/unit/test_layers_ref.c \
+	tests/unit/layer_harness.c tests/unit/layer_harness.h
+tests_unit_test_layers_ref_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_layers_ref_LDADD = $(TRAINER_TEST_LDADD)
+else
+EXTRA_DIST += tests/unit/test_layers.c tests/unit/test_layers_ref.c \
+	tests/unit/layer_harness.c tests/unit/layer_harness.h
+endif

@@ -1,0 +1,326 @@
+/* compile.c: turns a built graph into a runnable net on a backend: shapes
+ * at the batch, backend planning, the arena layout (including the liveness
+ * plan for activation gradients), allocation and binding. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/engine/arena.h"
+#include "trainer/engine/internal.h"
+
+static void _set_batch_shapes(teng_net *net, int batch)
+{
+    net->batch = batch;
+    for (int i = 0; i < net->nt; i++)
+        net->t[i].shape.n = batch;
+}
+
+/* Backward runs layers in reverse: layer i runs at backward step bt(i). */
+static int _bt(const teng_net *net, int layer)
+{
+    return net->nl - 1 - layer;
+}
+
+typedef struct {
+    teng_interval *iv;
+    int n, cap;
+} _bufs;
+
+static int _newbuf(_bufs *b, size_t bytes, int first, int last)
+{
+    if (b->n == b->cap) {
+        int ncap = b->cap ? 2 * b->cap : 128;
+        teng_interval *p = realloc(b->iv, sizeof(*p) * (size_t)ncap);
+        if (!p)
+            return -1;
+        b->iv = p;
+        b->cap = ncap;
+    }
+    b->iv[b->n] = (teng_interval){bytes, first, last, 0};
+    return b->n++;
+}
+
+/* Assigns each gradient (tensor grads and per-consumer contributions) a
+ * buffer with a lifetime in backward steps; see engine.h for the rules.
+ * slot[l*2+j] receives the buffer layer l writes for its input j. */
+static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
+{
+    for (int i = 0; i < 2 * net->nl; i++)
+        slot[i] = -1;
+    /* Descending ids: a residual's output buffer is known before its
+     * inputs alias it. */
+    for (int id = net->nt - 1; id >= 0; id--) {
+        teng_tensor *t = &net->t[id];
+        int tp = _bt(net, t->producer), nc = 0, main = -1;
+        int *c = &contrib[id * 4];
+        t->ncontrib = 0;
+        t->gbuf = -1;
+        if (!t->needs_grad)
+            continue;
+        for (int li = t->producer + 1; li < net->nl; li++) {
+            teng_layer *l = &net->l[li];
+            for (int j = 0; j < l->nin; j++) {
+                int buf;
+                if (l->in[j] != id)
+                    continue;
+                if (nc == 4)
+                    return TENG_FAIL(net, TENG_EINVAL,
+                                     "tensor %d has more than 4 consumers", id);
+                if (l->kind == TENG_L_ADD) {
+                    /* d(a+b)/da = 1: the residual's output grad (after its
+                     * fused ReLU backward) is its inputs' grad too. */
+                    buf = net->t[l->out].gbuf;
+                    if (b->iv[buf].last < tp)
+                        b->iv[buf].last = tp;
+                } else {
+                    buf = _newbuf(b, t->bytes, _bt(net, li), tp);
+                    if (buf < 0)
+                        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+                    if (main < 0)
+                        main = buf;
+                }
+                slot[li * 2 + j] = buf;
+                c[nc++] = buf;
+            }
+        }
+        /* A residual with a fused ReLU runs its ReLU backward in place on
+         * its output grad; if that grad is shared with another residual
+         * input, copy it out first (grad_sum with one source). */
+        int inplace = net->l[t->producer].kind == TENG_L_ADD &&
+                      net->l[t->producer].relu;
+        if (nc == 1 && !(inplace && main < 0)) {
+            t->gbuf = c[0];
+            continue;
+        }
+        if (nc == 0) {
+            /* The net's output: its grad is seeded by the caller before
+             * backward starts, so it lives from step 0. */
+            t->gbuf = _newbuf(b, t->bytes, 0, tp);
+        } else if (main < 0) {
+            t->gbuf = _newbuf(b, t->bytes, tp, tp);
+        } else {
+            /* Sum in place into the first fresh contribution. */
+            t->gbuf = main;
+            for (int k = 0; k < nc; k++)
+                if (c[k] == main) {
+                    c[k] = c[0];
+                    c[0] = main;
+                }
+        }
+        if (t->gbuf < 0)
+            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        t->ncontrib = nc;
+    }
+    return TENG_OK;
+}
+
+static int _alloc(teng_net *net, void **p, size_t bytes, const char *what)
+{
+    *p = NULL;
+    if (!bytes)
+        return TENG_OK;
+    *p = net->bk->ops->alloc(net->bk, bytes);
+    if (!*p)
+        return TENG_FAIL(net, TENG_ENOMEM, "cannot allocate %zu bytes for %s",
+                         bytes, what);
+    return TENG_OK;
+}
+
+static int _init_stats(teng_net *net)
+{
+    /* Running mean 0 and variance 1, as a fresh BN layer has. */
+    for (int s = 0; s < net->nstats; s++) {
+        int n = net->stat_len[s];
+        float *v = malloc(sizeof(float) * (size_t)n);
+        if (!v)
+            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        for (int i = 0; i < n; i++)
+            v[i] = (s % 2) ? 1.0f : 0.0f;
+        int rc = teng_stats_write(net, s, v);
+        free(v);
+        if (rc)
+            return rc;
+    }
+    return TENG_OK;
+}
+
+int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
+{
+    int rc;
+    if (net->compiled)
+        return TENG_FAIL(net, TENG_ESTATE, "net already compiled");
+    if (net->input < 0)
+        return TENG_FAIL(net, TENG_EINVAL, "net has no input");
+    if (max_batch <= 0)
+        return TENG_FAIL(net, TENG_EINVAL, "batch %d must be > 0", max_batch);
+    net->bk = bk;
+    net->max_batch = max_batch;
+    net->t[net->input].needs_grad = net->input_grad;
+    if (!net->global_batch)
+        net->global_batch = max_batch;
+    _set_batch_shapes(net, max_batch);
+    if ((rc = bk->ops->plan(bk, net, max_batch)))
+        return TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+
+    /* Params and grads: forward order, same offsets in both arenas. */
+    size_t off = 0;
+    for (int i = 0; i < net->np; i++) {
+        net->p[i].offset = off;
+        off += _teng_align(net->p[i].bytes);
+    }
+    net->params_bytes = off;
+    net->stats_bytes = net->nstats ? net->stat_off[net->nstats - 1] +
+                                         _teng_align(sizeof(float) *
+                                                     net->stat_len[net->nstats - 1])
+                                   : 0;
+    /* Activations and workspaces stay alive from forward to backward. */
+    off = 0;
+    for (int i = 0; i < net->nt; i++)
+        off += _teng_align(net->t[i].bytes);
+    for (int i = 0; i < net->nl; i++)
+        off += _teng_align(net->l[i].ws_bytes);
+    off += _teng_align(sizeof(int32_t) * (size_t)max_batch);
+    net->acts_bytes = off;
+
+    _bufs b = {0};
+    int *slot = malloc(sizeof(int) * 2 * (size_t)net->nl);
+    int *contrib = malloc(sizeof(int) * 4 * (size_t)net->nt);
+    if (!slot || !contrib) {
+        rc = TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = _plan_grads(net, &b, slot, contrib)))
+        goto out;
+    net->gtmp_bytes = teng_arena_plan(b.iv, b.n, TENG_ALIGN);
+    net->scratch_cap = net->scratch_bytes;
+
+    if ((rc = _alloc(net, &net->params, net->params_bytes, "params")) ||
+        (rc = _alloc(net, &net->grads, net->params_bytes, "grads")) ||
+        (rc = _alloc(net, &net->stats, net->stats_bytes, "BN statistics")) ||
+        (rc = _alloc(net, &net->acts, net->acts_bytes, "activations")) ||
+        (rc = _alloc(net, &net->gtmp, net->gtmp_bytes, "gradients")) ||
+        (rc = _alloc(net, &net->scratch, net->scratch_cap, "scratchpad")))
+        goto out;
+    net->host_labels = calloc((size_t)max_batch, sizeof(int32_t));
+    if (!net->host_labels) {
+        rc = TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        goto out;
+    }
+
+    for (int i = 0; i < net->np; i++) {
+        teng_param *p = &net->p[i];
+        p->data = (float *)((char *)net->params + p->offset);
+        p->grad = (float *)((char *)net->grads + p->offset);
+    }
+    char *a = net->acts;
+    for (int i = 0; i < net->nt; i++) {
+        net->t[i].data = a;
+        a += _teng_align(net->t[i].bytes);
+    }
+    for (int i = 0; i < net->nl; i++) {
+        net->l[i].ws = net->l[i].ws_bytes ? a : NULL;
+        a += _teng_align(net->l[i].ws_bytes);
+    }
+    net->labels = (int32_t *)a;
+    char *g = net->gtmp;
+    for (int i = 0; i < net->nt; i++) {
+        teng_tensor *t = &net->t[i];
+        t->grad = t->gbuf >= 0 ? g + b.iv[t->gbuf].offset : NULL;
+        for (int k = 0; k < t->ncontrib; k++)
+            t->contrib[k] = g + b.iv[contrib[i * 4 + k]].offset;
+    }
+    for (int i = 0; i < net->nl; i++)
+        for (int j = 0; j < 2; j++)
+            net->l[i].in_grad[j] =
+                slot[i * 2 + j] >= 0 ? g + b.iv[slot[i * 2 + j]].offset : NULL;
+    if (net->loss_layer >= 0) {
+        const teng_tensor *lt = &net->t[net->l[net->loss_layer].in[0]];
+        net->host_logits = malloc(sizeof(float) * (size_t)max_batch *
+                                  (size_t)lt->shape.c);
+        if (!net->host_logits) {
+            rc = TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+            goto out;
+        }
+    }
+    if ((rc = bk->ops->bind(bk, net))) {
+        rc = TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+        goto out;
+    }
+    net->compiled = 1;
+    rc = _init_stats(net);
+out:
+    free(b.iv);
+    free(slot);
+    free(contrib);
+    return rc;
+}
+
+int teng_net_set_batch(teng_net *net, int batch)
+{
+    int rc;
+    if (!net->compiled)
+        return TENG_FAIL(net, TENG_ESTATE, "set_batch before compile");
+    if (batch <= 0 || batch > net->max_batch)
+        return TENG_FAIL(net, TENG_EINVAL,
+                         "batch %d is outside 1..%d (the compiled maximum)",
+                         batch, net->max_batch);
+    if (batch == net->batch)
+        return TENG_OK;
+    teng_backend *bk = net->bk;
+    size_t *old = malloc(sizeof(size_t) * (size_t)(net->nt + net->nl));
+    if (!old)
+        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+    for (int i = 0; i < net->nt; i++)
+        old[i] = net->t[i].bytes;
+    for (int i = 0; i < net->nl; i++)
+        old[net->nt + i] = net->l[i].ws_bytes;
+    bk->ops->release(bk, net);
+    _set_batch_shapes(net, batch);
+    if ((rc = bk->ops->plan(bk, net, batch))) {
+        free(old);
+        return TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+    }
+    for (int i = 0; i < net->nt + net->nl; i++) {
+        size_t now = i < net->nt ? net->t[i].bytes
+                                 : net->l[i - net->nt].ws_bytes;
+        if (now > old[i]) {
+            free(old);
+            return TENG_FAIL(net, TENG_EINVAL,
+                             "batch %d needs more memory than the compiled "
+                             "batch %d", batch, net->max_batch);
+        }
+    }
+    free(old);
+    if (net->scratch_bytes > net->scratch_cap) {
+        /* A batch change is a schedule event, not a step: growing the
+         * scratchpad here keeps the per-step path allocation-free. */
+        bk->ops->free(bk, net->scratch);
+        net->scratch_cap = net->scratch_bytes;
+        if ((rc = _alloc(net, &net->scratch, net->scratch_cap, "scratchpad")))
+            return rc;
+    }
+    if ((rc = bk->ops->bind(bk, net)))
+        return TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+    return TENG_OK;
+}
+
+void teng_net_free(teng_net *net)
+{
+    teng_backend *bk = net->bk;
+    if (bk && net->compiled)
+        bk->ops->release(bk, net);
+    if (bk) {
+        void *arenas[] = {net->params, net->grads, net->stats,
+                          net->acts,   net->gtmp,  net->scratch};
+        for (size_t i = 0; i < sizeof(arenas) / sizeof(arenas[0]); i++)
+            if (arenas[i])
+                bk->ops->free(bk, arenas[i]);
+    }
+    free(net->t);
+    free(net->l);
+    free(net->p);
+    free(net->stat_off);
+    free(net->stat_len);
+    free(net->host_labels);
+    free(net->host_logits);
+    memset(net, 0, sizeof(*net));
+}

@@ -1,0 +1,197 @@
+/* run.c: executing a compiled net (forward, backward with gradient fan-in
+ * sums and the per-layer gradient hook) and moving data in and out in
+ * canonical layouts. */
+#include <math.h>
+#include <string.h>
+
+#include "trainer/engine/internal.h"
+
+#define _NEED_COMPILED(net)                                                \
+    do {                                                                   \
+        if (!(net)->compiled)                                              \
+            return TENG_FAIL((net), TENG_ESTATE, "net is not compiled");   \
+    } while (0)
+
+static int _bkfail(teng_net *net, int rc, const char *what, int layer)
+{
+    return TENG_FAIL(net, rc, "%s of layer %d '%s' on %s: %s", what, layer,
+                     layer >= 0 ? net->l[layer].name : "-",
+                     net->bk->ops->name, net->bk->err);
+}
+
+void teng_net_set_global_batch(teng_net *net, int global_batch)
+{
+    net->global_batch = global_batch;
+}
+
+void teng_net_set_grad_hook(teng_net *net, teng_grad_hook fn, void *ctx)
+{
+    net->grad_hook = fn;
+    net->grad_hook_ctx = ctx;
+}
+
+void teng_net_set_input_grad(teng_net *net, int on)
+{
+    net->input_grad = on;
+}
+
+int teng_net_forward(teng_net *net, int training)
+{
+    _NEED_COMPILED(net);
+    teng_backend *bk = net->bk;
+    if (training)
+        net->step++; /* new dropout masks for every training step */
+    for (int i = 0; i < net->nl; i++) {
+        int rc = bk->ops->forward(bk, net, i, training);
+        if (rc)
+            return _bkfail(net, rc, "forward", i);
+    }
+    return TENG_OK;
+}
+
+int teng_net_backward(teng_net *net)
+{
+    _NEED_COMPILED(net);
+    teng_backend *bk = net->bk;
+    for (int i = net->nl - 1; i >= 0; i--) {
+        teng_layer *l = &net->l[i];
+        int rc;
+        /* Every consumer of this layer's output has run: gather its
+         * gradient contributions before the layer reads them. */
+        if (l->out >= 0 && net->t[l->out].ncontrib > 0 &&
+            (rc = bk->ops->grad_sum(bk, net, l->out)))
+            return _bkfail(net, rc, "gradient sum", i);
+        if ((rc = bk->ops->backward(bk, net, i)))
+            return _bkfail(net, rc, "backward", i);
+        if (l->nparam && net->grad_hook &&
+            (rc = net->grad_hook(net->grad_hook_ctx, net, i)))
+            return TENG_FAIL(net, TENG_EINVAL,
+                             "gradient hook failed after layer %d '%s' (%d)",
+                             i, l->name, rc);
+    }
+    return TENG_OK;
+}
+
+int teng_net_sync(teng_net *net)
+{
+    _NEED_COMPILED(net);
+    int rc = net->bk->ops->sync(net->bk);
+    return rc ? _bkfail(net, rc, "sync", -1) : TENG_OK;
+}
+
+double teng_net_loss(const teng_net *net)
+{
+    if (net->loss_layer < 0 || net->batch <= 0)
+        return NAN;
+    return net->l[net->loss_layer].loss_sum / net->batch;
+}
+
+size_t teng_tensor_count(const teng_net *net, int id)
+{
+    teng_shape s = net->t[id].shape;
+    return (size_t)s.n * (size_t)s.c * (size_t)s.h * (size_t)s.w;
+}
+
+int teng_tensor_write(teng_net *net, int id, int grad, const float *src)
+{
+    _NEED_COMPILED(net);
+    if (id < 0 || id >= net->nt || (grad && !net->t[id].grad))
+        return TENG_FAIL(net, TENG_EINVAL, "no tensor%s %d",
+                         grad ? " gradient" : "", id);
+    int rc = net->bk->ops->tensor_io(net->bk, net, id, grad, (float *)src, 1);
+    return rc ? _bkfail(net, rc, "tensor write", net->t[id].producer) : 0;
+}
+
+int teng_tensor_read(teng_net *net, int id, int grad, float *dst)
+{
+    _NEED_COMPILED(net);
+    if (id < 0 || id >= net->nt || (grad && !net->t[id].grad))
+        return TENG_FAIL(net, TENG_EINVAL, "no tensor%s %d",
+                         grad ? " gradient" : "", id);
+    int rc = net->bk->ops->tensor_io(net->bk, net, id, grad, dst, 0);
+    return rc ? _bkfail(net, rc, "tensor read", net->t[id].producer) : 0;
+}
+
+int teng_param_write(teng_net *net, int id, int grad, const float *src)
+{
+    _NEED_COMPILED(net);
+    if (id < 0 || id >= net->np)
+        return TENG_FAIL(net, TENG_EINVAL, "no param %d", id);
+    int rc = net->bk->ops->param_io(net->bk, net, id, grad, (float *)src, 1);
+    return rc ? _bkfail(net, rc, "param write", net->p[id].layer) : 0;
+}
+
+int teng_param_read(teng_net *net, int id, int grad, float *dst)
+{
+    _NEED_COMPILED(net);
+    if (id < 0 || id >= net->np)
+        return TENG_FAIL(net, TENG_EINVAL, "no param %d", id);
+    int rc = net->bk->ops->param_io(net->bk, net, id, grad, dst, 0);
+    return rc ? _bkfail(net, rc, "param read", net->p[id].layer) : 0;
+}
+
+int teng_stats_write(teng_net *net, int id, const float *src)
+{
+    _NEED_COMPILED(net);
+    if (id < 0 || id >= net->nstats)
+        return TENG_FAIL(net, TENG_EINVAL, "no BN statistics vector %d", id);
+    int rc = net->bk->ops->upload(net->bk,
+                                  (char *)net->stats + net->stat_off[id], src,
+                                  sizeof(float) * (size_t)net->stat_len[id]);
+    return rc ? _bkfail(net, rc, "statistics write", -1) : 0;
+}
+
+int teng_stats_read(teng_net *net, int id, float *dst)
+{
+    _NEED_COMPILED(net);
+    if (id < 0 || id >= net->nstats)
+        return TENG_FAIL(net, TENG_EINVAL, "no BN statistics vector %d", id);
+    int rc = net->bk->ops->download(net->bk, dst,
+                                    (char *)net->stats + net->stat_off[id],
+                                    sizeof(float) * (size_t)net->stat_len[id]);
+    return rc ? _bkfail(net, rc, "statistics read", -1) : 0;
+}
+
+int teng_net_set_input(teng_net *net, const float *nchw)
+{
+    return teng_tensor_write(net, net->input, 0, nchw);
+}
+
+int teng_net_set_labels(teng_net *net, const int32_t *labels)
+{
+    _NEED_COMPILED(net);
+    if (net->loss_layer < 0)
+        return TENG_FAIL(net, TENG_EINVAL, "net has no loss layer");
+    int k = net->t[net->l[net->loss_layer].in[0]].shape.c;
+    for (int i = 0; i < net->batch; i++)
+        if (labels[i] < 0 || labels[i] >= k)
+            return TENG_FAIL(net, TENG_EINVAL,
+                             "label %d of sample %d is outside 0..%d",
+                             labels[i], i, k - 1);
+    memcpy(net->host_labels, labels, sizeof(int32_t) * (size_t)net->batch);
+    int rc = net->bk->ops->upload(net->bk, net->labels, labels,
+                                  sizeof(int32_t) * (size_t)net->batch);
+    return rc ? _bkfail(net, rc, "label upload", -1) : TENG_OK;
+}
+
+int teng_net_topk(teng_net *net, int *top1, int *top5)
+{
+    _NEED_COMPILED(net);
+    if (net->loss_layer < 0)
+        return TENG_FAIL(net, TENG_EINVAL, "net has no loss layer");
+    int id = net->l[net->loss_layer].in[0], rc;
+    int k = net->t[id].shape.c;
+    if ((rc = teng_tensor_read(net, id, 0, net->host_logits)))
+        return rc;
+    *top1 = *top5 = 0;
+    for (int i = 0; i < net->batch; i++) {
+        const float *z = net->host_logits + (size_t)i * k;
+        int y = net->host_labels[i], better = 0;
+        /* Rank of the true class = number of strictly larger logits. */
+        for (int j = 0; j < k; j++)
+            better += z[j] > z[y];
+        *top1 += better < 1;
+        *top5 += better < 5;
+    }
+    return TENG_OK;
+}
