@@ -292,7 +292,7 @@ static int _read_batch(tdata_loader *l, _slot *sl, _read *rd, _group *grp,
     if (sl->raw_cap < need) {
         free(sl->raw);
         sl->raw_cap = need + need / 4;
-        sl->raw = malloc(sl->raw_cap);
+        sl->raw = malloc(sl->raw_cap + TDATA_PAD);
         if (!sl->raw) {
             sl->raw_cap = 0;
             return tdata_seterr(TDATA_ENOMEM, "no memory for %zu raw bytes", need);
@@ -433,7 +433,8 @@ static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i,
             y1 = (int)ceil(cr.y + cr.h);
         }
         if (tdata_jpeg_decode_region(d->jd, raw, len, x0, y0, x1 - x0, y1 - y0,
-                                     n, 0, &d->im)) {
+                                     n, o->fast_upsample ? TDATA_DEC_FAST_UPSAMPLE : 0,
+                                     &d->im)) {
             snprintf(why, whyn, "JPEG decode: %s", tdata_jdec_msg(d->jd));
             return TDATA_EDECODE;
         }

@@ -133,7 +133,8 @@ int tdata_pack_image(tdata_pack_worker *w, const uint8_t *buf, size_t len,
             for (n = 1; n < 8 && (long)sh * n < 8L * o->resize_shorter; n++)
                 ;
         }
-        if (tdata_jpeg_decode_region(w->jd, buf, len, 0, 0, W, H, n, 1, im)) {
+        if (tdata_jpeg_decode_region(w->jd, buf, len, 0, 0, W, H, n,
+                                     TDATA_DEC_STRICT, im)) {
             snprintf(out->why, sizeof out->why, "%s", tdata_jdec_msg(w->jd));
             return TDATA_EDECODE;
         }

@@ -125,6 +125,8 @@ typedef struct tdata_loader_opts {
     long max_bad;          /* fail once more than this many bad samples; <0 = no limit */
     int reduced_dct;       /* decode at 1/2, 1/4, 1/8 when the crop allows */
     int roi_decode;        /* decode only the crop's rows and columns */
+    int fast_upsample;     /* skip libjpeg's fancy chroma upsampling
+                              (~15% faster decode; off by default, as PIL) */
     /* Optional allocator for batch buffers (e.g. cudaHostAlloc for pinned
      * memory). NULL = aligned malloc. */
     void *(*alloc)(size_t bytes, void *ctx);

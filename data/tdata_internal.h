@@ -9,6 +9,8 @@
 #include "data/tdata.h"
 
 #define TDATA_CHUNK_BYTES (4u << 20) /* see docs/shard-format.md */
+/* Slack after pixel buffers: the resampler loads 4 bytes per RGB pixel. */
+#define TDATA_PAD 16
 
 int tdata_seterr(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -118,12 +120,14 @@ int tdata_jpeg_header(tdata_jdec *d, const uint8_t *buf, size_t len, int *w,
                       int *h, int *colorspace, int *progressive);
 /* Decode region (x, y, cw, ch) of the full image at scale num/8 (num in
  * 1..8) into out as RGB. out->sx, sy, w, h give the decoded region in
- * scaled pixels (rounded outward, so it covers the crop). strict != 0
- * decodes everything and makes any libjpeg warning (truncation, corrupt
- * data) an error. CMYK/YCCK are converted to RGB. */
+ * scaled pixels (rounded outward, so it covers the crop). With
+ * TDATA_DEC_STRICT it decodes everything and makes any libjpeg warning
+ * (truncation, corrupt data) an error. CMYK/YCCK are converted to RGB. */
+#define TDATA_DEC_STRICT 1        /* full decode, warnings are errors */
+#define TDATA_DEC_FAST_UPSAMPLE 2 /* no "fancy" chroma upsampling */
 int tdata_jpeg_decode_region(tdata_jdec *d, const uint8_t *buf, size_t len,
                              int x, int y, int cw, int ch, int scale_num,
-                             int strict, tdata_image *out);
+                             int flags, tdata_image *out);
 const char *tdata_jdec_msg(const tdata_jdec *d);
 
 int tdata_is_png(const uint8_t *buf, size_t len);
@@ -143,7 +147,8 @@ void tdata_scratch_free(tdata_scratch *s);
 
 /* Resample the box [bx0,bx1) x [by0,by1) (fractional source pixels) of src
  * (sw x sh x c, rows stride bytes apart) to dst (dw x dh x c, packed) with
- * an antialiased triangle filter, which is what PIL's BILINEAR does. */
+ * an antialiased triangle filter, which is what PIL's BILINEAR does. src
+ * must have TDATA_PAD bytes of slack after its last pixel. */
 void tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
                   double bx0, double by0, double bx1, double by1,
                   uint8_t *dst, int dw, int dh, tdata_scratch *s);

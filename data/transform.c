@@ -65,8 +65,10 @@ int tdata_dct_scale(int cw, int ch, int out_w, int out_h)
 {
     /* libjpeg-turbo scales by n/8; pick the smallest n that keeps the
      * decoded crop at least as large as the output, so the final resize
-     * still only shrinks (no quality loss from upsampling). */
-    for (int n = 1; n < 8; n++)
+     * still only shrinks (no quality loss from upsampling). Only 1/8, 2/8,
+     * 4/8 and 8/8 have SIMD IDCTs: 3/8..7/8 use plain C IDCTs (and
+     * IDCT-scaled chroma) and measure slower than a full-size decode. */
+    for (int n = 1; n < 8; n *= 2)
         if ((long)cw * n >= (long)out_w * 8 && (long)ch * n >= (long)out_h * 8)
             return n;
     return 8;

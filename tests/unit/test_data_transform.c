@@ -64,9 +64,11 @@ END_TEST
 START_TEST(test_dct_scale)
 {
     ck_assert_int_eq(tdata_dct_scale(1792, 1792, 224, 224), 1);
-    ck_assert_int_eq(tdata_dct_scale(800, 800, 224, 224), 3);
+    ck_assert_int_eq(tdata_dct_scale(800, 800, 224, 224), 4);
+    ck_assert_int_eq(tdata_dct_scale(1000, 900, 224, 224), 2);
     ck_assert_int_eq(tdata_dct_scale(448, 500, 224, 224), 4);
-    ck_assert_int_eq(tdata_dct_scale(300, 300, 224, 224), 6);
+    ck_assert_int_eq(tdata_dct_scale(447, 500, 224, 224), 8);
+    ck_assert_int_eq(tdata_dct_scale(300, 300, 224, 224), 8);
     ck_assert_int_eq(tdata_dct_scale(100, 100, 224, 224), 8);
 }
 END_TEST
@@ -75,7 +77,7 @@ START_TEST(test_resize)
 {
     tdata_scratch sc = {0};
     const int W = 64, H = 48;
-    uint8_t *src = malloc(W * H * 3), *dst = malloc(W * H * 3);
+    uint8_t *src = malloc(W * H * 3 + TDATA_PAD), *dst = malloc(W * H * 3);
     /* A constant image stays constant at any size. */
     memset(src, 77, W * H * 3);
     tdata_resize(src, W, H, W * 3, 3, 0, 0, W, H, dst, 20, 30, &sc);
