@@ -63,3 +63,4 @@ tests_unit_test_data_shard_SOURCES = tests/unit/test_data_shard.c
 tests_unit_test_data_shard_CFLAGS = $(DATA_TEST_CFLAGS) $(HDF5_CFLAGS)
 tests_unit_test_data_shard_LDADD = $(DATA_TEST_LDADD) $(HDF5_LIBS)
 dist_doc_DATA += docs/shard-format.md
+EXTRA_DIST += tests/bench/data/run.sh tests/bench/data/torchvision_pipeline.py

@@ -44,6 +44,23 @@ if command -v h5ls > /dev/null; then
         || fail "h5dump cannot read the version attribute"
     echo "ok: h5ls/h5dump read the shards"
 fi
+# h5py (Debian python3-h5py) reads them too: record 0 of shard 0 equals
+# the IDX record its name points at.
+if /usr/bin/python3 -c 'import h5py, numpy' 2> /dev/null; then
+    /usr/bin/python3 - "$T/t10k/t10k-00000-of-00003.h5" "$T/t10k.ref" <<'PY'
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+ref = np.fromfile(sys.argv[2], dtype=np.uint8).reshape(-1, 28, 28, 1)
+name = f["names"][0]
+rec = int((name.decode() if isinstance(name, bytes) else name).split("#")[1])
+assert f.attrs["torus_format_version"] == 1
+assert f["images"].shape[1:] == (28, 28, 1)
+assert (f["images"][0] == ref[rec]).all(), "h5py image differs"
+PY
+    echo "ok: h5py reads the shards"
+else
+    echo "note: python3-h5py not installed; h5py check not run"
+fi
 
 # Uncompressed IDX gives the same data.
 zcat "$FM/t10k-images-idx3-ubyte.gz" > "$T/t10k-images-idx3-ubyte"
