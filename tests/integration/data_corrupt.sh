@@ -9,7 +9,7 @@ set -euo pipefail
 FM=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 [ -r "$FM/t10k-images-idx3-ubyte.gz" ] || {
     echo "SKIP: Fashion-MNIST not found in $FM (Debian package dataset-fashion-mnist)"; exit 77; }
-PACK=$top_builddir/data/torus-pack
+PACK=${top_builddir:?run from make check}/data/torus-pack
 BENCH=$top_builddir/data/torus-data-bench
 DUMP=$top_builddir/tests/integration/data_dump
 T=$(mktemp -d "$top_builddir/data_corrupt.XXXXXX")
@@ -27,21 +27,22 @@ restore() { rm -rf "$D"; cp -a "$T/clean" "$D"; }
 flip() { # flip one byte of FILE at OFFSET
     local b
     b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
-    printf "$(printf '\\%03o' $(( b ^ 0x40 )))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+    printf '%b' "\\$(printf '%03o' $(( b ^ 0x40 )))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
 }
 
 # 1. One flipped byte inside sample 1234's image.
 read -r path off < <("$DUMP" "$D/t10k-index.txt" addr 1234)
 flip "$path" "$off"
 set +e; "$DUMP" "$D/t10k-index.txt" raw "$T/raw" 2> "$T/dump.err"; rc=$?; set -e
-[ $rc -eq 1 ] && grep -q 'CRC mismatch' "$T/dump.err" || fail "data_dump missed the flip (rc $rc)"
+if [ $rc -ne 1 ] || ! grep -q 'CRC mismatch' "$T/dump.err"; then fail "data_dump missed the flip (rc $rc)"; fi
 run || fail "one bad sample must be skipped, not fatal: $(cat "$T/err")"
 grep -q 'bad 1' "$T/out" || fail "bad sample not counted: $(cat "$T/out")"
 grep -q "tdata: bad sample 1234: shard .*t10k-0000[0-3]-of-00004.h5 index [0-9]* (t10k-images-idx3-ubyte.gz#[0-9]*): CRC32C mismatch; skipped" "$T/err" \
     || fail "bad sample log: $(head -3 "$T/err")"
 set +e; run --max-bad=0; rc=$?; set -e
-[ $rc -eq 1 ] && grep -q 'more than --max-bad=0 bad samples; last: bad sample 1234' "$T/err" \
-    || fail "--max-bad=0 did not fail the run (rc $rc): $(tail -2 "$T/err")"
+if [ $rc -ne 1 ] || ! grep -q 'more than --max-bad=0 bad samples; last: bad sample 1234' "$T/err"; then
+    fail "--max-bad=0 did not fail the run (rc $rc): $(tail -2 "$T/err")"
+fi
 echo "ok: flipped image byte: skipped, counted, logged; --max-bad fails"
 restore
 

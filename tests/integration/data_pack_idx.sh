@@ -9,7 +9,7 @@ if [ ! -r "$FM/t10k-images-idx3-ubyte.gz" ]; then
     echo "SKIP: Fashion-MNIST not found in $FM (Debian package dataset-fashion-mnist)"
     exit 77
 fi
-PACK=$top_builddir/data/torus-pack
+PACK=${top_builddir:?run from make check}/data/torus-pack
 DUMP=$top_builddir/tests/integration/data_dump
 T=$(mktemp -d "$top_builddir/data_idx.XXXXXX")
 trap 'rm -rf "$T"' EXIT

@@ -7,10 +7,11 @@
 #   are rejected with a line naming them, counted, and make the exit 1.
 set -euo pipefail
 OCV=/usr/share/doc/opencv-doc
-command -v convert > /dev/null && command -v identify > /dev/null || {
-    echo "SKIP: ImageMagick (convert, identify) not installed (Debian package imagemagick)"; exit 77; }
+if ! command -v convert > /dev/null || ! command -v identify > /dev/null; then
+    echo "SKIP: ImageMagick (convert, identify) not installed (Debian package imagemagick)"; exit 77
+fi
 [ -d "$OCV" ] || { echo "SKIP: real JPEGs not found: install the Debian package opencv-doc"; exit 77; }
-PACK=$top_builddir/data/torus-pack
+PACK=${top_builddir:?run from make check}/data/torus-pack
 DUMP=$top_builddir/tests/integration/data_dump
 T=$(mktemp -d "$top_builddir/data_jpeg.XXXXXX")
 trap 'rm -rf "$T"' EXIT
@@ -112,7 +113,7 @@ cmp "$T/val/ILSVRC2012_val_00000004.JPEG" "$T/vc/ILSVRC2012_val_00000004.JPEG" |
 set +e
 "$PACK" --no-progress -o "$T/x" "$T/val" 2> "$T/err.txt"; rc=$?
 set -e
-[ $rc -eq 2 ] && grep -q -- '--val-labels' "$T/err.txt" || fail "flat dir without labels: rc $rc"
+if [ $rc -ne 2 ] || ! grep -q -- '--val-labels' "$T/err.txt"; then fail "flat dir without labels: rc $rc"; fi
 echo "ok: flat val with LOC_val_solution.csv and devkit ground truth"
 
 # --resize-shorter and --decoded on a plain class/file tree.
@@ -121,14 +122,14 @@ for i in 0 1 2 3 4 5; do cp "${JPEGS[$i]}" "$T/tree/$([ $((i % 2)) = 0 ] && echo
 "$PACK" --no-progress --shards=1 --resize-shorter=64 -o "$T/small" "$T/tree" > /dev/null
 "$DUMP" "$T/small/train-index.txt" files "$T/sm"
 for f in "$T/sm"/*/*.jpg; do
-    s=$(identify -format '%w %h' "$f")
-    set -- $s
-    m=$(( $1 < $2 ? $1 : $2 ))
+    read -r w h < <(identify -format '%w %h\n' "$f")
+    m=$(( w < h ? w : h ))
     [ "$m" -eq 64 ] || fail "$f: shorter side $m after --resize-shorter=64"
 done
 "$PACK" --no-progress --shards=2 --decoded=24x32 -o "$T/dec" "$T/tree" > /dev/null
-grep -q '^layout dense$' "$T/dec/train-index.txt" && grep -q '^shape 24 32 3$' "$T/dec/train-index.txt" \
-    || fail "--decoded layout"
+if ! grep -q '^layout dense$' "$T/dec/train-index.txt" || ! grep -q '^shape 24 32 3$' "$T/dec/train-index.txt"; then
+    fail "--decoded layout"
+fi
 "$DUMP" "$T/dec/train-index.txt" raw "$T/dec.raw"
 [ "$(stat -c %s "$T/dec.raw")" -eq $((6 * 24 * 32 * 3)) ] || fail "--decoded size"
 echo "ok: --resize-shorter and --decoded"
