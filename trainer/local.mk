@@ -17,7 +17,12 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/engine/net.c \
 	trainer/engine/compile.c \
 	trainer/engine/run.c \
-	trainer/engine/backend.c
+	trainer/engine/backend.c \
+	trainer/models/models.h \
+	trainer/models/registry.c \
+	trainer/models/resnet.c \
+	trainer/models/alexnet.c \
+	trainer/models/build.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS)
 trainer_libtorustrain_la_LIBADD = $(DNNL_LIBS) -lm
 if HAVE_DNNL
@@ -42,6 +47,12 @@ TESTS += tests/unit/test_engine
 tests_unit_test_engine_SOURCES = tests/unit/test_engine.c
 tests_unit_test_engine_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_engine_LDADD = $(TRAINER_TEST_LDADD)
+
+check_PROGRAMS += tests/unit/test_engine_models
+TESTS += tests/unit/test_engine_models
+tests_unit_test_engine_models_SOURCES = tests/unit/test_engine_models.c
+tests_unit_test_engine_models_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_engine_models_LDADD = $(TRAINER_TEST_LDADD)
 
 # Layer tests need a backend to run layers on: oneDNN today.
 if HAVE_DNNL

@@ -20,9 +20,23 @@ typedef struct {
 } tdnnl_impl;
 
 /* Primitive slots of a layer. conv/fc: FWD (also inference), BWD (data),
- * BWW (weights). bn: FWD (training), INF, BWD. relu/pool: FWD, BWD.
- * add: FWD (binary + ReLU post-op), BWD (in-place ReLU backward). */
-enum { TDNNL_FWD, TDNNL_INF, TDNNL_BWD, TDNNL_BWW, TDNNL_NSLOT };
+ * BWW (weights), and WRE/DWRE, reorders of the weights into the layout
+ * the backward-data kernel wants and of the weight gradient out of the
+ * layout the backward-weights kernel produced, when these differ from
+ * the forward's (oneDNN's fast forward and backward-data kernels want
+ * transposed blocked weights; given the forward's, backward-data falls
+ * back to the reference kernel, 100x slower). bn: FWD (training), INF,
+ * BWD. relu/pool: FWD, BWD. add: FWD (binary + ReLU post-op), BWD
+ * (in-place ReLU backward). */
+enum {
+    TDNNL_FWD,
+    TDNNL_INF,
+    TDNNL_BWD,
+    TDNNL_BWW,
+    TDNNL_WRE,
+    TDNNL_DWRE,
+    TDNNL_NSLOT
+};
 
 #define TDNNL_MAXARGS 12
 
@@ -41,6 +55,8 @@ typedef struct {
 } tdnnl_layer;
 
 typedef struct {
+    size_t wtemp_off;        /* in the scratch arena, after the scratchpad */
+    size_t wtemp_bytes;      /* largest reordered weights of any layer */
     dnnl_memory_desc_t *tmd; /* per tensor */
     dnnl_memory_desc_t *pmd; /* per param */
     tdnnl_layer *l;          /* per layer */

@@ -65,6 +65,39 @@ static const dnnl_memory_desc_t *_q(dnnl_primitive_desc_t pd, dnnl_query_t w,
     return dnnl_primitive_desc_query_md(pd, w, i);
 }
 
+/* Weights of a backward primitive (data: its weights; weights: its diff
+ * weights) in a layout other than the param's go through a reorder slot
+ * and the net's weights temp buffer; see dnnl_internal.h. */
+static int _plan_wreorder(teng_backend *bk, teng_net *net, tdnnl_net *dn,
+                          tdnnl_layer *d, int wparam, int slot)
+{
+    int from_param = slot == TDNNL_WRE;
+    const dnnl_memory_desc_t *pm = &dn->pmd[wparam];
+    const dnnl_memory_desc_t *km =
+        from_param ? _q(d->pd[TDNNL_BWD], dnnl_query_weights_md, 0)
+                   : _q(d->pd[TDNNL_BWW], dnnl_query_diff_weights_md, 0);
+    if (dnnl_memory_desc_equal(pm, km))
+        return TENG_OK;
+    dnnl_primitive_attr_t attr;
+    TDNNL_CHECK(bk, dnnl_primitive_attr_create(&attr));
+    dnnl_status_t st =
+        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (st == dnnl_success)
+        st = dnnl_reorder_primitive_desc_create(
+            &d->pd[slot], from_param ? pm : km, _tdnnl(bk)->eng,
+            from_param ? km : pm, _tdnnl(bk)->eng, attr);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return _tdnnl_fail(bk, __FILE__, __LINE__, "weights reorder", st);
+    size_t sp = dnnl_memory_desc_get_size(
+        _q(d->pd[slot], dnnl_query_scratchpad_md, 0));
+    if (sp > net->scratch_bytes)
+        net->scratch_bytes = sp;
+    if (dnnl_memory_desc_get_size(km) > dn->wtemp_bytes)
+        dn->wtemp_bytes = dnnl_memory_desc_get_size(km);
+    return TENG_OK;
+}
+
 /* Right padding that makes oneDNN's output extent equal the engine's. */
 static void _geom(const teng_layer *l, const teng_shape *in,
                   const teng_shape *out, dnnl_dims_t st, dnnl_dims_t k,
@@ -103,19 +136,22 @@ static int _plan_conv(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     dn->pmd[l->param0] = *_q(d->pd[TDNNL_FWD], dnnl_query_weights_md, 0);
     if (l->bias)
         dn->pmd[l->param0 + 1] = b;
-    dnnl_memory_desc_t *wm = &dn->pmd[l->param0], *om = &dn->tmd[l->out];
+    dnnl_memory_desc_t *om = &dn->tmd[l->out];
     if (net->t[l->in[0]].needs_grad) {
         TDNNL_CHECK(bk, dnnl_convolution_backward_data_desc_init(
-                            &cd, dnnl_convolution_direct, src, wm, om, st, pl,
+                            &cd, dnnl_convolution_direct, src, &w, om, st, pl,
                             pr));
         if ((rc = _pd(bk, net, &d->pd[TDNNL_BWD], &cd, NULL,
-                      d->pd[TDNNL_FWD])))
+                      d->pd[TDNNL_FWD])) ||
+            (rc = _plan_wreorder(bk, net, dn, d, l->param0, TDNNL_WRE)))
             return rc;
     }
     TDNNL_CHECK(bk, dnnl_convolution_backward_weights_desc_init(
-                        &cd, dnnl_convolution_direct, src, wm,
+                        &cd, dnnl_convolution_direct, src, &w,
                         l->bias ? &b : NULL, om, st, pl, pr));
-    return _pd(bk, net, &d->pd[TDNNL_BWW], &cd, NULL, d->pd[TDNNL_FWD]);
+    if ((rc = _pd(bk, net, &d->pd[TDNNL_BWW], &cd, NULL, d->pd[TDNNL_FWD])))
+        return rc;
+    return _plan_wreorder(bk, net, dn, d, l->param0, TDNNL_DWRE);
 }
 
 static int _plan_fc(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
@@ -139,17 +175,19 @@ static int _plan_fc(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     dn->pmd[l->param0] = *_q(d->pd[TDNNL_FWD], dnnl_query_weights_md, 0);
     if (l->bias)
         dn->pmd[l->param0 + 1] = b;
-    dnnl_memory_desc_t *wm = &dn->pmd[l->param0];
     if (net->t[l->in[0]].needs_grad) {
         TDNNL_CHECK(bk, dnnl_inner_product_backward_data_desc_init(
-                            &ipd, src, wm, &dst));
+                            &ipd, src, &w, &dst));
         if ((rc = _pd(bk, net, &d->pd[TDNNL_BWD], &ipd, NULL,
-                      d->pd[TDNNL_FWD])))
+                      d->pd[TDNNL_FWD])) ||
+            (rc = _plan_wreorder(bk, net, dn, d, l->param0, TDNNL_WRE)))
             return rc;
     }
     TDNNL_CHECK(bk, dnnl_inner_product_backward_weights_desc_init(
-                        &ipd, src, wm, l->bias ? &b : NULL, &dst));
-    return _pd(bk, net, &d->pd[TDNNL_BWW], &ipd, NULL, d->pd[TDNNL_FWD]);
+                        &ipd, src, &w, l->bias ? &b : NULL, &dst));
+    if ((rc = _pd(bk, net, &d->pd[TDNNL_BWW], &ipd, NULL, d->pd[TDNNL_FWD])))
+        return rc;
+    return _plan_wreorder(bk, net, dn, d, l->param0, TDNNL_DWRE);
 }
 
 static int _plan_bn(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
@@ -344,6 +382,10 @@ int _tdnnl_plan(teng_backend *bk, teng_net *net, int batch)
             return rc;
         }
     }
+    /* The scratch arena holds the shared scratchpad, then the weights
+     * temp buffer (they are never in use by the same primitive). */
+    dn->wtemp_off = _ALIGN(net->scratch_bytes);
+    net->scratch_bytes = dn->wtemp_off + dn->wtemp_bytes;
     for (int i = 0; i < net->nt; i++)
         net->t[i].bytes = dnnl_memory_desc_get_size(&dn->tmd[i]);
     for (int i = 0; i < net->np; i++)
@@ -389,6 +431,50 @@ static int _prim(teng_backend *bk, teng_net *net, tdnnl_layer *d, int slot)
             return _rc;                                                    \
     } while (0)
 
+/* conv and fc: forward, backward data and weights, and the reorders of
+ * weights/weight gradients through the weights temp buffer. */
+static int _bind_weighted(teng_backend *bk, teng_net *net, tdnnl_net *dn,
+                          int li)
+{
+    teng_layer *l = &net->l[li];
+    tdnnl_layer *d = &dn->l[li];
+    teng_tensor *x = &net->t[l->in[0]], *y = &net->t[l->out];
+    dnnl_memory_desc_t *xm = &dn->tmd[l->in[0]], *ym = &dn->tmd[l->out];
+    teng_param *p = &net->p[l->param0];
+    dnnl_memory_desc_t *pm = &dn->pmd[l->param0];
+    char *wtemp = (char *)net->scratch + dn->wtemp_off;
+    _A(TDNNL_FWD, DNNL_ARG_SRC, xm, x->data);
+    _A(TDNNL_FWD, DNNL_ARG_WEIGHTS, pm, p->data);
+    if (l->bias)
+        _A(TDNNL_FWD, DNNL_ARG_BIAS, pm + 1, p[1].data);
+    _A(TDNNL_FWD, DNNL_ARG_DST, ym, y->data);
+    if (d->pd[TDNNL_BWD]) {
+        const dnnl_memory_desc_t *bwm =
+            _q(d->pd[TDNNL_BWD], dnnl_query_weights_md, 0);
+        void *bw = d->pd[TDNNL_WRE] ? wtemp : (void *)p->data;
+        if (d->pd[TDNNL_WRE]) {
+            _A(TDNNL_WRE, DNNL_ARG_FROM, pm, p->data);
+            _A(TDNNL_WRE, DNNL_ARG_TO, bwm, wtemp);
+        }
+        _A(TDNNL_BWD, DNNL_ARG_DIFF_DST, ym, y->grad);
+        _A(TDNNL_BWD, DNNL_ARG_WEIGHTS, bwm, bw);
+        _A(TDNNL_BWD, DNNL_ARG_DIFF_SRC, xm, l->in_grad[0]);
+    }
+    const dnnl_memory_desc_t *dwm =
+        _q(d->pd[TDNNL_BWW], dnnl_query_diff_weights_md, 0);
+    void *dw = d->pd[TDNNL_DWRE] ? wtemp : (void *)p->grad;
+    _A(TDNNL_BWW, DNNL_ARG_SRC, xm, x->data);
+    _A(TDNNL_BWW, DNNL_ARG_DIFF_DST, ym, y->grad);
+    _A(TDNNL_BWW, DNNL_ARG_DIFF_WEIGHTS, dwm, dw);
+    if (l->bias)
+        _A(TDNNL_BWW, DNNL_ARG_DIFF_BIAS, pm + 1, p[1].grad);
+    if (d->pd[TDNNL_DWRE]) {
+        _A(TDNNL_DWRE, DNNL_ARG_FROM, dwm, wtemp);
+        _A(TDNNL_DWRE, DNNL_ARG_TO, pm, p->grad);
+    }
+    return TENG_OK;
+}
+
 static int _bind_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
 {
     teng_layer *l = &net->l[li];
@@ -403,27 +489,10 @@ static int _bind_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     teng_tensor *x = &net->t[l->in[0]], *y = &net->t[l->out];
     dnnl_memory_desc_t *xm = &dn->tmd[l->in[0]], *ym = &dn->tmd[l->out];
     teng_param *p = l->nparam ? &net->p[l->param0] : NULL;
-    dnnl_memory_desc_t *pm = l->nparam ? &dn->pmd[l->param0] : NULL;
     char *ws = l->ws;
     switch (l->kind) {
     case TENG_L_CONV:
-    case TENG_L_FC:
-        _A(TDNNL_FWD, DNNL_ARG_SRC, xm, x->data);
-        _A(TDNNL_FWD, DNNL_ARG_WEIGHTS, pm, p->data);
-        if (l->bias)
-            _A(TDNNL_FWD, DNNL_ARG_BIAS, pm + 1, p[1].data);
-        _A(TDNNL_FWD, DNNL_ARG_DST, ym, y->data);
-        if (d->pd[TDNNL_BWD]) {
-            _A(TDNNL_BWD, DNNL_ARG_DIFF_DST, ym, y->grad);
-            _A(TDNNL_BWD, DNNL_ARG_WEIGHTS, pm, p->data);
-            _A(TDNNL_BWD, DNNL_ARG_DIFF_SRC, xm, l->in_grad[0]);
-        }
-        _A(TDNNL_BWW, DNNL_ARG_SRC, xm, x->data);
-        _A(TDNNL_BWW, DNNL_ARG_DIFF_DST, ym, y->grad);
-        _A(TDNNL_BWW, DNNL_ARG_DIFF_WEIGHTS, pm, p->grad);
-        if (l->bias)
-            _A(TDNNL_BWW, DNNL_ARG_DIFF_BIAS, pm + 1, p[1].grad);
-        return TENG_OK;
+    case TENG_L_FC: return _bind_weighted(bk, net, dn, li);
     case TENG_L_BN: {
         dnnl_memory_desc_t cm;
         const dnnl_memory_desc_t *wsm =
@@ -641,10 +710,14 @@ int _tdnnl_backward(teng_backend *bk, teng_net *net, int li)
     case TENG_L_INPUT: return TENG_OK;
     case TENG_L_CONV:
     case TENG_L_FC:
-        /* Weights first: their gradient is what the all-reduce waits on. */
-        if ((rc = _exec(bk, &d->ex[TDNNL_BWW])))
-            return rc;
-        return d->ex[TDNNL_BWD].prim ? _exec(bk, &d->ex[TDNNL_BWD]) : 0;
+        /* Weights first: their gradient is what the all-reduce waits on.
+         * Both reorders share the weights temp buffer, in turn. */
+        static const int order[4] = {TDNNL_BWW, TDNNL_DWRE, TDNNL_WRE,
+                                     TDNNL_BWD};
+        for (int k = 0; k < 4; k++)
+            if (d->ex[order[k]].prim && (rc = _exec(bk, &d->ex[order[k]])))
+                return rc;
+        return TENG_OK;
     case TENG_L_DROPOUT: {
         teng_tensor *y = &net->t[l->out];
         if (!l->in_grad[0])

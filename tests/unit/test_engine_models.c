@@ -1,0 +1,228 @@
+/* test_engine_models.c: the model builders and initialisation: parameter
+ * counts against the published architectures, spec validation, He and
+ * zero-gamma init, and every model running forward and backward on the
+ * CPU backend at a small size (loss at init = ln(classes), since the
+ * classifier starts near zero). */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "trainer/engine/backend.h"
+#include "trainer/models/models.h"
+
+static size_t _count(tmodel_kind kind, int classes)
+{
+    teng_net net;
+    tmodel_spec s = tmodel_defaults(kind);
+    s.classes = classes;
+    teng_net_init(&net);
+    ck_assert_msg(tmodel_build(&net, &s) >= 0, "%s", teng_net_error(&net));
+    size_t n = teng_net_param_count(&net);
+    teng_net_free(&net);
+    return n;
+}
+
+START_TEST(param_counts)
+{
+    /* torchvision's resnet50 / resnet18 (weights, biases, BN affine). */
+    ck_assert_uint_eq(_count(TMODEL_RESNET50, 1000), 25557032);
+    ck_assert_uint_eq(_count(TMODEL_RESNET18, 1000), 11689512);
+    /* ResNet-20, 1 input channel, projection shortcuts at the two stage
+     * changes: convs 144 + 6*2304 + 4608 + 5*9216 + 18432 + 5*36864,
+     * shortcuts 512 + 2048, BN (16*7 + 32*7 + 64*7) * 2, fc 650. */
+    size_t r20 = 144 + 6 * 2304 + 4608 + 5 * 9216 + 18432 + 5 * 36864 +
+                 512 + 2048 + (16 * 7 + 32 * 7 + 64 * 7) * 2 + 650;
+    ck_assert_uint_eq(_count(TMODEL_CIFAR_RESNET, 10), r20);
+    /* AlexNet-BN: convs 96*3*121 + 256*96*25 + 384*256*9 + 384*384*9 +
+     * 256*384*9; BN 2*(96+256+384+384+256) + 2*256*6*6 after pool5;
+     * fc 9216*4096+4096 + 4096*4096+4096 + 4096*1000+1000. */
+    size_t alex = 96 * 3 * 121 + 256 * 96 * 25 + 384 * 256 * 9 +
+                  384 * 384 * 9 + 256 * 384 * 9 +
+                  2 * (96 + 256 + 384 + 384 + 256) + 2 * 256 +
+                  (size_t)9216 * 4096 + 4096 + 4096 * 4096 + 4096 +
+                  4096 * 1000 + 1000;
+    ck_assert_uint_eq(_count(TMODEL_ALEXNET_BN, 1000), alex);
+}
+END_TEST
+
+START_TEST(resnet50_v15_stride_and_zero_gamma)
+{
+    teng_net net;
+    tmodel_spec s = tmodel_defaults(TMODEL_RESNET50);
+    teng_net_init(&net);
+    ck_assert_int_ge(tmodel_build(&net, &s), 0);
+    int zero = 0, found = 0;
+    for (int i = 0; i < net.nl; i++) {
+        const teng_layer *l = &net.l[i];
+        zero += l->kind == TENG_L_BN && l->zero_gamma;
+        /* v1.5: the first block of layer2 downsamples in its 3x3 conv. */
+        if (!strcmp(l->name, "layer2.0.conv2")) {
+            ck_assert_int_eq(l->sh, 2);
+            found = 1;
+        }
+        if (!strcmp(l->name, "layer2.0.conv1"))
+            ck_assert_int_eq(l->sh, 1);
+    }
+    ck_assert_int_eq(found, 1);
+    ck_assert_int_eq(zero, 16); /* one per bottleneck block */
+    teng_net_free(&net);
+}
+END_TEST
+
+START_TEST(spec_validation)
+{
+    char err[200];
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    tmodel_kind k;
+    s.depth = 21;
+    ck_assert_int_eq(tmodel_validate(&s, err, sizeof(err)), TENG_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "6n+2"));
+    s = tmodel_defaults(TMODEL_RESNET50);
+    s.image_size = 16;
+    ck_assert_int_eq(tmodel_validate(&s, err, sizeof(err)), TENG_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "image size 16"));
+    s = tmodel_defaults(TMODEL_ALEXNET_BN);
+    s.dropout = 1.f;
+    ck_assert_int_eq(tmodel_validate(&s, err, sizeof(err)), TENG_EINVAL);
+    ck_assert_int_eq(tmodel_parse("resnet-50", &k), TENG_EINVAL);
+    ck_assert_int_eq(tmodel_parse("alexnet-bn", &k), TENG_OK);
+    ck_assert_int_eq(k, TMODEL_ALEXNET_BN);
+    ck_assert_str_eq(tmodel_name(TMODEL_CIFAR_RESNET), "cifar-resnet");
+}
+END_TEST
+
+#ifdef TORUS_HAVE_DNNL
+static teng_backend *_backend(void)
+{
+    teng_backend_opts o = {.threads = 1};
+    teng_backend *bk;
+    char err[256];
+    ck_assert_msg(teng_backend_open("dnnl", &o, &bk, err, sizeof(err)) == 0,
+                  "%s", err);
+    return bk;
+}
+
+/* Builds, compiles, initialises and runs one training step's forward and
+ * backward at batch n; returns the loss. */
+static double _run(tmodel_spec s, int n)
+{
+    teng_backend *bk = _backend();
+    teng_net net;
+    teng_net_init(&net);
+    ck_assert_msg(tmodel_build(&net, &s) >= 0, "%s", teng_net_error(&net));
+    ck_assert_msg(teng_net_compile(&net, bk, n) == 0, "%s",
+                  teng_net_error(&net));
+    ck_assert_int_eq(tmodel_init(&net, 1), TENG_OK);
+    size_t nx = teng_tensor_count(&net, net.input);
+    float *x = malloc(nx * sizeof(float));
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)n);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = (float)((i * 2654435761u) % 1000) / 500.f - 1.f;
+    for (int i = 0; i < n; i++)
+        y[i] = i % s.classes;
+    ck_assert_int_eq(teng_net_set_input(&net, x), 0);
+    ck_assert_int_eq(teng_net_set_labels(&net, y), 0);
+    ck_assert_msg(teng_net_forward(&net, 1) == 0, "%s", teng_net_error(&net));
+    ck_assert_msg(teng_net_backward(&net) == 0, "%s", teng_net_error(&net));
+    double loss = teng_net_loss(&net);
+    /* Every gradient is finite and the classifier's is not all zero. */
+    float *g = malloc(net.p[net.np - 2].count * sizeof(float));
+    ck_assert_int_eq(teng_param_read(&net, net.np - 2, 1, g), 0);
+    double s2 = 0;
+    for (size_t i = 0; i < net.p[net.np - 2].count; i++)
+        s2 += (double)g[i] * g[i];
+    ck_assert(isfinite(s2) && s2 > 0);
+    free(g);
+    free(x);
+    free(y);
+    teng_net_free(&net);
+    teng_backend_close(bk);
+    return loss;
+}
+
+START_TEST(models_run_small)
+{
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    ck_assert_double_eq_tol(_run(s, 4), log(10.0), 0.02);
+    /* At 32 px the last stage is 1x1 and BN over a batch of 2 makes
+     * every feature +-1: the logits spread a little more, hence the
+     * looser bound. */
+    s = tmodel_defaults(TMODEL_RESNET18);
+    s.image_size = 32;
+    s.classes = 7;
+    ck_assert_double_eq_tol(_run(s, 2), log(7.0), 0.3);
+    s = tmodel_defaults(TMODEL_RESNET50);
+    s.image_size = 32;
+    s.classes = 5;
+    ck_assert_double_eq_tol(_run(s, 2), log(5.0), 0.3);
+    s = tmodel_defaults(TMODEL_ALEXNET_BN);
+    s.image_size = 63;
+    s.classes = 6;
+    s.label_smoothing = 0.1f;
+    ck_assert_double_eq_tol(_run(s, 2), log(6.0), 0.3);
+}
+END_TEST
+
+START_TEST(init_statistics)
+{
+    teng_backend *bk = _backend();
+    teng_net net;
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    teng_net_init(&net);
+    ck_assert_int_ge(tmodel_build(&net, &s), 0);
+    ck_assert_int_eq(teng_net_compile(&net, bk, 2), 0);
+    ck_assert_int_eq(tmodel_init(&net, 7), 0);
+    float *v = malloc(64 * 64 * 9 * sizeof(float));
+    for (int i = 0; i < net.np; i++) {
+        const teng_param *p = &net.p[i];
+        const teng_layer *l = &net.l[p->layer];
+        ck_assert_int_eq(teng_param_read(&net, i, 0, v), 0);
+        double m = 0, m2 = 0;
+        for (size_t j = 0; j < p->count; j++) {
+            m += v[j];
+            m2 += (double)v[j] * v[j];
+        }
+        m /= p->count;
+        m2 /= p->count;
+        if (p->kind == TENG_P_GAMMA)
+            ck_assert_double_eq(m, l->zero_gamma ? 0.0 : 1.0);
+        else if (p->kind == TENG_P_WEIGHT && l->kind == TENG_L_CONV &&
+                 p->count >= 9216) {
+            double want = 2.0 / (p->dims[0] * p->dims[2] * p->dims[3]);
+            ck_assert_double_eq_tol(m2, want, 0.1 * want);
+        }
+    }
+    /* Same seed, same weights: read the first conv twice over. */
+    float a[144], b[144];
+    ck_assert_int_eq(teng_param_read(&net, 0, 0, a), 0);
+    ck_assert_int_eq(tmodel_init(&net, 7), 0);
+    ck_assert_int_eq(teng_param_read(&net, 0, 0, b), 0);
+    ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+    free(v);
+    teng_net_free(&net);
+    teng_backend_close(bk);
+}
+END_TEST
+#endif
+
+int main(void)
+{
+    Suite *s = suite_create("models");
+    TCase *tc = tcase_create("models");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, param_counts);
+    tcase_add_test(tc, resnet50_v15_stride_and_zero_gamma);
+    tcase_add_test(tc, spec_validation);
+#ifdef TORUS_HAVE_DNNL
+    tcase_add_test(tc, models_run_small);
+    tcase_add_test(tc, init_statistics);
+#endif
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
