@@ -100,30 +100,30 @@ static int _imagenet_stem(teng_net *net, int x)
     return teng_add_maxpool(net, "maxpool", c, 3, 2, 1);
 }
 
-int _tmodel_resnet50(teng_net *net, const tmodel_spec *spec)
+/* ImageNet ResNets: stem, four stages at 64..512 filters, head. */
+static int _imagenet_resnet(teng_net *net, const tmodel_spec *spec,
+                            const int *blocks, int bottleneck)
 {
-    static const int blocks[4] = {3, 4, 6, 3};
     int x = teng_add_input(net, spec->in_channels, spec->image_size,
                            spec->image_size);
     _TRY(x);
     x = _imagenet_stem(net, x);
     _TRY(x);
-    x = _stages(net, x, 4, blocks, 64, 1);
+    x = _stages(net, x, 4, blocks, 64, bottleneck);
     _TRY(x);
     return _head(net, x, spec);
+}
+
+int _tmodel_resnet50(teng_net *net, const tmodel_spec *spec)
+{
+    static const int blocks[4] = {3, 4, 6, 3};
+    return _imagenet_resnet(net, spec, blocks, 1);
 }
 
 int _tmodel_resnet18(teng_net *net, const tmodel_spec *spec)
 {
     static const int blocks[4] = {2, 2, 2, 2};
-    int x = teng_add_input(net, spec->in_channels, spec->image_size,
-                           spec->image_size);
-    _TRY(x);
-    x = _imagenet_stem(net, x);
-    _TRY(x);
-    x = _stages(net, x, 4, blocks, 64, 0);
-    _TRY(x);
-    return _head(net, x, spec);
+    return _imagenet_resnet(net, spec, blocks, 0);
 }
 
 /* 3x3 conv stem with 16 filters, three stages of n basic blocks at 16,
