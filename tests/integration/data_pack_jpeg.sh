@@ -85,6 +85,13 @@ for f in odd_cmyk odd_png; do
     awk -v p="$psnr" 'BEGIN { exit !(p + 0 > 28) }' || fail "$f: PSNR $psnr against the source"
 done
 echo "ok: ImageNet train layout round trip; CMYK/PNG re-encoded to RGB"
+# The reader decodes every kept file (grayscale, progressive, re-encoded)
+# through both pipelines and both layouts without a bad sample.
+BENCH=$top_builddir/data/torus-data-bench
+"$BENCH" --modes=train,eval --threads=2 -b 4 --max-bad=0 --no-dd "$T/out" > "$T/bench.txt"
+"$BENCH" --modes=train,eval --threads=1 -b 4 --max-bad=0 --layout=nhwc --dtype=f16 --no-dd "$T/out" >> "$T/bench.txt"
+[ "$(grep -c ', bad 0$' "$T/bench.txt")" -eq 4 ] || fail "reader: $(cat "$T/bench.txt")"
+echo "ok: the pipeline reads every packed file"
 
 # ImageNet val, flat, with LOC_val_solution.csv and with the devkit file.
 mkdir -p "$T/val"
