@@ -22,7 +22,10 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/models/registry.c \
 	trainer/models/resnet.c \
 	trainer/models/alexnet.c \
-	trainer/models/build.c
+	trainer/models/build.c \
+	trainer/optim/optim.h \
+	trainer/optim/schedule.c \
+	trainer/optim/sgd.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS)
 trainer_libtorustrain_la_LIBADD = $(DNNL_LIBS) -lm
 if HAVE_DNNL
@@ -53,6 +56,12 @@ TESTS += tests/unit/test_engine_models
 tests_unit_test_engine_models_SOURCES = tests/unit/test_engine_models.c
 tests_unit_test_engine_models_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_engine_models_LDADD = $(TRAINER_TEST_LDADD)
+
+check_PROGRAMS += tests/unit/test_optim
+TESTS += tests/unit/test_optim
+tests_unit_test_optim_SOURCES = tests/unit/test_optim.c
+tests_unit_test_optim_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_optim_LDADD = $(TRAINER_TEST_LDADD)
 
 # Layer tests need a backend to run layers on: oneDNN today.
 if HAVE_DNNL
