@@ -5,6 +5,7 @@
  * JPEGs are already compressed, and unfiltered chunks let readers pread()
  * them directly. The file appears under its final name only once complete. */
 #include <hdf5.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +13,21 @@
 
 #include "data/tdata_internal.h"
 
+static void _no_locking_env(void)
+{
+    setenv("HDF5_USE_FILE_LOCKING", "FALSE", 0);
+}
+
 long tdata_h5_fapl(void)
 {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     /* Parallel file systems dislike (or lack) the flock() HDF5 1.10 does by
      * default; shards are never modified in place, so locking buys nothing.
-     * The env var covers libraries that ignore the property. */
-    setenv("HDF5_USE_FILE_LOCKING", "FALSE", 0);
+     * The property is the 1.10.7+ way; the env var (set once, before any
+     * decode thread exists, since setenv races with getenv) covers code
+     * that opens files without our property list. */
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, _no_locking_env);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_file_locking(fapl, 0, 1);
     return (long)fapl;
 }

@@ -62,6 +62,22 @@ else
     echo "note: python3-h5py not installed; h5py check not run"
 fi
 
+# Read-only opens take no HDF5 file lock (parallel file systems): the
+# shards still open while another process holds exclusive flock()s on them.
+if command -v flock > /dev/null; then
+    locks=()
+    for f in "$T"/t10k/t10k-0000[0-2]-of-00003.h5; do
+        flock -x "$f" sleep 30 &
+        locks+=($!)
+    done
+    sleep 0.3
+    env -u HDF5_USE_FILE_LOCKING "$DUMP" "$T/t10k/t10k-index.txt" raw "$T/locked.raw" \
+        || { kill "${locks[@]}"; fail "cannot read shards locked by another process"; }
+    kill "${locks[@]}" 2> /dev/null || true
+    cmp "$T/locked.raw" "$T/t10k.ref" || fail "locked read differs"
+    echo "ok: opened without HDF5 file locking"
+fi
+
 # Uncompressed IDX gives the same data.
 zcat "$FM/t10k-images-idx3-ubyte.gz" > "$T/t10k-images-idx3-ubyte"
 zcat "$FM/t10k-labels-idx1-ubyte.gz" > "$T/t10k-labels-idx1-ubyte"
