@@ -47,19 +47,22 @@ TRAINER_TEST_LDADD = trainer/libtorustrain.la $(CHECK_LIBS) -lm
 
 check_PROGRAMS += tests/unit/test_engine
 TESTS += tests/unit/test_engine
-tests_unit_test_engine_SOURCES = tests/unit/test_engine.c
+tests_unit_test_engine_SOURCES = tests/unit/test_engine.c \
+	tests/unit/layer_harness.c tests/unit/layer_harness.h
 tests_unit_test_engine_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_engine_LDADD = $(TRAINER_TEST_LDADD)
 
 check_PROGRAMS += tests/unit/test_engine_models
 TESTS += tests/unit/test_engine_models
-tests_unit_test_engine_models_SOURCES = tests/unit/test_engine_models.c
+tests_unit_test_engine_models_SOURCES = tests/unit/test_engine_models.c \
+	tests/unit/layer_harness.c tests/unit/layer_harness.h
 tests_unit_test_engine_models_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_engine_models_LDADD = $(TRAINER_TEST_LDADD)
 
 check_PROGRAMS += tests/unit/test_optim
 TESTS += tests/unit/test_optim
-tests_unit_test_optim_SOURCES = tests/unit/test_optim.c
+tests_unit_test_optim_SOURCES = tests/unit/test_optim.c \
+	tests/unit/layer_harness.c tests/unit/layer_harness.h
 tests_unit_test_optim_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_optim_LDADD = $(TRAINER_TEST_LDADD)
 

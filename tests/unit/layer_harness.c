@@ -23,6 +23,15 @@ teng_backend *lh_backend(void)
     return bk;
 }
 
+int lh_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
 void lh_fill(float *v, size_t n, unsigned seed, float lo, float hi)
 {
     teng_rng r;

@@ -1,9 +1,10 @@
-/* layer_harness.h: helpers for the layer tests: a backend, deterministic
+/* layer_harness.h: helpers for the trainer tests: a backend, deterministic
  * random fills, and the finite-difference gradient check of a whole net
  * against the engine's backward pass. */
 #ifndef TORUS_TESTS_LAYER_HARNESS_H
 #define TORUS_TESTS_LAYER_HARNESS_H
 
+#include <check.h>
 #include <stddef.h>
 
 #include "trainer/engine/backend.h"
@@ -11,6 +12,9 @@
 
 /* The oneDNN backend on 1 thread (aborts the test on failure). */
 teng_backend *lh_backend(void);
+
+/* Runs a suite and returns the process exit status. */
+int lh_run(Suite *s);
 
 /* Uniform in [lo, hi). */
 void lh_fill(float *v, size_t n, unsigned seed, float lo, float hi);

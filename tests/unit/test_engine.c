@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/unit/layer_harness.h"
 #include "trainer/engine/arena.h"
 #include "trainer/engine/engine.h"
 #include "trainer/engine/host_kernels.h"
@@ -202,9 +203,5 @@ int main(void)
     tcase_add_test(tc, host_xent_by_hand);
     tcase_add_test(tc, host_dropout_rate);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lh_run(s);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "tests/unit/layer_harness.h"
 #include "trainer/engine/backend.h"
 #include "trainer/models/models.h"
 
@@ -94,21 +95,11 @@ START_TEST(spec_validation)
 END_TEST
 
 #ifdef TORUS_HAVE_DNNL
-static teng_backend *_backend(void)
-{
-    teng_backend_opts o = {.threads = 1};
-    teng_backend *bk;
-    char err[256];
-    ck_assert_msg(teng_backend_open("dnnl", &o, &bk, err, sizeof(err)) == 0,
-                  "%s", err);
-    return bk;
-}
-
 /* Builds, compiles, initialises and runs one training step's forward and
  * backward at batch n; returns the loss. */
 static double _run(tmodel_spec s, int n)
 {
-    teng_backend *bk = _backend();
+    teng_backend *bk = lh_backend();
     teng_net net;
     teng_net_init(&net);
     ck_assert_msg(tmodel_build(&net, &s) >= 0, "%s", teng_net_error(&net));
@@ -167,7 +158,7 @@ END_TEST
 
 START_TEST(init_statistics)
 {
-    teng_backend *bk = _backend();
+    teng_backend *bk = lh_backend();
     teng_net net;
     tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
     teng_net_init(&net);
@@ -220,9 +211,5 @@ int main(void)
     tcase_add_test(tc, init_statistics);
 #endif
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lh_run(s);
 }

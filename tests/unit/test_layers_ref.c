@@ -365,9 +365,5 @@ int main(void)
     tcase_add_test(tc, fc_relu_add_ref);
     tcase_add_test(tc, xent_and_dropout_ref);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lh_run(s);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "tests/unit/layer_harness.h"
 #include "trainer/engine/backend.h"
 #include "trainer/models/models.h"
 #include "trainer/optim/optim.h"
@@ -134,20 +135,10 @@ START_TEST(lars_trust_by_hand)
 END_TEST
 
 #ifdef TORUS_HAVE_DNNL
-static teng_backend *_backend(void)
-{
-    teng_backend_opts o = {.threads = 1};
-    teng_backend *bk;
-    char err[256];
-    ck_assert_msg(teng_backend_open("dnnl", &o, &bk, err, sizeof(err)) == 0,
-                  "%s", err);
-    return bk;
-}
-
 START_TEST(sgd_lars_update_by_hand)
 {
     /* fc: weight 1x2 = (3, 4), bias (1); grads (0.6, 0.8) and (0.5). */
-    teng_backend *bk = _backend();
+    teng_backend *bk = lh_backend();
     teng_net net;
     topt_sgd o;
     topt_config c;
@@ -215,7 +206,7 @@ START_TEST(fits_a_fixed_batch)
     /* ResNet-8 on 8 random 12x12 images of 4 classes: 30 steps of
      * momentum SGD must drive the loss far below ln 4. */
     enum { N = 8 };
-    teng_backend *bk = _backend();
+    teng_backend *bk = lh_backend();
     teng_net net;
     topt_sgd o;
     topt_config c;
@@ -273,9 +264,5 @@ int main(void)
     tcase_add_loop_test(tc, fits_a_fixed_batch, 0, 2);
 #endif
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return lh_run(s);
 }
