@@ -9,7 +9,8 @@ data_libtdata_la_SOURCES = \
 	data/index.c data/dataset.c data/shuffle.c data/jpeg_decode.c \
 	data/png_decode.c data/resize.c data/transform.c \
 	data/loader.c data/stage.c \
-	data/idx.c data/pack_source.c data/pack_image.c data/pack.c
+	data/idx.c data/pack_source.c data/pack_listing.c data/pack_image.c \
+	data/pack.c
 data_libtdata_la_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS) $(TURBOJPEG_CFLAGS) \
 	$(JPEG_CFLAGS)
 # The resampler and the output conversion are plain loops written for the

@@ -269,7 +269,15 @@ int tdata_pack_run(const tdata_pack_opts *o, tdata_pack_summary *sum)
 {
     memset(sum, 0, sizeof *sum);
     tdata_pack_src src;
-    int rc = tdata_pack_scan(o, &src);
+    int rc;
+    /* A saved listing spares the metadata server a walk of the tree. */
+    if (o->listing && access(o->listing, F_OK) == 0) {
+        rc = tdata_listing_read(o->listing, o->source, &src);
+    } else {
+        rc = tdata_pack_scan(o, &src);
+        if (rc == TDATA_OK && o->listing && !src.idx_pixels)
+            rc = tdata_listing_write(o->listing, &src);
+    }
     if (rc) {
         tdata_pack_src_free(&src);
         return rc;

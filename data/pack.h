@@ -33,6 +33,7 @@ typedef struct tdata_pack_opts {
     const char *devkit_synsets;   /* wnid per line in devkit ID order */
     const char *idx_labels;
     const char *report;           /* rejection report file (appended) */
+    const char *listing;          /* saved source listing (read or written) */
     int shards;                   /* 0: from shard_bytes */
     uint64_t shard_bytes;
     int range_lo, range_hi;       /* shards to pack, [lo, hi) ; hi<0: all */
@@ -55,6 +56,8 @@ typedef struct tdata_pack_summary {
 int tdata_idx_load(const char *images, const char *labels, tdata_pack_src *src);
 int tdata_pack_scan(const tdata_pack_opts *o, tdata_pack_src *src);
 void tdata_pack_src_free(tdata_pack_src *src);
+int tdata_listing_write(const char *path, const tdata_pack_src *s);
+int tdata_listing_read(const char *path, const char *source, tdata_pack_src *s);
 
 /* Result of processing one input image. */
 typedef struct tdata_pack_out {

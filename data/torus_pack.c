@@ -66,6 +66,11 @@ static const char _help[] =
 "                            line in ID order (needed with the devkit file)\n"
 "        --idx-labels=FILE   labels of an IDX image file\n"
 "        --report=FILE       append a line per rejected or re-encoded file\n"
+"        --listing=FILE      read the source listing (files, sizes, labels)\n"
+"                            from FILE if it exists, else walk SOURCE and\n"
+"                            save it there: run once before a job array so\n"
+"                            that its tasks do not all stat() every file\n"
+"        --list-only         with --listing: walk SOURCE, save the listing, exit\n"
 "        --progress, --no-progress  images/s and ETA on stderr (default: on\n"
 "                            when stderr is a terminal)\n"
 "        --no-index          do not write the index at the end\n"
@@ -83,7 +88,9 @@ static const char _help[] =
 "    torus-pack -s val --val-labels=LOC_val_solution.csv \\\n"
 "        --classes=LOC_synset_mapping.txt -o /lustre/imagenet val/\n"
 "    torus-pack -o fmnist /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz\n"
-"    sbatch --array=0-63 --wrap 'torus-pack --array --shards=1024 -o OUT train/'\n";
+"    torus-pack --list-only --listing=OUT/train.list -o OUT train/\n"
+"    sbatch --array=0-63 --wrap \\\n"
+"        'torus-pack --array --listing=OUT/train.list --shards=1024 -o OUT train/'\n";
 
 static int _usage(const char *msg, const char *arg)
 {
@@ -118,7 +125,7 @@ static int _bytes(const char *s, uint64_t *v)
 
 enum { O_SHARD_SIZE = 256, O_RANGE, O_ARRAY, O_SEED, O_RESIZE, O_DECODED,
        O_QUALITY, O_CLASSES, O_VAL, O_DEVKIT, O_IDXL, O_REPORT, O_PROG,
-       O_NOPROG, O_NOINDEX, O_INDEXONLY };
+       O_NOPROG, O_NOINDEX, O_INDEXONLY, O_LISTING, O_LISTONLY };
 
 int main(int argc, char **argv)
 {
@@ -139,6 +146,8 @@ int main(int argc, char **argv)
         {"devkit-synsets", required_argument, 0, O_DEVKIT},
         {"idx-labels", required_argument, 0, O_IDXL},
         {"report", required_argument, 0, O_REPORT},
+        {"listing", required_argument, 0, O_LISTING},
+        {"list-only", no_argument, 0, O_LISTONLY},
         {"progress", no_argument, 0, O_PROG},
         {"no-progress", no_argument, 0, O_NOPROG},
         {"no-index", no_argument, 0, O_NOINDEX},
@@ -155,7 +164,7 @@ int main(int argc, char **argv)
     o.quality = 95;
     o.progress = -1;
     o.creator = "torus-pack " PACKAGE_VERSION;
-    int array = 0, index_only = 0, c;
+    int array = 0, index_only = 0, list_only = 0, c;
     long v;
     while ((c = getopt_long(argc, argv, "o:s:n:j:hV", opts, NULL)) != -1) {
         switch (c) {
@@ -203,6 +212,8 @@ int main(int argc, char **argv)
         case O_DEVKIT: o.devkit_synsets = optarg; break;
         case O_IDXL: o.idx_labels = optarg; break;
         case O_REPORT: o.report = optarg; break;
+        case O_LISTING: o.listing = optarg; break;
+        case O_LISTONLY: list_only = 1; break;
         case O_PROG: o.progress = 1; break;
         case O_NOPROG: o.progress = 0; break;
         case O_NOINDEX: o.no_index = 1; break;
@@ -245,6 +256,23 @@ int main(int argc, char **argv)
     if (optind != argc - 1)
         return _usage("exactly one SOURCE is required", NULL);
     o.source = argv[optind];
+    if (list_only) {
+        if (!o.listing)
+            return _usage("--list-only needs --listing=FILE", NULL);
+        tdata_pack_src src;
+        int rc = tdata_pack_scan(&o, &src);
+        if (rc == TDATA_OK)
+            rc = tdata_listing_write(o.listing, &src);
+        if (rc == TDATA_OK)
+            printf("torus-pack: listed %llu files in %d classes to %s\n",
+                   (unsigned long long)src.n, src.num_classes, o.listing);
+        tdata_pack_src_free(&src);
+        if (rc) {
+            fprintf(stderr, "torus-pack: %s\n", tdata_errmsg());
+            return 2;
+        }
+        return 0;
+    }
     if (o.dec_h > 0 && o.resize_shorter > 0)
         return _usage("--decoded and --resize-shorter exclude each other", NULL);
     if (array) {

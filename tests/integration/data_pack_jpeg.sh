@@ -92,6 +92,14 @@ BENCH=$top_builddir/data/torus-data-bench
 "$BENCH" --modes=train,eval --threads=1 -b 4 --max-bad=0 --layout=nhwc --dtype=f16 --no-dd "$T/out" >> "$T/bench.txt"
 [ "$(grep -c ', bad 0$' "$T/bench.txt")" -eq 4 ] || fail "reader: $(cat "$T/bench.txt")"
 echo "ok: the pipeline reads every packed file"
+# A saved listing (for job arrays) gives the same shards as walking the tree.
+"$PACK" --list-only --listing="$T/train.list" --classes="$T/synsets.txt" -o "$T/out2" "$T/train" > /dev/null
+grep -q "^items $total\$" "$T/train.list" || fail "listing: $(head -5 "$T/train.list")"
+set +e
+"$PACK" -j2 --shards=3 --no-progress --listing="$T/train.list" -o "$T/out2" "$T/train" > /dev/null 2>&1
+set -e
+cmp "$T/out/train-index.txt" "$T/out2/train-index.txt" || fail "index from the listing differs"
+echo "ok: --listing"
 
 # ImageNet val, flat, with LOC_val_solution.csv and with the devkit file.
 mkdir -p "$T/val"
