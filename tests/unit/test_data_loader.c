@@ -279,7 +279,7 @@ START_TEST(test_prefetch_ahead)
     o.prefetch = 3;
     tdata_loader *l = _loader(ds, &o);
     ck_assert_int_eq(tdata_loader_start(l, 0, 0), 0);
-    usleep(300 * 1000); /* a "training step" */
+    usleep(1000 * 1000); /* a (long) "training step", even on a busy node */
     int err;
     const tdata_batch *b1 = tdata_loader_next(l, &err);
     const void *d1 = b1->data;
