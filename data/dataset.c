@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "data/tdata_internal.h"
@@ -67,6 +68,27 @@ static int _check_shard(const tdata_index_shard *is, const tdata_shard *s,
     return TDATA_OK;
 }
 
+/* Every shard keeps a descriptor open for pread(); ImageNet's ~1000
+ * shards exceed the usual soft limit of 1024, so raise it towards the hard
+ * limit, and say so clearly when even that is too low. */
+static int _fd_budget(int shards, const char *path)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)shards + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
+        return TDATA_OK;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need
+        ? need : rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < need)
+        return tdata_seterr(TDATA_EINVAL, "%s: %d shards need %llu open files "
+                            "but the hard limit is %llu (ulimit -Hn); pack "
+                            "fewer, larger shards or raise the limit", path,
+                            shards, (unsigned long long)need,
+                            (unsigned long long)rl.rlim_max);
+    return TDATA_OK;
+}
+
 int tdata_dataset_open(const char *index_path, tdata_dataset **out)
 {
     char path[4096];
@@ -82,6 +104,12 @@ int tdata_dataset_open(const char *index_path, tdata_dataset **out)
     char *slash = strrchr(path, '/');
     ds->dir = slash ? strndup(path, (size_t)(slash - path)) : strdup(".");
     tdata_index *ix = &ds->ix;
+    if ((rc = _fd_budget(ix->num_shards, path))) {
+        tdata_index_free(ix);
+        free(ds->dir);
+        free(ds);
+        return rc;
+    }
     ds->shards = calloc(ix->num_shards, sizeof *ds->shards);
     for (int i = 0; i < ix->num_shards; i++)
         ds->shards[i].fd = -1;

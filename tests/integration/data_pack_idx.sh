@@ -78,6 +78,20 @@ if command -v flock > /dev/null; then
     echo "ok: opened without HDF5 file locking"
 fi
 
+# Many shards: the reader raises the open-file soft limit it needs, and
+# says clearly when the hard limit is too low.
+"$PACK" --shards=100 --no-progress -o "$T/many" -s t10k "$FM/t10k-images-idx3-ubyte.gz" > /dev/null
+( ulimit -Sn 60; "$DUMP" "$T/many/t10k-index.txt" raw "$T/many.raw" ) || fail "soft fd limit not raised"
+cmp "$T/many.raw" "$T/t10k.ref" || fail "100-shard round trip"
+set +e
+( ulimit -Hn 80; "$DUMP" "$T/many/t10k-index.txt" raw "$T/many.raw" ) 2> "$T/fd.err"
+rc=$?
+set -e
+if [ $rc -ne 2 ] || ! grep -q '100 shards need 164 open files but the hard limit is 80' "$T/fd.err"; then
+    fail "hard fd limit: rc $rc: $(cat "$T/fd.err")"
+fi
+echo "ok: open-file limit raised, or a clear error"
+
 # Uncompressed IDX gives the same data.
 zcat "$FM/t10k-images-idx3-ubyte.gz" > "$T/t10k-images-idx3-ubyte"
 zcat "$FM/t10k-labels-idx1-ubyte.gz" > "$T/t10k-labels-idx1-ubyte"
