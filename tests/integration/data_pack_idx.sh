@@ -84,7 +84,7 @@ fi
 ( ulimit -Sn 60; "$DUMP" "$T/many/t10k-index.txt" raw "$T/many.raw" ) || fail "soft fd limit not raised"
 cmp "$T/many.raw" "$T/t10k.ref" || fail "100-shard round trip"
 set +e
-( ulimit -Hn 80; "$DUMP" "$T/many/t10k-index.txt" raw "$T/many.raw" ) 2> "$T/fd.err"
+( ulimit -Sn 60; ulimit -Hn 80; "$DUMP" "$T/many/t10k-index.txt" raw "$T/many.raw" ) 2> "$T/fd.err"
 rc=$?
 set -e
 if [ $rc -ne 2 ] || ! grep -q '100 shards need 164 open files but the hard limit is 80' "$T/fd.err"; then
