@@ -12,6 +12,12 @@ PL_CHECK="$top_srcdir/tests/integration/torus_check.py"
 PL_SO="$top_builddir/plugins/.libs/spank_torus.so"
 PL_PRINT='echo $SLURM_PROCID $(hostname) $TORUS_DIMS $TORUS_COORD $TORUS_GROUP $TORUS_NGROUPS $TORUS_NODE_INDEX $TORUS_SOURCE $TORUS_VERSION'
 
+# A dead node must fail a test, not hang it: every Slurm client the tests
+# call goes through timeout (jobs here take seconds).
+srun() { timeout 120 env srun "$@"; }
+sbatch() { timeout 240 env sbatch "$@"; }
+salloc() { timeout 120 env salloc "$@"; }
+
 pl_up() {
     [ -f "$PL_SO" ] || tl_fail "$PL_SO is not built"
     command -v python3 >/dev/null || tl_skip "python3 is not installed (tools/install-deps)"
