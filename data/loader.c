@@ -147,6 +147,9 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
                             "prefetch %d (>= 2))", o->batch_size, o->out_h,
                             o->out_w, o->rank, o->world, o->io_threads,
                             o->decode_threads, o->prefetch);
+    if (in->channels != 1 && in->channels != 3)
+        return tdata_seterr(TDATA_EINVAL, "%d-channel images are not "
+                            "supported (1 or 3)", in->channels);
     tdata_loader *l = calloc(1, sizeof *l);
     l->ds = ds;
     l->o = *o;
