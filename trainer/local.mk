@@ -82,3 +82,8 @@ else
 EXTRA_DIST += tests/unit/test_layers.c tests/unit/test_layers_ref.c \
 	tests/unit/layer_harness.c tests/unit/layer_harness.h
 endif
+
+# CPU training bench (built by check, run by hand: tests/bench/train/run_bench.sh).
+check_PROGRAMS += tests/bench/train/bench_train
+tests_bench_train_bench_train_SOURCES = tests/bench/train/bench_train.c
+tests_bench_train_bench_train_LDADD = trainer/libtorustrain.la -lm

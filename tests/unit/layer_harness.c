@@ -94,14 +94,19 @@ static int _wr_tensor(teng_net *n, int id, int g, float *d)
 
 /* Checks one buffer (param or input): value v (len n) and analytic g. */
 static int _check(teng_net *net, int out, const float *r, float *y, int id,
-                  size_t n, _io rd, _io wr, const char *what, double h,
+                  size_t n, const float *v0, const float *g0, _io rd, _io wr,
+                  const char *what, double h,
                   double atol, double rtol, int samples, char *msg,
                   size_t msglen, int *bad, int *total,
                   int *kinks)
 {
     float *v = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
-    if (!v || !g || rd(net, id, 0, v) || rd(net, id, 1, g))
+    if (!v || !g || (!v0 && rd(net, id, 0, v)) || (!g0 && rd(net, id, 1, g)))
         abort();
+    if (v0)
+        memcpy(v, v0, n * sizeof(float));
+    if (g0)
+        memcpy(g, g0, n * sizeof(float));
     size_t stride = n > (size_t)samples ? n / (size_t)samples : 1;
     for (size_t i = 0; i < n; i += stride) {
         /* Central differences at h and h/2: where they disagree the loss
@@ -157,18 +162,25 @@ int lh_gradcheck(teng_net *net, int out, const float *input, double h,
         fprintf(stderr, "backward: %s\n", teng_net_error(net));
         abort();
     }
-    /* Forward passes leave both gradient arenas alone, so each check can
-     * read its analytic gradient when it starts. */
+    /* The input and its gradient live in the activation arena, which
+     * backward and the perturbed forward passes reuse: take the input
+     * from the caller and copy its gradient out now. Params and their
+     * gradients have arenas of their own and are read by each check. */
+    size_t nin = teng_tensor_count(net, net->input);
+    float *gin = malloc(nin * sizeof(float));
+    if (!gin || (net->input_grad && teng_tensor_read(net, net->input, 1, gin)))
+        abort();
     for (int p = 0; p < net->np; p++)
-        _check(net, out, r, y, p, net->p[p].count, _rd_param, _wr_param,
-               net->p[p].name, h, atol, rtol, samples, msg, msglen, &bad, &total,
-               &kinks);
+        _check(net, out, r, y, p, net->p[p].count, NULL, NULL, _rd_param,
+               _wr_param, net->p[p].name, h, atol, rtol, samples, msg, msglen,
+               &bad, &total, &kinks);
     if (net->input_grad)
-        _check(net, out, r, y, net->input, teng_tensor_count(net, net->input),
-               _rd_tensor, _wr_tensor, "input", h, atol, rtol, samples, msg,
-               msglen, &bad, &total, &kinks);
+        _check(net, out, r, y, net->input, nin, input, gin, _rd_tensor,
+               _wr_tensor, "input", h, atol, rtol, samples, msg, msglen, &bad,
+               &total, &kinks);
     free(r);
     free(y);
+    free(gin);
     /* A few kinks are expected with ReLU and max pooling; many mean the
      * check tested nothing. */
     if (kinks * 4 > total) {

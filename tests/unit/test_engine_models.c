@@ -156,6 +156,53 @@ START_TEST(models_run_small)
 }
 END_TEST
 
+/* One training step of ResNet-8 with and without activation memory reuse
+ * (in-place residuals, lifetimes, gradients over dead activations) must
+ * give bitwise the same loss and weight gradients, and reuse must save
+ * memory. */
+static double _step(int no_reuse, float *grads, size_t *acts_bytes)
+{
+    teng_backend *bk = lh_backend();
+    teng_net net;
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    s.depth = 8;
+    s.image_size = 12;
+    teng_net_init(&net);
+    teng_net_set_no_reuse(&net, no_reuse);
+    ck_assert_int_ge(tmodel_build(&net, &s), 0);
+    ck_assert_int_eq(teng_net_compile(&net, bk, 4), 0);
+    ck_assert_int_eq(tmodel_init(&net, 5), 0);
+    float x[4 * 144];
+    int32_t y[4] = {1, 2, 3, 4};
+    for (int i = 0; i < 4 * 144; i++)
+        x[i] = sinf((float)i);
+    ck_assert_int_eq(teng_net_set_input(&net, x), 0);
+    ck_assert_int_eq(teng_net_set_labels(&net, y), 0);
+    ck_assert_int_eq(teng_net_forward(&net, 1), 0);
+    ck_assert_int_eq(teng_net_backward(&net), 0);
+    size_t off = 0;
+    for (int p = 0; p < net.np; p++) {
+        ck_assert_int_eq(teng_param_read(&net, p, 1, grads + off), 0);
+        off += net.p[p].count;
+    }
+    double loss = teng_net_loss(&net);
+    *acts_bytes = net.acts_bytes;
+    teng_net_free(&net);
+    teng_backend_close(bk);
+    return loss;
+}
+
+START_TEST(reuse_is_invisible)
+{
+    static float g1[100000], g2[100000];
+    size_t b1, b2;
+    double l1 = _step(0, g1, &b1), l2 = _step(1, g2, &b2);
+    ck_assert(l1 == l2);
+    ck_assert_int_eq(memcmp(g1, g2, sizeof(g1)), 0);
+    ck_assert_uint_lt(b1, b2 * 3 / 4);
+}
+END_TEST
+
 START_TEST(init_statistics)
 {
     teng_backend *bk = lh_backend();
@@ -209,6 +256,7 @@ int main(void)
 #ifdef TORUS_HAVE_DNNL
     tcase_add_test(tc, models_run_small);
     tcase_add_test(tc, init_statistics);
+    tcase_add_test(tc, reuse_is_invisible);
 #endif
     suite_add_tcase(s, tc);
     return lh_run(s);

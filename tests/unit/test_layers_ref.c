@@ -289,6 +289,7 @@ START_TEST(fc_relu_add_ref)
     int r = teng_add_relu(&net, "relu", f);
     int a = teng_add_residual(&net, "add", f, r, 1);
     ck_assert_int_ge(a, 0);
+    teng_net_set_no_reuse(&net, 1); /* we read intermediate tensors */
     float *x = _prepare(&net, N, 41);
     float *w = _param(&net, 0, 0), *b = _param(&net, 1, 0);
     ck_assert_int_eq(teng_net_forward(&net, 1), TENG_OK);
@@ -319,6 +320,7 @@ START_TEST(xent_and_dropout_ref)
     int z = teng_add_fc(&net, "fc", in, K, 1);
     int d = teng_add_dropout(&net, "drop", z, 0.5f);
     ck_assert_int_ge(teng_add_xent(&net, "loss", d, 0.1f), 0);
+    teng_net_set_no_reuse(&net, 1);
     float *x = _prepare(&net, N, 51);
     ck_assert_int_eq(teng_net_set_labels(&net, labels), TENG_OK);
     /* Inference: dropout is the identity and the loss is the smoothed

@@ -136,6 +136,21 @@ static int _param_io(teng_backend *bk, teng_net *net, int id, int grad,
                      : _tdnnl_reorder(bk, pmd, dev, &plain, host);
 }
 
+static unsigned _bwd_reads(teng_backend *bk, const teng_net *net, int li)
+{
+    const teng_layer *l = &net->l[li];
+    (void)bk;
+    switch (l->kind) {
+    case TENG_L_CONV:
+    case TENG_L_FC: /* weight gradients need the input */
+    case TENG_L_BN: /* normalises its input again */
+    case TENG_L_XENT: return 1u;
+    case TENG_L_RELU: return 4u; /* the use-dst ReLU backward */
+    case TENG_L_ADD: return l->relu ? 4u : 0u;
+    default: return 0u; /* pooling and dropout keep what they need in ws */
+    }
+}
+
 static int _sumsq(teng_backend *bk, const float *x, size_t n, float *out)
 {
     (void)bk;
@@ -177,6 +192,7 @@ static const teng_backend_ops _ops = {
     .release = _tdnnl_release,
     .forward = _tdnnl_forward,
     .backward = _tdnnl_backward,
+    .bwd_reads = _bwd_reads,
     .grad_sum = _tdnnl_grad_sum,
     .tensor_io = _tensor_io,
     .param_io = _param_io,

@@ -48,6 +48,10 @@ typedef struct teng_backend_ops {
     void (*release)(teng_backend *bk, teng_net *net);
     int (*forward)(teng_backend *bk, teng_net *net, int layer, int training);
     int (*backward)(teng_backend *bk, teng_net *net, int layer);
+    /* Which of the layer's tensors its backward reads: bit j for in[j],
+     * bit 2 for out (everything else may be reused after forward). NULL
+     * means all of them. */
+    unsigned (*bwd_reads)(teng_backend *bk, const teng_net *net, int layer);
     /* t->grad = sum of t->contrib[0..ncontrib) (contrib[0] may be grad). */
     int (*grad_sum)(teng_backend *bk, teng_net *net, int tensor);
 

@@ -14,10 +14,11 @@ static void _set_batch_shapes(teng_net *net, int batch)
         net->t[i].shape.n = batch;
 }
 
-/* Backward runs layers in reverse: layer i runs at backward step bt(i). */
+/* One time axis for a training step: forward runs layer i at step i,
+ * backward runs it at step bt(i) = 2 nl - 1 - i. */
 static int _bt(const teng_net *net, int layer)
 {
-    return net->nl - 1 - layer;
+    return 2 * net->nl - 1 - layer;
 }
 
 typedef struct {
@@ -92,9 +93,9 @@ static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
             continue;
         }
         if (nc == 0) {
-            /* The net's output: its grad is seeded by the caller before
-             * backward starts, so it lives from step 0. */
-            t->gbuf = _newbuf(b, t->bytes, 0, tp);
+            /* The net's output: its grad is seeded by the caller after
+             * forward, so it lives from the start of backward. */
+            t->gbuf = _newbuf(b, t->bytes, net->nl, tp);
         } else if (main < 0) {
             t->gbuf = _newbuf(b, t->bytes, tp, tp);
         } else {
@@ -109,6 +110,63 @@ static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
         if (t->gbuf < 0)
             return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
         t->ncontrib = nc;
+    }
+    return TENG_OK;
+}
+
+/* Which tensors of a layer its backward reads (bit j: in[j], bit 2: out);
+ * the backend knows, and without an answer everything is kept. */
+static unsigned _reads(const teng_net *net, int layer)
+{
+    const teng_backend_ops *ops = net->bk->ops;
+    return ops->bwd_reads ? ops->bwd_reads(net->bk, net, layer) : 7u;
+}
+
+/* Activations and workspaces: a tensor lives from its producer's forward
+ * to its last reader, forward or backward; a residual writes in place
+ * over its first input when nothing else needs that input (as
+ * torchvision's `out += identity`). Tensors nobody consumes are outputs
+ * and live to the end. Appends one buffer per storage and per workspace;
+ * store[t] is the buffer of tensor t, wsbuf[l] of layer l's workspace. */
+static int _plan_acts(teng_net *net, _bufs *b, int *store, int *wsbuf)
+{
+    int end = 2 * net->nl - 1;
+    for (int id = 0; id < net->nt; id++) {
+        const teng_tensor *t = &net->t[id];
+        const teng_layer *pl = &net->l[t->producer];
+        int first = id == net->input ? 0 : t->producer, last = t->producer;
+        if (t->nconsumers == 0 || net->no_reuse)
+            last = end;
+        for (int li = t->producer + 1; li < net->nl; li++) {
+            const teng_layer *l = &net->l[li];
+            for (int j = 0; j < l->nin; j++) {
+                if (l->in[j] != id)
+                    continue;
+                last = li > last ? li : last;
+                if ((_reads(net, li) >> j) & 1u)
+                    last = _bt(net, li) > last ? _bt(net, li) : last;
+            }
+        }
+        if ((_reads(net, t->producer) & 4u) && _bt(net, t->producer) > last)
+            last = _bt(net, t->producer);
+        if (pl->kind == TENG_L_ADD && !net->no_reuse) {
+            const teng_tensor *a = &net->t[pl->in[0]];
+            if (pl->in[0] != net->input && a->nconsumers == 1 &&
+                !(_reads(net, a->producer) & 4u) && a->bytes >= t->bytes) {
+                store[id] = store[pl->in[0]];
+                if (b->iv[store[id]].last < last)
+                    b->iv[store[id]].last = last;
+                continue;
+            }
+        }
+        if ((store[id] = _newbuf(b, t->bytes, first, last)) < 0)
+            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < net->nl; i++) {
+        wsbuf[i] = -1;
+        if (net->l[i].ws_bytes &&
+            (wsbuf[i] = _newbuf(b, net->l[i].ws_bytes, i, _bt(net, i))) < 0)
+            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
     }
     return TENG_OK;
 }
@@ -172,32 +230,28 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
                                          _teng_align(sizeof(float) *
                                                      net->stat_len[net->nstats - 1])
                                    : 0;
-    /* Activations and workspaces stay alive from forward to backward. */
-    off = 0;
-    for (int i = 0; i < net->nt; i++)
-        off += _teng_align(net->t[i].bytes);
-    for (int i = 0; i < net->nl; i++)
-        off += _teng_align(net->l[i].ws_bytes);
-    off += _teng_align(sizeof(int32_t) * (size_t)max_batch);
-    net->acts_bytes = off;
-
+    /* Activations, workspaces and activation gradients share one arena,
+     * placed by lifetime over the step (see _plan_acts, _plan_grads). */
     _bufs b = {0};
     int *slot = malloc(sizeof(int) * 2 * (size_t)net->nl);
     int *contrib = malloc(sizeof(int) * 4 * (size_t)net->nt);
-    if (!slot || !contrib) {
+    int *store = malloc(sizeof(int) * (size_t)net->nt);
+    int *wsbuf = malloc(sizeof(int) * (size_t)net->nl);
+    if (!slot || !contrib || !store || !wsbuf) {
         rc = TENG_FAIL(net, TENG_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = _plan_grads(net, &b, slot, contrib)))
+    if ((rc = _plan_acts(net, &b, store, wsbuf)) ||
+        (rc = _plan_grads(net, &b, slot, contrib)))
         goto out;
-    net->gtmp_bytes = teng_arena_plan(b.iv, b.n, TENG_ALIGN);
+    size_t labels_off = teng_arena_plan(b.iv, b.n, TENG_ALIGN);
+    net->acts_bytes = labels_off + _teng_align(sizeof(int32_t) * max_batch);
     net->scratch_cap = net->scratch_bytes;
 
     if ((rc = _alloc(net, &net->params, net->params_bytes, "params")) ||
         (rc = _alloc(net, &net->grads, net->params_bytes, "grads")) ||
         (rc = _alloc(net, &net->stats, net->stats_bytes, "BN statistics")) ||
         (rc = _alloc(net, &net->acts, net->acts_bytes, "activations")) ||
-        (rc = _alloc(net, &net->gtmp, net->gtmp_bytes, "gradients")) ||
         (rc = _alloc(net, &net->scratch, net->scratch_cap, "scratchpad")))
         goto out;
     net->host_labels = calloc((size_t)max_batch, sizeof(int32_t));
@@ -213,25 +267,20 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
     }
     char *a = net->acts;
     for (int i = 0; i < net->nt; i++) {
-        net->t[i].data = a;
-        a += _teng_align(net->t[i].bytes);
+        teng_tensor *t = &net->t[i];
+        t->data = a + b.iv[store[i]].offset;
+        t->grad = t->gbuf >= 0 ? a + b.iv[t->gbuf].offset : NULL;
+        for (int k = 0; k < t->ncontrib; k++)
+            t->contrib[k] = a + b.iv[contrib[i * 4 + k]].offset;
     }
     for (int i = 0; i < net->nl; i++) {
-        net->l[i].ws = net->l[i].ws_bytes ? a : NULL;
-        a += _teng_align(net->l[i].ws_bytes);
-    }
-    net->labels = (int32_t *)a;
-    char *g = net->gtmp;
-    for (int i = 0; i < net->nt; i++) {
-        teng_tensor *t = &net->t[i];
-        t->grad = t->gbuf >= 0 ? g + b.iv[t->gbuf].offset : NULL;
-        for (int k = 0; k < t->ncontrib; k++)
-            t->contrib[k] = g + b.iv[contrib[i * 4 + k]].offset;
-    }
-    for (int i = 0; i < net->nl; i++)
+        teng_layer *l = &net->l[i];
+        l->ws = wsbuf[i] >= 0 ? a + b.iv[wsbuf[i]].offset : NULL;
         for (int j = 0; j < 2; j++)
-            net->l[i].in_grad[j] =
-                slot[i * 2 + j] >= 0 ? g + b.iv[slot[i * 2 + j]].offset : NULL;
+            l->in_grad[j] =
+                slot[i * 2 + j] >= 0 ? a + b.iv[slot[i * 2 + j]].offset : NULL;
+    }
+    net->labels = (int32_t *)(a + labels_off);
     if (net->loss_layer >= 0) {
         const teng_tensor *lt = &net->t[net->l[net->loss_layer].in[0]];
         net->host_logits = malloc(sizeof(float) * (size_t)max_batch *
@@ -251,6 +300,8 @@ out:
     free(b.iv);
     free(slot);
     free(contrib);
+    free(store);
+    free(wsbuf);
     return rc;
 }
 
@@ -309,8 +360,8 @@ void teng_net_free(teng_net *net)
     if (bk && net->compiled)
         bk->ops->release(bk, net);
     if (bk) {
-        void *arenas[] = {net->params, net->grads, net->stats,
-                          net->acts,   net->gtmp,  net->scratch};
+        void *arenas[] = {net->params, net->grads, net->stats, net->acts,
+                          net->scratch};
         for (size_t i = 0; i < sizeof(arenas) / sizeof(arenas[0]); i++)
             if (arenas[i])
                 bk->ops->free(bk, arenas[i]);

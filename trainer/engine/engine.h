@@ -10,9 +10,10 @@
  *   - grads:   the same layout as params, so a gradient bucket for the
  *              all-reduce is simply a byte range of this buffer;
  *   - stats:   BN running mean/var (per-worker, averaged before evaluation);
- *   - acts:    forward activations and fwd->bwd workspaces;
- *   - gtmp:    activation gradients, offsets planned by liveness so that
- *              buffers are reused within a backward pass;
+ *   - acts:    forward activations, fwd->bwd workspaces and activation
+ *              gradients, placed by their lifetimes over one step (a
+ *              tensor lives until the last forward or backward that reads
+ *              it), so memory of dead activations carries gradients;
  *   - scratch: the transient scratchpad shared by all primitives.
  * Nothing is allocated per step. Pointers are device pointers: the engine
  * never dereferences them; only the backend does.
@@ -140,14 +141,17 @@ struct teng_net {
     uint64_t dropout_seed;
     uint64_t step;       /* advances dropout masks */
     /* arenas (device memory) */
-    void *params, *grads, *stats, *acts, *gtmp, *scratch;
-    size_t params_bytes, stats_bytes, acts_bytes, gtmp_bytes, scratch_bytes;
+    void *params, *grads, *stats, *acts, *scratch;
+    size_t params_bytes, stats_bytes, acts_bytes, scratch_bytes;
+    int no_reuse;        /* keep every activation readable after forward */
     size_t scratch_cap;  /* allocated scratch (plan may ask for more) */
     int32_t *labels;     /* device, max_batch entries, in acts */
     int32_t *host_labels; /* host copies for top-k without per-step malloc */
     float *host_logits;
     teng_backend *bk;
     void *bkstate;       /* backend's per-net state */
+    double *prof;        /* if set: 2 * nl seconds, forward and backward
+                          * per layer, accumulated (syncs every layer) */
     teng_grad_hook grad_hook;
     void *grad_hook_ctx;
     char err[256];
@@ -197,6 +201,10 @@ double teng_net_loss(const teng_net *net);
 void teng_net_set_grad_hook(teng_net *net, teng_grad_hook fn, void *ctx);
 /* Before compile: also compute the gradient of the data input. */
 void teng_net_set_input_grad(teng_net *net, int on);
+/* Before compile: give every activation its own memory so any tensor can
+ * be read after forward (tests, debugging); costs memory. By default only
+ * tensors nobody consumes (outputs) are guaranteed readable. */
+void teng_net_set_no_reuse(teng_net *net, int on);
 
 /* ---- data in canonical layouts (NCHW tensors, OIHW/OI/C params) ---- */
 int teng_tensor_write(teng_net *net, int id, int grad, const float *src);

@@ -3,6 +3,7 @@
  * canonical layouts. */
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "trainer/engine/internal.h"
 
@@ -11,6 +12,24 @@
         if (!(net)->compiled)                                              \
             return TENG_FAIL((net), TENG_ESTATE, "net is not compiled");   \
     } while (0)
+
+static double _now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* Profiling: charge the time since *t0 to slot and restart the clock. */
+static void _prof(teng_net *net, int slot, double *t0)
+{
+    if (!net->prof)
+        return;
+    net->bk->ops->sync(net->bk);
+    double t = _now();
+    net->prof[slot] += t - *t0;
+    *t0 = t;
+}
 
 static int _bkfail(teng_net *net, int rc, const char *what, int layer)
 {
@@ -35,16 +54,23 @@ void teng_net_set_input_grad(teng_net *net, int on)
     net->input_grad = on;
 }
 
+void teng_net_set_no_reuse(teng_net *net, int on)
+{
+    net->no_reuse = on;
+}
+
 int teng_net_forward(teng_net *net, int training)
 {
     _NEED_COMPILED(net);
     teng_backend *bk = net->bk;
+    double t0 = net->prof ? _now() : 0;
     if (training)
         net->step++; /* new dropout masks for every training step */
     for (int i = 0; i < net->nl; i++) {
         int rc = bk->ops->forward(bk, net, i, training);
         if (rc)
             return _bkfail(net, rc, "forward", i);
+        _prof(net, 2 * i, &t0);
     }
     return TENG_OK;
 }
@@ -53,6 +79,7 @@ int teng_net_backward(teng_net *net)
 {
     _NEED_COMPILED(net);
     teng_backend *bk = net->bk;
+    double t0 = net->prof ? _now() : 0;
     for (int i = net->nl - 1; i >= 0; i--) {
         teng_layer *l = &net->l[i];
         int rc;
@@ -63,6 +90,7 @@ int teng_net_backward(teng_net *net)
             return _bkfail(net, rc, "gradient sum", i);
         if ((rc = bk->ops->backward(bk, net, i)))
             return _bkfail(net, rc, "backward", i);
+        _prof(net, 2 * i + 1, &t0);
         if (l->nparam && net->grad_hook &&
             (rc = net->grad_hook(net->grad_hook_ctx, net, i)))
             return TENG_FAIL(net, TENG_EINVAL,
