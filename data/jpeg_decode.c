@@ -76,7 +76,7 @@ int tdata_image_reserve(tdata_image *im, size_t bytes)
 {
     if (im->cap >= bytes && im->px)
         return 0;
-    uint8_t *p = realloc(im->px, bytes + TDATA_PAD);
+    uint8_t *p = realloc(im->px, bytes ? bytes : 1);
     if (!p)
         return -1;
     im->px = p;

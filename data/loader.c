@@ -295,7 +295,7 @@ static int _read_batch(tdata_loader *l, _slot *sl, _read *rd, _group *grp,
     if (sl->raw_cap < need) {
         free(sl->raw);
         sl->raw_cap = need + need / 4;
-        sl->raw = malloc(sl->raw_cap + TDATA_PAD);
+        sl->raw = malloc(sl->raw_cap);
         if (!sl->raw) {
             sl->raw_cap = 0;
             return tdata_seterr(TDATA_ENOMEM, "no memory for %zu raw bytes", need);

@@ -93,16 +93,14 @@ static inline uint8_t _clamp8(float v)
 typedef float _v4 __attribute__((vector_size(16)));
 typedef float _v8 __attribute__((vector_size(32)));
 typedef int32_t _v8i __attribute__((vector_size(32)));
-typedef uint8_t _v8u __attribute__((vector_size(8)));
-typedef uint8_t _v4u8 __attribute__((vector_size(4)));
 
 static size_t _align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Horizontal pass of one RGB row: widen to RGBX floats once, then each
- * output pixel is K 4-wide multiply-adds (all channels at once). K is a
- * compile-time constant in the common cases (3 and 5 taps) so the tap loop
- * unrolls. Reads 4 bytes per pixel: callers leave 1 byte of slack after
- * the image (TDATA_PAD). */
+/* Horizontal pass of one RGB row: widen the row to floats once, then each
+ * output pixel is K multiply-adds of 4-float vectors (R, G, B and the next
+ * pixel's R, ignored), all channels at once. K is a compile-time constant
+ * in the common cases (3 and 5 taps) so the tap loop unrolls. The 4-float
+ * loads run at most one float past the row, into f's own slack. */
 static inline __attribute__((always_inline)) void
 _hrow3(const uint8_t *in, int x0, int x1, float *f, const int *fx,
        const float *wx, int kx, int dw, float *o, const int K)

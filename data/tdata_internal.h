@@ -9,8 +9,6 @@
 #include "data/tdata.h"
 
 #define TDATA_CHUNK_BYTES (4u << 20) /* see docs/shard-format.md */
-/* Slack after pixel buffers: the resampler loads 4 bytes per RGB pixel. */
-#define TDATA_PAD 16
 
 int tdata_seterr(int code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -147,8 +145,7 @@ void tdata_scratch_free(tdata_scratch *s);
 
 /* Resample the box [bx0,bx1) x [by0,by1) (fractional source pixels) of src
  * (sw x sh x c, rows stride bytes apart) to dst (dw x dh x c, packed) with
- * an antialiased triangle filter, which is what PIL's BILINEAR does. src
- * must have TDATA_PAD bytes of slack after its last pixel. */
+ * an antialiased triangle filter, which is what PIL's BILINEAR does. */
 void tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
                   double bx0, double by0, double bx1, double by1,
                   uint8_t *dst, int dw, int dh, tdata_scratch *s);
