@@ -22,6 +22,10 @@ pl_up() {
     [ -f "$PL_SO" ] || tl_fail "$PL_SO is not built"
     command -v python3 >/dev/null || tl_skip "python3 is not installed (tools/install-deps)"
     tl_cluster_up --plugin "$PL_SO" --cpus 8 "$@"
+    # These tests are about the environment, not MPI: no PMIx server per
+    # step, so clusters of other tests running at the same time (same node
+    # names, same job ids) share nothing with ours.
+    export SLURM_MPI_TYPE=none
     PL_TMP="$TL_BASE/pl"
     mkdir -p "$PL_TMP"
 }
