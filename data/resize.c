@@ -128,10 +128,10 @@ _hrow3(const uint8_t *in, int x0, int x1, float *f, const int *fx,
     }
 }
 
-__attribute__((target_clones("avx2", "default")))
-void tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
-                  double bx0, double by0, double bx1, double by1,
-                  uint8_t *dst, int dw, int dh, tdata_scratch *s)
+static inline __attribute__((always_inline)) void
+_resize_body(const uint8_t *src, int sw, int sh, int stride, int c,
+             double bx0, double by0, double bx1, double by1,
+             uint8_t *dst, int dw, int dh, tdata_scratch *s)
 {
     int kxcap = (int)ceil((bx1 - bx0) / dw > 1 ? (bx1 - bx0) / dw : 1) * 2 + 1;
     int kycap = (int)ceil((by1 - by0) / dh > 1 ? (by1 - by0) / dh : 1) * 2 + 1;
@@ -216,4 +216,45 @@ void tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
             o[i] = _clamp8(a);
         }
     }
+}
+
+/* One body, compiled twice: for AVX2 (8-float vectors in one instruction)
+ * and for the baseline, chosen at run time. Plain dispatch rather than
+ * target_clones/ifunc, which sanitizers and static links do not support.
+ * No FMA, so both give bit-identical pixels. */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2"))) static void
+_resize_avx2(const uint8_t *src, int sw, int sh, int stride, int c,
+             double bx0, double by0, double bx1, double by1,
+             uint8_t *dst, int dw, int dh, tdata_scratch *s)
+{
+    _resize_body(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh, s);
+}
+#endif
+
+static void _resize_plain(const uint8_t *src, int sw, int sh, int stride,
+                          int c, double bx0, double by0, double bx1,
+                          double by1, uint8_t *dst, int dw, int dh,
+                          tdata_scratch *s)
+{
+    _resize_body(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh, s);
+}
+
+void tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
+                  double bx0, double by0, double bx1, double by1,
+                  uint8_t *dst, int dw, int dh, tdata_scratch *s)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int avx2 = -1;
+    int v = __atomic_load_n(&avx2, __ATOMIC_RELAXED);
+    if (v < 0) {
+        v = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&avx2, v, __ATOMIC_RELAXED);
+    }
+    if (v) {
+        _resize_avx2(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh, s);
+        return;
+    }
+#endif
+    _resize_plain(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh, s);
 }
