@@ -25,7 +25,11 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/models/build.c \
 	trainer/optim/optim.h \
 	trainer/optim/schedule.c \
-	trainer/optim/sgd.c
+	trainer/optim/sgd.c \
+	trainer/train/options.h \
+	trainer/train/options.c \
+	trainer/train/source.h \
+	trainer/train/synthetic.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS)
 trainer_libtorustrain_la_LIBADD = $(DNNL_LIBS) -lm
 if HAVE_DNNL
@@ -41,6 +45,12 @@ EXTRA_DIST += \
 	trainer/backend_dnnl/dnnl_backend.c \
 	trainer/backend_dnnl/dnnl_layers.c
 endif
+
+# torus-train: the training program (single process until the
+# collectives and the data pipeline are wired in).
+bin_PROGRAMS += trainer/torus-train
+trainer_torus_train_SOURCES = trainer/torus-train.c
+trainer_torus_train_LDADD = trainer/libtorustrain.la -lm
 
 TRAINER_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TRAINER_TEST_LDADD = trainer/libtorustrain.la $(CHECK_LIBS) -lm
@@ -88,3 +98,7 @@ check_PROGRAMS += tests/bench/train/bench_train
 tests_bench_train_bench_train_SOURCES = tests/bench/train/bench_train.c
 tests_bench_train_bench_train_LDADD = trainer/libtorustrain.la -lm
 EXTRA_DIST += tests/bench/train/run_bench.sh tests/bench/train/bench_torch.py
+
+# The command line, config file and a tiny synthetic run of torus-train.
+TESTS += tests/integration/train_cli.sh
+EXTRA_DIST += tests/integration/train_cli.sh

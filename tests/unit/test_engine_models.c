@@ -203,6 +203,46 @@ START_TEST(reuse_is_invisible)
 }
 END_TEST
 
+/* Batch-size control: a net compiled for batch 8 and switched to 4 (and
+ * back) computes what a net compiled for 4 computes, on the same arenas. */
+START_TEST(set_batch_matches_fresh_compile)
+{
+    teng_backend *bk = lh_backend();
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    s.depth = 8;
+    s.image_size = 12;
+    float x[8 * 144];
+    int32_t y[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int i = 0; i < 8 * 144; i++)
+        x[i] = cosf((float)i * 0.3f);
+    double loss[2];
+    for (int k = 0; k < 2; k++) {
+        teng_net net;
+        teng_net_init(&net);
+        ck_assert_int_ge(tmodel_build(&net, &s), 0);
+        ck_assert_int_eq(teng_net_compile(&net, bk, k ? 4 : 8), 0);
+        ck_assert_int_eq(tmodel_init(&net, 9), 0);
+        void *acts = net.acts;
+        if (!k) {
+            ck_assert_int_eq(teng_net_set_batch(&net, 4), 0);
+            ck_assert_int_eq(teng_net_set_batch(&net, 8), 0);
+            ck_assert_int_eq(teng_net_set_batch(&net, 4), 0);
+            ck_assert_int_eq(teng_net_set_batch(&net, 9), TENG_EINVAL);
+            ck_assert_ptr_eq(net.acts, acts);
+        }
+        teng_net_set_global_batch(&net, 4);
+        ck_assert_int_eq(teng_net_set_input(&net, x), 0);
+        ck_assert_int_eq(teng_net_set_labels(&net, y), 0);
+        ck_assert_int_eq(teng_net_forward(&net, 1), 0);
+        ck_assert_int_eq(teng_net_backward(&net), 0);
+        loss[k] = teng_net_loss(&net);
+        teng_net_free(&net);
+    }
+    ck_assert_double_eq_tol(loss[0], loss[1], 1e-6);
+    teng_backend_close(bk);
+}
+END_TEST
+
 START_TEST(init_statistics)
 {
     teng_backend *bk = lh_backend();
@@ -257,6 +297,7 @@ int main(void)
     tcase_add_test(tc, models_run_small);
     tcase_add_test(tc, init_statistics);
     tcase_add_test(tc, reuse_is_invisible);
+    tcase_add_test(tc, set_batch_matches_fresh_compile);
 #endif
     suite_add_tcase(s, tc);
     return lh_run(s);

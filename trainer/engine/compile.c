@@ -218,6 +218,10 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
     _set_batch_shapes(net, max_batch);
     if ((rc = bk->ops->plan(bk, net, max_batch)))
         return TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+    for (int i = 0; i < net->nt; i++)
+        net->t[i].cap = net->t[i].bytes;
+    for (int i = 0; i < net->nl; i++)
+        net->l[i].ws_cap = net->l[i].ws_bytes;
 
     /* Params and grads: forward order, same offsets in both arenas. */
     size_t off = 0;
@@ -317,30 +321,22 @@ int teng_net_set_batch(teng_net *net, int batch)
     if (batch == net->batch)
         return TENG_OK;
     teng_backend *bk = net->bk;
-    size_t *old = malloc(sizeof(size_t) * (size_t)(net->nt + net->nl));
-    if (!old)
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
-    for (int i = 0; i < net->nt; i++)
-        old[i] = net->t[i].bytes;
-    for (int i = 0; i < net->nl; i++)
-        old[net->nt + i] = net->l[i].ws_bytes;
     bk->ops->release(bk, net);
     _set_batch_shapes(net, batch);
-    if ((rc = bk->ops->plan(bk, net, batch))) {
-        free(old);
+    if ((rc = bk->ops->plan(bk, net, batch)))
         return TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
-    }
-    for (int i = 0; i < net->nt + net->nl; i++) {
-        size_t now = i < net->nt ? net->t[i].bytes
-                                 : net->l[i - net->nt].ws_bytes;
-        if (now > old[i]) {
-            free(old);
+    for (int i = 0; i < net->nt; i++)
+        if (net->t[i].bytes > net->t[i].cap)
             return TENG_FAIL(net, TENG_EINVAL,
-                             "batch %d needs more memory than the compiled "
-                             "batch %d", batch, net->max_batch);
-        }
-    }
-    free(old);
+                             "batch %d needs more memory for tensor %d than "
+                             "the compiled batch %d", batch, i,
+                             net->max_batch);
+    for (int i = 0; i < net->nl; i++)
+        if (net->l[i].ws_bytes > net->l[i].ws_cap)
+            return TENG_FAIL(net, TENG_EINVAL,
+                             "batch %d needs more workspace in layer '%s' "
+                             "than the compiled batch %d", batch,
+                             net->l[i].name, net->max_batch);
     if (net->scratch_bytes > net->scratch_cap) {
         /* A batch change is a schedule event, not a step: growing the
          * scratchpad here keeps the per-step path allocation-free. */

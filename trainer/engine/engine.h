@@ -67,7 +67,8 @@ typedef struct teng_tensor {
     int producer;      /* layer index */
     int nconsumers;
     int needs_grad;    /* 0 only for the data input */
-    size_t bytes;      /* backend layout size at the compiled max batch */
+    size_t bytes;      /* backend layout size at the current batch */
+    size_t cap;        /* bytes at the compiled max batch (allocated) */
     void *data;        /* device pointer into the acts arena */
     void *grad;        /* device pointer: the summed dL/dtensor */
     int ncontrib;      /* >1: grad is summed from these before use */
@@ -106,6 +107,7 @@ typedef struct teng_layer {
     int stat0;  /* BN: running mean at stats[stat0], var at stat0+1 */
     /* planned by the backend */
     size_t ws_bytes;    /* forward->backward workspace, in the acts arena */
+    size_t ws_cap;      /* ws_bytes at the compiled max batch */
     void *ws;
     void *in_grad[2];   /* where backward writes dL/d(in[i]); NULL: skip */
     void *bk;           /* backend private state */

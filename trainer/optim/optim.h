@@ -49,7 +49,8 @@ typedef struct {
     double base_lr;         /* LR at the reference batch */
     int ref_batch;          /* 256 */
     double warmup_epochs;   /* 0: no warmup */
-    double warmup_start_lr; /* < 0: base_lr (Goyal: start at eta) */
+    double warmup_start_lr; /* < 0: min(base_lr, peak) (Goyal: start at
+                             * the reference LR eta) */
     topt_decay decay;
     double poly_power;      /* 2 */
     double end_lr;          /* floor of poly and cosine */

@@ -161,8 +161,11 @@ double topt_lr_at(const topt_schedule *s, double t)
 {
     double peak = topt_peak_lr(s, topt_batch_at(s, (int)floor(t)));
     if (t < s->warmup_epochs) {
+        /* Goyal et al. ramp from the reference LR; below the reference
+         * batch there is nothing to ramp up to, so start at the peak. */
         double start = s->warmup_start_lr >= 0 ? s->warmup_start_lr
-                                               : s->base_lr;
+                       : s->base_lr < peak     ? s->base_lr
+                                               : peak;
         return start + (peak - start) * t / s->warmup_epochs;
     }
     double p = (t - s->warmup_epochs) / (s->epochs - s->warmup_epochs);

@@ -1,0 +1,103 @@
+#!/bin/bash
+# train_cli.sh: torus-train's command line and config file: help, dry-run
+# plan (LR and batch per epoch), clear errors for bad values (exit 2, the
+# option or FILE:LINE named), and a tiny synthetic run with a batch
+# schedule that writes JSON-lines metrics.
+set -u
+bin=${top_builddir:?}/trainer/torus-train
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect_error STATUS PATTERN ARGS...: runs torus-train, checks the exit
+# status and that stderr matches PATTERN.
+expect_error() {
+    local want=$1 pat=$2
+    shift 2
+    "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    [ $rc -eq "$want" ] || fail "'$*': exit $rc, expected $want"
+    grep -q -- "$pat" "$tmp/err" || fail "'$*': stderr lacks '$pat': $(cat "$tmp/err")"
+}
+
+"$bin" --help >"$tmp/help" || fail "--help exits nonzero"
+for s in NAME SYNOPSIS OPTIONS EXAMPLES "EXIT STATUS" --lars-eta --batch; do
+    grep -q -- "$s" "$tmp/help" || fail "--help lacks '$s'"
+done
+[ "$(awk 'length > 79' "$tmp/help" | wc -l)" -eq 0 ] || fail "--help has lines over 79 columns"
+"$bin" --version | grep -q '^torus-train ' || fail "--version"
+
+# Dry run: Goyal's recipe at batch 1024 (peak 0.4, warmup from 0.1 over
+# 5 epochs, x0.1 at 30/60/80) and a Sony batch stage at epoch 2.
+"$bin" --synthetic --dataset-size 102400 --batch 0:1024,2:2048 --epochs 90 \
+    --dry-run >"$tmp/plan" || fail "--dry-run exits nonzero"
+# row EPOCH BATCH STEPS LR_START: the plan has that row.
+row() {
+    awk -v e="$1" -v b="$2" -v n="$3" -v lr="$4" \
+        '$1 == e && $2 == b && $3 == b && $4 == n && $5 == lr { ok = 1 }
+         END { exit !ok }' "$tmp/plan" ||
+        fail "dry-run row for epoch $1: $(awk -v e="$1" '$1 == e' "$tmp/plan")"
+}
+row 0 1024 100 0.1
+row 2 2048 50 0.38   # warmup: 0.1 + (0.8 - 0.1) * 2/5 at batch 2048
+row 45 2048 50 0.08  # peak 0.8 after one step decay
+grep -q '^total ' "$tmp/plan" || fail "dry-run lacks the total"
+
+# Bad values: exit 2 and the culprit named.
+expect_error 2 "no training data" --batch 256
+expect_error 2 "unknown option '--bogus'" --synthetic --bogus
+expect_error 2 "missing value for" --synthetic --batch
+expect_error 2 "--batch: batch schedule '0:256,x'" --synthetic --batch 0:256,x
+expect_error 2 "--lr: 'fast' is not a number" --synthetic --lr fast
+expect_error 2 "--epochs: '1.5' is not an integer" --synthetic --epochs 1.5
+expect_error 2 "unknown model 'vgg'" --synthetic --model vgg
+expect_error 2 "6n+2" --synthetic --model cifar-resnet --depth 21
+expect_error 2 "unknown decay 'linear'" --synthetic --decay linear
+expect_error 2 "momentum 1.5 is not in" --synthetic --momentum 1.5
+expect_error 2 "must start at epoch 0" --synthetic --batch 3:256
+expect_error 2 "warmup of 100 epochs" --synthetic --warmup-epochs 100
+expect_error 2 "milestones must be positive and increasing" --synthetic --milestones 30,20
+expect_error 2 "larger than the dataset" --synthetic --dataset-size 100 --batch 256
+expect_error 2 "unknown backend 'tpu'" --synthetic --backend tpu
+
+# Config file: settings apply, the command line wins, errors name FILE:LINE.
+cat >"$tmp/good.conf" <<'CONF'
+# a comment
+model = cifar-resnet
+lars
+lars-eta = 0.02   # trailing comment
+batch = 0:128,1:256
+CONF
+"$bin" --config "$tmp/good.conf" --synthetic --lars-eta 0.005 --dataset-size 2560 \
+    --epochs 2 --warmup-epochs 0.5 --dry-run >"$tmp/plan2" || fail "config file dry run"
+grep -q 'cifar-resnet depth 20' "$tmp/plan2" || fail "config: model not applied"
+grep -q 'LARS eta 0.005' "$tmp/plan2" || fail "config: command line did not win"
+printf 'model = resnet50\nmomentum = lots\n' >"$tmp/bad.conf"
+expect_error 2 "bad.conf:2: 'lots' is not a number" --config "$tmp/bad.conf" --synthetic
+printf 'learning-rate = 0.1\n' >"$tmp/bad2.conf"
+expect_error 2 "bad2.conf:1: unknown setting 'learning-rate'" --config "$tmp/bad2.conf" --synthetic
+expect_error 2 "cannot open" --config "$tmp/missing.conf" --synthetic
+
+# A tiny run: ResNet-8 on 12 px synthetic images, the batch doubling at
+# epoch 1; metrics carry both batches and finite losses.
+if "$bin" --version | grep -q 'backends: dnnl'; then
+    "$bin" --synthetic --model cifar-resnet --depth 8 --image-size 12 \
+        --dataset-size 64 --epochs 2 --batch 0:16,1:32 --lars --decay poly \
+        --warmup-epochs 0.5 --print-every 1 --threads 1 \
+        --metrics "$tmp/m.jsonl" >"$tmp/run" 2>&1 || fail "tiny run: $(cat "$tmp/run")"
+    grep -q '^done: 6 steps, 128 images' "$tmp/run" || fail "tiny run summary: $(tail -1 "$tmp/run")"
+    [ "$(wc -l <"$tmp/m.jsonl")" -eq 6 ] || fail "metrics: expected 6 lines"
+    grep -q '"global_batch":16' "$tmp/m.jsonl" || fail "metrics: no batch 16"
+    grep -q '"global_batch":32' "$tmp/m.jsonl" || fail "metrics: no batch 32"
+    grep -q '"loss":nan\|"loss":inf' "$tmp/m.jsonl" && fail "metrics: non-finite loss"
+    for k in epoch step images_per_s loss lr global_batch data_wait comm_wait; do
+        grep -q "\"$k\":" "$tmp/m.jsonl" || fail "metrics: no key $k"
+    done
+else
+    echo "note: no compute backend built; the training run is not checked"
+fi
+
+[ $fails -eq 0 ] && echo "PASS: torus-train command line" 
+exit $((fails > 0))

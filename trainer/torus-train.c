@@ -1,0 +1,213 @@
+/* torus-train.c: the training program. Reads top to bottom like the recipe:
+ * configure, build the model, initialise it, then for every epoch set the
+ * batch from the schedule and run steps of
+ *   data -> forward -> backward (+ gradient all-reduce) -> SGD/LARS -> log.
+ *
+ * Single process today. The two seams where the distributed pieces plug
+ * in are marked SEAM: the data source (trainer/train/source.h, today
+ * synthetic) and the gradient exchange (the engine's per-layer gradient
+ * hook starts the all-reduce of every bucket that backward has completed;
+ * _grads_wait() waits for the rest before the update).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "config.h"
+#include "trainer/engine/backend.h"
+#include "trainer/models/models.h"
+#include "trainer/optim/optim.h"
+#include "trainer/train/options.h"
+#include "trainer/train/source.h"
+
+static double _now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* ---- SEAM: gradient exchange ----
+ * With one rank the sum over ranks is the local gradient, so both calls
+ * are empty. With the collectives: _grads_ready() hands every fusion
+ * bucket whose params are all past backward to tcomm (params lie in
+ * forward order, so buckets complete from the end of the grads arena),
+ * and _grads_wait() waits for all of them. The loss is already divided
+ * by the global batch, so the all-reduce is a plain sum (remark 3). */
+typedef struct {
+    int world;
+    double wait_s; /* time blocked in _grads_wait, for the progress line */
+} _exchange;
+
+static int _grads_ready(void *ctx, teng_net *net, int layer)
+{
+    (void)ctx, (void)net, (void)layer;
+    return 0;
+}
+
+static int _grads_wait(_exchange *ex)
+{
+    double t0 = _now();
+    ex->wait_s += _now() - t0;
+    return 0;
+}
+
+/* One JSON object per progress line, appended to --metrics. */
+static void _metrics(FILE *f, int epoch, long step, long gstep, double ips,
+                     double loss, double lr, int gbatch, double data_share,
+                     double comm_share)
+{
+    if (!f)
+        return;
+    fprintf(f,
+            "{\"epoch\":%d,\"step\":%ld,\"global_step\":%ld,"
+            "\"images_per_s\":%.3f,\"loss\":%.6f,\"lr\":%.8g,"
+            "\"global_batch\":%d,\"data_wait\":%.4f,\"comm_wait\":%.4f}\n",
+            epoch, step, gstep, ips, loss, lr, gbatch, data_share,
+            comm_share);
+    fflush(f);
+}
+
+static int _fail(const char *what, const char *msg)
+{
+    fprintf(stderr, "torus-train: %s: %s\n", what, msg);
+    return TTRAIN_EXIT_FAIL;
+}
+
+int main(int argc, char **argv)
+{
+    /* ---- configuration ---- */
+    ttrain_config cfg;
+    ttrain_config_defaults(&cfg);
+    int rc = ttrain_config_parse(&cfg, argc, argv);
+    if (rc)
+        return rc == 1 ? TTRAIN_EXIT_OK : rc;
+    if ((rc = ttrain_config_validate(&cfg)))
+        return rc;
+    if (cfg.dry_run) {
+        ttrain_print_plan(&cfg, stdout);
+        return TTRAIN_EXIT_OK;
+    }
+    const topt_schedule *sched = &cfg.sched;
+    int max_local = 0;
+    for (int i = 0; i < sched->nstages; i++)
+        if (sched->stage[i].global_batch / cfg.world > max_local)
+            max_local = sched->stage[i].global_batch / cfg.world;
+
+    /* ---- model, memory and optimizer: everything allocated here ---- */
+    char err[256];
+    teng_backend_opts bopts = {.threads = cfg.threads};
+    teng_backend *bk;
+    if (teng_backend_open(cfg.backend, &bopts, &bk, err, sizeof(err)))
+        return _fail("backend", err);
+    teng_net net;
+    teng_net_init(&net);
+    if (tmodel_build(&net, &cfg.model) < 0 ||
+        teng_net_compile(&net, bk, max_local) ||
+        tmodel_init(&net, cfg.seed))
+        return _fail("model", teng_net_error(&net));
+    topt_sgd opt;
+    if (topt_sgd_init(&opt, &net, &cfg.opt))
+        return _fail("optimizer", teng_net_error(&net));
+    _exchange ex = {.world = cfg.world};
+    teng_net_set_grad_hook(&net, _grads_ready, &ex);
+    if (cfg.verbose)
+        teng_net_summary(&net, stderr);
+    printf("torus-train: %s, %zu parameters, %.0f MB of activations at local "
+           "batch %d, backend %s with %d threads\n",
+           tmodel_name(cfg.model.kind), teng_net_param_count(&net),
+           net.acts_bytes / 1e6, max_local, bk->ops->name, cfg.threads);
+
+    /* ---- SEAM: data ---- */
+    ttrain_source src;
+    if (ttrain_synthetic_open(&src, &cfg.model, max_local, cfg.seed))
+        return _fail("data", "out of memory for the synthetic pool");
+    size_t img = (size_t)cfg.model.in_channels * cfg.model.image_size *
+                 cfg.model.image_size;
+    float *x = malloc(img * (size_t)max_local * sizeof(float));
+    int32_t *y = malloc(sizeof(int32_t) * (size_t)max_local);
+    FILE *mf = cfg.metrics[0] ? fopen(cfg.metrics, "a") : NULL;
+    if (!x || !y)
+        return _fail("data", "out of memory");
+    if (cfg.metrics[0] && !mf)
+        return _fail("--metrics", "cannot open the file for appending");
+
+    /* ---- training ---- */
+    long gstep = 0;
+    double t_start = _now(), images = 0;
+    for (int epoch = 0; epoch < sched->epochs; epoch++) {
+        int gbatch = topt_batch_at(sched, epoch), lbatch = gbatch / cfg.world;
+        long steps = topt_steps_in_epoch(sched, epoch);
+        /* Batch-size control: the new batch reuses the same arenas. */
+        if (teng_net_set_batch(&net, lbatch))
+            return _fail("batch schedule", teng_net_error(&net));
+        teng_net_set_global_batch(&net, gbatch);
+        double t_win = _now(), data_s = 0, loss_sum = 0;
+        ex.wait_s = 0;
+        int nwin = 0;
+        for (long step = 0; step < steps; step++) {
+            if (cfg.max_steps && gstep >= cfg.max_steps)
+                break;
+            /* 1. the next batch */
+            double t0 = _now();
+            if (src.next(&src, x, y, lbatch))
+                return _fail("data", src.err);
+            if (teng_net_set_input(&net, x) || teng_net_set_labels(&net, y))
+                return _fail("data", teng_net_error(&net));
+            data_s += _now() - t0;
+            /* 2. forward and backward; the gradient hook starts the
+             * all-reduce of finished buckets while backward goes on */
+            if (teng_net_forward(&net, 1) || teng_net_backward(&net))
+                return _fail("step", teng_net_error(&net));
+            /* 3. the rest of the gradient exchange */
+            if (_grads_wait(&ex))
+                return _fail("gradient exchange", "failed");
+            /* 4. the update at this step's learning rate */
+            double lr = topt_lr_at_step(sched, epoch, step);
+            if (topt_sgd_step(&opt, lr) || teng_net_sync(&net))
+                return _fail("optimizer", teng_net_error(&net));
+            /* 5. progress */
+            loss_sum += teng_net_loss(&net);
+            nwin++;
+            gstep++;
+            images += gbatch;
+            if (gstep % cfg.print_every == 0 || step == steps - 1) {
+                double dt = _now() - t_win, ips = nwin * (double)gbatch / dt;
+                printf("epoch %d step %ld/%ld | %.1f img/s | loss %.4f | lr "
+                       "%.5g | batch %d | data %.1f%% comm %.1f%%\n",
+                       epoch, step + 1, steps, ips, loss_sum / nwin, lr,
+                       gbatch, 100 * data_s / dt, 100 * ex.wait_s / dt);
+                fflush(stdout);
+                _metrics(mf, epoch, step + 1, gstep, ips, loss_sum / nwin, lr,
+                         gbatch, data_s / dt, ex.wait_s / dt);
+                t_win = _now();
+                data_s = loss_sum = 0;
+                ex.wait_s = 0;
+                nwin = 0;
+            }
+        }
+        /* SEAM: distributed evaluation (each rank its slice, top-1/top-5
+         * reduced) after averaging BN running statistics across ranks. */
+        if (cfg.max_steps && gstep >= cfg.max_steps)
+            break;
+    }
+
+    /* ---- summary ---- */
+    double total = _now() - t_start;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("done: %ld steps, %.0f images in %.1f s, %.2f img/s, peak RSS "
+           "%.0f MB\n",
+           gstep, images, total, images / total, ru.ru_maxrss / 1024.0);
+    if (mf)
+        fclose(mf);
+    src.close(&src);
+    free(x);
+    free(y);
+    topt_sgd_free(&opt);
+    teng_net_free(&net);
+    teng_backend_close(bk);
+    return TTRAIN_EXIT_OK;
+}

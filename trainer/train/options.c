@@ -1,0 +1,521 @@
+/* options.c: torus-train options: one table drives the command line, the
+ * config file and --help, so the three cannot drift apart. */
+#include "trainer/train/options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "trainer/engine/backend.h"
+
+typedef enum { _INT, _LONG, _DBL, _FLT, _STR, _FLAG, _NOFLAG, _SPECIAL } _type;
+
+typedef struct {
+    const char *name;
+    _type type;
+    size_t off;      /* into ttrain_config */
+    size_t size;     /* _STR buffer size */
+    const char *arg; /* metavariable for --help */
+    const char *help;
+} _opt;
+
+#define _O(f) offsetof(ttrain_config, f), sizeof(((ttrain_config *)0)->f)
+#define _S(f) offsetof(ttrain_config, f), 0
+
+/* Settings that need parsing beyond a number go through _special(). */
+static const _opt _opts[] = {
+    {"model", _SPECIAL, 0, 0, "NAME",
+     "resnet50 (v1.5), resnet18, cifar-resnet or alexnet-bn [resnet50]"},
+    {"depth", _INT, _S(model.depth), "N",
+     "cifar-resnet depth 6n+2: 20, 32, 44, 56, 110 [20]"},
+    {"image-size", _INT, _S(model.image_size), "PX",
+     "square input size [224; cifar-resnet 28]"},
+    {"channels", _INT, _S(model.in_channels), "N",
+     "input channels [3; cifar-resnet 1]"},
+    {"classes", _INT, _S(model.classes), "N",
+     "number of classes [1000; cifar-resnet 10]"},
+    {"label-smoothing", _FLT, _S(model.label_smoothing), "S",
+     "label smoothing in [0, 1) [0]"},
+    {"dropout", _FLT, _S(model.dropout), "P", "alexnet-bn fc dropout [0.5]"},
+    {"synthetic", _FLAG, _S(synthetic), NULL,
+     "train on synthetic data (benchmarks); no dataset needed"},
+    {"data", _STR, _O(data), "PATH", "packed dataset (torus-pack output)"},
+    {"dataset-size", _LONG, _S(sched.dataset_size), "N",
+     "training samples per epoch [1281167; synthetic: as given]"},
+    {"batch", _SPECIAL, 0, 0, "B|E:B,...",
+     "global batch, or a batch schedule of epoch:batch stages, e.g. "
+     "0:256,30:1024 (Sony) [256]"},
+    {"epochs", _INT, _S(sched.epochs), "N", "training epochs [90]"},
+    {"lr", _DBL, _S(sched.base_lr), "LR",
+     "base learning rate at the reference batch [0.1]"},
+    {"ref-batch", _INT, _S(sched.ref_batch), "N",
+     "reference batch of the linear scaling rule [256]"},
+    {"warmup-epochs", _DBL, _S(sched.warmup_epochs), "E",
+     "linear warmup length in epochs [5]"},
+    {"warmup-start-lr", _DBL, _S(sched.warmup_start_lr), "LR",
+     "LR at step 0 of warmup [the base LR, or the peak if lower]"},
+    {"decay", _SPECIAL, 0, 0, "KIND",
+     "poly (power 2, MLPerf LARS), step, cosine or none [step]"},
+    {"poly-power", _DBL, _S(sched.poly_power), "P", "poly decay power [2]"},
+    {"end-lr", _DBL, _S(sched.end_lr), "LR", "poly/cosine final LR [0]"},
+    {"milestones", _SPECIAL, 0, 0, "E,E,...",
+     "step decay epochs [30,60,80]"},
+    {"step-gamma", _DBL, _S(sched.step_gamma), "G",
+     "step decay factor [0.1]"},
+    {"momentum", _DBL, _S(opt.momentum), "M", "SGD momentum [0.9]"},
+    {"weight-decay", _DBL, _S(opt.weight_decay), "WD",
+     "weight decay, added to the gradient as WD*w [1e-4]"},
+    {"lars", _FLAG, _S(opt.lars), NULL, "layer-wise adaptive rate scaling"},
+    {"lars-eta", _DBL, _S(opt.lars_eta), "ETA", "LARS trust coefficient [0.001]"},
+    {"lars-eps", _DBL, _S(opt.lars_eps), "EPS", "LARS epsilon [1e-9]"},
+    {"no-exclude-bn-bias", _NOFLAG, _S(opt.exclude_bn_bias), NULL,
+     "apply LARS and weight decay to bias and BN parameters too"},
+    {"no-momentum-correction", _NOFLAG, _S(opt.momentum_correction), NULL,
+     "do not rescale momentum when the LR changes"},
+    {"backend", _STR, _O(backend), "NAME", "compute backend: auto or dnnl [auto]"},
+    {"threads", _INT, _S(threads), "N", "compute threads per rank [2]"},
+    {"seed", _SPECIAL, 0, 0, "N", "random seed for init and data [1]"},
+    {"max-steps", _LONG, _S(max_steps), "N", "stop after N steps [0: all]"},
+    {"print-every", _INT, _S(print_every), "N",
+     "steps between progress lines [20]"},
+    {"metrics", _STR, _O(metrics), "FILE", "append JSON-lines metrics here"},
+    {"dry-run", _FLAG, _S(dry_run), NULL,
+     "print the resolved configuration and schedule, then exit"},
+    {"verbose", _FLAG, _S(verbose), NULL, "print the network and backend details"},
+    {"config", _SPECIAL, 0, 0, "FILE",
+     "read settings from FILE first (key = value, keys as the long options)"},
+};
+#define _NOPTS (int)(sizeof(_opts) / sizeof(_opts[0]))
+
+void ttrain_config_defaults(ttrain_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->model = tmodel_defaults(TMODEL_RESNET50);
+    topt_schedule_defaults(&c->sched);
+    topt_config_defaults(&c->opt);
+    snprintf(c->backend, sizeof(c->backend), "auto");
+    c->threads = 2;
+    c->world = 1;
+    c->seed = 1;
+    c->print_every = 20;
+}
+
+/* Parses value for option o into c; where is "--name" or "FILE:LINE". */
+static int _set(ttrain_config *c, const _opt *o, const char *v,
+                const char *where)
+{
+    char *end, err[256];
+    void *field = (char *)c + o->off;
+    errno = 0;
+    switch (o->type) {
+    case _INT:
+    case _LONG: {
+        long x = strtol(v, &end, 10);
+        if (end == v || *end || errno ||
+            (o->type == _INT && (x < -2147483647L || x > 2147483647L))) {
+            fprintf(stderr, "torus-train: %s: '%s' is not an integer\n", where,
+                    v);
+            return TTRAIN_EXIT_USAGE;
+        }
+        if (o->type == _INT)
+            *(int *)field = (int)x;
+        else
+            *(long *)field = x;
+        return 0;
+    }
+    case _DBL:
+    case _FLT: {
+        double x = strtod(v, &end);
+        if (end == v || *end || errno || !isfinite(x)) {
+            fprintf(stderr, "torus-train: %s: '%s' is not a number\n", where, v);
+            return TTRAIN_EXIT_USAGE;
+        }
+        if (o->type == _FLT)
+            *(float *)field = (float)x;
+        else
+            *(double *)field = x;
+        return 0;
+    }
+    case _STR:
+        if (strlen(v) >= o->size) {
+            fprintf(stderr, "torus-train: %s: value longer than %zu characters\n",
+                    where, o->size - 1);
+            return TTRAIN_EXIT_USAGE;
+        }
+        snprintf(field, o->size, "%s", v);
+        return 0;
+    case _FLAG:
+    case _NOFLAG: {
+        int on = !v || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "true");
+        int off = v && (!strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "false"));
+        if (!on && !off) {
+            fprintf(stderr, "torus-train: %s: '%s' is not yes or no\n", where, v);
+            return TTRAIN_EXIT_USAGE;
+        }
+        *(int *)field = o->type == _FLAG ? on : !on;
+        return 0;
+    }
+    case _SPECIAL: break;
+    }
+    if (!strcmp(o->name, "model")) {
+        tmodel_kind k;
+        if (tmodel_parse(v, &k)) {
+            fprintf(stderr, "torus-train: %s: unknown model '%s' (resnet50, "
+                    "resnet18, cifar-resnet, alexnet-bn)\n", where, v);
+            return TTRAIN_EXIT_USAGE;
+        }
+        /* A model brings its own defaults for what was not set yet. */
+        tmodel_spec d = tmodel_defaults(k), old = tmodel_defaults(c->model.kind);
+        tmodel_spec *m = &c->model;
+        m->kind = k;
+        if (m->in_channels == old.in_channels)
+            m->in_channels = d.in_channels;
+        if (m->image_size == old.image_size)
+            m->image_size = d.image_size;
+        if (m->classes == old.classes)
+            m->classes = d.classes;
+        if (m->depth == old.depth)
+            m->depth = d.depth;
+        if (m->dropout == old.dropout)
+            m->dropout = d.dropout;
+        return 0;
+    }
+    if (!strcmp(o->name, "batch")) {
+        if (topt_stages_parse(v, &c->sched, err, sizeof(err))) {
+            fprintf(stderr, "torus-train: %s: %s\n", where, err);
+            return TTRAIN_EXIT_USAGE;
+        }
+        return 0;
+    }
+    if (!strcmp(o->name, "decay")) {
+        if (topt_decay_parse(v, &c->sched.decay)) {
+            fprintf(stderr, "torus-train: %s: unknown decay '%s' (poly, step, "
+                    "cosine, none)\n", where, v);
+            return TTRAIN_EXIT_USAGE;
+        }
+        return 0;
+    }
+    if (!strcmp(o->name, "milestones")) {
+        const char *p = v;
+        int n = 0;
+        while (*p) {
+            double e = strtod(p, &end);
+            if (end == p || (*end && *end != ',') || n == TOPT_MAX_MILESTONES) {
+                fprintf(stderr, "torus-train: %s: '%s' is not a list of at "
+                        "most %d epochs like 30,60,80\n", where, v,
+                        TOPT_MAX_MILESTONES);
+                return TTRAIN_EXIT_USAGE;
+            }
+            c->sched.milestones[n++] = e;
+            p = *end ? end + 1 : end;
+        }
+        c->sched.nmilestones = n;
+        return 0;
+    }
+    if (!strcmp(o->name, "seed")) {
+        unsigned long long s = strtoull(v, &end, 10);
+        if (end == v || *end || errno || *v == '-') {
+            fprintf(stderr, "torus-train: %s: '%s' is not a non-negative "
+                    "integer\n", where, v);
+            return TTRAIN_EXIT_USAGE;
+        }
+        c->seed = s;
+        return 0;
+    }
+    return 0; /* --config is handled by the caller */
+}
+
+static const _opt *_find(const char *name)
+{
+    for (int i = 0; i < _NOPTS; i++)
+        if (!strcmp(_opts[i].name, name))
+            return &_opts[i];
+    return NULL;
+}
+
+static char *_trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' ||
+                     e[-1] == '\r'))
+        *--e = '\0';
+    return s;
+}
+
+/* key = value lines; '#' starts a comment; keys are long option names. */
+static int _read_file(ttrain_config *c, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024], where[600];
+    int ln = 0, rc = 0;
+    if (!f) {
+        fprintf(stderr, "torus-train: --config: cannot open '%s': %s\n", path,
+                strerror(errno));
+        return TTRAIN_EXIT_USAGE;
+    }
+    while (!rc && fgets(line, sizeof(line), f)) {
+        ln++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = _trim(line);
+        if (!*s)
+            continue;
+        snprintf(where, sizeof(where), "%s:%d", path, ln);
+        char *eq = strchr(s, '='), *val = NULL;
+        if (eq) {
+            *eq = '\0';
+            val = _trim(eq + 1);
+        }
+        char *key = _trim(s);
+        const _opt *o = _find(key);
+        if (!o || !strcmp(key, "config")) {
+            fprintf(stderr, "torus-train: %s: unknown setting '%s' (see "
+                    "--help)\n", where, key);
+            rc = TTRAIN_EXIT_USAGE;
+        } else if (!val && o->type != _FLAG && o->type != _NOFLAG) {
+            fprintf(stderr, "torus-train: %s: '%s' needs '= VALUE'\n", where,
+                    key);
+            rc = TTRAIN_EXIT_USAGE;
+        } else {
+            rc = _set(c, o, val, where);
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+int ttrain_config_parse(ttrain_config *c, int argc, char **argv)
+{
+    struct option lo[_NOPTS + 3];
+    char where[80];
+    int rc;
+    for (int i = 0; i < _NOPTS; i++) {
+        int flag = _opts[i].type == _FLAG || _opts[i].type == _NOFLAG;
+        lo[i] = (struct option){_opts[i].name,
+                                flag ? no_argument : required_argument, 0, i};
+    }
+    lo[_NOPTS] = (struct option){"help", no_argument, 0, 'h'};
+    lo[_NOPTS + 1] = (struct option){"version", no_argument, 0, 'V'};
+    lo[_NOPTS + 2] = (struct option){0, 0, 0, 0};
+    /* Pass 1: --config files, so that the command line overrides them. */
+    for (int i = 1; i < argc; i++) {
+        const char *path = NULL;
+        if (!strcmp(argv[i], "--config") && i + 1 < argc)
+            path = argv[++i];
+        else if (!strncmp(argv[i], "--config=", 9))
+            path = argv[i] + 9;
+        if (path && (rc = _read_file(c, path)))
+            return rc;
+    }
+    opterr = 0;
+    optind = 1;
+    for (int ch; (ch = getopt_long(argc, argv, ":hV", lo, NULL)) != -1;) {
+        if (ch == 'h') {
+            ttrain_usage(stdout);
+            return 1;
+        }
+        if (ch == 'V') {
+            printf("torus-train %s (backends: %s)\n", PACKAGE_VERSION,
+                   teng_backend_list());
+            return 1;
+        }
+        if (ch == '?' || ch == ':') {
+            const char *bad = argv[optind - 1];
+            fprintf(stderr, "torus-train: %s '%s' (see --help)\n",
+                    ch == ':' ? "missing value for" : "unknown option", bad);
+            return TTRAIN_EXIT_USAGE;
+        }
+        snprintf(where, sizeof(where), "--%s", _opts[ch].name);
+        if ((rc = _set(c, &_opts[ch], optarg, where)))
+            return rc;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "torus-train: unexpected argument '%s' (see --help)\n",
+                argv[optind]);
+        return TTRAIN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int ttrain_config_validate(ttrain_config *c)
+{
+    char err[256];
+    if (c->synthetic && c->data[0]) {
+        fprintf(stderr, "torus-train: --synthetic and --data exclude each "
+                "other\n");
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (!c->synthetic && !c->data[0]) {
+        fprintf(stderr, "torus-train: no training data: give --data PATH or "
+                "--synthetic\n");
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (c->data[0] && !c->dry_run) {
+        fprintf(stderr, "torus-train: --data: reading packed datasets is not "
+                "wired in yet (the data pipeline lands separately); use "
+                "--synthetic\n");
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (tmodel_validate(&c->model, err, sizeof(err))) {
+        fprintf(stderr, "torus-train: model: %s\n", err);
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (topt_schedule_validate(&c->sched, err, sizeof(err)) ||
+        topt_config_validate(&c->opt, err, sizeof(err))) {
+        fprintf(stderr, "torus-train: %s\n", err);
+        return TTRAIN_EXIT_USAGE;
+    }
+    for (int i = 0; i < c->sched.nstages; i++)
+        if (c->sched.stage[i].global_batch % c->world) {
+            fprintf(stderr, "torus-train: --batch: global batch %d (epoch %d) "
+                    "is not divisible by the %d ranks\n",
+                    c->sched.stage[i].global_batch, c->sched.stage[i].epoch,
+                    c->world);
+            return TTRAIN_EXIT_USAGE;
+        }
+    if (c->threads < 1 || c->threads > 1024) {
+        fprintf(stderr, "torus-train: --threads: %d is not in 1..1024\n",
+                c->threads);
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (c->print_every < 1) {
+        fprintf(stderr, "torus-train: --print-every: %d must be >= 1\n",
+                c->print_every);
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (c->max_steps < 0) {
+        fprintf(stderr, "torus-train: --max-steps: %ld must be >= 0\n",
+                c->max_steps);
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (strcmp(c->backend, "auto") && strcmp(c->backend, "dnnl") &&
+        strcmp(c->backend, "cpu")) {
+        fprintf(stderr, "torus-train: --backend: unknown backend '%s' (auto, "
+                "dnnl)\n", c->backend);
+        return TTRAIN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Prints "    LEFT  help..." with the help wrapped at 79 columns. */
+static void _option_help(FILE *f, const char *left, const char *help)
+{
+    int col = fprintf(f, "    %-28s", left);
+    if (col > 32) {
+        fprintf(f, "\n%32s", "");
+        col = 32;
+    }
+    while (*help) {
+        int n = (int)strcspn(help, " ");
+        if (col + 1 + n > 79) {
+            fprintf(f, "\n%32s", "");
+            col = 32;
+        }
+        col += fprintf(f, " %.*s", n, help);
+        help += n;
+        while (*help == ' ')
+            help++;
+    }
+    fputc('\n', f);
+}
+
+void ttrain_usage(FILE *f)
+{
+    fprintf(f,
+"NAME\n"
+"    torus-train - train a CNN with the large-batch recipe (LARS, warmup,\n"
+"    linear scaling, batch-size control) on the torus engine\n"
+"\n"
+"SYNOPSIS\n"
+"    torus-train --synthetic|--data PATH [OPTIONS]\n"
+"    srun --mpi=pmix --torus=auto torus-train ... (once the collectives are\n"
+"    wired in; today torus-train runs as a single process)\n"
+"\n"
+"DESCRIPTION\n"
+"    Builds the model, initialises it (He init, zero-gamma on the last BN of\n"
+"    every residual block), and trains it with momentum SGD: weight decay is\n"
+"    added to the gradient, LARS scales each tensor's step by its trust\n"
+"    ratio, the learning rate is base_lr * global_batch / ref_batch after a\n"
+"    linear warmup and then decays (poly, step or cosine), and a batch\n"
+"    schedule can grow the global batch mid-run with the learning rate\n"
+"    following it. The loss is normalised by the global batch.\n"
+"    Settings come from defaults, then --config FILE, then the command line.\n"
+"\n"
+"OPTIONS\n");
+    for (int i = 0; i < _NOPTS; i++) {
+        char left[64];
+        snprintf(left, sizeof(left), "--%s%s%s", _opts[i].name,
+                 _opts[i].arg ? " " : "", _opts[i].arg ? _opts[i].arg : "");
+        _option_help(f, left, _opts[i].help);
+    }
+    _option_help(f, "--help", "print this help and exit");
+    _option_help(f, "--version",
+                 "print the version and the compiled-in backends");
+    fprintf(f,
+"\n"
+"EXAMPLES\n"
+"    Show the plan of the Goyal et al. ImageNet recipe at batch 8192:\n"
+"        torus-train --synthetic --batch 8192 --lr 0.1 --dry-run\n"
+"    LARS with poly decay and a growing batch (Sony), CIFAR-style ResNet:\n"
+"        torus-train --synthetic --model cifar-resnet --dataset-size 60000 \\\n"
+"            --epochs 10 --batch 0:128,5:256 --lars --decay poly\n"
+"\n"
+"EXIT STATUS\n"
+"    0 success, 1 runtime failure, 2 bad command line or configuration.\n");
+}
+
+void ttrain_print_plan(const ttrain_config *c, FILE *f)
+{
+    const topt_schedule *s = &c->sched;
+    const topt_config *o = &c->opt;
+    fprintf(f, "model          %s", tmodel_name(c->model.kind));
+    if (c->model.kind == TMODEL_CIFAR_RESNET)
+        fprintf(f, " depth %d", c->model.depth);
+    fprintf(f, ", %d x %d x %d input, %d classes, label smoothing %g",
+            c->model.in_channels, c->model.image_size, c->model.image_size,
+            c->model.classes, c->model.label_smoothing);
+    if (c->model.kind == TMODEL_ALEXNET_BN)
+        fprintf(f, ", dropout %g", c->model.dropout);
+    fprintf(f, "\ndata           %s, %ld samples per epoch\n",
+            c->synthetic ? "synthetic" : c->data, s->dataset_size);
+    fprintf(f, "ranks          %d, %d threads each, backend %s, seed %llu\n",
+            c->world, c->threads, c->backend, (unsigned long long)c->seed);
+    fprintf(f, "optimizer      momentum %g%s,\n               weight decay %g", o->momentum,
+            o->momentum_correction ? " (corrected on LR change)" : "",
+            o->weight_decay);
+    if (o->lars)
+        fprintf(f, ", LARS eta %g eps %g", o->lars_eta, o->lars_eps);
+    fprintf(f, "%s\n", o->exclude_bn_bias
+                           ? ", bias/BN excluded from wd and LARS"
+                           : ", wd and LARS on every tensor");
+    fprintf(f, "learning rate  base %g at batch %d, warmup %g epochs,\n"
+            "               decay %s", s->base_lr, s->ref_batch,
+            s->warmup_epochs, topt_decay_name(s->decay));
+    if (s->decay == TOPT_DECAY_POLY)
+        fprintf(f, " (power %g, end %g)", s->poly_power, s->end_lr);
+    if (s->decay == TOPT_DECAY_COSINE)
+        fprintf(f, " (end %g)", s->end_lr);
+    if (s->decay == TOPT_DECAY_STEP) {
+        fprintf(f, " (x%g at", s->step_gamma);
+        for (int i = 0; i < s->nmilestones; i++)
+            fprintf(f, "%s%g", i ? "," : " ", s->milestones[i]);
+        fprintf(f, ")");
+    }
+    fprintf(f, "\n\n%5s %12s %11s %8s %12s %12s\n", "epoch", "global_batch",
+            "local_batch", "steps", "lr_start", "lr_end");
+    long total = 0;
+    for (int e = 0; e < s->epochs; e++) {
+        int b = topt_batch_at(s, e);
+        long n = topt_steps_in_epoch(s, e);
+        total += n;
+        fprintf(f, "%5d %12d %11d %8ld %12.6g %12.6g\n", e, b, b / c->world,
+                n, topt_lr_at_step(s, e, 0), topt_lr_at_step(s, e, n - 1));
+    }
+    fprintf(f, "total %ld steps\n", total);
+}

@@ -1,0 +1,46 @@
+/* options.h: torus-train's configuration (prefix ttrain_): one struct with
+ * every setting, filled from defaults, then an optional config file, then
+ * the command line, and validated once with errors that name the option
+ * (and the file and line it came from). */
+#ifndef TORUS_TRAINER_TRAIN_OPTIONS_H
+#define TORUS_TRAINER_TRAIN_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trainer/models/models.h"
+#include "trainer/optim/optim.h"
+
+typedef struct {
+    tmodel_spec model;
+    topt_schedule sched;
+    topt_config opt;
+    char backend[16];      /* auto, dnnl */
+    int threads;           /* compute threads per rank */
+    int world;             /* ranks (1 until the collectives are wired) */
+    int synthetic;         /* synthetic data (benchmarks) */
+    char data[512];        /* packed dataset (the data pipeline; later) */
+    uint64_t seed;
+    long max_steps;        /* stop early (0: run all epochs) */
+    int print_every;       /* steps between progress lines */
+    char metrics[512];     /* JSON-lines metrics file ("" = none) */
+    int dry_run;
+    int verbose;
+} ttrain_config;
+
+/* Exit statuses of torus-train. */
+enum { TTRAIN_EXIT_OK = 0, TTRAIN_EXIT_FAIL = 1, TTRAIN_EXIT_USAGE = 2 };
+
+void ttrain_config_defaults(ttrain_config *c);
+/* Parses argv (a --config FILE is read first, so the command line wins).
+ * Returns 0, 1 when --help or --version was printed (exit 0), or
+ * TTRAIN_EXIT_USAGE after printing an error to stderr. */
+int ttrain_config_parse(ttrain_config *c, int argc, char **argv);
+/* Cross-field checks; prints the error and returns TTRAIN_EXIT_USAGE. */
+int ttrain_config_validate(ttrain_config *c);
+void ttrain_usage(FILE *f);
+/* The resolved configuration and the per-epoch LR/batch schedule. */
+void ttrain_print_plan(const ttrain_config *c, FILE *f);
+
+#endif
