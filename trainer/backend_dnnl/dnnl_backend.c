@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "trainer/backend_dnnl/dnnl_backend.h"
 #include "trainer/backend_dnnl/dnnl_internal.h"
@@ -75,6 +76,10 @@ static void *_alloc(teng_backend *bk, size_t bytes)
     size_t align = bytes >= (4u << 20) ? (2u << 20) : 64;
     if (posix_memalign(&p, align, bytes ? bytes : 1))
         return NULL;
+    /* Arenas are streamed through by every memory-bound layer: huge
+     * pages spare the TLB (advice only; "madvise" is Debian's default). */
+    if (align > 64)
+        madvise(p, bytes, MADV_HUGEPAGE);
     memset(p, 0, bytes);
     return p;
 }
@@ -233,6 +238,7 @@ int tdnnl_backend_create(const teng_backend_opts *opts, teng_backend **out,
     }
     if (opts->verbose)
         dnnl_set_verbose(opts->verbose);
+    bk->stream = im->stream;
     *out = bk;
     return TENG_OK;
 }

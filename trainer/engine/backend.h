@@ -70,6 +70,11 @@ typedef struct teng_backend_ops {
 struct teng_backend {
     const teng_backend_ops *ops;
     teng_backend_opts opts;
+    /* The native queue all of this backend's work goes to, in order
+     * (dnnl_stream_t here, cudaStream_t on the GPU): libraries that must
+     * order their work with it, such as the gradient all-reduce in the
+     * gradient hook, take it from here. */
+    void *stream;
     char err[256];
     void *impl;
 };
