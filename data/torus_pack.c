@@ -2,6 +2,7 @@
  * engine (data/pack.c), prints the summary, and maps the outcome to the
  * exit status. */
 #include <getopt.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,19 +230,16 @@ int main(int argc, char **argv)
         /* The shard count is in the shards' own names: find shard 0. */
         char pat[4096];
         int N = 0;
-        for (int n = 1; n <= 99999 && !N; n++) {
-            char name[512];
-            tdata_shard_filename(name, sizeof name, o.split, 0, n);
-            snprintf(pat, sizeof pat, "%s/%s", o.output, name);
-            FILE *f = fopen(pat, "r");
-            if (f) {
-                fclose(f);
-                N = n;
-            }
+        snprintf(pat, sizeof pat, "%s/%s-00000-of-*.h5", o.output, o.split);
+        glob_t g;
+        if (glob(pat, 0, NULL, &g) == 0) {
+            if (g.gl_pathc == 1)
+                N = atoi(strrchr(g.gl_pathv[0], '-') + 1);
+            globfree(&g);
         }
-        if (!N) {
-            fprintf(stderr, "torus-pack: %s: no %s-00000-of-*.h5 shard\n",
-                    o.output, o.split);
+        if (N < 1) {
+            fprintf(stderr, "torus-pack: %s: want exactly one %s-00000-of-*.h5 "
+                    "shard\n", o.output, o.split);
             return 2;
         }
         char ipath[4096];

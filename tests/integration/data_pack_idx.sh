@@ -110,7 +110,10 @@ rm "$T/t10k/t10k-00001-of-00003.h5"
 "$PACK" --shards=3 --no-progress -o "$T/t10k" -s t10k "$FM/t10k-images-idx3-ubyte.gz" > "$T/rerun.log"
 grep -q '1 shards written, 2 already done' "$T/rerun.log" || fail "resume: $(cat "$T/rerun.log")"
 cmp "$idx" "$T/index.before" || fail "resumed index differs"
-echo "ok: resume"
+rm "$idx"
+"$PACK" --index-only -s t10k -o "$T/t10k" > /dev/null
+cmp "$idx" "$T/index.before" || fail "--index-only index differs"
+echo "ok: resume, --index-only"
 
 # Job array: two ranges into one directory give the same index.
 "$PACK" --shards=3 --shard-range=0:1 --no-progress -o "$T/arr" -s t10k \
