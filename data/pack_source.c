@@ -41,40 +41,61 @@ static int _add(tdata_pack_src *s, const char *path, const char *name,
     return 0;
 }
 
-/* Sorted names of the entries of DIR that are directories (dirs=1) or
- * regular files (dirs=0), hidden ones excluded. */
-static char **_list(const char *dir, int dirs, int *n)
+/* A directory entry: name and, for files, size. */
+typedef struct _ent {
+    char *name;
+    uint64_t size;
+} _ent;
+
+static int _cmpent(const void *a, const void *b)
+{
+    return strcmp(((const _ent *)a)->name, ((const _ent *)b)->name);
+}
+
+/* Sorted entries of DIR that are directories (dirs=1) or regular files
+ * (dirs=0), hidden ones excluded. One stat() per file (for its size, the
+ * shard balance needs it); the type comes from d_type when the file
+ * system fills it in, sparing a stat() per class folder. */
+static _ent *_list(const char *dir, int dirs, int *n)
 {
     DIR *d = opendir(dir);
     *n = 0;
     if (!d)
         return NULL;
     int cap = 64;
-    char **v = malloc(cap * sizeof *v);
+    _ent *v = malloc(cap * sizeof *v);
     struct dirent *e;
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
-        char p[4096];
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (stat(p, &st) != 0)
-            continue;
-        if (dirs ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+        uint64_t size = 0;
+        int isdir = e->d_type == DT_DIR, isreg = e->d_type == DT_REG;
+        if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK || !dirs) {
+            char p[4096];
+            struct stat st;
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            if (stat(p, &st) != 0)
+                continue;
+            isdir = S_ISDIR(st.st_mode);
+            isreg = S_ISREG(st.st_mode);
+            size = (uint64_t)st.st_size;
+        }
+        if (dirs ? !isdir : !isreg)
             continue;
         if (*n == cap)
             v = realloc(v, (cap *= 2) * sizeof *v);
-        v[(*n)++] = strdup(e->d_name);
+        v[*n].name = strdup(e->d_name);
+        v[(*n)++].size = size;
     }
     closedir(d);
-    qsort(v, *n, sizeof *v, _cmpstr);
+    qsort(v, *n, sizeof *v, _cmpent);
     return v;
 }
 
-static void _free_list(char **v, int n)
+static void _free_list(_ent *v, int n)
 {
     for (int i = 0; i < n; i++)
-        free(v[i]);
+        free(v[i].name);
     free(v);
 }
 
@@ -136,27 +157,30 @@ static int _set_classes_from(tdata_pack_src *s, char **names, int n)
 }
 
 static int _scan_tree(const tdata_pack_opts *o, tdata_pack_src *s,
-                      char **classes, int nc)
+                      _ent *classes, int nc)
 {
-    if (!s->num_classes)
-        _set_classes_from(s, classes, nc);
+    if (!s->num_classes) {
+        char **names = malloc((nc ? nc : 1) * sizeof *names);
+        for (int c = 0; c < nc; c++)
+            names[c] = classes[c].name;
+        _set_classes_from(s, names, nc);
+        free(names);
+    }
     for (int c = 0; c < nc; c++) {
-        int label = _find_class(s, classes[c]);
+        int label = _find_class(s, classes[c].name);
         if (label < 0)
             return tdata_seterr(TDATA_EINVAL, "%s/%s: folder is not a class "
-                                "listed in --classes=%s", o->source, classes[c],
-                                o->classes_file);
+                                "listed in --classes=%s", o->source,
+                                classes[c].name, o->classes_file);
         char dir[4096];
-        snprintf(dir, sizeof dir, "%s/%s", o->source, classes[c]);
+        snprintf(dir, sizeof dir, "%s/%s", o->source, classes[c].name);
         int nf;
-        char **files = _list(dir, 0, &nf);
+        _ent *files = _list(dir, 0, &nf);
         for (int i = 0; i < nf; i++) {
             char p[8200], nm[8200];
-            struct stat st;
-            snprintf(p, sizeof p, "%s/%s", dir, files[i]);
-            snprintf(nm, sizeof nm, "%s/%s", classes[c], files[i]);
-            stat(p, &st);
-            _add(s, p, nm, label, (uint64_t)st.st_size);
+            snprintf(p, sizeof p, "%s/%s", dir, files[i].name);
+            snprintf(nm, sizeof nm, "%s/%s", classes[c].name, files[i].name);
+            _add(s, p, nm, label, files[i].size);
         }
         _free_list(files, nf);
     }
@@ -171,7 +195,7 @@ static int _cmpvlab(const void *a, const void *b)
     return strcmp(((const _vlab *)a)->file, ((const _vlab *)b)->file);
 }
 
-static int _read_val_labels(const tdata_pack_opts *o, char **files, int nf,
+static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
                             _vlab **out, int *nout)
 {
     FILE *f = fopen(o->val_labels, "r");
@@ -253,7 +277,7 @@ static int _read_val_labels(const tdata_pack_opts *o, char **files, int nf,
                 break;
             }
             char stem[4096];
-            snprintf(stem, sizeof stem, "%s", files[n]);
+            snprintf(stem, sizeof stem, "%s", files[n].name);
             char *dot = strrchr(stem, '.');
             if (dot)
                 *dot = 0;
@@ -276,7 +300,7 @@ static int _read_val_labels(const tdata_pack_opts *o, char **files, int nf,
 static int _scan_flat(const tdata_pack_opts *o, tdata_pack_src *s)
 {
     int nf;
-    char **files = _list(o->source, 0, &nf);
+    _ent *files = _list(o->source, 0, &nf);
     _vlab *labs = NULL;
     int nl = 0;
     int rc = _read_val_labels(o, files, nf, &labs, &nl);
@@ -295,7 +319,7 @@ static int _scan_flat(const tdata_pack_opts *o, tdata_pack_src *s)
     }
     for (int i = 0; rc == TDATA_OK && i < nf; i++) {
         char stem[4096], p[4096];
-        snprintf(stem, sizeof stem, "%s", files[i]);
+        snprintf(stem, sizeof stem, "%s", files[i].name);
         char *dot = strrchr(stem, '.');
         if (dot)
             *dot = 0;
@@ -303,20 +327,18 @@ static int _scan_flat(const tdata_pack_opts *o, tdata_pack_src *s)
         _vlab *hit = bsearch(&key, labs, nl, sizeof *labs, _cmpvlab);
         if (!hit) {
             rc = tdata_seterr(TDATA_EINVAL, "%s/%s: no label in --val-labels=%s",
-                              o->source, files[i], o->val_labels);
+                              o->source, files[i].name, o->val_labels);
             break;
         }
         int label = _find_class(s, hit->wnid);
         if (label < 0) {
             rc = tdata_seterr(TDATA_EINVAL, "%s: class '%s' of %s is not in "
                               "the class list", o->val_labels, hit->wnid,
-                              files[i]);
+                              files[i].name);
             break;
         }
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s", o->source, files[i]);
-        stat(p, &st);
-        _add(s, p, files[i], label, (uint64_t)st.st_size);
+        snprintf(p, sizeof p, "%s/%s", o->source, files[i].name);
+        _add(s, p, files[i].name, label, files[i].size);
     }
     for (int i = 0; i < nl; i++) {
         free(labs[i].file);
@@ -360,7 +382,7 @@ int tdata_pack_scan(const tdata_pack_opts *o, tdata_pack_src *s)
     if (o->classes_file && (rc = _load_classes(o->classes_file, s)))
         return rc;
     int nc;
-    char **classes = _list(o->source, 1, &nc);
+    _ent *classes = _list(o->source, 1, &nc);
     if (nc > 0 && !o->val_labels)
         rc = _scan_tree(o, s, classes, nc);
     else if (o->val_labels)
