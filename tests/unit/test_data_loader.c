@@ -445,6 +445,56 @@ START_TEST(test_roi_and_dct_match_full_decode)
 }
 END_TEST
 
+/* A stand-in for cudaHostAlloc: counts and remembers the blocks. */
+typedef struct {
+    int allocs, frees;
+    void *blocks[8];
+} _pinned;
+
+static void *_pin_alloc(size_t n, void *ctx)
+{
+    _pinned *p = ctx;
+    void *b = malloc(n);
+    p->blocks[p->allocs++] = b;
+    return b;
+}
+
+static void _pin_free(void *b, void *ctx)
+{
+    _pinned *p = ctx;
+    p->frees++;
+    free(b);
+}
+
+START_TEST(test_caller_allocated_buffers)
+{
+    tdata_dataset *ds = _open();
+    _pinned pin = {0};
+    tdata_loader_opts o;
+    tdata_loader_opts_default(&o);
+    o.batch_size = 5;
+    o.out_h = o.out_w = 16;
+    o.prefetch = 3;
+    o.alloc = _pin_alloc;
+    o.free = _pin_free;
+    o.alloc_ctx = &pin;
+    tdata_loader *l = _loader(ds, &o);
+    ck_assert_int_eq(pin.allocs, 3);
+    ck_assert_int_eq(tdata_loader_start(l, 0, 0), 0);
+    for (int k = 0; k < 6; k++) {
+        int err;
+        const tdata_batch *b = tdata_loader_next(l, &err);
+        ck_assert_ptr_nonnull(b);
+        /* Every batch is handed out in one of the caller's buffers. */
+        ck_assert(b->data == pin.blocks[0] || b->data == pin.blocks[1] ||
+                  b->data == pin.blocks[2]);
+    }
+    tdata_loader_destroy(l);
+    ck_assert_int_eq(pin.frees, 3);
+    tdata_dataset_close(ds);
+}
+END_TEST
+
 START_TEST(test_bad_options_and_staging)
 {
     tdata_dataset *ds = _open();
@@ -487,6 +537,7 @@ int main(void)
     tcase_add_test(tc, test_bad_samples_skipped_and_bounded);
     tcase_add_test(tc, test_roi_and_dct_match_full_decode);
     tcase_add_test(tc, test_bad_options_and_staging);
+    tcase_add_test(tc, test_caller_allocated_buffers);
     suite_add_tcase(s, tc);
     return tdata_test_run(s);
 }
