@@ -27,9 +27,16 @@ tl_require_cluster() {
 
 tl_cluster_up() {
     tl_require_cluster
+    # One test cluster at a time on this machine: `make -j` runs tests in
+    # parallel, and two clusters on 2 cores only slow each other down (and
+    # share /dev/shm, where PMIx servers of concurrent steps have collided).
+    # The lock is released when the test exits.
+    exec 8>"${TMPDIR:-/tmp}/torus-cluster-tests.lock"
+    flock -w 900 8 || tl_fail "waited 15 minutes for another cluster test to finish"
     TL_BASE=$(mktemp -d "${TMPDIR:-/tmp}/torus-test.XXXXXX")
     trap 'tl_cluster_down' EXIT
-    "$top_srcdir/tests/cluster/up" --base "$TL_BASE" --quiet "$@" ||
+    # 8>&-: the daemons must not inherit (and so hold) the lock.
+    "$top_srcdir/tests/cluster/up" --base "$TL_BASE" --quiet "$@" 8>&- ||
         tl_fail "tests/cluster/up $* did not bring the cluster up"
     . "$TL_BASE/env"
 }
