@@ -18,8 +18,14 @@ static uint8_t *_slurp(const char *path, size_t *len)
     uint8_t *buf = malloc(cap);
     for (;;) {
         if (n == cap) {
+            uint8_t *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                gzclose(g);
+                return NULL;
+            }
+            buf = nb;
             cap *= 2;
-            buf = realloc(buf, cap);
         }
         int r = gzread(g, buf + n, (unsigned)(cap - n > (1u << 30) ? (1u << 30)
                                                                   : cap - n));

@@ -82,8 +82,13 @@ static _ent *_list(const char *dir, int dirs, int *n)
         }
         if (dirs ? !isdir : !isreg)
             continue;
-        if (*n == cap)
-            v = realloc(v, (cap *= 2) * sizeof *v);
+        if (*n == cap) {
+            _ent *nv = realloc(v, (size_t)cap * 2 * sizeof *v);
+            if (!nv)
+                break; /* out of memory: the caller sees a short list */
+            v = nv;
+            cap *= 2;
+        }
         v[*n].name = strdup(e->d_name);
         v[(*n)++].size = size;
     }
@@ -236,7 +241,10 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
                     char id[256];
                     if (sscanf(sl, "%255s", id) != 1)
                         continue;
-                    syn = realloc(syn, (nsyn + 1) * sizeof *syn);
+                    char **ns = realloc(syn, (nsyn + 1) * sizeof *syn);
+                    if (!ns)
+                        break;
+                    syn = ns;
                     syn[nsyn++] = strdup(id);
                 }
                 free(sl);

@@ -145,14 +145,16 @@ _resize_body(const uint8_t *src, int sw, int sh, int stride, int c,
     size_t o_tmp = o_r4 + _align16((size_t)(sw + 2) * 3 * sizeof(float));
     size_t trow = (size_t)dw * c;
     size_t need = o_tmp + ((size_t)sh + 2) * trow * sizeof(float) + 64;
-    char *m = tdata_scratch_get(s, need);
+    /* Parts at 16-byte aligned offsets of one block (uintptr_t arithmetic:
+     * each part is only ever accessed as its own type). */
+    uintptr_t m = (uintptr_t)tdata_scratch_get(s, need);
     float *wx = (float *)m;
     float *wy = (float *)(m + o_wy);
     int *fx = (int *)(m + o_fx);
     int *fy = (int *)(m + o_fy);
     float *r4 = (float *)(m + o_r4);
     float *tmp = (float *)(m + o_tmp);
-    int32_t *vi = (int32_t *)(tmp + ((size_t)sh + 1) * trow);
+    int32_t *vi = (int32_t *)(m + o_tmp + ((size_t)sh + 1) * trow * sizeof(float));
     int kx = _taps(bx0, bx1, sw, dw, fx, wx, kxcap);
     int ky = _taps(by0, by1, sh, dh, fy, wy, kycap);
     int r0 = fy[0], r1 = fy[dh - 1] + ky;

@@ -164,7 +164,8 @@ static int _bench_read(tdata_dataset *ds, const _cfg *c)
             snprintf(arg, sizeof arg, "if=%s", p);
             pid_t pid = fork();
             if (pid == 0) {
-                freopen("/dev/null", "w", stderr);
+                if (!freopen("/dev/null", "w", stderr))
+                    _exit(127);
                 execlp("dd", "dd", arg, "of=/dev/null", "bs=8M", (char *)NULL);
                 _exit(127);
             }
@@ -228,6 +229,10 @@ static int _bench_decode(tdata_dataset *ds, const _cfg *c, uint64_t n)
         size_t cap = 0;
         if (tdata_dataset_read(ds, i, &a.raw[i], &cap, &a.len[i], NULL, NULL)) {
             fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            for (uint64_t k = 0; k <= i; k++)
+                free(a.raw[k]);
+            free(a.raw);
+            free(a.len);
             return 1;
         }
         bytes += (double)a.len[i];

@@ -134,7 +134,7 @@ START_TEST(test_ranks_cover_epoch_and_epochs_differ)
 {
     tdata_dataset *ds = _open();
     uint8_t seen[NIMG] = {0};
-    uint64_t order0[NIMG], order1[NIMG];
+    uint64_t order0[NIMG] = {0}, order1[NIMG] = {0};
     int k0 = 0, k1 = 0;
     for (int r = 0; r < 3; r++) {
         tdata_loader_opts o;
