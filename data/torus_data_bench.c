@@ -35,7 +35,8 @@ static const char _help[] =
 "    count:\n"
 "      read    pread() of the shards' image streams in 8 MiB requests,\n"
 "              and dd (bs=8M) of the same files for comparison, both from\n"
-"              the page cache after a warm-up pass (the I/O limit);\n"
+"              the page cache after a warm-up pass (the I/O limit); and\n"
+"              one read per sample in a shuffled epoch's order;\n"
 "      decode  full-size JPEG decode of every sample, from memory;\n"
 "      train   the training pipeline: shuffled slice, coalesced reads,\n"
 "              RandomResizedCrop with ROI and DCT-scaled decode, flip,\n"
@@ -151,6 +152,25 @@ static int _bench_read(tdata_dataset *ds, const _cfg *c)
     }
     free(buf);
     _row("read(pread)", 1, (double)in->num_images, best, bytes, 0);
+    /* What a training epoch's I/O does: one read per sample, in the order
+     * of the epoch's global permutation (no neighbours to merge). */
+    uint64_t n = in->num_images, *perm = malloc(n * sizeof *perm);
+    tdata_perm(c->seed, 0, n, perm);
+    uint8_t *sb = NULL;
+    size_t scap = 0, len;
+    double sbytes = 0, t0 = _now();
+    for (uint64_t i = 0; i < n; i++) {
+        if (tdata_dataset_read(ds, perm[i], &sb, &scap, &len, NULL, NULL)) {
+            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            free(sb);
+            free(perm);
+            return 1;
+        }
+        sbytes += (double)len;
+    }
+    _row("read(shuffled)", 1, (double)n, _now() - t0, sbytes, 0);
+    free(sb);
+    free(perm);
     if (!c->dd)
         return 0;
     /* dd of the same files: the whole file, as fast as the kernel serves it. */
