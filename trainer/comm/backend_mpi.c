@@ -55,10 +55,12 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n, int 
     for (unsigned long spin = 0;; spin++) {
         int done = 0;
         int rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS)
-            return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: MPI error %d talking to rank %d "
-                           "(%s): rank %d is lost", c->info.rank, rc, g->world[peer],
-                           g->name, g->world[peer]);
+        if (rc != MPI_SUCCESS) {
+            int lost = tc_find_lost_rank(c, g->world[peer]);
+            return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: rank %d is lost (MPI error %d "
+                           "talking to rank %d in the %s communicator)", c->info.rank, lost,
+                           rc, g->world[peer], g->name);
+        }
         if (done)
             return TCOMM_OK;
         /* Spin briefly (latency), then yield (oversubscribed nodes), then
@@ -70,14 +72,65 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n, int 
             nanosleep(&ts, NULL);
         }
         if ((spin & 63) == 0 && _now() - start > c->timeout_s) {
-            for (int i = 0; i < n; i++)
-                if (r[i] != MPI_REQUEST_NULL)
-                    MPI_Cancel(&r[i]);
-            return TC_FAIL(TCOMM_ERR_TIMEOUT, "rank %d: no progress from rank %d (%s) "
-                           "for %.0f s: rank %d is lost or stalled", c->info.rank,
-                           g->world[peer], g->name, c->timeout_s, g->world[peer]);
+            int lost = tc_find_lost_rank(c, g->world[peer]);
+            return TC_FAIL(TCOMM_ERR_TIMEOUT, "rank %d: rank %d is lost or stalled: no "
+                           "progress for %.0f s (this rank waits on rank %d in the %s "
+                           "communicator)", c->info.rank, lost, c->timeout_s,
+                           g->world[peer], g->name);
         }
     }
+}
+
+int tc_find_lost_rank(tcomm_t *c, int suspect)
+{
+    enum { TAG = 79 };
+    int P = c->info.size, me = c->info.rank;
+    if (c->blame == MPI_COMM_NULL || P <= 2)
+        return suspect;
+    int *blocked = malloc(sizeof(int) * (size_t)P);
+    MPI_Request *sr = malloc(sizeof(MPI_Request) * (size_t)P);
+    if (!blocked || !sr) {
+        free(blocked);
+        free(sr);
+        return suspect;
+    }
+    int msg[2] = {me, suspect}, in[2];
+    for (int r = 0; r < P; r++) {
+        blocked[r] = -1;
+        sr[r] = MPI_REQUEST_NULL;
+        if (r != me) /* small: eager, completes even if r is gone */
+            MPI_Isend(msg, 2, MPI_INT, r, TAG, c->blame, &sr[r]);
+    }
+    blocked[me] = suspect;
+    /* Everyone stuck behind the lost rank reports within a few seconds of
+     * us: they all stopped at the same collective. */
+    double until = _now() + (c->timeout_s < 10 ? c->timeout_s / 2 : 5.0);
+    int heard = 1;
+    while (heard < P - 1 && _now() < until) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, TAG, c->blame, &flag, &st) != MPI_SUCCESS)
+            break;
+        if (flag) {
+            if (MPI_Recv(in, 2, MPI_INT, st.MPI_SOURCE, TAG, c->blame, MPI_STATUS_IGNORE) ==
+                    MPI_SUCCESS && in[0] >= 0 && in[0] < P && blocked[in[0]] < 0) {
+                blocked[in[0]] = in[1];
+                heard++;
+            }
+        } else {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    /* Follow who-waits-on-whom to the first rank that did not report. */
+    int x = suspect;
+    for (int hops = 0; hops < P && x >= 0 && x < P && blocked[x] >= 0; hops++)
+        x = blocked[x];
+    if (x < 0 || x >= P || blocked[x] >= 0)
+        x = suspect; /* a cycle: nobody is missing, so blame our own peer */
+    free(blocked);
+    free(sr); /* pending sends are abandoned: the job is going down */
+    return x;
 }
 
 /* MPI counts are int. One step of our algorithms moves a chunk of a fused

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "trainer/comm/tcomm_internal.h"
 
@@ -176,6 +177,39 @@ static tcomm_rc _layout(tcomm_t *c, const tcomm_options *opt, const tcomm_env_la
     return rc;
 }
 
+/* Open every TCP connection our algorithms use now, from this thread:
+ * OpenMPI 4.1's TCP BTL can drop a connection that two threads set up at
+ * once (the fusion thread and the caller), failing with "connect() ...
+ * Operation now in progress". Ring neighbours of every communicator, the
+ * group leader, and MPI's own all-reduce partners (small and large). */
+static tcomm_rc _warm_up(tcomm_t *c)
+{
+    tc_group *gs[] = {&c->world, &c->row, &c->col, &c->group, &c->leaders, &c->peers};
+    char a = 1, b = 0;
+    tcomm_rc rc = TCOMM_OK;
+    for (size_t i = 0; i < sizeof gs / sizeof gs[0] && !rc; i++) {
+        tc_group *g = gs[i];
+        if (g->comm == MPI_COMM_NULL || g->size < 2)
+            continue;
+        int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
+        rc = tc_sendrecv(c, g, &a, 1, next, &b, 1, prev);
+        if (!rc)
+            rc = tc_sendrecv(c, g, &a, 1, prev, &b, 1, next);
+    }
+    for (int j = 1; j < c->group.size && !rc; j++) /* gather / scatter partners */
+        if (c->group.rank == 0)
+            rc = tc_recv(c, &c->group, &b, 1, j);
+        else if (c->group.rank == j)
+            rc = tc_send(c, &c->group, &a, 1, 0);
+    float *x = calloc(1 << 16, sizeof(float));
+    if (!rc && x)
+        rc = tc_flat_allreduce(c, x, 1, TCOMM_WIRE_FP32);
+    if (!rc && x)
+        rc = tc_flat_allreduce(c, x, 1 << 16, TCOMM_WIRE_FP32);
+    free(x);
+    return rc;
+}
+
 tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
 {
     tcomm_env_layout env;
@@ -188,6 +222,7 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     if (!c)
         return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for tcomm");
     c->op_fp16 = c->op_bf16 = MPI_OP_NULL;
+    c->blame = MPI_COMM_NULL;
     tc_group *gs[] = {&c->world, &c->row, &c->col, &c->node, &c->group, &c->leaders, &c->peers};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         gs[i]->comm = MPI_COMM_NULL; /* not 0: OpenMPI's NULL is an object */
@@ -263,6 +298,13 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
             return rc;
         }
         i->group_rank = c->group.rank;
+        /* Errors come back as codes (reported with the peer's rank), and a
+         * private world copy carries lost-rank reports (backend_mpi.c). */
+        tc_group *all[] = {&c->row, &c->col, &c->node, &c->group};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+            MPI_Comm_set_errhandler(all[k]->comm, MPI_ERRORS_RETURN);
+        MPI_Comm_dup(MPI_COMM_WORLD, &c->blame);
+        MPI_Comm_set_errhandler(c->blame, MPI_ERRORS_RETURN);
         if ((rc = _group(c, &c->leaders, "group leaders",
                          i->group_rank == 0 ? 0 : MPI_UNDEFINED, i->group)) ||
             (rc = _group(c, &c->peers, "group peers", i->group_rank, i->group)) ||
@@ -273,6 +315,10 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
         int nn = c->node.rank == 0, total = 0;
         MPI_Allreduce(&nn, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         i->nnodes = total;
+        if ((rc = _warm_up(c))) {
+            tcomm_finalize(c);
+            return rc;
+        }
     }
     c->info.source = c->source;
     tcomm_model_defaults(&c->model, c->info.size, c->info.local_size);
@@ -295,8 +341,11 @@ void tcomm_finalize(tcomm_t *c)
     tc_group *gs[] = {&c->row, &c->col, &c->node, &c->group, &c->leaders, &c->peers, &c->world};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         _group_free(c, gs[i]);
-    if (c->mpi_up)
+    if (c->mpi_up) {
         tc_mpi_ops_free(c);
+        if (c->blame != MPI_COMM_NULL)
+            MPI_Comm_free(&c->blame);
+    }
     tc_buf_free(&c->wire_a);
     tc_buf_free(&c->wire_b);
     tc_buf_free(&c->wire_c);
@@ -313,7 +362,12 @@ void tcomm_abort(tcomm_t *c, int code, const char *msg)
 {
     fprintf(stderr, "tcomm: rank %d: %s\n", c ? c->info.rank : 0, msg);
     fflush(stderr);
-    if (c && c->mpi_up)
+    if (c && c->mpi_up) {
+        /* Launchers kill the whole job as soon as one rank aborts; linger
+         * a moment so that every rank that saw the same failure can say so. */
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
         MPI_Abort(MPI_COMM_WORLD, code);
+    }
     exit(code);
 }

@@ -86,6 +86,10 @@ check_PROGRAMS += tests/integration/comm_check
 tests_integration_comm_check_SOURCES = tests/integration/comm_check.c
 tests_integration_comm_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
 tests_integration_comm_check_LDADD = $(TCOMM_LIBS)
+check_PROGRAMS += tests/integration/comm_fault_check
+tests_integration_comm_fault_check_SOURCES = tests/integration/comm_fault_check.c
+tests_integration_comm_fault_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
+tests_integration_comm_fault_check_LDADD = $(TCOMM_LIBS)
 check_PROGRAMS += tests/integration/comm_fusion_check
 tests_integration_comm_fusion_check_SOURCES = tests/integration/comm_fusion_check.c
 tests_integration_comm_fusion_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
@@ -104,7 +108,9 @@ COMM_SH_TESTS = \
 	tests/integration/comm_allreduce.sh \
 	tests/integration/comm_env.sh \
 	tests/integration/comm_fusion.sh \
+	tests/integration/comm_fault.sh \
 	tests/integration/comm_bench.sh \
-	tests/integration/comm_nccl.sh
+	tests/integration/comm_nccl.sh \
+	tests/integration/comm_cluster.sh
 TESTS += $(COMM_SH_TESTS)
 EXTRA_DIST += $(COMM_SH_TESTS) tests/integration/comm_lib.sh

@@ -47,6 +47,7 @@ struct tcomm {
     tcomm_model_params model;        /* for hybrid; probed or default */
     MPI_Op op_fp16, op_bf16;         /* flat all-reduce on 16-bit wires */
     MPI_Datatype dt_half;            /* 2-byte element for those ops */
+    MPI_Comm blame;                  /* world dup for lost-rank reports */
     char source[96];
 };
 
@@ -71,6 +72,10 @@ tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes, int src
 void tc_store_free(tcomm_t *c);
 tcomm_rc tc_mpi_ops_create(tcomm_t *c);
 void tc_mpi_ops_free(tcomm_t *c);
+/* After a wait on world rank suspect failed or timed out: every rank that
+ * is stuck tells all others whom it waits for; following that chain from
+ * suspect to a rank that never reported names the lost one. */
+int tc_find_lost_rank(tcomm_t *c, int suspect);
 tcomm_rc tc_flat_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_wire w);
 
 /* Chunk i of n (n parts of count, first count%n one longer). */

@@ -1,0 +1,106 @@
+#!/bin/bash
+# comm_cluster.sh: libtcomm on the real 4-node local Slurm cluster (2 leaf
+# switches), under srun --mpi=pmix -N4 -n8:
+#   - every algorithm and wire is correct with the default one-row-per-node
+#     layout, with --grid/--group-size, and with the TORUS_* layout the
+#     torus SPANK plugin sets (--torus=auto and an explicit 4x2);
+#   - fusion and torus-bench run under srun;
+#   - faults: a rank killed mid-collective brings the step down within 60 s
+#     with the lost task named and every rank non-zero; a rank that hangs
+#     mid-collective is named by every other rank, which all exit non-zero
+#     within 60 s.
+set -u
+. "$top_srcdir/tests/cluster/testlib.sh"
+. "$top_srcdir/tests/integration/comm_lib.sh"
+B="$top_builddir/tests/integration"
+plugin="$top_builddir/plugins/.libs/spank_torus.so"
+# Ports 17410-17414 are this test's own (17400-17404: comm benchmarks by hand).
+if [ -f "$plugin" ]; then
+    tl_cluster_up --nodes 4 --leaves 2 --port-base 17410 --plugin "$plugin"
+else
+    tl_cluster_up --nodes 4 --leaves 2 --port-base 17410
+fi
+# The emulated nodes share this host's network namespace: keep OpenMPI's
+# TCP on loopback rather than on whatever bridges other tests create.
+export OMPI_MCA_btl_tcp_if_include=lo
+# Every test cluster has nodes n1..n4 and job ids from 1, and OpenMPI names
+# its shared-memory segments and session directories by host and job: keep
+# ours private, or a concurrent test cluster's job deletes them under us.
+mkdir -p "$TL_BASE/ompi-shm" "$TL_BASE/ompi-tmp"
+export OMPI_MCA_btl_vader_backing_directory="$TL_BASE/ompi-shm"
+export OMPI_MCA_orte_tmpdir_base="$TL_BASE/ompi-tmp"
+
+step() { # name, then the srun arguments; must PASS
+    local name=$1
+    shift
+    local out rc
+    out=$(timeout 300 srun --mpi=pmix -N4 -n8 "$@" 2>&1)
+    rc=$?
+    # OpenMPI 4.1.4's TCP wire-up can time out on a 2-core host under heavy
+    # load ("failed to TCP connect ... Operation now in progress"): that is
+    # the MPI library's start-up, not tcomm; retry such a step once.
+    if [ $rc != 0 ] && echo "$out" | grep -q 'failed to TCP connect'; then
+        echo "[$name] OpenMPI TCP wire-up failed under load; retrying once"
+        out=$(timeout 300 srun --mpi=pmix -N4 -n8 "$@" 2>&1)
+        rc=$?
+    fi
+    echo "$out" | grep -E '^(P=|PASS|FAIL|fusion|#.*(sweep|correct|WRONG))' | sed "s/^/[$name] /"
+    [ $rc = 0 ] || { echo "$out" | tail -20; tl_fail "$name: exit $rc"; }
+    echo "$out" | grep -Eq '^PASS|all results correct' || tl_fail "$name: no PASS"
+    LAST=$out
+}
+
+step default "$B/comm_check" --sizes 0,1,5,1001,40000
+echo "$LAST" | grep -q 'grid=4x2 groups=4 (size 2) nodes=4 source=one row per node' ||
+    tl_fail "default layout is not one row per node"
+step options "$B/comm_check" --grid 2x4 --group-size 4 --sizes 1,1001,40000 --wires fp32,fp16
+
+# TORUS_* as the plugin would set them, by a wrapper (row-major, groups of
+# 4 = one leaf switch), so this part runs even without the plugin.
+W=$(mktemp "${TMPDIR:-/tmp}/comm_cluster_wrap.XXXXXX")
+trap 'rm -f "$W"; tl_cluster_down' EXIT
+cat >"$W" <<'X'
+#!/bin/bash
+r=$SLURM_PROCID
+export TORUS_VERSION=1 TORUS_DIMS=2x4 TORUS_COORD=$((r / 4)),$((r % 4)) TORUS_GROUP=$((r / 4))
+export TORUS_NGROUPS=2 TORUS_NODE_INDEX=$((r / 2)) TORUS_SOURCE=wrapper
+exec "$@"
+X
+chmod +x "$W"
+step env "$W" "$B/comm_check" --sizes 1,1001,40000 --wires fp32,fp16
+echo "$LAST" | grep -q 'grid=2x4 groups=2 (size 4) nodes=4 source=wrapper' || tl_fail "TORUS_* not used"
+if srun --help 2>&1 | grep -q -- '--torus'; then
+    step torus-auto --torus=auto "$B/comm_check" --sizes 1,1001,40000 --wires fp32,fp16
+    step torus-4x2 --torus=4x2 "$B/comm_check" --sizes 1,1001 --algos torus2d,hier-rs,hier
+    echo "$LAST" | grep -q 'grid=4x2' || tl_fail "--torus=4x2 did not reach the trainer"
+else
+    echo "note: srun has no --torus (plugin not built): plugin steps not run"
+fi
+step fusion "$B/comm_fusion_check" --theta 8192 --algo hybrid
+step bench "$top_builddir/trainer/comm/torus-bench" -b 4K -e 1M -f 16 -n 2 -w 1 -a all -d fp32,fp16
+
+# A rank killed in the middle of a collective: Slurm's PMIx plugin tears
+# the step down; nothing may hang and srun must name the task.
+t0=$SECONDS
+out=$(timeout 90 srun --mpi=pmix -N4 -n8 "$B/comm_fault_check" --die 5 --timeout 20 2>&1)
+rc=$?
+dt=$((SECONDS - t0))
+echo "$out" | grep -E 'dying|task|lost' | sed 's/^/[kill] /'
+[ $rc != 0 ] || tl_fail "kill: the job succeeded without rank 5"
+[ $rc != 124 ] || tl_fail "kill: the job hung"
+[ $dt -le 60 ] || tl_fail "kill: took $dt s"
+echo "$out" | grep -q 'task 5' || tl_fail "kill: the lost task is not named"
+echo "$out" | grep -q 'finished all iterations' && tl_fail "kill: a rank finished despite the loss"
+
+# A rank that hangs (SIGSTOP) in the middle of a collective: tcomm's own
+# detection. Every other rank names rank 5 and the job ends non-zero.
+t0=$SECONDS
+out=$(timeout 90 srun --mpi=pmix -N4 -n8 "$B/comm_fault_check" --stall 5 --timeout 6 2>&1)
+rc=$?
+dt=$((SECONDS - t0))
+echo "$out" | grep -E 'hanging|is lost' | sed 's/^/[stall] /'
+[ $rc != 0 ] && [ $rc != 124 ] || tl_fail "stall: exit $rc (124 = hung)"
+[ $dt -le 60 ] || tl_fail "stall: took $dt s"
+named=$(echo "$out" | grep -c 'rank 5 is lost')
+[ "$named" = 7 ] || tl_fail "stall: $named of 7 ranks named rank 5"
+echo "PASS: srun --mpi=pmix -N4 -n8: algorithms, layouts, fusion, bench and faults"
