@@ -168,9 +168,9 @@ void tdata_center_crop(int W, int H, int resize, int out_w, int out_h,
                        tdata_crop *c);
 /* Smallest libjpeg scale num/8 that keeps the crop >= out size. */
 int tdata_dct_scale(int cw, int ch, int out_w, int out_h);
-/* Convert packed HWC uint8 (w x h x c) into one batch slot: optional
- * horizontal flip, x*scale[c]+bias[c] (the normalisation), NCHW/NHWC,
- * f32/f16/u8. */
+/* Convert packed HWC uint8 (w x h x c, c <= 3) into one batch slot:
+ * optional horizontal flip, x*scale[c]+bias[c] (the normalisation),
+ * NCHW/NHWC, f32/f16/u8. */
 void tdata_emit(const uint8_t *src, int w, int h, int c, int flip, int order,
                 int dtype, const float *scale, const float *bias, void *dst);
 size_t tdata_dtype_size(int dtype);

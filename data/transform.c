@@ -174,6 +174,12 @@ void tdata_emit(const uint8_t *src, int w, int h, int c, int flip, int order,
                 int dtype, const float *scale, const float *bias, void *dst)
 {
     float row[4096 * 4];
+    /* x * scale + bias for every byte value and channel: one table load per
+     * output value instead of a conversion and a multiply-add. */
+    float lut[3][256];
+    for (int ch = 0; ch < c && ch < 3; ch++)
+        for (int v = 0; v < 256; v++)
+            lut[ch][v] = v * scale[ch] + bias[ch];
     size_t plane = (size_t)w * h;
     for (int y = 0; y < h; y++) {
         const uint8_t *in = src + (size_t)y * w * c;
@@ -192,10 +198,34 @@ void tdata_emit(const uint8_t *src, int w, int h, int c, int flip, int order,
             for (int x = 0; x < w; x++) {
                 const uint8_t *p = in + (size_t)(flip ? w - 1 - x : x) * c;
                 for (int ch = 0; ch < c; ch++)
-                    o[(size_t)x * c + ch] = p[ch] * scale[ch] + bias[ch];
+                    o[(size_t)x * c + ch] = lut[ch][p[ch]];
             }
             if (dtype == TDATA_F16)
                 _f16_row(row, (uint16_t *)dst + base, w * c);
+        } else if (c == 3 && dtype != TDATA_U8) {
+            /* One pass over the interleaved row feeds all three planes. */
+            size_t base = (size_t)y * w;
+            float *o0, *o1, *o2;
+            if (dtype == TDATA_F32) {
+                o0 = (float *)dst + base;
+                o1 = o0 + plane;
+                o2 = o1 + plane;
+            } else {
+                o0 = row;
+                o1 = row + w;
+                o2 = row + 2 * w;
+            }
+            const int step = flip ? -3 : 3;
+            const uint8_t *p = in + (flip ? (size_t)(w - 1) * 3 : 0);
+            for (int x = 0; x < w; x++, p += step) {
+                o0[x] = lut[0][p[0]];
+                o1[x] = lut[1][p[1]];
+                o2[x] = lut[2][p[2]];
+            }
+            if (dtype == TDATA_F16)
+                for (int ch = 0; ch < 3; ch++)
+                    _f16_row(row + (size_t)ch * w,
+                             (uint16_t *)dst + (size_t)ch * plane + base, w);
         } else {
             for (int ch = 0; ch < c; ch++) {
                 size_t base = (size_t)ch * plane + (size_t)y * w;
@@ -206,13 +236,8 @@ void tdata_emit(const uint8_t *src, int w, int h, int c, int flip, int order,
                     continue;
                 }
                 float *o = dtype == TDATA_F32 ? (float *)dst + base : row;
-                float sc = scale[ch], bi = bias[ch];
-                if (flip)
-                    for (int x = 0; x < w; x++)
-                        o[x] = in[(size_t)(w - 1 - x) * c + ch] * sc + bi;
-                else
-                    for (int x = 0; x < w; x++)
-                        o[x] = in[(size_t)x * c + ch] * sc + bi;
+                for (int x = 0; x < w; x++)
+                    o[x] = lut[ch][in[(size_t)(flip ? w - 1 - x : x) * c + ch]];
                 if (dtype == TDATA_F16)
                     _f16_row(row, (uint16_t *)dst + base, w);
             }
