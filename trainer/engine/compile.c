@@ -353,7 +353,7 @@ int teng_net_set_batch(teng_net *net, int batch)
 void teng_net_free(teng_net *net)
 {
     teng_backend *bk = net->bk;
-    if (bk && net->compiled)
+    if (bk && net->bkstate) /* also after a compile that failed midway */
         bk->ops->release(bk, net);
     if (bk) {
         void *arenas[] = {net->params, net->grads, net->stats, net->acts,
