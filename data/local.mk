@@ -16,9 +16,9 @@ data_libtdata_la_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS) $(TURBOJPEG_CFLAGS) \
 # The resampler and the output conversion are plain loops written for the
 # vectoriser, which -O2 alone runs only in its "very cheap" mode.
 data_libtdata_la_CFLAGS = $(AM_CFLAGS) -ftree-vectorize -fvect-cost-model=dynamic
-# libpng and zlib: Debian libpng-dev and zlib1g-dev (PNG inputs, IDX .gz).
+# libpng and zlib (configure checks them): PNG inputs, gzipped IDX files.
 data_libtdata_la_LIBADD = $(HDF5_LIBS) $(TURBOJPEG_LIBS) $(JPEG_LIBS) \
-	-lpng -lz -lpthread -lm
+	$(PNG_LIBS) $(ZLIB_LIBS) -lpthread -lm
 
 bin_PROGRAMS += data/torus-pack
 data_torus_pack_SOURCES = data/torus_pack.c

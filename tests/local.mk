@@ -10,6 +10,7 @@ tests_integration_pmix_probe_LDADD = $(PMIX_LIBS)
 
 TESTS += \
 	tests/integration/configure_errors.sh \
+	tests/integration/jobs_pack.sh \
 	tests/integration/plugin_build.sh \
 	tests/integration/cluster_pmix.sh \
 	tests/integration/cluster_netns.sh \
@@ -18,6 +19,7 @@ TESTS += \
 
 EXTRA_DIST += \
 	tests/integration/configure_errors.sh \
+	tests/integration/jobs_pack.sh \
 	tests/integration/plugin_build.sh \
 	tests/integration/cluster_pmix.sh \
 	tests/integration/cluster_netns.sh \
