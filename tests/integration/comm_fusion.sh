@@ -10,8 +10,10 @@ BIN="$top_builddir/tests/integration/comm_fusion_check"
 
 for P in 1 2 3 4 6 8; do
     for args in "--theta 8192 --algo ring" "--theta 1 --algo hier --group-size 2" \
-                "--theta 100000000 --algo torus2d" "--theta 30000 --algo hybrid"; do
+                "--theta 100000000 --algo torus2d" "--theta 30000 --algo hybrid" \
+                "--theta 20000 --algo hier-rs --group-size 2"; do
         [ $P = 1 ] && [ "$args" != "--theta 8192 --algo ring" ] && continue
+        [ $((P % 2)) = 1 ] && [[ $args == *hier-rs* ]] && continue
         out=$(cm_mpirun $P "$BIN" $args 2>&1)
         rc=$?
         echo "$out" | sed "s/^/P=$P $args | /"

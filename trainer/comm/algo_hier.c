@@ -9,12 +9,12 @@
 
 tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
 {
-    const tc_group *g = &c->group;
+    tc_group *g = &c->group; /* on one node: shared memory (shm_node.c) */
     int n = g->size, me = g->rank;
     size_t wb = tcomm_wire_bytes(w);
     tcomm_rc rc;
     if (n > 1) {
-        if ((rc = tc_ring_reduce_scatter(c, g, x, count, w)))
+        if ((rc = tc_reduce_scatter(c, g, x, count, w)))
             return rc;
         unsigned char *all = tc_buf_get(&c->wire_c, count * wb);
         if (!all)
@@ -53,5 +53,5 @@ tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
             return rc;
         tc_decode(w, all + o * wb, x + o, l);
     }
-    return tc_ring_allgather(c, g, x, count, w);
+    return tc_allgather(c, g, x, count, w);
 }

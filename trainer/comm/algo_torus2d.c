@@ -8,11 +8,12 @@
  * first-chunks-longer split on every rank, so slices line up. */
 #include "trainer/comm/tcomm_internal.h"
 
-tcomm_rc tc_2d_allreduce(tcomm_t *c, const tc_group *rows, const tc_group *cols,
+tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
                          float *x, size_t count, tcomm_wire w)
 {
     int C = rows->size, k = rows->rank;
-    tcomm_rc rc = tc_ring_reduce_scatter(c, rows, x, count, w);
+    /* Rows inside a node go through shared memory (shm_node.c). */
+    tcomm_rc rc = tc_reduce_scatter(c, rows, x, count, w);
     if (rc)
         return rc;
     /* The column ring reduces our slice with the same slice of every row. */
@@ -20,5 +21,5 @@ tcomm_rc tc_2d_allreduce(tcomm_t *c, const tc_group *rows, const tc_group *cols,
     size_t len = tc_chunk_len(count, C, k);
     if ((rc = tc_ring_allreduce(c, cols, slice, len, w)))
         return rc;
-    return tc_ring_allgather(c, rows, x, count, w);
+    return tc_allgather(c, rows, x, count, w);
 }

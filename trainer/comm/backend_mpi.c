@@ -65,9 +65,9 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n, int 
             return TCOMM_OK;
         /* Spin briefly (latency), then yield (oversubscribed nodes), then
          * nap so a long wait costs no CPU. */
-        if (spin > 256)
+        if (spin > c->poll_yield)
             sched_yield();
-        if (spin > 20000) {
+        if (spin > c->poll_sleep) {
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
         }
@@ -79,6 +79,11 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n, int 
                            g->world[peer], g->name);
         }
     }
+}
+
+tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, MPI_Request *r, int peer)
+{
+    return _wait(c, g, r, 1, peer);
 }
 
 int tc_find_lost_rank(tcomm_t *c, int suspect)

@@ -88,6 +88,8 @@ static void _group_self(tc_group *g, const char *name)
 
 static void _group_free(tcomm_t *c, tc_group *g)
 {
+    if (c->mpi_up && g->comm != MPI_COMM_NULL)
+        tc_shm_free(g);
     /* Members own a malloc'd world map; singletons point at a static. */
     if (!c->singleton && g->comm != MPI_COMM_NULL)
         free(g->world);
@@ -232,6 +234,9 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     if (t && atof(t) > 0)
         c->timeout_s = atof(t);
     c->verbose = opt ? opt->verbose : 0;
+    c->use_shm = !(getenv("TCOMM_SHM") && strcmp(getenv("TCOMM_SHM"), "0") == 0);
+    c->poll_yield = getenv("TCOMM_POLL_YIELD") ? strtoul(getenv("TCOMM_POLL_YIELD"), NULL, 10) : 256;
+    c->poll_sleep = getenv("TCOMM_POLL_SLEEP") ? strtoul(getenv("TCOMM_POLL_SLEEP"), NULL, 10) : 20000;
 
     int prc = PMIx_Init(&c->me, NULL, 0);
     if (prc != PMIX_SUCCESS) {
@@ -315,6 +320,10 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
         int nn = c->node.rank == 0, total = 0;
         MPI_Allreduce(&nn, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         i->nnodes = total;
+        tc_shm_probe(c, &c->row);
+        tc_shm_probe(c, &c->col);
+        tc_shm_probe(c, &c->group);
+        tc_shm_probe(c, &c->peers);
         if ((rc = _warm_up(c))) {
             tcomm_finalize(c);
             return rc;
@@ -325,6 +334,7 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     c->model.rows = c->info.rows;
     c->model.cols = c->info.cols;
     c->model.group_size = c->info.groups_uniform ? c->info.group_size : -1;
+    c->model.shm = c->row.on_node;
     *out = c;
     return TCOMM_OK;
 }
@@ -350,6 +360,7 @@ void tcomm_finalize(tcomm_t *c)
     tc_buf_free(&c->wire_b);
     tc_buf_free(&c->wire_c);
     tc_buf_free(&c->accum);
+    tc_buf_free(&c->pack);
     tc_store_free(c);
     if (c->mpi_up == 2)
         MPI_Finalize();

@@ -18,7 +18,11 @@
  *   hier-rs:           torus2d with rows = groups of g, columns = G groups.
  *
  * A link is intra-node when both ends share a node, i.e. a row (group)
- * fits inside a node; otherwise inter-node. */
+ * fits inside a node; otherwise inter-node. With shm, a row inside a node
+ * reduce-scatters (all-gathers) in shared memory: one alpha per phase, not
+ * C-1, for the same (C-1)/C * S bytes read (shm_node.c). MPI's own flat
+ * all-reduce on a 16-bit wire runs our user op, which adds pairwise in a
+ * scalar loop: its reduce rate is a tenth of ours. */
 #include <math.h>
 
 #include "trainer/comm/cost_model.h"
@@ -38,6 +42,7 @@ void tcomm_model_defaults(tcomm_model_params *m, int P, int ranks_per_node)
     m->inter.alpha_s = 30e-6;
     m->inter.bw_Bps = 1.5e9;
     m->reduce_Bps = 6e9;
+    m->shm = 0;
 }
 
 static int _nodes(const tcomm_model_params *m)
@@ -74,8 +79,11 @@ static double _two_level(const tcomm_model_params *m, int C, int R, double S, do
     int flows = C < q ? C : q;
     /* Rows: C contiguous ranks; one edge per node leaves it when a row
      * spans nodes. Columns: members C ranks apart. */
-    return _ring(m, C, 1, S / C, F / C, 2, 1) +
-           _ring(m, R, C, S / ((double)C * R), F / ((double)C * R), 2, flows);
+    double row = _ring(m, C, 1, S / C, F / C, 2, 1);
+    if (m->shm && C > 1 && C <= q)
+        row = 2 * (m->intra.alpha_s + (C - 1.0) / C * S / m->intra.bw_Bps) +
+              (C - 1.0) / C * F / m->reduce_Bps;
+    return row + _ring(m, R, C, S / ((double)C * R), F / ((double)C * R), 2, flows);
 }
 
 double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
@@ -90,8 +98,11 @@ double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
         return _ring(m, P, 1, S / P, F / P, 2, 1);
     case TCOMM_ALGO_FLAT: {
         const tcomm_link *l = _nodes(m) > 1 ? &m->inter : &m->intra;
-        double rd = ceil(log2((double)P)) * (l->alpha_s + S / l->bw_Bps + F / m->reduce_Bps);
-        double ring = _ring(m, P, 1, S / P, F / P, 2, 1);
+        tcomm_model_params mm = *m;
+        if (wire != TCOMM_WIRE_FP32)
+            mm.reduce_Bps /= 10;
+        double rd = ceil(log2((double)P)) * (l->alpha_s + S / l->bw_Bps + F / mm.reduce_Bps);
+        double ring = _ring(&mm, P, 1, S / P, F / P, 2, 1);
         return rd < ring ? rd : ring;
     }
     case TCOMM_ALGO_HIER: {

@@ -27,6 +27,7 @@ typedef struct {
     int rails;          /* inter-node links per node (columns can use their own) */
     tcomm_link intra, inter;
     double reduce_Bps;  /* fp32 bytes/s one rank adds (decode + add) */
+    int shm;            /* rows/groups inside a node reduce in shared memory */
 } tcomm_model_params;
 
 /* Defaults measured on this project's 2-core test machine (shared memory

@@ -5,8 +5,8 @@
  * count and wakes the communication thread. That thread takes buckets
  * strictly in index order (MPI collectives must be issued in the same
  * order on every rank, and the order fixes the bits of the result), packs
- * the bucket's gradients into one buffer, all-reduces it and unpacks. A
- * bucket of one tensor is reduced in place, with no copies. */
+ * the bucket's gradients as one vector (tcomm_allreduce_segs: straight
+ * through shared memory where the row shares a node, else packed). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +38,7 @@ struct tcomm_fusion {
     tc_bucket *b;
     int nb;
     int sealed;
-    float *pack;          /* largest multi-tensor bucket */
+    tcomm_seg *segs;      /* every tensor as a piece, in bucket order */
     /* Shared with the thread, under mu. */
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -158,28 +158,11 @@ static tcomm_rc _reduce_bucket(tcomm_fusion_t *f, int bi)
 {
     tc_bucket *b = &f->b[bi];
     tcomm_result r;
-    float *buf = f->pack;
-    tcomm_rc rc;
     double t0 = _now();
-    if (b->n == 1) {
-        buf = f->t[b->first].grad;
-    } else {
-        size_t o = 0;
-        for (int i = b->first; i < b->first + b->n; i++) {
-            memcpy(buf + o, f->t[i].grad, f->t[i].count * 4);
-            o += f->t[i].count;
-        }
-    }
-    rc = tcomm_allreduce(f->c, buf, b->count, f->o.algo, f->o.wire, f->o.flags, &r);
+    tcomm_rc rc = tcomm_allreduce_segs(f->c, f->segs + b->first, b->n, f->o.algo, f->o.wire,
+                                       f->o.flags, &r);
     if (rc)
         return rc;
-    if (b->n > 1) {
-        size_t o = 0;
-        for (int i = b->first; i < b->first + b->n; i++) {
-            memcpy(f->t[i].grad, buf + o, f->t[i].count * 4);
-            o += f->t[i].count;
-        }
-    }
     f->st.nonfinite += r.nonfinite;
     f->st.buckets++;
     f->st.comm_s += _now() - t0;
@@ -217,8 +200,12 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
     f->b = calloc((size_t)(f->nt ? f->nt : 1), sizeof *f->b);
     if (!f->b)
         return TC_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for buckets");
+    f->segs = calloc((size_t)(f->nt ? f->nt : 1), sizeof *f->segs);
+    if (!f->segs)
+        return TC_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for %d tensors", f->nt);
+    for (int i = 0; i < f->nt; i++)
+        f->segs[i] = (tcomm_seg){f->t[i].grad, f->t[i].count};
     /* Greedy in backward order: a bucket closes once it holds theta bytes. */
-    size_t maxpack = 0;
     for (int i = 0; i < f->nt; i++) {
         tc_bucket *b = &f->b[f->nb];
         if (b->n == 0)
@@ -226,14 +213,9 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
         b->n++;
         b->count += f->t[i].count;
         f->t[i].bucket = f->nb;
-        if (b->count * 4 >= f->o.bucket_bytes || i == f->nt - 1) {
-            if (b->n > 1 && b->count > maxpack)
-                maxpack = b->count;
+        if (b->count * 4 >= f->o.bucket_bytes || i == f->nt - 1)
             f->nb++;
-        }
     }
-    if (maxpack && posix_memalign((void **)&f->pack, 64, maxpack * 4) != 0)
-        return TC_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for a %zu-float bucket", maxpack);
     tcomm_rc rc = _check_layout(f);
     if (rc)
         return rc;
@@ -353,7 +335,7 @@ void tcomm_fusion_destroy(tcomm_fusion_t *f)
     }
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
-    free(f->pack);
+    free(f->segs);
     free(f->b);
     free(f->t);
     free(f);

@@ -14,10 +14,12 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/wire_isa.h \
 	trainer/comm/wire.c \
 	trainer/comm/algo_ring.c \
+	trainer/comm/shm_node.c \
 	trainer/comm/algo_torus2d.c \
 	trainer/comm/algo_hier.c \
 	trainer/comm/algo_hybrid.c \
 	trainer/comm/allreduce.c \
+	trainer/comm/allreduce_segs.c \
 	trainer/comm/cost_model.h \
 	trainer/comm/cost_model.c \
 	trainer/comm/probe.c \

@@ -102,6 +102,19 @@ void tcomm_info_get(const tcomm_t *c, tcomm_info *info);
 tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
                          tcomm_wire wire, unsigned flags, tcomm_result *res);
 
+/* A piece of a gradient vector: count fp32 values at p (host memory). */
+typedef struct {
+    float *p;
+    size_t count;
+} tcomm_seg;
+
+/* All-reduce the concatenation of nsegs pieces as one vector, without the
+ * caller packing them. Where a row (torus2d) or group (hier-rs) shares a
+ * node, the pieces are cast straight into shared memory and the results
+ * decoded straight back: the fused-bucket fast path. */
+tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcomm_algo algo,
+                              tcomm_wire wire, unsigned flags, tcomm_result *res);
+
 /* Small helpers on world, for tools and checks (host memory). */
 tcomm_rc tcomm_barrier(tcomm_t *c);
 tcomm_rc tcomm_bcast_bytes(tcomm_t *c, void *buf, size_t bytes, int root);

@@ -21,11 +21,20 @@ tcomm_rc tcomm_set_error_(tcomm_rc rc, const char *file, int line,
 /* One communicator the algorithms run on: a row, a column, a group, ... .
  * rank/size are inside it; comm is MPI_COMM_NULL for a singleton run or for
  * ranks that are not members (leaders). */
+/* A shared-memory segment per member of an on-node group (shm_node.c). */
+typedef struct {
+    MPI_Win win;
+    unsigned char **seg; /* seg[j]: member j's segment, mapped here */
+    size_t bytes;
+} tc_shm;
+
 typedef struct {
     MPI_Comm comm;
     int rank, size;
     const char *name; /* for messages: "row", "column", ... */
     int *world;       /* world rank of each member, to name lost peers */
+    int on_node;      /* all members share one node's memory */
+    tc_shm shm;
 } tc_group;
 
 /* Scratch that grows and is reused across calls (first touch is costly). */
@@ -40,14 +49,17 @@ struct tcomm {
     int pmix_up, mpi_up;
     pmix_proc_t me;
     double timeout_s;
+    unsigned long poll_yield, poll_sleep; /* wait: spins before yield / nap */
     int verbose;
     tc_group world, row, col, node, group, leaders, peers;
     tc_buf wire_a, wire_b, wire_c;   /* wire-format chunks */
     tc_buf accum;                    /* fp32 staging */
+    tc_buf pack;                     /* tcomm_allreduce_segs' contiguous copy */
     tcomm_model_params model;        /* for hybrid; probed or default */
     MPI_Op op_fp16, op_bf16;         /* flat all-reduce on 16-bit wires */
     MPI_Datatype dt_half;            /* 2-byte element for those ops */
     MPI_Comm blame;                  /* world dup for lost-rank reports */
+    int use_shm;                     /* TCOMM_SHM=0 turns shared memory off */
     char source[96];
 };
 
@@ -58,6 +70,8 @@ void tc_buf_free(tc_buf *b);
 void tc_encode(tcomm_wire w, const float *src, void *dst, size_t n);
 void tc_decode(tcomm_wire w, const void *src, float *dst, size_t n);
 void tc_decode_add(tcomm_wire w, const void *src, float *acc, size_t n);
+/* tc_decode that also returns how many values are inf/nan. */
+size_t tc_decode_count(tcomm_wire w, const void *src, float *dst, size_t n);
 void tc_scale(float *x, size_t n, float s);
 size_t tc_count_nonfinite(const float *x, size_t n);
 /* Round fp32 values to what the wire can carry, in place. */
@@ -67,6 +81,9 @@ void tc_round_to_wire(tcomm_wire w, float *x, size_t n, void *tmp);
  * inside g. Returns TCOMM_ERR_TIMEOUT naming the peer's world rank. */
 tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
                      size_t sbytes, int dst, void *rbuf, size_t rbytes, int src);
+/* Poll one request to completion with the deadline; peer names the rank
+ * (inside g) blamed if it never completes. */
+tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, MPI_Request *r, int peer);
 tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes, int dst);
 tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes, int src);
 void tc_store_free(tcomm_t *c);
@@ -99,9 +116,23 @@ tcomm_rc tc_ring_allgather(tcomm_t *c, const tc_group *g, float *x,
 tcomm_rc tc_ring_allreduce(tcomm_t *c, const tc_group *g, float *x,
                            size_t count, tcomm_wire w);
 
+/* shm_node.c: the same reduce-scatter / all-gather contract as the ring
+ * versions, through shared memory, for groups that live on one node. Each
+ * member reads every other member's slice directly: two passes over the
+ * data instead of a message per step. */
+void tc_shm_probe(tcomm_t *c, tc_group *g);
+void tc_shm_free(tc_group *g);
+tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes);
+tcomm_rc tc_shm_sync(tcomm_t *c, tc_group *g);
+tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
+tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
+/* Shared memory when the group is on one node, else the ring. */
+tcomm_rc tc_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
+tcomm_rc tc_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
+
 /* algo_hier.c, algo_torus2d.c */
 tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w);
-tcomm_rc tc_2d_allreduce(tcomm_t *c, const tc_group *rows, const tc_group *cols,
+tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
                          float *x, size_t count, tcomm_wire w);
 
 /* algo_hybrid.c: the algorithm the model picks for a message of bytes. */

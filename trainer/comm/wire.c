@@ -271,6 +271,28 @@ void tc_decode_add(tcomm_wire w, const void *src, float *acc, size_t n)
     _decode(w, src, acc, n, 1);
 }
 
+size_t tc_decode_count(tcomm_wire w, const void *src, float *dst, size_t n)
+{
+    /* Count on the wire values (inf/nan stays inf/nan when widened) one
+     * cache-sized block before decoding it, so the data is read from
+     * memory once. */
+    size_t bad = 0, wb = tcomm_wire_bytes(w);
+    for (size_t k = 0; k < n; k += 4096) {
+        size_t m = n - k < 4096 ? n - k : 4096;
+        const unsigned char *b = (const unsigned char *)src + k * wb;
+        if (w == TCOMM_WIRE_FP32) {
+            bad += tc_count_nonfinite((const float *)b, m);
+        } else {
+            const uint16_t *h = (const uint16_t *)b;
+            uint16_t e = w == TCOMM_WIRE_FP16 ? 0x7c00 : 0x7f80;
+            for (size_t i = 0; i < m; i++) /* vectorised by the compiler */
+                bad += (h[i] & e) == e;
+        }
+        tc_decode(w, b, dst + k, m);
+    }
+    return bad;
+}
+
 void tc_round_to_wire(tcomm_wire w, float *x, size_t n, void *tmp)
 {
     if (w == TCOMM_WIRE_FP32)
