@@ -8,6 +8,11 @@
 # PyTorch runs as the issue asks: Debian's python3-torch 1.13 under
 # /usr/bin/python3, jemalloc preloaded (libjemalloc2), and
 # OPENBLAS_CORETYPE=SkylakeX (Debian's OpenBLAS misdetects this CPU).
+# jemalloc gets MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1 (override
+# with TORCH_MALLOC_CONF): with its default 10 s decay it hands the
+# activations back to the kernel within a multi-second step and refaults
+# them (measured here: 24 s of 44 s in the kernel), which would make the
+# baseline look worse than PyTorch can do.
 #
 # usage: tests/bench/train/run_bench.sh [--builddir DIR] [--rounds N]
 #        [--steps N] [--warmup N] [--threads N] [--batch N] [--size PX]
@@ -28,7 +33,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -47,6 +52,7 @@ echo "# $(date -u +%FT%TZ) $(uname -n) load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq "$rounds"); do
     OMP_NUM_THREADS=$threads "$bench" "${args[@]}" 2>/dev/null | tee -a "$out"
     OMP_NUM_THREADS=$threads LD_PRELOAD=$jemalloc OPENBLAS_CORETYPE=SkylakeX \
+        MALLOC_CONF=${TORCH_MALLOC_CONF-dirty_decay_ms:-1,muzzy_decay_ms:-1} \
         /usr/bin/python3 "$here/bench_torch.py" "${args[@]}" | tee -a "$out"
 done
 
