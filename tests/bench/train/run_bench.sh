@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "run_bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
