@@ -95,6 +95,21 @@ if "$bin" --version | grep -q 'backends: dnnl'; then
     for k in epoch step images_per_s loss lr global_batch data_wait comm_wait; do
         grep -q "\"$k\":" "$tmp/m.jsonl" || fail "metrics: no key $k"
     done
+    # Same seed, same losses to the last printed digit, on 2 threads too
+    # (--metrics appends: seed1.jsonl gets both runs, 4 lines each)
+    # (what a bitwise resume builds on); another seed, other losses.
+    tiny=(--synthetic --model cifar-resnet --depth 8 --image-size 12
+          --dataset-size 64 --epochs 1 --batch 16 --warmup-epochs 0
+          --print-every 1 --threads 2)
+    for s in 1 1 2; do
+        "$bin" "${tiny[@]}" --seed $s --metrics "$tmp/seed$s.jsonl" >/dev/null 2>&1 ||
+            fail "seeded run $s"
+    done
+    a=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$tmp/seed1.jsonl" | head -4 | tr '\n' ' ')
+    b=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$tmp/seed1.jsonl" | tail -4 | tr '\n' ' ')
+    [ "$a" = "$b" ] || fail "same seed, different losses: $a vs $b"
+    c=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$tmp/seed2.jsonl" | tr '\n' ' ')
+    [ "$a" != "$c" ] || fail "seeds 1 and 2 gave the same losses: $a"
 else
     echo "note: no compute backend built; the training run is not checked"
 fi
