@@ -62,8 +62,6 @@ static const struct {
     {{GOOD("TORUS_DIMS=4x2", "TORUS_COORD=4,0")}, "TORUS_COORD"},
     {{GOOD("TORUS_DIMS=4x2", "TORUS_COORD=1;0")}, "TORUS_COORD"},
     {{GOOD("TORUS_DIMS=4x2", "TORUS_COORD=1,")}, "TORUS_COORD"},
-    {{"TORUS_VERSION=2", "TORUS_NGROUPS=2", "TORUS_GROUP=1", "TORUS_DIMS=4x2",
-      "TORUS_COORD=0,0"}, "TORUS_VERSION"},
     {{"TORUS_VERSION=1", "TORUS_NGROUPS=2", "TORUS_GROUP=2", "TORUS_DIMS=4x2",
       "TORUS_COORD=0,0"}, "TORUS_GROUP"},
     {{"TORUS_VERSION=1", "TORUS_NGROUPS=x", "TORUS_GROUP=0", "TORUS_DIMS=4x2",
@@ -79,6 +77,18 @@ START_TEST(test_bad)
     ck_assert_int_eq(tcomm_layout_parse_env(_get, &l), TCOMM_ERR_ENV);
     ck_assert_msg(strstr(tcomm_error(), _bad[_i].names) != NULL,
                   "message '%s' does not name %s", tcomm_error(), _bad[_i].names);
+}
+END_TEST
+
+/* The contract: an unknown version means "ignore the rest", not an error. */
+START_TEST(test_unknown_version)
+{
+    static const char *const e[] = {"TORUS_VERSION=2", "TORUS_DIMS=garbage", NULL};
+    tcomm_env_layout l;
+    _env = e;
+    ck_assert_int_eq(tcomm_layout_parse_env(_get, &l), TCOMM_OK);
+    ck_assert_int_eq(l.present, 0);
+    ck_assert_ptr_nonnull(strstr(l.source, "TORUS_VERSION=2 ignored"));
 }
 END_TEST
 
@@ -193,6 +203,7 @@ int main(void)
     tcase_add_test(t, test_absent);
     tcase_add_test(t, test_good);
     tcase_add_loop_test(t, test_bad, 0, (int)(sizeof _bad / sizeof _bad[0]));
+    tcase_add_test(t, test_unknown_version);
     tcase_add_test(t, test_options);
     tcase_add_test(t, test_per_node_default);
     tcase_add_test(t, test_grid_option);

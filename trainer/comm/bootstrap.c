@@ -168,7 +168,12 @@ static tcomm_rc _layout(tcomm_t *c, const tcomm_options *opt, const tcomm_env_la
         c->info.group_size = gsize;
         c->info.groups_uniform = uniform;
         const char *how = (src & TCOMM_SRC_OPTIONS) ? "--grid" :
-                          (src & TCOMM_SRC_ENV) ? env->source : "one row per node";
+                          (src & TCOMM_SRC_ENV) ? env->source :
+                          env->source[0] ? "one row per node, TORUS_VERSION unknown" :
+                          "one row per node";
+        if (!env->present && env->source[0] && c->info.rank == 0)
+            fprintf(stderr, "tcomm: warning: %s: this build knows TORUS_VERSION=1 only, "
+                    "so the torus layout is ignored\n", env->source);
         snprintf(c->source, sizeof c->source, "%s%s%s", how,
                  (src & TCOMM_SRC_GROUP_OPT) ? " + --group-size" : "",
                  note[0] ? " (fallback 1xP)" : "");

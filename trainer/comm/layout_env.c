@@ -76,6 +76,17 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
     }
     if (!any)
         return TCOMM_OK;
+    if (v[5] && strcmp(v[5], "1") != 0) {
+        /* The contract: a consumer that does not know the version ignores
+         * the other variables (and falls back to one row per node). */
+        tcomm_env_layout ignored = {.group = -1, .ngroups = -1, .node_index = -1};
+        *out = ignored;
+        snprintf(out->source, sizeof out->source, "TORUS_VERSION=%.8s ignored", v[5]);
+        for (char *p = out->source; *p; p++)
+            if (!isprint((unsigned char)*p))
+                *p = '?';
+        return TCOMM_OK;
+    }
     out->present = 1;
     /* A partial contract means a broken launcher: refuse it rather than
      * mix guessed values with given ones. */
@@ -83,9 +94,7 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
         if (!v[i] && i != 4)
             return TC_FAIL(TCOMM_ERR_ENV, "%s is not set but other TORUS_* "
                            "variables are: the env contract is incomplete", names[i]);
-    if (strcmp(v[5], "1") != 0)
-        return TC_FAIL(TCOMM_ERR_ENV, "TORUS_VERSION='%s': this build "
-                       "understands version 1 only", v[5]);
+
     tcomm_rc rc = tcomm_parse_dims("TORUS_DIMS", v[0], &out->rows, &out->cols);
     if (rc)
         return rc;

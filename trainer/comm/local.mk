@@ -116,3 +116,7 @@ COMM_SH_TESTS = \
 	tests/integration/comm_cluster.sh
 TESTS += $(COMM_SH_TESTS)
 EXTRA_DIST += $(COMM_SH_TESTS) tests/integration/comm_lib.sh
+
+# Design notes and the by-hand benchmarks (numbers go in the issue note).
+dist_doc_DATA += docs/comm.md
+EXTRA_DIST += tests/bench/comm/node.sh tests/bench/comm/ddp_gloo_resnet50.py
