@@ -10,3 +10,10 @@ tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w)
 {
     return tcomm_model_best(&c->model, count, w);
 }
+
+double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count, tcomm_wire wire)
+{
+    if (algo == TCOMM_ALGO_HYBRID)
+        algo = tc_hybrid_pick(c, count, wire);
+    return tcomm_model_time(&c->model, algo, count, wire);
+}

@@ -37,8 +37,9 @@ int bench_sweep(tcomm_t *c, const bench_opts *o)
                in.groups_uniform ? "" : " (unequal)", in.nnodes, in.source);
         printf("# iters %d, warmup %d, %s, data bytes are fp32 (the wire may be narrower)\n",
                o->iters, o->warmup, o->average ? "average (pre-scaled by 1/P)" : "sum");
-        printf("#%11s %11s %5s %8s %11s %11s %11s %8s\n", "size(B)", "count", "wire", "algo",
-               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+        printf("#%11s %11s %5s %8s %11s %11s %11s %8s%s\n", "size(B)", "count", "wire", "algo",
+               "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
+               o->probe ? "   model(us) model/meas" : "");
     }
     int bad = 0;
     for (double sz = (double)o->minbytes; sz <= (double)o->maxbytes; sz *= o->factor) {
@@ -80,9 +81,13 @@ int bench_sweep(tcomm_t *c, const bench_opts *o)
                 if (in.rank == 0) {
                     double algbw = (double)count * 4 / t / 1e9;
                     double busbw = algbw * 2.0 * (in.size - 1) / (in.size > 1 ? in.size : 1);
-                    printf(" %11zu %11zu %5s %8s %11.1f %11.3f %11.3f %8.0f\n", count * 4, count,
+                    printf(" %11zu %11zu %5s %8s %11.1f %11.3f %11.3f %8.0f", count * 4, count,
                            tcomm_wire_name(w), a == TCOMM_ALGO_HYBRID ? "hybrid" :
                            tcomm_algo_name(a), t * 1e6, algbw, busbw, wrong);
+                    double pt = tcomm_predict(c, a, count, w);
+                    if (o->probe && pt >= 0)
+                        printf(" %11.1f %10.2f", pt * 1e6, pt / t);
+                    printf("\n");
                     if (a == TCOMM_ALGO_HYBRID)
                         printf("#%11s hybrid ran %s\n", "", tcomm_algo_name(r.algo_used));
                 }

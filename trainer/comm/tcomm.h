@@ -129,6 +129,11 @@ tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data, size_
 /* Abort the whole job with a message (used when a rank is lost). */
 void tcomm_abort(tcomm_t *c, int code, const char *msg);
 
+/* Seconds the cost model predicts for an all-reduce of count values on
+ * this layout with the current (default or probed) link parameters;
+ * negative when the algorithm cannot run here. */
+double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count, tcomm_wire wire);
+
 /* Measure alpha/beta of intra- and inter-node links with a short ping-pong
  * probe and store them for the hybrid algorithm (collective on world). */
 tcomm_rc tcomm_probe_links(tcomm_t *c);
