@@ -145,6 +145,9 @@ static tcomm_rc _layout(tcomm_t *c, const tcomm_options *opt, const tcomm_env_la
     rc = tcomm_layout_finish(all, c->info.size, src, note, sizeof note);
     if (!rc) {
         me = all[c->info.rank];
+        /* The contract orders a group by node index, then local rank. */
+        c->group_key = me.node_index >= 0 ? me.node_index * 65536 + me.local_rank
+                                          : c->info.rank;
         c->info.rows = me.rows;
         c->info.cols = me.cols;
         c->info.row = me.row;
@@ -303,7 +306,7 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
         if ((rc = _group(c, &c->row, "row", i->row, i->col)) ||
             (rc = _group(c, &c->col, "column", i->col, i->row)) ||
             (rc = _group(c, &c->node, "node", i->node_id, i->rank)) ||
-            (rc = _group(c, &c->group, "group", i->group, i->rank))) {
+            (rc = _group(c, &c->group, "group", i->group, c->group_key))) {
             tcomm_finalize(c);
             return rc;
         }

@@ -144,6 +144,7 @@ tcomm_rc tcomm_layout_place(const tcomm_env_layout *env, const tcomm_options *op
     me->node = node;
     me->local_rank = local_rank;
     me->local_size = local_size;
+    me->node_index = env && env->present ? env->node_index : -1;
     *src = 0;
     if (opt && opt->grid_rows > 0) {
         if ((long)opt->grid_rows * opt->grid_cols != size)

@@ -27,6 +27,7 @@ typedef struct {
     int32_t rank, node, local_rank, local_size;
     int32_t rows, cols, row, col;
     int32_t group, ngroups;
+    int32_t node_index; /* TORUS_NODE_INDEX, or -1 */
 } tcomm_place;
 
 typedef const char *(*tcomm_getenv_fn)(const char *name);

@@ -60,6 +60,7 @@ struct tcomm {
     MPI_Datatype dt_half;            /* 2-byte element for those ops */
     MPI_Comm blame;                  /* world dup for lost-rank reports */
     int use_shm;                     /* TCOMM_SHM=0 turns shared memory off */
+    int group_key;                   /* this rank's order in its group */
     char source[96];
 };
 
