@@ -124,13 +124,7 @@ int main(int argc, char **argv)
     ttrain_source src;
     if (ttrain_synthetic_open(&src, &cfg.model, max_local, cfg.seed))
         return _fail("data", "out of memory for the synthetic pool");
-    size_t img = (size_t)cfg.model.in_channels * cfg.model.image_size *
-                 cfg.model.image_size;
-    float *x = malloc(img * (size_t)max_local * sizeof(float));
-    int32_t *y = malloc(sizeof(int32_t) * (size_t)max_local);
     FILE *mf = cfg.metrics[0] ? fopen(cfg.metrics, "a") : NULL;
-    if (!x || !y)
-        return _fail("data", "out of memory");
     if (cfg.metrics[0] && !mf)
         return _fail("--metrics", "cannot open the file for appending");
 
@@ -150,13 +144,18 @@ int main(int argc, char **argv)
         for (long step = 0; step < steps; step++) {
             if (cfg.max_steps && gstep >= cfg.max_steps)
                 break;
-            /* 1. the next batch */
-            double t0 = _now();
-            if (src.next(&src, x, y, lbatch))
+            /* 1. the next batch (waiting for it counts as data time; the
+             * copy into the input tensor is part of the step) */
+            ttrain_batch b;
+            if (src.next(&src, lbatch, &b))
                 return _fail("data", src.err);
-            if (teng_net_set_input(&net, x) || teng_net_set_labels(&net, y))
+            if (b.n != lbatch)
+                return _fail("data", "short batch (uneven batches are not "
+                                     "supported yet)");
+            data_s += b.wait_s;
+            if (teng_net_set_input(&net, b.x) ||
+                teng_net_set_labels(&net, b.y))
                 return _fail("data", teng_net_error(&net));
-            data_s += _now() - t0;
             /* 2. forward and backward; the gradient hook starts the
              * all-reduce of finished buckets while backward goes on */
             if (teng_net_forward(&net, 1) || teng_net_backward(&net))
@@ -204,8 +203,6 @@ int main(int argc, char **argv)
     if (mf)
         fclose(mf);
     src.close(&src);
-    free(x);
-    free(y);
     topt_sgd_free(&opt);
     teng_net_free(&net);
     teng_backend_close(bk);

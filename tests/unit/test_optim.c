@@ -195,6 +195,18 @@ START_TEST(sgd_lars_update_by_hand)
     float b3;
     ck_assert_int_eq(teng_param_read(&net, 1, 0, &b3), 0);
     ck_assert_double_eq_tol(b3, b2 - 1.0 - 0.9, 1e-6);
+    /* Momentum state round-trips in canonical layout (checkpoints):
+     * set v = (1, -2) for the weight and step with zero grads, no wd. */
+    float vin[2] = {1.f, -2.f}, vout[2], w4[2], w5[2];
+    ck_assert_int_eq(topt_sgd_state_write(&o, 0, vin), 0);
+    ck_assert_int_eq(topt_sgd_state_read(&o, 0, vout), 0);
+    ck_assert_int_eq(memcmp(vin, vout, sizeof(vin)), 0);
+    ck_assert_int_eq(teng_param_read(&net, 0, 0, w4), 0);
+    ck_assert_int_eq(topt_sgd_step(&o, 1.0), 0);
+    ck_assert_int_eq(teng_param_read(&net, 0, 0, w5), 0);
+    ck_assert_double_eq_tol(w5[0], w4[0] - 0.9, 1e-6);
+    ck_assert_double_eq_tol(w5[1], w4[1] + 1.8, 1e-6);
+    ck_assert_int_eq(topt_sgd_state_read(&o, 7, vout), TENG_EINVAL);
     topt_sgd_free(&o);
     teng_net_free(&net);
     teng_backend_close(bk);

@@ -122,7 +122,7 @@ static int _tensor_io(teng_backend *bk, teng_net *net, int id, int grad,
                      : _tdnnl_reorder(bk, tmd, dev, &plain, host);
 }
 
-static int _param_io(teng_backend *bk, teng_net *net, int id, int grad,
+static int _param_io(teng_backend *bk, teng_net *net, int id, void *dev,
                      float *host, int to_device)
 {
     tdnnl_net *dn = net->bkstate;
@@ -133,7 +133,6 @@ static int _param_io(teng_backend *bk, teng_net *net, int id, int grad,
     if (pmd->ndims == 2 && p->ndims == 4)
         dims[1] = p->dims[1] * p->dims[2] * p->dims[3];
     _tdnnl_plain_md(&plain, pmd->ndims, dims);
-    void *dev = grad ? p->grad : p->data;
     int rc = _sync(bk);
     if (rc)
         return rc;

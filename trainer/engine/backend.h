@@ -55,10 +55,12 @@ typedef struct teng_backend_ops {
     /* t->grad = sum of t->contrib[0..ncontrib) (contrib[0] may be grad). */
     int (*grad_sum)(teng_backend *bk, teng_net *net, int tensor);
 
-    /* Canonical layout <-> backend layout. grad selects the gradient. */
+    /* Canonical layout <-> backend layout. tensor_io: grad selects the
+     * gradient. param_io: dev is any buffer in param id's layout (the
+     * param, its gradient, optimizer state). */
     int (*tensor_io)(teng_backend *bk, teng_net *net, int id, int grad,
                      float *host, int to_device);
-    int (*param_io)(teng_backend *bk, teng_net *net, int id, int grad,
+    int (*param_io)(teng_backend *bk, teng_net *net, int id, void *dev,
                     float *host, int to_device);
 
     /* Optimizer kernels on device buffers of n floats. */

@@ -214,6 +214,10 @@ int teng_tensor_read(teng_net *net, int id, int grad, float *dst);
 size_t teng_tensor_count(const teng_net *net, int id);
 int teng_param_write(teng_net *net, int id, int grad, const float *src);
 int teng_param_read(teng_net *net, int id, int grad, float *dst);
+/* Any device buffer laid out like param id (e.g. optimizer state at the
+ * param's offset in a params-sized buffer) <-> canonical layout. */
+int teng_buffer_write(teng_net *net, int id, void *dev, const float *src);
+int teng_buffer_read(teng_net *net, int id, const void *dev, float *dst);
 int teng_stats_write(teng_net *net, int id, const float *src);
 int teng_stats_read(teng_net *net, int id, float *dst);
 

@@ -140,22 +140,42 @@ int teng_tensor_read(teng_net *net, int id, int grad, float *dst)
     return rc ? _bkfail(net, rc, "tensor read", net->t[id].producer) : 0;
 }
 
-int teng_param_write(teng_net *net, int id, int grad, const float *src)
+static int _param_io(teng_net *net, int id, void *dev, float *host,
+                     int to_device, const char *what)
 {
     _NEED_COMPILED(net);
     if (id < 0 || id >= net->np)
         return TENG_FAIL(net, TENG_EINVAL, "no param %d", id);
-    int rc = net->bk->ops->param_io(net->bk, net, id, grad, (float *)src, 1);
-    return rc ? _bkfail(net, rc, "param write", net->p[id].layer) : 0;
+    if (!dev)
+        return TENG_FAIL(net, TENG_EINVAL, "%s: no buffer", what);
+    int rc = net->bk->ops->param_io(net->bk, net, id, dev, host, to_device);
+    return rc ? _bkfail(net, rc, what, net->p[id].layer) : 0;
+}
+
+int teng_param_write(teng_net *net, int id, int grad, const float *src)
+{
+    void *dev = id >= 0 && id < net->np
+                    ? (grad ? (void *)net->p[id].grad : (void *)net->p[id].data)
+                    : NULL;
+    return _param_io(net, id, dev, (float *)src, 1, "param write");
 }
 
 int teng_param_read(teng_net *net, int id, int grad, float *dst)
 {
-    _NEED_COMPILED(net);
-    if (id < 0 || id >= net->np)
-        return TENG_FAIL(net, TENG_EINVAL, "no param %d", id);
-    int rc = net->bk->ops->param_io(net->bk, net, id, grad, dst, 0);
-    return rc ? _bkfail(net, rc, "param read", net->p[id].layer) : 0;
+    void *dev = id >= 0 && id < net->np
+                    ? (grad ? (void *)net->p[id].grad : (void *)net->p[id].data)
+                    : NULL;
+    return _param_io(net, id, dev, dst, 0, "param read");
+}
+
+int teng_buffer_write(teng_net *net, int id, void *dev, const float *src)
+{
+    return _param_io(net, id, dev, (float *)src, 1, "buffer write");
+}
+
+int teng_buffer_read(teng_net *net, int id, const void *dev, float *dst)
+{
+    return _param_io(net, id, (void *)dev, dst, 0, "buffer read");
 }
 
 int teng_stats_write(teng_net *net, int id, const float *src)

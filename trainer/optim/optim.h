@@ -108,6 +108,9 @@ typedef struct {
 int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg);
 /* One update of every param from its gradient at learning rate lr. */
 int topt_sgd_step(topt_sgd *o, double lr);
+/* Param id's momentum buffer in canonical layout (for checkpoints). */
+int topt_sgd_state_read(topt_sgd *o, int id, float *dst);
+int topt_sgd_state_write(topt_sgd *o, int id, const float *src);
 void topt_sgd_free(topt_sgd *o);
 
 #endif

@@ -120,6 +120,22 @@ int topt_sgd_step(topt_sgd *o, double lr)
     return TENG_OK;
 }
 
+int topt_sgd_state_read(topt_sgd *o, int id, float *dst)
+{
+    if (id < 0 || id >= o->net->np)
+        return teng_buffer_read(o->net, id, NULL, dst);
+    return teng_buffer_read(o->net, id,
+                            (char *)o->velocity + o->net->p[id].offset, dst);
+}
+
+int topt_sgd_state_write(topt_sgd *o, int id, const float *src)
+{
+    if (id < 0 || id >= o->net->np)
+        return teng_buffer_write(o->net, id, NULL, src);
+    return teng_buffer_write(o->net, id,
+                             (char *)o->velocity + o->net->p[id].offset, src);
+}
+
 void topt_sgd_free(topt_sgd *o)
 {
     if (o->velocity && o->net && o->net->bk)

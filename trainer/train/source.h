@@ -1,9 +1,11 @@
 /* source.h: where torus-train's batches come from (prefix ttrain_).
  *
- * The seam for the data pipeline: a source fills one local batch of
- * images (canonical NCHW floats, normalised) and labels per call. Today
- * there is the synthetic source; the packed-dataset iterator of the data
- * pipeline plugs in behind the same two calls. */
+ * The seam for the data pipeline: a source hands out one local batch at a
+ * time as pointers it owns (valid until the next call), in the shape the
+ * data pipeline's loader produces (tdata_batch: NCHW f32 normalised
+ * images, int32 labels, the valid count, the time spent waiting), so the
+ * packed-dataset loader plugs in behind the same call without a copy.
+ * Today there is the synthetic source. */
 #ifndef TORUS_TRAINER_TRAIN_SOURCE_H
 #define TORUS_TRAINER_TRAIN_SOURCE_H
 
@@ -11,17 +13,24 @@
 
 #include "trainer/models/models.h"
 
+typedef struct {
+    const float *x;   /* n x C x H x W */
+    const int32_t *y; /* n labels */
+    int n;
+    double wait_s;    /* time the source blocked for this batch */
+} ttrain_batch;
+
 typedef struct ttrain_source {
-    /* Fills x (n images) and y (n labels); returns 0 or a message in err. */
-    int (*next)(struct ttrain_source *s, float *x, int32_t *y, int n);
+    /* The next batch of n samples; returns 0, or nonzero with err set. */
+    int (*next)(struct ttrain_source *s, int n, ttrain_batch *out);
     void (*close)(struct ttrain_source *s);
     char err[256];
     void *impl;
 } ttrain_source;
 
-/* Synthetic data: a fixed pool of random images generated once (so a
- * benchmark measures training, not a random number generator) served
- * round robin, with labels spread over the classes. */
+/* Synthetic data: max_batch random images generated once (a benchmark
+ * measures training, not a random number generator), served again every
+ * batch, with fresh labels from a hash of the sample counter. */
 int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m,
                           int max_batch, uint64_t seed);
 

@@ -1,4 +1,5 @@
 /* synthetic.c: the synthetic data source (see source.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -6,31 +7,35 @@
 #include "trainer/train/source.h"
 
 typedef struct {
-    float *pool;     /* pool_n images */
-    size_t img;      /* floats per image */
-    int pool_n, classes, next;
+    float *pool;      /* max_batch images */
+    int32_t *labels;
+    int max_batch, classes;
     uint64_t served;
 } _synth;
 
-static int _next(ttrain_source *s, float *x, int32_t *y, int n)
+static int _next(ttrain_source *s, int n, ttrain_batch *out)
 {
     _synth *p = s->impl;
-    for (int i = 0; i < n; i++) {
-        memcpy(x + (size_t)i * p->img, p->pool + (size_t)p->next * p->img,
-               p->img * sizeof(float));
-        /* Labels from a hash of the sample counter: fixed per sample, so a
-         * model can fit them, and balanced over the classes. */
-        y[i] = (int32_t)(teng_hash64(p->served++) % (uint64_t)p->classes);
-        p->next = (p->next + 1) % p->pool_n;
+    if (n > p->max_batch) {
+        snprintf(s->err, sizeof(s->err), "batch %d is larger than the "
+                 "synthetic pool (%d)", n, p->max_batch);
+        return -1;
     }
+    /* Labels are a hash of the sample counter: balanced over the classes
+     * and reproducible from the seed. */
+    for (int i = 0; i < n; i++)
+        p->labels[i] = (int32_t)(teng_hash64(p->served++) % (uint64_t)p->classes);
+    *out = (ttrain_batch){p->pool, p->labels, n, 0.0};
     return 0;
 }
 
 static void _close(ttrain_source *s)
 {
     _synth *p = s->impl;
-    if (p)
+    if (p) {
         free(p->pool);
+        free(p->labels);
+    }
     free(p);
     s->impl = NULL;
 }
@@ -43,19 +48,22 @@ int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m,
     memset(s, 0, sizeof(*s));
     if (!p)
         return -1;
-    p->img = (size_t)m->in_channels * m->image_size * m->image_size;
-    p->pool_n = max_batch;
+    size_t n = (size_t)m->in_channels * m->image_size * m->image_size *
+               (size_t)max_batch;
+    p->max_batch = max_batch;
     p->classes = m->classes;
-    p->pool = malloc(p->img * (size_t)p->pool_n * sizeof(float));
-    if (!p->pool) {
-        free(p);
+    p->served = seed << 32;
+    p->pool = malloc(n * sizeof(float));
+    p->labels = malloc(sizeof(int32_t) * (size_t)max_batch);
+    s->impl = p;
+    if (!p->pool || !p->labels) {
+        _close(s);
         return -1;
     }
     teng_rng_seed(&r, seed ^ 0x5eed5eedULL);
-    for (size_t i = 0; i < p->img * (size_t)p->pool_n; i++)
+    for (size_t i = 0; i < n; i++)
         p->pool[i] = teng_rng_normal(&r);
     s->next = _next;
     s->close = _close;
-    s->impl = p;
     return 0;
 }
