@@ -65,8 +65,7 @@ static void _metrics(FILE *f, int epoch, long step, long gstep, double ips,
             "{\"epoch\":%d,\"step\":%ld,\"global_step\":%ld,"
             "\"images_per_s\":%.3f,\"loss\":%.6f,\"lr\":%.8g,"
             "\"global_batch\":%d,\"data_wait\":%.4f,\"comm_wait\":%.4f}\n",
-            epoch, step, gstep, ips, loss, lr, gbatch, data_share,
-            comm_share);
+            epoch, step, gstep, ips, loss, lr, gbatch, data_share, comm_share);
     fflush(f);
 }
 
@@ -105,8 +104,7 @@ int main(int argc, char **argv)
     teng_net net;
     teng_net_init(&net);
     if (tmodel_build(&net, &cfg.model) < 0 ||
-        teng_net_compile(&net, bk, max_local) ||
-        tmodel_init(&net, cfg.seed))
+        teng_net_compile(&net, bk, max_local) || tmodel_init(&net, cfg.seed))
         return _fail("model", teng_net_error(&net));
     topt_sgd opt;
     if (topt_sgd_init(&opt, &net, &cfg.opt))
@@ -153,8 +151,7 @@ int main(int argc, char **argv)
                 return _fail("data", "short batch (uneven batches are not "
                                      "supported yet)");
             data_s += b.wait_s;
-            if (teng_net_set_input(&net, b.x) ||
-                teng_net_set_labels(&net, b.y))
+            if (teng_net_set_input(&net, b.x) || teng_net_set_labels(&net, b.y))
                 return _fail("data", teng_net_error(&net));
             /* 2. forward and backward; the gradient hook starts the
              * all-reduce of finished buckets while backward goes on */
@@ -176,8 +173,8 @@ int main(int argc, char **argv)
                 double dt = _now() - t_win, ips = nwin * (double)gbatch / dt;
                 printf("epoch %d step %ld/%ld | %.1f img/s | loss %.4f | lr "
                        "%.5g | batch %d | data %.1f%% comm %.1f%%\n",
-                       epoch, step + 1, steps, ips, loss_sum / nwin, lr,
-                       gbatch, 100 * data_s / dt, 100 * ex.wait_s / dt);
+                       epoch, step + 1, steps, ips, loss_sum / nwin, lr, gbatch,
+                       100 * data_s / dt, 100 * ex.wait_s / dt);
                 fflush(stdout);
                 _metrics(mf, epoch, step + 1, gstep, ips, loss_sum / nwin, lr,
                          gbatch, data_s / dt, ex.wait_s / dt);

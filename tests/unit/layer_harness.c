@@ -95,9 +95,8 @@ static int _wr_tensor(teng_net *n, int id, int g, float *d)
 /* Checks one buffer (param or input): value v (len n) and analytic g. */
 static int _check(teng_net *net, int out, const float *r, float *y, int id,
                   size_t n, const float *v0, const float *g0, _io rd, _io wr,
-                  const char *what, double h,
-                  double atol, double rtol, int samples, char *msg,
-                  size_t msglen, int *bad, int *total,
+                  const char *what, double h, double atol, double rtol,
+                  int samples, char *msg, size_t msglen, int *bad, int *total,
                   int *kinks)
 {
     float *v = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float));
@@ -134,8 +133,10 @@ static int _check(teng_net *net, int out, const float *r, float *y, int id,
         }
         if (fabs(fd[1] - an) > atol + rtol * fabs(an)) {
             if (!(*bad)++)
-                snprintf(msg, msglen, "%s %d element %zu: analytic %.6g, "
-                         "finite difference %.6g", what, id, i, an, fd[1]);
+                snprintf(msg, msglen,
+                         "%s %d element %zu: analytic %.6g, "
+                         "finite difference %.6g",
+                         what, id, i, an, fd[1]);
         }
     }
     free(v);

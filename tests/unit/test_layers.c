@@ -7,9 +7,9 @@
 
 #include "tests/unit/layer_harness.h"
 
-#define H 1e-2
-#define ATOL 2e-3
-#define RTOL 2e-2
+#define H       1e-2
+#define ATOL    2e-3
+#define RTOL    2e-2
 #define SAMPLES 24
 
 static teng_backend *bk;
@@ -51,8 +51,8 @@ static void _gradcheck_h(teng_net *net, int out, int n, int spaced, double h)
         ck_assert_int_eq(teng_param_write(net, p, 0, v), TENG_OK);
         free(v);
     }
-    int bad = lh_gradcheck(net, out, x, h, ATOL, RTOL, SAMPLES, msg,
-                           sizeof(msg));
+    int bad =
+        lh_gradcheck(net, out, x, h, ATOL, RTOL, SAMPLES, msg, sizeof(msg));
     ck_assert_msg(bad == 0, "%d mismatches; first: %s", bad, msg);
     free(x);
     teng_net_free(net);

@@ -20,7 +20,8 @@ static void _teardown(void)
     teng_backend_close(bk);
 }
 
-#define IDX(n, c, h, w, C, H, W) ((((size_t)(n) * (C) + (c)) * (H) + (h)) * (W) + (w))
+#define IDX(n, c, h, w, C, H, W) \
+    ((((size_t)(n) * (C) + (c)) * (H) + (h)) * (W) + (w))
 
 static float *_buf(size_t n)
 {

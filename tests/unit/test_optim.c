@@ -40,8 +40,7 @@ START_TEST(linear_scaling_and_warmup)
     /* MLPerf style: warmup from zero. 100 steps per epoch here. */
     s.warmup_start_lr = 0;
     ck_assert_int_eq(topt_steps_in_epoch(&s, 0), 100);
-    ck_assert_double_eq_tol(topt_lr_at_step(&s, 1, 50), 0.4 * 1.5 / 5,
-                            1e-12);
+    ck_assert_double_eq_tol(topt_lr_at_step(&s, 1, 50), 0.4 * 1.5 / 5, 1e-12);
 }
 END_TEST
 
@@ -52,8 +51,8 @@ START_TEST(poly_cosine_step)
     ck_assert_double_eq_tol(topt_lr_at(&s, 47.5), 0.1, 1e-12);
     ck_assert_double_eq_tol(topt_lr_at(&s, 90.0), 0.0, 1e-12);
     s.end_lr = 0.0001;
-    ck_assert_double_eq_tol(topt_lr_at(&s, 47.5),
-                            0.0001 + 0.3999 * 0.25, 1e-12);
+    ck_assert_double_eq_tol(topt_lr_at(&s, 47.5), 0.0001 + 0.3999 * 0.25,
+                            1e-12);
     s = _sched(TOPT_DECAY_COSINE);
     ck_assert_double_eq_tol(topt_lr_at(&s, 47.5), 0.2, 1e-12);
     /* p = 0.25: (1 + cos(pi/4)) / 2 = 0.853553... */
@@ -71,8 +70,9 @@ START_TEST(sony_batch_schedule)
     char err[200];
     topt_schedule s = _sched(TOPT_DECAY_NONE);
     s.warmup_epochs = 0;
-    ck_assert_int_eq(topt_stages_parse("0:256,10:512,20:1024", &s, err,
-                                       sizeof(err)), TENG_OK);
+    ck_assert_int_eq(
+        topt_stages_parse("0:256,10:512,20:1024", &s, err, sizeof(err)),
+        TENG_OK);
     ck_assert_int_eq(s.nstages, 3);
     ck_assert_int_eq(topt_schedule_validate(&s, err, sizeof(err)), TENG_OK);
     ck_assert_int_eq(topt_batch_at(&s, 9), 256);
@@ -101,22 +101,18 @@ START_TEST(bad_values)
                      TENG_EINVAL);
     ck_assert_int_eq(topt_stages_parse("5:256,10:512", &s, err, sizeof(err)),
                      0);
-    ck_assert_int_eq(topt_schedule_validate(&s, err, sizeof(err)),
-                     TENG_EINVAL);
+    ck_assert_int_eq(topt_schedule_validate(&s, err, sizeof(err)), TENG_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "start at epoch 0"));
     s = _sched(TOPT_DECAY_STEP);
     s.milestones[1] = 20; /* 30, 20, 80 */
-    ck_assert_int_eq(topt_schedule_validate(&s, err, sizeof(err)),
-                     TENG_EINVAL);
+    ck_assert_int_eq(topt_schedule_validate(&s, err, sizeof(err)), TENG_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "increasing"));
     s = _sched(TOPT_DECAY_NONE);
     s.warmup_epochs = 90;
-    ck_assert_int_eq(topt_schedule_validate(&s, err, sizeof(err)),
-                     TENG_EINVAL);
+    ck_assert_int_eq(topt_schedule_validate(&s, err, sizeof(err)), TENG_EINVAL);
     topt_config_defaults(&c);
     c.momentum = 1.0;
-    ck_assert_int_eq(topt_config_validate(&c, err, sizeof(err)),
-                     TENG_EINVAL);
+    ck_assert_int_eq(topt_config_validate(&c, err, sizeof(err)), TENG_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "momentum 1"));
     ck_assert_int_eq(topt_decay_parse("linear", &d), TENG_EINVAL);
     ck_assert_int_eq(topt_decay_parse("poly", &d), TENG_OK);
@@ -252,8 +248,7 @@ START_TEST(fits_a_fixed_batch)
             first = last;
     }
     ck_assert_double_eq_tol(first, log(4.0), 0.1);
-    ck_assert_msg(last < 0.3, "loss %g after 30 steps (from %g)", last,
-                  first);
+    ck_assert_msg(last < 0.3, "loss %g after 30 steps (from %g)", last, first);
     topt_sgd_free(&o);
     teng_net_free(&net);
     teng_backend_close(bk);

@@ -12,8 +12,8 @@
 #include "trainer/backend_dnnl/dnnl_internal.h"
 #include "trainer/engine/host_kernels.h"
 
-int _tdnnl_fail(teng_backend *bk, const char *file, int line,
-                const char *what, dnnl_status_t st)
+int _tdnnl_fail(teng_backend *bk, const char *file, int line, const char *what,
+                dnnl_status_t st)
 {
     snprintf(bk->err, sizeof(bk->err), "%s:%d: %s: %s", file, line, what,
              dnnl_status2str(st));
@@ -30,8 +30,8 @@ void _tdnnl_plain_md(dnnl_memory_desc_t *md, int ndims, const int *dims)
     dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, tags[ndims]);
 }
 
-int _tdnnl_reorder(teng_backend *bk, const dnnl_memory_desc_t *smd,
-                   void *src, const dnnl_memory_desc_t *dmd, void *dst)
+int _tdnnl_reorder(teng_backend *bk, const dnnl_memory_desc_t *smd, void *src,
+                   const dnnl_memory_desc_t *dmd, void *dst)
 {
     tdnnl_impl *im = _tdnnl(bk);
     if (dnnl_memory_desc_equal(smd, dmd)) {
@@ -43,9 +43,8 @@ int _tdnnl_reorder(teng_backend *bk, const dnnl_memory_desc_t *smd,
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_t p = NULL;
     dnnl_memory_t ms = NULL, md = NULL;
-    dnnl_status_t st =
-        dnnl_reorder_primitive_desc_create(&pd, smd, im->eng, dmd, im->eng,
-                                           NULL);
+    dnnl_status_t st = dnnl_reorder_primitive_desc_create(&pd, smd, im->eng,
+                                                          dmd, im->eng, NULL);
     if (st == dnnl_success)
         st = dnnl_primitive_create(&p, pd);
     if (st == dnnl_success)
@@ -148,10 +147,14 @@ static unsigned _bwd_reads(teng_backend *bk, const teng_net *net, int li)
     case TENG_L_CONV:
     case TENG_L_FC: /* weight gradients need the input */
     case TENG_L_BN: /* normalises its input again */
-    case TENG_L_XENT: return 1u;
-    case TENG_L_RELU: return 4u; /* the use-dst ReLU backward */
-    case TENG_L_ADD: return l->relu ? 4u : 0u;
-    default: return 0u; /* pooling and dropout keep what they need in ws */
+    case TENG_L_XENT:
+        return 1u;
+    case TENG_L_RELU:
+        return 4u; /* the use-dst ReLU backward */
+    case TENG_L_ADD:
+        return l->relu ? 4u : 0u;
+    default:
+        return 0u; /* pooling and dropout keep what they need in ws */
     }
 }
 
@@ -162,8 +165,8 @@ static int _sumsq(teng_backend *bk, const float *x, size_t n, float *out)
     return TENG_OK;
 }
 
-static int _sgd(teng_backend *bk, float *w, const float *g, float *v,
-                size_t n, const teng_sgd_args *a)
+static int _sgd(teng_backend *bk, float *w, const float *g, float *v, size_t n,
+                const teng_sgd_args *a)
 {
     (void)bk;
     teng_host_sgd(w, g, v, n, a->lr, a->momentum, a->wd);
@@ -221,15 +224,15 @@ int tdnnl_backend_create(const teng_backend_opts *opts, teng_backend **out,
     if (opts->threads > 0) {
         /* oneDNN runs on the OpenMP runtime it was built with; find its
          * thread-count setter there rather than linking one ourselves. */
-        void (*set)(int) =
-            (void (*)(int))(uintptr_t)dlsym(RTLD_DEFAULT, "omp_set_num_threads");
+        void (*set)(int) = (void (*)(int))(uintptr_t)dlsym(
+            RTLD_DEFAULT, "omp_set_num_threads");
         if (set)
             set(opts->threads);
     }
     dnnl_status_t st = dnnl_engine_create(&im->eng, dnnl_cpu, 0);
     if (st == dnnl_success)
-        st = dnnl_stream_create(&im->stream, im->eng,
-                                dnnl_stream_default_flags);
+        st =
+            dnnl_stream_create(&im->stream, im->eng, dnnl_stream_default_flags);
     if (st != dnnl_success) {
         snprintf(err, errlen, "oneDNN CPU engine: %s", dnnl_status2str(st));
         _destroy(bk);

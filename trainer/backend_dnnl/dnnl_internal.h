@@ -65,15 +65,15 @@ typedef struct {
 
 /* Records "file:line: what: status" in bk->err and returns TENG_EBACKEND
  * when a dnnl call fails. */
-#define TDNNL_CHECK(bk, call)                                              \
-    do {                                                                   \
-        dnnl_status_t _st = (call);                                        \
-        if (_st != dnnl_success)                                           \
-            return _tdnnl_fail((bk), __FILE__, __LINE__, #call, _st);      \
+#define TDNNL_CHECK(bk, call)                                         \
+    do {                                                              \
+        dnnl_status_t _st = (call);                                   \
+        if (_st != dnnl_success)                                      \
+            return _tdnnl_fail((bk), __FILE__, __LINE__, #call, _st); \
     } while (0)
 
-int _tdnnl_fail(teng_backend *bk, const char *file, int line,
-                const char *what, dnnl_status_t st);
+int _tdnnl_fail(teng_backend *bk, const char *file, int line, const char *what,
+                dnnl_status_t st);
 
 static inline tdnnl_impl *_tdnnl(teng_backend *bk)
 {
@@ -92,7 +92,7 @@ int _tdnnl_backward(teng_backend *bk, teng_net *net, int layer);
 int _tdnnl_grad_sum(teng_backend *bk, teng_net *net, int tensor);
 
 /* Reorders n bytes between two layouts of the same logical tensor. */
-int _tdnnl_reorder(teng_backend *bk, const dnnl_memory_desc_t *smd,
-                   void *src, const dnnl_memory_desc_t *dmd, void *dst);
+int _tdnnl_reorder(teng_backend *bk, const dnnl_memory_desc_t *smd, void *src,
+                   const dnnl_memory_desc_t *dmd, void *dst);
 
 #endif

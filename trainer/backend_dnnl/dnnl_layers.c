@@ -18,8 +18,7 @@
 
 #define _ALIGN(n) (((n) + 63) & ~(size_t)63)
 
-static int _err(teng_backend *bk, const char *file, int line,
-                const char *msg)
+static int _err(teng_backend *bk, const char *file, int line, const char *msg)
 {
     snprintf(bk->err, sizeof(bk->err), "%s:%d: %s", file, line, msg);
     return TENG_EINVAL;
@@ -31,8 +30,7 @@ static void _any_md(dnnl_memory_desc_t *md, int ndims, const int *dims)
     dnnl_dims_t d;
     for (int i = 0; i < ndims; i++)
         d[i] = dims[i];
-    dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32,
-                                 dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, dnnl_format_tag_any);
 }
 
 /* Creates a primitive descriptor with a user scratchpad and counts its
@@ -43,8 +41,8 @@ static int _pd(teng_backend *bk, teng_net *net, dnnl_primitive_desc_t *pd,
 {
     dnnl_primitive_attr_t attr;
     TDNNL_CHECK(bk, dnnl_primitive_attr_create(&attr));
-    dnnl_status_t st =
-        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(
+        attr, dnnl_scratchpad_mode_user);
     if (st == dnnl_success && po)
         st = dnnl_primitive_attr_set_post_ops(attr, po);
     if (st == dnnl_success)
@@ -80,8 +78,8 @@ static int _plan_wreorder(teng_backend *bk, teng_net *net, tdnnl_net *dn,
         return TENG_OK;
     dnnl_primitive_attr_t attr;
     TDNNL_CHECK(bk, dnnl_primitive_attr_create(&attr));
-    dnnl_status_t st =
-        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(
+        attr, dnnl_scratchpad_mode_user);
     if (st == dnnl_success)
         st = dnnl_reorder_primitive_desc_create(
             &d->pd[slot], from_param ? pm : km, _tdnnl(bk)->eng,
@@ -89,8 +87,8 @@ static int _plan_wreorder(teng_backend *bk, teng_net *net, tdnnl_net *dn,
     dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success)
         return _tdnnl_fail(bk, __FILE__, __LINE__, "weights reorder", st);
-    size_t sp = dnnl_memory_desc_get_size(
-        _q(d->pd[slot], dnnl_query_scratchpad_md, 0));
+    size_t sp =
+        dnnl_memory_desc_get_size(_q(d->pd[slot], dnnl_query_scratchpad_md, 0));
     if (sp > net->scratch_bytes)
         net->scratch_bytes = sp;
     if (dnnl_memory_desc_get_size(km) > dn->wtemp_bytes)
@@ -138,9 +136,9 @@ static int _plan_conv(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
         dn->pmd[l->param0 + 1] = b;
     dnnl_memory_desc_t *om = &dn->tmd[l->out];
     if (net->t[l->in[0]].needs_grad) {
-        TDNNL_CHECK(bk, dnnl_convolution_backward_data_desc_init(
-                            &cd, dnnl_convolution_direct, src, &w, om, st, pl,
-                            pr));
+        TDNNL_CHECK(bk,
+                    dnnl_convolution_backward_data_desc_init(
+                        &cd, dnnl_convolution_direct, src, &w, om, st, pl, pr));
         if ((rc = _pd(bk, net, &d->pd[TDNNL_BWD], &cd, NULL,
                       d->pd[TDNNL_FWD])) ||
             (rc = _plan_wreorder(bk, net, dn, d, l->param0, TDNNL_WRE)))
@@ -176,8 +174,8 @@ static int _plan_fc(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     if (l->bias)
         dn->pmd[l->param0 + 1] = b;
     if (net->t[l->in[0]].needs_grad) {
-        TDNNL_CHECK(bk, dnnl_inner_product_backward_data_desc_init(
-                            &ipd, src, &w, &dst));
+        TDNNL_CHECK(bk, dnnl_inner_product_backward_data_desc_init(&ipd, src,
+                                                                   &w, &dst));
         if ((rc = _pd(bk, net, &d->pd[TDNNL_BWD], &ipd, NULL,
                       d->pd[TDNNL_FWD])) ||
             (rc = _plan_wreorder(bk, net, dn, d, l->param0, TDNNL_WRE)))
@@ -196,8 +194,8 @@ static int _plan_bn(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     tdnnl_layer *d = &dn->l[li];
     dnnl_memory_desc_t *src = &dn->tmd[l->in[0]];
     int c = net->t[l->in[0]].shape.c, rc;
-    unsigned flags = dnnl_use_scale | dnnl_use_shift |
-                     (l->relu ? dnnl_fuse_norm_relu : 0);
+    unsigned flags =
+        dnnl_use_scale | dnnl_use_shift | (l->relu ? dnnl_fuse_norm_relu : 0);
     dnnl_batch_normalization_desc_t bd;
     if (!net->t[l->in[0]].needs_grad)
         return _ERR(bk, "batch norm directly on the data input");
@@ -221,9 +219,9 @@ static int _plan_bn(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     d->ws_off[0] = 0;
     d->ws_off[1] = _ALIGN(sizeof(float) * (size_t)c);
     d->ws_off[2] = 2 * d->ws_off[1];
-    l->ws_bytes = d->ws_off[2] +
-                  _ALIGN(dnnl_memory_desc_get_size(
-                      _q(d->pd[TDNNL_FWD], dnnl_query_workspace_md, 0)));
+    l->ws_bytes =
+        d->ws_off[2] + _ALIGN(dnnl_memory_desc_get_size(
+                           _q(d->pd[TDNNL_FWD], dnnl_query_workspace_md, 0)));
     return TENG_OK;
 }
 
@@ -264,9 +262,9 @@ static int _plan_pool(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     _geom(l, &si, &so, st, k, pl, pr);
     _any_md(&dst, 4, od);
     dnnl_pooling_desc_t pdsc;
-    TDNNL_CHECK(bk, dnnl_pooling_forward_desc_init(
-                        &pdsc, dnnl_forward_training, alg, src, &dst, st, k,
-                        pl, pr));
+    TDNNL_CHECK(bk,
+                dnnl_pooling_forward_desc_init(&pdsc, dnnl_forward_training,
+                                               alg, src, &dst, st, k, pl, pr));
     if ((rc = _pd(bk, net, &d->pd[TDNNL_FWD], &pdsc, NULL, NULL)))
         return rc;
     dn->tmd[l->out] = *_q(d->pd[TDNNL_FWD], dnnl_query_dst_md, 0);
@@ -274,9 +272,8 @@ static int _plan_pool(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
         _q(d->pd[TDNNL_FWD], dnnl_query_workspace_md, 0)));
     if (!net->t[l->in[0]].needs_grad)
         return TENG_OK;
-    TDNNL_CHECK(bk, dnnl_pooling_backward_desc_init(&pdsc, alg, src,
-                                                    &dn->tmd[l->out], st, k,
-                                                    pl, pr));
+    TDNNL_CHECK(bk, dnnl_pooling_backward_desc_init(
+                        &pdsc, alg, src, &dn->tmd[l->out], st, k, pl, pr));
     return _pd(bk, net, &d->pd[TDNNL_BWD], &pdsc, NULL, d->pd[TDNNL_FWD]);
 }
 
@@ -312,9 +309,9 @@ static int _plan_add(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
                         dnnl_eltwise_relu_use_dst_for_bwd, a, 0.f, 0.f));
     if ((rc = _pd(bk, net, &hint, &ed, NULL, NULL)))
         return rc;
-    TDNNL_CHECK(bk, dnnl_eltwise_backward_desc_init(
-                        &ed, dnnl_eltwise_relu_use_dst_for_bwd, a, a, 0.f,
-                        0.f));
+    TDNNL_CHECK(bk,
+                dnnl_eltwise_backward_desc_init(
+                    &ed, dnnl_eltwise_relu_use_dst_for_bwd, a, a, 0.f, 0.f));
     rc = _pd(bk, net, &d->pd[TDNNL_BWD], &ed, NULL, hint);
     dnnl_primitive_desc_destroy(hint);
     return rc;
@@ -331,14 +328,20 @@ static int _plan_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
         _tdnnl_plain_md(&dn->tmd[l->out], 4, dims);
         return TENG_OK;
     }
-    case TENG_L_CONV: return _plan_conv(bk, net, dn, li);
-    case TENG_L_FC: return _plan_fc(bk, net, dn, li);
-    case TENG_L_BN: return _plan_bn(bk, net, dn, li);
-    case TENG_L_RELU: return _plan_relu(bk, net, dn, li);
+    case TENG_L_CONV:
+        return _plan_conv(bk, net, dn, li);
+    case TENG_L_FC:
+        return _plan_fc(bk, net, dn, li);
+    case TENG_L_BN:
+        return _plan_bn(bk, net, dn, li);
+    case TENG_L_RELU:
+        return _plan_relu(bk, net, dn, li);
     case TENG_L_MAXPOOL:
     case TENG_L_AVGPOOL:
-    case TENG_L_GAP: return _plan_pool(bk, net, dn, li);
-    case TENG_L_ADD: return _plan_add(bk, net, dn, li);
+    case TENG_L_GAP:
+        return _plan_pool(bk, net, dn, li);
+    case TENG_L_ADD:
+        return _plan_add(bk, net, dn, li);
     case TENG_L_DROPOUT:
         dn->tmd[l->out] = dn->tmd[l->in[0]];
         l->ws_bytes = _ALIGN(dnnl_memory_desc_get_size(&dn->tmd[l->out]) / 4);
@@ -353,7 +356,8 @@ static int _plan_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
                             "connected layer (plain N x K layout)");
         return TENG_OK;
     }
-    default: return _ERR(bk, "unknown layer kind");
+    default:
+        return _ERR(bk, "unknown layer kind");
     }
 }
 
@@ -414,8 +418,7 @@ static int _arg(teng_backend *bk, tdnnl_layer *d, int slot, int arg,
 /* Creates the primitive of a planned slot and adds its scratchpad. */
 static int _prim(teng_backend *bk, teng_net *net, tdnnl_layer *d, int slot)
 {
-    const dnnl_memory_desc_t *sp =
-        _q(d->pd[slot], dnnl_query_scratchpad_md, 0);
+    const dnnl_memory_desc_t *sp = _q(d->pd[slot], dnnl_query_scratchpad_md, 0);
     TDNNL_CHECK(bk, dnnl_primitive_create(&d->ex[slot].prim, d->pd[slot]));
     if (dnnl_memory_desc_get_size(sp) > net->scratch_cap)
         return _ERR(bk, "scratchpad larger than planned");
@@ -424,11 +427,11 @@ static int _prim(teng_backend *bk, teng_net *net, tdnnl_layer *d, int slot)
     return TENG_OK;
 }
 
-#define _A(slot, arg, md, ptr)                                             \
-    do {                                                                   \
-        int _rc = _arg(bk, d, (slot), (arg), (md), (ptr));                 \
-        if (_rc)                                                           \
-            return _rc;                                                    \
+#define _A(slot, arg, md, ptr)                             \
+    do {                                                   \
+        int _rc = _arg(bk, d, (slot), (arg), (md), (ptr)); \
+        if (_rc)                                           \
+            return _rc;                                    \
     } while (0)
 
 /* conv and fc: forward, backward data and weights, and the reorders of
@@ -492,7 +495,8 @@ static int _bind_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     char *ws = l->ws;
     switch (l->kind) {
     case TENG_L_CONV:
-    case TENG_L_FC: return _bind_weighted(bk, net, dn, li);
+    case TENG_L_FC:
+        return _bind_weighted(bk, net, dn, li);
     case TENG_L_BN: {
         dnnl_memory_desc_t cm;
         const dnnl_memory_desc_t *wsm =
@@ -564,7 +568,8 @@ static int _bind_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
             _A(TDNNL_BWD, DNNL_ARG_DIFF_SRC, ym, y->grad);
         }
         return TENG_OK;
-    default: return _ERR(bk, "unknown layer kind");
+    default:
+        return _ERR(bk, "unknown layer kind");
     }
 }
 
@@ -579,8 +584,8 @@ static int _bind_sum(teng_backend *bk, teng_net *net, tdnnl_net *dn, int id)
         srcs[k] = dn->tmd[id];
     dnnl_primitive_attr_t attr;
     TDNNL_CHECK(bk, dnnl_primitive_attr_create(&attr));
-    dnnl_status_t st =
-        dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    dnnl_status_t st = dnnl_primitive_attr_set_scratchpad_mode(
+        attr, dnnl_scratchpad_mode_user);
     if (st == dnnl_success)
         st = dnnl_sum_primitive_desc_create(&d->pd[TDNNL_FWD], &dn->tmd[id],
                                             t->ncontrib, scales, srcs, attr,
@@ -662,7 +667,8 @@ int _tdnnl_forward(teng_backend *bk, teng_net *net, int li, int training)
     tdnnl_layer *d = &dn->l[li];
     int rc;
     switch (l->kind) {
-    case TENG_L_INPUT: return TENG_OK;
+    case TENG_L_INPUT:
+        return TENG_OK;
     case TENG_L_BN: {
         if (!training)
             return _exec(bk, &d->ex[TDNNL_INF]);
@@ -696,7 +702,8 @@ int _tdnnl_forward(teng_backend *bk, teng_net *net, int li, int training)
                                      s.c, l->smoothing, 1.f, NULL);
         return TENG_OK;
     }
-    default: return _exec(bk, &d->ex[TDNNL_FWD]);
+    default:
+        return _exec(bk, &d->ex[TDNNL_FWD]);
     }
 }
 
@@ -707,7 +714,8 @@ int _tdnnl_backward(teng_backend *bk, teng_net *net, int li)
     tdnnl_layer *d = &dn->l[li];
     int rc;
     switch (l->kind) {
-    case TENG_L_INPUT: return TENG_OK;
+    case TENG_L_INPUT:
+        return TENG_OK;
     case TENG_L_CONV:
     case TENG_L_FC:
         /* Weights first: their gradient is what the all-reduce waits on.
@@ -734,8 +742,7 @@ int _tdnnl_backward(teng_backend *bk, teng_net *net, int li)
         teng_shape s = net->t[l->in[0]].shape;
         TDNNL_CHECK(bk, dnnl_stream_wait(_tdnnl(bk)->stream));
         teng_host_xent(net->t[l->in[0]].data, net->labels, s.n, s.c,
-                       l->smoothing, (float)net->global_batch,
-                       l->in_grad[0]);
+                       l->smoothing, (float)net->global_batch, l->in_grad[0]);
         return TENG_OK;
     }
     default:

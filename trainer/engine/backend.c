@@ -26,12 +26,11 @@ int teng_backend_open(const char *name, const teng_backend_opts *opts,
     if (!opts)
         opts = &defaults;
 #ifdef TORUS_HAVE_DNNL
-    if (!strcmp(name, "dnnl") || !strcmp(name, "cpu") ||
-        !strcmp(name, "auto"))
+    if (!strcmp(name, "dnnl") || !strcmp(name, "cpu") || !strcmp(name, "auto"))
         return tdnnl_backend_create(opts, out, err, errlen);
 #endif
-    snprintf(err, errlen, "backend '%s' is not built in (available: %s)",
-             name, *teng_backend_list() ? teng_backend_list() : "none");
+    snprintf(err, errlen, "backend '%s' is not built in (available: %s)", name,
+             *teng_backend_list() ? teng_backend_list() : "none");
     return TENG_EINVAL;
 }
 

@@ -21,8 +21,8 @@
 #include "trainer/engine/engine.h"
 
 typedef struct teng_backend_opts {
-    int threads;    /* CPU worker threads; 0: library default */
-    int device;     /* GPU ordinal */
+    int threads; /* CPU worker threads; 0: library default */
+    int device;  /* GPU ordinal */
     int verbose;
 } teng_backend_opts;
 

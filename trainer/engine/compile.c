@@ -86,8 +86,8 @@ static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
         /* A residual with a fused ReLU runs its ReLU backward in place on
          * its output grad; if that grad is shared with another residual
          * input, copy it out first (grad_sum with one source). */
-        int inplace = net->l[t->producer].kind == TENG_L_ADD &&
-                      net->l[t->producer].relu;
+        int inplace =
+            net->l[t->producer].kind == TENG_L_ADD && net->l[t->producer].relu;
         if (nc == 1 && !(inplace && main < 0)) {
             t->gbuf = c[0];
             continue;
@@ -230,10 +230,11 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
         off += _teng_align(net->p[i].bytes);
     }
     net->params_bytes = off;
-    net->stats_bytes = net->nstats ? net->stat_off[net->nstats - 1] +
-                                         _teng_align(sizeof(float) *
-                                                     net->stat_len[net->nstats - 1])
-                                   : 0;
+    net->stats_bytes =
+        net->nstats
+            ? net->stat_off[net->nstats - 1] +
+                  _teng_align(sizeof(float) * net->stat_len[net->nstats - 1])
+            : 0;
     /* Activations, workspaces and activation gradients share one arena,
      * placed by lifetime over the step (see _plan_acts, _plan_grads). */
     _bufs b = {0};
@@ -287,8 +288,8 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
     net->labels = (int32_t *)(a + labels_off);
     if (net->loss_layer >= 0) {
         const teng_tensor *lt = &net->t[net->l[net->loss_layer].in[0]];
-        net->host_logits = malloc(sizeof(float) * (size_t)max_batch *
-                                  (size_t)lt->shape.c);
+        net->host_logits =
+            malloc(sizeof(float) * (size_t)max_batch * (size_t)lt->shape.c);
         if (!net->host_logits) {
             rc = TENG_FAIL(net, TENG_ENOMEM, "out of memory");
             goto out;
@@ -329,14 +330,14 @@ int teng_net_set_batch(teng_net *net, int batch)
         if (net->t[i].bytes > net->t[i].cap)
             return TENG_FAIL(net, TENG_EINVAL,
                              "batch %d needs more memory for tensor %d than "
-                             "the compiled batch %d", batch, i,
-                             net->max_batch);
+                             "the compiled batch %d",
+                             batch, i, net->max_batch);
     for (int i = 0; i < net->nl; i++)
         if (net->l[i].ws_bytes > net->l[i].ws_cap)
             return TENG_FAIL(net, TENG_EINVAL,
                              "batch %d needs more workspace in layer '%s' "
-                             "than the compiled batch %d", batch,
-                             net->l[i].name, net->max_batch);
+                             "than the compiled batch %d",
+                             batch, net->l[i].name, net->max_batch);
     if (net->scratch_bytes > net->scratch_cap) {
         /* A batch change is a schedule event, not a step: growing the
          * scratchpad here keeps the per-step path allocation-free. */

@@ -63,17 +63,17 @@ typedef struct {
 } teng_shape;
 
 typedef struct teng_tensor {
-    teng_shape shape;  /* at the current batch */
-    int producer;      /* layer index */
+    teng_shape shape; /* at the current batch */
+    int producer;     /* layer index */
     int nconsumers;
-    int needs_grad;    /* 0 only for the data input */
-    size_t bytes;      /* backend layout size at the current batch */
-    size_t cap;        /* bytes at the compiled max batch (allocated) */
-    void *data;        /* device pointer into the acts arena */
-    void *grad;        /* device pointer: the summed dL/dtensor */
-    int ncontrib;      /* >1: grad is summed from these before use */
+    int needs_grad; /* 0 only for the data input */
+    size_t bytes;   /* backend layout size at the current batch */
+    size_t cap;     /* bytes at the compiled max batch (allocated) */
+    void *data;     /* device pointer into the acts arena */
+    void *grad;     /* device pointer: the summed dL/dtensor */
+    int ncontrib;   /* >1: grad is summed from these before use */
     void *contrib[4];
-    int gbuf;          /* gradient buffer id (engine planning) */
+    int gbuf; /* gradient buffer id (engine planning) */
 } teng_tensor;
 
 typedef struct teng_param {
@@ -99,20 +99,20 @@ typedef struct teng_layer {
     /* hyper-parameters */
     int k, kh, kw, sh, sw, ph, pw, bias; /* conv / fc / pooling */
     int relu;                            /* BN, ADD: fused ReLU */
-    int zero_gamma;   /* BN ends a residual branch: gamma starts at 0 */
-    float eps, momentum;                 /* BN */
-    float p;                             /* dropout probability */
-    float smoothing;                     /* xent label smoothing */
-    int param0, nparam;                  /* params [param0, param0+nparam) */
-    int stat0;  /* BN: running mean at stats[stat0], var at stat0+1 */
+    int zero_gamma;      /* BN ends a residual branch: gamma starts at 0 */
+    float eps, momentum; /* BN */
+    float p;             /* dropout probability */
+    float smoothing;     /* xent label smoothing */
+    int param0, nparam;  /* params [param0, param0+nparam) */
+    int stat0;           /* BN: running mean at stats[stat0], var at stat0+1 */
     /* planned by the backend */
-    size_t ws_bytes;    /* forward->backward workspace, in the acts arena */
-    size_t ws_cap;      /* ws_bytes at the compiled max batch */
+    size_t ws_bytes; /* forward->backward workspace, in the acts arena */
+    size_t ws_cap;   /* ws_bytes at the compiled max batch */
     void *ws;
-    void *in_grad[2];   /* where backward writes dL/d(in[i]); NULL: skip */
-    void *bk;           /* backend private state */
+    void *in_grad[2]; /* where backward writes dL/d(in[i]); NULL: skip */
+    void *bk;         /* backend private state */
     /* outputs of the loss layer */
-    double loss_sum;    /* sum over the local batch of per-sample losses */
+    double loss_sum; /* sum over the local batch of per-sample losses */
 } teng_layer;
 
 typedef struct teng_backend teng_backend;
@@ -131,29 +131,29 @@ struct teng_net {
     int nl, cap_l;
     teng_param *p;
     int np, cap_p;
-    int nstats;          /* BN running statistics vectors */
-    size_t *stat_off;    /* byte offsets in the stats arena */
+    int nstats;       /* BN running statistics vectors */
+    size_t *stat_off; /* byte offsets in the stats arena */
     int *stat_len;
-    int input;           /* the data input tensor */
-    int input_grad;      /* compute dL/dinput too (gradient checks) */
-    int loss_layer;      /* -1: none (backward seeded by the caller) */
+    int input;      /* the data input tensor */
+    int input_grad; /* compute dL/dinput too (gradient checks) */
+    int loss_layer; /* -1: none (backward seeded by the caller) */
     int max_batch, batch;
-    int global_batch;    /* loss normaliser kn (remark 3) */
+    int global_batch; /* loss normaliser kn (remark 3) */
     int compiled;
     uint64_t dropout_seed;
-    uint64_t step;       /* advances dropout masks */
+    uint64_t step; /* advances dropout masks */
     /* arenas (device memory) */
     void *params, *grads, *stats, *acts, *scratch;
     size_t params_bytes, stats_bytes, acts_bytes, scratch_bytes;
-    int no_reuse;        /* keep every activation readable after forward */
-    size_t scratch_cap;  /* allocated scratch (plan may ask for more) */
-    int32_t *labels;     /* device, max_batch entries, in acts */
+    int no_reuse;         /* keep every activation readable after forward */
+    size_t scratch_cap;   /* allocated scratch (plan may ask for more) */
+    int32_t *labels;      /* device, max_batch entries, in acts */
     int32_t *host_labels; /* host copies for top-k without per-step malloc */
     float *host_logits;
     teng_backend *bk;
-    void *bkstate;       /* backend's per-net state */
-    double *prof;        /* if set: 2 * nl seconds, forward and backward
-                          * per layer, accumulated (syncs every layer) */
+    void *bkstate; /* backend's per-net state */
+    double *prof;  /* if set: 2 * nl seconds, forward and backward
+                    * per layer, accumulated (syncs every layer) */
     teng_grad_hook grad_hook;
     void *grad_hook_ctx;
     char err[256];
@@ -178,12 +178,10 @@ int teng_add_avgpool(teng_net *net, const char *name, int x, int ksize,
                      int stride, int pad);
 int teng_add_gap(teng_net *net, const char *name, int x);
 int teng_add_fc(teng_net *net, const char *name, int x, int k, int bias);
-int teng_add_residual(teng_net *net, const char *name, int a, int b,
-                      int relu);
+int teng_add_residual(teng_net *net, const char *name, int a, int b, int relu);
 int teng_add_dropout(teng_net *net, const char *name, int x, float p);
 /* Returns the layer index of the loss (not a tensor id). */
-int teng_add_xent(teng_net *net, const char *name, int logits,
-                  float smoothing);
+int teng_add_xent(teng_net *net, const char *name, int logits, float smoothing);
 
 /* ---- compiling and running ---- */
 int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch);

@@ -31,8 +31,8 @@ void teng_host_sgd(float *w, const float *g, float *v, size_t n, float lr,
     }
 }
 
-double teng_host_xent(const float *logits, const int32_t *labels, int n,
-                      int k, float s, float norm, float *dlogits)
+double teng_host_xent(const float *logits, const int32_t *labels, int n, int k,
+                      float s, float norm, float *dlogits)
 {
     double total = 0.0;
     float off = s / (float)k, on = 1.0f - s + off;
@@ -62,8 +62,8 @@ double teng_host_xent(const float *logits, const int32_t *labels, int n,
     return total;
 }
 
-void teng_host_dropout_fwd(const float *x, float *y, uint8_t *mask,
-                           size_t n, float p, uint64_t key)
+void teng_host_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n,
+                           float p, uint64_t key)
 {
     float scale = 1.0f / (1.0f - p);
     /* Compare the top 24 bits against p * 2^24. */

@@ -21,13 +21,13 @@ void teng_host_sgd(float *w, const float *g, float *v, size_t n, float lr,
  * the target is (1 - s) on the label plus s/k everywhere. Returns the sum
  * of per-row losses; if dlogits is not NULL writes dL/dlogits with every
  * row's gradient divided by norm (the global batch). */
-double teng_host_xent(const float *logits, const int32_t *labels, int n,
-                      int k, float s, float norm, float *dlogits);
+double teng_host_xent(const float *logits, const int32_t *labels, int n, int k,
+                      float s, float norm, float *dlogits);
 
 /* Inverted dropout over n elements: y = x * mask / (1 - p), where mask[i]
  * is decided by hash(key + i) so it needs no stored random state. */
-void teng_host_dropout_fwd(const float *x, float *y, uint8_t *mask,
-                           size_t n, float p, uint64_t key);
+void teng_host_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n,
+                           float p, uint64_t key);
 void teng_host_dropout_bwd(const float *dy, float *dx, const uint8_t *mask,
                            size_t n, float p);
 

@@ -8,7 +8,7 @@
 #include "trainer/engine/engine.h"
 
 /* Records "file:line: message" in net->err and evaluates to code. */
-#define TENG_FAIL(net, code, ...)                                          \
+#define TENG_FAIL(net, code, ...) \
     _teng_fail((net), (code), __FILE__, __LINE__, __VA_ARGS__)
 
 int _teng_fail(teng_net *net, int code, const char *file, int line,

@@ -21,11 +21,16 @@ int _teng_fail(teng_net *net, int code, const char *file, int line,
 const char *teng_strerror(int status)
 {
     switch (status) {
-    case TENG_OK: return "ok";
-    case TENG_EINVAL: return "invalid argument";
-    case TENG_ENOMEM: return "out of memory";
-    case TENG_EBACKEND: return "backend error";
-    case TENG_ESTATE: return "call out of order";
+    case TENG_OK:
+        return "ok";
+    case TENG_EINVAL:
+        return "invalid argument";
+    case TENG_ENOMEM:
+        return "out of memory";
+    case TENG_EBACKEND:
+        return "backend error";
+    case TENG_ESTATE:
+        return "call out of order";
     }
     return "unknown error";
 }
@@ -70,11 +75,10 @@ static int _check_open(teng_net *net, int x, const char *what)
     return TENG_OK;
 }
 
-static teng_layer *_layer(teng_net *net, teng_layer_kind kind,
-                          const char *name, int x)
+static teng_layer *_layer(teng_net *net, teng_layer_kind kind, const char *name,
+                          int x)
 {
-    teng_layer *l = _push((void **)&net->l, &net->nl, &net->cap_l,
-                          sizeof(*l));
+    teng_layer *l = _push((void **)&net->l, &net->nl, &net->cap_l, sizeof(*l));
     if (!l)
         return NULL;
     l->kind = kind;
@@ -97,8 +101,7 @@ static int _output(teng_net *net, teng_shape s)
         return TENG_FAIL(net, TENG_EINVAL,
                          "layer '%s': output shape %dx%dx%d is empty",
                          net->l[net->nl - 1].name, s.c, s.h, s.w);
-    teng_tensor *t = _push((void **)&net->t, &net->nt, &net->cap_t,
-                           sizeof(*t));
+    teng_tensor *t = _push((void **)&net->t, &net->nt, &net->cap_t, sizeof(*t));
     if (!t)
         return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
     t->shape = s;
@@ -113,8 +116,7 @@ static int _param(teng_net *net, teng_param_kind kind, int ndims,
                   const int *dims)
 {
     teng_layer *l = &net->l[net->nl - 1];
-    teng_param *p = _push((void **)&net->p, &net->np, &net->cap_p,
-                          sizeof(*p));
+    teng_param *p = _push((void **)&net->p, &net->np, &net->cap_p, sizeof(*p));
     static const char *suffix[] = {"w", "b", "gamma", "beta"};
     if (!p)
         return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
@@ -209,10 +211,11 @@ int teng_add_bn(teng_net *net, const char *name, int x, int relu,
     l = &net->l[net->nl - 1];
     l->stat0 = net->nstats;
     for (int i = 0; i < 2; i++) {
-        size_t prev = net->nstats ? net->stat_off[net->nstats - 1] +
-                                        _teng_align(sizeof(float) *
-                                                    net->stat_len[net->nstats - 1])
-                                  : 0;
+        size_t prev = net->nstats
+                          ? net->stat_off[net->nstats - 1] +
+                                _teng_align(sizeof(float) *
+                                            net->stat_len[net->nstats - 1])
+                          : 0;
         net->stat_off[net->nstats] = prev;
         net->stat_len[net->nstats] = s.c;
         net->nstats++;
@@ -220,8 +223,7 @@ int teng_add_bn(teng_net *net, const char *name, int x, int relu,
     return _output(net, s);
 }
 
-static int _same_shape(teng_net *net, const char *kind, const char *name,
-                       int x)
+static int _same_shape(teng_net *net, const char *kind, const char *name, int x)
 {
     int rc = _check_open(net, x, kind);
     if (rc)
@@ -249,8 +251,8 @@ int teng_add_dropout(teng_net *net, const char *name, int x, float p)
     return id;
 }
 
-static int _pool(teng_net *net, teng_layer_kind kind, const char *name,
-                 int x, int ksize, int stride, int pad)
+static int _pool(teng_net *net, teng_layer_kind kind, const char *name, int x,
+                 int ksize, int stride, int pad)
 {
     int rc = _check_open(net, x, "pool");
     if (rc)
@@ -318,8 +320,7 @@ int teng_add_fc(teng_net *net, const char *name, int x, int k, int bias)
     return _output(net, (teng_shape){0, k, 1, 1});
 }
 
-int teng_add_residual(teng_net *net, const char *name, int a, int b,
-                      int relu)
+int teng_add_residual(teng_net *net, const char *name, int a, int b, int relu)
 {
     int rc = _check_open(net, a, "residual");
     if (rc || (rc = _check_open(net, b, "residual")))
@@ -339,8 +340,7 @@ int teng_add_residual(teng_net *net, const char *name, int a, int b,
     return _output(net, sa);
 }
 
-int teng_add_xent(teng_net *net, const char *name, int logits,
-                  float smoothing)
+int teng_add_xent(teng_net *net, const char *name, int logits, float smoothing)
 {
     int rc = _check_open(net, logits, "xent");
     if (rc)
@@ -349,13 +349,13 @@ int teng_add_xent(teng_net *net, const char *name, int logits,
         return TENG_FAIL(net, TENG_EINVAL, "xent: the net has a loss already");
     if (!(smoothing >= 0.0f && smoothing < 1.0f))
         return TENG_FAIL(net, TENG_EINVAL,
-                         "xent '%s': label smoothing %g is not in [0, 1)",
-                         name, smoothing);
+                         "xent '%s': label smoothing %g is not in [0, 1)", name,
+                         smoothing);
     teng_shape s = net->t[logits].shape;
     if (s.h != 1 || s.w != 1)
         return TENG_FAIL(net, TENG_EINVAL,
-                         "xent '%s': logits must be N x K (got %dx%dx%d)",
-                         name, s.c, s.h, s.w);
+                         "xent '%s': logits must be N x K (got %dx%dx%d)", name,
+                         s.c, s.h, s.w);
     teng_layer *l = _layer(net, TENG_L_XENT, name, logits);
     if (!l)
         return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
@@ -374,9 +374,9 @@ size_t teng_net_param_count(const teng_net *net)
 
 void teng_net_summary(const teng_net *net, void *file)
 {
-    static const char *kinds[] = {"input", "conv", "bn", "relu", "maxpool",
-                                  "avgpool", "gap", "fc", "add", "dropout",
-                                  "xent"};
+    static const char *kinds[] = {"input",   "conv",    "bn",  "relu",
+                                  "maxpool", "avgpool", "gap", "fc",
+                                  "add",     "dropout", "xent"};
     FILE *f = file;
     for (int i = 0; i < net->nl; i++) {
         const teng_layer *l = &net->l[i];

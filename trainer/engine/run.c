@@ -7,10 +7,10 @@
 
 #include "trainer/engine/internal.h"
 
-#define _NEED_COMPILED(net)                                                \
-    do {                                                                   \
-        if (!(net)->compiled)                                              \
-            return TENG_FAIL((net), TENG_ESTATE, "net is not compiled");   \
+#define _NEED_COMPILED(net)                                              \
+    do {                                                                 \
+        if (!(net)->compiled)                                            \
+            return TENG_FAIL((net), TENG_ESTATE, "net is not compiled"); \
     } while (0)
 
 static double _now(void)
@@ -34,8 +34,8 @@ static void _prof(teng_net *net, int slot, double *t0)
 static int _bkfail(teng_net *net, int rc, const char *what, int layer)
 {
     return TENG_FAIL(net, rc, "%s of layer %d '%s' on %s: %s", what, layer,
-                     layer >= 0 ? net->l[layer].name : "-",
-                     net->bk->ops->name, net->bk->err);
+                     layer >= 0 ? net->l[layer].name : "-", net->bk->ops->name,
+                     net->bk->err);
 }
 
 void teng_net_set_global_batch(teng_net *net, int global_batch)
@@ -94,8 +94,8 @@ int teng_net_backward(teng_net *net)
         if (l->nparam && net->grad_hook &&
             (rc = net->grad_hook(net->grad_hook_ctx, net, i)))
             return TENG_FAIL(net, TENG_EINVAL,
-                             "gradient hook failed after layer %d '%s' (%d)",
-                             i, l->name, rc);
+                             "gradient hook failed after layer %d '%s' (%d)", i,
+                             l->name, rc);
     }
     return TENG_OK;
 }
@@ -183,9 +183,9 @@ int teng_stats_write(teng_net *net, int id, const float *src)
     _NEED_COMPILED(net);
     if (id < 0 || id >= net->nstats)
         return TENG_FAIL(net, TENG_EINVAL, "no BN statistics vector %d", id);
-    int rc = net->bk->ops->upload(net->bk,
-                                  (char *)net->stats + net->stat_off[id], src,
-                                  sizeof(float) * (size_t)net->stat_len[id]);
+    int rc =
+        net->bk->ops->upload(net->bk, (char *)net->stats + net->stat_off[id],
+                             src, sizeof(float) * (size_t)net->stat_len[id]);
     return rc ? _bkfail(net, rc, "statistics write", -1) : 0;
 }
 

@@ -4,14 +4,14 @@
  * very large batches; then fc6/fc7 with ReLU and dropout, and fc8. */
 #include "trainer/models/models.h"
 
-#define _TRY(x)                                                            \
-    do {                                                                   \
-        if ((x) < 0)                                                       \
-            return (x);                                                    \
+#define _TRY(x)         \
+    do {                \
+        if ((x) < 0)    \
+            return (x); \
     } while (0)
 
-static int _conv_bn_relu(teng_net *net, const char *conv, const char *bn,
-                         int x, int k, int ks, int stride, int pad)
+static int _conv_bn_relu(teng_net *net, const char *conv, const char *bn, int x,
+                         int k, int ks, int stride, int pad)
 {
     int y = teng_add_conv(net, conv, x, k, ks, stride, pad, 0);
     _TRY(y);

@@ -19,11 +19,16 @@ int tmodel_build(teng_net *net, const tmodel_spec *spec)
         return TENG_EINVAL;
     }
     switch (spec->kind) {
-    case TMODEL_RESNET50: return _tmodel_resnet50(net, spec);
-    case TMODEL_RESNET18: return _tmodel_resnet18(net, spec);
-    case TMODEL_CIFAR_RESNET: return _tmodel_cifar_resnet(net, spec);
-    case TMODEL_ALEXNET_BN: return _tmodel_alexnet_bn(net, spec);
-    default: return TENG_EINVAL;
+    case TMODEL_RESNET50:
+        return _tmodel_resnet50(net, spec);
+    case TMODEL_RESNET18:
+        return _tmodel_resnet18(net, spec);
+    case TMODEL_CIFAR_RESNET:
+        return _tmodel_cifar_resnet(net, spec);
+    case TMODEL_ALEXNET_BN:
+        return _tmodel_alexnet_bn(net, spec);
+    default:
+        return TENG_EINVAL;
     }
 }
 
@@ -44,9 +49,13 @@ static void _init_param(const teng_net *net, const teng_param *p, float *v,
             stdev = 0.01f; /* fc: N(0, 0.01), Goyal et al. */
         }
         break;
-    case TENG_P_GAMMA: fill = l->zero_gamma ? 0.f : 1.f; break;
+    case TENG_P_GAMMA:
+        fill = l->zero_gamma ? 0.f : 1.f;
+        break;
     case TENG_P_BIAS:
-    case TENG_P_BETA: fill = 0.f; break;
+    case TENG_P_BETA:
+        fill = 0.f;
+        break;
     }
     for (size_t i = 0; i < p->count; i++)
         v[i] = stdev > 0.f ? stdev * teng_rng_normal(r) : fill;

@@ -17,7 +17,7 @@
 #include "trainer/engine/engine.h"
 
 typedef enum {
-    TMODEL_RESNET50,     /* ResNet-50 v1.5: stride 2 in the 3x3 conv */
+    TMODEL_RESNET50, /* ResNet-50 v1.5: stride 2 in the 3x3 conv */
     TMODEL_RESNET18,
     TMODEL_CIFAR_RESNET, /* He et al. 2016 sec. 4.2, depth 6n+2, 28-32 px */
     TMODEL_ALEXNET_BN,   /* Tencent's AlexNet with BN, incl. after pool5 */
@@ -26,8 +26,8 @@ typedef enum {
 
 typedef struct {
     tmodel_kind kind;
-    int in_channels;       /* 3 for ImageNet, 1 for Fashion-MNIST */
-    int image_size;        /* square input */
+    int in_channels; /* 3 for ImageNet, 1 for Fashion-MNIST */
+    int image_size;  /* square input */
     int classes;
     int depth;             /* CIFAR ResNet only: 6n+2 (20, 32, 44, 56, 110) */
     float label_smoothing; /* 0: plain cross-entropy */

@@ -63,7 +63,8 @@ int tmodel_validate(const tmodel_spec *s, char *err, size_t errlen)
         (s->depth < 8 || (s->depth - 2) % 6)) {
         snprintf(err, errlen,
                  "cifar-resnet: depth %d is not 6n+2 with n >= 1 (20, 32, "
-                 "44, 56, 110)", s->depth);
+                 "44, 56, 110)",
+                 s->depth);
         return TENG_EINVAL;
     }
     if (!(s->label_smoothing >= 0.f && s->label_smoothing < 1.f)) {

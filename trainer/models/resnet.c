@@ -7,16 +7,16 @@
 
 #include "trainer/models/models.h"
 
-#define _TRY(x)                                                            \
-    do {                                                                   \
-        if ((x) < 0)                                                       \
-            return (x);                                                    \
+#define _TRY(x)         \
+    do {                \
+        if ((x) < 0)    \
+            return (x); \
     } while (0)
 
 /* conv -> BN (-> ReLU): the unit everything here is made of. */
 static int _conv_bn(teng_net *net, const char *pre, const char *conv,
-                    const char *bn, int x, int k, int ks, int stride,
-                    int relu, int zero_gamma)
+                    const char *bn, int x, int k, int ks, int stride, int relu,
+                    int zero_gamma)
 {
     char n1[40], n2[40];
     snprintf(n1, sizeof(n1), "%s%s", pre, conv);
@@ -53,8 +53,7 @@ static int _bottleneck(teng_net *net, const char *pre, int x, int width,
     return teng_add_residual(net, name, c, sc, 1);
 }
 
-static int _basic(teng_net *net, const char *pre, int x, int width,
-                  int stride)
+static int _basic(teng_net *net, const char *pre, int x, int width, int stride)
 {
     int a = _conv_bn(net, pre, "conv1", "bn1", x, width, 3, stride, 1, 0);
     _TRY(a);

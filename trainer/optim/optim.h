@@ -38,7 +38,7 @@ typedef enum {
 } topt_decay;
 
 #define TOPT_MAX_MILESTONES 16
-#define TOPT_MAX_STAGES 16
+#define TOPT_MAX_STAGES     16
 
 typedef struct {
     int epoch;        /* from this epoch on ... */
@@ -52,14 +52,14 @@ typedef struct {
     double warmup_start_lr; /* < 0: min(base_lr, peak) (Goyal: start at
                              * the reference LR eta) */
     topt_decay decay;
-    double poly_power;      /* 2 */
-    double end_lr;          /* floor of poly and cosine */
+    double poly_power; /* 2 */
+    double end_lr;     /* floor of poly and cosine */
     int nmilestones;
     double milestones[TOPT_MAX_MILESTONES]; /* epochs, increasing */
     double step_gamma;                      /* 0.1 */
-    int epochs;             /* total */
-    long dataset_size;      /* training samples per epoch */
-    int nstages;            /* >= 1; stage[0].epoch == 0 */
+    int epochs;                             /* total */
+    long dataset_size;                      /* training samples per epoch */
+    int nstages;                            /* >= 1; stage[0].epoch == 0 */
     topt_stage stage[TOPT_MAX_STAGES];
 } topt_schedule;
 
@@ -93,16 +93,15 @@ double topt_lr_at(const topt_schedule *s, double epoch);
 /* The LR at (epoch, step within the epoch). */
 double topt_lr_at_step(const topt_schedule *s, int epoch, long step);
 
-float topt_lars_trust(float wnorm, float gnorm, float eta, float wd,
-                      float eps);
+float topt_lars_trust(float wnorm, float gnorm, float eta, float wd, float eps);
 
 typedef struct {
     topt_config cfg;
     teng_net *net;
-    void *velocity;  /* device buffer, the params arena's layout */
-    double prev_lr;  /* 0 before the first step */
+    void *velocity; /* device buffer, the params arena's layout */
+    double prev_lr; /* 0 before the first step */
     long steps;
-    float *trust;    /* per param tensor, of the last step (for logs) */
+    float *trust; /* per param tensor, of the last step (for logs) */
 } topt_sgd;
 
 int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg);

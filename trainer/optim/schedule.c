@@ -52,8 +52,7 @@ int topt_stages_parse(const char *text, topt_schedule *s, char *err,
         char *end;
         long b = strtol(text, &end, 10);
         if (end == text || *end || b <= 0 || b > (1 << 24)) {
-            snprintf(err, errlen, "batch '%s' is not a positive integer",
-                     text);
+            snprintf(err, errlen, "batch '%s' is not a positive integer", text);
             return TENG_EINVAL;
         }
         s->nstages = 1;
@@ -64,8 +63,10 @@ int topt_stages_parse(const char *text, topt_schedule *s, char *err,
         char *end;
         long e = strtol(p, &end, 10), b;
         if (end == p || *end != ':') {
-            snprintf(err, errlen, "batch schedule '%s': expected EPOCH:BATCH "
-                     "at '%s'", text, p);
+            snprintf(err, errlen,
+                     "batch schedule '%s': expected EPOCH:BATCH "
+                     "at '%s'",
+                     text, p);
             return TENG_EINVAL;
         }
         p = end + 1;
@@ -114,8 +115,8 @@ int topt_schedule_validate(const topt_schedule *s, char *err, size_t errlen)
             if (!(s->milestones[i] > 0) ||
                 (i && s->milestones[i] <= s->milestones[i - 1]))
                 return _BAD("step milestones must be positive and "
-                            "increasing (milestone %d = %g)", i + 1,
-                            s->milestones[i]);
+                            "increasing (milestone %d = %g)",
+                            i + 1, s->milestones[i]);
     }
     if (s->nstages < 1 || s->stage[0].epoch != 0)
         return _BAD("the batch schedule must start at epoch 0");
@@ -125,8 +126,9 @@ int topt_schedule_validate(const topt_schedule *s, char *err, size_t errlen)
                         s->stage[i].global_batch, s->stage[i].epoch);
         if (s->stage[i].global_batch > s->dataset_size)
             return _BAD("batch schedule: batch %d at epoch %d is larger "
-                        "than the dataset (%ld)", s->stage[i].global_batch,
-                        s->stage[i].epoch, s->dataset_size);
+                        "than the dataset (%ld)",
+                        s->stage[i].global_batch, s->stage[i].epoch,
+                        s->dataset_size);
         if (i && s->stage[i].epoch <= s->stage[i - 1].epoch)
             return _BAD("batch schedule: epochs must increase (%d after %d)",
                         s->stage[i].epoch, s->stage[i - 1].epoch);
@@ -182,7 +184,8 @@ double topt_lr_at(const topt_schedule *s, double t)
                 lr *= s->step_gamma;
         return lr;
     }
-    default: return peak;
+    default:
+        return peak;
     }
 }
 

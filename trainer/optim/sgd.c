@@ -41,8 +41,7 @@ int topt_config_validate(const topt_config *c, char *err, size_t errlen)
     return TENG_OK;
 }
 
-float topt_lars_trust(float wnorm, float gnorm, float eta, float wd,
-                      float eps)
+float topt_lars_trust(float wnorm, float gnorm, float eta, float wd, float eps)
 {
     /* A fresh zero-initialised tensor (|w| = 0) or a dead one (|g| = 0)
      * keeps the plain learning rate instead of freezing. */
@@ -110,8 +109,7 @@ int topt_sgd_step(topt_sgd *o, double lr)
         if (bk->ops->sgd_update(bk, p->data, p->grad,
                                 (float *)((char *)o->velocity + p->offset), n,
                                 &a)) {
-            snprintf(net->err, sizeof(net->err), "optimizer: %.200s",
-                     bk->err);
+            snprintf(net->err, sizeof(net->err), "optimizer: %.200s", bk->err);
             return TENG_EBACKEND;
         }
     }

@@ -61,21 +61,21 @@ static const _opt _opts[] = {
      "poly (power 2, MLPerf LARS), step, cosine or none [step]"},
     {"poly-power", _DBL, _S(sched.poly_power), "P", "poly decay power [2]"},
     {"end-lr", _DBL, _S(sched.end_lr), "LR", "poly/cosine final LR [0]"},
-    {"milestones", _SPECIAL, 0, 0, "E,E,...",
-     "step decay epochs [30,60,80]"},
-    {"step-gamma", _DBL, _S(sched.step_gamma), "G",
-     "step decay factor [0.1]"},
+    {"milestones", _SPECIAL, 0, 0, "E,E,...", "step decay epochs [30,60,80]"},
+    {"step-gamma", _DBL, _S(sched.step_gamma), "G", "step decay factor [0.1]"},
     {"momentum", _DBL, _S(opt.momentum), "M", "SGD momentum [0.9]"},
     {"weight-decay", _DBL, _S(opt.weight_decay), "WD",
      "weight decay, added to the gradient as WD*w [1e-4]"},
     {"lars", _FLAG, _S(opt.lars), NULL, "layer-wise adaptive rate scaling"},
-    {"lars-eta", _DBL, _S(opt.lars_eta), "ETA", "LARS trust coefficient [0.001]"},
+    {"lars-eta", _DBL, _S(opt.lars_eta), "ETA",
+     "LARS trust coefficient [0.001]"},
     {"lars-eps", _DBL, _S(opt.lars_eps), "EPS", "LARS epsilon [1e-9]"},
     {"no-exclude-bn-bias", _NOFLAG, _S(opt.exclude_bn_bias), NULL,
      "apply LARS and weight decay to bias and BN parameters too"},
     {"no-momentum-correction", _NOFLAG, _S(opt.momentum_correction), NULL,
      "do not rescale momentum when the LR changes"},
-    {"backend", _STR, _O(backend), "NAME", "compute backend: auto or dnnl [auto]"},
+    {"backend", _STR, _O(backend), "NAME",
+     "compute backend: auto or dnnl [auto]"},
     {"threads", _INT, _S(threads), "N", "compute threads per rank [2]"},
     {"seed", _SPECIAL, 0, 0, "N", "random seed for init and data [1]"},
     {"max-steps", _LONG, _S(max_steps), "N", "stop after N steps [0: all]"},
@@ -84,7 +84,8 @@ static const _opt _opts[] = {
     {"metrics", _STR, _O(metrics), "FILE", "append JSON-lines metrics here"},
     {"dry-run", _FLAG, _S(dry_run), NULL,
      "print the resolved configuration and schedule, then exit"},
-    {"verbose", _FLAG, _S(verbose), NULL, "print the network and backend details"},
+    {"verbose", _FLAG, _S(verbose), NULL,
+     "print the network and backend details"},
     {"config", _SPECIAL, 0, 0, "FILE",
      "read settings from FILE first (key = value, keys as the long options)"},
 };
@@ -130,7 +131,8 @@ static int _set(ttrain_config *c, const _opt *o, const char *v,
     case _FLT: {
         double x = strtod(v, &end);
         if (end == v || *end || errno || !isfinite(x)) {
-            fprintf(stderr, "torus-train: %s: '%s' is not a number\n", where, v);
+            fprintf(stderr, "torus-train: %s: '%s' is not a number\n", where,
+                    v);
             return TTRAIN_EXIT_USAGE;
         }
         if (o->type == _FLT)
@@ -141,7 +143,8 @@ static int _set(ttrain_config *c, const _opt *o, const char *v,
     }
     case _STR:
         if (strlen(v) >= o->size) {
-            fprintf(stderr, "torus-train: %s: value longer than %zu characters\n",
+            fprintf(stderr,
+                    "torus-train: %s: value longer than %zu characters\n",
                     where, o->size - 1);
             return TTRAIN_EXIT_USAGE;
         }
@@ -149,26 +152,33 @@ static int _set(ttrain_config *c, const _opt *o, const char *v,
         return 0;
     case _FLAG:
     case _NOFLAG: {
-        int on = !v || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "true");
-        int off = v && (!strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "false"));
+        int on =
+            !v || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "true");
+        int off =
+            v && (!strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "false"));
         if (!on && !off) {
-            fprintf(stderr, "torus-train: %s: '%s' is not yes or no\n", where, v);
+            fprintf(stderr, "torus-train: %s: '%s' is not yes or no\n", where,
+                    v);
             return TTRAIN_EXIT_USAGE;
         }
         *(int *)field = o->type == _FLAG ? on : !on;
         return 0;
     }
-    case _SPECIAL: break;
+    case _SPECIAL:
+        break;
     }
     if (!strcmp(o->name, "model")) {
         tmodel_kind k;
         if (tmodel_parse(v, &k)) {
-            fprintf(stderr, "torus-train: %s: unknown model '%s' (resnet50, "
-                    "resnet18, cifar-resnet, alexnet-bn)\n", where, v);
+            fprintf(stderr,
+                    "torus-train: %s: unknown model '%s' (resnet50, "
+                    "resnet18, cifar-resnet, alexnet-bn)\n",
+                    where, v);
             return TTRAIN_EXIT_USAGE;
         }
         /* A model brings its own defaults for what was not set yet. */
-        tmodel_spec d = tmodel_defaults(k), old = tmodel_defaults(c->model.kind);
+        tmodel_spec d = tmodel_defaults(k),
+                    old = tmodel_defaults(c->model.kind);
         tmodel_spec *m = &c->model;
         m->kind = k;
         if (m->in_channels == old.in_channels)
@@ -192,8 +202,10 @@ static int _set(ttrain_config *c, const _opt *o, const char *v,
     }
     if (!strcmp(o->name, "decay")) {
         if (topt_decay_parse(v, &c->sched.decay)) {
-            fprintf(stderr, "torus-train: %s: unknown decay '%s' (poly, step, "
-                    "cosine, none)\n", where, v);
+            fprintf(stderr,
+                    "torus-train: %s: unknown decay '%s' (poly, step, "
+                    "cosine, none)\n",
+                    where, v);
             return TTRAIN_EXIT_USAGE;
         }
         return 0;
@@ -204,9 +216,10 @@ static int _set(ttrain_config *c, const _opt *o, const char *v,
         while (*p) {
             double e = strtod(p, &end);
             if (end == p || (*end && *end != ',') || n == TOPT_MAX_MILESTONES) {
-                fprintf(stderr, "torus-train: %s: '%s' is not a list of at "
-                        "most %d epochs like 30,60,80\n", where, v,
-                        TOPT_MAX_MILESTONES);
+                fprintf(stderr,
+                        "torus-train: %s: '%s' is not a list of at "
+                        "most %d epochs like 30,60,80\n",
+                        where, v, TOPT_MAX_MILESTONES);
                 return TTRAIN_EXIT_USAGE;
             }
             c->sched.milestones[n++] = e;
@@ -218,8 +231,10 @@ static int _set(ttrain_config *c, const _opt *o, const char *v,
     if (!strcmp(o->name, "seed")) {
         unsigned long long s = strtoull(v, &end, 10);
         if (end == v || *end || errno || *v == '-') {
-            fprintf(stderr, "torus-train: %s: '%s' is not a non-negative "
-                    "integer\n", where, v);
+            fprintf(stderr,
+                    "torus-train: %s: '%s' is not a non-negative "
+                    "integer\n",
+                    where, v);
             return TTRAIN_EXIT_USAGE;
         }
         c->seed = s;
@@ -241,8 +256,8 @@ static char *_trim(char *s)
     while (*s == ' ' || *s == '\t')
         s++;
     char *e = s + strlen(s);
-    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' ||
-                     e[-1] == '\r'))
+    while (e > s &&
+           (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
         *--e = '\0';
     return s;
 }
@@ -275,8 +290,10 @@ static int _read_file(ttrain_config *c, const char *path)
         char *key = _trim(s);
         const _opt *o = _find(key);
         if (!o || !strcmp(key, "config")) {
-            fprintf(stderr, "torus-train: %s: unknown setting '%s' (see "
-                    "--help)\n", where, key);
+            fprintf(stderr,
+                    "torus-train: %s: unknown setting '%s' (see "
+                    "--help)\n",
+                    where, key);
             rc = TTRAIN_EXIT_USAGE;
         } else if (!val && o->type != _FLAG && o->type != _NOFLAG) {
             fprintf(stderr, "torus-train: %s: '%s' needs '= VALUE'\n", where,
@@ -348,16 +365,17 @@ int ttrain_config_validate(ttrain_config *c)
     char err[256];
     if (c->synthetic && c->data[0]) {
         fprintf(stderr, "torus-train: --synthetic and --data exclude each "
-                "other\n");
+                        "other\n");
         return TTRAIN_EXIT_USAGE;
     }
     if (!c->synthetic && !c->data[0]) {
         fprintf(stderr, "torus-train: no training data: give --data PATH or "
-                "--synthetic\n");
+                        "--synthetic\n");
         return TTRAIN_EXIT_USAGE;
     }
     if (c->data[0] && !c->dry_run) {
-        fprintf(stderr, "torus-train: --data: reading packed datasets is not "
+        fprintf(stderr,
+                "torus-train: --data: reading packed datasets is not "
                 "wired in yet (the data pipeline lands separately); use "
                 "--synthetic\n");
         return TTRAIN_EXIT_USAGE;
@@ -373,7 +391,8 @@ int ttrain_config_validate(ttrain_config *c)
     }
     for (int i = 0; i < c->sched.nstages; i++)
         if (c->sched.stage[i].global_batch % c->world) {
-            fprintf(stderr, "torus-train: --batch: global batch %d (epoch %d) "
+            fprintf(stderr,
+                    "torus-train: --batch: global batch %d (epoch %d) "
                     "is not divisible by the %d ranks\n",
                     c->sched.stage[i].global_batch, c->sched.stage[i].epoch,
                     c->world);
@@ -396,8 +415,10 @@ int ttrain_config_validate(ttrain_config *c)
     }
     if (strcmp(c->backend, "auto") && strcmp(c->backend, "dnnl") &&
         strcmp(c->backend, "cpu")) {
-        fprintf(stderr, "torus-train: --backend: unknown backend '%s' (auto, "
-                "dnnl)\n", c->backend);
+        fprintf(stderr,
+                "torus-train: --backend: unknown backend '%s' (auto, "
+                "dnnl)\n",
+                c->backend);
         return TTRAIN_EXIT_USAGE;
     }
     return 0;
@@ -427,27 +448,35 @@ static void _option_help(FILE *f, const char *left, const char *help)
 
 void ttrain_usage(FILE *f)
 {
-    fprintf(f,
-"NAME\n"
-"    torus-train - train a CNN with the large-batch recipe (LARS, warmup,\n"
-"    linear scaling, batch-size control) on the torus engine\n"
-"\n"
-"SYNOPSIS\n"
-"    torus-train --synthetic|--data PATH [OPTIONS]\n"
-"    srun --mpi=pmix --torus=auto torus-train ... (once the collectives are\n"
-"    wired in; today torus-train runs as a single process)\n"
-"\n"
-"DESCRIPTION\n"
-"    Builds the model, initialises it (He init, zero-gamma on the last BN of\n"
-"    every residual block), and trains it with momentum SGD: weight decay is\n"
-"    added to the gradient, LARS scales each tensor's step by its trust\n"
-"    ratio, the learning rate is base_lr * global_batch / ref_batch after a\n"
-"    linear warmup and then decays (poly, step or cosine), and a batch\n"
-"    schedule can grow the global batch mid-run with the learning rate\n"
-"    following it. The loss is normalised by the global batch.\n"
-"    Settings come from defaults, then --config FILE, then the command line.\n"
-"\n"
-"OPTIONS\n");
+    fprintf(f, "NAME\n"
+               "    torus-train - train a CNN with the large-batch recipe "
+               "(LARS, warmup,\n"
+               "    linear scaling, batch-size control) on the torus engine\n"
+               "\n"
+               "SYNOPSIS\n"
+               "    torus-train --synthetic|--data PATH [OPTIONS]\n"
+               "    srun --mpi=pmix --torus=auto torus-train ... (once the "
+               "collectives are\n"
+               "    wired in; today torus-train runs as a single process)\n"
+               "\n"
+               "DESCRIPTION\n"
+               "    Builds the model, initialises it (He init, zero-gamma on "
+               "the last BN of\n"
+               "    every residual block), and trains it with momentum SGD: "
+               "weight decay is\n"
+               "    added to the gradient, LARS scales each tensor's step by "
+               "its trust\n"
+               "    ratio, the learning rate is base_lr * global_batch / "
+               "ref_batch after a\n"
+               "    linear warmup and then decays (poly, step or cosine), and "
+               "a batch\n"
+               "    schedule can grow the global batch mid-run with the "
+               "learning rate\n"
+               "    following it. The loss is normalised by the global batch.\n"
+               "    Settings come from defaults, then --config FILE, then the "
+               "command line.\n"
+               "\n"
+               "OPTIONS\n");
     for (int i = 0; i < _NOPTS; i++) {
         char left[64];
         snprintf(left, sizeof(left), "--%s%s%s", _opts[i].name,
@@ -457,17 +486,21 @@ void ttrain_usage(FILE *f)
     _option_help(f, "--help", "print this help and exit");
     _option_help(f, "--version",
                  "print the version and the compiled-in backends");
-    fprintf(f,
-"\n"
-"EXAMPLES\n"
-"    Show the plan of the Goyal et al. ImageNet recipe at batch 8192:\n"
-"        torus-train --synthetic --batch 8192 --lr 0.1 --dry-run\n"
-"    LARS with poly decay and a growing batch (Sony), CIFAR-style ResNet:\n"
-"        torus-train --synthetic --model cifar-resnet --dataset-size 60000 \\\n"
-"            --epochs 10 --batch 0:128,5:256 --lars --decay poly\n"
-"\n"
-"EXIT STATUS\n"
-"    0 success, 1 runtime failure, 2 bad command line or configuration.\n");
+    fprintf(
+        f,
+        "\n"
+        "EXAMPLES\n"
+        "    Show the plan of the Goyal et al. ImageNet recipe at batch 8192:\n"
+        "        torus-train --synthetic --batch 8192 --lr 0.1 --dry-run\n"
+        "    LARS with poly decay and a growing batch (Sony), CIFAR-style "
+        "ResNet:\n"
+        "        torus-train --synthetic --model cifar-resnet --dataset-size "
+        "60000 \\\n"
+        "            --epochs 10 --batch 0:128,5:256 --lars --decay poly\n"
+        "\n"
+        "EXIT STATUS\n"
+        "    0 success, 1 runtime failure, 2 bad command line or "
+        "configuration.\n");
 }
 
 void ttrain_print_plan(const ttrain_config *c, FILE *f)
@@ -486,17 +519,20 @@ void ttrain_print_plan(const ttrain_config *c, FILE *f)
             c->synthetic ? "synthetic" : c->data, s->dataset_size);
     fprintf(f, "ranks          %d, %d threads each, backend %s, seed %llu\n",
             c->world, c->threads, c->backend, (unsigned long long)c->seed);
-    fprintf(f, "optimizer      momentum %g%s,\n               weight decay %g", o->momentum,
+    fprintf(f, "optimizer      momentum %g%s,\n               weight decay %g",
+            o->momentum,
             o->momentum_correction ? " (corrected on LR change)" : "",
             o->weight_decay);
     if (o->lars)
         fprintf(f, ", LARS eta %g eps %g", o->lars_eta, o->lars_eps);
-    fprintf(f, "%s\n", o->exclude_bn_bias
-                           ? ", bias/BN excluded from wd and LARS"
-                           : ", wd and LARS on every tensor");
-    fprintf(f, "learning rate  base %g at batch %d, warmup %g epochs,\n"
-            "               decay %s", s->base_lr, s->ref_batch,
-            s->warmup_epochs, topt_decay_name(s->decay));
+    fprintf(f, "%s\n",
+            o->exclude_bn_bias ? ", bias/BN excluded from wd and LARS"
+                               : ", wd and LARS on every tensor");
+    fprintf(f,
+            "learning rate  base %g at batch %d, warmup %g epochs,\n"
+            "               decay %s",
+            s->base_lr, s->ref_batch, s->warmup_epochs,
+            topt_decay_name(s->decay));
     if (s->decay == TOPT_DECAY_POLY)
         fprintf(f, " (power %g, end %g)", s->poly_power, s->end_lr);
     if (s->decay == TOPT_DECAY_COSINE)
@@ -514,8 +550,8 @@ void ttrain_print_plan(const ttrain_config *c, FILE *f)
         int b = topt_batch_at(s, e);
         long n = topt_steps_in_epoch(s, e);
         total += n;
-        fprintf(f, "%5d %12d %11d %8ld %12.6g %12.6g\n", e, b, b / c->world,
-                n, topt_lr_at_step(s, e, 0), topt_lr_at_step(s, e, n - 1));
+        fprintf(f, "%5d %12d %11d %8ld %12.6g %12.6g\n", e, b, b / c->world, n,
+                topt_lr_at_step(s, e, 0), topt_lr_at_step(s, e, n - 1));
     }
     fprintf(f, "total %ld steps\n", total);
 }

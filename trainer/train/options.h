@@ -16,15 +16,15 @@ typedef struct {
     tmodel_spec model;
     topt_schedule sched;
     topt_config opt;
-    char backend[16];      /* auto, dnnl */
-    int threads;           /* compute threads per rank */
-    int world;             /* ranks (1 until the collectives are wired) */
-    int synthetic;         /* synthetic data (benchmarks) */
-    char data[512];        /* packed dataset (the data pipeline; later) */
+    char backend[16]; /* auto, dnnl */
+    int threads;      /* compute threads per rank */
+    int world;        /* ranks (1 until the collectives are wired) */
+    int synthetic;    /* synthetic data (benchmarks) */
+    char data[512];   /* packed dataset (the data pipeline; later) */
     uint64_t seed;
-    long max_steps;        /* stop early (0: run all epochs) */
-    int print_every;       /* steps between progress lines */
-    char metrics[512];     /* JSON-lines metrics file ("" = none) */
+    long max_steps;    /* stop early (0: run all epochs) */
+    int print_every;   /* steps between progress lines */
+    char metrics[512]; /* JSON-lines metrics file ("" = none) */
     int dry_run;
     int verbose;
 } ttrain_config;

@@ -17,7 +17,7 @@ typedef struct {
     const float *x;   /* n x C x H x W */
     const int32_t *y; /* n labels */
     int n;
-    double wait_s;    /* time the source blocked for this batch */
+    double wait_s; /* time the source blocked for this batch */
 } ttrain_batch;
 
 typedef struct ttrain_source {
@@ -31,7 +31,7 @@ typedef struct ttrain_source {
 /* Synthetic data: max_batch random images generated once (a benchmark
  * measures training, not a random number generator), served again every
  * batch, with fresh labels from a hash of the sample counter. */
-int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m,
-                          int max_batch, uint64_t seed);
+int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
+                          uint64_t seed);
 
 #endif

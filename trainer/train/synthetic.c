@@ -7,7 +7,7 @@
 #include "trainer/train/source.h"
 
 typedef struct {
-    float *pool;      /* max_batch images */
+    float *pool; /* max_batch images */
     int32_t *labels;
     int max_batch, classes;
     uint64_t served;
@@ -17,14 +17,17 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
 {
     _synth *p = s->impl;
     if (n > p->max_batch) {
-        snprintf(s->err, sizeof(s->err), "batch %d is larger than the "
-                 "synthetic pool (%d)", n, p->max_batch);
+        snprintf(s->err, sizeof(s->err),
+                 "batch %d is larger than the "
+                 "synthetic pool (%d)",
+                 n, p->max_batch);
         return -1;
     }
     /* Labels are a hash of the sample counter: balanced over the classes
      * and reproducible from the seed. */
     for (int i = 0; i < n; i++)
-        p->labels[i] = (int32_t)(teng_hash64(p->served++) % (uint64_t)p->classes);
+        p->labels[i] =
+            (int32_t)(teng_hash64(p->served++) % (uint64_t)p->classes);
     *out = (ttrain_batch){p->pool, p->labels, n, 0.0};
     return 0;
 }
@@ -40,8 +43,8 @@ static void _close(ttrain_source *s)
     s->impl = NULL;
 }
 
-int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m,
-                          int max_batch, uint64_t seed)
+int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
+                          uint64_t seed)
 {
     _synth *p = calloc(1, sizeof(*p));
     teng_rng r;

@@ -33,19 +33,18 @@ static int _cmp(const void *a, const void *b)
 
 static void _usage(FILE *f)
 {
-    fprintf(f,
-            "usage: bench_train [--model NAME] [--batch N] [--size PX]\n"
-            "                   [--threads N] [--warmup N] [--steps N] "
-            "[--profile]\n"
-            "Times training steps of a model on synthetic data (defaults:\n"
-            "resnet50, batch 32, 224 px, 2 threads, 2 warmup + 5 timed).\n");
+    fprintf(f, "usage: bench_train [--model NAME] [--batch N] [--size PX]\n"
+               "                   [--threads N] [--warmup N] [--steps N] "
+               "[--profile]\n"
+               "Times training steps of a model on synthetic data (defaults:\n"
+               "resnet50, batch 32, 224 px, 2 threads, 2 warmup + 5 timed).\n");
 }
 
 static void _profile(const teng_net *net, const double *prof, int steps)
 {
-    static const char *kinds[] = {"input", "conv", "bn", "relu", "maxpool",
-                                  "avgpool", "gap", "fc", "add", "dropout",
-                                  "xent"};
+    static const char *kinds[] = {"input",   "conv",    "bn",  "relu",
+                                  "maxpool", "avgpool", "gap", "fc",
+                                  "add",     "dropout", "xent"};
     double f[TENG_L_NKINDS] = {0}, b[TENG_L_NKINDS] = {0}, tot = 0;
     for (int i = 0; i < net->nl; i++) {
         f[net->l[i].kind] += prof[2 * i] / steps;
@@ -64,20 +63,38 @@ int main(int argc, char **argv)
     const char *model = "resnet50";
     int batch = 32, size = 224, threads = 2, warmup = 2, steps = 5, prof = 0;
     static const struct option opts[] = {
-        {"model", 1, 0, 'm'},  {"batch", 1, 0, 'b'},  {"size", 1, 0, 's'},
+        {"model", 1, 0, 'm'},   {"batch", 1, 0, 'b'},  {"size", 1, 0, 's'},
         {"threads", 1, 0, 't'}, {"warmup", 1, 0, 'w'}, {"steps", 1, 0, 'n'},
         {"profile", 0, 0, 'p'}, {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (c) {
-        case 'm': model = optarg; break;
-        case 'b': batch = atoi(optarg); break;
-        case 's': size = atoi(optarg); break;
-        case 't': threads = atoi(optarg); break;
-        case 'w': warmup = atoi(optarg); break;
-        case 'n': steps = atoi(optarg); break;
-        case 'p': prof = 1; break;
-        case 'h': _usage(stdout); return 0;
-        default: _usage(stderr); return 2;
+        case 'm':
+            model = optarg;
+            break;
+        case 'b':
+            batch = atoi(optarg);
+            break;
+        case 's':
+            size = atoi(optarg);
+            break;
+        case 't':
+            threads = atoi(optarg);
+            break;
+        case 'w':
+            warmup = atoi(optarg);
+            break;
+        case 'n':
+            steps = atoi(optarg);
+            break;
+        case 'p':
+            prof = 1;
+            break;
+        case 'h':
+            _usage(stdout);
+            return 0;
+        default:
+            _usage(stderr);
+            return 2;
         }
     }
     tmodel_kind kind;
@@ -143,7 +160,8 @@ int main(int argc, char **argv)
            t[steps / 2], ru.ru_maxrss / 1024.0, teng_net_loss(&net));
     if (prof)
         _profile(&net, pr, steps);
-    fprintf(stderr, "arenas MB: params %.0f (x3 with grads and momentum), "
+    fprintf(stderr,
+            "arenas MB: params %.0f (x3 with grads and momentum), "
             "activations and their gradients %.0f, scratch %.0f\n",
             net.params_bytes / 1e6, net.acts_bytes / 1e6,
             net.scratch_cap / 1e6);
