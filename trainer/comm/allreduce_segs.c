@@ -96,11 +96,18 @@ static tcomm_rc _on_node(tcomm_t *c, tc_group *rows, const tc_group *cols, const
         return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for a %zu-float chunk", len);
     x.f = acc;
     _walk(s, ns, off, len, _read, &x);
-    for (int j = 0; j < n; j++)
-        if (j != me)
-            tc_decode_add(w, rows->shm.seg[j] + off * wb, acc, len);
-    /* Across nodes; with one row, this only rounds to the wire. */
-    if ((rc = tc_ring_allreduce(c, cols, acc, len, w)))
+    /* Block by block, every member's values in member order: the partial
+     * sums stay in cache instead of streaming through memory once per
+     * member. */
+    for (size_t k = 0; k < len; k += 8192) {
+        size_t m = len - k < 8192 ? len - k : 8192;
+        for (int j = 0; j < n; j++)
+            if (j != me)
+                tc_decode_add(w, rows->shm.seg[j] + (off + k) * wb, acc + k, m);
+    }
+    /* Across nodes. With one row the cast below is the only rounding, and
+     * everyone, owner included, decodes the cast bits. */
+    if (cols->size > 1 && (rc = tc_ring_allreduce(c, cols, acc, len, w)))
         return rc;
     tc_encode(w, acc, rows->shm.seg[me] + off * wb, len);
     if ((rc = tc_shm_sync(c, rows)))
