@@ -4,6 +4,7 @@
  * CPU backend at a small size (loss at init = ln(classes), since the
  * classifier starts near zero). */
 #include <check.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "tests/unit/layer_harness.h"
 #include "trainer/engine/backend.h"
 #include "trainer/models/models.h"
+#include "trainer/optim/optim.h"
 
 static size_t _count(tmodel_kind kind, int classes)
 {
@@ -242,6 +244,76 @@ START_TEST(set_batch_matches_fresh_compile)
 }
 END_TEST
 
+/* Counts allocations of 4 KiB or more while _watch is set. Defining malloc
+ * here interposes it for every library in the process (glibc's free takes
+ * __libc_malloc's blocks). */
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t m);
+static volatile int _watch;
+static volatile long _big;
+
+void *malloc(size_t n)
+{
+    if (_watch && n >= 4096)
+        __atomic_add_fetch(&_big, 1, __ATOMIC_RELAXED);
+    return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t m)
+{
+    if (_watch && n * m >= 4096)
+        __atomic_add_fetch(&_big, 1, __ATOMIC_RELAXED);
+    return __libc_calloc(n, m);
+}
+
+/* Working memory is allocated at compile time only: after a warm-up step,
+ * training steps (forward, backward, SGD) allocate no block of 4 KiB or
+ * more, and leave the heap's bytes in use and its mmapped blocks as they
+ * were. (oneDNN's execute makes a few small bookkeeping allocations per
+ * call inside the library; they come and go within the call.) */
+START_TEST(steps_allocate_nothing)
+{
+    teng_backend *bk = lh_backend();
+    teng_net net;
+    topt_sgd o;
+    topt_config c;
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    s.depth = 8;
+    teng_net_init(&net);
+    ck_assert_int_ge(tmodel_build(&net, &s), 0);
+    ck_assert_int_eq(teng_net_compile(&net, bk, 16), 0);
+    ck_assert_int_eq(tmodel_init(&net, 2), 0);
+    topt_config_defaults(&c);
+    c.lars = 1;
+    ck_assert_int_eq(topt_sgd_init(&o, &net, &c), 0);
+    static float x[16 * 28 * 28];
+    int32_t y[16];
+    for (int i = 0; i < 16; i++)
+        y[i] = i % 10;
+    struct mallinfo2 before = {0}, after;
+    for (int step = 0; step < 4; step++) {
+        if (step == 1) {
+            before = mallinfo2();
+            _watch = 1;
+        }
+        ck_assert_int_eq(teng_net_set_input(&net, x), 0);
+        ck_assert_int_eq(teng_net_set_labels(&net, y), 0);
+        ck_assert_int_eq(teng_net_forward(&net, 1), 0);
+        ck_assert_int_eq(teng_net_backward(&net), 0);
+        ck_assert_int_eq(topt_sgd_step(&o, 0.1), 0);
+    }
+    _watch = 0;
+    after = mallinfo2();
+    ck_assert_int_eq(_big, 0);
+    ck_assert_uint_eq(after.hblks, before.hblks);
+    ck_assert_uint_eq(after.hblkhd, before.hblkhd);
+    ck_assert_uint_eq(after.uordblks, before.uordblks);
+    topt_sgd_free(&o);
+    teng_net_free(&net);
+    teng_backend_close(bk);
+}
+END_TEST
+
 START_TEST(init_statistics)
 {
     teng_backend *bk = lh_backend();
@@ -297,6 +369,7 @@ int main(void)
     tcase_add_test(tc, init_statistics);
     tcase_add_test(tc, reuse_is_invisible);
     tcase_add_test(tc, set_batch_matches_fresh_compile);
+    tcase_add_test(tc, steps_allocate_nothing);
 #endif
     suite_add_tcase(s, tc);
     return lh_run(s);
