@@ -40,22 +40,22 @@ int tcomm_wire_parse(const char *s)
     return -1;
 }
 
-size_t tcomm_wire_bytes(tcomm_wire w)
-{
-    return w == TCOMM_WIRE_FP32 ? 4 : 2;
-}
-
-static double _now(void)
+double tcomm_wtime(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+size_t tcomm_wire_bytes(tcomm_wire w)
+{
+    return w == TCOMM_WIRE_FP32 ? 4 : 2;
+}
+
 tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
                          tcomm_wire wire, unsigned flags, tcomm_result *res)
 {
-    double t0 = _now();
+    double t0 = tcomm_wtime();
     tcomm_rc rc = TCOMM_OK;
     if ((unsigned)algo >= TCOMM_ALGO_COUNT || (unsigned)wire >= TCOMM_WIRE_COUNT ||
         (count && !buf))
@@ -93,7 +93,7 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
     if (res) {
         res->nonfinite = tc_count_nonfinite(buf, count);
         res->algo_used = algo;
-        res->seconds = _now() - t0;
+        res->seconds = tcomm_wtime() - t0;
     }
     return TCOMM_OK;
 }

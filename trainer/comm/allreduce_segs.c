@@ -120,17 +120,10 @@ static tcomm_rc _on_node(tcomm_t *c, tc_group *rows, const tc_group *cols, const
     return tc_shm_sync(c, rows);
 }
 
-static double _now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcomm_algo algo,
                               tcomm_wire wire, unsigned flags, tcomm_result *res)
 {
-    double t0 = _now();
+    double t0 = tcomm_wtime();
     size_t count = 0;
     for (int i = 0; i < nsegs; i++)
         count += segs[i].count;
@@ -165,7 +158,7 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcom
     if (res) {
         res->nonfinite = bad;
         res->algo_used = algo;
-        res->seconds = _now() - t0;
+        res->seconds = tcomm_wtime() - t0;
     }
     return TCOMM_OK;
 }

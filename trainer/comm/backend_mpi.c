@@ -16,13 +16,6 @@
 #include "trainer/comm/tcomm_internal.h"
 #include "trainer/comm/wire_isa.h"
 
-static double _now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void *tc_buf_get(tc_buf *b, size_t bytes)
 {
     if (bytes == 0) /* callers test for NULL: never hand out none */
@@ -51,7 +44,7 @@ void tc_buf_free(tc_buf *b)
  * named in the error when the deadline passes. */
 static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n, int peer)
 {
-    double start = _now();
+    double start = tcomm_wtime();
     for (unsigned long spin = 0;; spin++) {
         int done = 0;
         int rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
@@ -71,7 +64,7 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n, int 
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
         }
-        if ((spin & 63) == 0 && _now() - start > c->timeout_s) {
+        if ((spin & 63) == 0 && tcomm_wtime() - start > c->timeout_s) {
             int lost = tc_find_lost_rank(c, g->world[peer]);
             return TC_FAIL(TCOMM_ERR_TIMEOUT, "rank %d: rank %d is lost or stalled: no "
                            "progress for %.0f s (this rank waits on rank %d in the %s "
@@ -109,9 +102,9 @@ int tc_find_lost_rank(tcomm_t *c, int suspect)
     blocked[me] = suspect;
     /* Everyone stuck behind the lost rank reports within a few seconds of
      * us: they all stopped at the same collective. */
-    double until = _now() + (c->timeout_s < 10 ? c->timeout_s / 2 : 5.0);
+    double until = tcomm_wtime() + (c->timeout_s < 10 ? c->timeout_s / 2 : 5.0);
     int heard = 1;
-    while (heard < P - 1 && _now() < until) {
+    while (heard < P - 1 && tcomm_wtime() < until) {
         int flag = 0;
         MPI_Status st;
         if (MPI_Iprobe(MPI_ANY_SOURCE, TAG, c->blame, &flag, &st) != MPI_SUCCESS)

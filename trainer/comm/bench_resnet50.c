@@ -18,13 +18,6 @@
 
 enum { NT = TCOMM_RESNET50_TENSORS };
 
-static double _now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void _fill(float **g, const tcomm_tensor_shape *s, int rank)
 {
     for (int i = 0; i < NT; i++)
@@ -70,7 +63,7 @@ static double _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in, float 
     for (int step = -1; step < o->steps; step++) { /* step -1 warms up */
         _fill(g, s, in->rank);
         tcomm_barrier(c);
-        double t0 = _now();
+        double t0 = tcomm_wtime();
         if (fused) {
             for (int k = 0; k < NT; k++)
                 if (tcomm_fusion_ready(f, k))
@@ -84,7 +77,7 @@ static double _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in, float 
                 if (tcomm_allreduce(c, g[i], s[i].count, a, w, TCOMM_AVERAGE, &r))
                     _die(c, in->rank);
         }
-        double t = _now() - t0;
+        double t = tcomm_wtime() - t0;
         tcomm_max_double(c, &t);
         if (step >= 0)
             total += t;

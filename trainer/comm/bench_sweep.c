@@ -12,13 +12,6 @@
 #include "trainer/comm/bench.h"
 #include "trainer/comm/testdata.h"
 
-static double _now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int bench_sweep(tcomm_t *c, const bench_opts *o)
 {
     tcomm_info in;
@@ -68,13 +61,13 @@ int bench_sweep(tcomm_t *c, const bench_opts *o)
                 for (int i = 0; i < o->warmup; i++)
                     tcomm_allreduce(c, x, count, a, w, TCOMM_AVERAGE, &r);
                 tcomm_barrier(c);
-                double t0 = _now();
+                double t0 = tcomm_wtime();
                 for (int i = 0; i < o->iters; i++)
                     if ((rc = tcomm_allreduce(c, x, count, a, w, TCOMM_AVERAGE, &r))) {
                         fprintf(stderr, "torus-bench: rank %d: %s\n", in.rank, tcomm_error());
                         tcomm_abort(c, 1, "all-reduce failed");
                     }
-                double t = (_now() - t0) / o->iters;
+                double t = (tcomm_wtime() - t0) / o->iters;
                 tcomm_max_double(c, &t);
                 tcomm_sum_double(c, &wrong, 1);
                 bad += wrong != 0;

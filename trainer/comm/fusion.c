@@ -51,13 +51,6 @@ struct tcomm_fusion {
     tcomm_fusion_stats st;
 };
 
-static double _now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 tcomm_rc tcomm_fusion_create(tcomm_t *c, const tcomm_fusion_options *o,
                              tcomm_fusion_t **out)
 {
@@ -158,14 +151,14 @@ static tcomm_rc _reduce_bucket(tcomm_fusion_t *f, int bi)
 {
     tc_bucket *b = &f->b[bi];
     tcomm_result r;
-    double t0 = _now();
+    double t0 = tcomm_wtime();
     tcomm_rc rc = tcomm_allreduce_segs(f->c, f->segs + b->first, b->n, f->o.algo, f->o.wire,
                                        f->o.flags, &r);
     if (rc)
         return rc;
     f->st.nonfinite += r.nonfinite;
     f->st.buckets++;
-    f->st.comm_s += _now() - t0;
+    f->st.comm_s += tcomm_wtime() - t0;
     return TCOMM_OK;
 }
 
@@ -284,7 +277,7 @@ tcomm_rc tcomm_fusion_finish(tcomm_fusion_t *f, tcomm_fusion_stats *st)
 {
     if (!f->sealed)
         return TC_FAIL(TCOMM_ERR_ARG, "fusion: finish before seal");
-    double t0 = _now();
+    double t0 = tcomm_wtime();
     tcomm_rc rc = TCOMM_OK;
     pthread_mutex_lock(&f->mu);
     /* Backward is over: whatever was not marked (unused parameters) goes
@@ -306,7 +299,7 @@ tcomm_rc tcomm_fusion_finish(tcomm_fusion_t *f, tcomm_fusion_stats *st)
     if (!rc && f->err) {
         rc = TC_FAIL(f->err, "fusion: %s", f->errmsg);
     }
-    f->st.wait_s = _now() - t0;
+    f->st.wait_s = tcomm_wtime() - t0;
     if (st)
         *st = f->st;
     /* Reset for the next step. */

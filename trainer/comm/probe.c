@@ -8,13 +8,6 @@
 
 #include "trainer/comm/tcomm_internal.h"
 
-static double _now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Round-trip time of bytes between world ranks 0 and peer (both call). */
 static tcomm_rc _pingpong(tcomm_t *c, int peer, void *buf, size_t bytes, int iters,
                           double *rtt)
@@ -23,7 +16,7 @@ static tcomm_rc _pingpong(tcomm_t *c, int peer, void *buf, size_t bytes, int ite
     double t0 = 0;
     for (int i = -1; i < iters && !rc; i++) { /* i = -1 warms up */
         if (i == 0)
-            t0 = _now();
+            t0 = tcomm_wtime();
         if (c->info.rank == 0) {
             rc = tc_send(c, &c->world, buf, bytes, peer);
             if (!rc)
@@ -34,7 +27,7 @@ static tcomm_rc _pingpong(tcomm_t *c, int peer, void *buf, size_t bytes, int ite
                 rc = tc_send(c, &c->world, buf, bytes, 0);
         }
     }
-    *rtt = (_now() - t0) / iters;
+    *rtt = (tcomm_wtime() - t0) / iters;
     return rc;
 }
 
@@ -78,10 +71,10 @@ tcomm_rc tcomm_probe_links(tcomm_t *c)
         /* Time the fp32 add the algorithms run per received chunk. */
         float *a = buf;
         size_t n = big / 8;
-        double t0 = _now();
+        double t0 = tcomm_wtime();
         for (int i = 0; i < 4; i++)
             tc_decode_add(TCOMM_WIRE_FP32, a + n, a, n);
-        double t = _now() - t0;
+        double t = tcomm_wtime() - t0;
         if (t > 0)
             c->model.reduce_Bps = 4.0 * (double)n * 4 / t;
     }

@@ -87,6 +87,8 @@ const char *tcomm_wire_name(tcomm_wire w);
 int tcomm_algo_parse(const char *s);
 int tcomm_wire_parse(const char *s);
 size_t tcomm_wire_bytes(tcomm_wire w);
+/* Monotonic seconds, for timing collectives. */
+double tcomm_wtime(void);
 
 /* Parse the layout options tools accept: "--grid" RxC, "--group-size" N.
  * Returns TCOMM_ERR_ENV with a message naming the option on bad values. */
