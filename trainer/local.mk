@@ -102,3 +102,10 @@ EXTRA_DIST += tests/bench/train/run_bench.sh tests/bench/train/bench_torch.py
 # The command line, config file and a tiny synthetic run of torus-train.
 TESTS += tests/integration/train_cli.sh
 EXTRA_DIST += tests/integration/train_cli.sh
+
+# torus-plot: loss, LR, batch and accuracy curves from the metrics (gnuplot).
+# (dist_bin_SCRIPTS is not among the top Makefile.am's initialised lists;
+# this fragment is its only user.)
+dist_bin_SCRIPTS = trainer/torus-plot
+TESTS += tests/integration/train_plot.sh
+EXTRA_DIST += tests/integration/train_plot.sh
