@@ -29,9 +29,11 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/options.h \
 	trainer/train/options.c \
 	trainer/train/source.h \
-	trainer/train/synthetic.c
-trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS)
-trainer_libtorustrain_la_LIBADD = $(DNNL_LIBS) -lm
+	trainer/train/synthetic.c \
+	trainer/train/checkpoint.h \
+	trainer/train/checkpoint.c
+trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS)
+trainer_libtorustrain_la_LIBADD = $(DNNL_LIBS) $(HDF5_LIBS) -lm
 if HAVE_DNNL
 trainer_libtorustrain_la_SOURCES += \
 	trainer/backend_dnnl/dnnl_backend.h \
@@ -109,3 +111,7 @@ EXTRA_DIST += tests/integration/train_cli.sh
 dist_bin_SCRIPTS = trainer/torus-plot
 TESTS += tests/integration/train_plot.sh
 EXTRA_DIST += tests/integration/train_plot.sh
+
+# Checkpoints: bitwise resume, damaged files, signals, --keep.
+TESTS += tests/integration/train_resume.sh
+EXTRA_DIST += tests/integration/train_resume.sh

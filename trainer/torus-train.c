@@ -9,6 +9,7 @@
  * hook starts the all-reduce of every bucket that backward has completed;
  * _grads_wait() waits for the rest before the update).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "trainer/engine/backend.h"
 #include "trainer/models/models.h"
 #include "trainer/optim/optim.h"
+#include "trainer/train/checkpoint.h"
 #include "trainer/train/options.h"
 #include "trainer/train/source.h"
 
@@ -54,6 +56,27 @@ static int _grads_wait(_exchange *ex)
     return 0;
 }
 
+/* SIGUSR1/SIGTERM ask for a checkpoint at the next step boundary. */
+static volatile sig_atomic_t _stop;
+
+static void _on_signal(int sig)
+{
+    _stop = sig;
+}
+
+/* The resolved configuration as text, stored in every checkpoint. */
+static char *_plan_text(const ttrain_config *cfg)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    ttrain_print_plan(cfg, f);
+    fclose(f);
+    return text;
+}
+
 /* One JSON object per progress line, appended to --metrics. */
 static void _metrics(FILE *f, int epoch, long step, long gstep, double ips,
                      double loss, double lr, int gbatch, double data_share,
@@ -63,7 +86,7 @@ static void _metrics(FILE *f, int epoch, long step, long gstep, double ips,
         return;
     fprintf(f,
             "{\"epoch\":%d,\"step\":%ld,\"global_step\":%ld,"
-            "\"images_per_s\":%.3f,\"loss\":%.6f,\"lr\":%.8g,"
+            "\"images_per_s\":%.3f,\"loss\":%.17g,\"lr\":%.17g,"
             "\"global_batch\":%d,\"data_wait\":%.4f,\"comm_wait\":%.4f}\n",
             epoch, step, gstep, ips, loss, lr, gbatch, data_share, comm_share);
     fflush(f);
@@ -126,12 +149,41 @@ int main(int argc, char **argv)
     if (cfg.metrics[0] && !mf)
         return _fail("--metrics", "cannot open the file for appending");
 
+    /* ---- where to start: afresh, or from the newest checkpoint ---- */
+    ttrain_progress at = {0};
+    char *plan = _plan_text(&cfg);
+    const char *model = tmodel_name(cfg.model.kind);
+    if (cfg.resume) {
+        char path[1100];
+        rc = ttrain_ckpt_load_latest(cfg.ckpt_dir, &net, &opt, &at, model, path,
+                                     sizeof(path), err, sizeof(err));
+        if (rc < 0)
+            return _fail("--resume", err);
+        if (rc == 0) {
+            if (src.seek(&src, at.samples))
+                return _fail("--resume", src.err);
+            net.step = at.dropout_step;
+            printf("torus-train: resumed from %s at epoch %d step %ld "
+                   "(global step %ld)\n",
+                   path, at.epoch, at.step, at.global_step);
+        } else {
+            printf("torus-train: no checkpoint in %s, starting afresh\n",
+                   cfg.ckpt_dir);
+        }
+    }
+    struct sigaction sa = {.sa_handler = _on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
     /* ---- training ---- */
-    long gstep = 0;
+    long gstep = at.global_step;
     double t_start = _now(), images = 0;
-    for (int epoch = 0; epoch < sched->epochs; epoch++) {
+    int status = TTRAIN_EXIT_OK;
+    for (int epoch = at.epoch; epoch < sched->epochs && !_stop; epoch++) {
         int gbatch = topt_batch_at(sched, epoch), lbatch = gbatch / cfg.world;
         long steps = topt_steps_in_epoch(sched, epoch);
+        long first = epoch == at.epoch ? at.step : 0;
         /* Batch-size control: the new batch reuses the same arenas. */
         if (teng_net_set_batch(&net, lbatch))
             return _fail("batch schedule", teng_net_error(&net));
@@ -139,8 +191,8 @@ int main(int argc, char **argv)
         double t_win = _now(), data_s = 0, loss_sum = 0;
         ex.wait_s = 0;
         int nwin = 0;
-        for (long step = 0; step < steps; step++) {
-            if (cfg.max_steps && gstep >= cfg.max_steps)
+        for (long step = first; step < steps; step++) {
+            if ((cfg.max_steps && gstep >= cfg.max_steps) || _stop)
                 break;
             /* 1. the next batch (waiting for it counts as data time; the
              * copy into the input tensor is part of the step) */
@@ -183,6 +235,18 @@ int main(int argc, char **argv)
                 ex.wait_s = 0;
                 nwin = 0;
             }
+            /* 6. checkpoint: the position is that of the next step */
+            at = (ttrain_progress){step + 1 < steps ? epoch : epoch + 1,
+                                   step + 1 < steps ? step + 1 : 0, gstep,
+                                   src.samples, net.step};
+            int last = (cfg.max_steps && gstep >= cfg.max_steps) ||
+                       (step + 1 == steps && epoch + 1 == sched->epochs);
+            if (cfg.ckpt_dir[0] &&
+                (_stop || last ||
+                 (cfg.ckpt_every && gstep % cfg.ckpt_every == 0)) &&
+                ttrain_ckpt_save(cfg.ckpt_dir, cfg.keep, &net, &opt, &at, model,
+                                 plan ? plan : "", err, sizeof(err)))
+                return _fail("checkpoint", err);
         }
         /* SEAM: distributed evaluation (each rank its slice, top-1/top-5
          * reduced) after averaging BN running statistics across ranks. */
@@ -190,18 +254,29 @@ int main(int argc, char **argv)
             break;
     }
 
+    if (_stop) {
+        fprintf(stderr,
+                "torus-train: stopped by signal %d at global step "
+                "%ld%s\n",
+                (int)_stop, gstep,
+                cfg.ckpt_dir[0] ? " after writing a checkpoint"
+                                : " (no --checkpoint-dir: nothing saved)");
+        status = TTRAIN_EXIT_PREEMPTED;
+    }
+
     /* ---- summary ---- */
     double total = _now() - t_start;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("done: %ld steps, %.0f images in %.1f s, %.2f img/s, peak RSS "
-           "%.0f MB\n",
+    printf("done: global step %ld; this run: %.0f images in %.1f s, %.2f "
+           "img/s, peak RSS %.0f MB\n",
            gstep, images, total, images / total, ru.ru_maxrss / 1024.0);
     if (mf)
         fclose(mf);
     src.close(&src);
+    free(plan);
     topt_sgd_free(&opt);
     teng_net_free(&net);
     teng_backend_close(bk);
-    return TTRAIN_EXIT_OK;
+    return status;
 }

@@ -87,7 +87,7 @@ if "$bin" --version | grep -q 'backends: dnnl'; then
         --dataset-size 64 --epochs 2 --batch 0:16,1:32 --lars --decay poly \
         --warmup-epochs 0.5 --print-every 1 --threads 1 \
         --metrics "$tmp/m.jsonl" >"$tmp/run" 2>&1 || fail "tiny run: $(cat "$tmp/run")"
-    grep -q '^done: 6 steps, 128 images' "$tmp/run" || fail "tiny run summary: $(tail -1 "$tmp/run")"
+    grep -q '^done: global step 6; this run: 128 images' "$tmp/run" || fail "tiny run summary: $(tail -1 "$tmp/run")"
     [ "$(wc -l <"$tmp/m.jsonl")" -eq 6 ] || fail "metrics: expected 6 lines"
     grep -q '"global_batch":16' "$tmp/m.jsonl" || fail "metrics: no batch 16"
     grep -q '"global_batch":32' "$tmp/m.jsonl" || fail "metrics: no batch 32"

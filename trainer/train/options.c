@@ -82,6 +82,16 @@ static const _opt _opts[] = {
     {"print-every", _INT, _S(print_every), "N",
      "steps between progress lines [20]"},
     {"metrics", _STR, _O(metrics), "FILE", "append JSON-lines metrics here"},
+    {"checkpoint-dir", _STR, _O(ckpt_dir), "DIR",
+     "write HDF5 checkpoints here (atomically; at the end, every "
+     "--checkpoint-every steps, and on SIGUSR1/SIGTERM)"},
+    {"checkpoint-every", _LONG, _S(ckpt_every), "N",
+     "steps between checkpoints [0: only at the end and on a signal]"},
+    {"keep", _INT, _S(keep), "K", "newest checkpoints to keep [3]"},
+    {"resume", _FLAG, _S(resume), NULL,
+     "continue from the newest checkpoint in --checkpoint-dir that loads "
+     "(falling back to older ones with a warning); start afresh if there "
+     "is none"},
     {"dry-run", _FLAG, _S(dry_run), NULL,
      "print the resolved configuration and schedule, then exit"},
     {"verbose", _FLAG, _S(verbose), NULL,
@@ -102,6 +112,7 @@ void ttrain_config_defaults(ttrain_config *c)
     c->world = 1;
     c->seed = 1;
     c->print_every = 20;
+    c->keep = 3;
 }
 
 /* Parses value for option o into c; where is "--name" or "FILE:LINE". */
@@ -408,6 +419,15 @@ int ttrain_config_validate(ttrain_config *c)
                 c->print_every);
         return TTRAIN_EXIT_USAGE;
     }
+    if (c->resume && !c->ckpt_dir[0]) {
+        fprintf(stderr, "torus-train: --resume needs --checkpoint-dir\n");
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (c->ckpt_every < 0 || c->keep < 1) {
+        fprintf(stderr, "torus-train: --checkpoint-every must be >= 0 and "
+                        "--keep >= 1\n");
+        return TTRAIN_EXIT_USAGE;
+    }
     if (c->max_steps < 0) {
         fprintf(stderr, "torus-train: --max-steps: %ld must be >= 0\n",
                 c->max_steps);
@@ -498,9 +518,14 @@ void ttrain_usage(FILE *f)
         "60000 \\\n"
         "            --epochs 10 --batch 0:128,5:256 --lars --decay poly\n"
         "\n"
+        "SIGNALS\n"
+        "    SIGUSR1 or SIGTERM (sbatch --signal=B:USR1@120): write a\n"
+        "    checkpoint at the next step boundary and exit with status 3, so\n"
+        "    the job script can requeue; --resume then continues.\n"
+        "\n"
         "EXIT STATUS\n"
-        "    0 success, 1 runtime failure, 2 bad command line or "
-        "configuration.\n");
+        "    0 success, 1 runtime failure, 2 bad command line or\n"
+        "    configuration, 3 stopped by a signal after a checkpoint.\n");
 }
 
 void ttrain_print_plan(const ttrain_config *c, FILE *f)

@@ -22,15 +22,24 @@ typedef struct {
     int synthetic;    /* synthetic data (benchmarks) */
     char data[512];   /* packed dataset (the data pipeline; later) */
     uint64_t seed;
-    long max_steps;    /* stop early (0: run all epochs) */
-    int print_every;   /* steps between progress lines */
-    char metrics[512]; /* JSON-lines metrics file ("" = none) */
+    long max_steps;     /* stop early (0: run all epochs) */
+    int print_every;    /* steps between progress lines */
+    char metrics[512];  /* JSON-lines metrics file ("" = none) */
+    char ckpt_dir[512]; /* checkpoints go here ("" = none) */
+    long ckpt_every;    /* steps between checkpoints (0: at the end) */
+    int keep;           /* newest checkpoints kept */
+    int resume;         /* continue from the newest checkpoint */
     int dry_run;
     int verbose;
 } ttrain_config;
 
 /* Exit statuses of torus-train. */
-enum { TTRAIN_EXIT_OK = 0, TTRAIN_EXIT_FAIL = 1, TTRAIN_EXIT_USAGE = 2 };
+enum {
+    TTRAIN_EXIT_OK = 0,
+    TTRAIN_EXIT_FAIL = 1,
+    TTRAIN_EXIT_USAGE = 2,
+    TTRAIN_EXIT_PREEMPTED = 3, /* checkpointed on SIGUSR1/SIGTERM: requeue */
+};
 
 void ttrain_config_defaults(ttrain_config *c);
 /* Parses argv (a --config FILE is read first, so the command line wins).

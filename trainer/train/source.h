@@ -23,6 +23,10 @@ typedef struct {
 typedef struct ttrain_source {
     /* The next batch of n samples; returns 0, or nonzero with err set. */
     int (*next)(struct ttrain_source *s, int n, ttrain_batch *out);
+    /* Continue as if `samples` had been served (resume from a
+     * checkpoint); returns 0, or nonzero with err set. */
+    int (*seek)(struct ttrain_source *s, uint64_t samples);
+    uint64_t samples; /* served so far: the data position */
     void (*close)(struct ttrain_source *s);
     char err[256];
     void *impl;

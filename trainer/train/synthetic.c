@@ -10,7 +10,7 @@ typedef struct {
     float *pool; /* max_batch images */
     int32_t *labels;
     int max_batch, classes;
-    uint64_t served;
+    uint64_t base; /* label stream of this seed */
 } _synth;
 
 static int _next(ttrain_source *s, int n, ttrain_batch *out)
@@ -26,9 +26,15 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
     /* Labels are a hash of the sample counter: balanced over the classes
      * and reproducible from the seed. */
     for (int i = 0; i < n; i++)
-        p->labels[i] =
-            (int32_t)(teng_hash64(p->served++) % (uint64_t)p->classes);
+        p->labels[i] = (int32_t)(teng_hash64(p->base + s->samples++) %
+                                 (uint64_t)p->classes);
     *out = (ttrain_batch){p->pool, p->labels, n, 0.0};
+    return 0;
+}
+
+static int _seek(ttrain_source *s, uint64_t samples)
+{
+    s->samples = samples;
     return 0;
 }
 
@@ -55,7 +61,7 @@ int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
                (size_t)max_batch;
     p->max_batch = max_batch;
     p->classes = m->classes;
-    p->served = seed << 32;
+    p->base = seed << 32;
     p->pool = malloc(n * sizeof(float));
     p->labels = malloc(sizeof(int32_t) * (size_t)max_batch);
     s->impl = p;
@@ -67,6 +73,7 @@ int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
     for (size_t i = 0; i < n; i++)
         p->pool[i] = teng_rng_normal(&r);
     s->next = _next;
+    s->seek = _seek;
     s->close = _close;
     return 0;
 }
