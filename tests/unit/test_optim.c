@@ -209,6 +209,40 @@ START_TEST(sgd_lars_update_by_hand)
 }
 END_TEST
 
+START_TEST(lars_on_bias_when_not_excluded)
+{
+    /* --no-exclude-bn-bias: the bias (|b| = 2, |g| = 0.5) gets its own
+     * trust ratio and weight decay like any weight. */
+    teng_backend *bk = lh_backend();
+    teng_net net;
+    topt_sgd o;
+    topt_config c;
+    teng_net_init(&net);
+    int x = teng_add_input(&net, 1, 1, 1);
+    ck_assert_int_ge(teng_add_fc(&net, "fc", x, 1, 1), 0);
+    ck_assert_int_eq(teng_net_compile(&net, bk, 1), 0);
+    float w = 1.f, gw = 1.f, b = 2.f, gb = 0.5f, nb;
+    ck_assert_int_eq(teng_param_write(&net, 0, 0, &w), 0);
+    ck_assert_int_eq(teng_param_write(&net, 0, 1, &gw), 0);
+    ck_assert_int_eq(teng_param_write(&net, 1, 0, &b), 0);
+    ck_assert_int_eq(teng_param_write(&net, 1, 1, &gb), 0);
+    topt_config_defaults(&c);
+    c.lars = 1;
+    c.lars_eps = 0;
+    c.weight_decay = 0.01;
+    c.exclude_bn_bias = 0;
+    ck_assert_int_eq(topt_sgd_init(&o, &net, &c), 0);
+    ck_assert_int_eq(topt_sgd_step(&o, 1.0), 0);
+    double t = 0.001 * 2 / (0.5 + 0.01 * 2);
+    ck_assert_float_eq_tol(o.trust[1], t, 1e-8);
+    ck_assert_int_eq(teng_param_read(&net, 1, 0, &nb), 0);
+    ck_assert_double_eq_tol(nb, 2 - t * (0.5 + 0.01 * 2), 1e-7);
+    topt_sgd_free(&o);
+    teng_net_free(&net);
+    teng_backend_close(bk);
+}
+END_TEST
+
 START_TEST(fits_a_fixed_batch)
 {
     /* ResNet-8 on 8 random 12x12 images of 4 classes: 30 steps of
@@ -268,6 +302,7 @@ int main(void)
     tcase_add_test(tc, lars_trust_by_hand);
 #ifdef TORUS_HAVE_DNNL
     tcase_add_test(tc, sgd_lars_update_by_hand);
+    tcase_add_test(tc, lars_on_bias_when_not_excluded);
     tcase_add_loop_test(tc, fits_a_fixed_batch, 0, 2);
 #endif
     suite_add_tcase(s, tc);
