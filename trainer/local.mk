@@ -115,3 +115,4 @@ EXTRA_DIST += tests/integration/train_plot.sh
 # Checkpoints: bitwise resume, damaged files, signals, --keep.
 TESTS += tests/integration/train_resume.sh
 EXTRA_DIST += tests/integration/train_resume.sh
+EXTRA_DIST += trainer/README.md
