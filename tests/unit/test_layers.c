@@ -173,6 +173,27 @@ START_TEST(fc_4d_then_2d)
 }
 END_TEST
 
+START_TEST(alexnet_tail_blocked)
+{
+    /* AlexNet-BN's tail on blocked layouts: conv -> BN+ReLU -> max pool
+     * -> BN (the Tencent pool5 BN) -> fc (flattening nChw16c) -> ReLU ->
+     * dropout -> fc. */
+    teng_net net;
+    teng_net_init(&net);
+    int x = teng_add_input(&net, 3, 7, 7);
+    int c = teng_add_conv(&net, "conv", x, 16, 3, 1, 1, 0);
+    int b = teng_add_bn(&net, "bn", c, 1, 0);
+    int m = teng_add_maxpool(&net, "pool", b, 3, 2, 0);
+    int b5 = teng_add_bn(&net, "bn5", m, 0, 0);
+    int f = teng_add_fc(&net, "fc6", b5, 8, 1);
+    int r = teng_add_relu(&net, "relu6", f);
+    int d = teng_add_dropout(&net, "drop6", r, 0.25f);
+    int y = teng_add_fc(&net, "fc7", d, 3, 1);
+    ck_assert_int_ge(y, 0);
+    _gradcheck_h(&net, y, 3, 0, H_KINKY);
+}
+END_TEST
+
 /* x feeds both the branch and the shortcut: its gradient is the sum of
  * two contributions, one of which aliases the add's output grad; the
  * block output y feeds a second residual the same way. */
@@ -260,6 +281,7 @@ int main(void)
     tcase_add_test(tc, avgpool);
     tcase_add_test(tc, gap);
     tcase_add_test(tc, fc_4d_then_2d);
+    tcase_add_test(tc, alexnet_tail_blocked);
     tcase_add_test(tc, residual_fanout);
     tcase_add_test(tc, residual_relu);
     tcase_add_test(tc, dropout);
