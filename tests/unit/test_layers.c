@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "tests/unit/layer_harness.h"
+#include "trainer/models/models.h"
 
 #define H       1e-2
 #define ATOL    2e-3
@@ -267,6 +268,42 @@ START_TEST(xent_smoothing)
 }
 END_TEST
 
+START_TEST(whole_resnet8)
+{
+    /* Every layer together: ResNet-8 with its projection shortcuts,
+     * in-place residuals and gradient fan-in, through the loss. */
+    teng_net net;
+    char msg[256];
+    int32_t labels[4] = {3, 0, 2, 1};
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    s.depth = 8;
+    s.image_size = 8;
+    s.classes = 4;
+    s.label_smoothing = 0.1f;
+    teng_net_init(&net);
+    ck_assert_int_ge(tmodel_build(&net, &s), 0);
+    teng_net_set_input_grad(&net, 1);
+    ck_assert_int_eq(teng_net_compile(&net, bk, 4), TENG_OK);
+    ck_assert_int_eq(tmodel_init(&net, 4), TENG_OK);
+    /* Non-zero gammas everywhere, so that every branch carries signal. */
+    for (int p = 0; p < net.np; p++)
+        if (net.p[p].kind == TENG_P_GAMMA) {
+            float g[64];
+            lh_fill(g, net.p[p].count, 50 + p, 0.5f, 1.5f);
+            ck_assert_int_eq(teng_param_write(&net, p, 0, g), TENG_OK);
+        }
+    ck_assert_int_eq(teng_net_set_labels(&net, labels), TENG_OK);
+    float x[4 * 64];
+    lh_fill(x, 4 * 64, 3, -1.f, 1.f);
+    /* atol: a loss of ~1.4 in fp32 differs by ~1e-7 between passes, which
+     * a step of 2e-3 turns into ~1e-4 of noise on small gradients. */
+    int bad =
+        lh_gradcheck(&net, -1, x, H_KINKY, 3e-4, 3e-2, 6, msg, sizeof(msg));
+    ck_assert_msg(bad == 0, "%d mismatches; first: %s", bad, msg);
+    teng_net_free(&net);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("layers");
@@ -287,6 +324,7 @@ int main(void)
     tcase_add_test(tc, dropout);
     tcase_add_test(tc, xent_plain);
     tcase_add_test(tc, xent_smoothing);
+    tcase_add_test(tc, whole_resnet8);
     suite_add_tcase(s, tc);
     return lh_run(s);
 }
