@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "trainer/engine/backend.h"
+#include "trainer/engine/rng.h"
 #include "trainer/models/models.h"
 #include "trainer/optim/optim.h"
 #include "trainer/train/checkpoint.h"
@@ -133,6 +134,9 @@ int main(int argc, char **argv)
     topt_sgd opt;
     if (topt_sgd_init(&opt, &net, &cfg.opt))
         return _fail("optimizer", teng_net_error(&net));
+    /* Dropout masks hash (seed, step, layer, element): the seed must also
+     * carry the rank once there are several, or ranks drop alike. */
+    net.dropout_seed = teng_hash64(cfg.seed ^ 0xd2095e7dULL);
     _exchange ex = {.world = cfg.world};
     teng_net_set_grad_hook(&net, _grads_ready, &ex);
     if (cfg.verbose)
