@@ -1,6 +1,7 @@
 # trainer/local.mk: the training engine (tensors, layers, arenas, backend
 # interface), the oneDNN CPU backend, the models, the optimizer and
-# schedules, their unit tests and the CPU training bench.
+# schedules, torus-train (options, data seam, HDF5 checkpoints) and
+# torus-plot, their tests and the CPU training bench. See trainer/README.md.
 # (trainer/comm/ has its own fragment.)
 
 noinst_LTLIBRARIES += trainer/libtorustrain.la
@@ -114,5 +115,4 @@ EXTRA_DIST += tests/integration/train_plot.sh
 
 # Checkpoints: bitwise resume, damaged files, signals, --keep.
 TESTS += tests/integration/train_resume.sh
-EXTRA_DIST += tests/integration/train_resume.sh
-EXTRA_DIST += trainer/README.md
+EXTRA_DIST += tests/integration/train_resume.sh trainer/README.md
