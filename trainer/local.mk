@@ -107,9 +107,7 @@ TESTS += tests/integration/train_cli.sh
 EXTRA_DIST += tests/integration/train_cli.sh
 
 # torus-plot: loss, LR, batch and accuracy curves from the metrics (gnuplot).
-# (dist_bin_SCRIPTS is not among the top Makefile.am's initialised lists;
-# this fragment is its only user.)
-dist_bin_SCRIPTS = trainer/torus-plot
+dist_bin_SCRIPTS += trainer/torus-plot
 TESTS += tests/integration/train_plot.sh
 EXTRA_DIST += tests/integration/train_plot.sh
 
