@@ -20,6 +20,7 @@ expect_refusal '--nodes' --base /tmp/x --nodes 0
 expect_refusal '--leaf-sizes' --base /tmp/x --nodes 4 --leaf-sizes 2,1
 expect_refusal '--rate' --base /tmp/x --rate 1gbit
 expect_refusal 'unknown option' --base /tmp/x --bogus
+expect_refusal 'not made by tests/cluster/up' --base "$top_srcdir"
 
 tl_cluster_up --nodes 3 --leaf-sizes 2,1
 topo=$(scontrol show topology)
