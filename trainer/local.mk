@@ -52,8 +52,11 @@ endif
 # torus-train: the training program (single process until the
 # collectives and the data pipeline are wired in).
 bin_PROGRAMS += trainer/torus-train
-trainer_torus_train_SOURCES = trainer/torus-train.c
-trainer_torus_train_LDADD = trainer/libtorustrain.la -lm
+# The packed-dataset source lives here, not in the library, so the engine
+# tests need no data library.
+trainer_torus_train_SOURCES = trainer/torus-train.c \
+	trainer/train/tdata_source.h trainer/train/tdata_source.c
+trainer_torus_train_LDADD = trainer/libtorustrain.la data/libtdata.la -lm
 
 TRAINER_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TRAINER_TEST_LDADD = trainer/libtorustrain.la $(CHECK_LIBS) -lm

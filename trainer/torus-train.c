@@ -24,6 +24,7 @@
 #include "trainer/train/checkpoint.h"
 #include "trainer/train/options.h"
 #include "trainer/train/source.h"
+#include "trainer/train/tdata_source.h"
 
 static double _now(void)
 {
@@ -108,6 +109,23 @@ int main(int argc, char **argv)
     int rc = ttrain_config_parse(&cfg, argc, argv);
     if (rc)
         return rc == 1 ? TTRAIN_EXIT_OK : rc;
+    char err[256];
+
+    /* ---- SEAM: data ----
+     * A packed dataset fixes the epoch length; open it before the
+     * schedule is validated. */
+    ttrain_source src = {0};
+    int have_src = 0;
+    if (cfg.data[0] && !cfg.synthetic) {
+        long n = 0;
+        if (ttrain_tdata_open(&src, cfg.data, &cfg.model, 0, cfg.world,
+                              cfg.seed, &n, err, sizeof(err))) {
+            _fail("--data", err);
+            return TTRAIN_EXIT_USAGE;
+        }
+        cfg.sched.dataset_size = n;
+        have_src = 1;
+    }
     if ((rc = ttrain_config_validate(&cfg)))
         return rc;
     if (cfg.dry_run) {
@@ -121,7 +139,6 @@ int main(int argc, char **argv)
             max_local = sched->stage[i].global_batch / cfg.world;
 
     /* ---- model, memory and optimizer: everything allocated here ---- */
-    char err[256];
     teng_backend_opts bopts = {.threads = cfg.threads};
     teng_backend *bk;
     if (teng_backend_open(cfg.backend, &bopts, &bk, err, sizeof(err)))
@@ -146,9 +163,8 @@ int main(int argc, char **argv)
            tmodel_name(cfg.model.kind), teng_net_param_count(&net),
            net.acts_bytes / 1e6, max_local, bk->ops->name, cfg.threads);
 
-    /* ---- SEAM: data ---- */
-    ttrain_source src;
-    if (ttrain_synthetic_open(&src, &cfg.model, max_local, cfg.seed))
+    if (!have_src &&
+        ttrain_synthetic_open(&src, &cfg.model, max_local, cfg.seed))
         return _fail("data", "out of memory for the synthetic pool");
     FILE *mf = cfg.metrics[0] ? fopen(cfg.metrics, "a") : NULL;
     if (cfg.metrics[0] && !mf)
@@ -183,7 +199,7 @@ int main(int argc, char **argv)
 
     /* ---- training ---- */
     long gstep = at.global_step;
-    double t_start = _now(), images = 0;
+    double t_start = _now(), images = 0, best = -1, best_at = 0;
     int status = TTRAIN_EXIT_OK;
     for (int epoch = at.epoch; epoch < sched->epochs && !_stop; epoch++) {
         int gbatch = topt_batch_at(sched, epoch), lbatch = gbatch / cfg.world;
@@ -193,6 +209,8 @@ int main(int argc, char **argv)
         if (teng_net_set_batch(&net, lbatch))
             return _fail("batch schedule", teng_net_error(&net));
         teng_net_set_global_batch(&net, gbatch);
+        if (src.start && src.start(&src, epoch, first, lbatch))
+            return _fail("data", src.err);
         double t_win = _now(), data_s = 0, loss_sum = 0;
         ex.wait_s = 0;
         int nwin = 0;
@@ -253,8 +271,28 @@ int main(int argc, char **argv)
                                  plan ? plan : "", err, sizeof(err)))
                 return _fail("checkpoint", err);
         }
-        /* SEAM: distributed evaluation (each rank its slice, top-1/top-5
-         * reduced) after averaging BN running statistics across ranks. */
+        /* evaluation on the test split at the end of each epoch */
+        if (have_src && !_stop) {
+            double c[4] = {0, 0, 0, 0}, t0 = _now();
+            if (ttrain_tdata_eval(&src, &net, lbatch, c))
+                return _fail("evaluation", src.err);
+            double top1 = 100 * c[0] / c[2];
+            if (top1 > best)
+                best = top1, best_at = _now() - t_start;
+            printf("epoch %d test: top-1 %.2f%% top-5 %.2f%% loss %.4f "
+                   "(%.0f images, %.1f s)\n",
+                   epoch, top1, 100 * c[1] / c[2], c[3] / c[2], c[2],
+                   _now() - t0);
+            fflush(stdout);
+            if (mf) {
+                fprintf(mf,
+                        "{\"epoch\":%d,\"global_step\":%ld,\"top1\":%.4f,"
+                        "\"top5\":%.4f,\"test_loss\":%.6f,\"time\":%.3f}\n",
+                        epoch, gstep, top1, 100 * c[1] / c[2], c[3] / c[2],
+                        _now() - t_start);
+                fflush(mf);
+            }
+        }
         if (cfg.max_steps && gstep >= cfg.max_steps)
             break;
     }
@@ -276,6 +314,9 @@ int main(int argc, char **argv)
     printf("done: global step %ld; this run: %.0f images in %.1f s, %.2f "
            "img/s, peak RSS %.0f MB\n",
            gstep, images, total, images / total, ru.ru_maxrss / 1024.0);
+    if (best >= 0)
+        printf("best test top-1 %.2f%%, reached after %.1f s\n", best,
+               best_at);
     if (mf)
         fclose(mf);
     src.close(&src);

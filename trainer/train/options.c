@@ -42,7 +42,7 @@ static const _opt _opts[] = {
     {"dropout", _FLT, _S(model.dropout), "P", "alexnet-bn fc dropout [0.5]"},
     {"synthetic", _FLAG, _S(synthetic), NULL,
      "train on synthetic data (benchmarks); no dataset needed"},
-    {"data", _STR, _O(data), "PATH", "packed dataset (torus-pack output)"},
+    {"data", _STR, _O(data), "PATH", "torus-pack dataset directory (train and test splits); sets --dataset-size"},
     {"dataset-size", _LONG, _S(sched.dataset_size), "N",
      "training samples per epoch [1281167; synthetic: as given]"},
     {"batch", _SPECIAL, 0, 0, "B|E:B,...",
@@ -382,13 +382,6 @@ int ttrain_config_validate(ttrain_config *c)
     if (!c->synthetic && !c->data[0]) {
         fprintf(stderr, "torus-train: no training data: give --data PATH or "
                         "--synthetic\n");
-        return TTRAIN_EXIT_USAGE;
-    }
-    if (c->data[0] && !c->dry_run) {
-        fprintf(stderr,
-                "torus-train: --data: reading packed datasets is not "
-                "wired in yet (the data pipeline lands separately); use "
-                "--synthetic\n");
         return TTRAIN_EXIT_USAGE;
     }
     if (tmodel_validate(&c->model, err, sizeof(err))) {

@@ -5,7 +5,9 @@
  * data pipeline's loader produces (tdata_batch: NCHW f32 normalised
  * images, int32 labels, the valid count, the time spent waiting), so the
  * packed-dataset loader plugs in behind the same call without a copy.
- * Today there is the synthetic source. */
+ * There are two: synthetic batches, and a torus-pack dataset read through
+ * libtdata (tdata_source.c, linked into torus-train only so the engine
+ * tests need no data library). */
 #ifndef TORUS_TRAINER_TRAIN_SOURCE_H
 #define TORUS_TRAINER_TRAIN_SOURCE_H
 
@@ -26,6 +28,11 @@ typedef struct ttrain_source {
     /* Continue as if `samples` had been served (resume from a
      * checkpoint); returns 0, or nonzero with err set. */
     int (*seek)(struct ttrain_source *s, uint64_t samples);
+    /* Optional (NULL: nothing to do): the loop is about to run steps
+     * [step, ...) of epoch at local batch n. A sharded source positions
+     * its stream there (resume, batch-size change); returns 0, or nonzero
+     * with err set. */
+    int (*start)(struct ttrain_source *s, int epoch, long step, int n);
     uint64_t samples; /* served so far: the data position */
     void (*close)(struct ttrain_source *s);
     char err[256];

@@ -1,0 +1,216 @@
+/* tdata_source.c: training batches and test-set evaluation from a
+ * torus-pack dataset through libtdata (see tdata_source.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/tdata.h"
+#include "trainer/train/tdata_source.h"
+
+typedef struct {
+    tdata_dataset *train, *test;
+    tdata_loader *loader; /* training stream at batch `batch` */
+    int batch;
+    long epoch, step; /* position of the next batch the loader hands out */
+    int rank, world, size;
+    uint64_t seed;
+} _tsrc;
+
+/* Loader options shared by both splits: NCHW f32 normalised, one I/O and
+ * one decode thread (the 2 cores belong to the compute threads). */
+static void _opts(const _tsrc *p, tdata_loader_opts *o, int mode, int batch)
+{
+    tdata_loader_opts_default(o);
+    o->mode = mode;
+    o->batch_size = batch;
+    o->out_h = o->out_w = p->size;
+    o->eval_resize = p->size;
+    /* Small images: a mild crop keeps the garment in view (ImageNet's
+     * 0.08 area would often cut it away). */
+    o->scale_min = 0.64;
+    o->scale_max = 1.0;
+    o->order = TDATA_NCHW;
+    o->dtype = TDATA_F32;
+    o->normalize = 1;
+    o->rank = p->rank;
+    o->world = p->world;
+    o->seed = p->seed;
+    o->io_threads = 1;
+    o->decode_threads = 1;
+    o->prefetch = 3;
+}
+
+static int _restart(ttrain_source *s, int epoch, long step, int n)
+{
+    _tsrc *p = s->impl;
+    tdata_loader_opts o;
+    if (p->loader)
+        tdata_loader_destroy(p->loader);
+    p->loader = NULL;
+    _opts(p, &o, TDATA_TRAIN, n);
+    if (tdata_loader_create(p->train, &o, &p->loader) ||
+        tdata_loader_start(p->loader, (uint64_t)epoch,
+                           (uint64_t)step * (uint64_t)n)) {
+        snprintf(s->err, sizeof(s->err), "rank %d: %s", p->rank,
+                 tdata_errmsg());
+        return -1;
+    }
+    p->batch = n;
+    p->epoch = epoch;
+    p->step = step;
+    return 0;
+}
+
+static int _start(ttrain_source *s, int epoch, long step, int n)
+{
+    _tsrc *p = s->impl;
+    /* The loader rolls over into the next epoch by itself; only a new
+     * batch size or a jump (resume) needs a fresh stream. */
+    if (p->loader && p->batch == n && p->epoch == epoch && p->step == step)
+        return 0;
+    return _restart(s, epoch, step, n);
+}
+
+static int _next(ttrain_source *s, int n, ttrain_batch *out)
+{
+    _tsrc *p = s->impl;
+    if ((!p->loader || n != p->batch) && _restart(s, (int)p->epoch, p->step, n))
+        return -1;
+    int err = 0;
+    const tdata_batch *b = tdata_loader_next(p->loader, &err);
+    if (!b) {
+        snprintf(s->err, sizeof(s->err), "rank %d: %s", p->rank,
+                 tdata_errmsg());
+        return -1;
+    }
+    *out = (ttrain_batch){b->data, b->labels, b->n, b->wait_s};
+    s->samples += (uint64_t)b->n;
+    p->step++;
+    if ((uint64_t)p->step == tdata_loader_steps_per_epoch(p->loader)) {
+        p->step = 0;
+        p->epoch++;
+    }
+    return 0;
+}
+
+static int _seek(ttrain_source *s, uint64_t samples)
+{
+    /* The position comes from start(); the counter is for checkpoints. */
+    s->samples = samples;
+    return 0;
+}
+
+static void _close(ttrain_source *s)
+{
+    _tsrc *p = s->impl;
+    if (p) {
+        if (p->loader)
+            tdata_loader_destroy(p->loader);
+        if (p->train)
+            tdata_dataset_close(p->train);
+        if (p->test)
+            tdata_dataset_close(p->test);
+    }
+    free(p);
+    s->impl = NULL;
+}
+
+static int _open_split(const char *dir, const char *split, tdata_dataset **ds,
+                       char *err, size_t errlen)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s-index.txt", dir, split);
+    int rc = tdata_dataset_open(path, ds);
+    if (rc)
+        snprintf(err, errlen, "%s: %s", path, tdata_errmsg());
+    return rc ? -1 : 0;
+}
+
+int ttrain_tdata_open(ttrain_source *s, const char *dir, const tmodel_spec *m,
+                      int rank, int world, uint64_t seed, long *train_size,
+                      char *err, size_t errlen)
+{
+    memset(s, 0, sizeof(*s));
+    _tsrc *p = calloc(1, sizeof(*p));
+    if (!p) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->impl = p;
+    s->next = _next;
+    s->seek = _seek;
+    s->start = _start;
+    s->close = _close;
+    p->rank = rank;
+    p->world = world;
+    p->seed = seed;
+    p->size = m->image_size;
+    if (_open_split(dir, "train", &p->train, err, errlen) ||
+        _open_split(dir, "test", &p->test, err, errlen))
+        goto fail;
+    const tdata_dataset_info *tr = tdata_dataset_get_info(p->train),
+                             *te = tdata_dataset_get_info(p->test);
+    if (tr->channels != m->in_channels && tr->layout == TDATA_LAYOUT_DENSE) {
+        snprintf(err, errlen,
+                 "%s: images have %d channels, the model takes %d",
+                 dir, tr->channels, m->in_channels);
+        goto fail;
+    }
+    if (tr->num_classes > m->classes || te->num_classes > m->classes) {
+        snprintf(err, errlen, "%s: %d classes, the model has %d (--classes)",
+                 dir, tr->num_classes, m->classes);
+        goto fail;
+    }
+    *train_size = (long)tr->num_images;
+    return 0;
+fail:
+    _close(s);
+    return -1;
+}
+
+int ttrain_tdata_eval(ttrain_source *s, teng_net *net, int batch,
+                      double counts[4])
+{
+    _tsrc *p = s->impl;
+    tdata_loader_opts o;
+    tdata_loader *l = NULL;
+    int keep = net->batch, rc = -1, err = 0, cur = keep;
+    _opts(p, &o, TDATA_EVAL, batch);
+    o.drop_remainder = 0;
+    if (tdata_loader_create(p->test, &o, &l) || tdata_loader_start(l, 0, 0)) {
+        snprintf(s->err, sizeof(s->err), "rank %d: test split: %s", p->rank,
+                 tdata_errmsg());
+        goto out;
+    }
+    const tdata_batch *b;
+    while ((b = tdata_loader_next(l, &err))) {
+        int top1 = 0, top5 = 0;
+        if (b->n != cur && teng_net_set_batch(net, cur = b->n))
+            goto engine;
+        if (teng_net_set_input(net, b->data) ||
+            teng_net_set_labels(net, b->labels) || teng_net_forward(net, 0) ||
+            teng_net_topk(net, &top1, &top5))
+            goto engine;
+        counts[0] += top1;
+        counts[1] += top5;
+        counts[2] += b->n;
+        counts[3] += teng_net_loss(net) * b->n;
+    }
+    if (err) {
+        snprintf(s->err, sizeof(s->err), "rank %d: test split: %s", p->rank,
+                 tdata_errmsg());
+        goto out;
+    }
+    rc = 0;
+    goto out;
+engine:
+    snprintf(s->err, sizeof(s->err), "evaluation: %s", teng_net_error(net));
+out:
+    if (cur != keep && teng_net_set_batch(net, keep) && rc == 0) {
+        snprintf(s->err, sizeof(s->err), "evaluation: %s", teng_net_error(net));
+        rc = -1;
+    }
+    if (l)
+        tdata_loader_destroy(l);
+    return rc;
+}

@@ -1,0 +1,34 @@
+/* tdata_source.h: torus-train's packed-dataset source (prefix ttrain_tdata_).
+ *
+ * A torus-pack directory holds a train split and a test split
+ * (train-index.txt, test-index.txt). Training batches come from libtdata's
+ * prefetching loader (this rank's slice of each epoch's global
+ * permutation, random crop + flip, normalised with the index's mean/std)
+ * behind the ttrain_source interface, without a copy. Evaluation runs this
+ * rank's slice of the test split in order and counts top-1/top-5 hits;
+ * the caller reduces the counts across ranks. */
+#ifndef TORUS_TRAINER_TRAIN_TDATA_SOURCE_H
+#define TORUS_TRAINER_TRAIN_TDATA_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/engine/engine.h"
+#include "trainer/models/models.h"
+#include "trainer/train/source.h"
+
+/* Opens DIR's train split (and checks that the test split is there and
+ * matches it), for rank of world. *train_size is the number of training
+ * images (one epoch). Returns 0, or -1 with err set (naming the file). */
+int ttrain_tdata_open(ttrain_source *s, const char *dir, const tmodel_spec *m,
+                      int rank, int world, uint64_t seed, long *train_size,
+                      char *err, size_t errlen);
+
+/* Evaluates net on this rank's slice of the test split in batches of at
+ * most batch (the net's batch is restored afterwards): adds the hits,
+ * the samples and the summed loss to the counters. Returns 0, or -1 with
+ * s->err set. */
+int ttrain_tdata_eval(ttrain_source *s, teng_net *net, int batch,
+                      double counts[4]);
+
+#endif
