@@ -19,12 +19,19 @@ tc_names() {
     TC_NS_PREFIX="torus$id-"
 }
 
-# Read a pid file and print the pid if that process is alive.
+# tc_pid_alive FILE [MARK]: print the pid in FILE if that process is alive
+# and, given MARK, its command line contains MARK (the cluster's base dir).
+# The mark guards against a stale pid file whose pid now belongs to someone
+# else: `down` must never signal a process that is not this cluster's.
 tc_pid_alive() {
-    local f=$1 pid
+    local f=$1 mark=${2:-} pid
     [ -s "$f" ] || return 1
     pid=$(tr -dc '0-9' <"$f")
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+    if [ -n "$mark" ]; then
+        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$mark" || return 1
+    fi
+    echo "$pid"
 }
 
 # tc_stop_pids WAIT PID...: SIGTERM every pid, wait up to WAIT seconds for all

@@ -50,4 +50,13 @@ for p in /proc/[0-9]*; do
     [ "$(readlink "$p/ns/uts" 2>/dev/null)" != "$uts" ] || tl_fail "process ${p#/proc/} left in node n1's namespace"
 done
 "$top_srcdir/tests/cluster/down" --base "$TL_BASE" --quiet || tl_fail "second down failed"
-echo "PASS: argument checks, uneven leaves, sbatch, double-up refusal, clean teardown with a running job"
+
+# Stale pid files whose pids now belong to someone else: down must leave
+# that process (and everything in its namespace) alone.
+sleep 60 &
+bystander=$!
+for f in slurmctld slurmd-n1 slurmd-n2 munged; do echo "$bystander" >"$TL_BASE/run/$f.pid"; done
+"$top_srcdir/tests/cluster/down" --base "$TL_BASE" --quiet || tl_fail "down with stale pid files failed"
+kill -0 "$bystander" 2>/dev/null || tl_fail "down killed an unrelated process named by a stale pid file"
+kill "$bystander"
+echo "PASS: argument checks, uneven leaves, sbatch, double-up refusal, clean teardown with a running job, stale pid files ignored"
