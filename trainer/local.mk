@@ -23,6 +23,7 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/models/registry.c \
 	trainer/models/resnet.c \
 	trainer/models/alexnet.c \
+	trainer/models/tiny.c \
 	trainer/models/build.c \
 	trainer/optim/optim.h \
 	trainer/optim/schedule.c \
@@ -49,14 +50,16 @@ EXTRA_DIST += \
 	trainer/backend_dnnl/dnnl_layers.c
 endif
 
-# torus-train: the training program (single process until the
-# collectives and the data pipeline are wired in).
+# torus-train: the training program (one process, or ranks bootstrapped
+# by PMIx exchanging gradients through libtcomm; data from libtdata).
 bin_PROGRAMS += trainer/torus-train
 # The packed-dataset source lives here, not in the library, so the engine
 # tests need no data library.
 trainer_torus_train_SOURCES = trainer/torus-train.c \
 	trainer/train/tdata_source.h trainer/train/tdata_source.c
-trainer_torus_train_LDADD = trainer/libtorustrain.la data/libtdata.la -lm
+trainer_torus_train_CPPFLAGS = $(TCOMM_CPPFLAGS)
+trainer_torus_train_LDADD = trainer/libtorustrain.la data/libtdata.la \
+	$(TCOMM_LIBS) -lm
 
 TRAINER_TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 TRAINER_TEST_LDADD = trainer/libtorustrain.la $(CHECK_LIBS) -lm

@@ -17,6 +17,8 @@
 #include <time.h>
 
 #include "config.h"
+#include "trainer/comm/tcomm.h"
+#include "trainer/comm/tcomm_fusion.h"
 #include "trainer/engine/backend.h"
 #include "trainer/engine/rng.h"
 #include "trainer/models/models.h"
@@ -33,38 +35,112 @@ static double _now(void)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-/* ---- SEAM: gradient exchange ----
- * With one rank the sum over ranks is the local gradient, so both calls
- * are empty. With the collectives: _grads_ready() hands every fusion
- * bucket whose params are all past backward to tcomm (params lie in
- * forward order, so buckets complete from the end of the grads arena),
- * and _grads_wait() waits for all of them. The loss is already divided
- * by the global batch, so the all-reduce is a plain sum (remark 3). */
-typedef struct {
-    int world;
-    double wait_s; /* time blocked in _grads_wait, for the progress line */
-} _exchange;
-
-static int _grads_ready(void *ctx, teng_net *net, int layer)
-{
-    (void)ctx, (void)net, (void)layer;
-    return 0;
-}
-
-static int _grads_wait(_exchange *ex)
-{
-    double t0 = _now();
-    /* tcomm: wait for the outstanding buckets here. */
-    ex->wait_s += _now() - t0;
-    return 0;
-}
-
 /* SIGUSR1/SIGTERM ask for a checkpoint at the next step boundary. */
 static volatile sig_atomic_t _stop;
 
 static void _on_signal(int sig)
 {
     _stop = sig;
+}
+
+/* ---- gradient exchange (libtcomm) ----
+ * With one rank the sum over ranks is the local gradient: no fusion, no
+ * communication, the single-process path unchanged. With several, every
+ * param's gradient is registered with tcomm's fusion in backward order
+ * (params lie in forward order, so that is the reverse); the per-layer
+ * hook marks a layer's params ready, and a bucket starts its all-reduce
+ * on the communication thread as soon as it is complete, while backward
+ * goes on. _grads_wait() flushes and waits for the rest. The loss is
+ * already divided by the global batch, so the all-reduce is a plain sum
+ * (remark 3). */
+typedef struct {
+    tcomm_t *comm;
+    int rank, world;
+    tcomm_algo algo;
+    tcomm_fusion_t *fusion;
+    int np;        /* params; param i is fusion index np - 1 - i */
+    double wait_s; /* time blocked in _grads_wait, for the progress line */
+    size_t nonfinite;
+} _exchange;
+
+static int _exchange_open(_exchange *ex, teng_net *net, char *err, size_t n)
+{
+    if (ex->world == 1)
+        return 0;
+    tcomm_fusion_options fo = {.algo = ex->algo, .wire = TCOMM_WIRE_FP32};
+    if (tcomm_fusion_create(ex->comm, &fo, &ex->fusion))
+        goto fail;
+    ex->np = net->np;
+    for (int i = net->np - 1; i >= 0; i--) {
+        int idx;
+        /* The backend's layout may pad a param: padding gradients are
+         * zero, and summing zeros keeps them zero. */
+        if (tcomm_fusion_add(ex->fusion, net->p[i].grad,
+                             net->p[i].bytes / sizeof(float), net->p[i].name,
+                             &idx))
+            goto fail;
+    }
+    if (tcomm_fusion_seal(ex->fusion))
+        goto fail;
+    return 0;
+fail:
+    snprintf(err, n, "rank %d: %s", ex->rank, tcomm_error());
+    return -1;
+}
+
+static int _grads_ready(void *ctx, teng_net *net, int layer)
+{
+    _exchange *ex = ctx;
+    if (!ex->fusion)
+        return 0;
+    const teng_layer *l = &net->l[layer];
+    for (int i = l->param0; i < l->param0 + l->nparam; i++)
+        if (tcomm_fusion_ready(ex->fusion, ex->np - 1 - i))
+            return -1;
+    return 0;
+}
+
+static int _grads_wait(_exchange *ex)
+{
+    if (!ex->fusion)
+        return 0;
+    tcomm_fusion_stats st;
+    if (tcomm_fusion_finish(ex->fusion, &st))
+        return -1;
+    ex->wait_s += st.wait_s;
+    ex->nonfinite += st.nonfinite;
+    return 0;
+}
+
+/* BN running statistics are per worker while training (Goyal); the
+ * average over ranks is what evaluation and checkpoints see. */
+static int _stats_average(_exchange *ex, teng_net *net)
+{
+    if (ex->world == 1 || !net->stats_bytes)
+        return 0;
+    tcomm_result r;
+    return tcomm_allreduce(ex->comm, net->stats,
+                           net->stats_bytes / sizeof(float), ex->algo,
+                           TCOMM_WIRE_FP32, TCOMM_AVERAGE, &r)
+               ? -1
+               : 0;
+}
+
+/* A signal reaches ranks at different moments: every rank stops at the
+ * first step boundary where any rank has seen one, so none is left
+ * waiting in a collective. Returns the signal (0: go on). */
+static int _agree_stop(_exchange *ex)
+{
+    double v = _stop;
+    if (ex->world > 1 && tcomm_max_double(ex->comm, &v))
+        return _stop ? (int)_stop : SIGTERM;
+    return (int)v;
+}
+
+/* Sums n doubles over ranks in place. */
+static int _sum(_exchange *ex, double *v, int n)
+{
+    return ex->world == 1 ? 0 : tcomm_sum_double(ex->comm, v, n) ? -1 : 0;
 }
 
 /* The resolved configuration as text, stored in every checkpoint. */
@@ -95,9 +171,17 @@ static void _metrics(FILE *f, int epoch, long step, long gstep, double ips,
     fflush(f);
 }
 
+/* Set once several ranks run: a rank that fails takes the job down
+ * rather than leave its peers waiting in a collective. */
+static tcomm_t *_job;
+
 static int _fail(const char *what, const char *msg)
 {
     fprintf(stderr, "torus-train: %s: %s\n", what, msg);
+    if (_job) {
+        fflush(NULL);
+        tcomm_abort(_job, TTRAIN_EXIT_FAIL, msg);
+    }
     return TTRAIN_EXIT_FAIL;
 }
 
@@ -111,14 +195,39 @@ int main(int argc, char **argv)
         return rc == 1 ? TTRAIN_EXIT_OK : rc;
     char err[256];
 
-    /* ---- SEAM: data ----
+    /* ---- ranks: PMIx bootstrap when launched by srun/mpirun, else one
+     * process (tcomm's singleton: no MPI, nothing changes) ---- */
+    tcomm_t *comm = NULL;
+    tcomm_info info = {.size = 1};
+    int algo = tcomm_algo_parse(cfg.algo);
+    if (algo < 0) {
+        fprintf(stderr,
+                "torus-train: --algo: unknown algorithm '%s' (flat, ring, "
+                "hier, hier-rs, torus2d, hybrid)\n",
+                cfg.algo);
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (!cfg.dry_run) {
+        tcomm_options to = {0};
+        if (tcomm_init(&to, &comm))
+            return _fail("bootstrap", tcomm_error());
+        tcomm_info_get(comm, &info);
+        cfg.world = info.size;
+        if (info.size > 1)
+            _job = comm;
+        /* One progress report per job: rank 0's. */
+        if (info.rank != 0 && !freopen("/dev/null", "w", stdout))
+            return _fail("stdout", "cannot redirect to /dev/null");
+    }
+
+    /* ---- data ----
      * A packed dataset fixes the epoch length; open it before the
      * schedule is validated. */
     ttrain_source src = {0};
     int have_src = 0;
     if (cfg.data[0] && !cfg.synthetic) {
         long n = 0;
-        if (ttrain_tdata_open(&src, cfg.data, &cfg.model, 0, cfg.world,
+        if (ttrain_tdata_open(&src, cfg.data, &cfg.model, info.rank, cfg.world,
                               cfg.seed, &n, err, sizeof(err))) {
             _fail("--data", err);
             return TTRAIN_EXIT_USAGE;
@@ -153,8 +262,12 @@ int main(int argc, char **argv)
         return _fail("optimizer", teng_net_error(&net));
     /* Dropout masks hash (seed, step, layer, element): the seed must also
      * carry the rank once there are several, or ranks drop alike. */
-    net.dropout_seed = teng_hash64(cfg.seed ^ 0xd2095e7dULL);
-    _exchange ex = {.world = cfg.world};
+    net.dropout_seed = teng_hash64((cfg.seed ^ 0xd2095e7dULL) +
+                                   0x9e3779b97f4a7c15ULL * (uint64_t)info.rank);
+    _exchange ex = {.comm = comm, .rank = info.rank, .world = cfg.world,
+                    .algo = (tcomm_algo)algo};
+    if (_exchange_open(&ex, &net, err, sizeof(err)))
+        return _fail("gradient exchange", err);
     teng_net_set_grad_hook(&net, _grads_ready, &ex);
     if (cfg.verbose)
         teng_net_summary(&net, stderr);
@@ -162,12 +275,19 @@ int main(int argc, char **argv)
            "batch %d, backend %s with %d threads\n",
            tmodel_name(cfg.model.kind), teng_net_param_count(&net),
            net.acts_bytes / 1e6, max_local, bk->ops->name, cfg.threads);
+    if (cfg.world > 1)
+        printf("torus-train: %d ranks on %d nodes, grid %dx%d (%s), "
+               "gradients in %zu buckets, all-reduce %s\n",
+               info.size, info.nnodes, info.rows, info.cols,
+               info.source ? info.source : "?",
+               tcomm_fusion_bucket_count(ex.fusion), tcomm_algo_name(ex.algo));
 
     if (!have_src &&
-        ttrain_synthetic_open(&src, &cfg.model, max_local, cfg.seed))
+        ttrain_synthetic_open(&src, &cfg.model, max_local, cfg.seed,
+                              info.rank, cfg.world))
         return _fail("data", "out of memory for the synthetic pool");
-    FILE *mf = cfg.metrics[0] ? fopen(cfg.metrics, "a") : NULL;
-    if (cfg.metrics[0] && !mf)
+    FILE *mf = cfg.metrics[0] && info.rank == 0 ? fopen(cfg.metrics, "a") : NULL;
+    if (cfg.metrics[0] && info.rank == 0 && !mf)
         return _fail("--metrics", "cannot open the file for appending");
 
     /* ---- where to start: afresh, or from the newest checkpoint ---- */
@@ -200,8 +320,8 @@ int main(int argc, char **argv)
     /* ---- training ---- */
     long gstep = at.global_step;
     double t_start = _now(), images = 0, best = -1, best_at = 0;
-    int status = TTRAIN_EXIT_OK;
-    for (int epoch = at.epoch; epoch < sched->epochs && !_stop; epoch++) {
+    int status = TTRAIN_EXIT_OK, stopping = 0;
+    for (int epoch = at.epoch; epoch < sched->epochs && !stopping; epoch++) {
         int gbatch = topt_batch_at(sched, epoch), lbatch = gbatch / cfg.world;
         long steps = topt_steps_in_epoch(sched, epoch);
         long first = epoch == at.epoch ? at.step : 0;
@@ -215,7 +335,7 @@ int main(int argc, char **argv)
         ex.wait_s = 0;
         int nwin = 0;
         for (long step = first; step < steps; step++) {
-            if ((cfg.max_steps && gstep >= cfg.max_steps) || _stop)
+            if ((cfg.max_steps && gstep >= cfg.max_steps) || stopping)
                 break;
             /* 1. the next batch (waiting for it counts as data time; the
              * copy into the input tensor is part of the step) */
@@ -245,6 +365,10 @@ int main(int argc, char **argv)
             gstep++;
             images += gbatch;
             if (gstep % cfg.print_every == 0 || step == steps - 1) {
+                /* the loss of the global batch: the mean of the ranks' */
+                if (_sum(&ex, &loss_sum, 1))
+                    return _fail("loss", tcomm_error());
+                loss_sum /= cfg.world;
                 double dt = _now() - t_win, ips = nwin * (double)gbatch / dt;
                 printf("epoch %d step %ld/%ld | %.1f img/s | loss %.4f | lr "
                        "%.5g | batch %d | data %.1f%% comm %.1f%%\n",
@@ -264,18 +388,33 @@ int main(int argc, char **argv)
                                    src.samples, net.step};
             int last = (cfg.max_steps && gstep >= cfg.max_steps) ||
                        (step + 1 == steps && epoch + 1 == sched->epochs);
+            /* A pending stop checkpoints here; the answer is agreed, as
+             * all ranks must take part in the BN average below, or none. */
+            stopping = _agree_stop(&ex);
             if (cfg.ckpt_dir[0] &&
-                (_stop || last ||
-                 (cfg.ckpt_every && gstep % cfg.ckpt_every == 0)) &&
-                ttrain_ckpt_save(cfg.ckpt_dir, cfg.keep, &net, &opt, &at, model,
-                                 plan ? plan : "", err, sizeof(err)))
-                return _fail("checkpoint", err);
+                (stopping || last ||
+                 (cfg.ckpt_every && gstep % cfg.ckpt_every == 0))) {
+                if (_stats_average(&ex, &net))
+                    return _fail("BN statistics", tcomm_error());
+                /* Only rank 0 writes; all ranks hold the same weights. */
+                if (info.rank == 0 &&
+                    ttrain_ckpt_save(cfg.ckpt_dir, cfg.keep, &net, &opt, &at,
+                                     model, plan ? plan : "", err,
+                                     sizeof(err)))
+                    return _fail("checkpoint", err);
+            }
         }
         /* evaluation on the test split at the end of each epoch */
-        if (have_src && !_stop) {
+        if (have_src && !stopping) {
             double c[4] = {0, 0, 0, 0}, t0 = _now();
+            /* every rank its slice of the test split, with the averaged
+             * BN statistics; the hit counts are summed */
+            if (_stats_average(&ex, &net))
+                return _fail("BN statistics", tcomm_error());
             if (ttrain_tdata_eval(&src, &net, lbatch, c))
                 return _fail("evaluation", src.err);
+            if (_sum(&ex, c, 4))
+                return _fail("evaluation", tcomm_error());
             double top1 = 100 * c[0] / c[2];
             if (top1 > best)
                 best = top1, best_at = _now() - t_start;
@@ -297,11 +436,11 @@ int main(int argc, char **argv)
             break;
     }
 
-    if (_stop) {
+    if (stopping) {
         fprintf(stderr,
                 "torus-train: stopped by signal %d at global step "
                 "%ld%s\n",
-                (int)_stop, gstep,
+                stopping, gstep,
                 cfg.ckpt_dir[0] ? " after writing a checkpoint"
                                 : " (no --checkpoint-dir: nothing saved)");
         status = TTRAIN_EXIT_PREEMPTED;
@@ -324,5 +463,8 @@ int main(int argc, char **argv)
     topt_sgd_free(&opt);
     teng_net_free(&net);
     teng_backend_close(bk);
+    if (ex.fusion)
+        tcomm_fusion_destroy(ex.fusion);
+    tcomm_finalize(comm);
     return status;
 }

@@ -10,6 +10,7 @@ int _tmodel_resnet50(teng_net *net, const tmodel_spec *spec);
 int _tmodel_resnet18(teng_net *net, const tmodel_spec *spec);
 int _tmodel_cifar_resnet(teng_net *net, const tmodel_spec *spec);
 int _tmodel_alexnet_bn(teng_net *net, const tmodel_spec *spec);
+int _tmodel_tiny_cnn(teng_net *net, const tmodel_spec *spec);
 
 int tmodel_build(teng_net *net, const tmodel_spec *spec)
 {
@@ -27,6 +28,8 @@ int tmodel_build(teng_net *net, const tmodel_spec *spec)
         return _tmodel_cifar_resnet(net, spec);
     case TMODEL_ALEXNET_BN:
         return _tmodel_alexnet_bn(net, spec);
+    case TMODEL_TINY_CNN:
+        return _tmodel_tiny_cnn(net, spec);
     default:
         return TENG_EINVAL;
     }

@@ -21,6 +21,7 @@ typedef enum {
     TMODEL_RESNET18,
     TMODEL_CIFAR_RESNET, /* He et al. 2016 sec. 4.2, depth 6n+2, 28-32 px */
     TMODEL_ALEXNET_BN,   /* Tencent's AlexNet with BN, incl. after pool5 */
+    TMODEL_TINY_CNN,     /* BN-free two-conv net for distributed checks */
     TMODEL_NKINDS
 } tmodel_kind;
 
@@ -34,7 +35,8 @@ typedef struct {
     float dropout;         /* AlexNet-BN fc6/fc7 dropout */
 } tmodel_spec;
 
-/* Name <-> kind: "resnet50", "resnet18", "cifar-resnet", "alexnet-bn". */
+/* Name <-> kind: "resnet50", "resnet18", "cifar-resnet", "alexnet-bn",
+ * "tiny-cnn". */
 int tmodel_parse(const char *name, tmodel_kind *out);
 const char *tmodel_name(tmodel_kind kind);
 /* A spec with the model's usual defaults (ImageNet sizes; 28 px, 1

@@ -5,7 +5,8 @@
 #include "trainer/models/models.h"
 
 static const char *_names[TMODEL_NKINDS] = {"resnet50", "resnet18",
-                                            "cifar-resnet", "alexnet-bn"};
+                                            "cifar-resnet", "alexnet-bn",
+                                            "tiny-cnn"};
 
 int tmodel_parse(const char *name, tmodel_kind *out)
 {
@@ -25,7 +26,7 @@ const char *tmodel_name(tmodel_kind kind)
 tmodel_spec tmodel_defaults(tmodel_kind kind)
 {
     tmodel_spec s = {kind, 3, 224, 1000, 0, 0.f, 0.f};
-    if (kind == TMODEL_CIFAR_RESNET) {
+    if (kind == TMODEL_CIFAR_RESNET || kind == TMODEL_TINY_CNN) {
         s.in_channels = 1;
         s.image_size = 28;
         s.classes = 10;
@@ -39,7 +40,7 @@ tmodel_spec tmodel_defaults(tmodel_kind kind)
 int tmodel_validate(const tmodel_spec *s, char *err, size_t errlen)
 {
     /* Smallest input for which every pooling window still fits. */
-    static const int min_px[TMODEL_NKINDS] = {32, 32, 8, 63};
+    static const int min_px[TMODEL_NKINDS] = {32, 32, 8, 63, 2};
     if (s->kind < 0 || s->kind >= TMODEL_NKINDS) {
         snprintf(err, errlen, "unknown model kind %d", (int)s->kind);
         return TENG_EINVAL;

@@ -28,7 +28,8 @@ typedef struct {
 /* Settings that need parsing beyond a number go through _special(). */
 static const _opt _opts[] = {
     {"model", _SPECIAL, 0, 0, "NAME",
-     "resnet50 (v1.5), resnet18, cifar-resnet or alexnet-bn [resnet50]"},
+     "resnet50 (v1.5), resnet18, cifar-resnet, alexnet-bn or tiny-cnn "
+     "(BN-free, for checks) [resnet50]"},
     {"depth", _INT, _S(model.depth), "N",
      "cifar-resnet depth 6n+2: 20, 32, 44, 56, 110 [20]"},
     {"image-size", _INT, _S(model.image_size), "PX",
@@ -42,7 +43,12 @@ static const _opt _opts[] = {
     {"dropout", _FLT, _S(model.dropout), "P", "alexnet-bn fc dropout [0.5]"},
     {"synthetic", _FLAG, _S(synthetic), NULL,
      "train on synthetic data (benchmarks); no dataset needed"},
-    {"data", _STR, _O(data), "PATH", "torus-pack dataset directory (train and test splits); sets --dataset-size"},
+    {"algo", _STR, _O(algo), "NAME",
+     "gradient all-reduce across ranks: flat, ring, hier, hier-rs, torus2d "
+     "or hybrid (cheapest per bucket by the cost model) [hybrid]"},
+    {"data", _STR, _O(data), "PATH",
+     "torus-pack dataset directory (train and test splits); sets "
+     "--dataset-size"},
     {"dataset-size", _LONG, _S(sched.dataset_size), "N",
      "training samples per epoch [1281167; synthetic: as given]"},
     {"batch", _SPECIAL, 0, 0, "B|E:B,...",
@@ -108,6 +114,7 @@ void ttrain_config_defaults(ttrain_config *c)
     topt_schedule_defaults(&c->sched);
     topt_config_defaults(&c->opt);
     snprintf(c->backend, sizeof(c->backend), "auto");
+    snprintf(c->algo, sizeof(c->algo), "hybrid");
     c->threads = 2;
     c->world = 1;
     c->seed = 1;
@@ -183,7 +190,7 @@ static int _set(ttrain_config *c, const _opt *o, const char *v,
         if (tmodel_parse(v, &k)) {
             fprintf(stderr,
                     "torus-train: %s: unknown model '%s' (resnet50, "
-                    "resnet18, cifar-resnet, alexnet-bn)\n",
+                    "resnet18, cifar-resnet, alexnet-bn, tiny-cnn)\n",
                     where, v);
             return TTRAIN_EXIT_USAGE;
         }
@@ -535,8 +542,10 @@ void ttrain_print_plan(const ttrain_config *c, FILE *f)
         fprintf(f, ", dropout %g", c->model.dropout);
     fprintf(f, "\ndata           %s, %ld samples per epoch\n",
             c->synthetic ? "synthetic" : c->data, s->dataset_size);
-    fprintf(f, "ranks          %d, %d threads each, backend %s, seed %llu\n",
-            c->world, c->threads, c->backend, (unsigned long long)c->seed);
+    fprintf(f, "ranks          %d (all-reduce %s), %d threads each, backend "
+            "%s, seed %llu\n",
+            c->world, c->algo, c->threads, c->backend,
+            (unsigned long long)c->seed);
     fprintf(f, "optimizer      momentum %g%s,\n               weight decay %g",
             o->momentum,
             o->momentum_correction ? " (corrected on LR change)" : "",

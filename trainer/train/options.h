@@ -18,7 +18,8 @@ typedef struct {
     topt_config opt;
     char backend[16]; /* auto, dnnl */
     int threads;      /* compute threads per rank */
-    int world;        /* ranks (1 until the collectives are wired) */
+    int world;        /* ranks (from the PMIx bootstrap) */
+    char algo[16];    /* tcomm all-reduce algorithm for the gradients */
     int synthetic;    /* synthetic data (benchmarks) */
     char data[512];   /* packed dataset (the data pipeline; later) */
     uint64_t seed;

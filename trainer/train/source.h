@@ -41,8 +41,12 @@ typedef struct ttrain_source {
 
 /* Synthetic data: max_batch random images generated once (a benchmark
  * measures training, not a random number generator), served again every
- * batch, with fresh labels from a hash of the sample counter. */
+ * batch, with fresh labels from a hash of the sample's place in the
+ * global batch stream. Rank r of world holds the images of global batch
+ * positions [r * max_batch, (r + 1) * max_batch), so at a constant batch
+ * k ranks together see exactly the global batches of one rank (the
+ * distributed-equals-single check relies on it). */
 int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
-                          uint64_t seed);
+                          uint64_t seed, int rank, int world);
 
 #endif

@@ -10,6 +10,7 @@ typedef struct {
     float *pool; /* max_batch images */
     int32_t *labels;
     int max_batch, classes;
+    int rank, world;
     uint64_t base; /* label stream of this seed */
 } _synth;
 
@@ -23,11 +24,16 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
                  n, p->max_batch);
         return -1;
     }
-    /* Labels are a hash of the sample counter: balanced over the classes
-     * and reproducible from the seed. */
+    /* Labels are a hash of the sample's global index: balanced over the
+     * classes, reproducible from the seed, and independent of how the
+     * global batch is split over ranks. With one rank the index is the
+     * sample counter. */
+    uint64_t g = s->samples / (uint64_t)n * (uint64_t)n * (uint64_t)p->world +
+                 (uint64_t)p->rank * (uint64_t)n;
     for (int i = 0; i < n; i++)
-        p->labels[i] = (int32_t)(teng_hash64(p->base + s->samples++) %
+        p->labels[i] = (int32_t)(teng_hash64(p->base + g + (uint64_t)i) %
                                  (uint64_t)p->classes);
+    s->samples += (uint64_t)n;
     *out = (ttrain_batch){p->pool, p->labels, n, 0.0};
     return 0;
 }
@@ -50,7 +56,7 @@ static void _close(ttrain_source *s)
 }
 
 int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
-                          uint64_t seed)
+                          uint64_t seed, int rank, int world)
 {
     _synth *p = calloc(1, sizeof(*p));
     teng_rng r;
@@ -60,6 +66,8 @@ int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
     size_t n = (size_t)m->in_channels * m->image_size * m->image_size *
                (size_t)max_batch;
     p->max_batch = max_batch;
+    p->rank = rank;
+    p->world = world;
     p->classes = m->classes;
     p->base = seed << 32;
     p->pool = malloc(n * sizeof(float));
@@ -69,7 +77,12 @@ int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
         _close(s);
         return -1;
     }
+    /* One stream over the global positions; this rank skips to its own
+     * (rank 0 draws exactly what a single process draws). */
+    size_t skip = n * (size_t)rank;
     teng_rng_seed(&r, seed ^ 0x5eed5eedULL);
+    for (size_t i = 0; i < skip; i++)
+        (void)teng_rng_normal(&r);
     for (size_t i = 0; i < n; i++)
         p->pool[i] = teng_rng_normal(&r);
     s->next = _next;
