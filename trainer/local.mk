@@ -120,3 +120,7 @@ EXTRA_DIST += tests/integration/train_plot.sh
 # Checkpoints: bitwise resume, damaged files, signals, --keep.
 TESTS += tests/integration/train_resume.sh
 EXTRA_DIST += tests/integration/train_resume.sh trainer/README.md
+
+# Data parallel: 2 ranks under mpirun equal 1 rank (BN-free tiny-cnn).
+TESTS += tests/integration/train_dist.sh
+EXTRA_DIST += tests/integration/train_dist.sh
