@@ -63,11 +63,14 @@ typedef struct {
     size_t nonfinite;
 } _exchange;
 
-static int _exchange_open(_exchange *ex, teng_net *net, char *err, size_t n)
+static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb,
+                          char *err, size_t n)
 {
     if (ex->world == 1)
         return 0;
-    tcomm_fusion_options fo = {.algo = ex->algo, .wire = TCOMM_WIRE_FP32};
+    tcomm_fusion_options fo = {.bucket_bytes = (size_t)bucket_kb << 10,
+                               .algo = ex->algo,
+                               .wire = TCOMM_WIRE_FP32};
     if (tcomm_fusion_create(ex->comm, &fo, &ex->fusion))
         goto fail;
     ex->np = net->np;
@@ -266,7 +269,7 @@ int main(int argc, char **argv)
                                    0x9e3779b97f4a7c15ULL * (uint64_t)info.rank);
     _exchange ex = {.comm = comm, .rank = info.rank, .world = cfg.world,
                     .algo = (tcomm_algo)algo};
-    if (_exchange_open(&ex, &net, err, sizeof(err)))
+    if (_exchange_open(&ex, &net, cfg.bucket_kb, err, sizeof(err)))
         return _fail("gradient exchange", err);
     teng_net_set_grad_hook(&net, _grads_ready, &ex);
     if (cfg.verbose)

@@ -4,7 +4,9 @@
 # per rank) gives, step for step, the losses of a single process at batch
 # 32, and after 8 steps the same weights and momentum (rank 0's
 # checkpoint) within fp32 summation-order rounding. Both all-reduce
-# paths the trainer offers (hybrid, the default, and torus2d) are run.
+# paths the trainer offers (hybrid, the default, and torus2d) are run;
+# the hybrid run uses 1 KiB buckets, so several buckets reduce while
+# backward goes on.
 # A single process at batch 16 (what a rank would do without the
 # gradient sum) must NOT match: that keeps the comparison honest.
 set -u
@@ -59,10 +61,15 @@ same() { # NAME DIR JSONL
 }
 
 for algo in hybrid torus2d; do
-    mpi2 "${run[@]}" --batch 32 --algo $algo --metrics "$tmp/$algo.jsonl" \
-        --checkpoint-dir "$tmp/$algo" >"$tmp/log" 2>&1 ||
+    kb=0
+    [ $algo = hybrid ] && kb=1
+    mpi2 "${run[@]}" --batch 32 --algo $algo --bucket-kb $kb \
+        --metrics "$tmp/$algo.jsonl" --checkpoint-dir "$tmp/$algo" >"$tmp/log" 2>&1 ||
         fail "2 ranks ($algo): $(tail -5 "$tmp/log")"
     grep -q "2 ranks" "$tmp/log" || fail "2 ranks ($algo): did not run as 2 ranks"
+    if [ $kb = 1 ] && ! grep -Eq "in ([2-9]|[1-9][0-9]+) buckets" "$tmp/log"; then
+        fail "2 ranks ($algo): expected several 1 KiB buckets: $(grep buckets "$tmp/log")"
+    fi
     same "2 ranks, $algo" "$tmp/$algo" "$tmp/$algo.jsonl"
 done
 

@@ -46,6 +46,9 @@ static const _opt _opts[] = {
     {"algo", _STR, _O(algo), "NAME",
      "gradient all-reduce across ranks: flat, ring, hier, hier-rs, torus2d "
      "or hybrid (cheapest per bucket by the cost model) [hybrid]"},
+    {"bucket-kb", _INT, _S(bucket_kb), "KB",
+     "gradient fusion bucket size in KiB; smaller buckets start reducing "
+     "earlier in backward [4096]"},
     {"data", _STR, _O(data), "PATH",
      "torus-pack dataset directory (train and test splits); sets "
      "--dataset-size"},
@@ -414,6 +417,11 @@ int ttrain_config_validate(ttrain_config *c)
                 c->threads);
         return TTRAIN_EXIT_USAGE;
     }
+    if (c->bucket_kb < 0 || c->bucket_kb > 1048576) {
+        fprintf(stderr, "torus-train: --bucket-kb: %d is not in 0..1048576\n",
+                c->bucket_kb);
+        return TTRAIN_EXIT_USAGE;
+    }
     if (c->print_every < 1) {
         fprintf(stderr, "torus-train: --print-every: %d must be >= 1\n",
                 c->print_every);
@@ -475,9 +483,7 @@ void ttrain_usage(FILE *f)
                "\n"
                "SYNOPSIS\n"
                "    torus-train --synthetic|--data PATH [OPTIONS]\n"
-               "    srun --mpi=pmix --torus=auto torus-train ... (once the "
-               "collectives are\n"
-               "    wired in; today torus-train runs as a single process)\n"
+               "    srun --mpi=pmix --torus=auto torus-train ...\n"
                "\n"
                "DESCRIPTION\n"
                "    Builds the model, initialises it (He init, zero-gamma on "
@@ -493,6 +499,20 @@ void ttrain_usage(FILE *f)
                "    schedule can grow the global batch mid-run with the "
                "learning rate\n"
                "    following it. The loss is normalised by the global batch.\n"
+               "\n"
+               "    Launched by srun or mpirun (a PMIx server), every task is a "
+               "rank: it\n"
+               "    trains on its slice of each epoch (--data) at the global "
+               "batch / ranks,\n"
+               "    and gradients are summed across ranks in fusion buckets "
+               "that start\n"
+               "    while backward goes on (--algo). BN running statistics are "
+               "averaged\n"
+               "    before each evaluation and checkpoint; evaluation is split "
+               "over the\n"
+               "    ranks; rank 0 prints and writes checkpoints. Without a "
+               "PMIx server it\n"
+               "    runs as one process.\n"
                "    Settings come from defaults, then --config FILE, then the "
                "command line.\n"
                "\n"
@@ -517,6 +537,14 @@ void ttrain_usage(FILE *f)
         "        torus-train --synthetic --model cifar-resnet --dataset-size "
         "60000 \\\n"
         "            --epochs 10 --batch 0:128,5:256 --lars --decay poly\n"
+        "    ResNet-20 on Fashion-MNIST packed into fm/ (torus-pack -o fm\n"
+        "    train-images-..., then -s test t10k-images-...), 4 ranks on 2 "
+        "nodes,\n"
+        "    test accuracy after each epoch:\n"
+        "        srun --mpi=pmix --torus=auto -N2 -n4 torus-train --data fm "
+        "\\\n"
+        "            --model cifar-resnet --batch 128 --epochs 10 --lr 0.2 "
+        "--threads 1\n"
         "\n"
         "SIGNALS\n"
         "    SIGUSR1 or SIGTERM (sbatch --signal=B:USR1@120): write a\n"

@@ -20,6 +20,7 @@ typedef struct {
     int threads;      /* compute threads per rank */
     int world;        /* ranks (from the PMIx bootstrap) */
     char algo[16];    /* tcomm all-reduce algorithm for the gradients */
+    int bucket_kb;    /* fusion bucket size (0: tcomm's default) */
     int synthetic;    /* synthetic data (benchmarks) */
     char data[512];   /* packed dataset (the data pipeline; later) */
     uint64_t seed;

@@ -152,7 +152,8 @@ int ttrain_tdata_open(ttrain_source *s, const char *dir, const tmodel_spec *m,
                              *te = tdata_dataset_get_info(p->test);
     if (tr->channels != m->in_channels && tr->layout == TDATA_LAYOUT_DENSE) {
         snprintf(err, errlen,
-                 "%s: images have %d channels, the model takes %d",
+                 "%s: images have %d channels, the model takes %d "
+                 "(--channels)",
                  dir, tr->channels, m->in_channels);
         goto fail;
     }
