@@ -14,18 +14,17 @@ set -u
 . "$top_srcdir/tests/integration/comm_lib.sh"
 B="$top_builddir/tests/integration"
 plugin="$top_builddir/plugins/.libs/spank_torus.so"
-# Ports 17410-17414 are this test's own (17400-17404: comm benchmarks by hand).
 if [ -f "$plugin" ]; then
-    tl_cluster_up --nodes 4 --leaves 2 --port-base 17410 --plugin "$plugin"
+    tl_cluster_up --nodes 4 --leaves 2 --plugin "$plugin"
 else
-    tl_cluster_up --nodes 4 --leaves 2 --port-base 17410
+    tl_cluster_up --nodes 4 --leaves 2
 fi
 # The emulated nodes share this host's network namespace: keep OpenMPI's
 # TCP on loopback rather than on whatever bridges other tests create.
 export OMPI_MCA_btl_tcp_if_include=lo
-# Every test cluster has nodes n1..n4 and job ids from 1, and OpenMPI names
-# its shared-memory segments and session directories by host and job: keep
-# ours private, or a concurrent test cluster's job deletes them under us.
+# Every test cluster has nodes n1..n4, and OpenMPI names its shared-memory
+# segments and session directories by host and job: keep ours private, or a
+# concurrent cluster's job could delete them under us.
 mkdir -p "$TL_BASE/ompi-shm" "$TL_BASE/ompi-tmp"
 export OMPI_MCA_btl_vader_backing_directory="$TL_BASE/ompi-shm"
 export OMPI_MCA_orte_tmpdir_base="$TL_BASE/ompi-tmp"
