@@ -33,7 +33,9 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/source.h \
 	trainer/train/synthetic.c \
 	trainer/train/checkpoint.h \
-	trainer/train/checkpoint.c
+	trainer/train/checkpoint.c \
+	trainer/train/state_hash.h \
+	trainer/train/state_hash.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS)
 trainer_libtorustrain_la_LIBADD = $(DNNL_LIBS) $(HDF5_LIBS) -lm
 if HAVE_DNNL
@@ -124,3 +126,9 @@ EXTRA_DIST += tests/integration/train_resume.sh trainer/README.md
 # Data parallel: 2 ranks under mpirun equal 1 rank (BN-free tiny-cnn).
 TESTS += tests/integration/train_dist.sh
 EXTRA_DIST += tests/integration/train_dist.sh
+
+# The launch the jobs use, on the local Slurm cluster: srun --mpi=pmix
+# --torus=auto; 2 ranks equal 1, distributed evaluation and BN averaging.
+TESTS += tests/integration/train_cluster.sh
+EXTRA_DIST += tests/integration/train_cluster.sh tests/bench/train/fmnist_common.sh \
+	tests/bench/train/fmnist_long.sh tests/bench/train/large_batch.sh

@@ -3,12 +3,15 @@
  * batch from the schedule and run steps of
  *   data -> forward -> backward (+ gradient all-reduce) -> SGD/LARS -> log.
  *
- * Single process today. The two seams where the distributed pieces plug
- * in are marked SEAM: the data source (trainer/train/source.h, today
- * synthetic) and the gradient exchange (the engine's per-layer gradient
- * hook starts the all-reduce of every bucket that backward has completed;
- * _grads_wait() waits for the rest before the update).
+ * One process, or one rank of many (srun --mpi=pmix, mpirun): the two
+ * places where ranks meet are the data source (trainer/train/source.h:
+ * each rank reads its slice of the epoch) and the gradient exchange (the
+ * engine's per-layer gradient hook starts the all-reduce of every bucket
+ * that backward has completed; _grads_wait() waits for the rest before
+ * the update). With one rank both reduce to the single-process path.
  */
+#include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,7 @@
 #include "trainer/train/checkpoint.h"
 #include "trainer/train/options.h"
 #include "trainer/train/source.h"
+#include "trainer/train/state_hash.h"
 #include "trainer/train/tdata_source.h"
 
 static double _now(void)
@@ -58,9 +62,9 @@ typedef struct {
     int rank, world;
     tcomm_algo algo;
     tcomm_fusion_t *fusion;
-    int np;        /* params; param i is fusion index np - 1 - i */
-    double wait_s; /* time blocked in _grads_wait, for the progress line */
-    size_t nonfinite;
+    int np;           /* params; param i is fusion index np - 1 - i */
+    double wait_s;    /* time blocked in _grads_wait, for the progress line */
+    size_t nonfinite; /* inf/nan in this step's summed gradients */
 } _exchange;
 
 static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb,
@@ -103,15 +107,26 @@ static int _grads_ready(void *ctx, teng_net *net, int layer)
     return 0;
 }
 
-static int _grads_wait(_exchange *ex)
+/* Waits for the rest of the exchange and sets ex->nonfinite to the inf/nan
+ * count of the summed gradients: tcomm counts them in the reduced buckets
+ * (so every rank sees the same count); one rank checks its own gradients
+ * (their sum of squares is finite or not: the count is then 0 or 1). */
+static int _grads_wait(_exchange *ex, teng_net *net)
 {
-    if (!ex->fusion)
+    ex->nonfinite = 0;
+    if (!ex->fusion) {
+        float s = 0;
+        if (net->bk->ops->sumsq(net->bk, net->grads,
+                                net->params_bytes / sizeof(float), &s))
+            return -1;
+        ex->nonfinite = !isfinite(s);
         return 0;
+    }
     tcomm_fusion_stats st;
     if (tcomm_fusion_finish(ex->fusion, &st))
         return -1;
     ex->wait_s += st.wait_s;
-    ex->nonfinite += st.nonfinite;
+    ex->nonfinite = st.nonfinite;
     return 0;
 }
 
@@ -129,6 +144,47 @@ static int _stats_average(_exchange *ex, teng_net *net)
                : 0;
 }
 
+/* Every rank must hold the same weights and BN statistics after the
+ * average (the gradient sums are identical on all ranks, bit for bit).
+ * Ranks that differ mean a bug or a broken node, not noise: name the first
+ * one instead of training, evaluating or checkpointing a mixture. */
+static int _check_agreement(_exchange *ex, teng_net *net, char *err, size_t n)
+{
+    if (ex->world == 1)
+        return 0;
+    uint64_t h;
+    if (ttrain_state_hash(net, &h)) {
+        snprintf(err, n, "rank %d: %s", ex->rank, teng_net_error(net));
+        return -1;
+    }
+    /* Every rank's hash, as two exact 32-bit halves, by one sum. */
+    double *v = calloc(2 * (size_t)ex->world, sizeof(double));
+    if (!v) {
+        snprintf(err, n, "rank %d: out of memory", ex->rank);
+        return -1;
+    }
+    v[2 * ex->rank] = (double)(h >> 32);
+    v[2 * ex->rank + 1] = (double)(h & 0xffffffffu);
+    int rc = 0;
+    if (tcomm_sum_double(ex->comm, v, 2 * ex->world)) {
+        snprintf(err, n, "rank %d: %s", ex->rank, tcomm_error());
+        rc = -1;
+    }
+    for (int r = 1; r < ex->world && !rc; r++)
+        if (v[2 * r] != v[0] || v[2 * r + 1] != v[1]) {
+            snprintf(err, n,
+                     "rank %d's weights or BN statistics differ from rank "
+                     "0's (state hash %08" PRIx32 "%08" PRIx32 " vs %08" PRIx32
+                     "%08" PRIx32 "): the ranks have "
+                     "diverged",
+                     r, (uint32_t)v[2 * r], (uint32_t)v[2 * r + 1],
+                     (uint32_t)v[0], (uint32_t)v[1]);
+            rc = -1;
+        }
+    free(v);
+    return rc;
+}
+
 /* A signal reaches ranks at different moments: every rank stops at the
  * first step boundary where any rank has seen one, so none is left
  * waiting in a collective. Returns the signal (0: go on). */
@@ -144,6 +200,31 @@ static int _agree_stop(_exchange *ex)
 static int _sum(_exchange *ex, double *v, int n)
 {
     return ex->world == 1 ? 0 : tcomm_sum_double(ex->comm, v, n) ? -1 : 0;
+}
+
+/* Evaluation on the test split: the BN statistics are averaged first,
+ * every rank then evaluates its slice with the same weights and statistics
+ * (checked), and the counts are summed: c = top-1 hits, top-5 hits,
+ * images, loss sum. Errors name what failed in err. */
+static int _evaluate(_exchange *ex, ttrain_source *src, teng_net *net,
+                     int batch, double c[4], char *err, size_t n)
+{
+    c[0] = c[1] = c[2] = c[3] = 0;
+    if (_stats_average(ex, net)) {
+        snprintf(err, n, "BN statistics: %s", tcomm_error());
+        return -1;
+    }
+    if (_check_agreement(ex, net, err, n))
+        return -1;
+    if (ttrain_tdata_eval(src, net, batch, c)) {
+        snprintf(err, n, "%s", src->err);
+        return -1;
+    }
+    if (_sum(ex, c, 4)) {
+        snprintf(err, n, "summing the counts: %s", tcomm_error());
+        return -1;
+    }
+    return 0;
 }
 
 /* The resolved configuration as text, stored in every checkpoint. */
@@ -166,11 +247,15 @@ static void _metrics(FILE *f, int epoch, long step, long gstep, double ips,
 {
     if (!f)
         return;
+    /* JSON has no NaN: a window of skipped steps has a null loss */
+    char l[32] = "null";
+    if (isfinite(loss))
+        snprintf(l, sizeof(l), "%.17g", loss);
     fprintf(f,
             "{\"epoch\":%d,\"step\":%ld,\"global_step\":%ld,"
-            "\"images_per_s\":%.3f,\"loss\":%.17g,\"lr\":%.17g,"
+            "\"images_per_s\":%.3f,\"loss\":%s,\"lr\":%.17g,"
             "\"global_batch\":%d,\"data_wait\":%.4f,\"comm_wait\":%.4f}\n",
-            epoch, step, gstep, ips, loss, lr, gbatch, data_share, comm_share);
+            epoch, step, gstep, ips, l, lr, gbatch, data_share, comm_share);
     fflush(f);
 }
 
@@ -196,7 +281,7 @@ int main(int argc, char **argv)
     int rc = ttrain_config_parse(&cfg, argc, argv);
     if (rc)
         return rc == 1 ? TTRAIN_EXIT_OK : rc;
-    char err[256];
+    char err[1024];
 
     /* ---- ranks: PMIx bootstrap when launched by srun/mpirun, else one
      * process (tcomm's singleton: no MPI, nothing changes) ---- */
@@ -267,7 +352,9 @@ int main(int argc, char **argv)
      * carry the rank once there are several, or ranks drop alike. */
     net.dropout_seed = teng_hash64((cfg.seed ^ 0xd2095e7dULL) +
                                    0x9e3779b97f4a7c15ULL * (uint64_t)info.rank);
-    _exchange ex = {.comm = comm, .rank = info.rank, .world = cfg.world,
+    _exchange ex = {.comm = comm,
+                    .rank = info.rank,
+                    .world = cfg.world,
                     .algo = (tcomm_algo)algo};
     if (_exchange_open(&ex, &net, cfg.bucket_kb, err, sizeof(err)))
         return _fail("gradient exchange", err);
@@ -285,11 +372,11 @@ int main(int argc, char **argv)
                info.source ? info.source : "?",
                tcomm_fusion_bucket_count(ex.fusion), tcomm_algo_name(ex.algo));
 
-    if (!have_src &&
-        ttrain_synthetic_open(&src, &cfg.model, max_local, cfg.seed,
-                              info.rank, cfg.world))
+    if (!have_src && ttrain_synthetic_open(&src, &cfg.model, max_local,
+                                           cfg.seed, info.rank, cfg.world))
         return _fail("data", "out of memory for the synthetic pool");
-    FILE *mf = cfg.metrics[0] && info.rank == 0 ? fopen(cfg.metrics, "a") : NULL;
+    FILE *mf =
+        cfg.metrics[0] && info.rank == 0 ? fopen(cfg.metrics, "a") : NULL;
     if (cfg.metrics[0] && info.rank == 0 && !mf)
         return _fail("--metrics", "cannot open the file for appending");
 
@@ -297,12 +384,31 @@ int main(int argc, char **argv)
     ttrain_progress at = {0};
     char *plan = _plan_text(&cfg);
     const char *model = tmodel_name(cfg.model.kind);
-    if (cfg.resume) {
+    if (cfg.resume || cfg.eval_only) {
         char path[1100];
         rc = ttrain_ckpt_load_latest(cfg.ckpt_dir, &net, &opt, &at, model, path,
                                      sizeof(path), err, sizeof(err));
         if (rc < 0)
-            return _fail("--resume", err);
+            return _fail(cfg.eval_only ? "--eval-only" : "--resume", err);
+        if (cfg.eval_only) {
+            /* ---- evaluation of a checkpoint, then exit ---- */
+            double c[4], t0 = _now();
+            if (rc > 0) {
+                snprintf(err, sizeof(err), "no checkpoint in %s", cfg.ckpt_dir);
+                return _fail("--eval-only", err);
+            }
+            if (teng_net_set_batch(&net, max_local))
+                return _fail("evaluation", teng_net_error(&net));
+            if (_evaluate(&ex, &src, &net, max_local, c, err, sizeof(err)))
+                return _fail("evaluation", err);
+            printf("%s (epoch %d, global step %ld) test: top-1 %.2f%% top-5 "
+                   "%.2f%% loss %.4f (%.0f images, %.1f s)\n",
+                   path, at.epoch, at.global_step, 100 * c[0] / c[2],
+                   100 * c[1] / c[2], c[3] / c[2], c[2], _now() - t0);
+            src.close(&src);
+            tcomm_finalize(comm);
+            return TTRAIN_EXIT_OK;
+        }
         if (rc == 0) {
             if (src.seek(&src, at.samples))
                 return _fail("--resume", src.err);
@@ -323,7 +429,7 @@ int main(int argc, char **argv)
     /* ---- training ---- */
     long gstep = at.global_step;
     double t_start = _now(), images = 0, best = -1, best_at = 0;
-    int status = TTRAIN_EXIT_OK, stopping = 0;
+    int status = TTRAIN_EXIT_OK, stopping = 0, skipped = 0;
     for (int epoch = at.epoch; epoch < sched->epochs && !stopping; epoch++) {
         int gbatch = topt_batch_at(sched, epoch), lbatch = gbatch / cfg.world;
         long steps = topt_steps_in_epoch(sched, epoch);
@@ -345,9 +451,15 @@ int main(int argc, char **argv)
             ttrain_batch b;
             if (src.next(&src, lbatch, &b))
                 return _fail("data", src.err);
-            if (b.n != lbatch)
-                return _fail("data", "short batch (uneven batches are not "
-                                     "supported yet)");
+            /* Epochs hold whole global batches and slices are even, so
+             * a short batch is a data-source bug, never to be trained. */
+            if (b.n != lbatch) {
+                snprintf(err, sizeof(err),
+                         "rank %d: the source gave %d samples for a local "
+                         "batch of %d at epoch %d step %ld",
+                         info.rank, b.n, lbatch, epoch, step);
+                return _fail("data", err);
+            }
             data_s += b.wait_s;
             if (teng_net_set_input(&net, b.x) || teng_net_set_labels(&net, b.y))
                 return _fail("data", teng_net_error(&net));
@@ -356,30 +468,59 @@ int main(int argc, char **argv)
             if (teng_net_forward(&net, 1) || teng_net_backward(&net))
                 return _fail("step", teng_net_error(&net));
             /* 3. the rest of the gradient exchange */
-            if (_grads_wait(&ex))
-                return _fail("gradient exchange", "failed");
-            /* 4. the update at this step's learning rate */
+            if (_grads_wait(&ex, &net))
+                return _fail("gradient exchange",
+                             ex.fusion ? tcomm_error() : bk->err);
+            /* 4. the update at this step's learning rate; a step whose
+             * summed gradients hold inf/nan is skipped on every rank
+             * alike (they all see the same count), and too many in a row
+             * end the run before the weights are lost to it */
             double lr = topt_lr_at_step(sched, epoch, step);
-            if (topt_sgd_step(&opt, lr) || teng_net_sync(&net))
-                return _fail("optimizer", teng_net_error(&net));
+            if (ex.nonfinite) {
+                if (++skipped > cfg.max_nonfinite) {
+                    snprintf(err, sizeof(err),
+                             "global step %ld: the summed gradients hold "
+                             "inf/nan in %d steps in a row (--max-nonfinite "
+                             "%d; lr %.5g): the training has diverged; "
+                             "lower --lr or resume from a checkpoint",
+                             gstep + 1, skipped, cfg.max_nonfinite, lr);
+                    return _fail("training diverged", err);
+                }
+                char what[64] = "inf/nan in the gradients";
+                if (ex.fusion)
+                    snprintf(what, sizeof(what),
+                             "%zu inf/nan values in the summed gradients",
+                             ex.nonfinite);
+                if (info.rank == 0)
+                    fprintf(stderr,
+                            "torus-train: warning: global step %ld: %s; "
+                            "update skipped (%d of --max-nonfinite %d in a "
+                            "row)\n",
+                            gstep + 1, what, skipped, cfg.max_nonfinite);
+            } else {
+                skipped = 0;
+                if (topt_sgd_step(&opt, lr) || teng_net_sync(&net))
+                    return _fail("optimizer", teng_net_error(&net));
+                loss_sum += teng_net_loss(&net);
+                nwin++;
+            }
             /* 5. progress */
-            loss_sum += teng_net_loss(&net);
-            nwin++;
             gstep++;
             images += gbatch;
             if (gstep % cfg.print_every == 0 || step == steps - 1) {
                 /* the loss of the global batch: the mean of the ranks' */
                 if (_sum(&ex, &loss_sum, 1))
                     return _fail("loss", tcomm_error());
-                loss_sum /= cfg.world;
+                /* NAN when every step of the window was skipped */
+                loss_sum = nwin ? loss_sum / cfg.world / nwin : NAN;
                 double dt = _now() - t_win, ips = nwin * (double)gbatch / dt;
                 printf("epoch %d step %ld/%ld | %.1f img/s | loss %.4f | lr "
                        "%.5g | batch %d | data %.1f%% comm %.1f%%\n",
-                       epoch, step + 1, steps, ips, loss_sum / nwin, lr, gbatch,
+                       epoch, step + 1, steps, ips, loss_sum, lr, gbatch,
                        100 * data_s / dt, 100 * ex.wait_s / dt);
                 fflush(stdout);
-                _metrics(mf, epoch, step + 1, gstep, ips, loss_sum / nwin, lr,
-                         gbatch, data_s / dt, ex.wait_s / dt);
+                _metrics(mf, epoch, step + 1, gstep, ips, loss_sum, lr, gbatch,
+                         data_s / dt, ex.wait_s / dt);
                 t_win = _now();
                 data_s = loss_sum = 0;
                 ex.wait_s = 0;
@@ -399,25 +540,20 @@ int main(int argc, char **argv)
                  (cfg.ckpt_every && gstep % cfg.ckpt_every == 0))) {
                 if (_stats_average(&ex, &net))
                     return _fail("BN statistics", tcomm_error());
+                if (_check_agreement(&ex, &net, err, sizeof(err)))
+                    return _fail("checkpoint", err);
                 /* Only rank 0 writes; all ranks hold the same weights. */
                 if (info.rank == 0 &&
                     ttrain_ckpt_save(cfg.ckpt_dir, cfg.keep, &net, &opt, &at,
-                                     model, plan ? plan : "", err,
-                                     sizeof(err)))
+                                     model, plan ? plan : "", err, sizeof(err)))
                     return _fail("checkpoint", err);
             }
         }
         /* evaluation on the test split at the end of each epoch */
         if (have_src && !stopping) {
-            double c[4] = {0, 0, 0, 0}, t0 = _now();
-            /* every rank its slice of the test split, with the averaged
-             * BN statistics; the hit counts are summed */
-            if (_stats_average(&ex, &net))
-                return _fail("BN statistics", tcomm_error());
-            if (ttrain_tdata_eval(&src, &net, lbatch, c))
-                return _fail("evaluation", src.err);
-            if (_sum(&ex, c, 4))
-                return _fail("evaluation", tcomm_error());
+            double c[4], t0 = _now();
+            if (_evaluate(&ex, &src, &net, lbatch, c, err, sizeof(err)))
+                return _fail("evaluation", err);
             double top1 = 100 * c[0] / c[2];
             if (top1 > best)
                 best = top1, best_at = _now() - t_start;
@@ -457,8 +593,7 @@ int main(int argc, char **argv)
            "img/s, peak RSS %.0f MB\n",
            gstep, images, total, images / total, ru.ru_maxrss / 1024.0);
     if (best >= 0)
-        printf("best test top-1 %.2f%%, reached after %.1f s\n", best,
-               best_at);
+        printf("best test top-1 %.2f%%, reached after %.1f s\n", best, best_at);
     if (mf)
         fclose(mf);
     src.close(&src);

@@ -28,6 +28,9 @@ for s in NAME SYNOPSIS OPTIONS EXAMPLES "EXIT STATUS" --lars-eta --batch; do
 done
 [ "$(awk 'length > 79' "$tmp/help" | wc -l)" -eq 0 ] || fail "--help has lines over 79 columns"
 "$bin" --version | grep -q '^torus-train ' || fail "--version"
+expect_error 2 'eval-only needs --checkpoint-dir' --synthetic --eval-only
+expect_error 2 'eval-only needs --checkpoint-dir' --synthetic --checkpoint-dir "$tmp" --eval-only
+expect_error 2 'max-nonfinite: -1 must be >= 0' --synthetic --max-nonfinite -1
 
 # Dry run: Goyal's recipe at batch 1024 (peak 0.4, warmup from 0.1 over
 # 5 epochs, x0.1 at 30/60/80) and a Sony batch stage at epoch 2.
@@ -110,6 +113,27 @@ if "$bin" --version | grep -q 'backends: dnnl'; then
     [ "$a" = "$b" ] || fail "same seed, different losses: $a vs $b"
     c=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$tmp/seed2.jsonl" | tr '\n' ' ')
     [ "$a" != "$c" ] || fail "seeds 1 and 2 gave the same losses: $a"
+
+    # Divergence: LR 1e30 blows the weights up in step 1, so the next
+    # steps' gradients hold inf/nan: each is skipped with a warning (no
+    # update), and the third in a row past --max-nonfinite 2 ends the run
+    # (exit 1) naming the step; the metrics stay valid JSON (null loss).
+    "$bin" --synthetic --model tiny-cnn --image-size 12 --dataset-size 256 \
+        --epochs 1 --warmup-epochs 0 --batch 32 --lr 1e30 --max-nonfinite 2 \
+        --print-every 1 --threads 1 --metrics "$tmp/nf.jsonl" >"$tmp/nf.out" 2>"$tmp/nf.err"
+    rc=$?
+    [ $rc = 1 ] || fail "diverging run: exit $rc, expected 1"
+    [ "$(grep -c 'global step [23]: inf/nan in the gradients; update skipped' "$tmp/nf.err")" = 2 ] ||
+        fail "diverging run: expected 2 skipped steps: $(cat "$tmp/nf.err")"
+    grep -q 'training diverged: global step 4: .* 3 steps in a row (--max-nonfinite 2' "$tmp/nf.err" ||
+        fail "diverging run: no 'diverged' error: $(tail -2 "$tmp/nf.err")"
+    [ "$(grep -c '"loss":null' "$tmp/nf.jsonl")" = 2 ] || fail "diverging run: expected 2 null losses"
+    python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$tmp/nf.jsonl" ||
+        fail "diverging run: metrics are not JSON lines"
+    # --eval-only of an empty checkpoint directory
+    mkdir -p "$tmp/nock"
+    "$bin" --data "$tmp/nock" --checkpoint-dir "$tmp/nock" --eval-only >/dev/null 2>"$tmp/err"
+    [ $? = 2 ] || fail "--eval-only with no dataset: expected exit 2"
 else
     echo "note: no compute backend built; the training run is not checked"
 fi

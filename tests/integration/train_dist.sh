@@ -80,5 +80,15 @@ if h5diff -d 1e-5 "$tmp/one/ckpt-8.h5" "$tmp/half/ckpt-8.h5" /params /params >/d
     fail "control: batch 16 alone matched batch 32 (the check cannot fail)"
 fi
 
+# Divergence with 2 ranks: tcomm counts inf/nan after the sum, so both
+# ranks skip the same step and stop together, naming it (exit 1, no hang).
+mpi2 "${run[@]}" --batch 32 --lr 1e30 --max-nonfinite 1 >"$tmp/log" 2>&1
+rc=$?
+[ $rc != 0 ] && [ $rc != 124 ] || fail "2 ranks diverging: exit $rc, expected a failure (124: hung)"
+grep -q 'global step 2: [0-9]* inf/nan values in the summed gradients; update skipped' "$tmp/log" ||
+    fail "2 ranks diverging: no skipped step: $(tail -5 "$tmp/log")"
+grep -q 'training diverged: global step 3' "$tmp/log" ||
+    fail "2 ranks diverging: no 'diverged' error: $(tail -5 "$tmp/log")"
+
 [ $fails -eq 0 ] && echo "PASS: 2 ranks = 1 rank (hybrid, torus2d)"
 exit $((fails > 0))

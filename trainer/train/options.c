@@ -101,6 +101,13 @@ static const _opt _opts[] = {
      "continue from the newest checkpoint in --checkpoint-dir that loads "
      "(falling back to older ones with a warning); start afresh if there "
      "is none"},
+    {"eval-only", _FLAG, _S(eval_only), NULL,
+     "evaluate the newest checkpoint in --checkpoint-dir on the test split "
+     "of --data (top-1, top-5, loss), then exit; distributed like "
+     "training"},
+    {"max-nonfinite", _INT, _S(max_nonfinite), "N",
+     "steps in a row whose summed gradients hold inf/nan that are skipped "
+     "(no update) before the run stops as diverged [3]"},
     {"dry-run", _FLAG, _S(dry_run), NULL,
      "print the resolved configuration and schedule, then exit"},
     {"verbose", _FLAG, _S(verbose), NULL,
@@ -123,6 +130,7 @@ void ttrain_config_defaults(ttrain_config *c)
     c->seed = 1;
     c->print_every = 20;
     c->keep = 3;
+    c->max_nonfinite = 3;
 }
 
 /* Parses value for option o into c; where is "--name" or "FILE:LINE". */
@@ -398,6 +406,10 @@ int ttrain_config_validate(ttrain_config *c)
         fprintf(stderr, "torus-train: model: %s\n", err);
         return TTRAIN_EXIT_USAGE;
     }
+    /* --eval-only trains nothing: the warmup needs no room in the run
+     * (the batch still sets the evaluation batch). */
+    if (c->eval_only)
+        c->sched.warmup_epochs = 0;
     if (topt_schedule_validate(&c->sched, err, sizeof(err)) ||
         topt_config_validate(&c->opt, err, sizeof(err))) {
         fprintf(stderr, "torus-train: %s\n", err);
@@ -429,6 +441,16 @@ int ttrain_config_validate(ttrain_config *c)
     }
     if (c->resume && !c->ckpt_dir[0]) {
         fprintf(stderr, "torus-train: --resume needs --checkpoint-dir\n");
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (c->eval_only && (!c->ckpt_dir[0] || !c->data[0])) {
+        fprintf(stderr, "torus-train: --eval-only needs --checkpoint-dir "
+                        "(the checkpoint) and --data (the test split)\n");
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (c->max_nonfinite < 0) {
+        fprintf(stderr, "torus-train: --max-nonfinite: %d must be >= 0\n",
+                c->max_nonfinite);
         return TTRAIN_EXIT_USAGE;
     }
     if (c->ckpt_every < 0 || c->keep < 1) {
@@ -476,47 +498,48 @@ static void _option_help(FILE *f, const char *left, const char *help)
 
 void ttrain_usage(FILE *f)
 {
-    fprintf(f, "NAME\n"
-               "    torus-train - train a CNN with the large-batch recipe "
-               "(LARS, warmup,\n"
-               "    linear scaling, batch-size control) on the torus engine\n"
-               "\n"
-               "SYNOPSIS\n"
-               "    torus-train --synthetic|--data PATH [OPTIONS]\n"
-               "    srun --mpi=pmix --torus=auto torus-train ...\n"
-               "\n"
-               "DESCRIPTION\n"
-               "    Builds the model, initialises it (He init, zero-gamma on "
-               "the last BN of\n"
-               "    every residual block), and trains it with momentum SGD: "
-               "weight decay is\n"
-               "    added to the gradient, LARS scales each tensor's step by "
-               "its trust\n"
-               "    ratio, the learning rate is base_lr * global_batch / "
-               "ref_batch after a\n"
-               "    linear warmup and then decays (poly, step or cosine), and "
-               "a batch\n"
-               "    schedule can grow the global batch mid-run with the "
-               "learning rate\n"
-               "    following it. The loss is normalised by the global batch.\n"
-               "\n"
-               "    Launched by srun or mpirun (a PMIx server), every task is a "
-               "rank: it\n"
-               "    trains on its slice of each epoch (--data) at the global "
-               "batch / ranks,\n"
-               "    and gradients are summed across ranks in fusion buckets "
-               "that start\n"
-               "    while backward goes on (--algo). BN running statistics are "
-               "averaged\n"
-               "    before each evaluation and checkpoint; evaluation is split "
-               "over the\n"
-               "    ranks; rank 0 prints and writes checkpoints. Without a "
-               "PMIx server it\n"
-               "    runs as one process.\n"
-               "    Settings come from defaults, then --config FILE, then the "
-               "command line.\n"
-               "\n"
-               "OPTIONS\n");
+    fprintf(f,
+            "NAME\n"
+            "    torus-train - train a CNN with the large-batch recipe "
+            "(LARS, warmup,\n"
+            "    linear scaling, batch-size control) on the torus engine\n"
+            "\n"
+            "SYNOPSIS\n"
+            "    torus-train --synthetic|--data PATH [OPTIONS]\n"
+            "    srun --mpi=pmix --torus=auto torus-train ...\n"
+            "\n"
+            "DESCRIPTION\n"
+            "    Builds the model, initialises it (He init, zero-gamma on "
+            "the last BN of\n"
+            "    every residual block), and trains it with momentum SGD: "
+            "weight decay is\n"
+            "    added to the gradient, LARS scales each tensor's step by "
+            "its trust\n"
+            "    ratio, the learning rate is base_lr * global_batch / "
+            "ref_batch after a\n"
+            "    linear warmup and then decays (poly, step or cosine), and "
+            "a batch\n"
+            "    schedule can grow the global batch mid-run with the "
+            "learning rate\n"
+            "    following it. The loss is normalised by the global batch.\n"
+            "\n"
+            "    Launched by srun or mpirun (a PMIx server), every task is a "
+            "rank: it\n"
+            "    trains on its slice of each epoch (--data) at the global "
+            "batch / ranks,\n"
+            "    and gradients are summed across ranks in fusion buckets "
+            "that start\n"
+            "    while backward goes on (--algo). BN running statistics are "
+            "averaged\n"
+            "    before each evaluation and checkpoint; evaluation is split "
+            "over the\n"
+            "    ranks; rank 0 prints and writes checkpoints. Without a "
+            "PMIx server it\n"
+            "    runs as one process.\n"
+            "    Settings come from defaults, then --config FILE, then the "
+            "command line.\n"
+            "\n"
+            "OPTIONS\n");
     for (int i = 0; i < _NOPTS; i++) {
         char left[64];
         snprintf(left, sizeof(left), "--%s%s%s", _opts[i].name,
@@ -570,7 +593,8 @@ void ttrain_print_plan(const ttrain_config *c, FILE *f)
         fprintf(f, ", dropout %g", c->model.dropout);
     fprintf(f, "\ndata           %s, %ld samples per epoch\n",
             c->synthetic ? "synthetic" : c->data, s->dataset_size);
-    fprintf(f, "ranks          %d (all-reduce %s), %d threads each, backend "
+    fprintf(f,
+            "ranks          %d (all-reduce %s), %d threads each, backend "
             "%s, seed %llu\n",
             c->world, c->algo, c->threads, c->backend,
             (unsigned long long)c->seed);

@@ -31,6 +31,8 @@ typedef struct {
     long ckpt_every;    /* steps between checkpoints (0: at the end) */
     int keep;           /* newest checkpoints kept */
     int resume;         /* continue from the newest checkpoint */
+    int eval_only;      /* evaluate the newest checkpoint, then exit */
+    int max_nonfinite;  /* inf/nan gradient steps skipped before failing */
     int dry_run;
     int verbose;
 } ttrain_config;

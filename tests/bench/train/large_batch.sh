@@ -1,0 +1,62 @@
+#!/bin/bash
+# large_batch.sh: the large-batch claim of issue 6 at small scale. Two runs
+# of the CIFAR-style ResNet-20 on Fashion-MNIST for the same number of
+# epochs:
+#   small: global batch 128, plain momentum SGD (the demo's recipe: base
+#          LR 0.2 at batch 256, one warmup epoch, cosine decay);
+#   large: global batch 4096 (32x larger, 14 steps an epoch), LARS with
+#          linear LR scaling, gradual warmup and poly (power 2) decay, as
+#          You et al. and the MLPerf LARS recipe do.
+# Target: the large batch's last-epoch top-1 within 1 point of the small
+# batch's.
+#
+# usage: tests/bench/train/large_batch.sh BUILDDIR [WORKDIR]
+# Environment:
+#   EPOCHS [20], THREADS [2]
+#   RUN=both|small|large [both]: one side only (e.g. the two sides side by
+#     side with THREADS=1 each); the comparison is printed when both logs
+#     are in WORKDIR
+#   LARGE_LR [1.0] base LR at batch 256 (peak = LARGE_LR * 4096 / 256),
+#   LARS_ETA [0.001], LARGE_WARMUP [5] epochs, LARGE_WD [5e-4]
+# Exit status: 0 when the target is met, 1 when not, 2 on a setup error.
+set -euo pipefail
+. "$(dirname "$0")/fmnist_common.sh" "$@"
+epochs=${EPOCHS:-20} threads=${THREADS:-2} run=${RUN:-both}
+llr=${LARGE_LR:-1.0} eta=${LARS_ETA:-0.001} lwarm=${LARGE_WARMUP:-5}
+lwd=${LARGE_WD:-5e-4}
+echo "# $(date -u +%FT%TZ) $(nproc) cores; $epochs epochs, $threads threads; logs in $W"
+
+_train() { # NAME ARGS...
+    local name=$1
+    shift
+    echo "== $name: torus-train $*"
+    "$TRAIN" --data "$DATA" --model cifar-resnet --depth 20 \
+        --epochs "$epochs" --threads "$threads" --print-every 100 \
+        --metrics "$W/$name.jsonl" "$@" >"$W/$name.log" 2>&1 || {
+        echo "torus-train ($name) failed; see $W/$name.log" >&2
+        tail -5 "$W/$name.log" >&2
+        exit 2
+    }
+}
+rm -f "$W/$run.jsonl"
+case $run in
+both | small)
+    _train small --batch 128 --lr 0.2 --warmup-epochs 1 --decay cosine \
+        --weight-decay 5e-4 ;;&
+both | large)
+    _train large --batch 4096 --lr "$llr" --lars --lars-eta "$eta" \
+        --warmup-epochs "$lwarm" --decay poly --weight-decay "$lwd" ;;
+small) ;;
+*) echo "RUN must be both, small or large" >&2; exit 2 ;;
+esac
+
+for s in small large; do
+    [ -f "$W/$s.log" ] || { echo "($s not run yet: no $W/$s.log)"; exit 0; }
+done
+read -r sl sb < <(fm_top1 "$W/small.log")
+read -r ll lb < <(fm_top1 "$W/large.log")
+printf '%-6s %6s %6s %12s %10s\n' run batch steps last-top-1 best-top-1
+printf '%-6s %6s %6s %11s%% %9s%%\n' small 128 $((epochs * (60000 / 128))) "$sl" "$sb"
+printf '%-6s %6s %6s %11s%% %9s%%\n' large 4096 $((epochs * (60000 / 4096))) "$ll" "$lb"
+awk -v s="$sl" -v l="$ll" 'BEGIN { d = s - l; printf "gap %.2f points (target <= 1)\n", d; exit !(d <= 1) }' &&
+    echo "target met" || { echo "target NOT met"; exit 1; }

@@ -1,0 +1,92 @@
+#!/bin/bash
+# train_cluster.sh: torus-train launched the way the issue and the jobs do,
+# `srun --mpi=pmix --torus=auto torus-train ...`, on the local Slurm
+# cluster (2 nodes, the torus plugin installed):
+#   1. 2 ranks on 2 nodes, BN-free tiny-cnn at global batch 32: after 8
+#      steps rank 0's checkpoint holds the weights and momentum of one
+#      process at batch 32 (within fp32 summation-order rounding), and the
+#      losses agree step by step.
+#   2. 4 ranks on 2 nodes (a 2x2 torus), CIFAR-style ResNet with BN on
+#      Fashion-MNIST: the distributed evaluation counts every test image
+#      once (10000), and equals what one process gets from the checkpoint
+#      written at the same step (--eval-only): the BN statistics that the
+#      ranks averaged before evaluating are the ones saved, and the split
+#      counts were summed. The statistics moved off their initial 0/1.
+#      torus-train itself checks at every evaluation and checkpoint that
+#      all ranks hold bitwise the same weights and statistics.
+set -euo pipefail
+. "$top_srcdir/tests/cluster/testlib.sh"
+bin=$top_builddir/trainer/torus-train
+pack=$top_builddir/data/torus-pack
+plugin=$top_builddir/plugins/.libs/spank_torus.so
+FM=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+"$bin" --version | grep -q 'backends: dnnl' ||
+    tl_skip "torus-train was built without a compute backend (libdnnl-dev)"
+command -v h5diff >/dev/null || tl_skip "h5diff not found (install hdf5-tools)"
+[ -f "$FM/train-images-idx3-ubyte.gz" ] ||
+    tl_skip "Fashion-MNIST not found in $FM (Debian package dataset-fashion-mnist)"
+[ -f "$plugin" ] || tl_fail "$plugin is not built"
+tl_cluster_up --nodes 2 --leaves 1 --plugin "$plugin"
+t=$TL_BASE/train
+mkdir -p "$t" "$TL_BASE/ompi-shm" "$TL_BASE/ompi-tmp"
+# Keep OpenMPI on loopback and its shared memory private to this cluster
+# (see comm_cluster.sh).
+export OMPI_MCA_btl_tcp_if_include=lo
+export OMPI_MCA_btl_vader_backing_directory="$TL_BASE/ompi-shm"
+export OMPI_MCA_orte_tmpdir_base="$TL_BASE/ompi-tmp"
+run_srun() { timeout 300 srun --mpi=pmix --torus=auto "$@"; }
+losses() { sed 's/.*"loss":\([^,]*\),.*/\1/' "$1"; }
+
+# ---- 1. 2 ranks == 1 process (tiny-cnn, synthetic) ----
+tiny=("$bin" --model tiny-cnn --synthetic --image-size 12 --dataset-size 256
+      --epochs 1 --warmup-epochs 0 --lr 2 --print-every 1 --threads 1
+      --max-steps 8 --batch 32)
+"${tiny[@]}" --metrics "$t/one.jsonl" --checkpoint-dir "$t/one" >"$t/one.log" 2>&1 ||
+    tl_fail "1 process: $(tail -3 "$t/one.log")"
+run_srun -N2 -n2 "${tiny[@]}" --metrics "$t/two.jsonl" --checkpoint-dir "$t/two" \
+    >"$t/two.log" 2>&1 || tl_fail "2 ranks under srun: $(tail -5 "$t/two.log")"
+grep '2 ranks on 2 nodes, grid' "$t/two.log" | grep -vq 'one row per node' ||
+    tl_fail "2 ranks did not run on 2 nodes with the plugin's layout: $(grep ranks "$t/two.log")"
+[ "$(wc -l <"$t/two.jsonl")" -eq 8 ] || tl_fail "2 ranks: expected 8 metric lines"
+paste <(losses "$t/one.jsonl") <(losses "$t/two.jsonl") | awk '
+    { d = $1 - $2; if (d < 0) d = -d
+      if (d > 1e-6 * ($1 < 0 ? -$1 : $1)) {
+          printf "FAIL: step %d loss %s (1 process) vs %s (2 ranks)\n", NR, $1, $2; bad = 1 } }
+    END { exit bad }' >&2 || tl_fail "losses differ"
+for g in /params /momentum; do
+    h5diff -d 1e-5 "$t/one/ckpt-8.h5" "$t/two/ckpt-8.h5" $g $g >"$t/diff" 2>&1 ||
+        tl_fail "2 ranks: $g differ from 1 process: $(head -5 "$t/diff")"
+done
+echo "PASS: srun -N2 -n2: 8 steps of 2 ranks == 1 process (losses and weights)"
+
+# ---- 2. distributed evaluation and BN statistics (4 ranks, 2x2) ----
+"$pack" -o "$t/fm" "$FM/train-images-idx3-ubyte.gz" >/dev/null
+"$pack" -o "$t/fm" -s test "$FM/t10k-images-idx3-ubyte.gz" >/dev/null
+res=("$bin" --data "$t/fm" --model cifar-resnet --depth 8 --batch 64
+     --epochs 1 --warmup-epochs 0 --lr 0.2 --threads 1 --print-every 10)
+run_srun -N2 -n4 "${res[@]}" --max-steps 30 --checkpoint-dir "$t/res" \
+    >"$t/res.log" 2>&1 || tl_fail "4 ranks: $(tail -5 "$t/res.log")"
+grep -q '4 ranks on 2 nodes, grid 2x2' "$t/res.log" ||
+    tl_fail "not a 2x2 grid: $(grep ranks "$t/res.log")"
+dist=$(grep '^epoch 0 test:' "$t/res.log") || tl_fail "4 ranks printed no evaluation"
+echo "$dist" | grep -q '(10000 images' || tl_fail "evaluation did not count the 10000 test images once: $dist"
+[ -f "$t/res/ckpt-30.h5" ] || tl_fail "no checkpoint at step 30: $(ls "$t/res")"
+"${res[@]}" --checkpoint-dir "$t/res" --eval-only >"$t/eval.log" 2>&1 ||
+    tl_fail "--eval-only: $(tail -3 "$t/eval.log")"
+one=$(grep 'test: top-1' "$t/eval.log") || tl_fail "--eval-only printed no result"
+echo "4 ranks:   $dist"
+echo "1 process: $one"
+# Same weights and statistics, other batch splits: the counts may move by
+# a rounding tie at most; the loss to fp32 rounding.
+num() { echo "$1" | sed -n "s/.*$2 \([0-9.]*\).*/\1/p"; }
+awk -v a="$(num "$dist" top-1)" -v b="$(num "$one" top-1)" \
+    -v c="$(num "$dist" top-5)" -v d="$(num "$one" top-5)" \
+    -v e="$(num "$dist" loss)" -v f="$(num "$one" loss)" 'BEGIN {
+    ok = a != "" && e != "" && (a - b) ^ 2 <= 0.02 ^ 2 && (c - d) ^ 2 <= 0.02 ^ 2 &&
+         (e - f) ^ 2 <= (1e-3 * f) ^ 2
+    exit !ok }' || tl_fail "distributed evaluation differs from one process on the same checkpoint"
+# The statistics were trained (running mean off 0, variance off 1).
+h5dump -d /bn_stats/0 -d /bn_stats/1 "$t/res/ckpt-30.h5" |
+    awk '/\(0\):/ { n++; v = $2; sub(/,/, "", v); if ((n == 1 && v == 0) || (n == 2 && v == 1)) bad = 1 }
+         END { exit bad || n != 2 }' || tl_fail "BN statistics in the checkpoint look untrained"
+echo "PASS: 4 ranks on a 2x2 torus evaluate like one process on the averaged checkpoint"

@@ -1,0 +1,45 @@
+/* state_hash.c: fingerprint of the weights and BN statistics (see
+ * state_hash.h). Reads through the engine's canonical-layout accessors, so
+ * it means the same on every backend, and costs one pass over the params
+ * (about 0.1 s for ResNet-50 on this CPU), done once per evaluation. */
+#include "trainer/train/state_hash.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static uint64_t _fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+int ttrain_state_hash(teng_net *net, uint64_t *out)
+{
+    size_t most = 0;
+    for (int i = 0; i < net->np; i++)
+        if (net->p[i].count > most)
+            most = net->p[i].count;
+    for (int i = 0; i < net->nstats; i++)
+        if ((size_t)net->stat_len[i] > most)
+            most = (size_t)net->stat_len[i];
+    float *buf = malloc((most ? most : 1) * sizeof(float));
+    if (!buf) {
+        snprintf(net->err, sizeof(net->err), "state hash: out of memory");
+        return TENG_ENOMEM;
+    }
+    uint64_t h = 0xcbf29ce484222325ULL;
+    int rc = 0;
+    for (int i = 0; i < net->np && !rc; i++)
+        if (!(rc = teng_param_read(net, i, 0, buf)))
+            h = _fnv1a(h, buf, net->p[i].count * sizeof(float));
+    for (int i = 0; i < net->nstats && !rc; i++)
+        if (!(rc = teng_stats_read(net, i, buf)))
+            h = _fnv1a(h, buf, (size_t)net->stat_len[i] * sizeof(float));
+    free(buf);
+    *out = h;
+    return rc;
+}
