@@ -38,6 +38,11 @@ run 8 --grid 2x4 --group-size 4
 run 8 --grid 4x2 --group-size 2
 # Hybrid on measured link parameters (rank 0 probes, all ranks must agree).
 run 6 --grid 3x2 --group-size 2 --probe --algos hybrid --sizes 1,100,100000
+# Ring steps (shared memory off, so rows and groups use the ring too) cut
+# into many 1 KiB segments, uneven chunks cut alike on both sides, and sent
+# whole: the same results.
+TCOMM_SHM=0 TCOMM_SEG_KB=1 run 6 --grid 3x2 --group-size 2
+TCOMM_SHM=0 TCOMM_SEG_KB=0 run 3 --group-size 2
 # Plain sums (no pre-scaling) too.
 run 4 --grid 2x2 --group-size 2 --sum --algos ring,torus2d,hier --wires fp32,fp16
 echo "PASS"

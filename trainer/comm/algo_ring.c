@@ -9,6 +9,21 @@
  * ring, so repeated runs are bitwise equal. */
 #include "trainer/comm/tcomm_internal.h"
 
+/* A received segment of wire values is widened and added into the fp32
+ * partial sums. */
+typedef struct {
+    tcomm_wire w;
+    const unsigned char *rbuf;
+    float *acc;
+    size_t wb;
+} _add_ctx;
+
+static void _add_seg(void *ctx, size_t off, size_t len)
+{
+    const _add_ctx *a = ctx;
+    tc_decode_add(a->w, a->rbuf + off, a->acc + off / a->wb, len / a->wb);
+}
+
 tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, const tc_group *g, float *x,
                                 size_t count, tcomm_wire w)
 {
@@ -32,10 +47,12 @@ tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, const tc_group *g, float *x,
             tc_encode(w, sp, sbuf, sl);
             out = sbuf;
         }
-        tcomm_rc rc = tc_sendrecv(c, g, out, sl * wb, next, rbuf, rl * wb, prev);
+        /* Each segment is added as it lands, while the rest is in flight. */
+        _add_ctx a = {w, rbuf, rp, wb};
+        tcomm_rc rc = tc_sendrecv_segs(c, g, out, sl * wb, next, rbuf, rl * wb,
+                                       prev, c->seg_bytes, wb, _add_seg, &a);
         if (rc)
             return rc;
-        tc_decode_add(w, rbuf, rp, rl);
     }
     return TCOMM_OK;
 }

@@ -88,6 +88,29 @@ static double _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in, float 
     return total / o->steps;
 }
 
+/* The memory floor: every rank reads its fp32 gradients and writes them
+ * back once (a scale), all ranks at the same time, timed like a row. Any
+ * in-place all-reduce must at least do that, so on a node where the ranks
+ * share a few memory channels no fused algorithm can beat this time. */
+static double _floor_row(tcomm_t *c, const bench_opts *o, const tcomm_info *in, float **g,
+                         const tcomm_tensor_shape *s)
+{
+    double total = 0;
+    for (int step = -1; step < o->steps; step++) {
+        _fill(g, s, in->rank);
+        tcomm_barrier(c);
+        double t0 = tcomm_wtime();
+        for (int i = NT - 1; i >= 0; i--)
+            for (size_t j = 0; j < s[i].count; j++)
+                g[i][j] *= 0.5f;
+        double t = tcomm_wtime() - t0;
+        tcomm_max_double(c, &t);
+        if (step >= 0)
+            total += t;
+    }
+    return total / o->steps;
+}
+
 static void _theta_str(size_t t, char *buf, size_t len)
 {
     if (t % (1u << 20) == 0)
@@ -125,6 +148,11 @@ int bench_resnet50(tcomm_t *c, const bench_opts *o)
     if (in.rank == 0)
         printf("%-11s %-8s %-5s %6s %8zu %10.2f %8.2fx %7.0f\n", "per-tensor", "flat", "fp32",
                "-", nb, naive * 1e3, 1.0, wrong);
+    double floor_t = _floor_row(c, o, &in, g, s);
+    if (in.rank == 0)
+        printf("%-11s %-8s %-5s %6s %8s %10.2f %8.2fx %7s   (read + write each gradient "
+               "once, all ranks at once)\n", "floor", "-", "fp32", "-", "-", floor_t * 1e3,
+               naive / floor_t, "-");
     for (int ti = 0; ti < o->ntheta; ti++)
         for (int wi = 0; wi < o->nwires; wi++)
             for (int ai = 0; ai < o->nalgos; ai++) {

@@ -245,6 +245,11 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     c->use_shm = !(getenv("TCOMM_SHM") && strcmp(getenv("TCOMM_SHM"), "0") == 0);
     c->poll_yield = getenv("TCOMM_POLL_YIELD") ? strtoul(getenv("TCOMM_POLL_YIELD"), NULL, 10) : 256;
     c->poll_sleep = getenv("TCOMM_POLL_SLEEP") ? strtoul(getenv("TCOMM_POLL_SLEEP"), NULL, 10) : 20000;
+    /* Ring steps move in segments of this size (0: whole steps); 1 MiB is
+     * ~8 ms on a 1 Gbit/s link, enough to hide the add of the previous one
+     * (tests/bench/comm/netns.sh). */
+    const char *sk = getenv("TCOMM_SEG_KB");
+    c->seg_bytes = (sk ? strtoull(sk, NULL, 10) : 1024) << 10;
 
     int prc = PMIx_Init(&c->me, NULL, 0);
     if (prc != PMIX_SUCCESS) {

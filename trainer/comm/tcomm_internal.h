@@ -50,6 +50,7 @@ struct tcomm {
     pmix_proc_t me;
     double timeout_s;
     unsigned long poll_yield, poll_sleep; /* wait: spins before yield / nap */
+    size_t seg_bytes;                     /* ring step segment (TCOMM_SEG_KB) */
     int verbose;
     tc_group world, row, col, node, group, leaders, peers;
     tc_buf wire_a, wire_b, wire_c;   /* wire-format chunks */
@@ -82,6 +83,18 @@ void tc_round_to_wire(tcomm_wire w, float *x, size_t n, void *tmp);
  * inside g. Returns TCOMM_ERR_TIMEOUT naming the peer's world rank. */
 tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
                      size_t sbytes, int dst, void *rbuf, size_t rbytes, int src);
+/* tc_sendrecv in segments of about seg bytes (whole elements of eb bytes;
+ * at most 64 a message; seg 0: one), all posted at once; each received
+ * segment is handed to consume(ctx, off, len) in order as soon as it lands,
+ * so the caller's work on it (the fp32 add of a ring step) overlaps the
+ * transfer of the rest instead of leaving the link idle between steps.
+ * Every rank must use the same seg (TCOMM_SEG_KB, like any tcomm setting,
+ * is the same for the whole job). */
+typedef void (*tc_consume_fn)(void *ctx, size_t off, size_t len);
+tcomm_rc tc_sendrecv_segs(tcomm_t *c, const tc_group *g, const void *sbuf,
+                          size_t sbytes, int dst, void *rbuf, size_t rbytes,
+                          int src, size_t seg, size_t eb, tc_consume_fn consume,
+                          void *ctx);
 /* Poll one request to completion with the deadline; peer names the rank
  * (inside g) blamed if it never completes. */
 tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, MPI_Request *r, int peer);
