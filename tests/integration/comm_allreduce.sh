@@ -43,6 +43,12 @@ run 6 --grid 3x2 --group-size 2 --probe --algos hybrid --sizes 1,100,100000
 # whole: the same results.
 TCOMM_SHM=0 TCOMM_SEG_KB=1 run 6 --grid 3x2 --group-size 2
 TCOMM_SHM=0 TCOMM_SEG_KB=0 run 3 --group-size 2
+# Messages of several MiB run in pieces whose network stage (column ring,
+# leaders' ring) overlaps the node stages on another thread: 3 uneven
+# pieces; also a group of one, and groups reducing by ring (no shm).
+TCOMM_PIPELINE=3 run 4 --grid 2x2 --group-size 2 --algos torus2d,hier-rs,hier --sizes 1048577,2500001
+TCOMM_PIPELINE=3 run 5 --group-size 2 --algos hier,torus2d --sizes 1048577
+TCOMM_SHM=0 TCOMM_PIPELINE=3 run 5 --group-size 2 --algos hier --sizes 1048577
 # Plain sums (no pre-scaling) too.
 run 4 --grid 2x2 --group-size 2 --sum --algos ring,torus2d,hier --wires fp32,fp16
 echo "PASS"

@@ -2,46 +2,53 @@
  * (a node, or the TORUS_GROUP / --group-size group) to its leader, ring
  * all-reduce among the leaders, broadcast back inside the group. Only the
  * leaders use the slow links, which suits groups much faster inside than
- * between. The reduce is a ring reduce-scatter plus a gather to the leader,
- * and the broadcast a scatter plus a ring all-gather, so the in-group
- * traffic stays bandwidth-optimal for large buckets. */
+ * between. The reduce is a reduce-scatter plus a gather to the leader, and
+ * the broadcast a scatter plus an all-gather, so the in-group traffic stays
+ * bandwidth-optimal for large buckets. Groups on one node run large
+ * messages in pieces (pipeline.c): the leaders' ring of one piece overlaps
+ * the in-group stages of the others. */
 #include "trainer/comm/tcomm_internal.h"
 
-tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
+typedef struct {
+    tc_group *g;
+    float *x;
+    size_t count;
+    tcomm_wire w;
+    int K;
+    unsigned char *all; /* the whole message in wire format, for gather/scatter */
+} _hier;
+
+/* Reduce x[0..count) (at elements into the message) to the leader: after
+ * it, the leader's x holds the group's sum, rounded to the wire. */
+static tcomm_rc _reduce(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w,
+                        unsigned char *all, size_t at)
 {
-    tc_group *g = &c->group; /* on one node: shared memory (shm_node.c) */
     int n = g->size, me = g->rank;
     size_t wb = tcomm_wire_bytes(w);
-    tcomm_rc rc;
-    if (n > 1) {
-        if ((rc = tc_reduce_scatter(c, g, x, count, w)))
-            return rc;
-        unsigned char *all = tc_buf_get(&c->wire_c, count * wb);
-        if (!all)
-            return TC_FAIL(TCOMM_ERR_NOMEM, "hier: no memory for %zu elements", count);
-        size_t o = tc_chunk_off(count, n, me), l = tc_chunk_len(count, n, me);
-        tc_encode(w, x + o, all + o * wb, l);
-        if (me != 0) {
-            if ((rc = tc_send(c, g, all + o * wb, l * wb, 0)))
-                return rc;
-        } else {
-            for (int j = 1; j < n; j++)
-                if ((rc = tc_recv(c, g, all + tc_chunk_off(count, n, j) * wb,
-                                  tc_chunk_len(count, n, j) * wb, j)))
-                    return rc;
-            tc_decode(w, all, x, count);
-        }
-    }
-    if (me == 0 && c->leaders.size > 1 &&
-        (rc = tc_ring_allreduce(c, &c->leaders, x, count, w)))
+    tcomm_rc rc = g->on_node ? tc_shm_reduce_scatter_at(c, g, x, count, w, at)
+                             : tc_ring_reduce_scatter(c, &c->scr, g, x, count, w);
+    if (rc)
         return rc;
-    if (n <= 1)
-        return c->leaders.size > 1 ? TCOMM_OK : tc_ring_allgather(c, g, x, count, w);
-    /* Scatter the leader's (already wire-exact) result, then all-gather. */
-    unsigned char *all = tc_buf_get(&c->wire_c, count * wb);
-    if (!all)
-        return TC_FAIL(TCOMM_ERR_NOMEM, "hier: no memory for %zu elements", count);
     size_t o = tc_chunk_off(count, n, me), l = tc_chunk_len(count, n, me);
+    tc_encode(w, x + o, all + o * wb, l);
+    if (me != 0)
+        return tc_send(c, g, all + o * wb, l * wb, 0);
+    for (int j = 1; j < n; j++)
+        if ((rc = tc_recv(c, g, all + tc_chunk_off(count, n, j) * wb,
+                          tc_chunk_len(count, n, j) * wb, j)))
+            return rc;
+    tc_decode(w, all, x, count);
+    return TCOMM_OK;
+}
+
+/* Broadcast the leader's (already wire-exact) x: scatter, then all-gather. */
+static tcomm_rc _bcast(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w,
+                       unsigned char *all, size_t at)
+{
+    int n = g->size, me = g->rank;
+    size_t wb = tcomm_wire_bytes(w);
+    size_t o = tc_chunk_off(count, n, me), l = tc_chunk_len(count, n, me);
+    tcomm_rc rc;
     if (me == 0) {
         tc_encode(w, x, all, count);
         for (int j = 1; j < n; j++)
@@ -53,5 +60,71 @@ tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
             return rc;
         tc_decode(w, all + o * wb, x + o, l);
     }
-    return tc_allgather(c, g, x, count, w);
+    return g->on_node ? tc_shm_allgather_at(c, g, x, count, w, at)
+                      : tc_ring_allgather(c, &c->scr, g, x, count, w);
+}
+
+static void _piece(const _hier *h, int i, size_t *off, size_t *len)
+{
+    *off = tc_chunk_off(h->count, h->K, i);
+    *len = tc_chunk_len(h->count, h->K, i);
+}
+
+static tcomm_rc _stage_reduce(tcomm_t *c, void *ctx, int i)
+{
+    _hier *h = ctx;
+    size_t o, l;
+    _piece(h, i, &o, &l);
+    return _reduce(c, h->g, h->x + o, l, h->w, h->all + o * tcomm_wire_bytes(h->w), o);
+}
+
+static tcomm_rc _stage_leaders(tcomm_t *c, void *ctx, int i)
+{
+    _hier *h = ctx;
+    size_t o, l;
+    _piece(h, i, &o, &l);
+    if (h->g->rank != 0) /* members wait for the broadcast instead */
+        return TCOMM_OK;
+    return tc_ring_allreduce(c, &c->scr_pipe, &c->leaders, h->x + o, l, h->w);
+}
+
+static tcomm_rc _stage_bcast(tcomm_t *c, void *ctx, int i)
+{
+    _hier *h = ctx;
+    size_t o, l;
+    _piece(h, i, &o, &l);
+    return _bcast(c, h->g, h->x + o, l, h->w, h->all + o * tcomm_wire_bytes(h->w), o);
+}
+
+tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
+{
+    tc_group *g = &c->group; /* on one node: shared memory (shm_node.c) */
+    int n = g->size, me = g->rank;
+    size_t wb = tcomm_wire_bytes(w);
+    tcomm_rc rc;
+    unsigned char *all = tc_buf_get(&c->scr.c, count * wb);
+    if (!all)
+        return TC_FAIL(TCOMM_ERR_NOMEM, "hier: no memory for %zu elements", count);
+    /* The choice must be the same on every rank (K depends on the count
+     * and the job-wide TCOMM_PIPELINE only), or the leaders' rings and the
+     * in-group messages would not match: groups of one and groups off a
+     * single node run the same pieces, only without shared memory. */
+    int K = tc_pipeline_pieces(c, count * wb);
+    if (K > 1 && c->info.ngroups > 1) {
+        /* All of the segments and of `all` exist before the pieces run:
+         * reserving is collective, and nothing may move under a reader. */
+        if (g->on_node && (rc = tc_shm_reserve(c, g, count * wb)))
+            return rc;
+        _hier h = {g, x, count, w, K, all};
+        return tc_pipeline_run(c, K, _stage_reduce, _stage_leaders, _stage_bcast, &h);
+    }
+    if (n <= 1) /* every rank its own leader */
+        return c->leaders.size > 1 ? tc_ring_allreduce(c, &c->scr, &c->leaders, x, count, w)
+                                   : tc_ring_allgather(c, &c->scr, g, x, count, w);
+    if ((rc = _reduce(c, g, x, count, w, all, 0)))
+        return rc;
+    if (me == 0 && c->leaders.size > 1 &&
+        (rc = tc_ring_allreduce(c, &c->scr, &c->leaders, x, count, w)))
+        return rc;
+    return _bcast(c, g, x, count, w, all, 0);
 }

@@ -24,15 +24,15 @@ static void _add_seg(void *ctx, size_t off, size_t len)
     tc_decode_add(a->w, a->rbuf + off, a->acc + off / a->wb, len / a->wb);
 }
 
-tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, const tc_group *g, float *x,
+tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
                                 size_t count, tcomm_wire w)
 {
     int n = g->size, i = g->rank;
     if (n <= 1)
         return TCOMM_OK;
     size_t wb = tcomm_wire_bytes(w), maxc = tc_chunk_len(count, n, 0);
-    unsigned char *sbuf = tc_buf_get(&c->wire_a, maxc * wb);
-    unsigned char *rbuf = tc_buf_get(&c->wire_b, maxc * wb);
+    unsigned char *sbuf = tc_buf_get(&s->a, maxc * wb);
+    unsigned char *rbuf = tc_buf_get(&s->b, maxc * wb);
     if (!sbuf || !rbuf)
         return TC_FAIL(TCOMM_ERR_NOMEM, "ring: no memory for %zu-element chunks", maxc);
     int next = (i + 1) % n, prev = (i + n - 1) % n;
@@ -57,13 +57,13 @@ tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, const tc_group *g, float *x,
     return TCOMM_OK;
 }
 
-tcomm_rc tc_ring_allgather(tcomm_t *c, const tc_group *g, float *x,
+tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
                            size_t count, tcomm_wire w)
 {
     int n = g->size, i = g->rank;
     if (n <= 1) {
         if (w != TCOMM_WIRE_FP32) {
-            void *t = tc_buf_get(&c->wire_c, count * 2);
+            void *t = tc_buf_get(&s->c, count * 2);
             if (!t)
                 return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for %zu elements", count);
             tc_round_to_wire(w, x, count, t);
@@ -73,7 +73,7 @@ tcomm_rc tc_ring_allgather(tcomm_t *c, const tc_group *g, float *x,
     size_t wb = tcomm_wire_bytes(w);
     unsigned char *all = (unsigned char *)x;
     if (w != TCOMM_WIRE_FP32) {
-        all = tc_buf_get(&c->wire_c, count * wb);
+        all = tc_buf_get(&s->c, count * wb);
         if (!all)
             return TC_FAIL(TCOMM_ERR_NOMEM, "ring: no memory for %zu elements", count);
         size_t o = tc_chunk_off(count, n, i);
@@ -94,9 +94,9 @@ tcomm_rc tc_ring_allgather(tcomm_t *c, const tc_group *g, float *x,
     return TCOMM_OK;
 }
 
-tcomm_rc tc_ring_allreduce(tcomm_t *c, const tc_group *g, float *x,
+tcomm_rc tc_ring_allreduce(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
                            size_t count, tcomm_wire w)
 {
-    tcomm_rc rc = tc_ring_reduce_scatter(c, g, x, count, w);
-    return rc ? rc : tc_ring_allgather(c, g, x, count, w);
+    tcomm_rc rc = tc_ring_reduce_scatter(c, s, g, x, count, w);
+    return rc ? rc : tc_ring_allgather(c, s, g, x, count, w);
 }

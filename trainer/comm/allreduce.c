@@ -73,11 +73,11 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
     } else if (c->info.size == 1) {
         /* Nothing to exchange, but the result still carries wire precision
          * so one rank and many agree on what fp16 means. */
-        rc = tc_ring_allgather(c, &c->world, buf, count, wire);
+        rc = tc_ring_allgather(c, &c->scr, &c->world, buf, count, wire);
     } else {
         switch (algo) {
         case TCOMM_ALGO_FLAT: rc = tc_flat_allreduce(c, buf, count, wire); break;
-        case TCOMM_ALGO_RING: rc = tc_ring_allreduce(c, &c->world, buf, count, wire); break;
+        case TCOMM_ALGO_RING: rc = tc_ring_allreduce(c, &c->scr, &c->world, buf, count, wire); break;
         case TCOMM_ALGO_HIER: rc = tc_hier_allreduce(c, buf, count, wire); break;
         case TCOMM_ALGO_HIER_RS:
             rc = tc_2d_allreduce(c, &c->group, &c->peers, buf, count, wire);

@@ -107,7 +107,7 @@ static tcomm_rc _on_node(tcomm_t *c, tc_group *rows, const tc_group *cols, const
     }
     /* Across nodes. With one row the cast below is the only rounding, and
      * everyone, owner included, decodes the cast bits. */
-    if (cols->size > 1 && (rc = tc_ring_allreduce(c, cols, acc, len, w)))
+    if (cols->size > 1 && (rc = tc_ring_allreduce(c, &c->scr, cols, acc, len, w)))
         return rc;
     tc_encode(w, acc, rows->shm.seg[me] + off * wb, len);
     if ((rc = tc_shm_sync(c, rows)))

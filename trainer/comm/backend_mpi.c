@@ -290,7 +290,7 @@ tcomm_rc tc_flat_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
     if (w == TCOMM_WIRE_FP32) {
         rc = MPI_Allreduce(MPI_IN_PLACE, x, (int)count, MPI_FLOAT, MPI_SUM, c->world.comm);
     } else {
-        void *t = tc_buf_get(&c->wire_a, count * 2);
+        void *t = tc_buf_get(&c->scr.a, count * 2);
         if (!t)
             return TC_FAIL(TCOMM_ERR_NOMEM, "flat: no memory for %zu elements", count);
         tc_encode(w, x, t, count);

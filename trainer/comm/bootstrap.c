@@ -112,6 +112,7 @@ static tcomm_rc _mpi_up(tcomm_t *c)
         MPI_Query_thread(&provided);
         c->mpi_up = 1;
     }
+    c->thread_multiple = provided >= MPI_THREAD_MULTIPLE;
     if (provided < MPI_THREAD_SERIALIZED)
         return TC_FAIL(TCOMM_ERR_BACKEND, "MPI provides thread level %d; tcomm's "
                        "communication thread needs at least MPI_THREAD_SERIALIZED",
@@ -250,6 +251,15 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
      * (tests/bench/comm/netns.sh). */
     const char *sk = getenv("TCOMM_SEG_KB");
     c->seg_bytes = (sk ? strtoull(sk, NULL, 10) : 1024) << 10;
+    /* torus2d with rows in shared memory runs large messages in this many
+     * pieces, the row stages of one overlapping the column ring of
+     * another (algo_torus2d.c); 1 turns it off. */
+    const char *pk = getenv("TCOMM_PIPELINE");
+    c->pipeline = pk ? atoi(pk) : 4;
+    if (c->pipeline < 1)
+        c->pipeline = 1;
+    if (c->pipeline > 64)
+        c->pipeline = 64;
 
     int prc = PMIx_Init(&c->me, NULL, 0);
     if (prc != PMIX_SUCCESS) {
@@ -369,9 +379,12 @@ void tcomm_finalize(tcomm_t *c)
         if (c->blame != MPI_COMM_NULL)
             MPI_Comm_free(&c->blame);
     }
-    tc_buf_free(&c->wire_a);
-    tc_buf_free(&c->wire_b);
-    tc_buf_free(&c->wire_c);
+    tc_scratch *ss[] = {&c->scr, &c->scr_pipe};
+    for (int i = 0; i < 2; i++) {
+        tc_buf_free(&ss[i]->a);
+        tc_buf_free(&ss[i]->b);
+        tc_buf_free(&ss[i]->c);
+    }
     tc_buf_free(&c->accum);
     tc_buf_free(&c->pack);
     tc_store_free(c);

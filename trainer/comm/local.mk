@@ -17,6 +17,7 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/shm_node.c \
 	trainer/comm/algo_torus2d.c \
 	trainer/comm/algo_hier.c \
+	trainer/comm/pipeline.c \
 	trainer/comm/algo_hybrid.c \
 	trainer/comm/allreduce.c \
 	trainer/comm/allreduce_segs.c \

@@ -82,51 +82,64 @@ tcomm_rc tc_shm_sync(tcomm_t *c, tc_group *g)
     return rc;
 }
 
-tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w)
+tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x, size_t count,
+                                  tcomm_wire w, size_t at)
 {
     size_t wb = tcomm_wire_bytes(w);
     int n = g->size, me = g->rank;
-    tcomm_rc rc = tc_shm_reserve(c, g, count * wb);
+    tcomm_rc rc = tc_shm_reserve(c, g, (at + count) * wb);
     if (rc)
         return rc;
-    tc_encode(w, x, g->shm.seg[me], count);
+    unsigned char *mine = g->shm.seg[me] + at * wb;
+    tc_encode(w, x, mine, count);
     if ((rc = tc_shm_sync(c, g)))
         return rc;
     size_t off = tc_chunk_off(count, n, me), len = tc_chunk_len(count, n, me);
     for (int j = 0; j < n; j++) /* own fp32 value plus the others, in order */
         if (j != me)
-            tc_decode_add(w, g->shm.seg[j] + off * wb, x + off, len);
+            tc_decode_add(w, g->shm.seg[j] + (at + off) * wb, x + off, len);
     return TCOMM_OK;
 }
 
-tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w)
+tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w)
+{
+    return tc_shm_reduce_scatter_at(c, g, x, count, w, 0);
+}
+
+tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
+                             tcomm_wire w, size_t at)
 {
     size_t wb = tcomm_wire_bytes(w);
     int n = g->size, me = g->rank;
-    tcomm_rc rc = tc_shm_reserve(c, g, count * wb);
+    tcomm_rc rc = tc_shm_reserve(c, g, (at + count) * wb);
     if (rc)
         return rc;
     size_t off = tc_chunk_off(count, n, me), len = tc_chunk_len(count, n, me);
-    tc_encode(w, x + off, g->shm.seg[me] + off * wb, len);
+    tc_encode(w, x + off, g->shm.seg[me] + (at + off) * wb, len);
     if ((rc = tc_shm_sync(c, g)))
         return rc;
     for (int j = 0; j < n; j++) {
         size_t o = tc_chunk_off(count, n, j), l = tc_chunk_len(count, n, j);
         if (j != me || w != TCOMM_WIRE_FP32) /* own chunk: round it like the rest */
-            tc_decode(w, g->shm.seg[j] + o * wb, x + o, l);
+            tc_decode(w, g->shm.seg[j] + (at + o) * wb, x + o, l);
     }
     /* Nobody may overwrite a segment until everyone has read it. */
     return tc_shm_sync(c, g);
 }
 
+tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w)
+{
+    return tc_shm_allgather_at(c, g, x, count, w, 0);
+}
+
 tcomm_rc tc_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w)
 {
     return g->on_node ? tc_shm_reduce_scatter(c, g, x, count, w)
-                      : tc_ring_reduce_scatter(c, g, x, count, w);
+                      : tc_ring_reduce_scatter(c, &c->scr, g, x, count, w);
 }
 
 tcomm_rc tc_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w)
 {
     return g->on_node ? tc_shm_allgather(c, g, x, count, w)
-                      : tc_ring_allgather(c, g, x, count, w);
+                      : tc_ring_allgather(c, &c->scr, g, x, count, w);
 }

@@ -43,6 +43,12 @@ typedef struct {
     size_t bytes;
 } tc_buf;
 
+/* The wire-format buffers of one thread's ring steps: send chunk (a),
+ * receive chunk (b), whole message (c). */
+typedef struct {
+    tc_buf a, b, c;
+} tc_scratch;
+
 struct tcomm {
     tcomm_info info;
     int singleton;
@@ -51,9 +57,12 @@ struct tcomm {
     double timeout_s;
     unsigned long poll_yield, poll_sleep; /* wait: spins before yield / nap */
     size_t seg_bytes;                     /* ring step segment (TCOMM_SEG_KB) */
+    int pipeline;                         /* torus2d pieces (TCOMM_PIPELINE) */
+    int thread_multiple;                  /* MPI_THREAD_MULTIPLE provided */
     int verbose;
     tc_group world, row, col, node, group, leaders, peers;
-    tc_buf wire_a, wire_b, wire_c;   /* wire-format chunks */
+    tc_scratch scr;                  /* the calling thread's wire buffers */
+    tc_scratch scr_pipe;             /* the pipeline's network thread's */
     tc_buf accum;                    /* fp32 staging */
     tc_buf pack;                     /* tcomm_allreduce_segs' contiguous copy */
     tcomm_model_params model;        /* for hybrid; probed or default */
@@ -120,14 +129,15 @@ static inline size_t tc_chunk_len(size_t count, int n, int i)
     return count / (size_t)n + ((size_t)i < count % (size_t)n ? 1 : 0);
 }
 
-/* Building blocks (algo_ring.c). x is fp32, in place. */
-tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, const tc_group *g, float *x,
+/* Building blocks (algo_ring.c). x is fp32, in place; s is the calling
+ * thread's scratch (&c->scr, or &c->scr_pipe on the pipeline's thread). */
+tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
                                 size_t count, tcomm_wire w);
 /* After a reduce-scatter: the all-gather. Each member's own chunk is first
  * rounded to the wire, so every rank ends with identical values. */
-tcomm_rc tc_ring_allgather(tcomm_t *c, const tc_group *g, float *x,
+tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
                            size_t count, tcomm_wire w);
-tcomm_rc tc_ring_allreduce(tcomm_t *c, const tc_group *g, float *x,
+tcomm_rc tc_ring_allreduce(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
                            size_t count, tcomm_wire w);
 
 /* shm_node.c: the same reduce-scatter / all-gather contract as the ring
@@ -140,9 +150,29 @@ tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes);
 tcomm_rc tc_shm_sync(tcomm_t *c, tc_group *g);
 tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
 tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
+/* The same on the part of the segments that starts at element at, so that
+ * consecutive pieces of one message (pipelined torus2d) never share bytes. */
+tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x, size_t count,
+                                  tcomm_wire w, size_t at);
+tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
+                             tcomm_wire w, size_t at);
 /* Shared memory when the group is on one node, else the ring. */
 tcomm_rc tc_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
 tcomm_rc tc_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
+
+/* pipeline.c: a message in K pieces through three stages. The caller's
+ * thread runs pre(i) for every piece, then post(i) for every piece; a
+ * network thread runs net(i) as soon as pre(i) is done, and post(i) waits
+ * for net(i). So the network stage of one piece overlaps the node stages
+ * of the others. net runs on another thread: it must use &c->scr_pipe and
+ * communicators the other stages do not. The first error wins; both
+ * threads stop. */
+typedef tcomm_rc (*tc_stage_fn)(tcomm_t *c, void *ctx, int piece);
+tcomm_rc tc_pipeline_run(tcomm_t *c, int K, tc_stage_fn pre, tc_stage_fn net,
+                         tc_stage_fn post, void *ctx);
+/* How many pieces a message of wire_bytes runs in (1: not worth it, or not
+ * possible: MPI without MPI_THREAD_MULTIPLE, TCOMM_PIPELINE=1). */
+int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes);
 
 /* algo_hier.c, algo_torus2d.c */
 tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w);
