@@ -24,7 +24,7 @@ START_TEST(test_link_limit)
      * nodes sends exactly the least a node must send. */
     tcomm_model_params m = _cluster(4, 2);
     m.inter.alpha_s = m.intra.alpha_s = 0;
-    m.intra.bw_Bps = m.reduce_Bps = INFINITY;
+    m.intra.bw_Bps = m.reduce_Bps = m.convert_Bps = INFINITY;
     m.inter.bw_Bps = 125e6; /* 1 Gbit/s */
     size_t n = 16u << 20;   /* 64 MiB fp32 */
     double lim = tcomm_model_link_limit(&m, n, TCOMM_WIRE_FP32);
@@ -37,6 +37,35 @@ START_TEST(test_link_limit)
     ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) - lim / 2) < 1e-9);
     m.rails = 2;
     ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) - lim / 2) < 1e-9);
+}
+END_TEST
+
+START_TEST(test_pipeline)
+{
+    /* Shared-memory rows, 1 Gbit/s columns: in pieces, the row stages
+     * hide behind the column ring; never below either stage alone, and
+     * messages under two pieces' worth are not cut at all. */
+    tcomm_model_params m = _cluster(4, 2);
+    m.shm = 1;
+    m.inter.bw_Bps = 125e6;
+    m.intra.bw_Bps = 2e9;
+    size_t n = 16u << 20;
+    double t1 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32);
+    double h1 = tcomm_model_time(&m, TCOMM_ALGO_HIER, n, TCOMM_WIRE_FP32);
+    double small1 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, 1u << 19, TCOMM_WIRE_FP32);
+    m.pipeline = 4;
+    double t4 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32);
+    double h4 = tcomm_model_time(&m, TCOMM_ALGO_HIER, n, TCOMM_WIRE_FP32);
+    double lim = tcomm_model_link_limit(&m, n, TCOMM_WIRE_FP32);
+    ck_assert(t4 < t1 && h4 < h1);
+    ck_assert(t4 >= lim && h4 >= lim);
+    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, 1u << 19, TCOMM_WIRE_FP32) -
+                   small1) < 1e-12);
+    /* 16-bit wires pay their casts */
+    m.convert_Bps = 1e9;
+    double c1 = tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP16);
+    m.convert_Bps = 1e12;
+    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP16) < c1);
 }
 END_TEST
 
@@ -84,6 +113,7 @@ int main(void)
     Suite *s = suite_create("comm_model");
     TCase *t = tcase_create("model");
     tcase_add_test(t, test_link_limit);
+    tcase_add_test(t, test_pipeline);
     tcase_add_test(t, test_one_row_is_ring);
     tcase_add_test(t, test_latency_and_shapes);
     suite_add_tcase(s, t);

@@ -358,6 +358,7 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     c->model.cols = c->info.cols;
     c->model.group_size = c->info.groups_uniform ? c->info.group_size : -1;
     c->model.shm = c->row.on_node;
+    c->model.pipeline = c->thread_multiple ? c->pipeline : 1;
     *out = c;
     return TCOMM_OK;
 }

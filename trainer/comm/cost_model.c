@@ -22,7 +22,15 @@
  * reduce-scatters (all-gathers) in shared memory: one alpha per phase, not
  * C-1, for the same (C-1)/C * S bytes read (shm_node.c). MPI's own flat
  * all-reduce on a 16-bit wire runs our user op, which adds pairwise in a
- * scalar loop: its reduce rate is a tenth of ours. */
+ * scalar loop: its reduce rate is a tenth of ours.
+ *
+ * 16-bit wires also pay the casts: a ring encodes every chunk it sends in
+ * the reduce-scatter and decodes the whole message after the all-gather;
+ * a shared-memory row encodes the whole vector and decodes it back.
+ *
+ * Pipelining (pipeline.c): with K pieces the network stage N (column or
+ * leaders' ring) overlaps the node stages D on another thread, so the time
+ * is max(D, N + D/K) instead of N + D, with K times the ring's alphas. */
 #include <math.h>
 
 #include "trainer/comm/cost_model.h"
@@ -42,7 +50,9 @@ void tcomm_model_defaults(tcomm_model_params *m, int P, int ranks_per_node)
     m->inter.alpha_s = 30e-6;
     m->inter.bw_Bps = 1.5e9;
     m->reduce_Bps = 6e9;
+    m->convert_Bps = 6e9;
     m->shm = 0;
+    m->pipeline = 1;
 }
 
 static int _nodes(const tcomm_model_params *m)
@@ -54,7 +64,7 @@ static int _nodes(const tcomm_model_params *m)
 /* One ring of n members, each a span of `span` contiguous ranks apart;
  * flows = edges leaving a node at once when the ring crosses nodes. */
 static double _ring(const tcomm_model_params *m, int n, int span, double chunk_bytes,
-                    double fp32_chunk, int steps_per_member, int flows)
+                    double fp32_chunk, int steps_per_member, int flows, int conv)
 {
     if (n <= 1)
         return 0.0;
@@ -69,40 +79,69 @@ static double _ring(const tcomm_model_params *m, int n, int span, double chunk_b
         share = ceil((double)flows / rails);
     }
     double step = l->alpha_s + chunk_bytes * share / l->bw_Bps;
+    /* 16-bit: n-1 chunks encoded to send, the whole message decoded */
+    double cast = conv ? (2.0 * n - 1) * fp32_chunk / m->convert_Bps : 0.0;
     return (double)steps_per_member * (n - 1) * step +
-           (double)(n - 1) * fp32_chunk / m->reduce_Bps;
+           (double)(n - 1) * fp32_chunk / m->reduce_Bps + cast;
 }
 
-static double _two_level(const tcomm_model_params *m, int C, int R, double S, double F)
+/* Pieces of a pipelined message, as tc_pipeline_pieces cuts them. */
+static int _pieces(const tcomm_model_params *m, double wire_bytes)
+{
+    double most = floor(wire_bytes / (2 << 20));
+    if (m->pipeline < 2 || most < 2)
+        return 1;
+    return most < m->pipeline ? (int)most : m->pipeline;
+}
+
+/* Node stages D and network stage N, in K pieces when pipelined: the
+ * network stage of every piece repeats the ring's alphas (alpha_n). */
+static double _overlap(double D, double N, double alpha_n, int K)
+{
+    if (K <= 1)
+        return D + N;
+    N += (K - 1) * alpha_n;
+    return D > N + D / K ? D : N + D / K;
+}
+
+static double _two_level(const tcomm_model_params *m, int C, int R, double S, double F,
+                         int conv)
 {
     int q = m->ranks_per_node;
     int flows = C < q ? C : q;
     /* Rows: C contiguous ranks; one edge per node leaves it when a row
      * spans nodes. Columns: members C ranks apart. */
-    double row = _ring(m, C, 1, S / C, F / C, 2, 1);
-    if (m->shm && C > 1 && C <= q)
+    double row = _ring(m, C, 1, S / C, F / C, 2, 1, conv);
+    double col = _ring(m, R, C, S / ((double)C * R), F / ((double)C * R), 2, flows, conv);
+    if (m->shm && C > 1 && C <= q) {
         row = 2 * (m->intra.alpha_s + (C - 1.0) / C * S / m->intra.bw_Bps) +
-              (C - 1.0) / C * F / m->reduce_Bps;
-    return row + _ring(m, R, C, S / ((double)C * R), F / ((double)C * R), 2, flows);
+              (C - 1.0) / C * F / m->reduce_Bps + (conv ? 2 * F / m->convert_Bps : 0.0);
+        /* Only shared-memory rows run pipelined (algo_torus2d.c). */
+        if (R > 1) {
+            const tcomm_link *l = (long)C * R > q ? &m->inter : &m->intra;
+            return _overlap(row, col, 2.0 * (R - 1) * l->alpha_s, _pieces(m, S));
+        }
+    }
+    return row + col;
 }
 
 double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
                         tcomm_wire wire)
 {
     double S = (double)count * (double)tcomm_wire_bytes(wire), F = (double)count * 4.0;
-    int P = m->P;
+    int P = m->P, conv = wire != TCOMM_WIRE_FP32;
     if (P <= 1)
         return 0.0;
     switch (a) {
     case TCOMM_ALGO_RING:
-        return _ring(m, P, 1, S / P, F / P, 2, 1);
+        return _ring(m, P, 1, S / P, F / P, 2, 1, conv);
     case TCOMM_ALGO_FLAT: {
         const tcomm_link *l = _nodes(m) > 1 ? &m->inter : &m->intra;
         tcomm_model_params mm = *m;
         if (wire != TCOMM_WIRE_FP32)
             mm.reduce_Bps /= 10;
         double rd = ceil(log2((double)P)) * (l->alpha_s + S / l->bw_Bps + F / mm.reduce_Bps);
-        double ring = _ring(&mm, P, 1, S / P, F / P, 2, 1);
+        double ring = _ring(&mm, P, 1, S / P, F / P, 2, 1, conv);
         return rd < ring ? rd : ring;
     }
     case TCOMM_ALGO_HIER: {
@@ -112,20 +151,24 @@ double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
         int G = (P + g - 1) / g;
         /* In-group: reduce-scatter + gather, later scatter + all-gather:
          * 4(g-1) chunk moves of S/g, all inside the group. */
-        double in = 2.0 * _ring(m, g, 1, S / g, F / g, 2, 1);
-        double out = _ring(m, G, g, S / G, F / G, 2, 1);
+        double in = 2.0 * _ring(m, g, 1, S / g, F / g, 2, 1, conv);
+        double out = _ring(m, G, g, S / G, F / G, 2, 1, conv);
+        if (G > 1) {
+            const tcomm_link *l = (long)g * G > m->ranks_per_node ? &m->inter : &m->intra;
+            return _overlap(in, out, 2.0 * (G - 1) * l->alpha_s, _pieces(m, S));
+        }
         return in + out;
     }
     case TCOMM_ALGO_HIER_RS: {
         int g = m->group_size;
         if (g <= 0 || P % g)
             return -1.0;
-        return _two_level(m, g, P / g, S, F);
+        return _two_level(m, g, P / g, S, F, conv);
     }
     case TCOMM_ALGO_TORUS2D:
         if (m->rows * m->cols != P || m->rows < 1)
             return -1.0;
-        return _two_level(m, m->cols, m->rows, S, F);
+        return _two_level(m, m->cols, m->rows, S, F, conv);
     default:
         return -1.0;
     }

@@ -27,7 +27,9 @@ typedef struct {
     int rails;          /* inter-node links per node (columns can use their own) */
     tcomm_link intra, inter;
     double reduce_Bps;  /* fp32 bytes/s one rank adds (decode + add) */
+    double convert_Bps; /* fp32 bytes/s one rank casts to a 16-bit wire */
     int shm;            /* rows/groups inside a node reduce in shared memory */
+    int pipeline;       /* most pieces of a pipelined torus2d/hier (1: none) */
 } tcomm_model_params;
 
 /* Defaults measured on this project's 2-core test machine (shared memory

@@ -77,6 +77,13 @@ tcomm_rc tcomm_probe_links(tcomm_t *c)
         double t = tcomm_wtime() - t0;
         if (t > 0)
             c->model.reduce_Bps = 4.0 * (double)n * 4 / t;
+        /* and the cast to a 16-bit wire (fp32 bytes in per second) */
+        t0 = tcomm_wtime();
+        for (int i = 0; i < 4; i++)
+            tc_encode(TCOMM_WIRE_FP16, a, a + n, n);
+        t = tcomm_wtime() - t0;
+        if (t > 0)
+            c->model.convert_Bps = 4.0 * (double)n * 4 / t;
     }
     if (intra > 0 && (c->info.rank == 0 || c->info.rank == intra))
         rc = _measure(c, intra, buf, big, &c->model.intra);

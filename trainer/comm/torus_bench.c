@@ -261,6 +261,7 @@ int main(int argc, char **argv)
             o.model.inter.alpha_s = 12e-6;
             o.model.inter.bw_Bps = 11e9;
             o.model.reduce_Bps = 400e9;
+            o.model.convert_Bps = 400e9;
             if (rails == 1)
                 rails = 2;
         }
@@ -269,6 +270,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < 5; i++)
             if (over[i] > 0)
                 *fields[i] = (i == 0 || i == 2) ? over[i] * 1e-6 : over[i] * 1e9;
+        if (over[4] > 0) /* the casts run at the reduction's speed */
+            o.model.convert_Bps = o.model.reduce_Bps;
         o.model.rails = rails;
         if (o.have_grid) {
             if ((long)o.topt.grid_rows * o.topt.grid_cols != P)
