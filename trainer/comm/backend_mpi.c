@@ -157,55 +157,6 @@ tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
     return _wait(c, g, r, 2, src);
 }
 
-/* The segment size for a message of bytes: seg, grown so that there are
- * at most _MAXSEG (each is an MPI message with its own handshake), whole
- * elements of eb bytes. A function of the message alone, so that sender
- * and receiver cut it alike. */
-enum { _MAXSEG = 64 };
-static size_t _seg_size(size_t bytes, size_t seg, size_t eb)
-{
-    size_t least = (bytes + _MAXSEG - 1) / _MAXSEG;
-    if (seg < least)
-        seg = least;
-    seg = (seg + eb - 1) / eb * eb;
-    return seg ? seg : eb;
-}
-
-tcomm_rc tc_sendrecv_segs(tcomm_t *c, const tc_group *g, const void *sbuf,
-                          size_t sbytes, int dst, void *rbuf, size_t rbytes,
-                          int src, size_t seg, size_t eb, tc_consume_fn consume,
-                          void *ctx)
-{
-    if (sbytes > (size_t)0x7fffffff || rbytes > (size_t)0x7fffffff)
-        return TC_FAIL(TCOMM_ERR_ARG, "message of %zu bytes exceeds 2 GiB per step",
-                       sbytes > rbytes ? sbytes : rbytes);
-    if (seg == 0) /* whole steps */
-        seg = sbytes > rbytes ? sbytes : rbytes;
-    size_t ss = _seg_size(sbytes, seg, eb), rs = _seg_size(rbytes, seg, eb);
-    int ns = (int)((sbytes + ss - 1) / ss), nr = (int)((rbytes + rs - 1) / rs);
-    MPI_Request r[2 * _MAXSEG];
-    for (int j = 0; j < nr; j++) {
-        size_t o = (size_t)j * rs, l = rbytes - o < rs ? rbytes - o : rs;
-        MPI_Irecv((char *)rbuf + o, (int)l, MPI_BYTE, src, 73, g->comm, &r[j]);
-    }
-    for (int j = 0; j < ns; j++) {
-        size_t o = (size_t)j * ss, l = sbytes - o < ss ? sbytes - o : ss;
-        MPI_Isend((const char *)sbuf + o, (int)l, MPI_BYTE, dst, 73, g->comm,
-                  &r[nr + j]);
-    }
-    /* Same (source, tag, communicator): MPI matches the segments in the
-     * order they were sent, so recv j holds bytes [j*rs, (j+1)*rs). */
-    tcomm_rc rc = TCOMM_OK;
-    for (int j = 0; j < nr && !rc; j++) {
-        size_t o = (size_t)j * rs, l = rbytes - o < rs ? rbytes - o : rs;
-        if (!(rc = _wait(c, g, &r[j], 1, src)))
-            consume(ctx, o, l);
-    }
-    if (!rc && ns)
-        rc = _wait(c, g, &r[nr], ns, dst);
-    return rc;
-}
-
 /* One blocking-with-deadline send (is_send) or receive. */
 static tcomm_rc _p2p(tcomm_t *c, const tc_group *g, void *buf, size_t bytes, int peer,
                      int is_send)

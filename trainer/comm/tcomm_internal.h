@@ -92,18 +92,21 @@ void tc_round_to_wire(tcomm_wire w, float *x, size_t n, void *tmp);
  * inside g. Returns TCOMM_ERR_TIMEOUT naming the peer's world rank. */
 tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
                      size_t sbytes, int dst, void *rbuf, size_t rbytes, int src);
-/* tc_sendrecv in segments of about seg bytes (whole elements of eb bytes;
- * at most 64 a message; seg 0: one), all posted at once; each received
- * segment is handed to consume(ctx, off, len) in order as soon as it lands,
- * so the caller's work on it (the fp32 add of a ring step) overlaps the
- * transfer of the rest instead of leaving the link idle between steps.
- * Every rank must use the same seg (TCOMM_SEG_KB, like any tcomm setting,
- * is the same for the whole job). */
-typedef void (*tc_consume_fn)(void *ctx, size_t off, size_t len);
-tcomm_rc tc_sendrecv_segs(tcomm_t *c, const tc_group *g, const void *sbuf,
-                          size_t sbytes, int dst, void *rbuf, size_t rbytes,
-                          int src, size_t seg, size_t eb, tc_consume_fn consume,
-                          void *ctx);
+/* Ring steps move in segments: about seg bytes (TCOMM_SEG_KB; 0: whole
+ * steps), grown so that a message has at most TC_MAXSEG of them, in whole
+ * elements of eb bytes. A function of the message's length alone, so that
+ * sender and receiver cut it alike (every rank has the same seg). */
+enum { TC_MAXSEG = 64 };
+static inline size_t tc_seg_size(size_t bytes, size_t seg, size_t eb)
+{
+    size_t least = (bytes + TC_MAXSEG - 1) / TC_MAXSEG;
+    if (seg == 0 || seg > bytes)
+        seg = bytes;
+    if (seg < least)
+        seg = least;
+    seg = (seg + eb - 1) / eb * eb;
+    return seg ? seg : eb;
+}
 /* Poll one request to completion with the deadline; peer names the rank
  * (inside g) blamed if it never completes. */
 tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, MPI_Request *r, int peer);

@@ -21,7 +21,9 @@
 #     are in WORKDIR
 #   LARGE_RANKS [32] ranks of the large run (1: one process, BN over all
 #     4096), LARGE_LR [0.5] base LR at batch 256 (peak = LARGE_LR * 16),
-#   LARS_ETA [0.001], LARGE_WARMUP [5] epochs, LARGE_WD [5e-4]
+#   LARS_ETA [0.001], LARGE_WARMUP [5] epochs, LARGE_WD [5e-4],
+#   LARGE_ARGS: more torus-train options for the large run (e.g.
+#     --poly-power 1)
 # Exit status: 0 when the target is met, 1 when not, 2 on a setup error.
 set -euo pipefail
 . "$(dirname "$0")/fmnist_common.sh" "$@"
@@ -57,7 +59,7 @@ both | small)
         --weight-decay 5e-4 ;;&
 both | large)
     _train large "$lranks" --batch 4096 --lr "$llr" --lars --lars-eta "$eta" \
-        --warmup-epochs "$lwarm" --decay poly --weight-decay "$lwd" ;;
+        --warmup-epochs "$lwarm" --decay poly --weight-decay "$lwd" ${LARGE_ARGS:-} ;;
 small) ;;
 *) echo "RUN must be both, small or large" >&2; exit 2 ;;
 esac
