@@ -122,7 +122,12 @@ static double _two_level(const tcomm_model_params *m, int C, int R, double S, do
     double row = _ring(m, C, 1, S / C, F / C, 2, 1, conv);
     double col = _ring(m, R, C, S / ((double)C * R), F / ((double)C * R), 2, flows, conv);
     if (m->shm && C > 1 && C <= q) {
-        row = 2 * (m->intra.alpha_s + (C - 1.0) / C * S / m->intra.bw_Bps) +
+        /* Shared segments move bytes at memory speed (the probed reduce
+         * rate streams memory too), not at the intra link's message rate,
+         * which pays copy-in/copy-out and a handshake per step: on a node
+         * with more ranks than cores each handshake waits for the
+         * scheduler, so the ring's steps cost more than its alpha says. */
+        row = 2 * (m->intra.alpha_s + (C - 1.0) / C * S / m->reduce_Bps) +
               (C - 1.0) / C * F / m->reduce_Bps + (conv ? 2 * F / m->convert_Bps : 0.0);
         /* Only shared-memory rows run pipelined (algo_torus2d.c). */
         if (R > 1)

@@ -25,7 +25,7 @@ done
 echo "== 2. ResNet-50 gradient sync, 4 ranks (2 runs), then theta sweep"
 for i in 1 2; do
     mpi "$TB" --resnet50 --steps 5 -a flat,ring,hier,torus2d,hybrid -d fp16 --theta 4M |
-        grep -E '^(per|fused|#)'
+        grep -E '^(per|floor|fused|#)'
 done
 mpi "$TB" --resnet50 --steps 5 -a torus2d -d fp16 --theta 256K,1M,2M,4M,8M,16M,32M | grep -E '^(per|fused)'
 echo "== 3. PyTorch DDP gloo, 25 MB buckets, 4 ranks"
