@@ -248,7 +248,7 @@ static void _decode(tcomm_wire w, const void *src, float *dst, size_t n, int add
     if (w == TCOMM_WIRE_FP32) {
         const float *s = src;
         if (add)
-            for (size_t i = 0; i < n; i++) /* vectorised by the compiler */
+            for (size_t i = 0; i < n; i++) /* vectorised (local.mk's flags) */
                 dst[i] += s[i];
         else if ((const void *)dst != src)
             memcpy(dst, src, n * 4);
@@ -285,7 +285,7 @@ size_t tc_decode_count(tcomm_wire w, const void *src, float *dst, size_t n)
         } else {
             const uint16_t *h = (const uint16_t *)b;
             uint16_t e = w == TCOMM_WIRE_FP16 ? 0x7c00 : 0x7f80;
-            for (size_t i = 0; i < m; i++) /* vectorised by the compiler */
+            for (size_t i = 0; i < m; i++) /* vectorised (local.mk's flags) */
                 bad += (h[i] & e) == e;
         }
         tc_decode(w, b, dst + k, m);
