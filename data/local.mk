@@ -14,8 +14,8 @@ data_libtdata_la_SOURCES = \
 data_libtdata_la_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS) $(TURBOJPEG_CFLAGS) \
 	$(JPEG_CFLAGS)
 # The resampler and the output conversion are plain loops written for the
-# vectoriser, which -O2 alone runs only in its "very cheap" mode.
-data_libtdata_la_CFLAGS = $(AM_CFLAGS) -ftree-vectorize -fvect-cost-model=dynamic
+# vectoriser.
+data_libtdata_la_CFLAGS = $(AM_CFLAGS) $(VECTORIZE_CFLAGS)
 # libpng and zlib (configure checks them): PNG inputs, gzipped IDX files.
 data_libtdata_la_LIBADD = $(HDF5_LIBS) $(TURBOJPEG_LIBS) $(JPEG_LIBS) \
 	$(PNG_LIBS) $(ZLIB_LIBS) -lpthread -lm

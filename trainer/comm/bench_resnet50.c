@@ -39,11 +39,19 @@ static void _die(tcomm_t *c, int rank)
     tcomm_abort(c, 1, "resnet50 benchmark failed");
 }
 
+/* How a row synchronises the gradients. FLOOR is no synchronisation: every
+ * rank reads its fp32 gradients and writes them back once (a scale), all
+ * ranks at the same time. Any in-place all-reduce must at least do that,
+ * so on a node where the ranks share a few memory channels no fused
+ * algorithm can beat this time. */
+enum { PER_TENSOR, FUSED, FLOOR };
+
 /* One row: returns the mean step time (slowest rank) over o->steps. */
 static double _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in, float **g,
-                   const tcomm_tensor_shape *s, int fused, tcomm_algo a, tcomm_wire w,
+                   const tcomm_tensor_shape *s, int mode, tcomm_algo a, tcomm_wire w,
                    size_t theta, size_t *buckets, double *wrong)
 {
+    int fused = mode == FUSED;
     tcomm_fusion_t *f = NULL;
     double total = 0;
     if (fused) {
@@ -71,43 +79,27 @@ static double _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in, float 
             tcomm_fusion_stats st;
             if (tcomm_fusion_finish(f, &st))
                 _die(c, in->rank);
-        } else {
+        } else if (mode == PER_TENSOR) {
             tcomm_result r;
             for (int i = NT - 1; i >= 0; i--)
                 if (tcomm_allreduce(c, g[i], s[i].count, a, w, TCOMM_AVERAGE, &r))
                     _die(c, in->rank);
+        } else {
+            for (int i = NT - 1; i >= 0; i--)
+                for (size_t j = 0; j < s[i].count; j++)
+                    g[i][j] *= 0.5f;
         }
         double t = tcomm_wtime() - t0;
         tcomm_max_double(c, &t);
         if (step >= 0)
             total += t;
     }
-    *wrong = _wrong(g, s, in->size, w);
-    tcomm_sum_double(c, wrong, 1);
-    tcomm_fusion_destroy(f);
-    return total / o->steps;
-}
-
-/* The memory floor: every rank reads its fp32 gradients and writes them
- * back once (a scale), all ranks at the same time, timed like a row. Any
- * in-place all-reduce must at least do that, so on a node where the ranks
- * share a few memory channels no fused algorithm can beat this time. */
-static double _floor_row(tcomm_t *c, const bench_opts *o, const tcomm_info *in, float **g,
-                         const tcomm_tensor_shape *s)
-{
-    double total = 0;
-    for (int step = -1; step < o->steps; step++) {
-        _fill(g, s, in->rank);
-        tcomm_barrier(c);
-        double t0 = tcomm_wtime();
-        for (int i = NT - 1; i >= 0; i--)
-            for (size_t j = 0; j < s[i].count; j++)
-                g[i][j] *= 0.5f;
-        double t = tcomm_wtime() - t0;
-        tcomm_max_double(c, &t);
-        if (step >= 0)
-            total += t;
+    *wrong = 0; /* the floor reduces nothing: nothing to check */
+    if (mode != FLOOR) {
+        *wrong = _wrong(g, s, in->size, w);
+        tcomm_sum_double(c, wrong, 1);
     }
+    tcomm_fusion_destroy(f);
     return total / o->steps;
 }
 
@@ -143,12 +135,14 @@ int bench_resnet50(tcomm_t *c, const bench_opts *o)
     }
     size_t nb;
     double wrong, bad = 0;
-    double naive = _row(c, o, &in, g, s, 0, TCOMM_ALGO_FLAT, TCOMM_WIRE_FP32, 0, &nb, &wrong);
+    double naive = _row(c, o, &in, g, s, PER_TENSOR, TCOMM_ALGO_FLAT, TCOMM_WIRE_FP32, 0, &nb,
+                        &wrong);
     bad += wrong;
     if (in.rank == 0)
         printf("%-11s %-8s %-5s %6s %8zu %10.2f %8.2fx %7.0f\n", "per-tensor", "flat", "fp32",
                "-", nb, naive * 1e3, 1.0, wrong);
-    double floor_t = _floor_row(c, o, &in, g, s);
+    double floor_t = _row(c, o, &in, g, s, FLOOR, TCOMM_ALGO_FLAT, TCOMM_WIRE_FP32, 0, &nb,
+                          &wrong);
     if (in.rank == 0)
         printf("%-11s %-8s %-5s %6s %8s %10.2f %8.2fx %7s   (read + write each gradient "
                "once, all ranks at once)\n", "floor", "-", "fp32", "-", "-", floor_t * 1e3,
@@ -159,7 +153,8 @@ int bench_resnet50(tcomm_t *c, const bench_opts *o)
                 tcomm_algo a = o->algos[ai];
                 if (a == TCOMM_ALGO_HIER_RS && !in.groups_uniform)
                     continue;
-                double t = _row(c, o, &in, g, s, 1, a, o->wires[wi], o->theta[ti], &nb, &wrong);
+                double t = _row(c, o, &in, g, s, FUSED, a, o->wires[wi], o->theta[ti], &nb,
+                                &wrong);
                 bad += wrong;
                 char th[32];
                 _theta_str(o->theta[ti], th, sizeof th);

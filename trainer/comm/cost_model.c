@@ -92,13 +92,13 @@ static double _ring(const tcomm_model_params *m, int n, int span, double chunk_b
            (double)(n - 1) * fp32_chunk / m->reduce_Bps + cast;
 }
 
-/* Pieces of a pipelined message, as tc_pipeline_pieces cuts them. */
-static int _pieces(const tcomm_model_params *m, double wire_bytes)
+int tcomm_model_pieces(int pipeline, double wire_bytes)
 {
+    /* Pieces of fewer than 2 MiB are not worth their extra ring steps. */
     double most = floor(wire_bytes / (2 << 20));
-    if (m->pipeline < 2 || most < 2)
+    if (pipeline < 2 || most < 2)
         return 1;
-    return most < m->pipeline ? (int)most : m->pipeline;
+    return most < pipeline ? (int)most : pipeline;
 }
 
 /* Node stages D and network stage N, in K pieces when pipelined. The
@@ -131,7 +131,7 @@ static double _two_level(const tcomm_model_params *m, int C, int R, double S, do
               (C - 1.0) / C * F / m->reduce_Bps + (conv ? 2 * F / m->convert_Bps : 0.0);
         /* Only shared-memory rows run pipelined (algo_torus2d.c). */
         if (R > 1)
-            return _overlap(row, col, _pieces(m, S));
+            return _overlap(row, col, tcomm_model_pieces(m->pipeline, S));
     }
     return row + col;
 }
@@ -187,7 +187,7 @@ double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
         double in = 2.0 * _ring(m, g, 1, S / g, F / g, 2, 1, conv);
         double out = _ring(m, G, g, S / G, F / G, 2, 1, conv);
         if (G > 1)
-            return _overlap(in, out, _pieces(m, S));
+            return _overlap(in, out, tcomm_model_pieces(m->pipeline, S));
         return in + out;
     }
     case TCOMM_ALGO_HIER_RS: {

@@ -42,6 +42,11 @@ void tcomm_model_defaults(tcomm_model_params *m, int P, int ranks_per_node);
 double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
                         tcomm_wire wire);
 
+/* How many pieces a pipelined message of wire_bytes runs in, with at most
+ * pipeline of them: the rule pipeline.c cuts by, so model and run agree
+ * (1: not cut). */
+int tcomm_model_pieces(int pipeline, double wire_bytes);
+
 /* The cheapest runnable algorithm among flat, ring, hier, hier-rs and
  * torus2d for this message. */
 tcomm_algo tcomm_model_best(const tcomm_model_params *m, size_t count, tcomm_wire wire);

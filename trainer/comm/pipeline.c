@@ -12,17 +12,12 @@
 
 #include "trainer/comm/tcomm_internal.h"
 
-/* Pieces of fewer wire bytes than this are not worth their extra ring
- * steps (each a handshake on the network links). */
-#define _PIECE_MIN_BYTES ((size_t)2 << 20)
-
 int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes)
 {
     /* The network thread calls MPI while the caller's does too. */
-    if (!c->thread_multiple || c->pipeline < 2)
+    if (!c->thread_multiple)
         return 1;
-    size_t most = wire_bytes / _PIECE_MIN_BYTES;
-    return most < (size_t)c->pipeline ? (int)(most ? most : 1) : c->pipeline;
+    return tcomm_model_pieces(c->pipeline, (double)wire_bytes);
 }
 
 typedef struct {

@@ -223,6 +223,9 @@ int teng_stats_read(teng_net *net, int id, float *dst);
 int teng_net_topk(teng_net *net, int *top1, int *top5);
 
 size_t teng_net_param_count(const teng_net *net);
+/* Elements of the largest param or BN statistics vector (at least 1): a
+ * host buffer this big holds any of them for the canonical accessors. */
+size_t teng_net_largest_buffer(const teng_net *net);
 void teng_net_summary(const teng_net *net, void *file);
 
 #endif

@@ -372,6 +372,17 @@ size_t teng_net_param_count(const teng_net *net)
     return n;
 }
 
+size_t teng_net_largest_buffer(const teng_net *net)
+{
+    size_t most = 1;
+    for (int i = 0; i < net->np; i++)
+        most = net->p[i].count > most ? net->p[i].count : most;
+    for (int i = 0; i < net->nstats; i++)
+        most =
+            (size_t)net->stat_len[i] > most ? (size_t)net->stat_len[i] : most;
+    return most;
+}
+
 void teng_net_summary(const teng_net *net, void *file)
 {
     static const char *kinds[] = {"input",   "conv",    "bn",  "relu",

@@ -138,17 +138,6 @@ static int _get_floats(hid_t g, const char *name, float *v, size_t n)
 
 /* ---- the checkpoint contents ---- */
 
-static size_t _largest(const teng_net *net)
-{
-    size_t most = 1;
-    for (int i = 0; i < net->np; i++)
-        most = net->p[i].count > most ? net->p[i].count : most;
-    for (int i = 0; i < net->nstats; i++)
-        most =
-            (size_t)net->stat_len[i] > most ? (size_t)net->stat_len[i] : most;
-    return most;
-}
-
 static int _write(hid_t f, teng_net *net, topt_sgd *opt,
                   const ttrain_progress *p, const char *model,
                   const char *config_text, float *buf, char *err, size_t errlen)
@@ -250,7 +239,7 @@ int ttrain_ckpt_save(const char *dir, int keep, teng_net *net, topt_sgd *opt,
                     strerror(errno));
     snprintf(path, sizeof(path), "%s/ckpt-%ld.h5", dir, p->global_step);
     snprintf(tmp, sizeof(tmp), "%s/.ckpt-%ld.h5.tmp", dir, p->global_step);
-    float *buf = malloc(_largest(net) * sizeof(float));
+    float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
     if (!buf)
         return _err(err, errlen, "out of memory");
     hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -304,7 +293,8 @@ int ttrain_ckpt_load(const char *path, teng_net *net, topt_sgd *opt,
              _get_i64(f, "optimizer_steps", &v[5]) ||
              _get_f64(f, "previous_lr", &prev_lr))
         rc = _err(err, errlen, "training position missing");
-    float *buf = rc ? NULL : malloc(_largest(net) * sizeof(float));
+    float *buf =
+        rc ? NULL : malloc(teng_net_largest_buffer(net) * sizeof(float));
     if (!rc && !buf)
         rc = _err(err, errlen, "out of memory");
     hid_t gp = rc ? -1 : H5Gopen2(f, "params", H5P_DEFAULT);

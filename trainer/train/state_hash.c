@@ -19,14 +19,7 @@ static uint64_t _fnv1a(uint64_t h, const void *p, size_t n)
 
 int ttrain_state_hash(teng_net *net, uint64_t *out)
 {
-    size_t most = 0;
-    for (int i = 0; i < net->np; i++)
-        if (net->p[i].count > most)
-            most = net->p[i].count;
-    for (int i = 0; i < net->nstats; i++)
-        if ((size_t)net->stat_len[i] > most)
-            most = (size_t)net->stat_len[i];
-    float *buf = malloc((most ? most : 1) * sizeof(float));
+    float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
     if (!buf) {
         snprintf(net->err, sizeof(net->err), "state hash: out of memory");
         return TENG_ENOMEM;
