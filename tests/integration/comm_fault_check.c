@@ -3,7 +3,10 @@
  * at iteration 3, rank --die R kills itself with SIGKILL, or rank --stall R
  * stops itself with SIGSTOP (a hung node), while the others are inside the
  * all-reduce waiting for it. The others must not hang: they exit non-zero,
- * and on a stall each names rank R (tcomm's lost-rank detection). */
+ * and on a stall each names rank R (tcomm's lost-rank detection).
+ * --count N floats per all-reduce [256K]; --grid RxC lays the ranks out
+ * (a row in shared memory and a large count run torus2d in pipelined
+ * pieces, whose network stage waits on a thread of its own). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +20,7 @@ int main(int argc, char **argv)
     tcomm_options o = {0};
     int die = -1, sig = SIGKILL;
     const char *algo = "ring";
+    size_t n = 1 << 18;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--die"))
             die = atoi(argv[i + 1]);
@@ -28,6 +32,13 @@ int main(int argc, char **argv)
             algo = argv[i + 1];
         else if (!strcmp(argv[i], "--timeout"))
             o.timeout_s = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--count"))
+            n = strtoul(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--grid") &&
+                 sscanf(argv[i + 1], "%dx%d", &o.grid_rows, &o.grid_cols) != 2) {
+            fprintf(stderr, "comm_fault_check: --grid '%s' is not RxC\n", argv[i + 1]);
+            return 2;
+        }
     }
     tcomm_t *c;
     if (tcomm_init(&o, &c)) {
@@ -36,7 +47,6 @@ int main(int argc, char **argv)
     }
     tcomm_info in;
     tcomm_info_get(c, &in);
-    size_t n = 1 << 18;
     float *x = calloc(n, 4);
     for (int it = 0; it < 1000; it++) {
         if (in.rank == die && it == 3) {

@@ -79,12 +79,24 @@ tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, MPI_Request *r, int peer)
     return _wait(c, g, r, 1, peer);
 }
 
+static int _search_lost_rank(tcomm_t *c, int suspect);
+
 int tc_find_lost_rank(tcomm_t *c, int suspect)
+{
+    if (c->blame == MPI_COMM_NULL || c->info.size <= 2)
+        return suspect;
+    pthread_mutex_lock(&c->blame_mu);
+    if (c->lost < 0)
+        c->lost = _search_lost_rank(c, suspect);
+    int lost = c->lost;
+    pthread_mutex_unlock(&c->blame_mu);
+    return lost;
+}
+
+static int _search_lost_rank(tcomm_t *c, int suspect)
 {
     enum { TAG = 79 };
     int P = c->info.size, me = c->info.rank;
-    if (c->blame == MPI_COMM_NULL || P <= 2)
-        return suspect;
     int *blocked = malloc(sizeof(int) * (size_t)P);
     MPI_Request *sr = malloc(sizeof(MPI_Request) * (size_t)P);
     if (!blocked || !sr) {
@@ -106,12 +118,14 @@ int tc_find_lost_rank(tcomm_t *c, int suspect)
     int heard = 1;
     while (heard < P - 1 && tcomm_wtime() < until) {
         int flag = 0;
-        MPI_Status st;
-        if (MPI_Iprobe(MPI_ANY_SOURCE, TAG, c->blame, &flag, &st) != MPI_SUCCESS)
+        MPI_Message m;
+        /* A matched probe: the message we saw is the one we receive. */
+        if (MPI_Improbe(MPI_ANY_SOURCE, TAG, c->blame, &flag, &m, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS)
             break;
         if (flag) {
-            if (MPI_Recv(in, 2, MPI_INT, st.MPI_SOURCE, TAG, c->blame, MPI_STATUS_IGNORE) ==
-                    MPI_SUCCESS && in[0] >= 0 && in[0] < P && blocked[in[0]] < 0) {
+            if (MPI_Mrecv(in, 2, MPI_INT, &m, MPI_STATUS_IGNORE) == MPI_SUCCESS && in[0] >= 0 &&
+                in[0] < P && blocked[in[0]] < 0) {
                 blocked[in[0]] = in[1];
                 heard++;
             }

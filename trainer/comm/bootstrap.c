@@ -234,6 +234,8 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
         return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for tcomm");
     c->op_fp16 = c->op_bf16 = MPI_OP_NULL;
     c->blame = MPI_COMM_NULL;
+    c->lost = -1;
+    pthread_mutex_init(&c->blame_mu, NULL);
     tc_group *gs[] = {&c->world, &c->row, &c->col, &c->node, &c->group, &c->leaders, &c->peers};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         gs[i]->comm = MPI_COMM_NULL; /* not 0: OpenMPI's NULL is an object */
@@ -394,6 +396,7 @@ void tcomm_finalize(tcomm_t *c)
         MPI_Finalize();
     if (c->pmix_up)
         PMIx_Finalize(NULL, 0);
+    pthread_mutex_destroy(&c->blame_mu);
     free(c);
 }
 

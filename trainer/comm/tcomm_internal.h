@@ -5,6 +5,7 @@
 #define TORUS_TCOMM_INTERNAL_H
 
 #include <mpi.h>
+#include <pthread.h>
 #include <pmix.h>
 #include <stdarg.h>
 
@@ -69,6 +70,11 @@ struct tcomm {
     MPI_Op op_fp16, op_bf16;         /* flat all-reduce on 16-bit wires */
     MPI_Datatype dt_half;            /* 2-byte element for those ops */
     MPI_Comm blame;                  /* world dup for lost-rank reports */
+    /* One lost-rank search per process: the pipeline's two threads can
+     * time out together, and two searches would take each other's
+     * reports. The second waits and reuses the first one's answer. */
+    pthread_mutex_t blame_mu;
+    int lost; /* the answer, world rank; -1 before any search */
     int use_shm;                     /* TCOMM_SHM=0 turns shared memory off */
     int group_key;                   /* this rank's order in its group */
     char source[96];
