@@ -49,6 +49,8 @@ TCOMM_SHM=0 TCOMM_SEG_KB=0 run 3 --group-size 2
 TCOMM_PIPELINE=3 run 4 --grid 2x2 --group-size 2 --algos torus2d,hier-rs,hier --sizes 1048577,2500001
 TCOMM_PIPELINE=3 run 5 --group-size 2 --algos hier,torus2d --sizes 1048577
 TCOMM_SHM=0 TCOMM_PIPELINE=3 run 5 --group-size 2 --algos hier --sizes 1048577
+# 4 leaders' ring under the pieces (3 or fewer above).
+TCOMM_PIPELINE=3 run 8 --group-size 2 --algos hier --sizes 1048577,2500001
 # Plain sums (no pre-scaling) too.
 run 4 --grid 2x2 --group-size 2 --sum --algos ring,torus2d,hier --wires fp32,fp16
 echo "PASS"
