@@ -37,8 +37,9 @@ step() { # name, then the srun arguments; must PASS
     rc=$?
     # OpenMPI 4.1.4's TCP wire-up can time out on a 2-core host under heavy
     # load ("failed to TCP connect ... Operation now in progress"): that is
-    # the MPI library's start-up, not tcomm; retry such a step once.
-    if [ $rc != 0 ] && echo "$out" | grep -q 'failed to TCP connect'; then
+    # the MPI library's start-up, not tcomm (or stall there, until tcomm's
+    # start-up deadline); retry such a step once.
+    if [ $rc != 0 ] && echo "$out" | grep -Eq 'failed to TCP connect|start-up did not finish'; then
         echo "[$name] OpenMPI TCP wire-up failed under load; retrying once"
         out=$(timeout 300 srun --mpi=pmix -N4 -n8 "$@" 2>&1)
         rc=$?

@@ -1,29 +1,35 @@
 #!/bin/bash
 # comm_fault.sh: lost ranks under mpirun (one host; comm_cluster.sh does the
 # same across the emulated Slurm nodes). A rank that hangs mid-collective
-# is named by every other rank, and the job ends non-zero, well within 60 s;
+# is named by every other rank, and the job ends non-zero, well within 60 s
+# (also inside a pipelined all-reduce, and for a rank that starts so late
+# that the others wait inside MPI's start-up);
 # a rank that is killed mid-collective ends the job non-zero, no hang.
 set -u
 . "$top_srcdir/tests/integration/comm_lib.sh"
 BIN="$top_builddir/tests/integration/comm_fault_check"
 
-# _stall WHAT ARGS...: rank 2 hangs in the all-reduce; the job ends
-# non-zero within 60 s and the 3 others name rank 2.
-_stall() {
-    local what=$1 t0=$SECONDS out rc n
-    shift
-    out=$(cm_mpirun 4 "$BIN" --stall 2 --timeout 3 "$@" 2>&1)
+# _gives_up WHAT PATTERN ARGS...: the job ends non-zero within 60 s, no
+# hang, and the 3 ranks that waited print PATTERN.
+_gives_up() {
+    local what=$1 pat=$2 t0=$SECONDS out rc n
+    shift 2
+    out=$(cm_mpirun 4 "$BIN" --timeout 3 "$@" 2>&1)
     rc=$?
-    echo "$out" | grep -E 'hanging|is lost'
+    echo "$out" | grep -E "hanging|late|$pat"
     [ $rc != 0 ] && [ $rc != 124 ] || cm_fail "$what: exit $rc (124 = hung)"
-    n=$(echo "$out" | grep -c 'rank 2 is lost')
-    [ "$n" = 3 ] || cm_fail "$what: $n of 3 ranks named rank 2"
+    n=$(echo "$out" | grep -c "$pat")
+    [ "$n" = 3 ] || cm_fail "$what: $n of 3 ranks printed '$pat'"
     [ $((SECONDS - t0)) -le 60 ] || cm_fail "$what: took $((SECONDS - t0)) s"
 }
-_stall stall --algo torus2d
+# Rank 2 hangs in the all-reduce: the others name it.
+_gives_up stall 'rank 2 is lost' --stall 2 --algo torus2d
 # Pipelined torus2d (rows in shared memory, 32 MiB in 8 pieces): the
 # column ring waits on the pipeline's own thread.
-_stall "pipelined stall" --algo torus2d --grid 2x2 --count 8388608
+_gives_up "pipelined stall" 'rank 2 is lost' --stall 2 --algo torus2d --grid 2x2 --count 8388608
+# Rank 2 starts 45 s late: the others wait inside MPI's start-up, where
+# tcomm's start-up deadline (4 x --timeout, at least 20 s) ends it.
+_gives_up "late start" 'start-up did not finish within 20 s' --late 2 45
 
 t0=$SECONDS
 out=$(cm_mpirun 4 "$BIN" --die 1 --timeout 3 --algo hier 2>&1)

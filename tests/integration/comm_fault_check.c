@@ -6,7 +6,10 @@
  * and on a stall each names rank R (tcomm's lost-rank detection).
  * --count N floats per all-reduce [256K]; --grid RxC lays the ranks out
  * (a row in shared memory and a large count run torus2d in pipelined
- * pieces, whose network stage waits on a thread of its own). */
+ * pieces, whose network stage waits on a thread of its own). --late R S:
+ * rank R (PMIX_RANK) sleeps S seconds before tcomm_init, so the others
+ * wait for it inside MPI's start-up, where only tcomm's start-up watchdog
+ * can end the wait. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +35,14 @@ int main(int argc, char **argv)
             algo = argv[i + 1];
         else if (!strcmp(argv[i], "--timeout"))
             o.timeout_s = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--count"))
+        else if (!strcmp(argv[i], "--late") && i + 2 < argc) {
+            const char *me = getenv("PMIX_RANK");
+            if (me && atoi(me) == atoi(argv[i + 1])) {
+                fprintf(stderr, "rank %s: starting late\n", me);
+                sleep((unsigned)atoi(argv[i + 2]));
+            }
+            i++;
+        } else if (!strcmp(argv[i], "--count"))
             n = strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--grid") &&
                  sscanf(argv[i + 1], "%dx%d", &o.grid_rows, &o.grid_cols) != 2) {

@@ -292,6 +292,10 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
         c->info.local_rank = _pmix_int(&c->me, PMIX_LOCAL_RANK, &v) ? 0 : (int)v;
         c->info.local_size = _pmix_int(&wild, PMIX_LOCAL_SIZE, &v) ? 1 : (int)v;
         c->info.node_id = _pmix_int(&c->me, PMIX_NODEID, &v) ? 0 : (int)v;
+        /* From here on every rank waits for all the others inside MPI. At
+         * least 20 s, so that a short --timeout does not fail a slow but
+         * healthy start on a loaded host. */
+        tc_watchdog_arm(&c->startup, c->info.rank, c->timeout_s * 4 > 20 ? c->timeout_s * 4 : 20);
         if ((rc = _mpi_up(c))) {
             tcomm_finalize(c);
             return rc;
@@ -362,6 +366,7 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     c->model.group_size = c->info.groups_uniform ? c->info.group_size : -1;
     c->model.shm = c->row.on_node;
     c->model.pipeline = c->thread_multiple ? c->pipeline : 1;
+    tc_watchdog_disarm(&c->startup);
     *out = c;
     return TCOMM_OK;
 }
@@ -375,6 +380,7 @@ void tcomm_finalize(tcomm_t *c)
 {
     if (!c)
         return;
+    tc_watchdog_disarm(&c->startup); /* a failed tcomm_init */
     tc_group *gs[] = {&c->row, &c->col, &c->node, &c->group, &c->leaders, &c->peers, &c->world};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         _group_free(c, gs[i]);

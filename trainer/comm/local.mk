@@ -9,6 +9,7 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/layout_env.h \
 	trainer/comm/layout_env.c \
 	trainer/comm/bootstrap.c \
+	trainer/comm/startup_watchdog.c \
 	trainer/comm/pmix_exchange.c \
 	trainer/comm/backend_mpi.c \
 	trainer/comm/wire_isa.h \

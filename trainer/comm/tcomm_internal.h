@@ -50,6 +50,19 @@ typedef struct {
     tc_buf a, b, c;
 } tc_scratch;
 
+/* A deadline for tcomm_init's MPI start-up (startup_watchdog.c): ends the
+ * process with TC_EXIT_STARTUP and a message if not disarmed in time. */
+enum { TC_EXIT_STARTUP = 3 };
+typedef struct {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int armed, disarmed, rank;
+    double limit_s;
+} tc_watchdog;
+void tc_watchdog_arm(tc_watchdog *w, int rank, double limit_s);
+void tc_watchdog_disarm(tc_watchdog *w);
+
 struct tcomm {
     tcomm_info info;
     int singleton;
@@ -70,6 +83,7 @@ struct tcomm {
     MPI_Op op_fp16, op_bf16;         /* flat all-reduce on 16-bit wires */
     MPI_Datatype dt_half;            /* 2-byte element for those ops */
     MPI_Comm blame;                  /* world dup for lost-rank reports */
+    tc_watchdog startup;             /* armed during tcomm_init */
     /* One lost-rank search per process: the pipeline's two threads can
      * time out together, and two searches would take each other's
      * reports. The second waits and reuses the first one's answer. */
