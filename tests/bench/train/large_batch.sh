@@ -26,6 +26,12 @@
 #   LARS_ETA [0.001], LARGE_WARMUP [5] epochs, LARGE_WD [5e-4],
 #   LARGE_ARGS: more torus-train options for the large run (e.g.
 #     --poly-power 1)
+#   RESUME=1: checkpoint every epoch into WORKDIR/NAME.ckpt and, when run
+#     again with the same settings, continue from the newest checkpoint
+#     (bitwise as if uninterrupted; logs and metrics are appended), so a
+#     long pair of runs can span several sittings. Set TCOMM_TIMEOUT high
+#     (e.g. 3600) to pause the ranks with SIGSTOP without them counting a
+#     paused peer as lost.
 # Exit status: 0 when the target is met, 1 when not, 2 on a setup error.
 set -euo pipefail
 . "$(dirname "$0")/fmnist_common.sh" "$@"
@@ -34,9 +40,14 @@ llr=${LARGE_LR:-0.5} lranks=${LARGE_RANKS:-32} lbatch=${LARGE_BATCH:-4096} eta=$
 lwd=${LARGE_WD:-5e-4}
 echo "# $(date -u +%FT%TZ) $(nproc) cores; $epochs epochs, $threads threads; logs in $W"
 
-_train() { # NAME RANKS ARGS...
-    local name=$1 ranks=$2 launch=() t=$threads
-    shift 2
+_train() { # NAME RANKS STEPS_PER_EPOCH ARGS...
+    local name=$1 ranks=$2 spe=$3 launch=() t=$threads more=()
+    shift 3
+    if [ "${RESUME:-0}" = 1 ]; then
+        more=(--checkpoint-dir "$W/$name.ckpt" --checkpoint-every "$spe" --resume)
+    else
+        rm -f "$W/$name.jsonl" "$W/$name.log"
+    fi
     if [ "$ranks" -gt 1 ]; then
         command -v mpirun >/dev/null || { echo "mpirun not found (openmpi-bin)" >&2; exit 2; }
         # One node: shared memory between the ranks, no yielding lost.
@@ -48,19 +59,18 @@ _train() { # NAME RANKS ARGS...
     echo "== $name ($ranks rank(s)): torus-train $*"
     "${launch[@]}" "$TRAIN" --data "$DATA" --model cifar-resnet --depth 20 \
         --epochs "$epochs" --threads "$t" --print-every 100 \
-        --metrics "$W/$name.jsonl" "$@" >"$W/$name.log" 2>&1 || {
+        --metrics "$W/$name.jsonl" "${more[@]}" "$@" >>"$W/$name.log" 2>&1 || {
         echo "torus-train ($name) failed; see $W/$name.log" >&2
         tail -5 "$W/$name.log" >&2
         exit 2
     }
 }
-rm -f "$W/$run.jsonl"
 case $run in
 both | small)
-    _train small 1 --batch 128 --lr 0.2 --warmup-epochs 1 --decay cosine \
+    _train small 1 $((60000 / 128)) --batch 128 --lr 0.2 --warmup-epochs 1 --decay cosine \
         --weight-decay 5e-4 ;;&
 both | large)
-    _train large "$lranks" --batch "$lbatch" --lr "$llr" --lars --lars-eta "$eta" \
+    _train large "$lranks" $((60000 / lbatch)) --batch "$lbatch" --lr "$llr" --lars --lars-eta "$eta" \
         --warmup-epochs "$lwarm" --decay poly --weight-decay "$lwd" ${LARGE_ARGS:-} ;;
 small) ;;
 *) echo "RUN must be both, small or large" >&2; exit 2 ;;
