@@ -4,9 +4,12 @@
  * leaders use the slow links, which suits groups much faster inside than
  * between. The reduce is a reduce-scatter plus a gather to the leader, and
  * the broadcast a scatter plus an all-gather, so the in-group traffic stays
- * bandwidth-optimal for large buckets. Groups on one node run large
- * messages in pieces (pipeline.c): the leaders' ring of one piece overlaps
- * the in-group stages of the others. */
+ * bandwidth-optimal for large buckets. A group on one node does all of it
+ * in its shared segments, with no message at all: the gather is each
+ * member's chunk sum written where the leader reads it, the broadcast the
+ * leader's result written once for all members to read. Groups on one
+ * node run large messages in pieces (pipeline.c): the leaders' ring of one
+ * piece overlaps the in-group stages of the others. */
 #include "trainer/comm/tcomm_internal.h"
 
 typedef struct {
@@ -17,6 +20,28 @@ typedef struct {
     int K;
     unsigned char *all; /* the whole message in wire format, for gather/scatter */
 } _hier;
+
+/* The gather through shared memory. After the reduce-scatter nobody
+ * reads the part of a member's segment that holds its own chunk (members
+ * sum their own chunk from their fp32 values), so each writes its chunk's
+ * sum there; after a barrier the leader decodes every chunk, its own
+ * included, so that all of x is rounded to the wire alike. */
+static tcomm_rc _gather_shm(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w,
+                            size_t at)
+{
+    int n = g->size, me = g->rank;
+    size_t wb = tcomm_wire_bytes(w);
+    size_t o = tc_chunk_off(count, n, me), l = tc_chunk_len(count, n, me);
+    tc_encode(w, x + o, g->shm.seg[me] + (at + o) * wb, l);
+    tcomm_rc rc = tc_shm_sync(c, g);
+    if (rc || me != 0)
+        return rc;
+    for (int j = 0; j < n; j++) {
+        size_t oj = tc_chunk_off(count, n, j);
+        tc_decode(w, g->shm.seg[j] + (at + oj) * wb, x + oj, tc_chunk_len(count, n, j));
+    }
+    return TCOMM_OK;
+}
 
 /* Reduce x[0..count) (at elements into the message) to the leader: after
  * it, the leader's x holds the group's sum, rounded to the wire. */
@@ -29,6 +54,8 @@ static tcomm_rc _reduce(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_w
                              : tc_ring_reduce_scatter(c, &c->scr, g, x, count, w);
     if (rc)
         return rc;
+    if (g->on_node)
+        return _gather_shm(c, g, x, count, w, at);
     size_t o = tc_chunk_off(count, n, me), l = tc_chunk_len(count, n, me);
     tc_encode(w, x + o, all + o * wb, l);
     if (me != 0)
@@ -41,7 +68,10 @@ static tcomm_rc _reduce(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_w
     return TCOMM_OK;
 }
 
-/* Broadcast the leader's (already wire-exact) x: scatter, then all-gather. */
+/* Broadcast the leader's (already wire-exact) x: scatter, then all-gather;
+ * on one node the leader writes it to its segment once and every member
+ * reads all of it (the barrier after the gather has ended every read of
+ * the leader's segment there). */
 static tcomm_rc _bcast(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w,
                        unsigned char *all, size_t at)
 {
@@ -49,6 +79,17 @@ static tcomm_rc _bcast(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wi
     size_t wb = tcomm_wire_bytes(w);
     size_t o = tc_chunk_off(count, n, me), l = tc_chunk_len(count, n, me);
     tcomm_rc rc;
+    if (g->on_node) {
+        unsigned char *src = g->shm.seg[0] + at * wb;
+        if (me == 0)
+            tc_encode(w, x, src, count);
+        if ((rc = tc_shm_sync(c, g)))
+            return rc;
+        if (me != 0)
+            tc_decode(w, src, x, count);
+        /* Nobody may overwrite the leader's segment until all have read it. */
+        return tc_shm_sync(c, g);
+    }
     if (me == 0) {
         tc_encode(w, x, all, count);
         for (int j = 1; j < n; j++)
