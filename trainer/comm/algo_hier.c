@@ -18,7 +18,7 @@ typedef struct {
     size_t count;
     tcomm_wire w;
     int K;
-    unsigned char *all; /* the whole message in wire format, for gather/scatter */
+    unsigned char *all; /* the message in wire format for gather/scatter; NULL on a node */
 } _hier;
 
 /* The gather through shared memory. After the reduce-scatter nobody
@@ -111,12 +111,18 @@ static void _piece(const _hier *h, int i, size_t *off, size_t *len)
     *len = tc_chunk_len(h->count, h->K, i);
 }
 
+/* Where piece element o sits in the wire buffer (groups that message). */
+static unsigned char *_all_at(const _hier *h, size_t o)
+{
+    return h->all ? h->all + o * tcomm_wire_bytes(h->w) : NULL;
+}
+
 static tcomm_rc _stage_reduce(tcomm_t *c, void *ctx, int i)
 {
     _hier *h = ctx;
     size_t o, l;
     _piece(h, i, &o, &l);
-    return _reduce(c, h->g, h->x + o, l, h->w, h->all + o * tcomm_wire_bytes(h->w), o);
+    return _reduce(c, h->g, h->x + o, l, h->w, _all_at(h, o), o);
 }
 
 static tcomm_rc _stage_leaders(tcomm_t *c, void *ctx, int i)
@@ -134,7 +140,7 @@ static tcomm_rc _stage_bcast(tcomm_t *c, void *ctx, int i)
     _hier *h = ctx;
     size_t o, l;
     _piece(h, i, &o, &l);
-    return _bcast(c, h->g, h->x + o, l, h->w, h->all + o * tcomm_wire_bytes(h->w), o);
+    return _bcast(c, h->g, h->x + o, l, h->w, _all_at(h, o), o);
 }
 
 tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
@@ -143,8 +149,9 @@ tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
     int n = g->size, me = g->rank;
     size_t wb = tcomm_wire_bytes(w);
     tcomm_rc rc;
-    unsigned char *all = tc_buf_get(&c->scr.c, count * wb);
-    if (!all)
+    /* Groups on one node gather and broadcast in shared memory. */
+    unsigned char *all = NULL;
+    if (!g->on_node && !(all = tc_buf_get(&c->scr.c, count * wb)))
         return TC_FAIL(TCOMM_ERR_NOMEM, "hier: no memory for %zu elements", count);
     /* The choice must be the same on every rank (K depends on the count
      * and the job-wide TCOMM_PIPELINE only), or the leaders' rings and the
