@@ -105,12 +105,6 @@ static tcomm_rc _bcast(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wi
                       : tc_ring_allgather(c, &c->scr, g, x, count, w);
 }
 
-static void _piece(const _hier *h, int i, size_t *off, size_t *len)
-{
-    *off = tc_chunk_off(h->count, h->K, i);
-    *len = tc_chunk_len(h->count, h->K, i);
-}
-
 /* Where piece element o sits in the wire buffer (groups that message). */
 static unsigned char *_all_at(const _hier *h, size_t o)
 {
@@ -121,7 +115,7 @@ static tcomm_rc _stage_reduce(tcomm_t *c, void *ctx, int i)
 {
     _hier *h = ctx;
     size_t o, l;
-    _piece(h, i, &o, &l);
+    tc_chunk(h->count, h->K, i, &o, &l);
     return _reduce(c, h->g, h->x + o, l, h->w, _all_at(h, o), o);
 }
 
@@ -129,7 +123,7 @@ static tcomm_rc _stage_leaders(tcomm_t *c, void *ctx, int i)
 {
     _hier *h = ctx;
     size_t o, l;
-    _piece(h, i, &o, &l);
+    tc_chunk(h->count, h->K, i, &o, &l);
     if (h->g->rank != 0) /* members wait for the broadcast instead */
         return TCOMM_OK;
     return tc_ring_allreduce(c, &c->scr_pipe, &c->leaders, h->x + o, l, h->w);
@@ -139,7 +133,7 @@ static tcomm_rc _stage_bcast(tcomm_t *c, void *ctx, int i)
 {
     _hier *h = ctx;
     size_t o, l;
-    _piece(h, i, &o, &l);
+    tc_chunk(h->count, h->K, i, &o, &l);
     return _bcast(c, h->g, h->x + o, l, h->w, _all_at(h, o), o);
 }
 

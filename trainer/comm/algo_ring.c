@@ -46,6 +46,17 @@ static void _post_send(const tc_group *g, const unsigned char *buf, size_t l, in
     MPI_Isend(buf, (int)l, MPI_BYTE, dst, _TAG, g->comm, r);
 }
 
+/* A whole chunk at once, cut as _post_recvs cuts it (the first step). */
+static void _post_sends(const tc_group *g, const unsigned char *buf, size_t bytes, size_t seg,
+                        int dst, _step *st)
+{
+    st->n = _nseg(bytes, seg);
+    for (int j = 0; j < st->n; j++) {
+        size_t o = (size_t)j * seg;
+        _post_send(g, buf + o, bytes - o < seg ? bytes - o : seg, dst, &st->r[j]);
+    }
+}
+
 static tcomm_rc _wait_step(tcomm_t *c, const tc_group *g, _step *st, int peer)
 {
     for (int j = 0; j < st->n; j++) {
@@ -96,11 +107,7 @@ tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g, fl
         }
         size_t rl = tc_chunk_len(count, n, SC(1)) * wb;
         _post_recvs(g, rb, rl, tc_seg_size(rl, c->seg_bytes, wb), prev, &rs[0]);
-        ss[0].n = _nseg(l, seg);
-        for (int j = 0; j < ss[0].n; j++) {
-            size_t so = (size_t)j * seg;
-            _post_send(g, src + so, l - so < seg ? l - so : seg, next, &ss[0].r[j]);
-        }
+        _post_sends(g, src, l, seg, next, &ss[0]);
     }
     for (int t = 0; t < n - 1; t++) {
         int cur = t & 1, nxt = cur ^ 1, last = t == n - 2;
@@ -177,11 +184,7 @@ tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g, float *
         size_t seg = tc_seg_size(l, c->seg_bytes, wb);
         size_t ro = tc_chunk_off(count, n, AC(1)) * wb, rl = tc_chunk_len(count, n, AC(1)) * wb;
         _post_recvs(g, all + ro, rl, tc_seg_size(rl, c->seg_bytes, wb), prev, &rs[0]);
-        ss[0].n = _nseg(l, seg);
-        for (int j = 0; j < ss[0].n; j++) {
-            size_t so = (size_t)j * seg;
-            _post_send(g, all + o + so, l - so < seg ? l - so : seg, next, &ss[0].r[j]);
-        }
+        _post_sends(g, all + o, l, seg, next, &ss[0]);
     }
     for (int t = 0; t < n - 1; t++) {
         int cur = t & 1, nxt = cur ^ 1, last = t == n - 2;

@@ -22,19 +22,13 @@ typedef struct {
     int K;
 } _2d;
 
-static void _piece(const _2d *d, int i, size_t *off, size_t *len)
-{
-    *off = tc_chunk_off(d->count, d->K, i);
-    *len = tc_chunk_len(d->count, d->K, i);
-}
-
 /* Every piece has its own part of the shared segments, so a member still
  * reading one piece never sees the next one's bytes. */
 static tcomm_rc _row_rs(tcomm_t *c, void *ctx, int i)
 {
     _2d *d = ctx;
     size_t o, l;
-    _piece(d, i, &o, &l);
+    tc_chunk(d->count, d->K, i, &o, &l);
     return tc_shm_reduce_scatter_at(c, d->rows, d->x + o, l, d->w, o);
 }
 
@@ -42,7 +36,7 @@ static tcomm_rc _col_ring(tcomm_t *c, void *ctx, int i)
 {
     _2d *d = ctx;
     size_t o, l;
-    _piece(d, i, &o, &l);
+    tc_chunk(d->count, d->K, i, &o, &l);
     int C = d->rows->size, k = d->rows->rank;
     return tc_ring_allreduce(c, &c->scr_pipe, d->cols, d->x + o + tc_chunk_off(l, C, k),
                              tc_chunk_len(l, C, k), d->w);
@@ -52,7 +46,7 @@ static tcomm_rc _row_ag(tcomm_t *c, void *ctx, int i)
 {
     _2d *d = ctx;
     size_t o, l;
-    _piece(d, i, &o, &l);
+    tc_chunk(d->count, d->K, i, &o, &l);
     return tc_shm_allgather_at(c, d->rows, d->x + o, l, d->w, o);
 }
 

@@ -42,9 +42,9 @@ static void _die(tcomm_t *c, int rank)
 /* How a row synchronises the gradients. FLOOR is no synchronisation: every
  * rank reads its fp32 gradients and writes them back once (a scale), all
  * ranks at the same time, timed until the last one is done (a barrier).
- * Any in-place all-reduce must at least do that,
- * so on a node where the ranks share a few memory channels no fused
- * algorithm can beat this time. */
+ * Any in-place all-reduce must at least do that, so on a node where the
+ * ranks share a few cores and memory channels no fused algorithm can beat
+ * this time. */
 enum { PER_TENSOR, FUSED, FLOOR };
 
 /* One row: returns the mean step time (slowest rank) over o->steps. */

@@ -71,7 +71,7 @@ struct tcomm {
     double timeout_s;
     unsigned long poll_yield, poll_sleep; /* wait: spins before yield / nap */
     size_t seg_bytes;                     /* ring step segment (TCOMM_SEG_KB) */
-    int pipeline;                         /* torus2d pieces (TCOMM_PIPELINE) */
+    int pipeline;                         /* most pieces (TCOMM_PIPELINE) */
     int thread_multiple;                  /* MPI_THREAD_MULTIPLE provided */
     int verbose;
     tc_group world, row, col, node, group, leaders, peers;
@@ -151,6 +151,12 @@ static inline size_t tc_chunk_len(size_t count, int n, int i)
 {
     return count / (size_t)n + ((size_t)i < count % (size_t)n ? 1 : 0);
 }
+/* Both at once: where chunk (or pipeline piece) i of n starts, and its length. */
+static inline void tc_chunk(size_t count, int n, int i, size_t *off, size_t *len)
+{
+    *off = tc_chunk_off(count, n, i);
+    *len = tc_chunk_len(count, n, i);
+}
 
 /* Building blocks (algo_ring.c). x is fp32, in place; s is the calling
  * thread's scratch (&c->scr, or &c->scr_pipe on the pipeline's thread). */
@@ -174,7 +180,8 @@ tcomm_rc tc_shm_sync(tcomm_t *c, tc_group *g);
 tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
 tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
 /* The same on the part of the segments that starts at element at, so that
- * consecutive pieces of one message (pipelined torus2d) never share bytes. */
+ * consecutive pieces of one message (pipelined torus2d, hier-rs and hier)
+ * never share bytes. */
 tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x, size_t count,
                                   tcomm_wire w, size_t at);
 tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
