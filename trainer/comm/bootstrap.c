@@ -411,9 +411,7 @@ void tcomm_abort(tcomm_t *c, int code, const char *msg)
     fprintf(stderr, "tcomm: rank %d: %s\n", c ? c->info.rank : 0, msg);
     fflush(stderr);
     if (c && c->mpi_up) {
-        /* Launchers kill the whole job as soon as one rank aborts; linger
-         * a moment so that every rank that saw the same failure can say so. */
-        struct timespec ts = {1, 0};
+        struct timespec ts = {TC_LINGER_S, 0};
         nanosleep(&ts, NULL);
         MPI_Abort(MPI_COMM_WORLD, code);
     }

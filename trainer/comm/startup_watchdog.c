@@ -35,6 +35,8 @@ static void *_watch(void *arg)
                 "connection between nodes that never opened); giving up\n",
                 w->rank, w->limit_s);
         fflush(stderr);
+        struct timespec linger = {TC_LINGER_S, 0};
+        nanosleep(&linger, NULL);
         _exit(TC_EXIT_STARTUP);
     }
     return NULL;
