@@ -2,8 +2,9 @@
 # comm_fusion.sh: fusion buckets across P in {1,2,3,4,6,8} ranks under
 # mpirun: correct averages, thread == synchronous == scrambled ready order
 # (bitwise), several bucket sizes (theta) including one bucket per tensor
-# and one bucket for all; and a rank with a different layout is caught at
-# seal on every rank, with a message naming it.
+# and one bucket for all; gradients in shared memory reduced in place (see
+# below); and a rank with a different layout is caught at seal on every
+# rank, with a message naming it.
 set -u
 . "$top_srcdir/tests/integration/comm_lib.sh"
 BIN="$top_builddir/tests/integration/comm_fusion_check"
@@ -20,6 +21,29 @@ for P in 1 2 3 4 6 8; do
         [ $rc = 0 ] && echo "$out" | grep -q '^PASS' || cm_fail "P=$P $args (exit $rc)"
     done
 done
+
+# Gradients in tcomm_shared_alloc memory: rows (torus2d) and groups
+# (hier-rs) on the node reduce in place, a NaN is counted alike on every
+# rank; skewed offsets on one rank, and algorithms without an on-node
+# stage, keep every rank on the packed path.
+_shared() { # P WANT ARGS...
+    local P=$1 out rc
+    shift
+    out=$(cm_mpirun $P "$BIN" --shared "$@" 2>&1)
+    rc=$?
+    echo "$out" | sed "s/^/shared P=$P $* | /"
+    [ $rc = 0 ] && echo "$out" | grep -q '^PASS' || cm_fail "shared P=$P $* (exit $rc)"
+}
+for P in 2 3 4 6 8; do
+    _shared $P all --algo torus2d --theta 20000
+    [ $((P % 2)) = 0 ] && _shared $P all --algo hier-rs --group-size 2 --theta 20000
+done
+_shared 1 none --algo torus2d
+_shared 4 all --algo torus2d --grid 2x2 --theta 1
+_shared 6 all --algo torus2d --grid 2x3 --theta 100000000
+_shared 4 none --algo torus2d --skew 2
+_shared 4 none --algo ring --theta 8192
+_shared 4 any --algo hybrid --theta 30000
 
 out=$(cm_mpirun 4 "$BIN" --mismatch 2 2>&1)
 rc=$?

@@ -4,7 +4,14 @@
  * and checks: every gradient is the correct average; the threaded run and
  * the synchronous run, and a run with scrambled ready order, are bitwise
  * equal; with --mismatch R rank R registers a different layout and seal
- * must fail on every rank with a message naming it. */
+ * must fail on every rank with a message naming it. With --shared the
+ * gradients live in tcomm_shared_alloc memory (packed end to end, so
+ * pieces start at any float), and --shared all|none|any says how many
+ * buckets must be reduced in place (all: rows or groups on the node);
+ * a NaN on one rank must be counted alike on every rank; with --skew R
+ * rank R's gradients sit one float further on, so the offsets differ and
+ * every rank must keep to the packed path (--shared none). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +32,8 @@ static void _burn(int i)
     for (int k = 0; k < 2000 * (i % 4); k++)
         x += k * 0.5;
 }
+
+static size_t _in_place, _buckets; /* over the runs' steps */
 
 /* Run two steps; returns the number of wrong elements on this rank. */
 static double _run(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o, int order,
@@ -63,19 +72,53 @@ static double _run(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o, in
         for (int i = 0; i < NT; i++)
             wrong += (double)tcomm_testdata_wrong(g[i], _size(i), in->size, 77 + (uint64_t)i,
                                                   1.0 / in->size, o->wire, NULL);
+        _in_place += st.in_place;
+        _buckets += st.buckets;
     }
     tcomm_fusion_destroy(f);
     return wrong;
 }
 
+/* One step in which the last rank's tensor 5 holds a NaN: every rank must
+ * count exactly one inf/nan. Returns 0 when so. */
+static int _nan_step(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o, float **g)
+{
+    tcomm_fusion_t *f;
+    tcomm_fusion_stats st;
+    if (tcomm_fusion_create(c, o, &f))
+        return 1;
+    for (int i = 0; i < NT; i++)
+        tcomm_fusion_add(f, g[i], _size(i), "grad", NULL);
+    if (tcomm_fusion_seal(f))
+        return 1;
+    for (int i = 0; i < NT; i++) {
+        tcomm_testdata_fill(g[i], _size(i), in->rank, 77 + (uint64_t)i);
+        if (i == 5 && in->rank == in->size - 1)
+            g[i][17] = NAN;
+        tcomm_fusion_ready(f, i);
+    }
+    int rc = tcomm_fusion_finish(f, &st) != TCOMM_OK || st.nonfinite != 1;
+    if (rc)
+        fprintf(stderr, "rank %d: NaN step: %zu inf/nan counted (want 1): %s\n", in->rank,
+                st.nonfinite, tcomm_error());
+    tcomm_fusion_destroy(f);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     tcomm_options opt = {0};
-    int mismatch = -1;
+    int mismatch = -1, shared = 0, skew = -1;
     size_t theta = 8192;
     const char *algo = "ring";
+    const char *want = "any";
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--mismatch"))
+        if (!strcmp(argv[i], "--shared")) {
+            shared = 1;
+            want = argv[i + 1];
+        } else if (!strcmp(argv[i], "--skew"))
+            skew = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--mismatch"))
             mismatch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--theta"))
             theta = strtoull(argv[i + 1], NULL, 10);
@@ -94,9 +137,26 @@ int main(int argc, char **argv)
     tcomm_info in;
     tcomm_info_get(c, &in);
     float *g[3][NT];
-    for (int v = 0; v < 3; v++)
+    if (shared) {
+        size_t total = 1; /* room for the skew */
         for (int i = 0; i < NT; i++)
-            g[v][i] = malloc((_size(i) + 1) * 4);
+            total += 3 * (_size(i) + 1);
+        void *base;
+        if (tcomm_shared_alloc(c, total * 4, &base)) {
+            fprintf(stderr, "comm_fusion_check: %s\n", tcomm_error());
+            return 1;
+        }
+        float *p = (float *)base + (in.rank == skew);
+        for (int v = 0; v < 3; v++)
+            for (int i = 0; i < NT; i++) {
+                g[v][i] = p;
+                p += _size(i) + 1;
+            }
+    } else {
+        for (int v = 0; v < 3; v++)
+            for (int i = 0; i < NT; i++)
+                g[v][i] = malloc((_size(i) + 1) * 4);
+    }
     int fails = 0, lf = 0;
     for (int w = TCOMM_WIRE_FP32; w <= TCOMM_WIRE_FP16; w++) {
         tcomm_fusion_options o = {.bucket_bytes = theta, .algo = tcomm_algo_parse(algo),
@@ -121,10 +181,27 @@ int main(int argc, char **argv)
                    tcomm_wire_name(w), theta, wrong, differ,
                    wrong == 0 && differ == 0 ? "ok" : "FAIL");
         fails += wrong != 0 || differ != 0;
+        if (shared)
+            fails += _nan_step(c, &in, &o, g[0]);
+    }
+    if (shared && fails != 100) {
+        /* In place wherever the buckets' rows or groups share the node and
+         * the offsets agree; the packed path (never in place) otherwise. */
+        double ip = (double)_in_place, nb = (double)_buckets;
+        tcomm_sum_double(c, &ip, 1);
+        tcomm_sum_double(c, &nb, 1);
+        if (in.rank == 0)
+            printf("shared gradients%s: %.0f of %.0f buckets reduced in place\n",
+                   skew >= 0 ? " (one rank skewed)" : "", ip, nb);
+        if ((!strcmp(want, "all") && ip != nb) || (!strcmp(want, "none") && ip != 0)) {
+            if (in.rank == 0)
+                printf("FAIL: expected %s in place\n", want);
+            fails++;
+        }
     }
     if (in.rank == 0 && fails != 100)
         printf("%s\n", fails ? "FAIL" : "PASS");
-    for (int v = 0; v < 3; v++)
+    for (int v = 0; v < 3 && !shared; v++)
         for (int i = 0; i < NT; i++)
             free(g[v][i]);
     tcomm_finalize(c);

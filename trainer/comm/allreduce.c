@@ -94,6 +94,7 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
         res->nonfinite = tc_count_nonfinite(buf, count);
         res->algo_used = algo;
         res->seconds = tcomm_wtime() - t0;
+        res->in_place = 0;
     }
     return TCOMM_OK;
 }

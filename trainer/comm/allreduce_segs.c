@@ -127,7 +127,7 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcom
     size_t count = 0;
     for (int i = 0; i < nsegs; i++)
         count += segs[i].count;
-    if (nsegs == 1)
+    if (nsegs == 1 && !(flags & TCOMM_SHARED))
         return tcomm_allreduce(c, segs[0].p, count, algo, wire, flags, res);
     if ((unsigned)algo >= TCOMM_ALGO_COUNT || (unsigned)wire >= TCOMM_WIRE_COUNT || nsegs < 0)
         return TC_FAIL(TCOMM_ERR_ARG, "tcomm_allreduce_segs: bad algorithm %d, wire %d or %d "
@@ -140,7 +140,14 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcom
     const tc_group *cols = algo == TCOMM_ALGO_TORUS2D ? &c->col : &c->peers;
     tcomm_rc rc;
     size_t bad = 0;
-    if (rows && rows->on_node && count > 0) {
+    int in_place = rows && rows->on_node && count > 0 && (flags & TCOMM_SHARED) && rows->arena;
+    if (in_place) {
+        if (!tc_shared_covers(c, rows, segs, nsegs))
+            return TC_FAIL(TCOMM_ERR_ARG, "tcomm_allreduce_segs: rank %d: TCOMM_SHARED "
+                           "but a piece lies outside tcomm_shared_alloc memory",
+                           c->info.rank);
+        rc = tc_shared_allreduce(c, rows, cols, segs, nsegs, count, wire, scale, &bad);
+    } else if (rows && rows->on_node && count > 0) {
         rc = _on_node(c, rows, cols, segs, nsegs, count, wire, scale, &bad);
     } else {
         float *buf = tc_buf_get(&c->pack, count * 4);
@@ -159,6 +166,7 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcom
         res->nonfinite = bad;
         res->algo_used = algo;
         res->seconds = tcomm_wtime() - t0;
+        res->in_place = in_place;
     }
     return TCOMM_OK;
 }

@@ -21,12 +21,15 @@ typedef struct {
     size_t theta[16];
     int ntheta;
     int steps;
+    int grads; /* BENCH_GRADS_* */
     /* model */
     tcomm_model_params model;
     int ranks_per_node, have_grid;
     double compute_ms;
     int scaling;
 } bench_opts;
+
+enum { BENCH_GRADS_BOTH, BENCH_GRADS_PRIVATE, BENCH_GRADS_SHARED };
 
 /* "64M", "4K", "1G", "1000" -> bytes; 0 on a malformed value. */
 size_t bench_parse_size(const char *s);

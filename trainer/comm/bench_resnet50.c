@@ -3,7 +3,8 @@
  * The naive baseline all-reduces each tensor on its own in fp32 with MPI's
  * all-reduce (what a framework without fusion does); the contenders fuse
  * into theta-byte buckets on the communication thread, fp16 on the wire,
- * with each algorithm. Gradients are handed over in backward order with no
+ * with each algorithm, once with the gradients in each rank's own memory
+ * and once in memory the node's ranks share (reduced in place there). Gradients are handed over in backward order with no
  * compute in between, so the time is pure synchronisation. The last
  * step of each row is checked against the double reference. */
 #include <stdio.h>
@@ -118,23 +119,45 @@ static void _theta_str(size_t t, char *buf, size_t len)
         snprintf(buf, len, "%zu", t);
 }
 
+/* The gradients in tcomm_shared_alloc memory, one after another (64-byte
+ * aligned), as a trainer that shares its gradient arena lays them out. */
+static int _shared_grads(tcomm_t *c, const tcomm_tensor_shape *s, float **g)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < NT; i++)
+        bytes += (s[i].count * 4 + 63) / 64 * 64;
+    void *base;
+    if (tcomm_shared_alloc(c, bytes, &base))
+        return -1;
+    unsigned char *p = base;
+    for (int i = 0; i < NT; i++) {
+        g[i] = (float *)p;
+        p += (s[i].count * 4 + 63) / 64 * 64;
+    }
+    return 0;
+}
+
 int bench_resnet50(tcomm_t *c, const bench_opts *o)
 {
     tcomm_info in;
     tcomm_info_get(c, &in);
     tcomm_tensor_shape s[NT];
     size_t total = tcomm_resnet50_shapes(s);
-    float *g[NT];
+    float *g[NT], *gs[NT];
     for (int i = 0; i < NT; i++)
         if (!(g[i] = malloc(s[i].count * 4))) {
             fprintf(stderr, "torus-bench: no memory for ResNet-50 gradients\n");
             return 1;
         }
+    if (o->grads != BENCH_GRADS_PRIVATE && _shared_grads(c, s, gs))
+        _die(c, in.rank);
     if (in.rank == 0) {
         printf("# ResNet-50 v1.5 gradients: %d tensors, %zu parameters (%.1f MB fp32); "
                "%d ranks, grid %dx%d, %d groups, %d nodes\n", NT, total, total * 4 / 1e6,
                in.size, in.rows, in.cols, in.ngroups, in.nnodes);
         printf("# mean of %d steps, slowest rank; time = all gradients synchronised\n", o->steps);
+        printf("# fused: gradients in each rank's own memory; fused-shm: in memory the "
+               "node's ranks share (tcomm_shared_alloc), reduced in place on a node\n");
         printf("%-11s %-8s %-5s %6s %8s %10s %9s %7s\n", "mode", "algo", "wire", "theta",
                "buckets", "time(ms)", "vs naive", "#wrong");
     }
@@ -152,23 +175,29 @@ int bench_resnet50(tcomm_t *c, const bench_opts *o)
         printf("%-11s %-8s %-5s %6s %8s %10.2f %8.2fx %7s   (read + write each gradient "
                "once, all ranks at once)\n", "floor", "-", "fp32", "-", "-", floor_t * 1e3,
                naive / floor_t, "-");
-    for (int ti = 0; ti < o->ntheta; ti++)
-        for (int wi = 0; wi < o->nwires; wi++)
-            for (int ai = 0; ai < o->nalgos; ai++) {
-                tcomm_algo a = o->algos[ai];
-                if (a == TCOMM_ALGO_HIER_RS && !in.groups_uniform)
-                    continue;
-                double t = _row(c, o, &in, g, s, FUSED, a, o->wires[wi], o->theta[ti], &nb,
-                                &wrong);
-                bad += wrong;
-                char th[32];
-                _theta_str(o->theta[ti], th, sizeof th);
-                if (in.rank == 0)
-                    printf("%-11s %-8s %-5s %6s %8zu %10.2f %8.2fx %7.0f\n", "fused",
-                           tcomm_algo_name(a), tcomm_wire_name(o->wires[wi]), th, nb, t * 1e3,
-                           naive / t, wrong);
-            }
+    for (int shm = 0; shm < 2; shm++) {
+        if (o->grads == (shm ? BENCH_GRADS_PRIVATE : BENCH_GRADS_SHARED))
+            continue;
+        for (int ti = 0; ti < o->ntheta; ti++)
+            for (int wi = 0; wi < o->nwires; wi++)
+                for (int ai = 0; ai < o->nalgos; ai++) {
+                    tcomm_algo a = o->algos[ai];
+                    if (a == TCOMM_ALGO_HIER_RS && !in.groups_uniform)
+                        continue;
+                    double t = _row(c, o, &in, shm ? gs : g, s, FUSED, a, o->wires[wi],
+                                    o->theta[ti], &nb, &wrong);
+                    bad += wrong;
+                    char th[32];
+                    _theta_str(o->theta[ti], th, sizeof th);
+                    if (in.rank == 0)
+                        printf("%-11s %-8s %-5s %6s %8zu %10.2f %8.2fx %7.0f\n",
+                               shm ? "fused-shm" : "fused", tcomm_algo_name(a),
+                               tcomm_wire_name(o->wires[wi]), th, nb, t * 1e3, naive / t,
+                               wrong);
+                }
+    }
     for (int i = 0; i < NT; i++)
         free(g[i]);
+    tcomm_shared_free(c);
     return bad ? 1 : 0;
 }

@@ -381,6 +381,7 @@ void tcomm_finalize(tcomm_t *c)
     if (!c)
         return;
     tc_watchdog_disarm(&c->startup); /* a failed tcomm_init */
+    tcomm_shared_free(c);
     tc_group *gs[] = {&c->row, &c->col, &c->node, &c->group, &c->leaders, &c->peers, &c->world};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         _group_free(c, gs[i]);

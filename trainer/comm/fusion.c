@@ -6,7 +6,8 @@
  * strictly in index order (MPI collectives must be issued in the same
  * order on every rank, and the order fixes the bits of the result), packs
  * the bucket's gradients as one vector (tcomm_allreduce_segs: straight
- * through shared memory where the row shares a node, else packed). */
+ * through shared memory where the row shares a node, in place where the
+ * gradients themselves are shared, else packed). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ struct tcomm_fusion {
     tc_bucket *b;
     int nb;
     int sealed;
+    int shared;           /* gradients in shared memory on every rank */
     tcomm_seg *segs;      /* every tensor as a piece, in bucket order */
     /* Shared with the thread, under mu. */
     pthread_mutex_t mu;
@@ -120,26 +122,51 @@ static uint64_t _layout_hash(const tcomm_fusion_t *f)
     return h;
 }
 
-/* Every rank compares its layout with rank 0's and all fail alike. */
+/* Whether every gradient lies in this rank's tcomm_shared_alloc block, and
+ * a hash of their offsets in it (0 when not). */
+static uint64_t _shared_hash(const tcomm_fusion_t *f)
+{
+    const tc_arena *a = &f->c->arena;
+    uintptr_t lo = (uintptr_t)a->mine, hi = lo + a->bytes;
+    uint64_t h = 1469598103934665603ull;
+    if (!a->mine)
+        return 0;
+    for (int i = 0; i < f->nt; i++) {
+        uintptr_t p = (uintptr_t)f->t[i].grad;
+        if (f->t[i].count && (p < lo || p >= hi || f->t[i].count * 4 > hi - p))
+            return 0;
+        h = (h ^ (uint64_t)(p - lo)) * 1099511628211ull;
+    }
+    return h ? h : 1;
+}
+
+/* Every rank compares its layout with rank 0's and all fail alike. The
+ * same gather tells whether all ranks' gradients lie in shared memory at
+ * the same offsets: then the buckets are reduced in place. */
 static tcomm_rc _check_layout(tcomm_fusion_t *f)
 {
     tcomm_t *c = f->c;
     if (c->singleton || c->info.size == 1)
         return TCOMM_OK;
-    uint64_t mine[3] = {_layout_hash(f), (uint64_t)f->nt, (uint64_t)f->nb};
+    enum { K = 4 };
+    uint64_t mine[K] = {_layout_hash(f), (uint64_t)f->nt, (uint64_t)f->nb, _shared_hash(f)};
     uint64_t *all = malloc(sizeof mine * (size_t)c->info.size);
     if (!all)
         return TC_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for the layout check");
-    MPI_Allgather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, c->world.comm);
+    MPI_Allgather(mine, K, MPI_UINT64_T, all, K, MPI_UINT64_T, c->world.comm);
     tcomm_rc rc = TCOMM_OK;
+    f->shared = all[3] != 0;
     for (int r = 1; r < c->info.size; r++)
-        if (all[3 * r] != all[0]) {
+        if (all[K * r + 3] != all[3])
+            f->shared = 0;
+    for (int r = 1; r < c->info.size; r++)
+        if (all[K * r] != all[0]) {
             rc = TC_FAIL(TCOMM_ERR_LAYOUT, "fusion: rank %d's bucket layout (%llu "
                          "tensors, %llu buckets) differs from rank 0's (%llu tensors, "
                          "%llu buckets): every rank must register the same gradients, "
                          "in the same order, with the same bucket size, algorithm and "
-                         "wire", r, (unsigned long long)all[3 * r + 1],
-                         (unsigned long long)all[3 * r + 2], (unsigned long long)all[1],
+                         "wire", r, (unsigned long long)all[K * r + 1],
+                         (unsigned long long)all[K * r + 2], (unsigned long long)all[1],
                          (unsigned long long)all[2]);
             break;
         }
@@ -150,14 +177,15 @@ static tcomm_rc _check_layout(tcomm_fusion_t *f)
 static tcomm_rc _reduce_bucket(tcomm_fusion_t *f, int bi)
 {
     tc_bucket *b = &f->b[bi];
-    tcomm_result r;
+    tcomm_result r = {0};
     double t0 = tcomm_wtime();
     tcomm_rc rc = tcomm_allreduce_segs(f->c, f->segs + b->first, b->n, f->o.algo, f->o.wire,
-                                       f->o.flags, &r);
+                                       f->o.flags | (f->shared ? TCOMM_SHARED : 0), &r);
     if (rc)
         return rc;
     f->st.nonfinite += r.nonfinite;
     f->st.buckets++;
+    f->st.in_place += r.in_place != 0;
     f->st.comm_s += tcomm_wtime() - t0;
     return TCOMM_OK;
 }

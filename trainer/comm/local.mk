@@ -22,6 +22,7 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/algo_hybrid.c \
 	trainer/comm/allreduce.c \
 	trainer/comm/allreduce_segs.c \
+	trainer/comm/shared_grads.c \
 	trainer/comm/cost_model.h \
 	trainer/comm/cost_model.c \
 	trainer/comm/probe.c \

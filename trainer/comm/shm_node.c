@@ -72,13 +72,19 @@ tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes)
  * barrier polled with our deadline, so a lost member is reported. */
 tcomm_rc tc_shm_sync(tcomm_t *c, tc_group *g)
 {
+    return tc_shm_sync_win(c, g, g->shm.win);
+}
+
+/* The same, for stores into win's memory. */
+tcomm_rc tc_shm_sync_win(tcomm_t *c, const tc_group *g, MPI_Win win)
+{
     MPI_Request r;
-    MPI_Win_sync(g->shm.win);
+    MPI_Win_sync(win);
     if (MPI_Ibarrier(g->comm, &r) != MPI_SUCCESS)
         return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: barrier of the %s failed", c->info.rank,
                        g->name);
     tcomm_rc rc = tc_wait_req(c, g, &r, (g->rank + 1) % g->size);
-    MPI_Win_sync(g->shm.win);
+    MPI_Win_sync(win);
     return rc;
 }
 

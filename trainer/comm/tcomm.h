@@ -51,6 +51,10 @@ typedef enum {
 
 /* Flags for tcomm_allreduce. */
 #define TCOMM_AVERAGE 1u /* pre-scale by 1/world before the wire cast */
+/* tcomm_allreduce_segs only: every piece lies in tcomm_shared_alloc memory,
+ * at the same offsets on every rank (tcomm_fusion checks this and sets it
+ * itself). Rows or groups on one node then reduce in place. */
+#define TCOMM_SHARED 2u
 
 typedef struct {
     int grid_rows, grid_cols; /* --grid RxC; 0 = from TORUS_* or per node */
@@ -73,6 +77,7 @@ typedef struct {
     size_t nonfinite;      /* inf/nan elements in the result (same on all ranks) */
     tcomm_algo algo_used;  /* the algorithm that ran (hybrid resolves) */
     double seconds;        /* wall time of the call on this rank */
+    int in_place;          /* reduced where it lies in shared memory */
 } tcomm_result;
 
 typedef struct tcomm tcomm_t;
@@ -113,9 +118,22 @@ typedef struct {
 /* All-reduce the concatenation of nsegs pieces as one vector, without the
  * caller packing them. Where a row (torus2d) or group (hier-rs) shares a
  * node, the pieces are cast straight into shared memory and the results
- * decoded straight back: the fused-bucket fast path. */
+ * decoded straight back: the fused-bucket fast path; with TCOMM_SHARED
+ * they are reduced where they lie. */
 tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcomm_algo algo,
                               tcomm_wire wire, unsigned flags, tcomm_result *res);
+
+/* Gradient memory that the ranks of a node share (collective on world;
+ * every rank asks for the same bytes; one such block per tcomm_t, freed
+ * by tcomm_shared_free or tcomm_finalize). Zero-filled, 64-byte aligned.
+ * Buckets of gradients that live in it at the same offsets on every rank
+ * are all-reduced in place where the row (torus2d) or group (hier-rs)
+ * shares a node: each member sums its chunk straight from the others'
+ * gradients and writes the result into all of them, the least memory
+ * traffic an all-reduce on a node can have. Where nothing is shared (one
+ * rank, TCOMM_SHM=0) it is plain memory and everything works as before. */
+tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out);
+void tcomm_shared_free(tcomm_t *c);
 
 /* Small helpers on world, for tools and checks (host memory). */
 tcomm_rc tcomm_barrier(tcomm_t *c);

@@ -30,6 +30,7 @@ typedef struct {
 
 typedef struct {
     size_t buckets;      /* reduced this step */
+    size_t in_place;     /* of them, reduced where they lie (shared memory) */
     size_t nonfinite;    /* inf/nan over all buckets: skip the step */
     double comm_s;       /* time spent reducing (all buckets) */
     double wait_s;       /* time finish() waited: the exposed part */

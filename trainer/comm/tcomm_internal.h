@@ -36,7 +36,18 @@ typedef struct {
     int *world;       /* world rank of each member, to name lost peers */
     int on_node;      /* all members share one node's memory */
     tc_shm shm;
+    /* arena[j]: member j's tcomm_shared_alloc block, mapped here; NULL
+     * when the group cannot reduce in place (shared_grads.c). */
+    unsigned char **arena;
 } tc_group;
+
+/* The block of tcomm_shared_alloc: one segment per rank of the node's
+ * shared-memory domain (win), or plain memory (win == MPI_WIN_NULL). */
+typedef struct {
+    MPI_Win win;
+    unsigned char *mine;
+    size_t bytes; /* usable; a small header for the in-place path follows */
+} tc_arena;
 
 /* Scratch that grows and is reused across calls (first touch is costly). */
 typedef struct {
@@ -94,6 +105,7 @@ struct tcomm {
     pthread_mutex_t blame_mu;
     int lost; /* the answer, world rank; -1 before any search */
     int use_shm;                     /* TCOMM_SHM=0 turns shared memory off */
+    tc_arena arena;                  /* tcomm_shared_alloc */
     int group_key;                   /* this rank's order in its group */
     char source[96];
 };
@@ -181,6 +193,7 @@ void tc_shm_probe(tcomm_t *c, tc_group *g);
 void tc_shm_free(tc_group *g);
 tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes);
 tcomm_rc tc_shm_sync(tcomm_t *c, tc_group *g);
+tcomm_rc tc_shm_sync_win(tcomm_t *c, const tc_group *g, MPI_Win win);
 tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
 tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
 /* The same on the part of the segments that starts at element at, so that
@@ -212,6 +225,14 @@ int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes);
 tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w);
 tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
                          float *x, size_t count, tcomm_wire w);
+
+/* shared_grads.c: 1 when every piece lies in this rank's shared block and
+ * g can reduce in place; the in-place all-reduce of such pieces over rows
+ * (members on one node), then cols (across nodes; size 1 for none). */
+int tc_shared_covers(const tcomm_t *c, const tc_group *g, const tcomm_seg *s, int ns);
+tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
+                             const tcomm_seg *s, int ns, size_t count, tcomm_wire w,
+                             float scale, size_t *bad);
 
 /* algo_hybrid.c: the algorithm the model picks for a message of bytes. */
 tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w);

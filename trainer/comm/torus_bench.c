@@ -50,6 +50,11 @@ static const char _help[] =
 "      --theta SIZE     fusion bucket size; repeat or comma-list to sweep\n"
 "                       (default 4M)\n"
 "      --steps N        timed steps per row (default 5)\n"
+"      --grads WHERE    where the fused rows keep the gradients: 'private' (each\n"
+"                       rank's own memory: rows 'fused'), 'shared' (memory the\n"
+"                       node's ranks share, tcomm_shared_alloc, so that rows and\n"
+"                       groups on a node reduce in place: rows 'fused-shm'), or\n"
+"                       'both' (the default)\n"
 "  -a and -d as above (defaults: all algorithms, fp16)\n"
 "\n"
 "MODEL OPTIONS\n"
@@ -137,7 +142,7 @@ static double _num(const char *s, int *ok)
 
 enum { O_RESNET = 256, O_MODEL, O_SUM, O_PROBE, O_GRID, O_GROUP, O_TIMEOUT, O_THETA,
        O_STEPS, O_RPN, O_RAILS, O_PRESET, O_INTRA_US, O_INTRA_GBS, O_INTER_US,
-       O_INTER_GBS, O_REDUCE_GBS, O_SCALING, O_COMPUTE, O_HELP, O_VERSION };
+       O_INTER_GBS, O_REDUCE_GBS, O_SCALING, O_COMPUTE, O_GRADS, O_HELP, O_VERSION };
 
 int main(int argc, char **argv)
 {
@@ -151,7 +156,7 @@ int main(int argc, char **argv)
         {"rails", 1, 0, O_RAILS}, {"preset", 1, 0, O_PRESET}, {"intra-us", 1, 0, O_INTRA_US},
         {"intra-gbs", 1, 0, O_INTRA_GBS}, {"inter-us", 1, 0, O_INTER_US},
         {"inter-gbs", 1, 0, O_INTER_GBS}, {"reduce-gbs", 1, 0, O_REDUCE_GBS},
-        {"scaling", 0, 0, O_SCALING}, {"compute-ms", 1, 0, O_COMPUTE},
+        {"scaling", 0, 0, O_SCALING}, {"compute-ms", 1, 0, O_COMPUTE}, {"grads", 1, 0, O_GRADS},
         {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
     bench_opts o;
     memset(&o, 0, sizeof o);
@@ -215,6 +220,16 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case O_GRADS:
+            if (!strcmp(optarg, "both"))
+                o.grads = BENCH_GRADS_BOTH;
+            else if (!strcmp(optarg, "private"))
+                o.grads = BENCH_GRADS_PRIVATE;
+            else if (!strcmp(optarg, "shared"))
+                o.grads = BENCH_GRADS_SHARED;
+            else
+                return _usage_error("bad --grads '%s' (private, shared, both)", optarg);
+            break;
         case O_STEPS: o.steps = atoi(optarg); if (o.steps < 1) return _usage_error("bad --steps '%s'", optarg); break;
         case O_RPN: o.ranks_per_node = atoi(optarg); if (o.ranks_per_node < 1) return _usage_error("bad --ranks-per-node '%s'", optarg); break;
         case O_RAILS: rails = atoi(optarg); if (rails < 1) return _usage_error("bad --rails '%s'", optarg); break;
