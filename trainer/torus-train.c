@@ -95,6 +95,20 @@ fail:
     return -1;
 }
 
+/* The grads arena in memory that this node's ranks share: the buckets of
+ * rows (torus2d) or groups (hier-rs) that sit on one node are then summed
+ * where they lie, with no copies (libtcomm, shared_grads.c). Collective:
+ * every rank compiles the same model and asks for the same size. */
+static void *_shared_grads(void *ctx, size_t bytes)
+{
+    void *p;
+    if (tcomm_shared_alloc(ctx, bytes, &p)) {
+        fprintf(stderr, "torus-train: %s\n", tcomm_error());
+        return NULL;
+    }
+    return p;
+}
+
 static int _grads_ready(void *ctx, teng_net *net, int layer)
 {
     _exchange *ex = ctx;
@@ -342,6 +356,8 @@ int main(int argc, char **argv)
         return _fail("backend", err);
     teng_net net;
     teng_net_init(&net);
+    if (cfg.world > 1)
+        teng_net_set_grads_alloc(&net, _shared_grads, comm);
     if (tmodel_build(&net, &cfg.model) < 0 ||
         teng_net_compile(&net, bk, max_local) || tmodel_init(&net, cfg.seed))
         return _fail("model", teng_net_error(&net));
@@ -367,10 +383,12 @@ int main(int argc, char **argv)
            net.acts_bytes / 1e6, max_local, bk->ops->name, cfg.threads);
     if (cfg.world > 1)
         printf("torus-train: %d ranks on %d nodes, grid %dx%d (%s), "
-               "gradients in %zu buckets, all-reduce %s\n",
+               "gradients in %zu buckets%s, all-reduce %s\n",
                info.size, info.nnodes, info.rows, info.cols,
                info.source ? info.source : "?",
-               tcomm_fusion_bucket_count(ex.fusion), tcomm_algo_name(ex.algo));
+               tcomm_fusion_bucket_count(ex.fusion),
+               tcomm_fusion_shared(ex.fusion) ? " of node-shared memory" : "",
+               tcomm_algo_name(ex.algo));
 
     if (!have_src && ttrain_synthetic_open(&src, &cfg.model, max_local,
                                            cfg.seed, info.rank, cfg.world))

@@ -30,8 +30,9 @@ out=$(cm_mpirun 2 "$TB" --resnet50 --steps 1 -a ring,torus2d --theta 2M,16M 2>&1
 echo "$out"
 echo "$out" | grep -q '161 tensors, 25557032 parameters' || cm_fail "wrong ResNet-50 shapes"
 echo "$out" | grep -Eq '^per-tensor +flat +fp32 +- +161 ' || cm_fail "no per-tensor baseline row"
-[ "$(echo "$out" | grep -c '^fused')" = 4 ] || cm_fail "expected 4 fused rows"
-echo "$out" | awk '/^(fused|per-tensor)/ && $NF != 0 {bad=1} END {exit bad}' ||
+[ "$(echo "$out" | grep -c '^fused ')" = 4 ] || cm_fail "expected 4 fused rows"
+[ "$(echo "$out" | grep -c '^fused-shm ')" = 4 ] || cm_fail "expected 4 fused-shm rows"
+echo "$out" | awk '/^(fused|fused-shm|per-tensor) / && $NF != 0 {bad=1} END {exit bad}' ||
     cm_fail "wrong ResNet-50 gradients"
 
 out=$("$TB" --model -P 4096 --ranks-per-node 8 --scaling -b 64M -e 64M) || cm_fail "model mode"

@@ -60,13 +60,21 @@ same() { # NAME DIR JSONL
     done
 }
 
-for algo in hybrid torus2d; do
-    kb=0
+# The gradients live in memory the node's ranks share and are summed in
+# place (torus2d rows on the node); TCOMM_SHM=0 takes the packed path.
+for algo in hybrid torus2d torus2d-noshm; do
+    kb=0 shm=1
     [ $algo = hybrid ] && kb=1
-    mpi2 "${run[@]}" --batch 32 --algo $algo --bucket-kb $kb \
+    [ $algo = torus2d-noshm ] && shm=0
+    mpi2 -x TCOMM_SHM=$shm "${run[@]}" --batch 32 --algo ${algo%-noshm} --bucket-kb $kb \
         --metrics "$tmp/$algo.jsonl" --checkpoint-dir "$tmp/$algo" >"$tmp/log" 2>&1 ||
         fail "2 ranks ($algo): $(tail -5 "$tmp/log")"
     grep -q "2 ranks" "$tmp/log" || fail "2 ranks ($algo): did not run as 2 ranks"
+    if [ $shm = 1 ] && ! grep -q "buckets of node-shared memory" "$tmp/log"; then
+        fail "2 ranks ($algo): gradients not in shared memory: $(grep buckets "$tmp/log")"
+    elif [ $shm = 0 ] && grep -q "node-shared" "$tmp/log"; then
+        fail "2 ranks ($algo): TCOMM_SHM=0 still shared the gradients"
+    fi
     if [ $kb = 1 ] && ! grep -Eq "in ([2-9]|[1-9][0-9]+) buckets" "$tmp/log"; then
         fail "2 ranks ($algo): expected several 1 KiB buckets: $(grep buckets "$tmp/log")"
     fi

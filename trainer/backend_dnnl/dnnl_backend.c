@@ -188,6 +188,7 @@ static void _destroy(teng_backend *bk)
 
 static const teng_backend_ops _ops = {
     .name = "dnnl",
+    .host_memory = 1,
     .destroy = _destroy,
     .alloc = _alloc,
     .free = _free,

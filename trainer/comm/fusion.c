@@ -129,7 +129,7 @@ static uint64_t _shared_hash(const tcomm_fusion_t *f)
     const tc_arena *a = &f->c->arena;
     uintptr_t lo = (uintptr_t)a->mine, hi = lo + a->bytes;
     uint64_t h = 1469598103934665603ull;
-    if (!a->mine)
+    if (!a->mine || a->win == MPI_WIN_NULL) /* none, or plain memory */
         return 0;
     for (int i = 0; i < f->nt; i++) {
         uintptr_t p = (uintptr_t)f->t[i].grad;
@@ -254,6 +254,11 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
 size_t tcomm_fusion_bucket_count(const tcomm_fusion_t *f)
 {
     return (size_t)f->nb;
+}
+
+int tcomm_fusion_shared(const tcomm_fusion_t *f)
+{
+    return f->shared;
 }
 
 tcomm_rc tcomm_fusion_bucket(const tcomm_fusion_t *f, size_t b, int *first,

@@ -45,6 +45,10 @@ tcomm_rc tcomm_fusion_add(tcomm_fusion_t *f, float *grad, size_t count,
 /* Build the buckets, check them against every rank, start the thread. */
 tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f);
 size_t tcomm_fusion_bucket_count(const tcomm_fusion_t *f);
+/* After seal: 1 when every rank's gradients lie in tcomm_shared_alloc
+ * memory at the same offsets, so that buckets whose rows or groups share
+ * a node are reduced in place. */
+int tcomm_fusion_shared(const tcomm_fusion_t *f);
 /* Tensors [*first, *first + *ntensors) form bucket b, with *count floats. */
 tcomm_rc tcomm_fusion_bucket(const tcomm_fusion_t *f, size_t b, int *first,
                              int *ntensors, size_t *count);

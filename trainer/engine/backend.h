@@ -35,6 +35,7 @@ typedef struct teng_sgd_args {
 
 typedef struct teng_backend_ops {
     const char *name;
+    int host_memory; /* arenas are plain host memory (teng_grads_alloc) */
     void (*destroy)(teng_backend *bk);
     /* Device memory, zero-filled and first-touched at allocation. */
     void *(*alloc)(teng_backend *bk, size_t bytes);

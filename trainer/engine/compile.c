@@ -183,6 +183,18 @@ static int _alloc(teng_net *net, void **p, size_t bytes, const char *what)
     return TENG_OK;
 }
 
+static int _alloc_grads(teng_net *net)
+{
+    if (!net->grads_alloc || !net->bk->ops->host_memory || !net->params_bytes)
+        return _alloc(net, &net->grads, net->params_bytes, "grads");
+    net->grads = net->grads_alloc(net->grads_alloc_ctx, net->params_bytes);
+    if (!net->grads)
+        return TENG_FAIL(net, TENG_ENOMEM, "cannot get %zu bytes of gradient memory",
+                         net->params_bytes);
+    net->grads_external = 1;
+    return TENG_OK;
+}
+
 static int _init_stats(teng_net *net)
 {
     /* Running mean 0 and variance 1, as a fresh BN layer has. */
@@ -254,7 +266,7 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
     net->scratch_cap = net->scratch_bytes;
 
     if ((rc = _alloc(net, &net->params, net->params_bytes, "params")) ||
-        (rc = _alloc(net, &net->grads, net->params_bytes, "grads")) ||
+        (rc = _alloc_grads(net)) ||
         (rc = _alloc(net, &net->stats, net->stats_bytes, "BN statistics")) ||
         (rc = _alloc(net, &net->acts, net->acts_bytes, "activations")) ||
         (rc = _alloc(net, &net->scratch, net->scratch_cap, "scratchpad")))
@@ -357,8 +369,8 @@ void teng_net_free(teng_net *net)
     if (bk && net->bkstate) /* also after a compile that failed midway */
         bk->ops->release(bk, net);
     if (bk) {
-        void *arenas[] = {net->params, net->grads, net->stats, net->acts,
-                          net->scratch};
+        void *arenas[] = {net->params, net->grads_external ? NULL : net->grads,
+                          net->stats, net->acts, net->scratch};
         for (size_t i = 0; i < sizeof(arenas) / sizeof(arenas[0]); i++)
             if (arenas[i])
                 bk->ops->free(bk, arenas[i]);

@@ -124,6 +124,11 @@ typedef struct teng_net teng_net;
  * the grads arena towards its start. Return nonzero to abort backward. */
 typedef int (*teng_grad_hook)(void *ctx, teng_net *net, int layer);
 
+/* Where the grads arena comes from when not from the backend: bytes of
+ * zero-filled, 64-byte aligned host memory that the engine never frees,
+ * or NULL on failure (see teng_net_set_grads_alloc). */
+typedef void *(*teng_grads_alloc)(void *ctx, size_t bytes);
+
 struct teng_net {
     teng_tensor *t;
     int nt, cap_t;
@@ -156,6 +161,9 @@ struct teng_net {
                     * per layer, accumulated (syncs every layer) */
     teng_grad_hook grad_hook;
     void *grad_hook_ctx;
+    teng_grads_alloc grads_alloc; /* host backends: grads arena from here */
+    void *grads_alloc_ctx;
+    int grads_external;           /* grads came from grads_alloc */
     char err[256];
 };
 
@@ -199,6 +207,11 @@ int teng_net_sync(teng_net *net);
 /* Mean per-sample loss of the last forward (local batch). */
 double teng_net_loss(const teng_net *net);
 void teng_net_set_grad_hook(teng_net *net, teng_grad_hook fn, void *ctx);
+/* Before compile: take the grads arena from fn (host-memory backends only;
+ * a device backend allocates its own) instead of the backend, e.g. memory
+ * that the ranks of a node share (tcomm_shared_alloc), so that the
+ * gradient all-reduce can work where the gradients lie. */
+void teng_net_set_grads_alloc(teng_net *net, teng_grads_alloc fn, void *ctx);
 /* Before compile: also compute the gradient of the data input. */
 void teng_net_set_input_grad(teng_net *net, int on);
 /* Before compile: give every activation its own memory so any tensor can

@@ -49,6 +49,12 @@ void teng_net_set_grad_hook(teng_net *net, teng_grad_hook fn, void *ctx)
     net->grad_hook_ctx = ctx;
 }
 
+void teng_net_set_grads_alloc(teng_net *net, teng_grads_alloc fn, void *ctx)
+{
+    net->grads_alloc = fn;
+    net->grads_alloc_ctx = ctx;
+}
+
 void teng_net_set_input_grad(teng_net *net, int on)
 {
     net->input_grad = on;
