@@ -4,8 +4,10 @@
 #   1. 4 ranks, 64 MiB fp32: busbw of our ring / torus2d against OpenMPI's
 #      own MPI_Allreduce (flat), repeated to show the spread;
 #   2. ResNet-50 v1.5 gradient sync over 4 ranks: per-tensor fp32
-#      MPI_Allreduce against fused fp16 (every algorithm), and a bucket-size
-#      (theta) sweep for the default;
+#      MPI_Allreduce against fused fp16 (every algorithm), with the
+#      gradients in each rank's own memory (rows "fused") and in memory the
+#      node's ranks share, reduced in place (rows "fused-shm"), and a
+#      bucket-size (theta) sweep for the default;
 #   3. PyTorch DDP gloo with 25 MB buckets on the same 4 ranks;
 #   4. the cost model at 1024+ ranks with Sony's ABCI parameters.
 # Usage: tests/bench/comm/node.sh [BUILD_DIR] (default: the current dir)
