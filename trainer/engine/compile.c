@@ -188,9 +188,8 @@ static int _alloc_grads(teng_net *net)
     if (!net->grads_alloc || !net->bk->ops->host_memory || !net->params_bytes)
         return _alloc(net, &net->grads, net->params_bytes, "grads");
     net->grads = net->grads_alloc(net->grads_alloc_ctx, net->params_bytes);
-    if (!net->grads)
-        return TENG_FAIL(net, TENG_ENOMEM, "cannot get %zu bytes of gradient memory",
-                         net->params_bytes);
+    if (!net->grads) /* the caller said why; the backend's memory works too */
+        return _alloc(net, &net->grads, net->params_bytes, "grads");
     net->grads_external = 1;
     return TENG_OK;
 }

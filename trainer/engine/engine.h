@@ -126,7 +126,7 @@ typedef int (*teng_grad_hook)(void *ctx, teng_net *net, int layer);
 
 /* Where the grads arena comes from when not from the backend: bytes of
  * zero-filled, 64-byte aligned host memory that the engine never frees,
- * or NULL on failure (see teng_net_set_grads_alloc). */
+ * or NULL for the backend's own (see teng_net_set_grads_alloc). */
 typedef void *(*teng_grads_alloc)(void *ctx, size_t bytes);
 
 struct teng_net {
