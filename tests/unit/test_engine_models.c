@@ -161,7 +161,21 @@ END_TEST
  * (in-place residuals, lifetimes, gradients over dead activations) must
  * give bitwise the same loss and weight gradients, and reuse must save
  * memory. */
-static double _step(int no_reuse, float *grads, size_t *acts_bytes)
+typedef struct {
+    void *mem;    /* what _give hands out (NULL: refuse) */
+    size_t asked; /* bytes asked for */
+    void *got;    /* the compiled net's grads arena */
+    int external;
+} _grads_ctx;
+
+static void *_give(void *ctx, size_t bytes)
+{
+    _grads_ctx *g = ctx;
+    g->asked = bytes;
+    return g->mem;
+}
+
+static double _step_with(int no_reuse, float *grads, size_t *acts_bytes, _grads_ctx *gc)
 {
     teng_backend *bk = lh_backend();
     teng_net net;
@@ -170,6 +184,8 @@ static double _step(int no_reuse, float *grads, size_t *acts_bytes)
     s.image_size = 12;
     teng_net_init(&net);
     teng_net_set_no_reuse(&net, no_reuse);
+    if (gc)
+        teng_net_set_grads_alloc(&net, _give, gc);
     ck_assert_int_ge(tmodel_build(&net, &s), 0);
     ck_assert_int_eq(teng_net_compile(&net, bk, 4), 0);
     ck_assert_int_eq(tmodel_init(&net, 5), 0);
@@ -188,10 +204,52 @@ static double _step(int no_reuse, float *grads, size_t *acts_bytes)
     }
     double loss = teng_net_loss(&net);
     *acts_bytes = net.acts_bytes;
+    if (gc) {
+        gc->got = net.grads;
+        gc->external = net.grads_external;
+    }
     teng_net_free(&net);
     teng_backend_close(bk);
     return loss;
 }
+
+static double _step(int no_reuse, float *grads, size_t *acts_bytes)
+{
+    return _step_with(no_reuse, grads, acts_bytes, NULL);
+}
+
+/* The grads arena from the caller (node-shared memory in torus-train): the
+ * net uses exactly that memory, asks for params_bytes, never frees it
+ * (a double free would abort this test), and computes the same bits; a
+ * caller that gives nothing leaves the backend's own arena. */
+START_TEST(grads_from_caller)
+{
+    static float g0[100000], g1[100000], g2[100000];
+    size_t b;
+    double l0 = _step(0, g0, &b);
+    _grads_ctx gc = {.mem = aligned_alloc(64, 1 << 20)};
+    ck_assert_ptr_nonnull(gc.mem);
+    memset(gc.mem, 0, 1 << 20);
+    double l1 = _step_with(0, g1, &b, &gc);
+    ck_assert_ptr_eq(gc.got, gc.mem);
+    ck_assert_int_eq(gc.external, 1);
+    ck_assert_uint_gt(gc.asked, 1000);
+    ck_assert_uint_le(gc.asked, 1 << 20);
+    ck_assert(memcmp(&l0, &l1, sizeof l0) == 0);
+    ck_assert(memcmp(g0, g1, sizeof g0) == 0);
+    int nonzero = 0;
+    for (size_t i = 0; i < gc.asked / 4; i++)
+        nonzero += ((float *)gc.mem)[i] != 0.0f;
+    ck_assert_int_gt(nonzero, 100); /* backward wrote into it */
+    free(gc.mem);
+    _grads_ctx none = {0};
+    double l2 = _step_with(0, g2, &b, &none);
+    ck_assert_ptr_nonnull(none.got);
+    ck_assert_int_eq(none.external, 0);
+    ck_assert(memcmp(&l0, &l2, sizeof l0) == 0);
+    ck_assert(memcmp(g0, g2, sizeof g0) == 0);
+}
+END_TEST
 
 START_TEST(reuse_is_invisible)
 {
@@ -368,6 +426,7 @@ int main(void)
     tcase_add_test(tc, models_run_small);
     tcase_add_test(tc, init_statistics);
     tcase_add_test(tc, reuse_is_invisible);
+    tcase_add_test(tc, grads_from_caller);
     tcase_add_test(tc, set_batch_matches_fresh_compile);
     tcase_add_test(tc, steps_allocate_nothing);
 #endif
