@@ -127,8 +127,6 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcom
     size_t count = 0;
     for (int i = 0; i < nsegs; i++)
         count += segs[i].count;
-    if (nsegs == 1 && !(flags & TCOMM_SHARED))
-        return tcomm_allreduce(c, segs[0].p, count, algo, wire, flags, res);
     if ((unsigned)algo >= TCOMM_ALGO_COUNT || (unsigned)wire >= TCOMM_WIRE_COUNT || nsegs < 0)
         return TC_FAIL(TCOMM_ERR_ARG, "tcomm_allreduce_segs: bad algorithm %d, wire %d or %d "
                        "pieces", (int)algo, (int)wire, nsegs);
@@ -141,6 +139,8 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcom
     tcomm_rc rc;
     size_t bad = 0;
     int in_place = rows && rows->on_node && count > 0 && (flags & TCOMM_SHARED) && rows->arena;
+    if (nsegs == 1 && !in_place) /* one piece: reduce it where it is */
+        return tcomm_allreduce(c, segs[0].p, count, algo, wire, flags & ~TCOMM_SHARED, res);
     if (in_place) {
         if (!tc_shared_covers(c, rows, segs, nsegs))
             return TC_FAIL(TCOMM_ERR_ARG, "tcomm_allreduce_segs: rank %d: TCOMM_SHARED "
