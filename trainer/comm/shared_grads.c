@@ -265,22 +265,15 @@ tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
         return rc;
     int n = rows->size, me = rows->rank;
     size_t off = tc_chunk_off(count, n, me), len = tc_chunk_len(count, n, me);
-    _ctx *x = malloc(sizeof *x);
-    if (!x)
-        return TC_FAIL(TCOMM_ERR_NOMEM,
-                       "no memory for the in-place all-reduce");
-    *x = (_ctx){.c = c, .g = rows, .w = w, .scale = scale};
+    /* On this thread's stack (12 KiB): no allocation per bucket. */
+    _ctx xs = {.c = c, .g = rows, .w = w, .scale = scale}, *x = &xs;
     if (cols->size > 1) {
-        if (!(x->acc = tc_buf_get(&c->accum, len * 4))) {
-            free(x);
+        if (!(x->acc = tc_buf_get(&c->accum, len * 4)))
             return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for a %zu-float chunk",
                            len);
-        }
         _walk(x, s, ns, off, len, _reduce_acc);
-        if ((rc = tc_ring_allreduce(c, &c->scr, cols, x->acc, len, w))) {
-            free(x);
+        if ((rc = tc_ring_allreduce(c, &c->scr, cols, x->acc, len, w)))
             return rc;
-        }
         _walk(x, s, ns, off, len, _put_acc);
     } else {
         _walk(x, s, ns, off, len, _reduce_put);
@@ -289,7 +282,6 @@ tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
      * them after the barrier, and nobody writes them again before the next
      * bucket's opening barrier, which all members pass only after reading. */
     size_t mine = x->bad;
-    free(x);
     memcpy(rows->arena[me] + c->arena.bytes, &mine, sizeof mine);
     if ((rc = tc_shm_sync_win(c, rows, c->arena.win)))
         return rc;
