@@ -63,7 +63,7 @@ typedef struct {
 
 /* A deadline for tcomm_init's MPI start-up (startup_watchdog.c): ends the
  * process with TC_EXIT_STARTUP and a message if not disarmed in time. */
-enum { TC_EXIT_STARTUP = 3 };
+enum { TC_EXIT_STARTUP = 4 }; /* 3 is torus-train's "checkpointed, requeue" */
 /* Launchers take the whole job down as soon as one rank exits or aborts:
  * a rank that gives up first lingers this long so that the ranks that saw
  * the same failure a moment later can say so too. */

@@ -44,7 +44,7 @@ static const char _help[] =
 "      --group-size N   groups of N consecutive ranks (hier, hier-rs)\n"
 "      --timeout S      seconds without progress before a peer counts as lost\n"
 "                       (default 30); start-up may take 4x as long (at least\n"
-"                       20 s) before a rank gives up with exit status 3\n"
+"                       20 s) before a rank gives up with exit status 4\n"
 "\n"
 "RESNET-50 OPTIONS\n"
 "      --theta SIZE     fusion bucket size; repeat or comma-list to sweep\n"
