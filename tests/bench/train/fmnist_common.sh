@@ -23,9 +23,10 @@ if [ ! -f "$DATA/train-index.txt" ] || [ ! -f "$DATA/test-index.txt" ]; then
     "$B/data/torus-pack" -o "$DATA" -s test "$SRC/t10k-images-idx3-ubyte.gz" >/dev/null
 fi
 
-# fm_top1 LOG: the last epoch's test top-1 and the best, "last best".
+# fm_top1 LOG: the last epoch's test top-1, the best, and the last epoch's
+# number (from 0), "last best epoch".
 fm_top1() {
-    awk '/^epoch [0-9]+ test: top-1/ { v = $5; sub(/%/, "", v); last = v
+    awk '/^epoch [0-9]+ test: top-1/ { v = $5; sub(/%/, "", v); last = v; ep = $2
                                        if (v + 0 > best + 0) best = v }
-         END { if (last == "") exit 1; print last, best }' "$1"
+         END { if (last == "") exit 1; print last, best, ep }' "$1"
 }

@@ -26,7 +26,7 @@ start=$(date +%s)
     tail -5 "$W/long.log" >&2
     exit 2
 }
-read -r last best < <(fm_top1 "$W/long.log")
+read -r last best _ < <(fm_top1 "$W/long.log")
 printf 'epochs %s  wall %d s  last-epoch top-1 %s%%  best %s%%  (target >= %s%%)\n' \
     "$epochs" $(($(date +%s) - start)) "$last" "$best" "$target"
 grep '^epoch [0-9]* test' "$W/long.log" | awk '{ printf "%s%s", (NR > 1 ? " " : "per-epoch top-1: "), $5 } END { print "" }'

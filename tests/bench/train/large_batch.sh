@@ -81,8 +81,14 @@ esac
 for s in small large; do
     [ -f "$W/$s.log" ] || { echo "($s not run yet: no $W/$s.log)"; exit 0; }
 done
-read -r sl sb < <(fm_top1 "$W/small.log")
-read -r ll lb < <(fm_top1 "$W/large.log")
+read -r sl sb se < <(fm_top1 "$W/small.log")
+read -r ll lb le < <(fm_top1 "$W/large.log")
+# A side still under way (RUN=small while large is done, or the reverse)
+# gives no verdict.
+for s in small:$se large:$le; do
+    [ "${s#*:}" = $((epochs - 1)) ] ||
+        { echo "(${s%%:*} not finished: last tested epoch ${s#*:} of 0..$((epochs - 1)))"; exit 0; }
+done
 printf '%-6s %6s %6s %12s %10s\n' run batch steps last-top-1 best-top-1
 printf '%-6s %6s %6s %11s%% %9s%%\n' small 128 $((epochs * (60000 / 128))) "$sl" "$sb"
 printf '%-6s %6s %6s %11s%% %9s%%\n' large "$lbatch" $((epochs * (60000 / lbatch))) "$ll" "$lb"
