@@ -15,10 +15,7 @@
 
 #include "trainer/comm/tcomm_internal.h"
 
-/* Call fn on every piece of the range [from, from + len) of the vector. */
-typedef void (*_piece_fn)(float *p, size_t n, size_t at, void *arg);
-
-static void _walk(const tcomm_seg *s, int ns, size_t from, size_t len, _piece_fn fn, void *arg)
+void tc_seg_walk(const tcomm_seg *s, int ns, size_t from, size_t len, tc_piece_fn fn, void *arg)
 {
     size_t base = 0, end = from + len;
     for (int i = 0; i < ns && base < end; base += s[i].count, i++) {
@@ -87,7 +84,7 @@ static tcomm_rc _on_node(tcomm_t *c, tc_group *rows, const tc_group *cols, const
         return rc;
     _ctx x = {.w = w, .scale = scale};
     x.wire = rows->shm.seg[me];
-    _walk(s, ns, 0, count, _enc, &x);
+    tc_seg_walk(s, ns, 0, count, _enc, &x);
     if ((rc = tc_shm_sync(c, rows)))
         return rc;
     size_t off = tc_chunk_off(count, n, me), len = tc_chunk_len(count, n, me);
@@ -95,7 +92,7 @@ static tcomm_rc _on_node(tcomm_t *c, tc_group *rows, const tc_group *cols, const
     if (!acc)
         return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for a %zu-float chunk", len);
     x.f = acc;
-    _walk(s, ns, off, len, _read, &x);
+    tc_seg_walk(s, ns, off, len, _read, &x);
     /* Block by block, every member's values in member order: the partial
      * sums stay in cache instead of streaming through memory once per
      * member. */
@@ -114,7 +111,7 @@ static tcomm_rc _on_node(tcomm_t *c, tc_group *rows, const tc_group *cols, const
         return rc;
     for (int j = 0; j < n; j++) {
         x.wire = rows->shm.seg[j] + tc_chunk_off(count, n, j) * wb;
-        _walk(s, ns, tc_chunk_off(count, n, j), tc_chunk_len(count, n, j), _dec, &x);
+        tc_seg_walk(s, ns, tc_chunk_off(count, n, j), tc_chunk_len(count, n, j), _dec, &x);
     }
     *bad = x.bad;
     return tc_shm_sync(c, rows);
@@ -154,10 +151,10 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcom
         if (!buf)
             return TC_FAIL(TCOMM_ERR_NOMEM, "no memory to pack %zu floats", count);
         _ctx x = {.f = buf, .scale = scale};
-        _walk(segs, nsegs, 0, count, _read, &x);
+        tc_seg_walk(segs, nsegs, 0, count, _read, &x);
         rc = tcomm_allreduce(c, buf, count, algo, wire, flags & ~TCOMM_AVERAGE, NULL);
         if (!rc)
-            _walk(segs, nsegs, 0, count, _write, &x);
+            tc_seg_walk(segs, nsegs, 0, count, _write, &x);
         bad = x.bad;
     }
     if (rc)

@@ -126,16 +126,14 @@ static uint64_t _layout_hash(const tcomm_fusion_t *f)
  * a hash of their offsets in it (0 when not). */
 static uint64_t _shared_hash(const tcomm_fusion_t *f)
 {
-    const tc_arena *a = &f->c->arena;
-    uintptr_t lo = (uintptr_t)a->mine, hi = lo + a->bytes;
     uint64_t h = 1469598103934665603ull;
-    if (!a->mine || a->win == MPI_WIN_NULL) /* none, or plain memory */
+    if (!tc_shared_holds(f->c, NULL, 0)) /* no shared block: none, or plain memory */
         return 0;
     for (int i = 0; i < f->nt; i++) {
-        uintptr_t p = (uintptr_t)f->t[i].grad;
-        if (f->t[i].count && (p < lo || p >= hi || f->t[i].count * 4 > hi - p))
+        if (!tc_shared_holds(f->c, f->t[i].grad, f->t[i].count))
             return 0;
-        h = (h ^ (uint64_t)(p - lo)) * 1099511628211ull;
+        h = (h ^ (uint64_t)((unsigned char *)f->t[i].grad - f->c->arena.mine)) *
+            1099511628211ull;
     }
     return h ? h : 1;
 }

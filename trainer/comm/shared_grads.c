@@ -164,18 +164,23 @@ void tcomm_shared_free(tcomm_t *c)
     c->arena.win = MPI_WIN_NULL;
 }
 
+int tc_shared_holds(const tcomm_t *c, const float *p, size_t count)
+{
+    const tc_arena *a = &c->arena;
+    if (!a->mine || a->win == MPI_WIN_NULL) /* none, or plain memory */
+        return 0;
+    uintptr_t lo = (uintptr_t)a->mine, hi = lo + a->bytes, q = (uintptr_t)p;
+    return !count || (q >= lo && q < hi && count * 4 <= hi - q && q % 4 == 0);
+}
+
 int tc_shared_covers(const tcomm_t *c, const tc_group *g, const tcomm_seg *s,
                      int ns)
 {
-    if (!g->arena || !c->arena.mine)
+    if (!g->arena)
         return 0;
-    uintptr_t lo = (uintptr_t)c->arena.mine, hi = lo + c->arena.bytes;
-    for (int i = 0; i < ns; i++) {
-        uintptr_t p = (uintptr_t)s[i].p;
-        if (s[i].count &&
-            (p < lo || p > hi || s[i].count * 4 > hi - p || p % 4))
+    for (int i = 0; i < ns; i++)
+        if (!tc_shared_holds(c, s[i].p, s[i].count))
             return 0;
-    }
     return 1;
 }
 
@@ -214,28 +219,17 @@ static void _put(_ctx *x, size_t d, float *v, size_t m)
         memcpy(x->g->arena[j] + d, v, m * 4);
 }
 
-/* The pieces of chunk [from, from + len), in order: at is the position in
- * the chunk, d the byte offset in the blocks. */
-typedef void (*_piece_fn)(_ctx *x, size_t d, size_t at, size_t n);
-
-static void _walk(_ctx *x, const tcomm_seg *s, int ns, size_t from, size_t len,
-                  _piece_fn fn)
+/* Byte offset of p in the blocks (the same in every member's). */
+static size_t _off(const _ctx *x, const float *p)
 {
-    size_t base = 0, end = from + len;
-    for (int i = 0; i < ns && base < end; base += s[i].count, i++) {
-        size_t lo = from > base ? from : base;
-        size_t hi = end < base + s[i].count ? end : base + s[i].count;
-        if (lo < hi)
-            fn(x,
-               (size_t)((unsigned char *)(s[i].p + (lo - base)) -
-                        x->c->arena.mine),
-               lo - from, hi - lo);
-    }
+    return (size_t)((const unsigned char *)p - x->c->arena.mine);
 }
 
 /* One node: sum, round and write back block by block (cache-resident). */
-static void _reduce_put(_ctx *x, size_t d, size_t at, size_t n)
+static void _reduce_put(float *p, size_t n, size_t at, void *arg)
 {
+    _ctx *x = arg;
+    size_t d = _off(x, p);
     (void)at;
     for (size_t k = 0; k < n; k += BLOCK) {
         size_t m = n - k < BLOCK ? n - k : BLOCK;
@@ -244,13 +238,16 @@ static void _reduce_put(_ctx *x, size_t d, size_t at, size_t n)
     }
 }
 
-static void _reduce_acc(_ctx *x, size_t d, size_t at, size_t n)
+static void _reduce_acc(float *p, size_t n, size_t at, void *arg)
 {
-    _sum(x, d, x->acc + at, n);
+    _ctx *x = arg;
+    _sum(x, _off(x, p), x->acc + at, n);
 }
 
-static void _put_acc(_ctx *x, size_t d, size_t at, size_t n)
+static void _put_acc(float *p, size_t n, size_t at, void *arg)
 {
+    _ctx *x = arg;
+    size_t d = _off(x, p);
     for (size_t k = 0; k < n; k += BLOCK) /* tmp holds BLOCK wire values */
         _put(x, d + k * 4, x->acc + at + k, n - k < BLOCK ? n - k : BLOCK);
 }
@@ -271,12 +268,12 @@ tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
         if (!(x->acc = tc_buf_get(&c->accum, len * 4)))
             return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for a %zu-float chunk",
                            len);
-        _walk(x, s, ns, off, len, _reduce_acc);
+        tc_seg_walk(s, ns, off, len, _reduce_acc, x);
         if ((rc = tc_ring_allreduce(c, &c->scr, cols, x->acc, len, w)))
             return rc;
-        _walk(x, s, ns, off, len, _put_acc);
+        tc_seg_walk(s, ns, off, len, _put_acc, x);
     } else {
-        _walk(x, s, ns, off, len, _reduce_put);
+        tc_seg_walk(s, ns, off, len, _reduce_put, x);
     }
     /* Publish this chunk's inf/nan count beside the block; the members read
      * them after the barrier, and nobody writes them again before the next

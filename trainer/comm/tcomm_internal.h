@@ -226,9 +226,18 @@ tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w);
 tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
                          float *x, size_t count, tcomm_wire w);
 
-/* shared_grads.c: 1 when every piece lies in this rank's shared block and
- * g can reduce in place; the in-place all-reduce of such pieces over rows
- * (members on one node), then cols (across nodes; size 1 for none). */
+/* allreduce_segs.c: call fn on every piece of the range [from, from + len)
+ * of the vector that the pieces s[0..ns) make up: p and n are the piece's
+ * part of the range, at its position in the range. */
+typedef void (*tc_piece_fn)(float *p, size_t n, size_t at, void *arg);
+void tc_seg_walk(const tcomm_seg *s, int ns, size_t from, size_t len, tc_piece_fn fn, void *arg);
+
+/* shared_grads.c. holds: 1 when this rank has a shared block (not plain
+ * memory) and the count floats at p lie in it (count 0: any p). covers: 1
+ * when every piece does and g can reduce in place. allreduce: the in-place
+ * all-reduce of such pieces over rows (members on one node), then cols
+ * (across nodes; size 1 for none). */
+int tc_shared_holds(const tcomm_t *c, const float *p, size_t count);
 int tc_shared_covers(const tcomm_t *c, const tc_group *g, const tcomm_seg *s, int ns);
 tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
                              const tcomm_seg *s, int ns, size_t count, tcomm_wire w,
