@@ -24,7 +24,7 @@ done
 
 # Gradients in tcomm_shared_alloc memory: rows (torus2d) and groups
 # (hier-rs) on the node reduce in place, a NaN is counted alike on every
-# rank; skewed offsets on one rank, and algorithms without an on-node
+# rank, hybrid picks the in-place path; skewed offsets on one rank, and algorithms without an on-node
 # stage, keep every rank on the packed path.
 _shared() { # P WANT ARGS...
     local P=$1 out rc
@@ -43,7 +43,11 @@ _shared 4 all --algo torus2d --grid 2x2 --theta 1
 _shared 6 all --algo torus2d --grid 2x3 --theta 100000000
 _shared 4 none --algo torus2d --skew 2
 _shared 4 none --algo ring --theta 8192
-_shared 4 any --algo hybrid --theta 30000
+# hybrid prices the in-place sum (algo_hybrid.c), so it picks an algorithm
+# that runs it for every bucket, small or large.
+_shared 4 all --algo hybrid --theta 30000
+_shared 4 all --algo hybrid --grid 2x2 --theta 1
+_shared 6 all --algo hybrid --grid 2x3 --group-size 2 --theta 20000
 
 out=$(cm_mpirun 4 "$BIN" --mismatch 2 2>&1)
 rc=$?

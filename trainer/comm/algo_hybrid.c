@@ -3,17 +3,29 @@
  * this layout: small buckets favour few steps (flat / hier), large ones
  * favour little inter-node traffic (torus2d / hier-rs). The parameters are
  * the defaults or what tcomm_probe_links measured; every rank holds the
- * same ones (rank 0's probe is broadcast), so every rank picks the same. */
+ * same ones (rank 0's probe is broadcast), so every rank picks the same.
+ * A bucket whose gradients lie in shared memory (TCOMM_SHARED) is priced
+ * as the in-place sum wherever tcomm_allreduce_segs can run one: rows or
+ * groups on one node that hold the members' blocks, the same on every
+ * rank of a uniform layout. */
 #include "trainer/comm/tcomm_internal.h"
 
-tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w)
+tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w, unsigned flags)
 {
-    return tcomm_model_best(&c->model, count, w);
+    tcomm_model_params m = c->model;
+    m.in_place = 0;
+    if (flags & TCOMM_SHARED) {
+        if (c->row.on_node && c->row.arena)
+            m.in_place |= TCOMM_MODEL_INPLACE_ROWS;
+        if (c->group.on_node && c->group.arena && c->info.groups_uniform)
+            m.in_place |= TCOMM_MODEL_INPLACE_GROUPS;
+    }
+    return tcomm_model_best(&m, count, w);
 }
 
 double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count, tcomm_wire wire)
 {
     if (algo == TCOMM_ALGO_HYBRID)
-        algo = tc_hybrid_pick(c, count, wire);
+        algo = tc_hybrid_pick(c, count, wire, 0);
     return tcomm_model_time(&c->model, algo, count, wire);
 }

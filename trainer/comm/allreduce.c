@@ -62,7 +62,7 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
         return TC_FAIL(TCOMM_ERR_ARG, "tcomm_allreduce: bad algorithm %d, wire %d or "
                        "buffer", (int)algo, (int)wire);
     if (algo == TCOMM_ALGO_HYBRID)
-        algo = tc_hybrid_pick(c, count, wire);
+        algo = tc_hybrid_pick(c, count, wire, 0);
     if (algo == TCOMM_ALGO_HIER_RS && !c->info.groups_uniform)
         return TC_FAIL(TCOMM_ERR_UNSUPPORTED, "hier-rs needs groups of equal size; "
                        "this layout has %d groups of unequal size", c->info.ngroups);

@@ -128,7 +128,7 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcom
         return TC_FAIL(TCOMM_ERR_ARG, "tcomm_allreduce_segs: bad algorithm %d, wire %d or %d "
                        "pieces", (int)algo, (int)wire, nsegs);
     if (algo == TCOMM_ALGO_HYBRID)
-        algo = tc_hybrid_pick(c, count, wire);
+        algo = tc_hybrid_pick(c, count, wire, flags);
     float scale = (flags & TCOMM_AVERAGE) && c->info.size > 1 ? 1.0f / (float)c->info.size : 1.0f;
     tc_group *rows = algo == TCOMM_ALGO_TORUS2D ? &c->row
                    : algo == TCOMM_ALGO_HIER_RS && c->info.groups_uniform ? &c->group : NULL;

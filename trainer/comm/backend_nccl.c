@@ -144,7 +144,7 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count, tcomm_alg
     const tcomm_info *i = &c->info;
     int P = i->size;
     if (algo == TCOMM_ALGO_HYBRID)
-        algo = tc_hybrid_pick(c, count, w);
+        algo = tc_hybrid_pick(c, count, w, 0);
     if (algo == TCOMM_ALGO_HIER_RS && !i->groups_uniform)
         return TC_FAIL(TCOMM_ERR_UNSUPPORTED, "hier-rs needs groups of equal size");
     size_t npad = (count + (size_t)P - 1) / (size_t)P * (size_t)P;

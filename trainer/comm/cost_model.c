@@ -37,7 +37,14 @@
  *
  * Pipelining (pipeline.c): with K pieces the network stage N (column or
  * leaders' ring) overlaps the node stages D on another thread, so the time
- * is max(D, N + D/K) instead of N + D. */
+ * is max(D, N + D/K) instead of N + D.
+ *
+ * In place (shared_grads.c, gradients in node-shared memory): a row inside
+ * a node has each member sum its 1/C chunk straight from every member's
+ * gradients and write the result into all of them, so a rank streams its
+ * F bytes' worth twice (read, write), rounds to the wire within that pass,
+ * and passes two barriers; the column ring runs on the chunk in between,
+ * not pipelined. */
 #include <math.h>
 
 #include "trainer/comm/cost_model.h"
@@ -60,6 +67,7 @@ void tcomm_model_defaults(tcomm_model_params *m, int P, int ranks_per_node)
     m->convert_Bps = 6e9;
     m->shm = 0;
     m->pipeline = 1;
+    m->in_place = 0;
 }
 
 static int _nodes(const tcomm_model_params *m)
@@ -113,7 +121,7 @@ static double _overlap(double D, double N, int K)
 }
 
 static double _two_level(const tcomm_model_params *m, int C, int R, double S, double F,
-                         int conv)
+                         int conv, int in_place)
 {
     int q = m->ranks_per_node;
     int flows = C < q ? C : q;
@@ -121,6 +129,8 @@ static double _two_level(const tcomm_model_params *m, int C, int R, double S, do
      * spans nodes. Columns: members C ranks apart. */
     double row = _ring(m, C, 1, S / C, F / C, 2, 1, conv);
     double col = _ring(m, R, C, S / ((double)C * R), F / ((double)C * R), 2, flows, conv);
+    if (in_place && m->shm && C > 1 && C <= q)
+        return 2 * (m->intra.alpha_s + F / m->reduce_Bps) + col;
     if (m->shm && C > 1 && C <= q) {
         /* Shared segments move bytes at memory speed (the probed reduce
          * rate streams memory too), not at the intra link's message rate,
@@ -194,12 +204,14 @@ double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
         int g = m->group_size;
         if (g <= 0 || P % g)
             return -1.0;
-        return _two_level(m, g, P / g, S, F, conv);
+        return _two_level(m, g, P / g, S, F, conv,
+                          (m->in_place & TCOMM_MODEL_INPLACE_GROUPS) != 0);
     }
     case TCOMM_ALGO_TORUS2D:
         if (m->rows * m->cols != P || m->rows < 1)
             return -1.0;
-        return _two_level(m, m->cols, m->rows, S, F, conv);
+        return _two_level(m, m->cols, m->rows, S, F, conv,
+                          (m->in_place & TCOMM_MODEL_INPLACE_ROWS) != 0);
     default:
         return -1.0;
     }

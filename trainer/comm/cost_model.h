@@ -30,7 +30,13 @@ typedef struct {
     double convert_Bps; /* fp32 bytes/s one rank casts to a 16-bit wire */
     int shm;            /* rows/groups inside a node reduce in shared memory */
     int pipeline;       /* most pieces of a pipelined torus2d/hier (1: none) */
+    unsigned in_place;  /* TCOMM_MODEL_INPLACE_*: this call's gradients lie in
+                         * tcomm_shared_alloc memory and these rows sum them in
+                         * place (shared_grads.c); 0 for the packed paths */
 } tcomm_model_params;
+
+#define TCOMM_MODEL_INPLACE_ROWS 1u   /* torus2d rows */
+#define TCOMM_MODEL_INPLACE_GROUPS 2u /* hier-rs groups */
 
 /* Defaults measured on this project's 2-core test machine (shared memory
  * within a node, loopback TCP between emulated nodes); see the issue note. */

@@ -243,7 +243,8 @@ tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
                              const tcomm_seg *s, int ns, size_t count, tcomm_wire w,
                              float scale, size_t *bad);
 
-/* algo_hybrid.c: the algorithm the model picks for a message of bytes. */
-tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w);
+/* algo_hybrid.c: the algorithm the model picks for a message of count
+ * floats; flags: the call's, TCOMM_SHARED prices the in-place sum. */
+tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w, unsigned flags);
 
 #endif
