@@ -39,8 +39,8 @@ uint32_t tdata_crc32c_sw(uint32_t crc, const void *buf, size_t len)
 }
 
 #ifdef _HAVE_X86
-__attribute__((target("sse4.2")))
-static uint32_t _crc32c_hw(uint32_t crc, const void *buf, size_t len)
+__attribute__((target("sse4.2"))) static uint32_t
+_crc32c_hw(uint32_t crc, const void *buf, size_t len)
 {
     const uint8_t *p = buf;
     uint64_t c = ~crc;

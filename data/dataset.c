@@ -16,7 +16,7 @@ struct tdata_dataset {
     tdata_dataset_info info;
     char *dir;
     tdata_shard *shards;
-    uint64_t *first;   /* first global id of each shard, num_shards+1 */
+    uint64_t *first; /* first global id of each shard, num_shards+1 */
 };
 
 /* INDEX may be a directory holding exactly one *-index.txt. */
@@ -51,17 +51,19 @@ static int _check_shard(const tdata_index_shard *is, const tdata_shard *s,
                         const tdata_index *ix, const char *path, int i)
 {
     if (s->file_size < is->bytes)
-        return tdata_seterr(TDATA_ETRUNCATED, "%s: truncated: %llu bytes, the "
-                            "index says %llu", path,
-                            (unsigned long long)s->file_size,
+        return tdata_seterr(TDATA_ETRUNCATED,
+                            "%s: truncated: %llu bytes, the "
+                            "index says %llu",
+                            path, (unsigned long long)s->file_size,
                             (unsigned long long)is->bytes);
     if (s->file_size != is->bytes || s->n != is->count ||
         s->crc_of_crcs != is->crc || s->shard_index != i ||
         s->num_classes != ix->num_classes || s->layout != ix->layout)
-        return tdata_seterr(TDATA_EMISMATCH, "%s: does not match the index "
+        return tdata_seterr(TDATA_EMISMATCH,
+                            "%s: does not match the index "
                             "(shard %d: %llu images, %llu bytes, crc %08x; "
-                            "index: %llu images, %llu bytes, crc %08x)", path,
-                            s->shard_index, (unsigned long long)s->n,
+                            "index: %llu images, %llu bytes, crc %08x)",
+                            path, s->shard_index, (unsigned long long)s->n,
                             (unsigned long long)s->file_size, s->crc_of_crcs,
                             (unsigned long long)is->count,
                             (unsigned long long)is->bytes, is->crc);
@@ -78,13 +80,15 @@ static int _fd_budget(int shards, const char *path)
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= need)
         return TDATA_OK;
     rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need
-        ? need : rl.rlim_max;
+                      ? need
+                      : rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
     if (rl.rlim_cur < need)
-        return tdata_seterr(TDATA_EINVAL, "%s: %d shards need %llu open files "
+        return tdata_seterr(TDATA_EINVAL,
+                            "%s: %d shards need %llu open files "
                             "but the hard limit is %llu (ulimit -Hn); pack "
-                            "fewer, larger shards or raise the limit", path,
-                            shards, (unsigned long long)need,
+                            "fewer, larger shards or raise the limit",
+                            path, shards, (unsigned long long)need,
                             (unsigned long long)rl.rlim_max);
     return TDATA_OK;
 }
@@ -121,10 +125,12 @@ int tdata_dataset_open(const char *index_path, tdata_dataset **out)
         if (rc == TDATA_EFORMAT) {
             /* An HDF5 file cut short usually fails to open at all. */
             struct stat st;
-            if (stat(sp, &st) == 0 && (uint64_t)st.st_size < ix->shards[i].bytes)
-                rc = tdata_seterr(TDATA_ETRUNCATED, "%s: truncated: %llu bytes, "
-                                  "the index says %llu", sp,
-                                  (unsigned long long)st.st_size,
+            if (stat(sp, &st) == 0 &&
+                (uint64_t)st.st_size < ix->shards[i].bytes)
+                rc = tdata_seterr(TDATA_ETRUNCATED,
+                                  "%s: truncated: %llu bytes, "
+                                  "the index says %llu",
+                                  sp, (unsigned long long)st.st_size,
                                   (unsigned long long)ix->shards[i].bytes);
         }
         if (rc == TDATA_OK)

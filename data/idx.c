@@ -27,8 +27,8 @@ static uint8_t *_slurp(const char *path, size_t *len)
             buf = nb;
             cap *= 2;
         }
-        int r = gzread(g, buf + n, (unsigned)(cap - n > (1u << 30) ? (1u << 30)
-                                                                  : cap - n));
+        int r = gzread(g, buf + n,
+                       (unsigned)(cap - n > (1u << 30) ? (1u << 30) : cap - n));
         if (r < 0) {
             free(buf);
             gzclose(g);
@@ -45,7 +45,8 @@ static uint8_t *_slurp(const char *path, size_t *len)
 
 static uint32_t _be32(const uint8_t *p)
 {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+           p[3];
 }
 
 int tdata_idx_load(const char *images, const char *labels, tdata_pack_src *src)
@@ -56,14 +57,18 @@ int tdata_idx_load(const char *images, const char *labels, tdata_pack_src *src)
         return tdata_seterr(TDATA_EIO, "%s: cannot read (or bad gzip)", images);
     if (ilen < 16 || _be32(im) != 0x803) {
         free(im);
-        return tdata_seterr(TDATA_EFORMAT, "%s: not an IDX image file (magic "
-                            "0x00000803)", images);
+        return tdata_seterr(TDATA_EFORMAT,
+                            "%s: not an IDX image file (magic "
+                            "0x00000803)",
+                            images);
     }
     uint32_t n = _be32(im + 4), h = _be32(im + 8), w = _be32(im + 12);
     if ((uint64_t)n * h * w + 16 != ilen || !h || !w || !n) {
         free(im);
-        return tdata_seterr(TDATA_EFORMAT, "%s: header says %u x %u x %u but "
-                            "the file holds %zu bytes", images, n, h, w, ilen);
+        return tdata_seterr(TDATA_EFORMAT,
+                            "%s: header says %u x %u x %u but "
+                            "the file holds %zu bytes",
+                            images, n, h, w, ilen);
     }
     uint8_t *lb = _slurp(labels, &llen);
     if (!lb) {
@@ -73,8 +78,10 @@ int tdata_idx_load(const char *images, const char *labels, tdata_pack_src *src)
     if (llen != (size_t)n + 8 || _be32(lb) != 0x801 || _be32(lb + 4) != n) {
         free(im);
         free(lb);
-        return tdata_seterr(TDATA_EFORMAT, "%s: not an IDX label file for %u "
-                            "images", labels, n);
+        return tdata_seterr(TDATA_EFORMAT,
+                            "%s: not an IDX label file for %u "
+                            "images",
+                            labels, n);
     }
     int maxl = 0;
     for (uint32_t i = 0; i < n; i++)

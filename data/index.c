@@ -96,17 +96,19 @@ int tdata_index_read(const char *path, tdata_index *ix)
         }
         const char *val = line + pos;
         if (ln > 0 && ix->version == 0 && strcmp(key, "torus-index") != 0) {
-            rc = _bad_line(path, ln, "not a torus index (first line must be "
+            rc = _bad_line(path, ln,
+                           "not a torus index (first line must be "
                            "'torus-index VERSION')");
             break;
         }
         if (!strcmp(key, "torus-index")) {
             ix->version = atoi(val);
             if (ix->version > TDATA_FORMAT_VERSION) {
-                rc = tdata_seterr(TDATA_EVERSION, "%s: index format version %d "
+                rc = tdata_seterr(TDATA_EVERSION,
+                                  "%s: index format version %d "
                                   "is newer than this reader supports (%d); "
-                                  "update torus", path, ix->version,
-                                  TDATA_FORMAT_VERSION);
+                                  "update torus",
+                                  path, ix->version, TDATA_FORMAT_VERSION);
                 break;
             }
             if (ix->version < 1) {
@@ -165,9 +167,10 @@ int tdata_index_read(const char *path, tdata_index *ix)
             unsigned long long cnt, bytes;
             unsigned crc;
             tdata_index_shard *s = ix->shards ? &ix->shards[nshard] : NULL;
-            if (!s || sscanf(val, "%d %255s %llu %llu %x", &i, s->file, &cnt,
-                             &bytes, &crc) != 5 || i != nshard ||
-                strchr(s->file, '/')) {
+            if (!s ||
+                sscanf(val, "%d %255s %llu %llu %x", &i, s->file, &cnt, &bytes,
+                       &crc) != 5 ||
+                i != nshard || strchr(s->file, '/')) {
                 rc = _bad_line(path, ln, "bad shard line");
                 break;
             }
@@ -185,7 +188,8 @@ int tdata_index_read(const char *path, tdata_index *ix)
     free(line);
     fclose(f);
     if (rc == TDATA_OK && ix->version == 0)
-        rc = tdata_seterr(TDATA_EFORMAT, "%s: empty or not a torus index", path);
+        rc =
+            tdata_seterr(TDATA_EFORMAT, "%s: empty or not a torus index", path);
     if (rc == TDATA_OK && (nclass != ix->num_classes || nclass == 0))
         rc = tdata_seterr(TDATA_EFORMAT, "%s: %d class lines for %d classes",
                           path, nclass, ix->num_classes);
@@ -197,9 +201,10 @@ int tdata_index_read(const char *path, tdata_index *ix)
         for (int i = 0; i < nshard; i++)
             sum += ix->shards[i].count;
         if (sum != ix->num_images)
-            rc = tdata_seterr(TDATA_EFORMAT, "%s: shard counts add up to %llu, "
-                              "'images' says %llu", path,
-                              (unsigned long long)sum,
+            rc = tdata_seterr(TDATA_EFORMAT,
+                              "%s: shard counts add up to %llu, "
+                              "'images' says %llu",
+                              path, (unsigned long long)sum,
                               (unsigned long long)ix->num_images);
     }
     if (rc)
@@ -220,12 +225,13 @@ int tdata_index_build(const char *dir, const char *split, int num_shards,
     int rc = TDATA_OK;
     for (int i = 0; i < num_shards && rc == TDATA_OK; i++) {
         char path[4096];
-        tdata_shard_filename(ix.shards[i].file, sizeof ix.shards[i].file,
-                             split, i, num_shards);
+        tdata_shard_filename(ix.shards[i].file, sizeof ix.shards[i].file, split,
+                             i, num_shards);
         snprintf(path, sizeof path, "%s/%s", dir, ix.shards[i].file);
         tdata_shard s;
         rc = tdata_shard_open(path, &s, i == 0);
-        if (rc == TDATA_OK && (s.shard_index != i || s.num_shards != num_shards))
+        if (rc == TDATA_OK &&
+            (s.shard_index != i || s.num_shards != num_shards))
             rc = tdata_seterr(TDATA_EMISMATCH, "%s: says it is shard %d of %d",
                               path, s.shard_index, s.num_shards);
         if (rc == TDATA_OK && i == 0) {
@@ -238,10 +244,12 @@ int tdata_index_build(const char *dir, const char *split, int num_shards,
             ix.class_ids = s.class_ids;
             ix.class_words = s.class_words;
             s.class_ids = s.class_words = NULL;
-        } else if (rc == TDATA_OK && (s.num_classes != ix.num_classes ||
-                                      s.layout != ix.layout)) {
-            rc = tdata_seterr(TDATA_EMISMATCH, "%s: class count or layout "
-                              "differs from shard 0", path);
+        } else if (rc == TDATA_OK &&
+                   (s.num_classes != ix.num_classes || s.layout != ix.layout)) {
+            rc = tdata_seterr(TDATA_EMISMATCH,
+                              "%s: class count or layout "
+                              "differs from shard 0",
+                              path);
         }
         if (rc == TDATA_OK) {
             ix.shards[i].count = s.n;

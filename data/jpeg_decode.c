@@ -24,7 +24,7 @@ struct tdata_jdec {
     int strict;
     int warnings;
     char msg[JMSG_LENGTH_MAX + 32];
-    uint8_t *row;      /* CMYK scanline scratch */
+    uint8_t *row; /* CMYK scanline scratch */
     size_t rowcap;
 };
 
@@ -70,7 +70,10 @@ void tdata_jdec_free(tdata_jdec *d)
     free(d);
 }
 
-const char *tdata_jdec_msg(const tdata_jdec *d) { return d->msg; }
+const char *tdata_jdec_msg(const tdata_jdec *d)
+{
+    return d->msg;
+}
 
 int tdata_image_reserve(tdata_image *im, size_t bytes)
 {
@@ -141,10 +144,12 @@ int tdata_jpeg_decode_region(tdata_jdec *d, const uint8_t *buf, size_t len,
     jpeg_mem_src(ci, buf, (unsigned long)len);
     jpeg_read_header(ci, TRUE);
     int W = (int)ci->image_width, H = (int)ci->image_height;
-    int cmyk = ci->jpeg_color_space == JCS_CMYK ||
-               ci->jpeg_color_space == JCS_YCCK;
+    int cmyk =
+        ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
     ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-    ci->scale_num = (unsigned)(scale_num < 1 ? 1 : scale_num > 8 ? 8 : scale_num);
+    ci->scale_num = (unsigned)(scale_num < 1   ? 1
+                               : scale_num > 8 ? 8
+                                               : scale_num);
     ci->scale_denom = 8;
     /* Fancy (triangle) chroma upsampling is libjpeg's and PIL's default;
      * turning it off saves ~15% of the decode at a small chroma cost. */
@@ -156,10 +161,14 @@ int tdata_jpeg_decode_region(tdata_jdec *d, const uint8_t *buf, size_t len,
     int sy0 = (int)((long long)y * oh / H);
     int sx1 = (int)(((long long)(x + cw) * ow + W - 1) / W);
     int sy1 = (int)(((long long)(y + ch) * oh + H - 1) / H);
-    if (sx1 > ow) sx1 = ow;
-    if (sy1 > oh) sy1 = oh;
-    if (sx1 <= sx0) sx1 = sx0 + 1;
-    if (sy1 <= sy0) sy1 = sy0 + 1;
+    if (sx1 > ow)
+        sx1 = ow;
+    if (sy1 > oh)
+        sy1 = oh;
+    if (sx1 <= sx0)
+        sx1 = sx0 + 1;
+    if (sy1 <= sy0)
+        sy1 = sy0 + 1;
     JDIMENSION xoff = (JDIMENSION)sx0, xw = (JDIMENSION)(sx1 - sx0);
     if (!strict && xw < ci->output_width)
         jpeg_crop_scanline(ci, &xoff, &xw); /* widens to iMCU columns */

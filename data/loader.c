@@ -31,7 +31,7 @@ enum { _FREE = 0, _READING, _DECODING, _READY };
 typedef struct _slot {
     int state;
     uint64_t seq;
-    int n;                 /* samples in the batch */
+    int n; /* samples in the batch */
     int next_job, remaining;
     uint64_t epoch, step;
     tdata_batch b;
@@ -47,21 +47,21 @@ typedef struct _slot {
 typedef struct _read {
     int shard;
     uint64_t lo, hi;
-    int i;                 /* sample position in the batch */
+    int i; /* sample position in the batch */
 } _read;
 
 struct tdata_loader {
     tdata_dataset *ds;
     tdata_loader_opts o;
     const tdata_dataset_info *info;
-    int c;                 /* output channels */
+    int c; /* output channels */
     size_t sample_bytes;
     float scale[3], bias[3];
     uint64_t n_all;
     /* This rank's slice and the stream position. */
     uint64_t slice_begin, slice_len, spe;
     uint64_t epoch0, step0;
-    uint64_t limit;        /* batches to produce (eval); UINT64_MAX train */
+    uint64_t limit; /* batches to produce (eval); UINT64_MAX train */
     /* Epoch permutations, two cached (the stream can straddle an epoch). */
     uint64_t perm_epoch[2];
     uint64_t *perm[2];
@@ -137,26 +137,31 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
 {
     *out = NULL;
     const tdata_dataset_info *in = tdata_dataset_get_info(ds);
-    if (o->batch_size < 1 || o->out_h < 1 || o->out_w < 1 ||
-        o->out_w > 4096 || o->out_h > 4096 || o->world < 1 || o->rank < 0 ||
-        o->rank >= o->world || o->io_threads < 1 || o->decode_threads < 1 ||
-        o->prefetch < 2 || o->scale_min <= 0 || o->scale_max < o->scale_min ||
-        o->ratio_min <= 0 || o->ratio_max < o->ratio_min)
-        return tdata_seterr(TDATA_EINVAL, "bad loader options (batch %d, "
+    if (o->batch_size < 1 || o->out_h < 1 || o->out_w < 1 || o->out_w > 4096 ||
+        o->out_h > 4096 || o->world < 1 || o->rank < 0 || o->rank >= o->world ||
+        o->io_threads < 1 || o->decode_threads < 1 || o->prefetch < 2 ||
+        o->scale_min <= 0 || o->scale_max < o->scale_min || o->ratio_min <= 0 ||
+        o->ratio_max < o->ratio_min)
+        return tdata_seterr(TDATA_EINVAL,
+                            "bad loader options (batch %d, "
                             "out %dx%d, rank %d of %d, threads %d+%d, "
-                            "prefetch %d (>= 2))", o->batch_size, o->out_h,
-                            o->out_w, o->rank, o->world, o->io_threads,
-                            o->decode_threads, o->prefetch);
+                            "prefetch %d (>= 2))",
+                            o->batch_size, o->out_h, o->out_w, o->rank,
+                            o->world, o->io_threads, o->decode_threads,
+                            o->prefetch);
     if (in->channels != 1 && in->channels != 3)
-        return tdata_seterr(TDATA_EINVAL, "%d-channel images are not "
-                            "supported (1 or 3)", in->channels);
+        return tdata_seterr(TDATA_EINVAL,
+                            "%d-channel images are not "
+                            "supported (1 or 3)",
+                            in->channels);
     tdata_loader *l = calloc(1, sizeof *l);
     l->ds = ds;
     l->o = *o;
     l->info = in;
     l->c = in->channels;
     l->n_all = in->num_images;
-    l->sample_bytes = (size_t)l->c * o->out_h * o->out_w * tdata_dtype_size(o->dtype);
+    l->sample_bytes =
+        (size_t)l->c * o->out_h * o->out_w * tdata_dtype_size(o->dtype);
     for (int c = 0; c < 3; c++) {
         double sd = in->std[c] > 0 ? in->std[c] : 1;
         l->scale[c] = o->normalize ? (float)(1.0 / (255.0 * sd)) : 1.0f;
@@ -179,8 +184,10 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
         sl->raw_len = malloc(B * sizeof *sl->raw_len);
         if (!sl->data || !sl->labels || !sl->ids) {
             tdata_loader_destroy(l);
-            return tdata_seterr(TDATA_ENOMEM, "cannot allocate %zu-byte batch "
-                                "buffers", l->sample_bytes * B);
+            return tdata_seterr(TDATA_ENOMEM,
+                                "cannot allocate %zu-byte batch "
+                                "buffers",
+                                l->sample_bytes * B);
         }
         /* Touch now: first-touch page faults would otherwise land in the
          * decode threads during the first steps. */
@@ -191,34 +198,39 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
      * same number of steps), full coverage for evaluation. */
     uint64_t b, e;
     int train = o->mode == TDATA_TRAIN;
-    tdata_partition(l->n_all, o->world, o->rank, train && o->drop_remainder,
-                    &b, &e);
+    tdata_partition(l->n_all, o->world, o->rank, train && o->drop_remainder, &b,
+                    &e);
     l->slice_begin = b;
     l->slice_len = e - b;
     l->spe = train ? l->slice_len / (uint64_t)B
                    : (l->slice_len + (uint64_t)B - 1) / (uint64_t)B;
     if (l->spe == 0) {
         tdata_loader_destroy(l);
-        return tdata_seterr(TDATA_EINVAL, "rank %d of %d gets %llu samples, "
-                            "less than one batch of %d", o->rank, o->world,
-                            (unsigned long long)(e - b), B);
+        return tdata_seterr(TDATA_EINVAL,
+                            "rank %d of %d gets %llu samples, "
+                            "less than one batch of %d",
+                            o->rank, o->world, (unsigned long long)(e - b), B);
     }
     *out = l;
     return TDATA_OK;
 }
 
-uint64_t tdata_loader_steps_per_epoch(const tdata_loader *l) { return l->spe; }
+uint64_t tdata_loader_steps_per_epoch(const tdata_loader *l)
+{
+    return l->spe;
+}
 
 /* Sample ids of batch `seq`; called with the mutex held. */
 static int _batch_ids(tdata_loader *l, uint64_t seq, _slot *sl)
 {
     int B = l->o.batch_size;
     uint64_t g = l->step0 + seq;
-    uint64_t epoch = l->o.mode == TDATA_TRAIN ? l->epoch0 + g / l->spe : l->epoch0;
+    uint64_t epoch =
+        l->o.mode == TDATA_TRAIN ? l->epoch0 + g / l->spe : l->epoch0;
     uint64_t step = l->o.mode == TDATA_TRAIN ? g % l->spe : g;
     uint64_t first = step * (uint64_t)B;
-    uint64_t n = l->slice_len - first < (uint64_t)B ? l->slice_len - first
-                                                    : (uint64_t)B;
+    uint64_t n =
+        l->slice_len - first < (uint64_t)B ? l->slice_len - first : (uint64_t)B;
     sl->epoch = epoch;
     sl->step = step;
     sl->n = (int)n;
@@ -230,9 +242,10 @@ static int _batch_ids(tdata_loader *l, uint64_t seq, _slot *sl)
     int k = l->perm_epoch[0] == epoch ? 0 : l->perm_epoch[1] == epoch ? 1 : -1;
     if (k < 0) {
         /* Epochs advance monotonically: replace the older entry. */
-        k = l->perm_epoch[0] == UINT64_MAX ? 0
-          : l->perm_epoch[1] == UINT64_MAX ? 1
-          : l->perm_epoch[0] < l->perm_epoch[1] ? 0 : 1;
+        k = l->perm_epoch[0] == UINT64_MAX        ? 0
+            : l->perm_epoch[1] == UINT64_MAX      ? 1
+            : l->perm_epoch[0] < l->perm_epoch[1] ? 0
+                                                  : 1;
         if (!l->perm[k])
             l->perm[k] = malloc(l->n_all * sizeof(uint64_t));
         if (!l->perm[k])
@@ -298,7 +311,8 @@ static int _read_batch(tdata_loader *l, _slot *sl, _read *rd, _group *grp,
         sl->raw = malloc(sl->raw_cap);
         if (!sl->raw) {
             sl->raw_cap = 0;
-            return tdata_seterr(TDATA_ENOMEM, "no memory for %zu raw bytes", need);
+            return tdata_seterr(TDATA_ENOMEM, "no memory for %zu raw bytes",
+                                need);
         }
     }
     size_t pos = 0;
@@ -383,8 +397,8 @@ typedef struct _dctx {
 
 /* Decode sample i of the slot into its place; 0 or an error code with
  * why set. */
-static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i,
-                       char *why, size_t whyn)
+static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i, char *why,
+                       size_t whyn)
 {
     const tdata_loader_opts *o = &l->o;
     const uint8_t *raw = sl->raw + sl->raw_off[i];
@@ -397,8 +411,8 @@ static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i,
         snprintf(why, whyn, "CRC32C mismatch");
         return TDATA_ECRC;
     }
-    tdata_rng r = {tdata_mix64(o->seed ^ tdata_mix64(sl->epoch * 0x9E3779B97F4A7C15ull
-                                                     + sl->ids[i]))};
+    tdata_rng r = {tdata_mix64(
+        o->seed ^ tdata_mix64(sl->epoch * 0x9E3779B97F4A7C15ull + sl->ids[i]))};
     int W, H;
     int dense = l->info->layout == TDATA_LAYOUT_DENSE;
     if (dense) {
@@ -424,10 +438,15 @@ static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i,
         sw = W;
         sh2 = H;
         stride = W * l->c;
-        bx0 = cr.x; by0 = cr.y; bx1 = cr.x + cr.w; by1 = cr.y + cr.h;
+        bx0 = cr.x;
+        by0 = cr.y;
+        bx1 = cr.x + cr.w;
+        by1 = cr.y + cr.h;
     } else {
-        int n = o->reduced_dct ? tdata_dct_scale((int)ceil(cr.w), (int)ceil(cr.h),
-                                                 o->out_w, o->out_h) : 8;
+        int n = o->reduced_dct
+                    ? tdata_dct_scale((int)ceil(cr.w), (int)ceil(cr.h),
+                                      o->out_w, o->out_h)
+                    : 8;
         int x0 = 0, y0 = 0, x1 = W, y1 = H;
         if (o->roi_decode) {
             x0 = (int)floor(cr.x);
@@ -435,9 +454,9 @@ static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i,
             x1 = (int)ceil(cr.x + cr.w);
             y1 = (int)ceil(cr.y + cr.h);
         }
-        if (tdata_jpeg_decode_region(d->jd, raw, len, x0, y0, x1 - x0, y1 - y0,
-                                     n, o->fast_upsample ? TDATA_DEC_FAST_UPSAMPLE : 0,
-                                     &d->im)) {
+        if (tdata_jpeg_decode_region(
+                d->jd, raw, len, x0, y0, x1 - x0, y1 - y0, n,
+                o->fast_upsample ? TDATA_DEC_FAST_UPSAMPLE : 0, &d->im)) {
             snprintf(why, whyn, "JPEG decode: %s", tdata_jdec_msg(d->jd));
             return TDATA_EDECODE;
         }
@@ -450,15 +469,20 @@ static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i,
         by0 = cr.y * fy - d->im.sy;
         bx1 = (cr.x + cr.w) * fx - d->im.sx;
         by1 = (cr.y + cr.h) * fy - d->im.sy;
-        if (bx0 < 0) bx0 = 0;
-        if (by0 < 0) by0 = 0;
-        if (bx1 > sw) bx1 = sw;
-        if (by1 > sh2) by1 = sh2;
+        if (bx0 < 0)
+            bx0 = 0;
+        if (by0 < 0)
+            by0 = 0;
+        if (bx1 > sw)
+            bx1 = sw;
+        if (by1 > sh2)
+            by1 = sh2;
     }
     tdata_resize(src, sw, sh2, stride, l->c, bx0, by0, bx1, by1, d->out,
                  o->out_w, o->out_h, &d->sc);
     tdata_emit(d->out, o->out_w, o->out_h, l->c, cr.flip, o->order, o->dtype,
-               l->scale, l->bias, (uint8_t *)sl->data + (size_t)i * l->sample_bytes);
+               l->scale, l->bias,
+               (uint8_t *)sl->data + (size_t)i * l->sample_bytes);
     return TDATA_OK;
 }
 
@@ -502,8 +526,9 @@ static void _log_bad(tdata_loader *l, _slot *sl, int i, int code,
     char name[512] = "?";
     tdata_dataset_name(l->ds, sl->ids[i], name, sizeof name);
     snprintf(msg, n, "bad sample %llu: shard %s index %llu (%s): %s",
-             (unsigned long long)sl->ids[i], tdata_dataset_shard_path(l->ds, shard),
-             (unsigned long long)idx, name, why);
+             (unsigned long long)sl->ids[i],
+             tdata_dataset_shard_path(l->ds, shard), (unsigned long long)idx,
+             name, why);
     (void)code;
     fprintf(l->o.log ? l->o.log : stderr, "tdata: %s; skipped\n", msg);
 }
@@ -546,8 +571,10 @@ static void *_dec_main(void *arg)
                 l->st.bad_decode++;
             if (l->o.max_bad >= 0 && l->st.bad > (uint64_t)l->o.max_bad) {
                 char m2[1200];
-                snprintf(m2, sizeof m2, "more than --max-bad=%ld bad samples; "
-                         "last: %s", l->o.max_bad, msg);
+                snprintf(m2, sizeof m2,
+                         "more than --max-bad=%ld bad samples; "
+                         "last: %s",
+                         l->o.max_bad, msg);
                 _set_fatal(l, TDATA_ETOOMANYBAD, m2);
             }
         }
@@ -583,8 +610,10 @@ int tdata_loader_start(tdata_loader *l, uint64_t epoch, uint64_t sample_offset)
     _stop(l);
     uint64_t step = sample_offset / (uint64_t)l->o.batch_size;
     if (step >= l->spe)
-        return tdata_seterr(TDATA_EINVAL, "resume offset %llu is past the "
-                            "epoch's %llu steps", (unsigned long long)sample_offset,
+        return tdata_seterr(TDATA_EINVAL,
+                            "resume offset %llu is past the "
+                            "epoch's %llu steps",
+                            (unsigned long long)sample_offset,
                             (unsigned long long)l->spe);
     l->epoch0 = epoch;
     l->step0 = step;
@@ -609,7 +638,7 @@ const tdata_batch *tdata_loader_next(tdata_loader *l, int *err)
     *err = TDATA_OK;
     if (!l->running) {
         *err = tdata_seterr(TDATA_EINVAL, "tdata_loader_next before "
-                            "tdata_loader_start");
+                                          "tdata_loader_start");
         return NULL;
     }
     pthread_mutex_lock(&l->mu);

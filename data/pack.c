@@ -37,8 +37,8 @@ typedef struct _job {
     const tdata_pack_item *items;
     uint64_t n;
     tdata_pack_out *out;
-    uint64_t next;            /* atomic work counter */
-    uint64_t *done_total;     /* atomic, across shards, for progress */
+    uint64_t next;        /* atomic work counter */
+    uint64_t *done_total; /* atomic, across shards, for progress */
     uint64_t range_total;
     double t0;
     pthread_mutex_t plock;
@@ -62,8 +62,8 @@ static void _progress(_job *j, int final)
     fflush(stderr);
 }
 
-static int _read_file(const char *path, uint8_t **buf, size_t *cap,
-                      size_t *len, char *why, size_t n)
+static int _read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len,
+                      char *why, size_t n)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
@@ -100,8 +100,8 @@ static int _read_file(const char *path, uint8_t **buf, size_t *cap,
 static void *_worker(void *arg)
 {
     _job *j = arg;
-    tdata_pack_worker *w = j->dense && j->src->idx_pixels ? NULL
-                                                         : tdata_pack_worker_new(j->o);
+    tdata_pack_worker *w =
+        j->dense && j->src->idx_pixels ? NULL : tdata_pack_worker_new(j->o);
     uint8_t *buf = NULL;
     size_t cap = 0, len = 0;
     for (;;) {
@@ -229,8 +229,10 @@ static int _write_shard(const tdata_pack_opts *o, const tdata_pack_src *src,
         if (r->reencoded) {
             m.num_reencoded++;
             if (rep)
-                fprintf(rep, "reencoded\t%s\tCMYK/YCCK or PNG stored as RGB "
-                        "JPEG\n", it->path ? it->path : it->name);
+                fprintf(rep,
+                        "reencoded\t%s\tCMYK/YCCK or PNG stored as RGB "
+                        "JPEG\n",
+                        it->path ? it->path : it->name);
         }
         memcpy(data + pos, r->data, r->len);
         off[k] = pos;
@@ -247,8 +249,10 @@ static int _write_shard(const tdata_pack_opts *o, const tdata_pack_src *src,
     off[k] = pos;
     int rc = TDATA_OK;
     if (good == 0)
-        fprintf(stderr, "torus-pack: shard %d: every image was rejected; "
-                "no shard written\n", s);
+        fprintf(stderr,
+                "torus-pack: shard %d: every image was rejected; "
+                "no shard written\n",
+                s);
     else
         rc = tdata_shard_write(path, &m, good, data, off, lab, names);
     if (rc == TDATA_OK && good) {
@@ -261,8 +265,9 @@ static int _write_shard(const tdata_pack_opts *o, const tdata_pack_src *src,
     free(off);
     free(lab);
     free(names);
-    return good == 0 ? tdata_seterr(TDATA_EDECODE, "shard %d: no good images",
-                                    s) : rc;
+    return good == 0
+               ? tdata_seterr(TDATA_EDECODE, "shard %d: no good images", s)
+               : rc;
 }
 
 int tdata_pack_run(const tdata_pack_opts *o, tdata_pack_summary *sum)
@@ -364,8 +369,10 @@ int tdata_pack_run(const tdata_pack_opts *o, tdata_pack_summary *sum)
                 continue; /* resume: already packed */
             }
             tdata_shard_close(&sh);
-            fprintf(stderr, "torus-pack: %s exists but does not match the "
-                    "plan; packing it again\n", path);
+            fprintf(stderr,
+                    "torus-pack: %s exists but does not match the "
+                    "plan; packing it again\n",
+                    path);
         }
         j.items = src.items + b[s];
         j.n = n;

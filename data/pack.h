@@ -9,11 +9,11 @@
 #include "data/tdata_internal.h"
 
 typedef struct tdata_pack_item {
-    char *path;      /* file to read (NULL for IDX records) */
-    char *name;      /* stored source name, relative to the source */
+    char *path; /* file to read (NULL for IDX records) */
+    char *name; /* stored source name, relative to the source */
     int32_t label;
-    uint64_t bytes;  /* input size, for byte-balanced shards */
-    uint64_t rec;    /* IDX record number */
+    uint64_t bytes; /* input size, for byte-balanced shards */
+    uint64_t rec;   /* IDX record number */
 } tdata_pack_item;
 
 typedef struct tdata_pack_src {
@@ -28,21 +28,21 @@ typedef struct tdata_pack_src {
 
 typedef struct tdata_pack_opts {
     const char *source, *output, *split;
-    const char *classes_file;     /* wnid [words] per line, label order */
-    const char *val_labels;       /* LOC_val_solution.csv or devkit gt */
-    const char *devkit_synsets;   /* wnid per line in devkit ID order */
+    const char *classes_file;   /* wnid [words] per line, label order */
+    const char *val_labels;     /* LOC_val_solution.csv or devkit gt */
+    const char *devkit_synsets; /* wnid per line in devkit ID order */
     const char *idx_labels;
-    const char *report;           /* rejection report file (appended) */
-    const char *listing;          /* saved source listing (read or written) */
-    int shards;                   /* 0: from shard_bytes */
+    const char *report;  /* rejection report file (appended) */
+    const char *listing; /* saved source listing (read or written) */
+    int shards;          /* 0: from shard_bytes */
     uint64_t shard_bytes;
-    int range_lo, range_hi;       /* shards to pack, [lo, hi) ; hi<0: all */
+    int range_lo, range_hi; /* shards to pack, [lo, hi) ; hi<0: all */
     int threads;
     uint64_t seed;
-    int resize_shorter;           /* 0: keep size */
-    int dec_h, dec_w;             /* >0: dense layout of decoded pixels */
-    int quality;                  /* JPEG quality for re-encodes */
-    int progress;                 /* -1 auto (tty), 0 off, 1 on */
+    int resize_shorter; /* 0: keep size */
+    int dec_h, dec_w;   /* >0: dense layout of decoded pixels */
+    int quality;        /* JPEG quality for re-encodes */
+    int progress;       /* -1 auto (tty), 0 off, 1 on */
     int no_index;
     const char *creator;
 } tdata_pack_opts;
@@ -61,10 +61,10 @@ int tdata_listing_read(const char *path, const char *source, tdata_pack_src *s);
 
 /* Result of processing one input image. */
 typedef struct tdata_pack_out {
-    uint8_t *data;   /* bytes to store (malloc'd or NULL if rejected) */
+    uint8_t *data; /* bytes to store (malloc'd or NULL if rejected) */
     uint64_t len;
     int reencoded;
-    char why[256];   /* rejection reason */
+    char why[256]; /* rejection reason */
     double sum[3], sumsq[3], count;
 } tdata_pack_out;
 

@@ -56,7 +56,9 @@ static void _stats(const uint8_t *px, int w, int h, int stride,
     for (int y = 0; y < h; y++) {
         const uint8_t *p = px + (size_t)y * stride;
         for (int x = 0; x < w; x++, p += 3) {
-            s[0] += p[0]; s[1] += p[1]; s[2] += p[2];
+            s[0] += p[0];
+            s[1] += p[1];
+            s[2] += p[2];
             q[0] += (uint32_t)p[0] * p[0];
             q[1] += (uint32_t)p[1] * p[1];
             q[2] += (uint32_t)p[2] * p[2];
@@ -113,7 +115,8 @@ int tdata_pack_image(tdata_pack_worker *w, const uint8_t *buf, size_t len,
     } else {
         int W, H, cs, prog;
         if (len < 3 || buf[0] != 0xFF || buf[1] != 0xD8) {
-            snprintf(out->why, sizeof out->why, "neither a JPEG nor a PNG file");
+            snprintf(out->why, sizeof out->why,
+                     "neither a JPEG nor a PNG file");
             return TDATA_EDECODE;
         }
         if (tdata_jpeg_header(w->jd, buf, len, &W, &H, &cs, &prog)) {
@@ -126,7 +129,8 @@ int tdata_pack_image(tdata_pack_worker *w, const uint8_t *buf, size_t len,
         int n = 8, sh = W < H ? W : H;
         if (o->dec_h > 0) {
             double s = (double)o->dec_w / W > (double)o->dec_h / H
-                ? (double)o->dec_w / W : (double)o->dec_h / H;
+                           ? (double)o->dec_w / W
+                           : (double)o->dec_h / H;
             for (n = 1; n < 8 && n < s * 8; n++)
                 ;
         } else if (o->resize_shorter > 0 && sh > o->resize_shorter) {
@@ -143,7 +147,8 @@ int tdata_pack_image(tdata_pack_worker *w, const uint8_t *buf, size_t len,
     int iw = im->w, ih = im->h;
     if (o->dec_h > 0) {
         double s = (double)o->dec_w / iw > (double)o->dec_h / ih
-            ? (double)o->dec_w / iw : (double)o->dec_h / ih;
+                       ? (double)o->dec_w / iw
+                       : (double)o->dec_h / ih;
         double bw = o->dec_w / s, bh = o->dec_h / s;
         size_t n = (size_t)o->dec_h * o->dec_w * 3;
         out->data = malloc(n);

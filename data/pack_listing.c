@@ -19,7 +19,8 @@ int tdata_listing_write(const char *path, const tdata_pack_src *s)
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f)
-        return tdata_seterr(TDATA_EIO, "--listing=%s: %s", tmp, strerror(errno));
+        return tdata_seterr(TDATA_EIO, "--listing=%s: %s", tmp,
+                            strerror(errno));
     fprintf(f, "torus-listing 1\nclasses %d\n", s->num_classes);
     for (int i = 0; i < s->num_classes; i++)
         fprintf(f, "%s\t%s\n", s->class_ids[i], s->class_words[i]);
@@ -41,7 +42,8 @@ int tdata_listing_read(const char *path, const char *source, tdata_pack_src *s)
     memset(s, 0, sizeof *s);
     FILE *f = fopen(path, "r");
     if (!f)
-        return tdata_seterr(TDATA_EIO, "--listing=%s: %s", path, strerror(errno));
+        return tdata_seterr(TDATA_EIO, "--listing=%s: %s", path,
+                            strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     int ln = 0, rc = TDATA_OK;
@@ -50,15 +52,18 @@ int tdata_listing_read(const char *path, const char *source, tdata_pack_src *s)
     if (getline(&line, &cap, f) <= 0 || strcmp(line, "torus-listing 1\n") ||
         getline(&line, &cap, f) <= 0 || sscanf(line, "classes %d", &nc) != 1 ||
         nc < 1)
-        rc = tdata_seterr(TDATA_EFORMAT, "--listing=%s: not a torus-pack "
-                          "listing (version 1)", path);
+        rc = tdata_seterr(TDATA_EFORMAT,
+                          "--listing=%s: not a torus-pack "
+                          "listing (version 1)",
+                          path);
     ln = 2;
     s->class_ids = calloc(nc > 0 ? nc : 1, sizeof(char *));
     s->class_words = calloc(nc > 0 ? nc : 1, sizeof(char *));
     for (int i = 0; rc == TDATA_OK && i < nc; i++, ln++) {
         char *tab;
         if (getline(&line, &cap, f) <= 0 || !(tab = strchr(line, '\t'))) {
-            rc = tdata_seterr(TDATA_EFORMAT, "%s:%d: bad class line", path, ln + 1);
+            rc = tdata_seterr(TDATA_EFORMAT, "%s:%d: bad class line", path,
+                              ln + 1);
             break;
         }
         line[strcspn(line, "\n")] = 0;
@@ -67,9 +72,10 @@ int tdata_listing_read(const char *path, const char *source, tdata_pack_src *s)
         s->class_words[i] = strdup(tab + 1);
         s->num_classes = i + 1;
     }
-    if (rc == TDATA_OK && (getline(&line, &cap, f) <= 0 ||
-                           sscanf(line, "items %llu", &n) != 1))
-        rc = tdata_seterr(TDATA_EFORMAT, "%s:%d: expected 'items N'", path, ln + 1);
+    if (rc == TDATA_OK &&
+        (getline(&line, &cap, f) <= 0 || sscanf(line, "items %llu", &n) != 1))
+        rc = tdata_seterr(TDATA_EFORMAT, "%s:%d: expected 'items N'", path,
+                          ln + 1);
     ln++;
     if (rc == TDATA_OK) {
         s->items = calloc(n ? n : 1, sizeof *s->items);

@@ -116,7 +116,8 @@ static int _load_classes(const char *file, tdata_pack_src *s)
 {
     FILE *f = fopen(file, "r");
     if (!f)
-        return tdata_seterr(TDATA_EIO, "--classes=%s: %s", file, strerror(errno));
+        return tdata_seterr(TDATA_EIO, "--classes=%s: %s", file,
+                            strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     int ln = 0, n = 0, ncap = 0;
@@ -174,9 +175,10 @@ static int _scan_tree(const tdata_pack_opts *o, tdata_pack_src *s,
     for (int c = 0; c < nc; c++) {
         int label = _find_class(s, classes[c].name);
         if (label < 0)
-            return tdata_seterr(TDATA_EINVAL, "%s/%s: folder is not a class "
-                                "listed in --classes=%s", o->source,
-                                classes[c].name, o->classes_file);
+            return tdata_seterr(TDATA_EINVAL,
+                                "%s/%s: folder is not a class "
+                                "listed in --classes=%s",
+                                o->source, classes[c].name, o->classes_file);
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/%s", o->source, classes[c].name);
         int nf;
@@ -193,7 +195,9 @@ static int _scan_tree(const tdata_pack_opts *o, tdata_pack_src *s,
 }
 
 /* Labels of a flat val/ directory: name -> wnid. */
-typedef struct { char *file, *wnid; } _vlab;
+typedef struct {
+    char *file, *wnid;
+} _vlab;
 
 static int _cmpvlab(const void *a, const void *b)
 {
@@ -223,10 +227,12 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
                 continue; /* header */
             if (!csv) {
                 if (!o->devkit_synsets) {
-                    rc = tdata_seterr(TDATA_EINVAL, "--val-labels=%s looks like "
+                    rc = tdata_seterr(TDATA_EINVAL,
+                                      "--val-labels=%s looks like "
                                       "the devkit ground truth: give "
                                       "--devkit-synsets=FILE (wnid per ILSVRC "
-                                      "ID)", o->val_labels);
+                                      "ID)",
+                                      o->val_labels);
                     break;
                 }
                 FILE *sf = fopen(o->devkit_synsets, "r");
@@ -260,8 +266,10 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
             char *comma = strchr(line, ',');
             char id[256];
             if (!comma || sscanf(comma + 1, "%255s", id) != 1) {
-                rc = tdata_seterr(TDATA_EFORMAT, "%s:%d: expected "
-                                  "'ImageId,wnid ...'", o->val_labels, ln);
+                rc = tdata_seterr(TDATA_EFORMAT,
+                                  "%s:%d: expected "
+                                  "'ImageId,wnid ...'",
+                                  o->val_labels, ln);
                 break;
             }
             *comma = 0;
@@ -271,7 +279,8 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
         } else {
             int idn = atoi(line);
             if (idn < 1 || idn > nsyn) {
-                rc = tdata_seterr(TDATA_EFORMAT, "%s:%d: ID %d not in "
+                rc = tdata_seterr(TDATA_EFORMAT,
+                                  "%s:%d: ID %d not in "
                                   "--devkit-synsets (%d entries)",
                                   o->val_labels, ln, idn, nsyn);
                 break;
@@ -279,9 +288,10 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
             /* Line k labels the k-th file in name order
              * (ILSVRC2012_val_0000000k.JPEG). */
             if (n >= nf) {
-                rc = tdata_seterr(TDATA_EFORMAT, "%s: more labels (%d) than "
-                                  "files in %s", o->val_labels, n + 1,
-                                  o->source);
+                rc = tdata_seterr(TDATA_EFORMAT,
+                                  "%s: more labels (%d) than "
+                                  "files in %s",
+                                  o->val_labels, n + 1, o->source);
                 break;
             }
             char stem[4096];
@@ -334,15 +344,17 @@ static int _scan_flat(const tdata_pack_opts *o, tdata_pack_src *s)
         _vlab key = {stem, NULL};
         _vlab *hit = bsearch(&key, labs, nl, sizeof *labs, _cmpvlab);
         if (!hit) {
-            rc = tdata_seterr(TDATA_EINVAL, "%s/%s: no label in --val-labels=%s",
-                              o->source, files[i].name, o->val_labels);
+            rc =
+                tdata_seterr(TDATA_EINVAL, "%s/%s: no label in --val-labels=%s",
+                             o->source, files[i].name, o->val_labels);
             break;
         }
         int label = _find_class(s, hit->wnid);
         if (label < 0) {
-            rc = tdata_seterr(TDATA_EINVAL, "%s: class '%s' of %s is not in "
-                              "the class list", o->val_labels, hit->wnid,
-                              files[i].name);
+            rc = tdata_seterr(TDATA_EINVAL,
+                              "%s: class '%s' of %s is not in "
+                              "the class list",
+                              o->val_labels, hit->wnid, files[i].name);
             break;
         }
         snprintf(p, sizeof p, "%s/%s", o->source, files[i].name);
@@ -380,8 +392,10 @@ int tdata_pack_scan(const tdata_pack_opts *o, tdata_pack_src *s)
         char *guess = o->idx_labels ? NULL : _guess_idx_labels(o->source);
         const char *lab = o->idx_labels ? o->idx_labels : guess;
         if (!lab)
-            return tdata_seterr(TDATA_EINVAL, "%s: an IDX image file needs "
-                                "--idx-labels=FILE", o->source);
+            return tdata_seterr(TDATA_EINVAL,
+                                "%s: an IDX image file needs "
+                                "--idx-labels=FILE",
+                                o->source);
         int rc = tdata_idx_load(o->source, lab, s);
         free(guess);
         return rc;
@@ -396,7 +410,8 @@ int tdata_pack_scan(const tdata_pack_opts *o, tdata_pack_src *s)
     else if (o->val_labels)
         rc = _scan_flat(o, s);
     else
-        rc = tdata_seterr(TDATA_EINVAL, "%s: no class folders; a flat "
+        rc = tdata_seterr(TDATA_EINVAL,
+                          "%s: no class folders; a flat "
                           "directory (ImageNet val/) needs --val-labels=FILE",
                           o->source);
     _free_list(classes, nc);

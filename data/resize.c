@@ -30,8 +30,8 @@ void tdata_scratch_free(tdata_scratch *s)
 
 /* Filter taps of every output coordinate along one axis: first source
  * index and kmax normalised weights (zero padded). Returns kmax. */
-static int _taps(double b0, double b1, int in, int out, int *first,
-                 float *w, int kmax_cap)
+static int _taps(double b0, double b1, int in, int out, int *first, float *w,
+                 int kmax_cap)
 {
     double scale = (b1 - b0) / out;
     double fs = scale > 1.0 ? scale : 1.0; /* filter scale */
@@ -43,9 +43,12 @@ static int _taps(double b0, double b1, int in, int out, int *first,
         double center = b0 + (o + 0.5) * scale;
         int lo = (int)floor(center - support + 0.5);
         int hi = (int)floor(center + support + 0.5);
-        if (lo < 0) lo = 0;
-        if (hi > in) hi = in;
-        if (hi - lo > kmax) hi = lo + kmax;
+        if (lo < 0)
+            lo = 0;
+        if (hi > in)
+            hi = in;
+        if (hi - lo > kmax)
+            hi = lo + kmax;
         float *wo = w + (size_t)o * kmax;
         double sum = 0;
         int n = hi - lo;
@@ -59,8 +62,10 @@ static int _taps(double b0, double b1, int in, int out, int *first,
             wo[k] = 0;
         if (n <= 0 || sum <= 0) { /* box fell outside: nearest pixel */
             lo = (int)center;
-            if (lo < 0) lo = 0;
-            if (lo >= in) lo = in - 1;
+            if (lo < 0)
+                lo = 0;
+            if (lo >= in)
+                lo = in - 1;
             wo[0] = 1;
             sum = 1;
             for (int k = 1; k < kmax; k++)
@@ -71,7 +76,8 @@ static int _taps(double b0, double b1, int in, int out, int *first,
         /* Keep every tap inside the source, shifting the window if needed. */
         if (lo + kmax > in) {
             int shift = lo + kmax - in;
-            if (shift > lo) shift = lo;
+            if (shift > lo)
+                shift = lo;
             if (shift > 0) {
                 memmove(wo + shift, wo, (size_t)(kmax - shift) * sizeof *wo);
                 for (int k = 0; k < shift; k++)
@@ -94,7 +100,10 @@ typedef float _v4 __attribute__((vector_size(16)));
 typedef float _v8 __attribute__((vector_size(32)));
 typedef int32_t _v8i __attribute__((vector_size(32)));
 
-static size_t _align16(size_t n) { return (n + 15) & ~(size_t)15; }
+static size_t _align16(size_t n)
+{
+    return (n + 15) & ~(size_t)15;
+}
 
 /* Horizontal pass of one RGB row: widen the row to floats once, then each
  * output pixel is K multiply-adds of 4-float vectors (R, G, B and the next
@@ -129,14 +138,16 @@ _hrow3(const uint8_t *in, int x0, int x1, float *f, const int *fx,
 }
 
 static inline __attribute__((always_inline)) void
-_resize_body(const uint8_t *src, int sw, int sh, int stride, int c,
-             double bx0, double by0, double bx1, double by1,
-             uint8_t *dst, int dw, int dh, tdata_scratch *s)
+_resize_body(const uint8_t *src, int sw, int sh, int stride, int c, double bx0,
+             double by0, double bx1, double by1, uint8_t *dst, int dw, int dh,
+             tdata_scratch *s)
 {
     int kxcap = (int)ceil((bx1 - bx0) / dw > 1 ? (bx1 - bx0) / dw : 1) * 2 + 1;
     int kycap = (int)ceil((by1 - by0) / dh > 1 ? (by1 - by0) / dh : 1) * 2 + 1;
-    if (kxcap > sw) kxcap = sw;
-    if (kycap > sh) kycap = sh;
+    if (kxcap > sw)
+        kxcap = sw;
+    if (kycap > sh)
+        kycap = sh;
     /* Scratch layout, each part 16-byte aligned. */
     size_t o_wy = _align16((size_t)dw * kxcap * sizeof(float));
     size_t o_fx = o_wy + _align16((size_t)dh * kycap * sizeof(float));
@@ -154,13 +165,16 @@ _resize_body(const uint8_t *src, int sw, int sh, int stride, int c,
     int *fy = (int *)(m + o_fy);
     float *r4 = (float *)(m + o_r4);
     float *tmp = (float *)(m + o_tmp);
-    int32_t *vi = (int32_t *)(m + o_tmp + ((size_t)sh + 1) * trow * sizeof(float));
+    int32_t *vi =
+        (int32_t *)(m + o_tmp + ((size_t)sh + 1) * trow * sizeof(float));
     int kx = _taps(bx0, bx1, sw, dw, fx, wx, kxcap);
     int ky = _taps(by0, by1, sh, dh, fy, wy, kycap);
     int r0 = fy[0], r1 = fy[dh - 1] + ky;
-    if (r1 > sh) r1 = sh;
+    if (r1 > sh)
+        r1 = sh;
     int x0 = fx[0], x1 = fx[dw - 1] + kx;
-    if (x1 > sw) x1 = sw;
+    if (x1 > sw)
+        x1 = sw;
     for (int r = r0; r < r1; r++) {
         const uint8_t *in = src + (size_t)r * stride;
         float *o = tmp + (size_t)(r - r0) * trow;
@@ -204,9 +218,9 @@ _resize_body(const uint8_t *src, int sw, int sh, int stride, int c,
                 a += r * w[k];
             }
             _v8i v = __builtin_convertvector(a + 0.5f, _v8i);
-            v &= v > 0;                          /* negative -> 0 */
+            v &= v > 0; /* negative -> 0 */
             _v8i hi = v > 255;
-            v = (v & ~hi) | (255 & hi);          /* above 255 -> 255 */
+            v = (v & ~hi) | (255 & hi); /* above 255 -> 255 */
             memcpy(vi + i, &v, sizeof v);
         }
         for (size_t j = 0; j < i; j++) /* vectorised narrowing */
@@ -226,25 +240,24 @@ _resize_body(const uint8_t *src, int sw, int sh, int stride, int c,
  * No FMA, so both give bit-identical pixels. */
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2"))) static void
-_resize_avx2(const uint8_t *src, int sw, int sh, int stride, int c,
-             double bx0, double by0, double bx1, double by1,
-             uint8_t *dst, int dw, int dh, tdata_scratch *s)
+_resize_avx2(const uint8_t *src, int sw, int sh, int stride, int c, double bx0,
+             double by0, double bx1, double by1, uint8_t *dst, int dw, int dh,
+             tdata_scratch *s)
 {
     _resize_body(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh, s);
 }
 #endif
 
-static void _resize_plain(const uint8_t *src, int sw, int sh, int stride,
-                          int c, double bx0, double by0, double bx1,
-                          double by1, uint8_t *dst, int dw, int dh,
-                          tdata_scratch *s)
+static void _resize_plain(const uint8_t *src, int sw, int sh, int stride, int c,
+                          double bx0, double by0, double bx1, double by1,
+                          uint8_t *dst, int dw, int dh, tdata_scratch *s)
 {
     _resize_body(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh, s);
 }
 
 void tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
-                  double bx0, double by0, double bx1, double by1,
-                  uint8_t *dst, int dw, int dh, tdata_scratch *s)
+                  double bx0, double by0, double bx1, double by1, uint8_t *dst,
+                  int dw, int dh, tdata_scratch *s)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     static int avx2 = -1;
@@ -254,7 +267,8 @@ void tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
         __atomic_store_n(&avx2, v, __ATOMIC_RELAXED);
     }
     if (v) {
-        _resize_avx2(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh, s);
+        _resize_avx2(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh,
+                     s);
         return;
     }
 #endif

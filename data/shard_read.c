@@ -114,7 +114,8 @@ static int _map_chunks(hid_t d, tdata_shard *s)
     if (rank < 1 || nfilt != 0)
         return tdata_seterr(TDATA_EFORMAT,
                             "%s: image stream must be chunked and unfiltered "
-                            "(was it h5repack'ed with compression?)", s->path);
+                            "(was it h5repack'ed with compression?)",
+                            s->path);
     uint64_t row = 1;
     for (int i = 1; i < rank; i++)
         row *= cdims[i];
@@ -131,7 +132,8 @@ static int _map_chunks(hid_t d, tdata_shard *s)
             addr == HADDR_UNDEF || mask != 0 || size != s->chunk_bytes)
             return tdata_seterr(TDATA_EFORMAT,
                                 "%s: chunk %llu of the image stream is missing "
-                                "or filtered", s->path, (unsigned long long)c);
+                                "or filtered",
+                                s->path, (unsigned long long)c);
         s->chunk_addr[c] = addr;
     }
     return TDATA_OK;
@@ -143,19 +145,20 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
     int32_t v32;
     if (_get_attr(f, "torus_format_version", H5T_NATIVE_INT32, &v32) < 0)
         return tdata_seterr(TDATA_EFORMAT,
-                            "%s: not a torus shard (no torus_format_version)", p);
+                            "%s: not a torus shard (no torus_format_version)",
+                            p);
     s->format_version = v32;
     if (v32 > TDATA_FORMAT_VERSION)
         return tdata_seterr(TDATA_EVERSION,
                             "%s: shard format version %d is newer than this "
-                            "reader supports (%d); update torus", p, v32,
-                            TDATA_FORMAT_VERSION);
+                            "reader supports (%d); update torus",
+                            p, v32, TDATA_FORMAT_VERSION);
     char layout[32];
     _get_attr_str(f, "layout", layout, sizeof layout);
     _get_attr_str(f, "split", s->split, sizeof s->split);
     _get_attr_str(f, "creator", s->creator, sizeof s->creator);
     s->layout = strcmp(layout, "dense") == 0 ? TDATA_LAYOUT_DENSE
-                                              : TDATA_LAYOUT_ENCODED;
+                                             : TDATA_LAYOUT_ENCODED;
     if (_get_attr(f, "num_images", H5T_NATIVE_UINT64, &s->n) < 0 ||
         _get_attr(f, "num_classes", H5T_NATIVE_INT32, &s->num_classes) < 0 ||
         _get_attr(f, "shard_index", H5T_NATIVE_INT32, &s->shard_index) < 0 ||
@@ -169,8 +172,10 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
     if (s->layout == TDATA_LAYOUT_DENSE) {
         int32_t shape[3];
         if (_get_attr(f, "image_shape_hwc", H5T_NATIVE_INT32, shape) < 0)
-            return tdata_seterr(TDATA_EFORMAT, "%s: dense shard lacks "
-                                "image_shape_hwc", p);
+            return tdata_seterr(TDATA_EFORMAT,
+                                "%s: dense shard lacks "
+                                "image_shape_hwc",
+                                p);
         s->height = shape[0];
         s->width = shape[1];
         s->channels = shape[2];
@@ -184,8 +189,10 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
             return tdata_seterr(TDATA_EFORMAT, "%s: bad offsets dataset", p);
         for (uint64_t i = 0; i < s->n; i++)
             if (s->offsets[i + 1] < s->offsets[i])
-                return tdata_seterr(TDATA_EFORMAT, "%s: offsets not monotone "
-                                    "at %llu", p, (unsigned long long)i);
+                return tdata_seterr(TDATA_EFORMAT,
+                                    "%s: offsets not monotone "
+                                    "at %llu",
+                                    p, (unsigned long long)i);
     }
     s->labels = _read_1d(f, "labels", H5T_NATIVE_INT32, s->n);
     s->crcs = _read_1d(f, "crc32c", H5T_NATIVE_UINT32, s->n);
@@ -193,9 +200,10 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
         return tdata_seterr(TDATA_EFORMAT, "%s: bad labels/crc32c dataset", p);
     for (uint64_t i = 0; i < s->n; i++)
         if (s->labels[i] < 0 || s->labels[i] >= s->num_classes)
-            return tdata_seterr(TDATA_EFORMAT, "%s: label %d of image %llu "
-                                "out of range", p, s->labels[i],
-                                (unsigned long long)i);
+            return tdata_seterr(TDATA_EFORMAT,
+                                "%s: label %d of image %llu "
+                                "out of range",
+                                p, s->labels[i], (unsigned long long)i);
     s->crc_of_crcs = tdata_crc_of_crcs(s->crcs, s->n);
     hid_t d = H5Dopen2(f, "images", H5P_DEFAULT);
     if (d < 0)
@@ -203,10 +211,13 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
     hid_t sp = H5Dget_space(d);
     hssize_t npts = H5Sget_simple_extent_npoints(sp);
     H5Sclose(sp);
-    int rc = (uint64_t)npts == s->offsets[s->n] ? _map_chunks(d, s)
-        : tdata_seterr(TDATA_EFORMAT, "%s: images dataset holds %lld bytes, "
-                       "offsets say %llu", p, (long long)npts,
-                       (unsigned long long)s->offsets[s->n]);
+    int rc = (uint64_t)npts == s->offsets[s->n]
+                 ? _map_chunks(d, s)
+                 : tdata_seterr(TDATA_EFORMAT,
+                                "%s: images dataset holds %lld bytes, "
+                                "offsets say %llu",
+                                p, (long long)npts,
+                                (unsigned long long)s->offsets[s->n]);
     H5Dclose(d);
     if (rc)
         return rc;
@@ -214,7 +225,8 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
         s->class_ids = _read_strings(f, "class_ids", s->num_classes);
         s->class_words = _read_strings(f, "class_words", s->num_classes);
         if (!s->class_ids || !s->class_words)
-            return tdata_seterr(TDATA_EFORMAT, "%s: bad class name datasets", p);
+            return tdata_seterr(TDATA_EFORMAT, "%s: bad class name datasets",
+                                p);
     }
     return TDATA_OK;
 }
@@ -226,18 +238,19 @@ int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
     s->path = strdup(path);
     struct stat st;
     if (stat(path, &st) != 0)
-        return tdata_seterr(errno == ENOENT ? TDATA_EMISSING : TDATA_EIO,
-                            "%s: %s%s", path,
-                            errno == ENOENT ? "missing shard: " : "",
-                            strerror(errno));
+        return tdata_seterr(
+            errno == ENOENT ? TDATA_EMISSING : TDATA_EIO, "%s: %s%s", path,
+            errno == ENOENT ? "missing shard: " : "", strerror(errno));
     s->file_size = (uint64_t)st.st_size;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t fapl = (hid_t)tdata_h5_fapl();
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     if (f < 0)
-        return tdata_seterr(TDATA_EFORMAT, "%s: not a readable HDF5 file "
-                            "(truncated or corrupt?)", path);
+        return tdata_seterr(TDATA_EFORMAT,
+                            "%s: not a readable HDF5 file "
+                            "(truncated or corrupt?)",
+                            path);
     int rc = _load(f, s, load_classes);
     H5Fclose(f);
     if (rc)
@@ -246,9 +259,10 @@ int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
      * superblock check misses (it records the end-of-file address too). */
     for (uint64_t c = 0; c < s->nchunks; c++)
         if (s->chunk_addr[c] + s->chunk_bytes > s->file_size)
-            return tdata_seterr(TDATA_ETRUNCATED, "%s: truncated: chunk %llu "
-                                "ends past the file's %llu bytes", path,
-                                (unsigned long long)c,
+            return tdata_seterr(TDATA_ETRUNCATED,
+                                "%s: truncated: chunk %llu "
+                                "ends past the file's %llu bytes",
+                                path, (unsigned long long)c,
                                 (unsigned long long)s->file_size);
     s->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (s->fd < 0)
@@ -275,8 +289,8 @@ int tdata_shard_pread(const tdata_shard *s, uint64_t lo, uint64_t hi,
         uint64_t addr = s->chunk_addr[lo / s->chunk_bytes] + in;
         uint64_t done = 0;
         while (done < take) {
-            ssize_t r = pread(s->fd, dst + done, take - done,
-                              (off_t)(addr + done));
+            ssize_t r =
+                pread(s->fd, dst + done, take - done, (off_t)(addr + done));
             if (r < 0 && errno == EINTR)
                 continue;
             if (r <= 0)
@@ -323,7 +337,8 @@ int tdata_shard_name(const tdata_shard *s, uint64_t i, char *buf, size_t n)
     }
     H5Fclose(f);
     return rc ? tdata_seterr(rc, "%s: cannot read name %llu", s->path,
-                             (unsigned long long)i) : rc;
+                             (unsigned long long)i)
+              : rc;
 }
 
 char **tdata_shard_names(const tdata_shard *s)

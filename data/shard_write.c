@@ -65,10 +65,11 @@ static int _dset_1d(hid_t f, const char *name, hid_t type, hsize_t n,
 {
     hsize_t dims = n;
     hid_t sp = H5Screate_simple(1, &dims, NULL);
-    hid_t d = H5Dcreate2(f, name, type, sp, H5P_DEFAULT, H5P_DEFAULT,
-                         H5P_DEFAULT);
-    herr_t rc = d < 0 ? -1 : (n ? H5Dwrite(d, type, H5S_ALL, H5S_ALL,
-                                           H5P_DEFAULT, v) : 0);
+    hid_t d =
+        H5Dcreate2(f, name, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc =
+        d < 0 ? -1
+              : (n ? H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) : 0);
     if (d >= 0)
         H5Dclose(d);
     H5Sclose(sp);
@@ -99,9 +100,13 @@ static int _dset_images(hid_t f, const tdata_shard_meta *m, uint64_t n,
         if (k > n)
             k = n;
         rank = 4;
-        dims[0] = n; dims[1] = m->height; dims[2] = m->width;
+        dims[0] = n;
+        dims[1] = m->height;
+        dims[2] = m->width;
         dims[3] = m->channels;
-        chunk[0] = k; chunk[1] = m->height; chunk[2] = m->width;
+        chunk[0] = k;
+        chunk[1] = m->height;
+        chunk[2] = m->width;
         chunk[3] = m->channels;
     } else {
         rank = 1;
@@ -117,8 +122,9 @@ static int _dset_images(hid_t f, const tdata_shard_meta *m, uint64_t n,
     H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
     hid_t d = H5Dcreate2(f, "images", H5T_NATIVE_UINT8, sp, H5P_DEFAULT, dcpl,
                          H5P_DEFAULT);
-    herr_t rc = d < 0 ? -1 : H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL,
-                                      H5P_DEFAULT, data);
+    herr_t rc = d < 0 ? -1
+                      : H5Dwrite(d, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL,
+                                 H5P_DEFAULT, data);
     if (d >= 0)
         H5Dclose(d);
     H5Pclose(dcpl);
@@ -131,8 +137,8 @@ int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
                       const int32_t *labels, const char *const *names)
 {
     if (n == 0)
-        return tdata_seterr(TDATA_EINVAL, "%s: refusing to write an empty shard",
-                            path);
+        return tdata_seterr(TDATA_EINVAL,
+                            "%s: refusing to write an empty shard", path);
     uint64_t img = (uint64_t)m->height * m->width * m->channels;
     uint64_t bytes = m->layout == TDATA_LAYOUT_DENSE ? n * img : offsets[n];
     if (bytes == 0)
@@ -142,7 +148,8 @@ int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
         return tdata_seterr(TDATA_ENOMEM, "%s: out of memory", path);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t lo = m->layout == TDATA_LAYOUT_DENSE ? i * img : offsets[i];
-        uint64_t hi = m->layout == TDATA_LAYOUT_DENSE ? lo + img : offsets[i + 1];
+        uint64_t hi =
+            m->layout == TDATA_LAYOUT_DENSE ? lo + img : offsets[i + 1];
         crcs[i] = tdata_crc32c(0, data + lo, hi - lo);
     }
 
@@ -166,9 +173,10 @@ int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
     uint64_t nimg = n;
     int32_t si[3] = {m->shard_index, m->num_shards, m->num_classes};
     int32_t shape[3] = {m->height, m->width, m->channels};
-    uint64_t chunkb = m->layout == TDATA_LAYOUT_DENSE
-        ? (TDATA_CHUNK_BYTES / img ? TDATA_CHUNK_BYTES / img : 1) * img
-        : TDATA_CHUNK_BYTES;
+    uint64_t chunkb =
+        m->layout == TDATA_LAYOUT_DENSE
+            ? (TDATA_CHUNK_BYTES / img ? TDATA_CHUNK_BYTES / img : 1) * img
+            : TDATA_CHUNK_BYTES;
     int bad = 0;
     bad |= _attr_int(f, "torus_format_version", H5T_NATIVE_INT32, &ver, 1);
     bad |= _attr_str(f, "creator", m->creator ? m->creator : "libtdata");

@@ -37,7 +37,8 @@ static int _copy(const char *from, const char *to)
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            rc = tdata_seterr(TDATA_EIO, "stage: %s: %s", from, strerror(errno));
+            rc =
+                tdata_seterr(TDATA_EIO, "stage: %s: %s", from, strerror(errno));
             break;
         }
         if (r == 0)
@@ -80,7 +81,8 @@ int tdata_stage(tdata_dataset *ds, const char *dir)
     if (!dir || !*dir)
         dir = getenv("TMPDIR");
     if (!dir || !*dir)
-        return tdata_seterr(TDATA_EINVAL, "stage: no directory given and "
+        return tdata_seterr(TDATA_EINVAL,
+                            "stage: no directory given and "
                             "neither SLURM_TMPDIR nor TMPDIR is set");
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return tdata_seterr(TDATA_EIO, "stage: %s: %s", dir, strerror(errno));

@@ -26,16 +26,16 @@ extern "C" {
 
 enum tdata_err {
     TDATA_OK = 0,
-    TDATA_EIO = -1,        /* open/read/write failed (file named) */
-    TDATA_EFORMAT = -2,    /* not a torus shard/index, or malformed */
-    TDATA_EVERSION = -3,   /* written by a newer format version */
-    TDATA_EMISMATCH = -4,  /* index and shard disagree */
-    TDATA_EMISSING = -5,   /* shard file missing */
-    TDATA_ETRUNCATED = -6, /* shard shorter than the index says */
-    TDATA_EDECODE = -7,    /* image does not decode */
-    TDATA_ECRC = -8,       /* CRC32C mismatch */
-    TDATA_ETOOMANYBAD = -9,/* --max-bad exceeded */
-    TDATA_EINVAL = -10,    /* bad argument / option */
+    TDATA_EIO = -1,         /* open/read/write failed (file named) */
+    TDATA_EFORMAT = -2,     /* not a torus shard/index, or malformed */
+    TDATA_EVERSION = -3,    /* written by a newer format version */
+    TDATA_EMISMATCH = -4,   /* index and shard disagree */
+    TDATA_EMISSING = -5,    /* shard file missing */
+    TDATA_ETRUNCATED = -6,  /* shard shorter than the index says */
+    TDATA_EDECODE = -7,     /* image does not decode */
+    TDATA_ECRC = -8,        /* CRC32C mismatch */
+    TDATA_ETOOMANYBAD = -9, /* --max-bad exceeded */
+    TDATA_EINVAL = -10,     /* bad argument / option */
     TDATA_ENOMEM = -11,
 };
 
@@ -54,13 +54,13 @@ enum tdata_layout { TDATA_LAYOUT_ENCODED = 0, TDATA_LAYOUT_DENSE = 1 };
 typedef struct tdata_dataset tdata_dataset;
 
 typedef struct tdata_dataset_info {
-    int layout;              /* enum tdata_layout */
+    int layout; /* enum tdata_layout */
     int format_version;
     uint64_t num_images;
     int num_shards;
     int num_classes;
     int height, width, channels; /* dense layout only */
-    double mean[3], std[3];  /* per channel, on the 0..1 scale */
+    double mean[3], std[3];      /* per channel, on the 0..1 scale */
     char split[64];
     char creator[64];
 } tdata_dataset_info;
@@ -81,8 +81,7 @@ void tdata_dataset_locate(const tdata_dataset *ds, uint64_t id, int *shard,
 /* Raw stored bytes of one sample (encoded image or dense pixels), with its
  * label and stored CRC. *buf is malloc'd and grown as needed. */
 int tdata_dataset_read(tdata_dataset *ds, uint64_t id, uint8_t **buf,
-                       size_t *cap, size_t *len, int32_t *label,
-                       uint32_t *crc);
+                       size_t *cap, size_t *len, int32_t *label, uint32_t *crc);
 /* Source name of sample id (as packed), into NAME (size n). */
 int tdata_dataset_name(tdata_dataset *ds, uint64_t id, char *name, size_t n);
 /* Re-point shard paths at DIR (after staging); files must match. */
@@ -104,48 +103,48 @@ enum tdata_order { TDATA_NCHW = 0, TDATA_NHWC = 1 };
 enum tdata_dtype { TDATA_F32 = 0, TDATA_F16 = 1, TDATA_U8 = 2 };
 
 typedef struct tdata_loader_opts {
-    int mode;              /* TDATA_TRAIN: shuffled, RandomResizedCrop+flip;
-                              TDATA_EVAL: in order, resize+centre crop */
+    int mode; /* TDATA_TRAIN: shuffled, RandomResizedCrop+flip;
+                 TDATA_EVAL: in order, resize+centre crop */
     int batch_size;
-    int out_h, out_w;      /* output size (224) */
-    int eval_resize;       /* shorter side before the centre crop (256) */
+    int out_h, out_w;            /* output size (224) */
+    int eval_resize;             /* shorter side before the centre crop (256) */
     double scale_min, scale_max; /* RandomResizedCrop area (0.08, 1) */
     double ratio_min, ratio_max; /* aspect (3/4, 4/3) */
-    int flip;              /* random horizontal flip in train mode */
-    int order;             /* TDATA_NCHW / TDATA_NHWC */
-    int dtype;             /* TDATA_F32 / TDATA_F16 / TDATA_U8 (no norm.) */
-    int normalize;         /* (x/255-mean)/std with the index's mean/std */
-    int rank, world;       /* this rank's slice of each epoch */
-    int drop_remainder;    /* even slices (train default) */
+    int flip;                    /* random horizontal flip in train mode */
+    int order;                   /* TDATA_NCHW / TDATA_NHWC */
+    int dtype;          /* TDATA_F32 / TDATA_F16 / TDATA_U8 (no norm.) */
+    int normalize;      /* (x/255-mean)/std with the index's mean/std */
+    int rank, world;    /* this rank's slice of each epoch */
+    int drop_remainder; /* even slices (train default) */
     uint64_t seed;
-    int io_threads;        /* >= 1 */
-    int decode_threads;    /* >= 1 */
-    int prefetch;          /* batches in flight, >= 2 */
-    size_t coalesce_gap;   /* merge reads whose gap is below this (bytes) */
-    long max_bad;          /* fail once more than this many bad samples; <0 = no limit */
-    int reduced_dct;       /* decode at 1/2, 1/4, 1/8 when the crop allows */
-    int roi_decode;        /* decode only the crop's rows and columns */
-    int fast_upsample;     /* skip libjpeg's fancy chroma upsampling
-                              (~15% faster decode; off by default, as PIL) */
+    int io_threads;      /* >= 1 */
+    int decode_threads;  /* >= 1 */
+    int prefetch;        /* batches in flight, >= 2 */
+    size_t coalesce_gap; /* merge reads whose gap is below this (bytes) */
+    long max_bad; /* fail once more than this many bad samples; <0 = no limit */
+    int reduced_dct;   /* decode at 1/2, 1/4, 1/8 when the crop allows */
+    int roi_decode;    /* decode only the crop's rows and columns */
+    int fast_upsample; /* skip libjpeg's fancy chroma upsampling
+                          (~15% faster decode; off by default, as PIL) */
     /* Optional allocator for batch buffers (e.g. cudaHostAlloc for pinned
      * memory). NULL = aligned malloc. */
     void *(*alloc)(size_t bytes, void *ctx);
     void (*free)(void *p, void *ctx);
     void *alloc_ctx;
-    FILE *log;             /* bad-sample log (NULL = stderr) */
+    FILE *log; /* bad-sample log (NULL = stderr) */
 } tdata_loader_opts;
 
 void tdata_loader_opts_default(tdata_loader_opts *o);
 
 typedef struct tdata_batch {
-    void *data;            /* n x C x H x W (or n x H x W x C) */
+    void *data; /* n x C x H x W (or n x H x W x C) */
     int32_t *labels;
-    uint64_t *ids;         /* global sample ids */
-    int n;                 /* valid samples (< batch_size when bad ones
-                              were skipped or at the end of an eval epoch) */
+    uint64_t *ids; /* global sample ids */
+    int n;         /* valid samples (< batch_size when bad ones
+                      were skipped or at the end of an eval epoch) */
     int c, h, w;
-    uint64_t epoch, step;  /* which batch this is */
-    double wait_s;         /* time next() waited for it */
+    uint64_t epoch, step; /* which batch this is */
+    double wait_s;        /* time next() waited for it */
 } tdata_batch;
 
 typedef struct tdata_loader tdata_loader;
@@ -153,7 +152,7 @@ typedef struct tdata_loader tdata_loader;
 typedef struct tdata_loader_stats {
     uint64_t samples, bad, bad_crc, bad_decode;
     uint64_t read_calls, read_bytes, batches;
-    double wait_s;         /* total time next() blocked */
+    double wait_s; /* total time next() blocked */
 } tdata_loader_stats;
 
 int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,

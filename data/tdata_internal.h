@@ -15,15 +15,15 @@ int tdata_seterr(int code, const char *fmt, ...)
 
 /* ------------------------------------------------------------ shards */
 typedef struct tdata_shard_meta {
-    int layout;              /* enum tdata_layout */
+    int layout; /* enum tdata_layout */
     int shard_index, num_shards;
     int num_classes;
     const char *split, *creator;
     int height, width, channels; /* dense only */
     double pixel_sum[3], pixel_sumsq[3], pixel_count;
     int num_rejected, num_reencoded; /* packing report, kept for resumes */
-    const char *const *class_ids;   /* num_classes entries */
-    const char *const *class_words; /* num_classes entries, may be "" */
+    const char *const *class_ids;    /* num_classes entries */
+    const char *const *class_words;  /* num_classes entries, may be "" */
 } tdata_shard_meta;
 
 /* Write a complete shard to PATH (via PATH.tmp + rename, so a file under
@@ -40,11 +40,11 @@ typedef struct tdata_shard {
     int shard_index, num_shards, num_classes;
     int height, width, channels;
     uint64_t n;
-    uint64_t *offsets;   /* n+1 logical byte offsets into the image stream */
+    uint64_t *offsets; /* n+1 logical byte offsets into the image stream */
     int32_t *labels;
     uint32_t *crcs;
     uint64_t chunk_bytes, nchunks;
-    uint64_t *chunk_addr;  /* file address of each chunk */
+    uint64_t *chunk_addr; /* file address of each chunk */
     uint64_t file_size;
     uint32_t crc_of_crcs;
     double pixel_sum[3], pixel_sumsq[3], pixel_count;
@@ -121,7 +121,7 @@ int tdata_jpeg_header(tdata_jdec *d, const uint8_t *buf, size_t len, int *w,
  * scaled pixels (rounded outward, so it covers the crop). With
  * TDATA_DEC_STRICT it decodes everything and makes any libjpeg warning
  * (truncation, corrupt data) an error. CMYK/YCCK are converted to RGB. */
-#define TDATA_DEC_STRICT 1        /* full decode, warnings are errors */
+#define TDATA_DEC_STRICT        1 /* full decode, warnings are errors */
 #define TDATA_DEC_FAST_UPSAMPLE 2 /* no "fancy" chroma upsampling */
 int tdata_jpeg_decode_region(tdata_jdec *d, const uint8_t *buf, size_t len,
                              int x, int y, int cw, int ch, int scale_num,
@@ -147,15 +147,15 @@ void tdata_scratch_free(tdata_scratch *s);
  * (sw x sh x c, rows stride bytes apart) to dst (dw x dh x c, packed) with
  * an antialiased triangle filter, which is what PIL's BILINEAR does. */
 void tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
-                  double bx0, double by0, double bx1, double by1,
-                  uint8_t *dst, int dw, int dh, tdata_scratch *s);
+                  double bx0, double by0, double bx1, double by1, uint8_t *dst,
+                  int dw, int dh, tdata_scratch *s);
 
 /* ------------------------------------------------------------ transforms */
 typedef struct tdata_rng {
     uint64_t s;
 } tdata_rng;
 uint64_t tdata_rng_next(tdata_rng *r);
-double tdata_rng_uniform(tdata_rng *r);  /* [0, 1) */
+double tdata_rng_uniform(tdata_rng *r); /* [0, 1) */
 uint64_t tdata_mix64(uint64_t x);
 
 typedef struct tdata_crop {

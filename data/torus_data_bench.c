@@ -23,62 +23,69 @@
 #include "data/tdata_internal.h"
 
 static const char _help[] =
-"NAME\n"
-"    torus-data-bench - measure the torus input pipeline, stage by stage\n"
-"\n"
-"SYNOPSIS\n"
-"    torus-data-bench [OPTION]... INDEX\n"
-"\n"
-"DESCRIPTION\n"
-"    Opens the packed dataset INDEX (a SPLIT-index.txt file or its\n"
-"    directory) and reports images/s for each selected stage and thread\n"
-"    count:\n"
-"      read    pread() of the shards' image streams in 8 MiB requests,\n"
-"              and dd (bs=8M) of the same files for comparison, both from\n"
-"              the page cache after a warm-up pass (the I/O limit); and\n"
-"              one read per sample in a shuffled epoch's order;\n"
-"      decode  full-size JPEG decode of every sample, from memory;\n"
-"      train   the training pipeline: shuffled slice, coalesced reads,\n"
-"              RandomResizedCrop with ROI and DCT-scaled decode, flip,\n"
-"              normalise into batch buffers;\n"
-"      eval    the evaluation pipeline: resize, centre crop, normalise.\n"
-"    img/CPU-s is images per CPU-second of the whole process (all threads):\n"
-"    the rate per core, which other jobs on the node do not distort, for\n"
-"    comparison with other pipelines (tests/bench/data/run.sh compares it\n"
-"    with torchvision/PIL on the same JPEGs).\n"
-"\n"
-"OPTIONS\n"
-"    -m, --modes=LIST        stages to run, comma separated (default:\n"
-"                            read,decode,train,eval)\n"
-"    -t, --threads=LIST      decode thread counts to try (default: 1,2)\n"
-"        --io-threads=N      loader I/O threads (default: 1)\n"
-"    -b, --batch=N           batch size (default: 32)\n"
-"        --size=N            output size, square (default: 224)\n"
-"        --eval-resize=N     eval: shorter side before the crop (default 256)\n"
-"    -n, --images=N          images per measurement (default: the dataset,\n"
-"                            at least one batch)\n"
-"        --prefetch=N        batches in flight (default: 2)\n"
-"        --step-ms=MS        train: sleep MS per step like a training step,\n"
-"                            and report the time each step waited for data\n"
-"        --dtype=f32|f16     output type (default: f32)\n"
-"        --layout=nchw|nhwc  output layout (default: nchw)\n"
-"        --no-roi            decode whole images (no jpeg_crop_scanline)\n"
-"        --no-dct-scale      decode at full size (no reduced DCT scaling)\n"
-"        --fast-upsample     plain instead of fancy chroma upsampling\n"
-"        --max-bad=N         fail once more than N samples are bad\n"
-"        --stage=DIR         copy the shards to DIR first (node-local disk)\n"
-"        --seed=N            shuffle seed (default: 0)\n"
-"        --no-dd             do not run dd\n"
-"    -h, --help              show this help\n"
-"    -V, --version           show the version\n"
-"\n"
-"EXIT STATUS\n"
-"    0 on success; 1 if the dataset cannot be opened or the pipeline fails\n"
-"    (missing/truncated shard, mismatched index, more than --max-bad bad\n"
-"    samples), with a message naming the file; 2 on usage errors.\n"
-"\n"
-"EXAMPLE\n"
-"    torus-data-bench -t 1,2 -b 64 /scratch/imagenet/train-index.txt\n";
+    "NAME\n"
+    "    torus-data-bench - measure the torus input pipeline, stage by stage\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    torus-data-bench [OPTION]... INDEX\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Opens the packed dataset INDEX (a SPLIT-index.txt file or its\n"
+    "    directory) and reports images/s for each selected stage and thread\n"
+    "    count:\n"
+    "      read    pread() of the shards' image streams in 8 MiB requests,\n"
+    "              and dd (bs=8M) of the same files for comparison, both from\n"
+    "              the page cache after a warm-up pass (the I/O limit); and\n"
+    "              one read per sample in a shuffled epoch's order;\n"
+    "      decode  full-size JPEG decode of every sample, from memory;\n"
+    "      train   the training pipeline: shuffled slice, coalesced reads,\n"
+    "              RandomResizedCrop with ROI and DCT-scaled decode, flip,\n"
+    "              normalise into batch buffers;\n"
+    "      eval    the evaluation pipeline: resize, centre crop, normalise.\n"
+    "    img/CPU-s is images per CPU-second of the whole process (all "
+    "threads):\n"
+    "    the rate per core, which other jobs on the node do not distort, for\n"
+    "    comparison with other pipelines (tests/bench/data/run.sh compares it\n"
+    "    with torchvision/PIL on the same JPEGs).\n"
+    "\n"
+    "OPTIONS\n"
+    "    -m, --modes=LIST        stages to run, comma separated (default:\n"
+    "                            read,decode,train,eval)\n"
+    "    -t, --threads=LIST      decode thread counts to try (default: 1,2)\n"
+    "        --io-threads=N      loader I/O threads (default: 1)\n"
+    "    -b, --batch=N           batch size (default: 32)\n"
+    "        --size=N            output size, square (default: 224)\n"
+    "        --eval-resize=N     eval: shorter side before the crop (default "
+    "256)\n"
+    "    -n, --images=N          images per measurement (default: the "
+    "dataset,\n"
+    "                            at least one batch)\n"
+    "        --prefetch=N        batches in flight (default: 2)\n"
+    "        --step-ms=MS        train: sleep MS per step like a training "
+    "step,\n"
+    "                            and report the time each step waited for "
+    "data\n"
+    "        --dtype=f32|f16     output type (default: f32)\n"
+    "        --layout=nchw|nhwc  output layout (default: nchw)\n"
+    "        --no-roi            decode whole images (no jpeg_crop_scanline)\n"
+    "        --no-dct-scale      decode at full size (no reduced DCT scaling)\n"
+    "        --fast-upsample     plain instead of fancy chroma upsampling\n"
+    "        --max-bad=N         fail once more than N samples are bad\n"
+    "        --stage=DIR         copy the shards to DIR first (node-local "
+    "disk)\n"
+    "        --seed=N            shuffle seed (default: 0)\n"
+    "        --no-dd             do not run dd\n"
+    "    -h, --help              show this help\n"
+    "    -V, --version           show the version\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 on success; 1 if the dataset cannot be opened or the pipeline "
+    "fails\n"
+    "    (missing/truncated shard, mismatched index, more than --max-bad bad\n"
+    "    samples), with a message naming the file; 2 on usage errors.\n"
+    "\n"
+    "EXAMPLE\n"
+    "    torus-data-bench -t 1,2 -b 64 /scratch/imagenet/train-index.txt\n";
 
 static double _now(void)
 {
@@ -203,8 +210,10 @@ static int _bench_read(tdata_dataset *ds, const _cfg *c)
     }
     _row("read(dd)", 0, (double)in->num_images * bytes / filebytes, ddbest,
          filebytes, 0);
-    printf("  (dd reads whole files, %.0f MB, incl. HDF5 metadata and chunk padding; "
-           "images/s scaled to the image bytes)\n", filebytes / 1e6);
+    printf("  (dd reads whole files, %.0f MB, incl. HDF5 metadata and chunk "
+           "padding; "
+           "images/s scaled to the image bytes)\n",
+           filebytes / 1e6);
     return 0;
 }
 
@@ -226,7 +235,8 @@ static void *_dec_thread(void *p)
             break;
         int W, H;
         if (tdata_jpeg_header(d, a->raw[i], a->len[i], &W, &H, NULL, NULL) ||
-            tdata_jpeg_decode_region(d, a->raw[i], a->len[i], 0, 0, W, H, 8, 0, &im))
+            tdata_jpeg_decode_region(d, a->raw[i], a->len[i], 0, 0, W, H, 8, 0,
+                                     &im))
             __atomic_fetch_add(&a->fails, 1, __ATOMIC_RELAXED);
     }
     tdata_image_free(&im);
@@ -337,13 +347,16 @@ static int _bench_pipeline(tdata_dataset *ds, const _cfg *c, int mode,
         }
         if (done > 1)
             _row(mode == TDATA_TRAIN ? "train" : "eval", c->threads[k],
-                 (double)imgs, t, (double)st.read_bytes * imgs / (st.samples ? st.samples : 1),
+                 (double)imgs, t,
+                 (double)st.read_bytes * imgs / (st.samples ? st.samples : 1),
                  cpu);
         printf("  steps %llu, wait/step mean %.2f ms max %.2f ms, reads %llu "
-               "(%.1f samples/read), bad %llu\n", (unsigned long long)done,
+               "(%.1f samples/read), bad %llu\n",
+               (unsigned long long)done,
                done > 1 ? waited / (double)(done - 1) * 1e3 : 0, maxwait * 1e3,
                (unsigned long long)st.read_calls,
-               st.read_calls ? (double)(st.samples + st.bad) / st.read_calls : 0,
+               st.read_calls ? (double)(st.samples + st.bad) / st.read_calls
+                             : 0,
                (unsigned long long)st.bad);
     }
     return 0;
@@ -351,15 +364,30 @@ static int _bench_pipeline(tdata_dataset *ds, const _cfg *c, int mode,
 
 static int _usage(const char *m, const char *a)
 {
-    fprintf(stderr, "torus-data-bench: %s%s%s\nTry 'torus-data-bench --help'.\n",
-            m, a ? ": " : "", a ? a : "");
+    fprintf(stderr,
+            "torus-data-bench: %s%s%s\nTry 'torus-data-bench --help'.\n", m,
+            a ? ": " : "", a ? a : "");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
-    enum { O_IO = 256, O_SIZE, O_EVR, O_PF, O_STEP, O_DT, O_LAY, O_NOROI,
-           O_NODCT, O_MAXBAD, O_STAGE, O_SEED, O_NODD, O_FASTUP };
+    enum {
+        O_IO = 256,
+        O_SIZE,
+        O_EVR,
+        O_PF,
+        O_STEP,
+        O_DT,
+        O_LAY,
+        O_NOROI,
+        O_NODCT,
+        O_MAXBAD,
+        O_STAGE,
+        O_SEED,
+        O_NODD,
+        O_FASTUP
+    };
     static const struct option opts[] = {
         {"modes", required_argument, 0, 'm'},
         {"threads", required_argument, 0, 't'},
@@ -382,14 +410,26 @@ int main(int argc, char **argv)
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
-    _cfg c = {.threads = {1, 2}, .nthreads = 2, .io_threads = 1, .batch = 32,
-              .size = 224, .eval_resize = 256, .prefetch = 2, .dtype = TDATA_F32,
-              .layout = TDATA_NCHW, .roi = 1, .dct = 1, .dd = 1, .max_bad = -1};
+    _cfg c = {.threads = {1, 2},
+              .nthreads = 2,
+              .io_threads = 1,
+              .batch = 32,
+              .size = 224,
+              .eval_resize = 256,
+              .prefetch = 2,
+              .dtype = TDATA_F32,
+              .layout = TDATA_NCHW,
+              .roi = 1,
+              .dct = 1,
+              .dd = 1,
+              .max_bad = -1};
     char modes[128] = "read,decode,train,eval";
     int o;
     while ((o = getopt_long(argc, argv, "m:t:b:n:hV", opts, NULL)) != -1) {
         switch (o) {
-        case 'm': snprintf(modes, sizeof modes, "%s", optarg); break;
+        case 'm':
+            snprintf(modes, sizeof modes, "%s", optarg);
+            break;
         case 't': {
             c.nthreads = 0;
             char *s = optarg, *e;
@@ -404,33 +444,72 @@ int main(int argc, char **argv)
             }
             break;
         }
-        case O_IO: c.io_threads = atoi(optarg); break;
-        case 'b': c.batch = atoi(optarg); break;
-        case O_SIZE: c.size = atoi(optarg); break;
-        case O_EVR: c.eval_resize = atoi(optarg); break;
-        case 'n': c.images = strtoull(optarg, NULL, 10); break;
-        case O_PF: c.prefetch = atoi(optarg); break;
-        case O_STEP: c.step_ms = atoi(optarg); break;
+        case O_IO:
+            c.io_threads = atoi(optarg);
+            break;
+        case 'b':
+            c.batch = atoi(optarg);
+            break;
+        case O_SIZE:
+            c.size = atoi(optarg);
+            break;
+        case O_EVR:
+            c.eval_resize = atoi(optarg);
+            break;
+        case 'n':
+            c.images = strtoull(optarg, NULL, 10);
+            break;
+        case O_PF:
+            c.prefetch = atoi(optarg);
+            break;
+        case O_STEP:
+            c.step_ms = atoi(optarg);
+            break;
         case O_DT:
-            if (!strcmp(optarg, "f32")) c.dtype = TDATA_F32;
-            else if (!strcmp(optarg, "f16")) c.dtype = TDATA_F16;
-            else return _usage("bad --dtype", optarg);
+            if (!strcmp(optarg, "f32"))
+                c.dtype = TDATA_F32;
+            else if (!strcmp(optarg, "f16"))
+                c.dtype = TDATA_F16;
+            else
+                return _usage("bad --dtype", optarg);
             break;
         case O_LAY:
-            if (!strcmp(optarg, "nchw")) c.layout = TDATA_NCHW;
-            else if (!strcmp(optarg, "nhwc")) c.layout = TDATA_NHWC;
-            else return _usage("bad --layout", optarg);
+            if (!strcmp(optarg, "nchw"))
+                c.layout = TDATA_NCHW;
+            else if (!strcmp(optarg, "nhwc"))
+                c.layout = TDATA_NHWC;
+            else
+                return _usage("bad --layout", optarg);
             break;
-        case O_NOROI: c.roi = 0; break;
-        case O_NODCT: c.dct = 0; break;
-        case O_MAXBAD: c.max_bad = atol(optarg); break;
-        case O_STAGE: c.stage = optarg; break;
-        case O_SEED: c.seed = strtoull(optarg, NULL, 0); break;
-        case O_NODD: c.dd = 0; break;
-        case O_FASTUP: c.fast_up = 1; break;
-        case 'h': fputs(_help, stdout); return 0;
-        case 'V': printf("torus-data-bench %s\n", PACKAGE_VERSION); return 0;
-        default: return _usage("unknown option", NULL);
+        case O_NOROI:
+            c.roi = 0;
+            break;
+        case O_NODCT:
+            c.dct = 0;
+            break;
+        case O_MAXBAD:
+            c.max_bad = atol(optarg);
+            break;
+        case O_STAGE:
+            c.stage = optarg;
+            break;
+        case O_SEED:
+            c.seed = strtoull(optarg, NULL, 0);
+            break;
+        case O_NODD:
+            c.dd = 0;
+            break;
+        case O_FASTUP:
+            c.fast_up = 1;
+            break;
+        case 'h':
+            fputs(_help, stdout);
+            return 0;
+        case 'V':
+            printf("torus-data-bench %s\n", PACKAGE_VERSION);
+            return 0;
+        default:
+            return _usage("unknown option", NULL);
         }
     }
     if (optind != argc - 1)
@@ -452,8 +531,8 @@ int main(int argc, char **argv)
     if (n > in->num_images)
         n = in->num_images;
     printf("torus-data-bench: %s: %llu images, %d shards, %s, batch %d, "
-           "output %dx%d %s %s\n", argv[optind],
-           (unsigned long long)in->num_images, in->num_shards,
+           "output %dx%d %s %s\n",
+           argv[optind], (unsigned long long)in->num_images, in->num_shards,
            in->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded", c.batch,
            c.size, c.size, c.dtype == TDATA_F16 ? "f16" : "f32",
            c.layout == TDATA_NHWC ? "NHWC" : "NCHW");

@@ -11,87 +11,114 @@
 #include "data/pack.h"
 
 static const char _help[] =
-"NAME\n"
-"    torus-pack - pack images into HDF5 shards for the torus input pipeline\n"
-"\n"
-"SYNOPSIS\n"
-"    torus-pack [OPTION]... --output=DIR SOURCE\n"
-"    torus-pack --index-only --output=DIR [--split=NAME]\n"
-"\n"
-"DESCRIPTION\n"
-"    Validates every image of SOURCE by decoding it and writes the dataset\n"
-"    as DIR/SPLIT-NNNNN-of-MMMMM.h5 shards plus DIR/SPLIT-index.txt (format:\n"
-"    docs/shard-format.md). SOURCE is one of:\n"
-"      - a directory of class folders: ImageNet train/ (train/WNID/*.JPEG),\n"
-"        val/ sorted into class folders, or any CLASS/FILE tree;\n"
-"      - a flat directory (ImageNet val/) with --val-labels;\n"
-"      - an IDX image file (MNIST, Fashion-MNIST), gzipped or not; the\n"
-"        labels file is found by replacing images-idx3 by labels-idx1.\n"
-"    Labels are the class folders (or WNIDs) in sorted order unless\n"
-"    --classes gives the order. IDX data and --decoded are stored as dense\n"
-"    uint8 N x H x W x C arrays; everything else as the encoded files.\n"
-"\n"
-"    Validation policy: each image is decoded in full. Clean JPEGs\n"
-"    (including grayscale and progressive) are stored unchanged. CMYK/YCCK\n"
-"    JPEGs and PNG files are re-encoded as RGB JPEG. Truncated, corrupt or\n"
-"    unknown files are rejected with a line naming the file and the\n"
-"    reason; nothing is dropped silently.\n"
-"\n"
-"    Shards are cut from a seeded shuffle of the sorted file list so that\n"
-"    they hold about equal bytes and mix all classes. The plan depends only\n"
-"    on SOURCE and --seed, so job-array tasks agree on it and each packs its\n"
-"    own --shard-range. Finished shards are skipped when a run is repeated\n"
-"    (resume). The index is written once all shards exist.\n"
-"\n"
-"OPTIONS\n"
-"    -o, --output=DIR        where the shards and index go (created)\n"
-"    -s, --split=NAME        shard and index name prefix (default: train)\n"
-"    -n, --shards=N          number of shards (default: from --shard-size)\n"
-"        --shard-size=BYTES  target input bytes per shard; K, M, G suffixes\n"
-"                            (default: 256M, ~1000 shards for ImageNet)\n"
-"        --shard-range=A:B   pack only shards A..B-1 (job arrays)\n"
-"        --array             take the range from SLURM_ARRAY_TASK_ID,\n"
-"                            SLURM_ARRAY_TASK_MIN and SLURM_ARRAY_TASK_COUNT\n"
-"    -j, --threads=N         decode/encode threads (default: 2)\n"
-"        --seed=N            shuffle seed of the shard plan (default: 0)\n"
-"        --resize-shorter=N  store JPEGs whose shorter side exceeds N\n"
-"                            resized to N (antialiased), re-encoded\n"
-"        --decoded=HxW       store decoded HxWx3 pixels (resize to cover,\n"
-"                            centre crop): the dense layout\n"
-"        --quality=Q         JPEG quality of re-encoded images (default 95)\n"
-"        --classes=FILE      class order and names, one 'WNID [words]' per\n"
-"                            line (LOC_synset_mapping.txt)\n"
-"        --val-labels=FILE   labels of a flat val/: LOC_val_solution.csv, or\n"
-"                            the devkit's ILSVRC2012_validation_ground_truth.txt\n"
-"        --devkit-synsets=FILE  WNID of each devkit ILSVRC2012_ID, one per\n"
-"                            line in ID order (needed with the devkit file)\n"
-"        --idx-labels=FILE   labels of an IDX image file\n"
-"        --report=FILE       append a line per rejected or re-encoded file\n"
-"        --listing=FILE      read the source listing (files, sizes, labels)\n"
-"                            from FILE if it exists, else walk SOURCE and\n"
-"                            save it there: run once before a job array so\n"
-"                            that its tasks do not all stat() every file\n"
-"        --list-only         with --listing: walk SOURCE, save the listing, exit\n"
-"        --progress, --no-progress  images/s and ETA on stderr (default: on\n"
-"                            when stderr is a terminal)\n"
-"        --no-index          do not write the index at the end\n"
-"        --index-only        (re)build SPLIT-index.txt from the shards in DIR\n"
-"    -h, --help              show this help\n"
-"    -V, --version           show the version\n"
-"\n"
-"EXIT STATUS\n"
-"    0  every image was packed\n"
-"    1  packing finished but some images were rejected (see the report)\n"
-"    2  usage error, or a fatal error (message names the file)\n"
-"\n"
-"EXAMPLES\n"
-"    torus-pack -j 16 -o /lustre/imagenet train/\n"
-"    torus-pack -s val --val-labels=LOC_val_solution.csv \\\n"
-"        --classes=LOC_synset_mapping.txt -o /lustre/imagenet val/\n"
-"    torus-pack -o fmnist /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz\n"
-"    torus-pack --list-only --listing=OUT/train.list -o OUT train/\n"
-"    sbatch --array=0-63 --wrap \\\n"
-"        'torus-pack --array --listing=OUT/train.list --shards=1024 -o OUT train/'\n";
+    "NAME\n"
+    "    torus-pack - pack images into HDF5 shards for the torus input "
+    "pipeline\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    torus-pack [OPTION]... --output=DIR SOURCE\n"
+    "    torus-pack --index-only --output=DIR [--split=NAME]\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Validates every image of SOURCE by decoding it and writes the "
+    "dataset\n"
+    "    as DIR/SPLIT-NNNNN-of-MMMMM.h5 shards plus DIR/SPLIT-index.txt "
+    "(format:\n"
+    "    docs/shard-format.md). SOURCE is one of:\n"
+    "      - a directory of class folders: ImageNet train/ "
+    "(train/WNID/*.JPEG),\n"
+    "        val/ sorted into class folders, or any CLASS/FILE tree;\n"
+    "      - a flat directory (ImageNet val/) with --val-labels;\n"
+    "      - an IDX image file (MNIST, Fashion-MNIST), gzipped or not; the\n"
+    "        labels file is found by replacing images-idx3 by labels-idx1.\n"
+    "    Labels are the class folders (or WNIDs) in sorted order unless\n"
+    "    --classes gives the order. IDX data and --decoded are stored as "
+    "dense\n"
+    "    uint8 N x H x W x C arrays; everything else as the encoded files.\n"
+    "\n"
+    "    Validation policy: each image is decoded in full. Clean JPEGs\n"
+    "    (including grayscale and progressive) are stored unchanged. "
+    "CMYK/YCCK\n"
+    "    JPEGs and PNG files are re-encoded as RGB JPEG. Truncated, corrupt "
+    "or\n"
+    "    unknown files are rejected with a line naming the file and the\n"
+    "    reason; nothing is dropped silently.\n"
+    "\n"
+    "    Shards are cut from a seeded shuffle of the sorted file list so that\n"
+    "    they hold about equal bytes and mix all classes. The plan depends "
+    "only\n"
+    "    on SOURCE and --seed, so job-array tasks agree on it and each packs "
+    "its\n"
+    "    own --shard-range. Finished shards are skipped when a run is "
+    "repeated\n"
+    "    (resume). The index is written once all shards exist.\n"
+    "\n"
+    "OPTIONS\n"
+    "    -o, --output=DIR        where the shards and index go (created)\n"
+    "    -s, --split=NAME        shard and index name prefix (default: train)\n"
+    "    -n, --shards=N          number of shards (default: from "
+    "--shard-size)\n"
+    "        --shard-size=BYTES  target input bytes per shard; K, M, G "
+    "suffixes\n"
+    "                            (default: 256M, ~1000 shards for ImageNet)\n"
+    "        --shard-range=A:B   pack only shards A..B-1 (job arrays)\n"
+    "        --array             take the range from SLURM_ARRAY_TASK_ID,\n"
+    "                            SLURM_ARRAY_TASK_MIN and "
+    "SLURM_ARRAY_TASK_COUNT\n"
+    "    -j, --threads=N         decode/encode threads (default: 2)\n"
+    "        --seed=N            shuffle seed of the shard plan (default: 0)\n"
+    "        --resize-shorter=N  store JPEGs whose shorter side exceeds N\n"
+    "                            resized to N (antialiased), re-encoded\n"
+    "        --decoded=HxW       store decoded HxWx3 pixels (resize to cover,\n"
+    "                            centre crop): the dense layout\n"
+    "        --quality=Q         JPEG quality of re-encoded images (default "
+    "95)\n"
+    "        --classes=FILE      class order and names, one 'WNID [words]' "
+    "per\n"
+    "                            line (LOC_synset_mapping.txt)\n"
+    "        --val-labels=FILE   labels of a flat val/: LOC_val_solution.csv, "
+    "or\n"
+    "                            the devkit's "
+    "ILSVRC2012_validation_ground_truth.txt\n"
+    "        --devkit-synsets=FILE  WNID of each devkit ILSVRC2012_ID, one "
+    "per\n"
+    "                            line in ID order (needed with the devkit "
+    "file)\n"
+    "        --idx-labels=FILE   labels of an IDX image file\n"
+    "        --report=FILE       append a line per rejected or re-encoded "
+    "file\n"
+    "        --listing=FILE      read the source listing (files, sizes, "
+    "labels)\n"
+    "                            from FILE if it exists, else walk SOURCE and\n"
+    "                            save it there: run once before a job array "
+    "so\n"
+    "                            that its tasks do not all stat() every file\n"
+    "        --list-only         with --listing: walk SOURCE, save the "
+    "listing, exit\n"
+    "        --progress, --no-progress  images/s and ETA on stderr (default: "
+    "on\n"
+    "                            when stderr is a terminal)\n"
+    "        --no-index          do not write the index at the end\n"
+    "        --index-only        (re)build SPLIT-index.txt from the shards in "
+    "DIR\n"
+    "    -h, --help              show this help\n"
+    "    -V, --version           show the version\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0  every image was packed\n"
+    "    1  packing finished but some images were rejected (see the report)\n"
+    "    2  usage error, or a fatal error (message names the file)\n"
+    "\n"
+    "EXAMPLES\n"
+    "    torus-pack -j 16 -o /lustre/imagenet train/\n"
+    "    torus-pack -s val --val-labels=LOC_val_solution.csv \\\n"
+    "        --classes=LOC_synset_mapping.txt -o /lustre/imagenet val/\n"
+    "    torus-pack -o fmnist "
+    "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz\n"
+    "    torus-pack --list-only --listing=OUT/train.list -o OUT train/\n"
+    "    sbatch --array=0-63 --wrap \\\n"
+    "        'torus-pack --array --listing=OUT/train.list --shards=1024 -o OUT "
+    "train/'\n";
 
 static int _usage(const char *msg, const char *arg)
 {
@@ -115,18 +142,38 @@ static int _bytes(const char *s, uint64_t *v)
     char *e;
     double x = strtod(s, &e);
     double m = 1;
-    if (*e == 'K' || *e == 'k') m = 1024.0, e++;
-    else if (*e == 'M' || *e == 'm') m = 1024.0 * 1024, e++;
-    else if (*e == 'G' || *e == 'g') m = 1024.0 * 1024 * 1024, e++;
+    if (*e == 'K' || *e == 'k')
+        m = 1024.0, e++;
+    else if (*e == 'M' || *e == 'm')
+        m = 1024.0 * 1024, e++;
+    else if (*e == 'G' || *e == 'g')
+        m = 1024.0 * 1024 * 1024, e++;
     if (e == s || *e || x <= 0)
         return -1;
     *v = (uint64_t)(x * m);
     return 0;
 }
 
-enum { O_SHARD_SIZE = 256, O_RANGE, O_ARRAY, O_SEED, O_RESIZE, O_DECODED,
-       O_QUALITY, O_CLASSES, O_VAL, O_DEVKIT, O_IDXL, O_REPORT, O_PROG,
-       O_NOPROG, O_NOINDEX, O_INDEXONLY, O_LISTING, O_LISTONLY };
+enum {
+    O_SHARD_SIZE = 256,
+    O_RANGE,
+    O_ARRAY,
+    O_SEED,
+    O_RESIZE,
+    O_DECODED,
+    O_QUALITY,
+    O_CLASSES,
+    O_VAL,
+    O_DEVKIT,
+    O_IDXL,
+    O_REPORT,
+    O_PROG,
+    O_NOPROG,
+    O_NOINDEX,
+    O_INDEXONLY,
+    O_LISTING,
+    O_LISTONLY
+};
 
 int main(int argc, char **argv)
 {
@@ -169,14 +216,17 @@ int main(int argc, char **argv)
     long v;
     while ((c = getopt_long(argc, argv, "o:s:n:j:hV", opts, NULL)) != -1) {
         switch (c) {
-        case 'o': o.output = optarg; break;
+        case 'o':
+            o.output = optarg;
+            break;
         case 's':
             if (!*optarg || strchr(optarg, '/'))
                 return _usage("bad --split", optarg);
             o.split = optarg;
             break;
         case 'n':
-            if (_num(optarg, 1, 99999, &v)) return _usage("bad --shards", optarg);
+            if (_num(optarg, 1, 99999, &v))
+                return _usage("bad --shards", optarg);
             o.shards = (int)v;
             break;
         case O_SHARD_SIZE:
@@ -186,14 +236,20 @@ int main(int argc, char **argv)
         case O_RANGE:
             if (sscanf(optarg, "%d:%d", &o.range_lo, &o.range_hi) != 2 ||
                 o.range_lo < 0 || o.range_hi <= o.range_lo)
-                return _usage("bad --shard-range (want A:B with A < B)", optarg);
+                return _usage("bad --shard-range (want A:B with A < B)",
+                              optarg);
             break;
-        case O_ARRAY: array = 1; break;
+        case O_ARRAY:
+            array = 1;
+            break;
         case 'j':
-            if (_num(optarg, 1, 1024, &v)) return _usage("bad --threads", optarg);
+            if (_num(optarg, 1, 1024, &v))
+                return _usage("bad --threads", optarg);
             o.threads = (int)v;
             break;
-        case O_SEED: o.seed = strtoull(optarg, NULL, 0); break;
+        case O_SEED:
+            o.seed = strtoull(optarg, NULL, 0);
+            break;
         case O_RESIZE:
             if (_num(optarg, 8, 65535, &v))
                 return _usage("bad --resize-shorter", optarg);
@@ -205,23 +261,51 @@ int main(int argc, char **argv)
                 return _usage("bad --decoded (want HxW)", optarg);
             break;
         case O_QUALITY:
-            if (_num(optarg, 1, 100, &v)) return _usage("bad --quality", optarg);
+            if (_num(optarg, 1, 100, &v))
+                return _usage("bad --quality", optarg);
             o.quality = (int)v;
             break;
-        case O_CLASSES: o.classes_file = optarg; break;
-        case O_VAL: o.val_labels = optarg; break;
-        case O_DEVKIT: o.devkit_synsets = optarg; break;
-        case O_IDXL: o.idx_labels = optarg; break;
-        case O_REPORT: o.report = optarg; break;
-        case O_LISTING: o.listing = optarg; break;
-        case O_LISTONLY: list_only = 1; break;
-        case O_PROG: o.progress = 1; break;
-        case O_NOPROG: o.progress = 0; break;
-        case O_NOINDEX: o.no_index = 1; break;
-        case O_INDEXONLY: index_only = 1; break;
-        case 'h': fputs(_help, stdout); return 0;
-        case 'V': printf("torus-pack %s\n", PACKAGE_VERSION); return 0;
-        default: return _usage("unknown option", NULL);
+        case O_CLASSES:
+            o.classes_file = optarg;
+            break;
+        case O_VAL:
+            o.val_labels = optarg;
+            break;
+        case O_DEVKIT:
+            o.devkit_synsets = optarg;
+            break;
+        case O_IDXL:
+            o.idx_labels = optarg;
+            break;
+        case O_REPORT:
+            o.report = optarg;
+            break;
+        case O_LISTING:
+            o.listing = optarg;
+            break;
+        case O_LISTONLY:
+            list_only = 1;
+            break;
+        case O_PROG:
+            o.progress = 1;
+            break;
+        case O_NOPROG:
+            o.progress = 0;
+            break;
+        case O_NOINDEX:
+            o.no_index = 1;
+            break;
+        case O_INDEXONLY:
+            index_only = 1;
+            break;
+        case 'h':
+            fputs(_help, stdout);
+            return 0;
+        case 'V':
+            printf("torus-pack %s\n", PACKAGE_VERSION);
+            return 0;
+        default:
+            return _usage("unknown option", NULL);
         }
     }
     if (!o.output)
@@ -238,8 +322,10 @@ int main(int argc, char **argv)
             globfree(&g);
         }
         if (N < 1) {
-            fprintf(stderr, "torus-pack: %s: want exactly one %s-00000-of-*.h5 "
-                    "shard\n", o.output, o.split);
+            fprintf(stderr,
+                    "torus-pack: %s: want exactly one %s-00000-of-*.h5 "
+                    "shard\n",
+                    o.output, o.split);
             return 2;
         }
         char ipath[4096];
@@ -272,16 +358,19 @@ int main(int argc, char **argv)
         return 0;
     }
     if (o.dec_h > 0 && o.resize_shorter > 0)
-        return _usage("--decoded and --resize-shorter exclude each other", NULL);
+        return _usage("--decoded and --resize-shorter exclude each other",
+                      NULL);
     if (array) {
         const char *id = getenv("SLURM_ARRAY_TASK_ID");
         const char *cnt = getenv("SLURM_ARRAY_TASK_COUNT");
         const char *mn = getenv("SLURM_ARRAY_TASK_MIN");
         if (!id || !cnt)
             return _usage("--array needs SLURM_ARRAY_TASK_ID and "
-                          "SLURM_ARRAY_TASK_COUNT (run it in a job array)", NULL);
+                          "SLURM_ARRAY_TASK_COUNT (run it in a job array)",
+                          NULL);
         if (!o.shards)
-            return _usage("--array needs --shards=N so every task agrees", NULL);
+            return _usage("--array needs --shards=N so every task agrees",
+                          NULL);
         long t = atol(id) - (mn ? atol(mn) : 0), T = atol(cnt);
         if (T < 1 || t < 0 || t >= T)
             return _usage("bad SLURM_ARRAY_TASK_* values", id);

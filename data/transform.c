@@ -52,8 +52,10 @@ void tdata_center_crop(int W, int H, int resize, int out_w, int out_h,
      * source pixels is out / (resize / shorter). */
     double s = (double)resize / (W < H ? W : H);
     double cw = out_w / s, ch = out_h / s;
-    if (cw > W) cw = W;
-    if (ch > H) ch = H;
+    if (cw > W)
+        cw = W;
+    if (ch > H)
+        ch = H;
     c->w = cw;
     c->h = ch;
     c->x = (W - cw) / 2;
@@ -134,8 +136,8 @@ float tdata_f16_to_f32(uint16_t h)
 }
 
 #if defined(__x86_64__)
-__attribute__((target("f16c,avx")))
-static void _f16_row_hw(const float *in, uint16_t *out, int n)
+__attribute__((target("f16c,avx"))) static void
+_f16_row_hw(const float *in, uint16_t *out, int n)
 {
     int i = 0;
     for (; i + 8 <= n; i += 8)

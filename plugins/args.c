@@ -27,13 +27,15 @@ static int _errf(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-#define _KEYS "default, topology, verbose, node_lat_us, node_bw_gbs, leaf_lat_us, " \
-              "leaf_bw_gbs, cross_lat_us, cross_bw_gbs, bytes"
+#define _KEYS                                                             \
+    "default, topology, verbose, node_lat_us, node_bw_gbs, leaf_lat_us, " \
+    "leaf_bw_gbs, cross_lat_us, cross_bw_gbs, bytes"
 
-int torus_args_parse(int ac, char *const *av, torus_config_t *cfg, char *err, size_t errlen)
+int torus_args_parse(int ac, char *const *av, torus_config_t *cfg, char *err,
+                     size_t errlen)
 {
-    *cfg = (torus_config_t){ .default_spec = { .kind = TORUS_SPEC_OFF },
-                             .topology = TORUS_TOPO_TREE };
+    *cfg = (torus_config_t){.default_spec = {.kind = TORUS_SPEC_OFF},
+                            .topology = TORUS_TOPO_TREE};
     torus_layout_cost_defaults(&cfg->cost);
     for (int i = 0; i < ac; i++) {
         const char *arg = av[i];
@@ -41,7 +43,8 @@ int torus_args_parse(int ac, char *const *av, torus_config_t *cfg, char *err, si
             return _errf(err, errlen, "plugstack.conf: missing argument");
         size_t len = strnlen(arg, _ARG_MAX + 1);
         if (len > _ARG_MAX)
-            return _errf(err, errlen, "plugstack.conf: argument '%.40s...' too long", arg);
+            return _errf(err, errlen,
+                         "plugstack.conf: argument '%.40s...' too long", arg);
         if (strcmp(arg, "verbose") == 0) {
             cfg->verbose = true;
             continue;
@@ -49,14 +52,16 @@ int torus_args_parse(int ac, char *const *av, torus_config_t *cfg, char *err, si
         const char *eq = memchr(arg, '=', len);
         char key[32];
         if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof key)
-            return _errf(err, errlen,
-                         "plugstack.conf: '%s' is not key=value (keys: " _KEYS ")", arg);
+            return _errf(
+                err, errlen,
+                "plugstack.conf: '%s' is not key=value (keys: " _KEYS ")", arg);
         memcpy(key, arg, (size_t)(eq - arg));
         key[eq - arg] = '\0';
         const char *val = eq + 1;
         char why[TORUS_LAYOUT_ERR_LEN];
         if (strcmp(key, "default") == 0) {
-            if (torus_layout_spec_parse(val, &cfg->default_spec, why, sizeof why))
+            if (torus_layout_spec_parse(val, &cfg->default_spec, why,
+                                        sizeof why))
                 return _errf(err, errlen, "plugstack.conf: default=: %s", why);
         } else if (strcmp(key, "topology") == 0) {
             if (strcmp(val, "tree") == 0)
@@ -66,14 +71,17 @@ int torus_args_parse(int ac, char *const *av, torus_config_t *cfg, char *err, si
             else if (strcmp(val, "none") == 0)
                 cfg->topology = TORUS_TOPO_NONE;
             else
-                return _errf(err, errlen,
-                             "plugstack.conf: topology=%s: expected tree, addr or none", val);
+                return _errf(
+                    err, errlen,
+                    "plugstack.conf: topology=%s: expected tree, addr or none",
+                    val);
         } else if (torus_layout_cost_is_key(key)) {
             if (torus_layout_cost_set(&cfg->cost, key, val, why, sizeof why))
                 return _errf(err, errlen, "plugstack.conf: %s", why);
         } else {
-            return _errf(err, errlen,
-                         "plugstack.conf: unknown argument '%s' (keys: " _KEYS ")", key);
+            return _errf(
+                err, errlen,
+                "plugstack.conf: unknown argument '%s' (keys: " _KEYS ")", key);
         }
     }
     return 0;

@@ -25,7 +25,8 @@ int torus_local_option(int val, const char *optarg, int remote)
     }
     torus_plugin.spec = spec;
     torus_plugin.spec_given = true;
-    torus_layout_spec_format(&spec, torus_plugin.spec_text, sizeof torus_plugin.spec_text);
+    torus_layout_spec_format(&spec, torus_plugin.spec_text,
+                             sizeof torus_plugin.spec_text);
     return ESPANK_SUCCESS;
 }
 
@@ -37,26 +38,33 @@ int torus_local_user_init(spank_t sp)
     /* srun knows the step's node and task counts without asking anyone. */
     uint32_t nnodes = 0, ntasks = 0;
     if (spank_get_item(sp, S_JOB_NNODES, &nnodes) != ESPANK_SUCCESS ||
-        spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS || !ntasks)
+        spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS ||
+        !ntasks)
         return ESPANK_SUCCESS; /* the nodes will check it again */
     uint64_t want = (uint64_t)spec->rows * spec->cols;
     if (want != ntasks) {
-        slurm_error(TORUS_MSG "--torus=%ux%u: the grid holds %llu tasks but the step has %u "
-                    "(on %u nodes)", spec->rows, spec->cols, (unsigned long long)want, ntasks,
-                    nnodes);
+        slurm_error(
+            TORUS_MSG
+            "--torus=%ux%u: the grid holds %llu tasks but the step has %u "
+            "(on %u nodes)",
+            spec->rows, spec->cols, (unsigned long long)want, ntasks, nnodes);
         return -1;
     }
     if (nnodes && ntasks % nnodes) {
-        slurm_error(TORUS_MSG "--torus=%ux%u: %u tasks cannot spread evenly over %u nodes, "
-                    "and an explicit grid needs the same task count on every node",
-                    spec->rows, spec->cols, ntasks, nnodes);
+        slurm_error(
+            TORUS_MSG
+            "--torus=%ux%u: %u tasks cannot spread evenly over %u nodes, "
+            "and an explicit grid needs the same task count on every node",
+            spec->rows, spec->cols, ntasks, nnodes);
         return -1;
     }
     uint32_t tpn = nnodes ? ntasks / nnodes : 0, c = spec->cols;
     if (tpn && ((c >= tpn && c % tpn) || (c < tpn && tpn % c))) {
-        slurm_error(TORUS_MSG "--torus=%ux%u: rows of %u tasks would split the %u tasks of a "
-                    "node (C must be a multiple or a divisor of the tasks per node)",
-                    spec->rows, c, c, tpn);
+        slurm_error(
+            TORUS_MSG
+            "--torus=%ux%u: rows of %u tasks would split the %u tasks of a "
+            "node (C must be a multiple or a divisor of the tasks per node)",
+            spec->rows, c, c, tpn);
         return -1;
     }
     return ESPANK_SUCCESS;

@@ -27,17 +27,17 @@
  * $SLURM_CONF. Only read: the path and the topology plugin's name. */
 extern slurm_conf_t slurm_conf __attribute__((weak));
 
-static const char *const _vars[] = { "TORUS_VERSION", "TORUS_DIMS",       "TORUS_COORD",
-                                     "TORUS_GROUP",   "TORUS_NGROUPS",    "TORUS_NODE_INDEX",
-                                     "TORUS_SOURCE" };
+static const char *const _vars[] = {
+    "TORUS_VERSION", "TORUS_DIMS",       "TORUS_COORD", "TORUS_GROUP",
+    "TORUS_NGROUPS", "TORUS_NODE_INDEX", "TORUS_SOURCE"};
 
 static struct {
-    bool skip;                /* batch, extern or interactive step: leave alone */
-    bool fail;                /* explicit RxC that does not fit: fail every task */
-    torus_layout_t *layout;   /* NULL or disabled: torus off for this step */
+    bool skip; /* batch, extern or interactive step: leave alone */
+    bool fail; /* explicit RxC that does not fit: fail every task */
+    torus_layout_t *layout; /* NULL or disabled: torus off for this step */
     char **names;
     size_t nnodes;
-    char note[768];           /* warnings, shown once per step to the user */
+    char note[768]; /* warnings, shown once per step to the user */
 } _r;
 
 /* Append one sentence to the step's note and log it on this node. */
@@ -52,7 +52,8 @@ static void _warn(const char *fmt, ...)
     va_end(ap);
     slurm_info(TORUS_MSG "warning: %s", msg);
     size_t used = strlen(_r.note);
-    snprintf(_r.note + used, sizeof _r.note - used, "%s%s", used ? "; " : "", msg);
+    snprintf(_r.note + used, sizeof _r.note - used, "%s%s", used ? "; " : "",
+             msg);
 }
 
 /* Read a job environment variable into a fresh buffer of at most max bytes. */
@@ -63,7 +64,8 @@ static char *_job_env(spank_t sp, const char *name, size_t max)
         return NULL;
     spank_err_t rc = spank_getenv(sp, name, buf, (int)max + 1);
     if (rc != ESPANK_SUCCESS) {
-        _warn("%s: %s", name, rc == ESPANK_NOSPACE ? "too long" : spank_strerror(rc));
+        _warn("%s: %s", name,
+              rc == ESPANK_NOSPACE ? "too long" : spank_strerror(rc));
         free(buf);
         return NULL;
     }
@@ -82,8 +84,8 @@ static torus_layout_topo_t *_switch_map(spank_t sp, torus_layout_source *source)
         const char *plugin = conf ? conf->topology_plugin : NULL;
         if (plugin && !strstr(plugin, "tree")) {
             _warn("TopologyPlugin is %.64s, not topology/tree", plugin);
-        } else if (torus_layout_topo_conf_path(conf ? conf->slurm_conf : NULL, path,
-                                               sizeof path)) {
+        } else if (torus_layout_topo_conf_path(conf ? conf->slurm_conf : NULL,
+                                               path, sizeof path)) {
             _warn("topology.conf path too long");
         } else if (torus_layout_topo_load(path, &topo, err, sizeof err)) {
             _warn("%s", err);
@@ -94,7 +96,8 @@ static torus_layout_topo_t *_switch_map(spank_t sp, torus_layout_source *source)
     }
     if (pref <= TORUS_TOPO_ADDR) {
         char pattern[256];
-        spank_err_t rc = spank_getenv(sp, "SLURM_TOPOLOGY_ADDR_PATTERN", pattern, sizeof pattern);
+        spank_err_t rc = spank_getenv(sp, "SLURM_TOPOLOGY_ADDR_PATTERN",
+                                      pattern, sizeof pattern);
         if (rc == ESPANK_SUCCESS && strcmp(pattern, "node") == 0) {
             *source = TORUS_SOURCE_ADDR;
             return NULL;
@@ -121,16 +124,19 @@ int torus_remote_init(spank_t sp)
 
     char err[TORUS_LAYOUT_ERR_LEN];
     char *nodelist = _job_env(sp, "SLURM_STEP_NODELIST", TORUS_LAYOUT_LIST_MAX);
-    char *tpn = _job_env(sp, "SLURM_STEP_TASKS_PER_NODE", TORUS_LAYOUT_LIST_MAX);
+    char *tpn =
+        _job_env(sp, "SLURM_STEP_TASKS_PER_NODE", TORUS_LAYOUT_LIST_MAX);
     uint32_t *tasks = NULL;
     torus_layout_topo_t *topo = NULL;
     if (!nodelist || !tpn)
         goto off;
-    if (torus_layout_names_expand(nodelist, &_r.names, &_r.nnodes, err, sizeof err)) {
+    if (torus_layout_names_expand(nodelist, &_r.names, &_r.nnodes, err,
+                                  sizeof err)) {
         _warn("SLURM_STEP_NODELIST: %s", err);
         goto off;
     }
-    if (spank_get_item(sp, S_JOB_NNODES, &nnodes) == ESPANK_SUCCESS && nnodes != _r.nnodes) {
+    if (spank_get_item(sp, S_JOB_NNODES, &nnodes) == ESPANK_SUCCESS &&
+        nnodes != _r.nnodes) {
         _warn("SLURM_STEP_NODELIST does not match the step's node count");
         goto off;
     }
@@ -139,8 +145,11 @@ int torus_remote_init(spank_t sp)
         _warn("SLURM_STEP_TASKS_PER_NODE: %s", tasks ? err : "out of memory");
         goto off;
     }
-    torus_layout_input_t in = { .nnodes = _r.nnodes, .nodes = (const char *const *)_r.names,
-                                .tasks = tasks, .spec = *spec, .cost = torus_plugin.cfg.cost };
+    torus_layout_input_t in = {.nnodes = _r.nnodes,
+                               .nodes = (const char *const *)_r.names,
+                               .tasks = tasks,
+                               .spec = *spec,
+                               .cost = torus_plugin.cfg.cost};
     in.topo = topo = _switch_map(sp, &in.source);
     torus_layout_rc rc = torus_layout_compute(&in, &_r.layout, err, sizeof err);
     if (rc == TORUS_LAYOUT_ENOFIT) {
@@ -148,7 +157,8 @@ int torus_remote_init(spank_t sp)
          * Slurm 22.05 ignores errors from init_post_opt, so the tasks are
          * failed in task_init, where the user also sees why. */
         slurm_error(TORUS_MSG "--torus=%ux%u: %s", spec->rows, spec->cols, err);
-        snprintf(_r.note, sizeof _r.note, "--torus=%ux%u: %s", spec->rows, spec->cols, err);
+        snprintf(_r.note, sizeof _r.note, "--torus=%ux%u: %s", spec->rows,
+                 spec->cols, err);
         _r.fail = true;
         goto off;
     }
@@ -159,8 +169,9 @@ int torus_remote_init(spank_t sp)
     if (!torus_layout_enabled(_r.layout))
         _warn("%s", torus_layout_reason(_r.layout));
     else if (torus_plugin.cfg.verbose)
-        slurm_info(TORUS_MSG "%ux%u, %u group(s), source %s: %s", torus_layout_rows(_r.layout),
-                   torus_layout_cols(_r.layout), torus_layout_group_count(_r.layout),
+        slurm_info(TORUS_MSG "%ux%u, %u group(s), source %s: %s",
+                   torus_layout_rows(_r.layout), torus_layout_cols(_r.layout),
+                   torus_layout_group_count(_r.layout),
                    torus_layout_source_name(torus_layout_source_of(_r.layout)),
                    torus_layout_reason(_r.layout));
     goto done;
@@ -175,7 +186,8 @@ done:
     return ESPANK_SUCCESS;
 }
 
-static int _set(spank_t sp, const char *name, const char *fmt, unsigned a, unsigned b)
+static int _set(spank_t sp, const char *name, const char *fmt, unsigned a,
+                unsigned b)
 {
     char val[64];
     snprintf(val, sizeof val, fmt, a, b);
@@ -208,7 +220,8 @@ int torus_remote_task_init(spank_t sp)
         fprintf(stderr, TORUS_MSG "warning: %s\n", _r.note);
     torus_layout_task_t t;
     if (!_r.layout || local < 0 ||
-        torus_layout_place(_r.layout, nodeid, (uint32_t)local, &t) != TORUS_LAYOUT_OK) {
+        torus_layout_place(_r.layout, nodeid, (uint32_t)local, &t) !=
+            TORUS_LAYOUT_OK) {
         /* Off: do not let values inherited from an enclosing step leak in. */
         for (size_t i = 0; i < sizeof _vars / sizeof _vars[0]; i++)
             spank_unsetenv(sp, _vars[i]);
@@ -216,16 +229,19 @@ int torus_remote_task_init(spank_t sp)
     }
     const torus_layout_t *l = _r.layout;
     if (first && torus_plugin.cfg.verbose)
-        fprintf(stderr, TORUS_MSG "%ux%u, source %s: %s\n", torus_layout_rows(l),
-                torus_layout_cols(l), torus_layout_source_name(torus_layout_source_of(l)),
+        fprintf(stderr, TORUS_MSG "%ux%u, source %s: %s\n",
+                torus_layout_rows(l), torus_layout_cols(l),
+                torus_layout_source_name(torus_layout_source_of(l)),
                 torus_layout_reason(l));
     if (_set(sp, "TORUS_VERSION", "%u", 1, 0) ||
-        _set(sp, "TORUS_DIMS", "%ux%u", torus_layout_rows(l), torus_layout_cols(l)) ||
+        _set(sp, "TORUS_DIMS", "%ux%u", torus_layout_rows(l),
+             torus_layout_cols(l)) ||
         _set(sp, "TORUS_COORD", "%u,%u", t.row, t.col) ||
         _set(sp, "TORUS_GROUP", "%u", t.group, 0) ||
         _set(sp, "TORUS_NGROUPS", "%u", torus_layout_group_count(l), 0) ||
         _set(sp, "TORUS_NODE_INDEX", "%u", t.node_index, 0) ||
-        spank_setenv(sp, "TORUS_SOURCE", torus_layout_source_name(torus_layout_source_of(l)),
+        spank_setenv(sp, "TORUS_SOURCE",
+                     torus_layout_source_name(torus_layout_source_of(l)),
                      1) != ESPANK_SUCCESS)
         return -1;
     return ESPANK_SUCCESS;

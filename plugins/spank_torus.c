@@ -16,19 +16,26 @@ torus_plugin_state_t torus_plugin;
 
 static struct spank_option _options[] = {
     {
-        "torus", "auto|off|RxC",
-        "Lay the step's tasks out on a topology-aware 2D torus and export TORUS_DIMS, "
-        "TORUS_COORD, TORUS_GROUP, ... to every task. auto (the default with no value) "
-        "picks the grid from the switch topology, RxC fixes it, off disables it. "
+        "torus",
+        "auto|off|RxC",
+        "Lay the step's tasks out on a topology-aware 2D torus and export "
+        "TORUS_DIMS, "
+        "TORUS_COORD, TORUS_GROUP, ... to every task. auto (the default with "
+        "no value) "
+        "picks the grid from the switch topology, RxC fixes it, off disables "
+        "it. "
         "See torus(7).",
-        2, 0, torus_local_option,
+        2,
+        0,
+        torus_local_option,
     },
     SPANK_OPTIONS_TABLE_END,
 };
 
 const torus_layout_spec_t *torus_plugin_spec(void)
 {
-    return torus_plugin.spec_given ? &torus_plugin.spec : &torus_plugin.cfg.default_spec;
+    return torus_plugin.spec_given ? &torus_plugin.spec
+                                   : &torus_plugin.cfg.default_spec;
 }
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
@@ -45,7 +52,8 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     for (struct spank_option *o = _options; o->name; o++) {
         spank_err_t rc = spank_option_register(sp, o);
         if (rc != ESPANK_SUCCESS) {
-            slurm_error(TORUS_MSG "cannot register --%s: %s", o->name, spank_strerror(rc));
+            slurm_error(TORUS_MSG "cannot register --%s: %s", o->name,
+                        spank_strerror(rc));
             return -1;
         }
     }

@@ -6,8 +6,8 @@
 #ifndef TORUS_PLUGIN_H
 #define TORUS_PLUGIN_H
 
-#include <stdbool.h>
 #include <slurm/spank.h>
+#include <stdbool.h>
 
 #include "topology/torus_layout.h"
 
@@ -19,9 +19,10 @@
 
 /* First switch-map source the remote side tries (plugstack topology=). */
 typedef enum torus_topo_pref {
-    TORUS_TOPO_TREE = 0, /* topology.conf, then SLURM_TOPOLOGY_ADDR, then nodelist */
-    TORUS_TOPO_ADDR,     /* SLURM_TOPOLOGY_ADDR, then nodelist */
-    TORUS_TOPO_NONE,     /* nodelist */
+    TORUS_TOPO_TREE =
+        0, /* topology.conf, then SLURM_TOPOLOGY_ADDR, then nodelist */
+    TORUS_TOPO_ADDR, /* SLURM_TOPOLOGY_ADDR, then nodelist */
+    TORUS_TOPO_NONE, /* nodelist */
 } torus_topo_pref;
 
 /* plugstack.conf arguments (args.c). */
@@ -34,12 +35,13 @@ typedef struct torus_config {
 
 /* Parse plugstack arguments into cfg (defaults first). Pure: no Slurm
  * calls, so the fuzz target can drive it. Returns 0 or -1 with err set. */
-int torus_args_parse(int ac, char *const *av, torus_config_t *cfg, char *err, size_t errlen);
+int torus_args_parse(int ac, char *const *av, torus_config_t *cfg, char *err,
+                     size_t errlen);
 
 /* Plugin-wide state: one per process (srun, sbatch or one slurmstepd). */
 typedef struct torus_plugin_state {
     torus_config_t cfg;
-    bool spec_given;                       /* --torus seen (or inherited) */
+    bool spec_given; /* --torus seen (or inherited) */
     char spec_text[TORUS_LAYOUT_SPEC_MAX + 1];
     torus_layout_spec_t spec;
 } torus_plugin_state_t;

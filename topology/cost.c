@@ -41,9 +41,12 @@ static const struct {
     torus_layout_link link;
     bool latency;
 } _keys[] = {
-    { "node_lat_us", TORUS_LINK_NODE, true },   { "node_bw_gbs", TORUS_LINK_NODE, false },
-    { "leaf_lat_us", TORUS_LINK_LEAF, true },   { "leaf_bw_gbs", TORUS_LINK_LEAF, false },
-    { "cross_lat_us", TORUS_LINK_CROSS, true }, { "cross_bw_gbs", TORUS_LINK_CROSS, false },
+    {"node_lat_us", TORUS_LINK_NODE, true},
+    {"node_bw_gbs", TORUS_LINK_NODE, false},
+    {"leaf_lat_us", TORUS_LINK_LEAF, true},
+    {"leaf_bw_gbs", TORUS_LINK_LEAF, false},
+    {"cross_lat_us", TORUS_LINK_CROSS, true},
+    {"cross_bw_gbs", TORUS_LINK_CROSS, false},
 };
 
 bool torus_layout_cost_is_key(const char *key)
@@ -63,14 +66,28 @@ torus_layout_rc torus_layout_parse_bytes(const char *text, uint64_t *out)
         return TORUS_LAYOUT_EINVAL;
     uint64_t mult = 1;
     switch (text[len - 1]) {
-    case 'K': case 'k': mult = 1ull << 10; len--; break;
-    case 'M': case 'm': mult = 1ull << 20; len--; break;
-    case 'G': case 'g': mult = 1ull << 30; len--; break;
-    default: break;
+    case 'K':
+    case 'k':
+        mult = 1ull << 10;
+        len--;
+        break;
+    case 'M':
+    case 'm':
+        mult = 1ull << 20;
+        len--;
+        break;
+    case 'G':
+    case 'g':
+        mult = 1ull << 30;
+        len--;
+        break;
+    default:
+        break;
     }
     uint64_t v;
     /* 1 TiB bound keeps n/p products far from double precision trouble. */
-    if (!torus_layout_parse_uint(text, text + len, (1ull << 40) / mult, &v) || v == 0)
+    if (!torus_layout_parse_uint(text, text + len, (1ull << 40) / mult, &v) ||
+        v == 0)
         return TORUS_LAYOUT_EINVAL;
     *out = v * mult;
     return TORUS_LAYOUT_OK;
@@ -106,16 +123,20 @@ static bool _parse_positive(const char *text, double max, double *out)
     return true;
 }
 
-torus_layout_rc torus_layout_cost_set(torus_layout_cost_t *cost, const char *key,
-                                      const char *value, char *err, size_t errlen)
+torus_layout_rc torus_layout_cost_set(torus_layout_cost_t *cost,
+                                      const char *key, const char *value,
+                                      char *err, size_t errlen)
 {
     if (!value || !*value)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "%s needs a value", key);
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                 "%s needs a value", key);
     if (strcmp(key, "bytes") == 0) {
         if (torus_layout_parse_bytes(value, &cost->bytes) != TORUS_LAYOUT_OK)
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "bytes=%.32s: expected a positive size like 100M (K, M, G "
-                                     "are powers of 1024, at most 1T)", value);
+            return torus_layout_errf(
+                err, errlen, TORUS_LAYOUT_EINVAL,
+                "bytes=%.32s: expected a positive size like 100M (K, M, G "
+                "are powers of 1024, at most 1T)",
+                value);
         return TORUS_LAYOUT_OK;
     }
     for (size_t i = 0; i < sizeof _keys / sizeof _keys[0]; i++) {
@@ -125,18 +146,19 @@ torus_layout_rc torus_layout_cost_set(torus_layout_cost_t *cost, const char *key
         /* Bounds: 1e6 us is a second of latency, 1e5 GB/s is far beyond any
          * link; both catch unit mistakes rather than real hardware. */
         if (!_parse_positive(value, _keys[i].latency ? 1e6 : 1e5, &v))
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "%s=%.32s: expected a positive decimal number%s", key, value,
-                                     _keys[i].latency ? " of microseconds (at most 1000000)"
-                                                      : " of GB/s (at most 100000)");
+            return torus_layout_errf(
+                err, errlen, TORUS_LAYOUT_EINVAL,
+                "%s=%.32s: expected a positive decimal number%s", key, value,
+                _keys[i].latency ? " of microseconds (at most 1000000)"
+                                 : " of GB/s (at most 100000)");
         if (_keys[i].latency)
             cost->latency_s[_keys[i].link] = v * 1e-6;
         else
             cost->bandwidth_Bps[_keys[i].link] = v * 1e9;
         return TORUS_LAYOUT_OK;
     }
-    return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "unknown cost parameter '%.64s'",
-                             key);
+    return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                             "unknown cost parameter '%.64s'", key);
 }
 
 /* (p-1) steps of n/p bytes: one reduce-scatter or one all-gather. */
@@ -147,11 +169,13 @@ static double _ring_half(const torus_layout_cost_t *c, uint64_t p, double n,
         return 0;
     double chunk = n / (double)p;
     return (double)(p - 1) *
-           (c->latency_s[k] + chunk * (double)(flows ? flows : 1) / c->bandwidth_Bps[k]);
+           (c->latency_s[k] +
+            chunk * (double)(flows ? flows : 1) / c->bandwidth_Bps[k]);
 }
 
-void torus_layout_model(const torus_layout_shape_t *s, const torus_layout_cost_t *cost,
-                        uint64_t bytes, torus_layout_prediction_t *out)
+void torus_layout_model(const torus_layout_shape_t *s,
+                        const torus_layout_cost_t *cost, uint64_t bytes,
+                        torus_layout_prediction_t *out)
 {
     double n = (double)bytes;
 
@@ -159,11 +183,13 @@ void torus_layout_model(const torus_layout_shape_t *s, const torus_layout_cost_t
 
     /* Tencent: the group reduce and the broadcast each move n bytes through
      * a ring of the group's tasks (RS + gather, scatter + AG). */
-    double in_group = 2 * _ring_half(cost, s->max_group_tasks, n, s->group_link, 1);
+    double in_group =
+        2 * _ring_half(cost, s->max_group_tasks, n, s->group_link, 1);
     out->hierarchical_s =
         2 * in_group + 2 * _ring_half(cost, s->ngroups, n, TORUS_LINK_CROSS, 1);
 
-    out->torus2d_s = 2 * _ring_half(cost, s->cols, n, s->row_link, s->row_flows) +
-                     2 * _ring_half(cost, s->rows, n / (double)s->cols, s->col_link,
-                                    s->col_flows);
+    out->torus2d_s =
+        2 * _ring_half(cost, s->cols, n, s->row_link, s->row_flows) +
+        2 * _ring_half(cost, s->rows, n / (double)s->cols, s->col_link,
+                       s->col_flows);
 }

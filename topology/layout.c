@@ -24,11 +24,11 @@ struct torus_layout {
     size_t nnodes;
     uint64_t tasks;
     torus_layout_source source;
-    size_t *order;         /* torus position -> Slurm node id */
-    size_t *pos;           /* Slurm node id -> torus position */
-    uint32_t *group;       /* Slurm node id -> group */
-    size_t *group_start;   /* group -> first torus position; [ngroups] = nnodes */
-    char **group_switch;   /* group -> leaf switch name */
+    size_t *order;       /* torus position -> Slurm node id */
+    size_t *pos;         /* Slurm node id -> torus position */
+    uint32_t *group;     /* Slurm node id -> group */
+    size_t *group_start; /* group -> first torus position; [ngroups] = nnodes */
+    char **group_switch; /* group -> leaf switch name */
     torus_layout_shape_t shape;
     char reason[512];
 };
@@ -48,18 +48,54 @@ void torus_layout_free(torus_layout_t *l)
     free(l);
 }
 
-bool torus_layout_enabled(const torus_layout_t *l) { return l->enabled; }
-uint32_t torus_layout_rows(const torus_layout_t *l) { return l->rows; }
-uint32_t torus_layout_cols(const torus_layout_t *l) { return l->cols; }
-uint32_t torus_layout_tasks_per_node(const torus_layout_t *l) { return l->tpn; }
-size_t torus_layout_node_count(const torus_layout_t *l) { return l->nnodes; }
-uint64_t torus_layout_task_count(const torus_layout_t *l) { return l->tasks; }
-uint32_t torus_layout_group_count(const torus_layout_t *l) { return l->ngroups; }
-torus_layout_source torus_layout_source_of(const torus_layout_t *l) { return l->source; }
-const char *torus_layout_reason(const torus_layout_t *l) { return l->reason; }
-size_t torus_layout_node_at(const torus_layout_t *l, size_t pos) { return l->order[pos]; }
-uint32_t torus_layout_node_group(const torus_layout_t *l, size_t node) { return l->group[node]; }
-uint32_t torus_layout_rows_crossing_leaves(const torus_layout_t *l) { return l->crossing; }
+bool torus_layout_enabled(const torus_layout_t *l)
+{
+    return l->enabled;
+}
+uint32_t torus_layout_rows(const torus_layout_t *l)
+{
+    return l->rows;
+}
+uint32_t torus_layout_cols(const torus_layout_t *l)
+{
+    return l->cols;
+}
+uint32_t torus_layout_tasks_per_node(const torus_layout_t *l)
+{
+    return l->tpn;
+}
+size_t torus_layout_node_count(const torus_layout_t *l)
+{
+    return l->nnodes;
+}
+uint64_t torus_layout_task_count(const torus_layout_t *l)
+{
+    return l->tasks;
+}
+uint32_t torus_layout_group_count(const torus_layout_t *l)
+{
+    return l->ngroups;
+}
+torus_layout_source torus_layout_source_of(const torus_layout_t *l)
+{
+    return l->source;
+}
+const char *torus_layout_reason(const torus_layout_t *l)
+{
+    return l->reason;
+}
+size_t torus_layout_node_at(const torus_layout_t *l, size_t pos)
+{
+    return l->order[pos];
+}
+uint32_t torus_layout_node_group(const torus_layout_t *l, size_t node)
+{
+    return l->group[node];
+}
+uint32_t torus_layout_rows_crossing_leaves(const torus_layout_t *l)
+{
+    return l->crossing;
+}
 
 const char *torus_layout_group_switch(const torus_layout_t *l, uint32_t g)
 {
@@ -69,15 +105,18 @@ const char *torus_layout_group_switch(const torus_layout_t *l, uint32_t g)
 const char *torus_layout_source_name(torus_layout_source source)
 {
     switch (source) {
-    case TORUS_SOURCE_TREE: return "topology/tree";
-    case TORUS_SOURCE_ADDR: return "SLURM_TOPOLOGY_ADDR";
-    case TORUS_SOURCE_NODELIST: return "nodelist";
+    case TORUS_SOURCE_TREE:
+        return "topology/tree";
+    case TORUS_SOURCE_ADDR:
+        return "SLURM_TOPOLOGY_ADDR";
+    case TORUS_SOURCE_NODELIST:
+        return "nodelist";
     }
     return "nodelist";
 }
 
-torus_layout_rc torus_layout_place(const torus_layout_t *l, size_t node, uint32_t local,
-                                   torus_layout_task_t *out)
+torus_layout_rc torus_layout_place(const torus_layout_t *l, size_t node,
+                                   uint32_t local, torus_layout_task_t *out)
 {
     if (!l->enabled || node >= l->nnodes || local >= l->tpn)
         return TORUS_LAYOUT_EINVAL;
@@ -94,7 +133,8 @@ torus_layout_rc torus_layout_place(const torus_layout_t *l, size_t node, uint32_
     return TORUS_LAYOUT_OK;
 }
 
-torus_layout_rc torus_layout_block_task(const torus_layout_t *l, uint64_t procid, size_t *node,
+torus_layout_rc torus_layout_block_task(const torus_layout_t *l,
+                                        uint64_t procid, size_t *node,
                                         uint32_t *local)
 {
     if (!l->enabled || procid >= l->tasks)
@@ -138,7 +178,8 @@ static int _leaf_cmp(const void *a, const void *b, void *arg)
 }
 
 /* Fill l->group/order/pos/group_start from the per-node leaf array. */
-static torus_layout_rc _order_nodes(torus_layout_t *l, const torus_layout_topo_t *topo,
+static torus_layout_rc _order_nodes(torus_layout_t *l,
+                                    const torus_layout_topo_t *topo,
                                     const uint32_t *leaf)
 {
     size_t n = l->nnodes, nsw = torus_layout_topo_switch_count(topo);
@@ -166,11 +207,12 @@ static torus_layout_rc _order_nodes(torus_layout_t *l, const torus_layout_topo_t
                 rank[leaf[i]] = 0;
                 leaves[nleaves++] = leaf[i];
             }
-            for (uint32_t s = leaf[i]; s != TORUS_NO_SWITCH && first[s] == SIZE_MAX;
+            for (uint32_t s = leaf[i];
+                 s != TORUS_NO_SWITCH && first[s] == SIZE_MAX;
                  s = torus_layout_topo_parent(topo, s))
                 first[s] = i;
         }
-        _order_ctx ctx = { topo, first };
+        _order_ctx ctx = {topo, first};
         qsort_r(leaves, nleaves, sizeof *leaves, _leaf_cmp, &ctx);
         for (uint32_t g = 0; g < nleaves; g++)
             rank[leaves[g]] = g;
@@ -183,7 +225,8 @@ static torus_layout_rc _order_nodes(torus_layout_t *l, const torus_layout_topo_t
     if (!l->group_start || !l->group_switch)
         goto out;
     for (uint32_t g = 0; g < nleaves; g++)
-        if (leaf && !(l->group_switch[g] = strdup(torus_layout_topo_name(topo, leaves[g]))))
+        if (leaf && !(l->group_switch[g] =
+                          strdup(torus_layout_topo_name(topo, leaves[g]))))
             goto out;
     /* Counting sort by group keeps Slurm order inside each group. */
     for (size_t i = 0; i < n; i++) {
@@ -224,12 +267,13 @@ static uint32_t _crossing_rows(const torus_layout_t *l, size_t m)
 }
 
 /* The model's view of shape R x C on this node order. */
-static void _shape(const torus_layout_t *l, uint32_t rows, uint32_t cols, uint32_t crossing,
-                   torus_layout_shape_t *s)
+static void _shape(const torus_layout_t *l, uint32_t rows, uint32_t cols,
+                   uint32_t crossing, torus_layout_shape_t *s)
 {
     bool one_node = l->nnodes == 1, one_group = l->ngroups == 1;
-    torus_layout_link between = one_node ? TORUS_LINK_NODE
-                                : one_group ? TORUS_LINK_LEAF : TORUS_LINK_CROSS;
+    torus_layout_link between = one_node    ? TORUS_LINK_NODE
+                                : one_group ? TORUS_LINK_LEAF
+                                            : TORUS_LINK_CROSS;
     size_t biggest = 0, multi_node_group = 0;
     for (uint32_t g = 0; g < l->ngroups; g++) {
         size_t sz = l->group_start[g + 1] - l->group_start[g];
@@ -245,7 +289,8 @@ static void _shape(const torus_layout_t *l, uint32_t rows, uint32_t cols, uint32
         .ngroups = l->ngroups,
         .max_group_tasks = (uint32_t)(biggest * l->tpn),
         .row_link = cols <= l->tpn ? TORUS_LINK_NODE
-                    : crossing ? TORUS_LINK_CROSS : TORUS_LINK_LEAF,
+                    : crossing     ? TORUS_LINK_CROSS
+                                   : TORUS_LINK_LEAF,
         .col_link = between,
         .flat_link = between,
         .group_link = multi_node_group ? TORUS_LINK_LEAF : TORUS_LINK_NODE,
@@ -257,8 +302,9 @@ static void _shape(const torus_layout_t *l, uint32_t rows, uint32_t cols, uint32
     };
 }
 
-static double _predict_2d(const torus_layout_t *l, const torus_layout_cost_t *cost,
-                          uint32_t rows, uint32_t cols, uint32_t crossing)
+static double _predict_2d(const torus_layout_t *l,
+                          const torus_layout_cost_t *cost, uint32_t rows,
+                          uint32_t cols, uint32_t crossing)
 {
     torus_layout_shape_t s;
     torus_layout_prediction_t p;
@@ -276,7 +322,8 @@ static bool _better(double t, uint32_t c, uint64_t p, double bt, uint32_t bc)
         return true;
     if (t > bt * (1 + 1e-9))
         return false;
-    double sq = fabs(log((double)c * c / (double)p)), bsq = fabs(log((double)bc * bc / (double)p));
+    double sq = fabs(log((double)c * c / (double)p)),
+           bsq = fabs(log((double)bc * bc / (double)p));
     if (sq < bsq - 1e-12)
         return true;
     if (sq > bsq + 1e-12)
@@ -294,7 +341,7 @@ static void _choose_auto(torus_layout_t *l, const torus_layout_cost_t *cost)
     for (uint32_t d = 1; (uint64_t)d * d <= l->tpn; d++) {
         if (l->tpn % d)
             continue;
-        uint32_t pair[2] = { d, l->tpn / d };
+        uint32_t pair[2] = {d, l->tpn / d};
         for (int k = 0; k < (pair[0] == pair[1] ? 1 : 2); k++) {
             uint32_t c = pair[k];
             if (c == l->tpn)
@@ -320,64 +367,78 @@ static void _choose_auto(torus_layout_t *l, const torus_layout_cost_t *cost)
     l->crossing = 0;
     size_t used = strlen(l->reason);
     snprintf(l->reason + used, sizeof l->reason - used,
-             "auto: %ux%u predicts %.3f ms per %llu-byte all-reduce; rows stay inside %s",
+             "auto: %ux%u predicts %.3f ms per %llu-byte all-reduce; rows stay "
+             "inside %s",
              l->rows, l->cols, best_t * 1e3, (unsigned long long)cost->bytes,
              l->cols <= l->tpn ? "one node" : "one leaf switch");
     used = strlen(l->reason);
     if (l->ngroups > 1 && best_clean_m < l->nnodes / l->ngroups)
         snprintf(l->reason + used, sizeof l->reason - used,
-                 " (uneven leaf groups allow at most %zu node(s) per row)", best_clean_m);
+                 " (uneven leaf groups allow at most %zu node(s) per row)",
+                 best_clean_m);
 }
 
-static torus_layout_rc _apply_explicit(torus_layout_t *l, const torus_layout_spec_t *spec,
+static torus_layout_rc _apply_explicit(torus_layout_t *l,
+                                       const torus_layout_spec_t *spec,
                                        char *err, size_t errlen)
 {
     uint64_t want = (uint64_t)spec->rows * spec->cols;
     if (want != l->tasks)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOFIT,
-                                 "%ux%u holds %llu tasks but the step has %llu (%zu nodes x %u)",
-                                 spec->rows, spec->cols, (unsigned long long)want,
-                                 (unsigned long long)l->tasks, l->nnodes, l->tpn);
+        return torus_layout_errf(
+            err, errlen, TORUS_LAYOUT_ENOFIT,
+            "%ux%u holds %llu tasks but the step has %llu (%zu nodes x %u)",
+            spec->rows, spec->cols, (unsigned long long)want,
+            (unsigned long long)l->tasks, l->nnodes, l->tpn);
     uint32_t c = spec->cols, t = l->tpn;
     if ((c >= t && c % t) || (c < t && t % c))
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOFIT,
-                                 "%ux%u: rows of %u tasks would split the %u tasks of a node "
-                                 "(C must be a multiple or a divisor of the tasks per node)",
-                                 spec->rows, spec->cols, c, t);
+        return torus_layout_errf(
+            err, errlen, TORUS_LAYOUT_ENOFIT,
+            "%ux%u: rows of %u tasks would split the %u tasks of a node "
+            "(C must be a multiple or a divisor of the tasks per node)",
+            spec->rows, spec->cols, c, t);
     l->rows = spec->rows;
     l->cols = c;
     l->crossing = c > t ? _crossing_rows(l, c / t) : 0;
     size_t used = strlen(l->reason);
     if (l->crossing)
         snprintf(l->reason + used, sizeof l->reason - used,
-                 "explicit %ux%u: %u of %u rows span more than one leaf switch", l->rows,
-                 l->cols, l->crossing, l->rows);
+                 "explicit %ux%u: %u of %u rows span more than one leaf switch",
+                 l->rows, l->cols, l->crossing, l->rows);
     else
-        snprintf(l->reason + used, sizeof l->reason - used, "explicit %ux%u", l->rows, l->cols);
+        snprintf(l->reason + used, sizeof l->reason - used, "explicit %ux%u",
+                 l->rows, l->cols);
     return TORUS_LAYOUT_OK;
 }
 
-static torus_layout_rc _check_input(const torus_layout_input_t *in, char *err, size_t errlen)
+static torus_layout_rc _check_input(const torus_layout_input_t *in, char *err,
+                                    size_t errlen)
 {
     if (in->nnodes == 0 || !in->nodes || !in->tasks)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "no nodes in the step");
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                 "no nodes in the step");
     if (in->nnodes > TORUS_LAYOUT_NODES_MAX)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE, "%zu nodes (at most %u)",
-                                 in->nnodes, TORUS_LAYOUT_NODES_MAX);
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
+                                 "%zu nodes (at most %u)", in->nnodes,
+                                 TORUS_LAYOUT_NODES_MAX);
     for (size_t i = 0; i < in->nnodes; i++)
-        if (!in->nodes[i] || in->tasks[i] == 0 || in->tasks[i] > TORUS_LAYOUT_TASKS_MAX)
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "node %zu has no name or an impossible task count", i);
+        if (!in->nodes[i] || in->tasks[i] == 0 ||
+            in->tasks[i] > TORUS_LAYOUT_TASKS_MAX)
+            return torus_layout_errf(
+                err, errlen, TORUS_LAYOUT_EINVAL,
+                "node %zu has no name or an impossible task count", i);
     for (int k = 0; k < TORUS_LINK_COUNT; k++)
         if (!(in->cost.latency_s[k] >= 0) || !(in->cost.bandwidth_Bps[k] > 0))
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "bad link parameters");
+            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                     "bad link parameters");
     if (in->cost.bytes == 0)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "bytes must be positive");
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                 "bytes must be positive");
     return TORUS_LAYOUT_OK;
 }
 
-torus_layout_rc torus_layout_compute(const torus_layout_input_t *in, torus_layout_t **out,
-                                     char *err, size_t errlen)
+torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
+                                     torus_layout_t **out, char *err,
+                                     size_t errlen)
 {
     *out = NULL;
     torus_layout_rc rc = _check_input(in, err, errlen);
@@ -387,11 +448,14 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in, torus_layou
     torus_layout_t *l = calloc(1, sizeof *l);
     uint32_t *leaf = NULL;
     if (!l)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "out of memory");
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
+                                 "out of memory");
     l->nnodes = n;
     /* No map: nodelist, unless the caller proved the topology flat from
      * SLURM_TOPOLOGY_ADDR (then "one group" is a fact, not a guess). */
-    l->source = in->topo || in->source == TORUS_SOURCE_ADDR ? in->source : TORUS_SOURCE_NODELIST;
+    l->source = in->topo || in->source == TORUS_SOURCE_ADDR
+                    ? in->source
+                    : TORUS_SOURCE_NODELIST;
     l->order = malloc(n * sizeof *l->order);
     l->pos = malloc(n * sizeof *l->pos);
     l->group = malloc(n * sizeof *l->group);
@@ -401,7 +465,8 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in, torus_layou
     if (in->topo) {
         if (!(leaf = malloc(n * sizeof *leaf)))
             goto nomem;
-        rc = torus_layout_topo_resolve(in->topo, in->nodes, n, leaf, err, errlen);
+        rc = torus_layout_topo_resolve(in->topo, in->nodes, n, leaf, err,
+                                       errlen);
         if (rc)
             goto fail;
         /* One node the map does not know makes the whole map useless for
@@ -409,9 +474,10 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in, torus_layou
         for (size_t i = 0; i < n; i++) {
             if (leaf[i] != TORUS_NO_SWITCH)
                 continue;
-            snprintf(l->reason, sizeof l->reason,
-                     "node %.64s is not in the %s switch map, using the node list; ",
-                     in->nodes[i], torus_layout_source_name(in->source));
+            snprintf(
+                l->reason, sizeof l->reason,
+                "node %.64s is not in the %s switch map, using the node list; ",
+                in->nodes[i], torus_layout_source_name(in->source));
             free(leaf);
             leaf = NULL;
             l->source = TORUS_SOURCE_NODELIST;
@@ -427,25 +493,29 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in, torus_layou
         if (in->tasks[i] != l->tpn && l->tpn) {
             size_t used = strlen(l->reason);
             snprintf(l->reason + used, sizeof l->reason - used,
-                     "torus off: tasks per node are not uniform (%.64s has %u, %.64s has %u)",
+                     "torus off: tasks per node are not uniform (%.64s has %u, "
+                     "%.64s has %u)",
                      in->nodes[0], in->tasks[0], in->nodes[i], in->tasks[i]);
             l->tpn = 0;
         }
     }
     if (l->tasks > TORUS_LAYOUT_TASKS_MAX) {
-        rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE, "%llu tasks (at most %u)",
-                               (unsigned long long)l->tasks, TORUS_LAYOUT_TASKS_MAX);
+        rc = torus_layout_errf(
+            err, errlen, TORUS_LAYOUT_ERANGE, "%llu tasks (at most %u)",
+            (unsigned long long)l->tasks, TORUS_LAYOUT_TASKS_MAX);
         goto fail;
     }
     if (l->tpn == 0) {
         /* Non-uniform: a valid "off" result, not an error. */
         if (in->spec.kind == TORUS_SPEC_EXPLICIT) {
-            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOFIT, "%s", l->reason);
+            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOFIT, "%s",
+                                   l->reason);
             goto fail;
         }
     } else if (in->spec.kind == TORUS_SPEC_OFF) {
         size_t used = strlen(l->reason);
-        snprintf(l->reason + used, sizeof l->reason - used, "torus off: spec is off");
+        snprintf(l->reason + used, sizeof l->reason - used,
+                 "torus off: spec is off");
     } else if (in->spec.kind == TORUS_SPEC_EXPLICIT) {
         if ((rc = _apply_explicit(l, &in->spec, err, errlen)))
             goto fail;
@@ -467,11 +537,12 @@ fail:
     return rc;
 }
 
-void torus_layout_predict(const torus_layout_t *l, const torus_layout_cost_t *cost,
-                          uint64_t bytes, torus_layout_prediction_t *out)
+void torus_layout_predict(const torus_layout_t *l,
+                          const torus_layout_cost_t *cost, uint64_t bytes,
+                          torus_layout_prediction_t *out)
 {
     if (!l->enabled) {
-        *out = (torus_layout_prediction_t){ 0 };
+        *out = (torus_layout_prediction_t){0};
         return;
     }
     torus_layout_model(&l->shape, cost, bytes, out);

@@ -32,7 +32,10 @@ bool torus_layout_hostlist_sane(const char *s)
                 return false;
             open = false;
             break;
-        case ',': case ' ': case '\t': case '\n':
+        case ',':
+        case ' ':
+        case '\t':
+        case '\n':
             if (!open)
                 groups = 0; /* next host expression */
             break;
@@ -52,33 +55,41 @@ void torus_layout_names_free(char **names, size_t count)
     free(names);
 }
 
-torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names, size_t *count,
-                                          char *err, size_t errlen)
+torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names,
+                                          size_t *count, char *err,
+                                          size_t errlen)
 {
     *names = NULL;
     *count = 0;
     size_t len = strnlen(hostlist, TORUS_LAYOUT_LIST_MAX + 1);
     if (len == 0)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "empty node list");
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                 "empty node list");
     if (len > TORUS_LAYOUT_LIST_MAX)
         return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                 "node list longer than %u bytes", TORUS_LAYOUT_LIST_MAX);
-    hostlist_t hl = torus_layout_hostlist_sane(hostlist) ? slurm_hostlist_create(hostlist) : NULL;
+                                 "node list longer than %u bytes",
+                                 TORUS_LAYOUT_LIST_MAX);
+    hostlist_t hl = torus_layout_hostlist_sane(hostlist)
+                        ? slurm_hostlist_create(hostlist)
+                        : NULL;
     if (!hl)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "'%.80s' is not a valid Slurm node list (one [range] per name)",
-                                 hostlist);
+        return torus_layout_errf(
+            err, errlen, TORUS_LAYOUT_EINVAL,
+            "'%.80s' is not a valid Slurm node list (one [range] per name)",
+            hostlist);
     int n = slurm_hostlist_count(hl);
     if (n <= 0 || (size_t)n > TORUS_LAYOUT_NODES_MAX) {
         slurm_hostlist_destroy(hl);
-        return torus_layout_errf(err, errlen, n <= 0 ? TORUS_LAYOUT_EINVAL : TORUS_LAYOUT_ERANGE,
-                                 "node list '%.80s' holds %d nodes (1 to %u allowed)", hostlist,
-                                 n, TORUS_LAYOUT_NODES_MAX);
+        return torus_layout_errf(
+            err, errlen, n <= 0 ? TORUS_LAYOUT_EINVAL : TORUS_LAYOUT_ERANGE,
+            "node list '%.80s' holds %d nodes (1 to %u allowed)", hostlist, n,
+            TORUS_LAYOUT_NODES_MAX);
     }
     char **out = calloc((size_t)n, sizeof *out);
     if (!out) {
         slurm_hostlist_destroy(hl);
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "out of memory");
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
+                                 "out of memory");
     }
     size_t got = 0;
     char *h;
@@ -89,21 +100,24 @@ torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names, s
         size_t hl_len = strnlen(h, TORUS_LAYOUT_NAME_MAX);
         if (hl_len == 0 || hl_len >= TORUS_LAYOUT_NAME_MAX) {
             rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                   "node name longer than %d bytes", TORUS_LAYOUT_NAME_MAX - 1);
+                                   "node name longer than %d bytes",
+                                   TORUS_LAYOUT_NAME_MAX - 1);
             free(h);
             break;
         }
         out[got] = strdup(h);
         free(h);
         if (!out[got]) {
-            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "out of memory");
+            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
+                                   "out of memory");
             break;
         }
         got++;
     }
     slurm_hostlist_destroy(hl);
     if (rc == TORUS_LAYOUT_OK && got != (size_t)n)
-        rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "out of memory");
+        rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
+                               "out of memory");
     if (rc) {
         torus_layout_names_free(out, got);
         return rc;
@@ -125,16 +139,19 @@ char *torus_layout_names_compress(char *const *names, size_t count)
     return s;
 }
 
-torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes, uint32_t *counts,
-                                         char *err, size_t errlen)
+torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes,
+                                         uint32_t *counts, char *err,
+                                         size_t errlen)
 {
     if (nnodes == 0)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "tasks per node: no nodes");
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                 "tasks per node: no nodes");
     size_t len = strnlen(text, TORUS_LAYOUT_LIST_MAX + 1);
     if (len == 0 || len > TORUS_LAYOUT_LIST_MAX)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "tasks per node: empty or longer than %u bytes",
-                                 TORUS_LAYOUT_LIST_MAX);
+        return torus_layout_errf(
+            err, errlen, TORUS_LAYOUT_EINVAL,
+            "tasks per node: empty or longer than %u bytes",
+            TORUS_LAYOUT_LIST_MAX);
     const char *p = text, *end = text + len;
     size_t filled = 0;
     bool bare = true;
@@ -143,23 +160,26 @@ torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes, uint32
         const char *stop = comma ? comma : end;
         const char *paren = memchr(p, '(', (size_t)(stop - p));
         uint64_t tasks, rep = 1;
-        if (!torus_layout_parse_uint(p, paren ? paren : stop, UINT32_MAX, &tasks) ||
+        if (!torus_layout_parse_uint(p, paren ? paren : stop, UINT32_MAX,
+                                     &tasks) ||
             tasks == 0)
             goto bad;
         if (paren) {
             /* "(xN)" repeats the count N times. */
             bare = false;
             if (stop - paren < 4 || paren[1] != 'x' || stop[-1] != ')' ||
-                !torus_layout_parse_uint(paren + 2, stop - 1, TORUS_LAYOUT_NODES_MAX, &rep) ||
+                !torus_layout_parse_uint(paren + 2, stop - 1,
+                                         TORUS_LAYOUT_NODES_MAX, &rep) ||
                 rep == 0)
                 goto bad;
         }
         if (comma || p != text)
             bare = false;
         if (rep > nnodes - filled)
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "tasks per node '%.80s' covers more than %zu nodes", text,
-                                     nnodes);
+            return torus_layout_errf(
+                err, errlen, TORUS_LAYOUT_EINVAL,
+                "tasks per node '%.80s' covers more than %zu nodes", text,
+                nnodes);
         for (uint64_t i = 0; i < rep; i++)
             counts[filled++] = (uint32_t)tasks;
         if (!comma)
@@ -174,13 +194,15 @@ torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes, uint32
             counts[filled] = counts[0];
     }
     if (filled != nnodes)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "tasks per node '%.80s' covers %zu of %zu nodes", text, filled,
-                                 nnodes);
+        return torus_layout_errf(
+            err, errlen, TORUS_LAYOUT_EINVAL,
+            "tasks per node '%.80s' covers %zu of %zu nodes", text, filled,
+            nnodes);
     return TORUS_LAYOUT_OK;
 bad:
-    return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                             "tasks per node '%.80s': expected N or N(xM) items separated by "
-                             "commas, N >= 1",
-                             text);
+    return torus_layout_errf(
+        err, errlen, TORUS_LAYOUT_EINVAL,
+        "tasks per node '%.80s': expected N or N(xM) items separated by "
+        "commas, N >= 1",
+        text);
 }

@@ -54,9 +54,11 @@ int torus_report_json(FILE *out, const torus_report_input_t *in)
         torus_layout_task_t t;
         torus_layout_block_task(l, id, &node, &local);
         torus_layout_place(l, node, local, &t);
-        fprintf(out, "%s{\"procid\": %" PRIu64 ", \"node\": ", id ? ", " : "", id);
+        fprintf(out, "%s{\"procid\": %" PRIu64 ", \"node\": ", id ? ", " : "",
+                id);
         _json_str(out, in->names[node]);
-        fprintf(out, ", \"row\": %u, \"col\": %u, \"group\": %u}", t.row, t.col, t.group);
+        fprintf(out, ", \"row\": %u, \"col\": %u, \"group\": %u}", t.row, t.col,
+                t.group);
     }
     fputs("]}\n", out);
     return ferror(out) ? -1 : 0;
@@ -64,7 +66,8 @@ int torus_report_json(FILE *out, const torus_report_input_t *in)
 
 /* Global id (block distribution) of the task at torus coordinate (r, c):
  * tasks are laid out row-major over the torus node order. */
-static uint64_t _procid_at(const torus_layout_t *l, uint32_t r, uint32_t c, size_t *node)
+static uint64_t _procid_at(const torus_layout_t *l, uint32_t r, uint32_t c,
+                           size_t *node)
 {
     uint32_t tpn = torus_layout_tasks_per_node(l);
     uint64_t k = (uint64_t)r * torus_layout_cols(l) + c;
@@ -73,7 +76,8 @@ static uint64_t _procid_at(const torus_layout_t *l, uint32_t r, uint32_t c, size
 }
 
 /* One ring: "row 3: 24@n4 25@n4 ...". `along_row` picks row or column. */
-static void _ring(FILE *out, const torus_report_input_t *in, bool along_row, uint32_t i)
+static void _ring(FILE *out, const torus_report_input_t *in, bool along_row,
+                  uint32_t i)
 {
     const torus_layout_t *l = in->layout;
     uint32_t len = along_row ? torus_layout_cols(l) : torus_layout_rows(l);
@@ -84,7 +88,8 @@ static void _ring(FILE *out, const torus_report_input_t *in, bool along_row, uin
             break;
         }
         size_t node;
-        uint64_t id = along_row ? _procid_at(l, i, j, &node) : _procid_at(l, j, i, &node);
+        uint64_t id =
+            along_row ? _procid_at(l, i, j, &node) : _procid_at(l, j, i, &node);
         fprintf(out, " %" PRIu64 "@%s", id, in->names[node]);
     }
     fputc('\n', out);
@@ -94,10 +99,12 @@ static void _rings(FILE *out, const torus_report_input_t *in, bool along_row)
 {
     const torus_layout_t *l = in->layout;
     uint32_t count = along_row ? torus_layout_rows(l) : torus_layout_cols(l);
-    fprintf(out, "%s rings (procid@node, in ring order):\n", along_row ? "row" : "column");
+    fprintf(out, "%s rings (procid@node, in ring order):\n",
+            along_row ? "row" : "column");
     for (uint32_t i = 0; i < count; i++) {
         if (i == in->max_lines && count > in->max_lines + 1) {
-            fprintf(out, "  ... %u more (use --json for every task)\n", count - i);
+            fprintf(out, "  ... %u more (use --json for every task)\n",
+                    count - i);
             break;
         }
         _ring(out, in, along_row, i);
@@ -109,12 +116,14 @@ int torus_report_text(FILE *out, const torus_report_input_t *in)
     const torus_layout_t *l = in->layout;
     size_t n = torus_layout_node_count(l);
     if (torus_layout_enabled(l))
-        fprintf(out, "grid: %u x %u (%" PRIu64 " tasks = %zu nodes x %u)\n", torus_layout_rows(l),
-                torus_layout_cols(l), torus_layout_task_count(l), n,
-                torus_layout_tasks_per_node(l));
+        fprintf(out, "grid: %u x %u (%" PRIu64 " tasks = %zu nodes x %u)\n",
+                torus_layout_rows(l), torus_layout_cols(l),
+                torus_layout_task_count(l), n, torus_layout_tasks_per_node(l));
     else
-        fprintf(out, "grid: off (%zu nodes, %" PRIu64 " tasks)\n", n, torus_layout_task_count(l));
-    fprintf(out, "source: %s\n", torus_layout_source_name(torus_layout_source_of(l)));
+        fprintf(out, "grid: off (%zu nodes, %" PRIu64 " tasks)\n", n,
+                torus_layout_task_count(l));
+    fprintf(out, "source: %s\n",
+            torus_layout_source_name(torus_layout_source_of(l)));
     fprintf(out, "reason: %s\n", torus_layout_reason(l));
 
     fprintf(out, "groups (%u, one per leaf switch, in torus order):\n",
@@ -122,7 +131,8 @@ int torus_report_text(FILE *out, const torus_report_input_t *in)
     size_t start = 0;
     for (uint32_t g = 0; g < torus_layout_group_count(l); g++) {
         size_t end = start;
-        while (end < n && torus_layout_node_group(l, torus_layout_node_at(l, end)) == g)
+        while (end < n &&
+               torus_layout_node_group(l, torus_layout_node_at(l, end)) == g)
             end++;
         char **members = malloc((end - start) * sizeof *members);
         if (!members)
@@ -130,8 +140,9 @@ int torus_report_text(FILE *out, const torus_report_input_t *in)
         for (size_t p = start; p < end; p++)
             members[p - start] = in->names[torus_layout_node_at(l, p)];
         char *list = torus_layout_names_compress(members, end - start);
-        fprintf(out, "  group %u (%s): %zu node(s) %s\n", g, torus_layout_group_switch(l, g),
-                end - start, list ? list : "?");
+        fprintf(out, "  group %u (%s): %zu node(s) %s\n", g,
+                torus_layout_group_switch(l, g), end - start,
+                list ? list : "?");
         free(list);
         free(members);
         start = end;
@@ -153,7 +164,9 @@ int torus_report_text(FILE *out, const torus_report_input_t *in)
 
     torus_layout_prediction_t p;
     torus_layout_predict(l, in->cost, in->bytes, &p);
-    fprintf(out, "predicted all-reduce of %" PRIu64 " bytes (alpha-beta model):\n", in->bytes);
+    fprintf(out,
+            "predicted all-reduce of %" PRIu64 " bytes (alpha-beta model):\n",
+            in->bytes);
     fprintf(out, "  flat ring      %12.3f ms\n", p.flat_ring_s * 1e3);
     fprintf(out, "  hierarchical   %12.3f ms\n", p.hierarchical_s * 1e3);
     fprintf(out, "  2D torus       %12.3f ms\n", p.torus2d_s * 1e3);

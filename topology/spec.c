@@ -15,12 +15,18 @@
 const char *torus_layout_strerror(torus_layout_rc rc)
 {
     switch (rc) {
-    case TORUS_LAYOUT_OK: return "success";
-    case TORUS_LAYOUT_EINVAL: return "invalid input";
-    case TORUS_LAYOUT_ENOFIT: return "spec does not fit the step";
-    case TORUS_LAYOUT_ENOMEM: return "out of memory";
-    case TORUS_LAYOUT_EIO: return "cannot read file";
-    case TORUS_LAYOUT_ERANGE: return "input too large";
+    case TORUS_LAYOUT_OK:
+        return "success";
+    case TORUS_LAYOUT_EINVAL:
+        return "invalid input";
+    case TORUS_LAYOUT_ENOFIT:
+        return "spec does not fit the step";
+    case TORUS_LAYOUT_ENOMEM:
+        return "out of memory";
+    case TORUS_LAYOUT_EIO:
+        return "cannot read file";
+    case TORUS_LAYOUT_ERANGE:
+        return "input too large";
     }
     return "unknown error";
 }
@@ -37,7 +43,8 @@ torus_layout_rc torus_layout_errf(char *err, size_t errlen, torus_layout_rc rc,
     return rc;
 }
 
-bool torus_layout_parse_uint(const char *p, const char *end, uint64_t max, uint64_t *out)
+bool torus_layout_parse_uint(const char *p, const char *end, uint64_t max,
+                             uint64_t *out)
 {
     uint64_t v = 0;
     if (p >= end)
@@ -58,8 +65,9 @@ bool torus_layout_parse_uint(const char *p, const char *end, uint64_t max, uint6
     return true;
 }
 
-torus_layout_rc torus_layout_spec_parse(const char *text, torus_layout_spec_t *out,
-                                        char *err, size_t errlen)
+torus_layout_rc torus_layout_spec_parse(const char *text,
+                                        torus_layout_spec_t *out, char *err,
+                                        size_t errlen)
 {
     if (!text || !*text)
         return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
@@ -67,13 +75,14 @@ torus_layout_rc torus_layout_spec_parse(const char *text, torus_layout_spec_t *o
     size_t len = strnlen(text, TORUS_LAYOUT_SPEC_MAX + 1);
     if (len > TORUS_LAYOUT_SPEC_MAX)
         return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "spec longer than %d characters", TORUS_LAYOUT_SPEC_MAX);
+                                 "spec longer than %d characters",
+                                 TORUS_LAYOUT_SPEC_MAX);
     if (strcmp(text, "auto") == 0) {
-        *out = (torus_layout_spec_t){ .kind = TORUS_SPEC_AUTO };
+        *out = (torus_layout_spec_t){.kind = TORUS_SPEC_AUTO};
         return TORUS_LAYOUT_OK;
     }
     if (strcmp(text, "off") == 0) {
-        *out = (torus_layout_spec_t){ .kind = TORUS_SPEC_OFF };
+        *out = (torus_layout_spec_t){.kind = TORUS_SPEC_OFF};
         return TORUS_LAYOUT_OK;
     }
     const char *x = memchr(text, 'x', len);
@@ -81,23 +90,31 @@ torus_layout_rc torus_layout_spec_parse(const char *text, torus_layout_spec_t *o
     if (!x || !torus_layout_parse_uint(text, x, TORUS_LAYOUT_TASKS_MAX, &r) ||
         !torus_layout_parse_uint(x + 1, text + len, TORUS_LAYOUT_TASKS_MAX, &c))
         return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "'%s' is not auto, off or RxC (e.g. 4x8)", text);
+                                 "'%s' is not auto, off or RxC (e.g. 4x8)",
+                                 text);
     if (r == 0 || c == 0)
         return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "'%s': rows and columns must be at least 1", text);
+                                 "'%s': rows and columns must be at least 1",
+                                 text);
     if (r * c > TORUS_LAYOUT_TASKS_MAX)
         return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                 "'%s': more than %u tasks", text, TORUS_LAYOUT_TASKS_MAX);
-    *out = (torus_layout_spec_t){ .kind = TORUS_SPEC_EXPLICIT, .rows = (uint32_t)r,
-                                  .cols = (uint32_t)c };
+                                 "'%s': more than %u tasks", text,
+                                 TORUS_LAYOUT_TASKS_MAX);
+    *out = (torus_layout_spec_t){
+        .kind = TORUS_SPEC_EXPLICIT, .rows = (uint32_t)r, .cols = (uint32_t)c};
     return TORUS_LAYOUT_OK;
 }
 
-void torus_layout_spec_format(const torus_layout_spec_t *spec, char *buf, size_t len)
+void torus_layout_spec_format(const torus_layout_spec_t *spec, char *buf,
+                              size_t len)
 {
     switch (spec->kind) {
-    case TORUS_SPEC_OFF: snprintf(buf, len, "off"); break;
-    case TORUS_SPEC_AUTO: snprintf(buf, len, "auto"); break;
+    case TORUS_SPEC_OFF:
+        snprintf(buf, len, "off");
+        break;
+    case TORUS_SPEC_AUTO:
+        snprintf(buf, len, "auto");
+        break;
     case TORUS_SPEC_EXPLICIT:
         snprintf(buf, len, "%ux%u", (unsigned)spec->rows, (unsigned)spec->cols);
         break;

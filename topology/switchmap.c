@@ -19,10 +19,12 @@
 
 #include "topology/internal.h"
 
-#define _FILE_MAX (64u << 20)  /* a topology.conf bigger than this is not one */
-#define _LINE_MAX (1u << 20)   /* one logical line, continuations included */
-#define _SWITCH_MAX (1u << 20)
-#define _TOPO_NODES_MAX (1u << 22) /* nodes of the whole cluster, all leaves */
+#define _FILE_MAX (64u << 20) /* a topology.conf bigger than this is not one \
+                               */
+#define _LINE_MAX       (1u << 20) /* one logical line, continuations included */
+#define _SWITCH_MAX     (1u << 20)
+#define _TOPO_NODES_MAX (1u << 22) /* nodes of the whole cluster, all leaves \
+                                    */
 
 typedef struct {
     char *name;
@@ -107,8 +109,8 @@ static torus_layout_rc _rehash(torus_layout_topo_t *topo, size_t nslots)
 }
 
 /* Index of switch `name`, created when absent. */
-static torus_layout_rc _get_or_add(torus_layout_topo_t *topo, const char *name, uint32_t line,
-                                   uint32_t *idx, bool *created)
+static torus_layout_rc _get_or_add(torus_layout_topo_t *topo, const char *name,
+                                   uint32_t line, uint32_t *idx, bool *created)
 {
     *created = false;
     if ((*idx = _find(topo, name)) != TORUS_NO_SWITCH)
@@ -126,7 +128,8 @@ static torus_layout_rc _get_or_add(torus_layout_topo_t *topo, const char *name, 
     char *copy = strdup(name);
     if (!copy)
         return TORUS_LAYOUT_ENOMEM;
-    topo->sw[topo->count] = (_switch_t){ .name = copy, .parent = TORUS_NO_SWITCH, .line = line };
+    topo->sw[topo->count] =
+        (_switch_t){.name = copy, .parent = TORUS_NO_SWITCH, .line = line};
     *idx = (uint32_t)topo->count++;
     *created = true;
     if (topo->count * 2 > topo->nslots)
@@ -145,7 +148,8 @@ static bool _valid_name(const char *s, size_t len)
         return false;
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch <= ' ' || ch >= 127 || ch == '=' || ch == '.' || ch == '#' || ch == '"')
+        if (ch <= ' ' || ch >= 127 || ch == '=' || ch == '.' || ch == '#' ||
+            ch == '"')
             return false;
     }
     return true;
@@ -167,8 +171,9 @@ static torus_layout_rc _append(char **list, const char *name)
     return TORUS_LAYOUT_OK;
 }
 
-torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo, const char *addr,
-                                           char *err, size_t errlen)
+torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
+                                           const char *addr, char *err,
+                                           size_t errlen)
 {
     size_t len = strnlen(addr, TORUS_LAYOUT_LIST_MAX + 1);
     if (len == 0 || len > 16 * TORUS_LAYOUT_NAME_MAX)
@@ -179,16 +184,18 @@ torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo, const char
     const char *p = addr, *end = addr + len;
     for (int depth = 0; p <= end; depth++) {
         if (depth > TORUS_LAYOUT_DEPTH_MAX)
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "SLURM_TOPOLOGY_ADDR: more than %d switch levels",
-                                     TORUS_LAYOUT_DEPTH_MAX);
+            return torus_layout_errf(
+                err, errlen, TORUS_LAYOUT_EINVAL,
+                "SLURM_TOPOLOGY_ADDR: more than %d switch levels",
+                TORUS_LAYOUT_DEPTH_MAX);
         const char *dot = memchr(p, '.', (size_t)(end - p));
         const char *stop = dot ? dot : end;
         size_t n = (size_t)(stop - p);
         if (!_valid_name(p, n))
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "SLURM_TOPOLOGY_ADDR '%.80s': bad component at offset %zu",
-                                     addr, (size_t)(p - addr));
+            return torus_layout_errf(
+                err, errlen, TORUS_LAYOUT_EINVAL,
+                "SLURM_TOPOLOGY_ADDR '%.80s': bad component at offset %zu",
+                addr, (size_t)(p - addr));
         memcpy(name, p, n);
         name[n] = '\0';
         if (!dot) {
@@ -196,7 +203,8 @@ torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo, const char
             if (parent == TORUS_NO_SWITCH)
                 return TORUS_LAYOUT_OK;
             torus_layout_rc rc = _append(&topo->sw[parent].nodes, name);
-            return rc ? torus_layout_errf(err, errlen, rc, "SLURM_TOPOLOGY_ADDR: %s",
+            return rc ? torus_layout_errf(err, errlen, rc,
+                                          "SLURM_TOPOLOGY_ADDR: %s",
                                           torus_layout_strerror(rc))
                       : TORUS_LAYOUT_OK;
         }
@@ -209,9 +217,10 @@ torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo, const char
         if (created)
             topo->sw[idx].parent = parent;
         else if (topo->sw[idx].parent != parent)
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "SLURM_TOPOLOGY_ADDR '%.80s': switch %s has two parents",
-                                     addr, name);
+            return torus_layout_errf(
+                err, errlen, TORUS_LAYOUT_EINVAL,
+                "SLURM_TOPOLOGY_ADDR '%.80s': switch %s has two parents", addr,
+                name);
         parent = idx;
         p = dot + 1;
     }
@@ -219,8 +228,9 @@ torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo, const char
 }
 
 /* Apply one "Key=Value" token of a SwitchName line to switch `sw`. */
-static torus_layout_rc _apply(torus_layout_topo_t *topo, uint32_t sw, const char *key,
-                              size_t klen, const char *val, size_t vlen)
+static torus_layout_rc _apply(torus_layout_topo_t *topo, uint32_t sw,
+                              const char *key, size_t klen, const char *val,
+                              size_t vlen)
 {
     char **slot = NULL;
     if (klen == 5 && strncasecmp(key, "Nodes", 5) == 0)
@@ -239,8 +249,9 @@ static torus_layout_rc _apply(torus_layout_topo_t *topo, uint32_t sw, const char
 }
 
 /* One logical line, comments and continuations already removed. */
-static torus_layout_rc _parse_line(torus_layout_topo_t *topo, char *line, const char *name,
-                                   uint32_t lineno, char *err, size_t errlen)
+static torus_layout_rc _parse_line(torus_layout_topo_t *topo, char *line,
+                                   const char *name, uint32_t lineno, char *err,
+                                   size_t errlen)
 {
     uint32_t sw = TORUS_NO_SWITCH;
     char *p = line;
@@ -256,61 +267,69 @@ static torus_layout_rc _parse_line(torus_layout_topo_t *topo, char *line, const 
         char *eq = memchr(tok, '=', tlen);
         if (!eq)
             return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "%s:%u: '%.40s' is not Key=Value", name, lineno, tok);
+                                     "%s:%u: '%.40s' is not Key=Value", name,
+                                     lineno, tok);
         size_t klen = (size_t)(eq - tok), vlen = tlen - klen - 1;
         if (sw == TORUS_NO_SWITCH) {
             if (klen != 10 || strncasecmp(tok, "SwitchName", 10) != 0)
-                return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                         "%s:%u: a line must start with SwitchName=", name,
-                                         lineno);
+                return torus_layout_errf(
+                    err, errlen, TORUS_LAYOUT_EINVAL,
+                    "%s:%u: a line must start with SwitchName=", name, lineno);
             if (!_valid_name(eq + 1, vlen))
                 return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                         "%s:%u: bad switch name", name, lineno);
+                                         "%s:%u: bad switch name", name,
+                                         lineno);
             char sname[TORUS_LAYOUT_NAME_MAX];
             memcpy(sname, eq + 1, vlen);
             sname[vlen] = '\0';
             bool created;
-            torus_layout_rc rc = _get_or_add(topo, sname, lineno, &sw, &created);
+            torus_layout_rc rc =
+                _get_or_add(topo, sname, lineno, &sw, &created);
             if (rc)
-                return torus_layout_errf(err, errlen, rc, "%s:%u: %s", name, lineno,
-                                         torus_layout_strerror(rc));
+                return torus_layout_errf(err, errlen, rc, "%s:%u: %s", name,
+                                         lineno, torus_layout_strerror(rc));
             if (!created)
-                return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                         "%s:%u: switch %s already defined on line %u", name,
-                                         lineno, sname, topo->sw[sw].line);
+                return torus_layout_errf(
+                    err, errlen, TORUS_LAYOUT_EINVAL,
+                    "%s:%u: switch %s already defined on line %u", name, lineno,
+                    sname, topo->sw[sw].line);
             continue;
         }
         torus_layout_rc rc = _apply(topo, sw, tok, klen, eq + 1, vlen);
         if (rc == TORUS_LAYOUT_ENOMEM)
-            return torus_layout_errf(err, errlen, rc, "%s:%u: out of memory", name, lineno);
+            return torus_layout_errf(err, errlen, rc, "%s:%u: out of memory",
+                                     name, lineno);
         if (rc)
-            return torus_layout_errf(err, errlen, rc,
-                                     "%s:%u: unexpected or repeated '%.*s' (expected Nodes=, "
-                                     "Switches= or LinkSpeed=)",
-                                     name, lineno, (int)(klen < 40 ? klen : 40), tok);
+            return torus_layout_errf(
+                err, errlen, rc,
+                "%s:%u: unexpected or repeated '%.*s' (expected Nodes=, "
+                "Switches= or LinkSpeed=)",
+                name, lineno, (int)(klen < 40 ? klen : 40), tok);
     }
     return TORUS_LAYOUT_OK;
 }
 
 /* After all lines: point every child switch at its parent, reject cycles. */
-static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name, char *err,
-                             size_t errlen)
+static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name,
+                             char *err, size_t errlen)
 {
     for (size_t s = 0; s < topo->count; s++) {
         if (!topo->sw[s].children)
             continue;
         hostlist_t hl = torus_layout_hostlist_sane(topo->sw[s].children)
-                            ? slurm_hostlist_create(topo->sw[s].children) : NULL;
+                            ? slurm_hostlist_create(topo->sw[s].children)
+                            : NULL;
         if (!hl)
             return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "%s:%u: Switches= is not a valid hostlist", name,
-                                     topo->sw[s].line);
+                                     "%s:%u: Switches= is not a valid hostlist",
+                                     name, topo->sw[s].line);
         /* Bound before expanding: "s[1-99999999]" is short to write. */
         if (slurm_hostlist_count(hl) > (int)_SWITCH_MAX) {
             slurm_hostlist_destroy(hl);
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                     "%s:%u: Switches= lists more than %u switches", name,
-                                     topo->sw[s].line, _SWITCH_MAX);
+            return torus_layout_errf(
+                err, errlen, TORUS_LAYOUT_ERANGE,
+                "%s:%u: Switches= lists more than %u switches", name,
+                topo->sw[s].line, _SWITCH_MAX);
         }
         char *child;
         torus_layout_rc rc = TORUS_LAYOUT_OK;
@@ -318,12 +337,13 @@ static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name, char *
             uint32_t c = _find(topo, child);
             if (c == TORUS_NO_SWITCH)
                 rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                       "%s:%u: switch %.64s is not defined", name,
-                                       topo->sw[s].line, child);
+                                       "%s:%u: switch %.64s is not defined",
+                                       name, topo->sw[s].line, child);
             else if (topo->sw[c].parent != TORUS_NO_SWITCH || c == s)
-                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                       "%s:%u: switch %.64s has more than one parent", name,
-                                       topo->sw[s].line, child);
+                rc = torus_layout_errf(
+                    err, errlen, TORUS_LAYOUT_EINVAL,
+                    "%s:%u: switch %.64s has more than one parent", name,
+                    topo->sw[s].line, child);
             else
                 topo->sw[c].parent = (uint32_t)s;
             free(child);
@@ -338,26 +358,32 @@ static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name, char *
         uint32_t p = topo->sw[s].parent;
         for (size_t steps = 0; p != TORUS_NO_SWITCH; steps++) {
             if (p == s || steps >= TORUS_LAYOUT_DEPTH_MAX)
-                return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                         "%s:%u: switch %s is its own ancestor or more than "
-                                         "%d levels deep", name, topo->sw[s].line,
-                                         topo->sw[s].name, TORUS_LAYOUT_DEPTH_MAX);
+                return torus_layout_errf(
+                    err, errlen, TORUS_LAYOUT_EINVAL,
+                    "%s:%u: switch %s is its own ancestor or more than "
+                    "%d levels deep",
+                    name, topo->sw[s].line, topo->sw[s].name,
+                    TORUS_LAYOUT_DEPTH_MAX);
             p = topo->sw[p].parent;
         }
     }
     return TORUS_LAYOUT_OK;
 }
 
-torus_layout_rc torus_layout_topo_parse(const char *text, size_t len, const char *name,
-                                        torus_layout_topo_t **out, char *err, size_t errlen)
+torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
+                                        const char *name,
+                                        torus_layout_topo_t **out, char *err,
+                                        size_t errlen)
 {
     torus_layout_topo_t *topo;
     if (torus_layout_topo_new(&topo))
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "%s: out of memory", name);
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
+                                 "%s: out of memory", name);
     char *line = malloc(_LINE_MAX + 1);
     if (!line) {
         torus_layout_topo_free(topo);
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "%s: out of memory", name);
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
+                                 "%s: out of memory", name);
     }
     torus_layout_rc rc = TORUS_LAYOUT_OK;
     size_t pos = 0, used = 0;
@@ -367,8 +393,8 @@ torus_layout_rc torus_layout_topo_parse(const char *text, size_t len, const char
         char ch = pos < len ? text[pos] : '\n';
         pos++;
         if (ch == '\0') {
-            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "%s:%u: NUL byte", name,
-                                   lineno + 1);
+            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
+                                   "%s:%u: NUL byte", name, lineno + 1);
             break;
         }
         if (ch != '\n') {
@@ -378,8 +404,8 @@ torus_layout_rc torus_layout_topo_parse(const char *text, size_t len, const char
                 continue;
             if (used >= _LINE_MAX) {
                 rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                       "%s:%u: line longer than %u bytes", name, lineno + 1,
-                                       _LINE_MAX);
+                                       "%s:%u: line longer than %u bytes", name,
+                                       lineno + 1, _LINE_MAX);
                 break;
             }
             line[used++] = ch;
@@ -408,7 +434,8 @@ torus_layout_rc torus_layout_topo_parse(const char *text, size_t len, const char
     return TORUS_LAYOUT_OK;
 }
 
-torus_layout_rc torus_layout_topo_load(const char *path, torus_layout_topo_t **out, char *err,
+torus_layout_rc torus_layout_topo_load(const char *path,
+                                       torus_layout_topo_t **out, char *err,
                                        size_t errlen)
 {
     FILE *f = fopen(path, "re");
@@ -422,14 +449,15 @@ torus_layout_rc torus_layout_topo_load(const char *path, torus_layout_topo_t **o
         if (len == cap) {
             if (cap >= _FILE_MAX) {
                 rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                       "%s: larger than %u bytes", path, _FILE_MAX);
+                                       "%s: larger than %u bytes", path,
+                                       _FILE_MAX);
                 break;
             }
             cap = cap ? cap * 2 : 65536;
             char *nb = realloc(buf, cap);
             if (!nb) {
-                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "%s: out of memory",
-                                       path);
+                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
+                                       "%s: out of memory", path);
                 break;
             }
             buf = nb;
@@ -438,20 +466,23 @@ torus_layout_rc torus_layout_topo_load(const char *path, torus_layout_topo_t **o
         len += got;
         if (got == 0) {
             if (ferror(f))
-                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EIO, "%s: read error", path);
+                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EIO,
+                                       "%s: read error", path);
             break;
         }
     }
     fclose(f);
     if (rc == TORUS_LAYOUT_OK)
-        rc = torus_layout_topo_parse(buf ? buf : "", len, path, out, err, errlen);
+        rc = torus_layout_topo_parse(buf ? buf : "", len, path, out, err,
+                                     errlen);
     free(buf);
     return rc;
 }
 
 torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
-                                          const char *const *names, size_t count,
-                                          uint32_t *leaf, char *err, size_t errlen)
+                                          const char *const *names,
+                                          size_t count, uint32_t *leaf,
+                                          char *err, size_t errlen)
 {
     /* Hash the step's nodes, then walk every leaf's node list once: memory
      * stays linear in the step, time linear in the topology file. */
@@ -460,7 +491,8 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
         nslots *= 2;
     uint32_t *slots = calloc(nslots, sizeof *slots);
     if (!slots)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "out of memory");
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
+                                 "out of memory");
     for (size_t n = 0; n < count; n++) {
         leaf[n] = TORUS_NO_SWITCH;
         size_t i = torus_layout_hash(names[n]) & (nslots - 1);
@@ -474,17 +506,20 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
         if (!topo->sw[s].nodes)
             continue;
         hostlist_t hl = torus_layout_hostlist_sane(topo->sw[s].nodes)
-                            ? slurm_hostlist_create(topo->sw[s].nodes) : NULL;
+                            ? slurm_hostlist_create(topo->sw[s].nodes)
+                            : NULL;
         if (!hl) {
             rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                   "switch %s: Nodes= is not a valid hostlist", topo->sw[s].name);
+                                   "switch %s: Nodes= is not a valid hostlist",
+                                   topo->sw[s].name);
             break;
         }
         total += (size_t)slurm_hostlist_count(hl);
         if (total > _TOPO_NODES_MAX) {
             slurm_hostlist_destroy(hl);
             rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                   "switch map lists more than %u nodes", _TOPO_NODES_MAX);
+                                   "switch map lists more than %u nodes",
+                                   _TOPO_NODES_MAX);
             break;
         }
         char *node;
@@ -505,7 +540,8 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
     return rc;
 }
 
-torus_layout_rc torus_layout_topo_conf_path(const char *slurm_conf, char *buf, size_t len)
+torus_layout_rc torus_layout_topo_conf_path(const char *slurm_conf, char *buf,
+                                            size_t len)
 {
     if (!slurm_conf || !*slurm_conf)
         slurm_conf = getenv("SLURM_CONF");

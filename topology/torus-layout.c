@@ -19,21 +19,27 @@
 
 static const char _usage[] =
     "NAME\n"
-    "    torus-layout - show the topology-aware 2D-torus layout of a Slurm step\n"
+    "    torus-layout - show the topology-aware 2D-torus layout of a Slurm "
+    "step\n"
     "\n"
     "SYNOPSIS\n"
     "    torus-layout [--nodes HOSTLIST] [--tasks-per-node N|LIST]\n"
     "                 [--topology FILE|none] [--topology-addr FILE]\n"
-    "                 [--spec auto|off|RxC] [--cost KEY=VALUE]... [--bytes SIZE]\n"
+    "                 [--spec auto|off|RxC] [--cost KEY=VALUE]... [--bytes "
+    "SIZE]\n"
     "                 [--json] [--max-lines N]\n"
     "\n"
     "DESCRIPTION\n"
-    "    Computes the layout that spank_torus.so (srun --torus) gives a step: the\n"
+    "    Computes the layout that spank_torus.so (srun --torus) gives a step: "
+    "the\n"
     "    R x C grid of tasks, the node groups (one per leaf switch), the node\n"
     "    order, every row and column ring, and the predicted time of one\n"
-    "    all-reduce of --bytes for a flat ring, a hierarchical (group) all-reduce\n"
-    "    and the 2D torus. Without --nodes it reads Slurm's environment: run as a\n"
-    "    task of a step it uses that step's own allocation (SLURM_STEP_NODELIST,\n"
+    "    all-reduce of --bytes for a flat ring, a hierarchical (group) "
+    "all-reduce\n"
+    "    and the 2D torus. Without --nodes it reads Slurm's environment: run "
+    "as a\n"
+    "    task of a step it uses that step's own allocation "
+    "(SLURM_STEP_NODELIST,\n"
     "    SLURM_STEP_TASKS_PER_NODE) and shows exactly what the plugin set for\n"
     "    the step; run from a batch script or salloc shell it uses the job's\n"
     "    allocation, i.e. what an srun over the whole allocation will get.\n"
@@ -41,46 +47,62 @@ static const char _usage[] =
     "OPTIONS\n"
     "    --nodes HOSTLIST\n"
     "        The step's nodes in Slurm order, e.g. 'n[001-128]'. Default: the\n"
-    "        SLURM_STEP_NODELIST (then SLURM_JOB_NODELIST) environment variable.\n"
+    "        SLURM_STEP_NODELIST (then SLURM_JOB_NODELIST) environment "
+    "variable.\n"
     "    --tasks-per-node N|LIST\n"
     "        Tasks on every node (8), or Slurm's per-node list ('8(x3),4').\n"
-    "        Default: SLURM_STEP_TASKS_PER_NODE, then SLURM_TASKS_PER_NODE, then 1.\n"
+    "        Default: SLURM_STEP_TASKS_PER_NODE, then SLURM_TASKS_PER_NODE, "
+    "then 1.\n"
     "        A non-uniform list turns the torus off, as the plugin does.\n"
     "    --topology FILE|none\n"
-    "        The topology/tree switch map (topology.conf syntax). Default: the\n"
-    "        topology.conf next to $SLURM_CONF (or /etc/slurm/slurm.conf), the\n"
-    "        file the plugin reads; when that file is missing the layout falls\n"
+    "        The topology/tree switch map (topology.conf syntax). Default: "
+    "the\n"
+    "        topology.conf next to $SLURM_CONF (or /etc/slurm/slurm.conf), "
+    "the\n"
+    "        file the plugin reads; when that file is missing the layout "
+    "falls\n"
     "        back to the node list (source \"nodelist\"). 'none' forces that.\n"
     "    --topology-addr FILE\n"
     "        Use SLURM_TOPOLOGY_ADDR values instead, one per line, e.g. from\n"
-    "        `srun --ntasks-per-node=1 printenv SLURM_TOPOLOGY_ADDR`; '-' reads\n"
+    "        `srun --ntasks-per-node=1 printenv SLURM_TOPOLOGY_ADDR`; '-' "
+    "reads\n"
     "        standard input. Source \"SLURM_TOPOLOGY_ADDR\".\n"
     "    --spec auto|off|RxC\n"
-    "        As srun --torus. Default: $SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus\n"
+    "        As srun --torus. Default: "
+    "$SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus\n"
     "        (set by #SBATCH --torus), else auto.\n"
     "    --cost KEY=VALUE\n"
-    "        Override a cost-model parameter, with the same keys as the plugin's\n"
+    "        Override a cost-model parameter, with the same keys as the "
+    "plugin's\n"
     "        plugstack.conf arguments: node_lat_us, node_bw_gbs, leaf_lat_us,\n"
-    "        leaf_bw_gbs, cross_lat_us, cross_bw_gbs (latency in microseconds,\n"
+    "        leaf_bw_gbs, cross_lat_us, cross_bw_gbs (latency in "
+    "microseconds,\n"
     "        bandwidth in GB/s) and bytes (the size `auto` optimises for).\n"
-    "        Repeat for several. Defaults: 1 us/50 GB/s in a node, 5 us/12.5 GB/s\n"
+    "        Repeat for several. Defaults: 1 us/50 GB/s in a node, 5 us/12.5 "
+    "GB/s\n"
     "        under one leaf, 10 us/6.25 GB/s across switches, bytes=100M.\n"
     "    --bytes SIZE\n"
-    "        Message size of the printed predictions (K, M, G = powers of 1024).\n"
+    "        Message size of the printed predictions (K, M, G = powers of "
+    "1024).\n"
     "        Default: the cost model's bytes.\n"
     "    --json\n"
     "        Print one JSON object instead of the report: {\"dims\": [R, C],\n"
-    "        \"source\": ..., \"groups\": [[node, ...], ...], \"tasks\": [{\"procid\",\n"
-    "        \"node\", \"row\", \"col\", \"group\"}, ...]}, tasks ordered by Slurm\n"
-    "        global task id under the default block distribution. When the torus\n"
+    "        \"source\": ..., \"groups\": [[node, ...], ...], \"tasks\": "
+    "[{\"procid\",\n"
+    "        \"node\", \"row\", \"col\", \"group\"}, ...]}, tasks ordered by "
+    "Slurm\n"
+    "        global task id under the default block distribution. When the "
+    "torus\n"
     "        is off, dims is [0, 0] and tasks is empty.\n"
     "    --max-lines N\n"
-    "        Print at most N rings of each kind and N members per ring (default\n"
+    "        Print at most N rings of each kind and N members per ring "
+    "(default\n"
     "        32; 0 = all).\n"
     "    -h, --help      this text.    -V, --version   print the version.\n"
     "\n"
     "EXIT STATUS\n"
-    "    0 on success, including a torus turned off (the reason goes to stderr);\n"
+    "    0 on success, including a torus turned off (the reason goes to "
+    "stderr);\n"
     "    1 when the input is invalid or an explicit RxC does not fit;\n"
     "    2 on a usage error.\n"
     "\n"
@@ -108,36 +130,60 @@ static int _fail(const char *what)
 
 static int _parse_args(int argc, char **argv, _opts_t *o)
 {
-    enum { O_NODES = 256, O_TASKS, O_TOPO, O_ADDR, O_SPEC, O_COST, O_BYTES, O_JSON, O_MAX };
+    enum {
+        O_NODES = 256,
+        O_TASKS,
+        O_TOPO,
+        O_ADDR,
+        O_SPEC,
+        O_COST,
+        O_BYTES,
+        O_JSON,
+        O_MAX
+    };
     static const struct option longopts[] = {
-        { "nodes", required_argument, NULL, O_NODES },
-        { "tasks-per-node", required_argument, NULL, O_TASKS },
-        { "topology", required_argument, NULL, O_TOPO },
-        { "topology-addr", required_argument, NULL, O_ADDR },
-        { "spec", required_argument, NULL, O_SPEC },
-        { "cost", required_argument, NULL, O_COST },
-        { "bytes", required_argument, NULL, O_BYTES },
-        { "json", no_argument, NULL, O_JSON },
-        { "max-lines", required_argument, NULL, O_MAX },
-        { "help", no_argument, NULL, 'h' },
-        { "version", no_argument, NULL, 'V' },
-        { NULL, 0, NULL, 0 },
+        {"nodes", required_argument, NULL, O_NODES},
+        {"tasks-per-node", required_argument, NULL, O_TASKS},
+        {"topology", required_argument, NULL, O_TOPO},
+        {"topology-addr", required_argument, NULL, O_ADDR},
+        {"spec", required_argument, NULL, O_SPEC},
+        {"cost", required_argument, NULL, O_COST},
+        {"bytes", required_argument, NULL, O_BYTES},
+        {"json", no_argument, NULL, O_JSON},
+        {"max-lines", required_argument, NULL, O_MAX},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
     };
     char err[TORUS_LAYOUT_ERR_LEN];
     int c;
     while ((c = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
         switch (c) {
-        case O_NODES: o->nodes = optarg; break;
-        case O_TASKS: o->tasks = optarg; break;
-        case O_TOPO: o->topology = optarg; break;
-        case O_ADDR: o->topology_addr = optarg; break;
-        case O_SPEC: o->spec = optarg; break;
-        case O_JSON: o->json = true; break;
+        case O_NODES:
+            o->nodes = optarg;
+            break;
+        case O_TASKS:
+            o->tasks = optarg;
+            break;
+        case O_TOPO:
+            o->topology = optarg;
+            break;
+        case O_ADDR:
+            o->topology_addr = optarg;
+            break;
+        case O_SPEC:
+            o->spec = optarg;
+            break;
+        case O_JSON:
+            o->json = true;
+            break;
         case O_COST: {
             char key[32];
             const char *eq = strchr(optarg, '=');
             if (!eq || (size_t)(eq - optarg) >= sizeof key) {
-                fprintf(stderr, "torus-layout: --cost '%s': expected KEY=VALUE\n", optarg);
+                fprintf(stderr,
+                        "torus-layout: --cost '%s': expected KEY=VALUE\n",
+                        optarg);
                 return 2;
             }
             memcpy(key, optarg, (size_t)(eq - optarg));
@@ -150,8 +196,10 @@ static int _parse_args(int argc, char **argv, _opts_t *o)
         }
         case O_BYTES:
             if (torus_layout_parse_bytes(optarg, &o->bytes)) {
-                fprintf(stderr, "torus-layout: --bytes '%s': expected a size like 64M\n",
-                        optarg);
+                fprintf(
+                    stderr,
+                    "torus-layout: --bytes '%s': expected a size like 64M\n",
+                    optarg);
                 return 2;
             }
             break;
@@ -160,21 +208,28 @@ static int _parse_args(int argc, char **argv, _opts_t *o)
             errno = 0;
             unsigned long v = strtoul(optarg, &end, 10);
             if (errno || *end || !*optarg || v > 1000000) {
-                fprintf(stderr, "torus-layout: --max-lines '%s': expected 0..1000000\n", optarg);
+                fprintf(stderr,
+                        "torus-layout: --max-lines '%s': expected 0..1000000\n",
+                        optarg);
                 return 2;
             }
             o->max_lines = v ? (unsigned)v : UINT32_MAX - 1;
             break;
         }
-        case 'h': fputs(_usage, stdout); exit(0);
-        case 'V': printf("torus-layout %s\n", PACKAGE_VERSION); exit(0);
+        case 'h':
+            fputs(_usage, stdout);
+            exit(0);
+        case 'V':
+            printf("torus-layout %s\n", PACKAGE_VERSION);
+            exit(0);
         default:
             fprintf(stderr, "torus-layout: see --help\n");
             return 2;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "torus-layout: unexpected argument '%s' (see --help)\n", argv[optind]);
+        fprintf(stderr, "torus-layout: unexpected argument '%s' (see --help)\n",
+                argv[optind]);
         return 2;
     }
     return 0;
@@ -193,7 +248,8 @@ static int _load_addr(const char *path, torus_layout_topo_t **topo)
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
     char err[TORUS_LAYOUT_ERR_LEN], line[4096];
     if (!f) {
-        fprintf(stderr, "torus-layout: --topology-addr %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "torus-layout: --topology-addr %s: %s\n", path,
+                strerror(errno));
         return 1;
     }
     if (torus_layout_topo_new(topo))
@@ -204,7 +260,8 @@ static int _load_addr(const char *path, torus_layout_topo_t **topo)
         lineno++;
         size_t len = strcspn(line, "\r\n");
         if (line[len] == '\0' && !feof(f)) {
-            fprintf(stderr, "torus-layout: %s:%u: line too long\n", path, lineno);
+            fprintf(stderr, "torus-layout: %s:%u: line too long\n", path,
+                    lineno);
             rc = 1;
             break;
         }
@@ -240,13 +297,16 @@ static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
         *source = TORUS_SOURCE_TREE;
         return 0;
     }
-    if (torus_layout_topo_conf_path(NULL, path, sizeof path) || access(path, F_OK) != 0) {
+    if (torus_layout_topo_conf_path(NULL, path, sizeof path) ||
+        access(path, F_OK) != 0) {
         if (!o->json)
-            fprintf(stderr, "torus-layout: note: no %s; using the node list\n", path);
+            fprintf(stderr, "torus-layout: note: no %s; using the node list\n",
+                    path);
         return 0;
     }
     if (torus_layout_topo_load(path, topo, err, sizeof err)) {
-        fprintf(stderr, "torus-layout: warning: %s; using the node list\n", err);
+        fprintf(stderr, "torus-layout: warning: %s; using the node list\n",
+                err);
         return 0;
     }
     *source = TORUS_SOURCE_TREE;
@@ -255,22 +315,26 @@ static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
 
 int main(int argc, char **argv)
 {
-    _opts_t o = { .max_lines = 32 };
+    _opts_t o = {.max_lines = 32};
     torus_layout_cost_defaults(&o.cost);
     int rc = _parse_args(argc, argv, &o);
     if (rc)
         return rc;
     if (!o.bytes)
         o.bytes = o.cost.bytes;
-    if (!o.nodes && !(o.nodes = _env("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")))
-        return _fail("no --nodes given and not inside a Slurm step (see --help)");
-    if (!o.tasks && !(o.tasks = _env("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")))
+    if (!o.nodes &&
+        !(o.nodes = _env("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")))
+        return _fail(
+            "no --nodes given and not inside a Slurm step (see --help)");
+    if (!o.tasks &&
+        !(o.tasks = _env("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")))
         o.tasks = "1";
-    if (!o.spec && !(o.spec = _env("SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus", NULL)))
+    if (!o.spec &&
+        !(o.spec = _env("SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus", NULL)))
         o.spec = "auto";
 
     char err[TORUS_LAYOUT_ERR_LEN];
-    torus_layout_input_t in = { .cost = o.cost };
+    torus_layout_input_t in = {.cost = o.cost};
     if (torus_layout_spec_parse(o.spec, &in.spec, err, sizeof err)) {
         fprintf(stderr, "torus-layout: --spec: %s\n", err);
         return 1;
@@ -303,11 +367,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "torus-layout: --spec %s: %s\n", o.spec, err);
         goto out;
     }
-    if (!torus_layout_enabled(layout) || (o.json && torus_layout_source_of(layout) != in.source))
+    if (!torus_layout_enabled(layout) ||
+        (o.json && torus_layout_source_of(layout) != in.source))
         fprintf(stderr, "torus-layout: %s\n", torus_layout_reason(layout));
-    torus_report_input_t rin = { .layout = layout, .names = names, .cost = &o.cost,
-                                 .bytes = o.bytes, .max_lines = o.max_lines };
-    if ((o.json ? torus_report_json : torus_report_text)(stdout, &rin) || fflush(stdout)) {
+    torus_report_input_t rin = {.layout = layout,
+                                .names = names,
+                                .cost = &o.cost,
+                                .bytes = o.bytes,
+                                .max_lines = o.max_lines};
+    if ((o.json ? torus_report_json : torus_report_text)(stdout, &rin) ||
+        fflush(stdout)) {
         _fail("cannot write the output");
         goto out;
     }

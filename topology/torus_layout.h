@@ -27,20 +27,21 @@ extern "C" {
 /* Result codes. */
 typedef enum torus_layout_rc {
     TORUS_LAYOUT_OK = 0,
-    TORUS_LAYOUT_EINVAL,  /* malformed input (spec, number, list, file line) */
-    TORUS_LAYOUT_ENOFIT,  /* an explicit RxC that cannot hold this step */
-    TORUS_LAYOUT_ENOMEM,  /* allocation failed */
-    TORUS_LAYOUT_EIO,     /* a file could not be read */
-    TORUS_LAYOUT_ERANGE,  /* input exceeds a documented bound */
+    TORUS_LAYOUT_EINVAL, /* malformed input (spec, number, list, file line) */
+    TORUS_LAYOUT_ENOFIT, /* an explicit RxC that cannot hold this step */
+    TORUS_LAYOUT_ENOMEM, /* allocation failed */
+    TORUS_LAYOUT_EIO,    /* a file could not be read */
+    TORUS_LAYOUT_ERANGE, /* input exceeds a documented bound */
 } torus_layout_rc;
 
 /* Longest accepted spec / name / list, so hostile input cannot balloon. */
-#define TORUS_LAYOUT_SPEC_MAX 32          /* "auto", "off", "RxC" */
-#define TORUS_LAYOUT_NAME_MAX 256         /* a node or switch name */
-#define TORUS_LAYOUT_LIST_MAX (1u << 20)  /* a hostlist or tasks-per-node string */
+#define TORUS_LAYOUT_SPEC_MAX 32  /* "auto", "off", "RxC" */
+#define TORUS_LAYOUT_NAME_MAX 256 /* a node or switch name */
+#define TORUS_LAYOUT_LIST_MAX \
+    (1u << 20) /* a hostlist or tasks-per-node string */
 #define TORUS_LAYOUT_NODES_MAX (1u << 20) /* nodes in one step */
 #define TORUS_LAYOUT_TASKS_MAX (1u << 30) /* tasks in one step */
-#define TORUS_LAYOUT_ERR_LEN 256          /* suggested size of err buffers */
+#define TORUS_LAYOUT_ERR_LEN   256        /* suggested size of err buffers */
 
 const char *torus_layout_strerror(torus_layout_rc rc);
 
@@ -58,10 +59,12 @@ typedef struct torus_layout_spec {
 } torus_layout_spec_t;
 
 /* Parse "auto", "off" or "RxC" (R, C >= 1, decimal, no signs or spaces). */
-torus_layout_rc torus_layout_spec_parse(const char *text, torus_layout_spec_t *out,
-                                        char *err, size_t errlen);
+torus_layout_rc torus_layout_spec_parse(const char *text,
+                                        torus_layout_spec_t *out, char *err,
+                                        size_t errlen);
 /* Write the canonical text of a spec ("auto", "off", "4x2"). */
-void torus_layout_spec_format(const torus_layout_spec_t *spec, char *buf, size_t len);
+void torus_layout_spec_format(const torus_layout_spec_t *spec, char *buf,
+                              size_t len);
 
 /* ------------------------------------------------------------- cost model */
 
@@ -77,7 +80,7 @@ typedef enum torus_layout_link {
 typedef struct torus_layout_cost {
     double latency_s[TORUS_LINK_COUNT];     /* alpha, seconds per message */
     double bandwidth_Bps[TORUS_LINK_COUNT]; /* 1/beta, bytes per second */
-    uint64_t bytes;                         /* message size `auto` optimises for */
+    uint64_t bytes; /* message size `auto` optimises for */
 } torus_layout_cost_t;
 
 /* Documented defaults (see docs/env-contract.md, "Cost model"). */
@@ -86,8 +89,9 @@ void torus_layout_cost_defaults(torus_layout_cost_t *cost);
 /* Set one parameter by its plugstack/tool key: node_lat_us, node_bw_gbs,
  * leaf_lat_us, leaf_bw_gbs, cross_lat_us, cross_bw_gbs, bytes.
  * Returns TORUS_LAYOUT_EINVAL for an unknown key or a bad value. */
-torus_layout_rc torus_layout_cost_set(torus_layout_cost_t *cost, const char *key,
-                                      const char *value, char *err, size_t errlen);
+torus_layout_rc torus_layout_cost_set(torus_layout_cost_t *cost,
+                                      const char *key, const char *value,
+                                      char *err, size_t errlen);
 /* True when `key` names a cost parameter (lets callers reject unknown keys). */
 bool torus_layout_cost_is_key(const char *key);
 
@@ -98,7 +102,8 @@ torus_layout_rc torus_layout_parse_bytes(const char *text, uint64_t *out);
 typedef struct torus_layout_prediction {
     double flat_ring_s;    /* one ring over all tasks, in torus order */
     double hierarchical_s; /* reduce in group, ring across groups, broadcast */
-    double torus2d_s;      /* row reduce-scatter, column all-reduce, row all-gather */
+    double
+        torus2d_s; /* row reduce-scatter, column all-reduce, row all-gather */
 } torus_layout_prediction_t;
 
 /* ------------------------------------------------------------ switch map */
@@ -117,21 +122,26 @@ typedef struct torus_layout_topo torus_layout_topo_t;
 
 /* Parse a topology.conf (SwitchName=, Nodes=, Switches=; # comments;
  * trailing-backslash continuation). Errors name the file and line. */
-torus_layout_rc torus_layout_topo_load(const char *path, torus_layout_topo_t **out,
-                                       char *err, size_t errlen);
+torus_layout_rc torus_layout_topo_load(const char *path,
+                                       torus_layout_topo_t **out, char *err,
+                                       size_t errlen);
 /* Same, from text already in memory (`name` is used in messages). */
-torus_layout_rc torus_layout_topo_parse(const char *text, size_t len, const char *name,
-                                        torus_layout_topo_t **out, char *err, size_t errlen);
+torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
+                                        const char *name,
+                                        torus_layout_topo_t **out, char *err,
+                                        size_t errlen);
 /* An empty map, to be filled with torus_layout_topo_add_addr(). */
 torus_layout_rc torus_layout_topo_new(torus_layout_topo_t **out);
 /* Add one SLURM_TOPOLOGY_ADDR value, e.g. "spine.leaf1.n2" (root first,
  * node last). A bare "n2" adds a node under no switch. */
-torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo, const char *addr,
-                                           char *err, size_t errlen);
+torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
+                                           const char *addr, char *err,
+                                           size_t errlen);
 void torus_layout_topo_free(torus_layout_topo_t *topo);
 /* The topology.conf Slurm reads: next to slurm.conf. `slurm_conf` is the
  * slurm.conf path; NULL means $SLURM_CONF, then /etc/slurm/slurm.conf. */
-torus_layout_rc torus_layout_topo_conf_path(const char *slurm_conf, char *buf, size_t len);
+torus_layout_rc torus_layout_topo_conf_path(const char *slurm_conf, char *buf,
+                                            size_t len);
 size_t torus_layout_topo_switch_count(const torus_layout_topo_t *topo);
 
 /* ----------------------------------------------------------- node lists */
@@ -139,7 +149,8 @@ size_t torus_layout_topo_switch_count(const torus_layout_topo_t *topo);
 /* Expand a Slurm hostlist ("n[001-004],m7") with libslurm, in order. The
  * array and the names are freed with torus_layout_names_free(). */
 torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names,
-                                          size_t *count, char *err, size_t errlen);
+                                          size_t *count, char *err,
+                                          size_t errlen);
 void torus_layout_names_free(char **names, size_t count);
 /* Compress names back to a ranged hostlist string (malloc'd). */
 char *torus_layout_names_compress(char *const *names, size_t count);
@@ -147,30 +158,33 @@ char *torus_layout_names_compress(char *const *names, size_t count);
 /* Parse Slurm's tasks-per-node syntax ("8(x3),4" or "2") into one count per
  * node. `nnodes` is how many nodes the list must cover; a single bare
  * number covers every node (the tool's --tasks-per-node 8). */
-torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes, uint32_t *counts,
-                                         char *err, size_t errlen);
+torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes,
+                                         uint32_t *counts, char *err,
+                                         size_t errlen);
 
 /* ---------------------------------------------------------------- layout */
 
 typedef struct torus_layout_input {
     size_t nnodes;
-    const char *const *nodes;      /* names, in Slurm (step node id) order */
-    const uint32_t *tasks;         /* tasks on each node */
+    const char *const *nodes; /* names, in Slurm (step node id) order */
+    const uint32_t *tasks;    /* tasks on each node */
     /* NULL: every node under one switch. Reported as source "nodelist",
      * unless `source` is TORUS_SOURCE_ADDR (a flat topology, proven by
      * SLURM_TOPOLOGY_ADDR_PATTERN=node). */
     const torus_layout_topo_t *topo;
-    torus_layout_source source;    /* what `topo` was built from */
+    torus_layout_source source; /* what `topo` was built from */
     torus_layout_spec_t spec;
     torus_layout_cost_t cost;
 } torus_layout_input_t;
 
 /* Where one task sits. */
 typedef struct torus_layout_task {
-    uint32_t row, col;      /* TORUS_COORD; also its position in the column / row ring */
-    uint32_t group;         /* TORUS_GROUP */
-    uint32_t group_rank;    /* position in its group's ring */
-    uint32_t node_index;    /* TORUS_NODE_INDEX: its node's position in torus order */
+    uint32_t row,
+        col; /* TORUS_COORD; also its position in the column / row ring */
+    uint32_t group;      /* TORUS_GROUP */
+    uint32_t group_rank; /* position in its group's ring */
+    uint32_t
+        node_index; /* TORUS_NODE_INDEX: its node's position in torus order */
 } torus_layout_task_t;
 
 typedef struct torus_layout torus_layout_t;
@@ -178,8 +192,9 @@ typedef struct torus_layout torus_layout_t;
 /* Compute the layout. On success *out is set even when the torus ended up
  * off (spec off, non-uniform tasks per node): check torus_layout_enabled().
  * An explicit spec that does not fit returns TORUS_LAYOUT_ENOFIT. */
-torus_layout_rc torus_layout_compute(const torus_layout_input_t *in, torus_layout_t **out,
-                                     char *err, size_t errlen);
+torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
+                                     torus_layout_t **out, char *err,
+                                     size_t errlen);
 void torus_layout_free(torus_layout_t *layout);
 
 bool torus_layout_enabled(const torus_layout_t *layout);
@@ -199,16 +214,18 @@ uint32_t torus_layout_node_group(const torus_layout_t *layout, size_t node);
 /* Name of the leaf switch of group `g` (or "-" without a topology). */
 const char *torus_layout_group_switch(const torus_layout_t *layout, uint32_t g);
 /* Place local task `local` of Slurm node id `node`. */
-torus_layout_rc torus_layout_place(const torus_layout_t *layout, size_t node, uint32_t local,
-                                   torus_layout_task_t *out);
+torus_layout_rc torus_layout_place(const torus_layout_t *layout, size_t node,
+                                   uint32_t local, torus_layout_task_t *out);
 /* Block distribution (Slurm's default): the node and local id of global id. */
-torus_layout_rc torus_layout_block_task(const torus_layout_t *layout, uint64_t procid,
-                                        size_t *node, uint32_t *local);
+torus_layout_rc torus_layout_block_task(const torus_layout_t *layout,
+                                        uint64_t procid, size_t *node,
+                                        uint32_t *local);
 /* Rows that span more than one leaf switch (0 for a clean layout). */
 uint32_t torus_layout_rows_crossing_leaves(const torus_layout_t *layout);
 /* Predicted all-reduce times of `bytes` on this layout. */
-void torus_layout_predict(const torus_layout_t *layout, const torus_layout_cost_t *cost,
-                          uint64_t bytes, torus_layout_prediction_t *out);
+void torus_layout_predict(const torus_layout_t *layout,
+                          const torus_layout_cost_t *cost, uint64_t bytes,
+                          torus_layout_prediction_t *out);
 
 #ifdef __cplusplus
 }

@@ -104,8 +104,10 @@ static void *_shared_grads(void *ctx, size_t bytes)
     void *p;
     if (tcomm_shared_alloc(ctx, bytes, &p)) {
         /* Private memory works, only slower: the buckets get packed. */
-        fprintf(stderr, "torus-train: warning: %s; gradients stay in this rank's own "
-                "memory\n", tcomm_error());
+        fprintf(stderr,
+                "torus-train: warning: %s; gradients stay in this rank's own "
+                "memory\n",
+                tcomm_error());
         return NULL;
     }
     return p;

@@ -35,7 +35,8 @@ int main(int argc, char **argv)
     unsigned nleaves = argc > 3 ? (unsigned)atoi(argv[3]) : 128;
     int reps = argc > 4 ? atoi(argv[4]) : 21;
     if (!nodes || !tpn || !nleaves || nodes % nleaves || reps < 1) {
-        fprintf(stderr, "usage: bench_layout [NODES [TPN [LEAVES (divides NODES) [REPS]]]]\n");
+        fprintf(stderr, "usage: bench_layout [NODES [TPN [LEAVES (divides "
+                        "NODES) [REPS]]]]\n");
         return 2;
     }
     /* topology.conf text: LEAVES leaves of NODES/LEAVES nodes, one spine. */
@@ -43,10 +44,11 @@ int main(int argc, char **argv)
     char *conf = malloc(cap);
     unsigned per = nodes / nleaves;
     for (unsigned l = 0; l < nleaves; l++)
-        used += (size_t)snprintf(conf + used, cap - used, "SwitchName=leaf%u Nodes=n[%05u-%05u]\n",
+        used += (size_t)snprintf(conf + used, cap - used,
+                                 "SwitchName=leaf%u Nodes=n[%05u-%05u]\n",
                                  l + 1, l * per + 1, (l + 1) * per);
-    used += (size_t)snprintf(conf + used, cap - used, "SwitchName=spine Switches=leaf[1-%u]\n",
-                             nleaves);
+    used += (size_t)snprintf(conf + used, cap - used,
+                             "SwitchName=spine Switches=leaf[1-%u]\n", nleaves);
     char hostlist[64], tasks[64], err[TORUS_LAYOUT_ERR_LEN];
     snprintf(hostlist, sizeof hostlist, "n[00001-%05u]", nodes);
     snprintf(tasks, sizeof tasks, "%u(x%u)", tpn, nodes);
@@ -61,14 +63,17 @@ int main(int argc, char **argv)
         uint32_t *counts = malloc(nodes * sizeof *counts);
         if (torus_layout_names_expand(hostlist, &names, &n, err, sizeof err) ||
             torus_layout_tasks_parse(tasks, n, counts, err, sizeof err) ||
-            torus_layout_topo_parse(conf, used, "bench.conf", &topo, err, sizeof err)) {
+            torus_layout_topo_parse(conf, used, "bench.conf", &topo, err,
+                                    sizeof err)) {
             fprintf(stderr, "bench_layout: %s\n", err);
             return 1;
         }
-        torus_layout_input_t in = { .nnodes = n, .nodes = (const char *const *)names,
-                                    .tasks = counts, .topo = topo,
-                                    .source = TORUS_SOURCE_TREE,
-                                    .spec = { .kind = TORUS_SPEC_AUTO } };
+        torus_layout_input_t in = {.nnodes = n,
+                                   .nodes = (const char *const *)names,
+                                   .tasks = counts,
+                                   .topo = topo,
+                                   .source = TORUS_SOURCE_TREE,
+                                   .spec = {.kind = TORUS_SPEC_AUTO}};
         torus_layout_cost_defaults(&in.cost);
         torus_layout_t *l;
         if (torus_layout_compute(&in, &l, err, sizeof err)) {
@@ -83,15 +88,17 @@ int main(int argc, char **argv)
             }
         ms[r] = _now_ms() - t0;
         if (r == 0)
-            printf("layout %ux%u, %u groups: %s\n", torus_layout_rows(l), torus_layout_cols(l),
-                   torus_layout_group_count(l), torus_layout_reason(l));
+            printf("layout %ux%u, %u groups: %s\n", torus_layout_rows(l),
+                   torus_layout_cols(l), torus_layout_group_count(l),
+                   torus_layout_reason(l));
         torus_layout_free(l);
         torus_layout_topo_free(topo);
         torus_layout_names_free(names, n);
         free(counts);
     }
     qsort(ms, (size_t)reps, sizeof *ms, _cmp);
-    printf("bench_layout: %u nodes x %u tasks, %u leaves: median %.2f ms, max %.2f ms "
+    printf("bench_layout: %u nodes x %u tasks, %u leaves: median %.2f ms, max "
+           "%.2f ms "
            "(%d reps, checksum %llu)\n",
            nodes, tpn, nleaves, ms[reps / 2], ms[reps - 1], reps, checksum);
     free(ms);

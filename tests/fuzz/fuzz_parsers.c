@@ -23,34 +23,43 @@
 static int _split(char *text, char **av)
 {
     int ac = 0;
-    for (char *tok = strtok(text, " \t\n"); tok && ac < 16; tok = strtok(NULL, " \t\n"))
+    for (char *tok = strtok(text, " \t\n"); tok && ac < 16;
+         tok = strtok(NULL, " \t\n"))
         av[ac++] = tok;
     return ac;
 }
 
 /* Lay out a small step over whatever switch map parsed. */
-static void _layout(const torus_layout_topo_t *topo, const char *tasks_text, uint8_t spec_byte)
+static void _layout(const torus_layout_topo_t *topo, const char *tasks_text,
+                    uint8_t spec_byte)
 {
-    static const char *const names[] = { "n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8" };
-    static const char *const specs[] = { "auto", "off", "1x8", "2x4", "8x2", "3x5" };
+    static const char *const names[] = {"n1", "n2", "n3", "n4",
+                                        "n5", "n6", "n7", "n8"};
+    static const char *const specs[] = {"auto", "off", "1x8",
+                                        "2x4",  "8x2", "3x5"};
     size_t n = 1 + spec_byte % 8;
     uint32_t tasks[8];
     char err[TORUS_LAYOUT_ERR_LEN];
     if (torus_layout_tasks_parse(tasks_text, n, tasks, err, sizeof err))
         for (size_t i = 0; i < n; i++)
             tasks[i] = 1 + (spec_byte >> 5);
-    torus_layout_input_t in = { .nnodes = n, .nodes = names, .tasks = tasks, .topo = topo,
-                                .source = TORUS_SOURCE_TREE };
+    torus_layout_input_t in = {.nnodes = n,
+                               .nodes = names,
+                               .tasks = tasks,
+                               .topo = topo,
+                               .source = TORUS_SOURCE_TREE};
     torus_layout_cost_defaults(&in.cost);
     torus_layout_spec_parse(specs[spec_byte % 6], &in.spec, err, sizeof err);
     torus_layout_t *l;
     if (torus_layout_compute(&in, &l, err, sizeof err) == TORUS_LAYOUT_OK) {
         if (torus_layout_enabled(l)) {
-            /* Coordinates must stay inside the grid: abort() tells libFuzzer. */
+            /* Coordinates must stay inside the grid: abort() tells libFuzzer.
+             */
             for (size_t i = 0; i < n; i++) {
                 torus_layout_task_t t;
                 if (torus_layout_place(l, i, 0, &t) ||
-                    t.row >= torus_layout_rows(l) || t.col >= torus_layout_cols(l))
+                    t.row >= torus_layout_rows(l) ||
+                    t.col >= torus_layout_cols(l))
                     abort();
             }
         }
@@ -69,7 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     switch (data[0] % 6) {
     case 0: {
         torus_layout_spec_t s;
-        if (torus_layout_spec_parse(text, &s, err, sizeof err) == TORUS_LAYOUT_OK) {
+        if (torus_layout_spec_parse(text, &s, err, sizeof err) ==
+            TORUS_LAYOUT_OK) {
             char back[64];
             torus_layout_spec_format(&s, back, sizeof back);
             torus_layout_spec_t again;
@@ -89,13 +99,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 2: {
         uint32_t counts[64];
-        torus_layout_tasks_parse(text, 1 + data[1] % 64, counts, err, sizeof err);
+        torus_layout_tasks_parse(text, 1 + data[1] % 64, counts, err,
+                                 sizeof err);
         break;
     }
     case 3: {
         torus_layout_topo_t *topo;
         if (torus_layout_topo_new(&topo) == TORUS_LAYOUT_OK) {
-            for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+            for (char *line = strtok(text, "\n"); line;
+                 line = strtok(NULL, "\n"))
                 torus_layout_topo_add_addr(topo, line, err, sizeof err);
             _layout(topo, "1", data[1]);
             torus_layout_topo_free(topo);
@@ -104,8 +116,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 4: {
         torus_layout_topo_t *topo;
-        if (torus_layout_topo_parse(text, size - 1, "fuzz", &topo, err, sizeof err) ==
-            TORUS_LAYOUT_OK) {
+        if (torus_layout_topo_parse(text, size - 1, "fuzz", &topo, err,
+                                    sizeof err) == TORUS_LAYOUT_OK) {
             _layout(topo, "2", data[1]);
             torus_layout_topo_free(topo);
         }

@@ -14,7 +14,8 @@ extern "C" {
 }
 
 /* Pre-scale by `scale` (1/world in the trainer) and round to fp16. */
-__global__ static void _to_half(const float *in, __half *out, float scale, size_t n)
+__global__ static void _to_half(const float *in, __half *out, float scale,
+                                size_t n)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i < n)
@@ -22,7 +23,8 @@ __global__ static void _to_half(const float *in, __half *out, float scale, size_
 }
 
 /* Sum `k` fp16 vectors into fp32 accumulators, as an fp16 all-reduce would. */
-__global__ static void _sum_halves(const __half *in, float *acc, int k, size_t n)
+__global__ static void _sum_halves(const __half *in, float *acc, int k,
+                                   size_t n)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i >= n)
@@ -57,8 +59,8 @@ extern "C" int gk_fp16_sum(const float *d_in, void *d_half, float *d_acc,
     const int threads = 256;
     for (int j = 0; j < k; j++) {
         unsigned blocks = (unsigned)((n + threads - 1) / threads);
-        _to_half<<<blocks, threads>>>(d_in + (size_t)j * n,
-                                      (__half *)d_half + (size_t)j * n, scale, n);
+        _to_half<<<blocks, threads>>>(
+            d_in + (size_t)j * n, (__half *)d_half + (size_t)j * n, scale, n);
     }
     _sum_halves<<<(unsigned)((n + threads - 1) / threads), threads>>>(
         (const __half *)d_half, d_acc, k, n);

@@ -50,14 +50,14 @@ static void _row(const char *name, int ok, const char *fmt, ...)
 }
 
 /* A CUDA call that fails ends the check it belongs to, with file:line. */
-#define CUDA_OR(call, label)                                                   \
-    do {                                                                       \
-        cudaError_t _e = (call);                                               \
-        if (_e != cudaSuccess) {                                               \
-            fprintf(stderr, "gpu_smoke: %s:%d: %s: %s\n", __FILE__, __LINE__,  \
-                    #call, cudaGetErrorString(_e));                            \
-            goto label;                                                        \
-        }                                                                      \
+#define CUDA_OR(call, label)                                                  \
+    do {                                                                      \
+        cudaError_t _e = (call);                                              \
+        if (_e != cudaSuccess) {                                              \
+            fprintf(stderr, "gpu_smoke: %s:%d: %s: %s\n", __FILE__, __LINE__, \
+                    #call, cudaGetErrorString(_e));                           \
+            goto label;                                                       \
+        }                                                                     \
     } while (0)
 
 static float _frand(unsigned *s)
@@ -77,14 +77,17 @@ static void _check_fp16_wire(void)
     unsigned seed = 1;
 
     for (size_t i = 0; i < n * k; i++)
-        h[i] = _frand(&seed) * 1000.0f; /* large: fp16 overflows without the 1/k pre-scale */
+        h[i] = _frand(&seed) *
+               1000.0f; /* large: fp16 overflows without the 1/k pre-scale */
     CUDA_OR(cudaMalloc((void **)&d_in, sizeof(float) * n * k), out);
     CUDA_OR(cudaMalloc(&d_half, 2 * n * k), out);
     CUDA_OR(cudaMalloc((void **)&d_acc, sizeof(float) * n), out);
-    CUDA_OR(cudaMemcpy(d_in, h, sizeof(float) * n * k, cudaMemcpyHostToDevice), out);
+    CUDA_OR(cudaMemcpy(d_in, h, sizeof(float) * n * k, cudaMemcpyHostToDevice),
+            out);
     if (gk_fp16_sum(d_in, d_half, d_acc, 1.0f / k, k, n) != 0)
         goto out;
-    CUDA_OR(cudaMemcpy(acc, d_acc, sizeof(float) * n, cudaMemcpyDeviceToHost), out);
+    CUDA_OR(cudaMemcpy(acc, d_acc, sizeof(float) * n, cudaMemcpyDeviceToHost),
+            out);
     for (size_t i = 0; i < n; i++) {
         double ref = 0;
         for (int j = 0; j < k; j++)
@@ -93,9 +96,11 @@ static void _check_fp16_wire(void)
         if (!(e <= maxerr)) /* also catches NaN */
             maxerr = isnan(e) ? INFINITY : e;
     }
-    _row("fp16 wire, fp32 accumulate", maxerr < 2e-3, "8 x 1M values, max rel err %.2e", maxerr);
+    _row("fp16 wire, fp32 accumulate", maxerr < 2e-3,
+         "8 x 1M values, max rel err %.2e", maxerr);
 out:
-    if (_nrows == 0 || strcmp(_rows[_nrows - 1].name, "fp16 wire, fp32 accumulate") != 0)
+    if (_nrows == 0 ||
+        strcmp(_rows[_nrows - 1].name, "fp16 wire, fp32 accumulate") != 0)
         _row("fp16 wire, fp32 accumulate", 0, "CUDA error (see stderr)");
     cudaFree(d_in);
     cudaFree(d_half);
@@ -121,8 +126,10 @@ static void _check_reduce(void)
     CUDA_OR(cudaMemcpy(d, h, sizeof(float) * n, cudaMemcpyHostToDevice), out);
     if (gk_sum(d, d_sum, n) != 0)
         goto out;
-    CUDA_OR(cudaMemcpy(&sum, d_sum, sizeof(double), cudaMemcpyDeviceToHost), out);
-    _row("reduction kernel", fabs(sum - ref) < 1e-6 * n, "sum %.6f vs %.6f", sum, ref);
+    CUDA_OR(cudaMemcpy(&sum, d_sum, sizeof(double), cudaMemcpyDeviceToHost),
+            out);
+    _row("reduction kernel", fabs(sum - ref) < 1e-6 * n, "sum %.6f vs %.6f",
+         sum, ref);
     done = 1;
 out:
     if (!done)
@@ -135,8 +142,10 @@ out:
 static void _check_sgemm(void)
 {
     const int m = 257, k = 129, n = 193;
-    float *a = malloc(sizeof(float) * m * k), *b = malloc(sizeof(float) * k * n);
-    float *c = malloc(sizeof(float) * m * n), *da = NULL, *db = NULL, *dc = NULL;
+    float *a = malloc(sizeof(float) * m * k),
+          *b = malloc(sizeof(float) * k * n);
+    float *c = malloc(sizeof(float) * m * n), *da = NULL, *db = NULL,
+          *dc = NULL;
     const float one = 1.0f, zero = 0.0f;
     cublasHandle_t h = NULL;
     double maxerr = 0;
@@ -149,7 +158,8 @@ static void _check_sgemm(void)
         b[i] = _frand(&seed);
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
         goto out;
-    cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH); /* no TF32: compare in true fp32 */
+    cublasSetMathMode(h,
+                      CUBLAS_PEDANTIC_MATH); /* no TF32: compare in true fp32 */
     CUDA_OR(cudaMalloc((void **)&da, sizeof(float) * m * k), out);
     CUDA_OR(cudaMalloc((void **)&db, sizeof(float) * k * n), out);
     CUDA_OR(cudaMalloc((void **)&dc, sizeof(float) * m * n), out);
@@ -159,7 +169,8 @@ static void _check_sgemm(void)
     if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, da, m, db, k,
                     &zero, dc, m) != CUBLAS_STATUS_SUCCESS)
         goto out;
-    CUDA_OR(cudaMemcpy(c, dc, sizeof(float) * m * n, cudaMemcpyDeviceToHost), out);
+    CUDA_OR(cudaMemcpy(c, dc, sizeof(float) * m * n, cudaMemcpyDeviceToHost),
+            out);
     for (int j = 0; j < n; j++)
         for (int i = 0; i < m; i++) {
             double ref = 0;
@@ -169,7 +180,8 @@ static void _check_sgemm(void)
             if (!(e <= maxerr))
                 maxerr = isnan(e) ? INFINITY : e;
         }
-    _row("cuBLAS SGEMM", maxerr < 1e-4, "257x129x193, max abs err %.2e", maxerr);
+    _row("cuBLAS SGEMM", maxerr < 1e-4, "257x129x193, max abs err %.2e",
+         maxerr);
     done = 1;
 out:
     if (!done)
@@ -210,11 +222,14 @@ static void _check_cudnn(void)
     cudnnCreateTensorDescriptor(&yd);
     cudnnCreateFilterDescriptor(&wd);
     cudnnCreateConvolutionDescriptor(&cd);
-    cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H, W);
-    cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H, W);
-    cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, R, R);
-    cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
-                                    CUDNN_DATA_FLOAT);
+    cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, C, H,
+                               W);
+    cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, N, K, H,
+                               W);
+    cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, K, C, R,
+                               R);
+    cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1,
+                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
     cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH);
     CUDA_OR(cudaMalloc((void **)&dx, sizeof(x)), out);
     CUDA_OR(cudaMalloc((void **)&dw, sizeof(w)), out);
@@ -223,8 +238,8 @@ static void _check_cudnn(void)
     cudaMemcpy(dw, w, sizeof(w), cudaMemcpyHostToDevice);
     /* IMPLICIT_GEMM needs no workspace, so no algorithm search here. */
     if (cudnnConvolutionForward(h, &one, xd, dx, wd, dw, cd,
-                                CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0,
-                                &zero, yd, dy) != CUDNN_STATUS_SUCCESS)
+                                CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL,
+                                0, &zero, yd, dy) != CUDNN_STATUS_SUCCESS)
         goto out;
     CUDA_OR(cudaMemcpy(y, dy, sizeof(y), cudaMemcpyDeviceToHost), out);
     for (int n = 0; n < N; n++)
@@ -238,15 +253,16 @@ static void _check_cudnn(void)
                                 int ii = i + r - 1, jj = j + s - 1;
                                 if (ii < 0 || jj < 0 || ii >= H || jj >= W)
                                     continue;
-                                ref += (double)x[((n * C + c) * H + ii) * W + jj] *
-                                       w[((k * C + c) * R + r) * R + s];
+                                ref +=
+                                    (double)x[((n * C + c) * H + ii) * W + jj] *
+                                    w[((k * C + c) * R + r) * R + s];
                             }
                     double e = fabs(y[((n * K + k) * H + i) * W + j] - ref);
                     if (!(e <= maxerr))
                         maxerr = isnan(e) ? INFINITY : e;
                 }
-    _row("cuDNN conv fwd", maxerr < 1e-4, "cuDNN %zu, 3x3 conv, max abs err %.2e",
-         cudnnGetVersion(), maxerr);
+    _row("cuDNN conv fwd", maxerr < 1e-4,
+         "cuDNN %zu, 3x3 conv, max abs err %.2e", cudnnGetVersion(), maxerr);
     done = 1;
 out:
     if (!done)
@@ -273,7 +289,8 @@ static void _check_nccl(void)
     const size_t n = 1 << 22;
     ncclComm_t comm = NULL;
     int dev = 0, ver = 0, done = 0;
-    float *d = NULL, *h = malloc(sizeof(float) * n), *back = malloc(sizeof(float) * n);
+    float *d = NULL, *h = malloc(sizeof(float) * n),
+          *back = malloc(sizeof(float) * n);
     cudaStream_t st = NULL;
     unsigned seed = 11;
     size_t wrong = 0;
@@ -289,10 +306,12 @@ static void _check_nccl(void)
     if (ncclAllReduce(d, d, n, ncclFloat, ncclSum, comm, st) != ncclSuccess)
         goto out;
     CUDA_OR(cudaStreamSynchronize(st), out);
-    CUDA_OR(cudaMemcpy(back, d, sizeof(float) * n, cudaMemcpyDeviceToHost), out);
+    CUDA_OR(cudaMemcpy(back, d, sizeof(float) * n, cudaMemcpyDeviceToHost),
+            out);
     for (size_t i = 0; i < n; i++)
         wrong += back[i] != h[i];
-    _row("NCCL all-reduce (1 rank)", wrong == 0, "NCCL %d, 16 MiB in place, %zu wrong", ver, wrong);
+    _row("NCCL all-reduce (1 rank)", wrong == 0,
+         "NCCL %d, 16 MiB in place, %zu wrong", ver, wrong);
     done = 1;
 out:
     if (!done)
@@ -320,8 +339,8 @@ int main(void)
         return 77;
     }
     cudaGetDeviceProperties(&prop, 0);
-    _row("device", 1, "%s, sm_%d%d, %.0f GiB", prop.name, prop.major, prop.minor,
-         prop.totalGlobalMem / 1073741824.0);
+    _row("device", 1, "%s, sm_%d%d, %.0f GiB", prop.name, prop.major,
+         prop.minor, prop.totalGlobalMem / 1073741824.0);
     _check_fp16_wire();
     _check_reduce();
     _check_sgemm();

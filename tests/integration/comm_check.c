@@ -22,19 +22,23 @@ static double _hash(const float *x, size_t n)
 
 static void _usage(void)
 {
-    fprintf(stderr, "usage: comm_check [--grid RxC] [--group-size N] [--algos a,b]\n"
-                    "                  [--wires w,v] [--sizes n,m] [--sum] [--probe]\n");
+    fprintf(
+        stderr,
+        "usage: comm_check [--grid RxC] [--group-size N] [--algos a,b]\n"
+        "                  [--wires w,v] [--sizes n,m] [--sum] [--probe]\n");
 }
 
 int main(int argc, char **argv)
 {
     tcomm_options o = {0};
-    const char *algos = "flat,ring,hier,hier-rs,torus2d,hybrid", *wires = "fp32,fp16,bf16";
+    const char *algos = "flat,ring,hier,hier-rs,torus2d,hybrid",
+               *wires = "fp32,fp16,bf16";
     const char *sizes = "0,1,7,64,1000,4099,65536";
     int average = 1, probe = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if ((!strcmp(argv[i], "--grid") || !strcmp(argv[i], "--group-size")) && v) {
+        if ((!strcmp(argv[i], "--grid") || !strcmp(argv[i], "--group-size")) &&
+            v) {
             if (tcomm_options_set(&o, argv[i], v)) {
                 fprintf(stderr, "comm_check: %s\n", tcomm_error());
                 return 2;
@@ -67,36 +71,41 @@ int main(int argc, char **argv)
     tcomm_info in;
     tcomm_info_get(c, &in);
     if (in.rank == 0)
-        printf("P=%d grid=%dx%d groups=%d (size %d%s) nodes=%d source=%s\n", in.size,
-               in.rows, in.cols, in.ngroups, in.group_size,
+        printf("P=%d grid=%dx%d groups=%d (size %d%s) nodes=%d source=%s\n",
+               in.size, in.rows, in.cols, in.ngroups, in.group_size,
                in.groups_uniform ? "" : ", unequal", in.nnodes, in.source);
     int failures = 0;
     char abuf[256], wbuf[64], sbuf[256];
     snprintf(abuf, sizeof abuf, "%s", algos);
-    for (char *as = NULL, *a = strtok_r(abuf, ",", &as); a; a = strtok_r(NULL, ",", &as)) {
+    for (char *as = NULL, *a = strtok_r(abuf, ",", &as); a;
+         a = strtok_r(NULL, ",", &as)) {
         int algo = tcomm_algo_parse(a);
         if (algo < 0) {
             fprintf(stderr, "comm_check: unknown algorithm '%s'\n", a);
             return 2;
         }
         snprintf(wbuf, sizeof wbuf, "%s", wires);
-        for (char *ws = NULL, *w = strtok_r(wbuf, ",", &ws); w; w = strtok_r(NULL, ",", &ws)) {
+        for (char *ws = NULL, *w = strtok_r(wbuf, ",", &ws); w;
+             w = strtok_r(NULL, ",", &ws)) {
             int wire = tcomm_wire_parse(w);
             if (wire < 0) {
                 fprintf(stderr, "comm_check: unknown wire '%s'\n", w);
                 return 2;
             }
             snprintf(sbuf, sizeof sbuf, "%s", sizes);
-            for (char *ss = NULL, *s = strtok_r(sbuf, ",", &ss); s; s = strtok_r(NULL, ",", &ss)) {
+            for (char *ss = NULL, *s = strtok_r(sbuf, ",", &ss); s;
+                 s = strtok_r(NULL, ",", &ss)) {
                 size_t n = strtoull(s, NULL, 10);
                 float *x = malloc((n + 1) * 4), *y = malloc((n + 1) * 4);
                 uint64_t seed = 1000 + n;
                 tcomm_result r1, r2;
                 tcomm_testdata_fill(x, n, in.rank, seed);
-                tcomm_rc rc = tcomm_allreduce(c, x, n, algo, wire, average ? TCOMM_AVERAGE : 0, &r1);
+                tcomm_rc rc = tcomm_allreduce(c, x, n, algo, wire,
+                                              average ? TCOMM_AVERAGE : 0, &r1);
                 if (rc == TCOMM_ERR_UNSUPPORTED) {
                     if (in.rank == 0)
-                        printf("%-8s %-5s n=%-8zu unsupported here: %s\n", a, w, n, tcomm_error());
+                        printf("%-8s %-5s n=%-8zu unsupported here: %s\n", a, w,
+                               n, tcomm_error());
                     free(x);
                     free(y);
                     continue;
@@ -106,16 +115,19 @@ int main(int argc, char **argv)
                     tcomm_abort(c, 1, "all-reduce failed");
                 }
                 size_t first = 0;
-                double wrong = (double)tcomm_testdata_wrong(x, n, in.size, seed,
-                                                            average ? 1.0 / in.size : 1.0,
-                                                            wire, &first);
+                double wrong = (double)tcomm_testdata_wrong(
+                    x, n, in.size, seed, average ? 1.0 / in.size : 1.0, wire,
+                    &first);
                 if (wrong && in.rank < 4)
-                    fprintf(stderr, "rank %d: %s %s n=%zu: element %zu = %.9g is wrong\n",
-                            in.rank, a, w, n, first, first < n ? x[first] : 0.0);
+                    fprintf(
+                        stderr,
+                        "rank %d: %s %s n=%zu: element %zu = %.9g is wrong\n",
+                        in.rank, a, w, n, first, first < n ? x[first] : 0.0);
                 /* Bitwise agreement across ranks and with a second run. */
                 double h = _hash(x, n), hmax = h, hmin = -h;
                 tcomm_testdata_fill(y, n, in.rank, seed);
-                rc = tcomm_allreduce(c, y, n, algo, wire, average ? TCOMM_AVERAGE : 0, &r2);
+                rc = tcomm_allreduce(c, y, n, algo, wire,
+                                     average ? TCOMM_AVERAGE : 0, &r2);
                 double rerun = rc || memcmp(x, y, n * 4) != 0;
                 tcomm_max_double(c, &hmax);
                 tcomm_max_double(c, &hmin);
@@ -124,17 +136,19 @@ int main(int argc, char **argv)
                 int ok = wrong == 0 && hmax == -hmin && rerun == 0;
                 failures += !ok;
                 if (in.rank == 0)
-                    printf("%-8s %-5s n=%-8zu ran=%-8s wrong=%-6.0f ranks-agree=%s rerun-equal=%s %s\n",
+                    printf("%-8s %-5s n=%-8zu ran=%-8s wrong=%-6.0f "
+                           "ranks-agree=%s rerun-equal=%s %s\n",
                            a, w, n, tcomm_algo_name(r1.algo_used), wrong,
-                           hmax == -hmin ? "yes" : "NO", rerun == 0 ? "yes" : "NO",
-                           ok ? "ok" : "FAIL");
+                           hmax == -hmin ? "yes" : "NO",
+                           rerun == 0 ? "yes" : "NO", ok ? "ok" : "FAIL");
                 free(x);
                 free(y);
             }
         }
     }
     if (in.rank == 0)
-        printf("%s: %d failing case(s)\n", failures ? "FAIL" : "PASS", failures);
+        printf("%s: %d failing case(s)\n", failures ? "FAIL" : "PASS",
+               failures);
     tcomm_finalize(c);
     return failures ? 1 : 0;
 }

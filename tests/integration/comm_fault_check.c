@@ -30,8 +30,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--stall")) {
             die = atoi(argv[i + 1]);
             sig = SIGSTOP;
-        }
-        else if (!strcmp(argv[i], "--algo"))
+        } else if (!strcmp(argv[i], "--algo"))
             algo = argv[i + 1];
         else if (!strcmp(argv[i], "--timeout"))
             o.timeout_s = atof(argv[i + 1]);
@@ -45,8 +44,10 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--count"))
             n = strtoul(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--grid") &&
-                 sscanf(argv[i + 1], "%dx%d", &o.grid_rows, &o.grid_cols) != 2) {
-            fprintf(stderr, "comm_fault_check: --grid '%s' is not RxC\n", argv[i + 1]);
+                 sscanf(argv[i + 1], "%dx%d", &o.grid_rows, &o.grid_cols) !=
+                     2) {
+            fprintf(stderr, "comm_fault_check: --grid '%s' is not RxC\n",
+                    argv[i + 1]);
             return 2;
         }
     }
@@ -60,12 +61,14 @@ int main(int argc, char **argv)
     float *x = calloc(n, 4);
     for (int it = 0; it < 1000; it++) {
         if (in.rank == die && it == 3) {
-            fprintf(stderr, "rank %d: %s now\n", in.rank, sig == SIGKILL ? "dying" : "hanging");
+            fprintf(stderr, "rank %d: %s now\n", in.rank,
+                    sig == SIGKILL ? "dying" : "hanging");
             fflush(stderr);
             kill(getpid(), sig);
         }
         tcomm_result r;
-        if (tcomm_allreduce(c, x, n, tcomm_algo_parse(algo), TCOMM_WIRE_FP32, 0, &r)) {
+        if (tcomm_allreduce(c, x, n, tcomm_algo_parse(algo), TCOMM_WIRE_FP32, 0,
+                            &r)) {
             fprintf(stderr, "comm_fault_check: %s\n", tcomm_error());
             tcomm_abort(c, 3, "giving up: a peer is lost");
         }

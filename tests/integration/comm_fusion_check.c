@@ -36,8 +36,8 @@ static void _burn(int i)
 static size_t _in_place, _buckets; /* over the runs' steps */
 
 /* Run two steps; returns the number of wrong elements on this rank. */
-static double _run(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o, int order,
-                   int mismatch, float **g, int *layout_failed)
+static double _run(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o,
+                   int order, int mismatch, float **g, int *layout_failed)
 {
     tcomm_fusion_t *f;
     double wrong = 0;
@@ -70,8 +70,9 @@ static double _run(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o, in
             return -1;
         }
         for (int i = 0; i < NT; i++)
-            wrong += (double)tcomm_testdata_wrong(g[i], _size(i), in->size, 77 + (uint64_t)i,
-                                                  1.0 / in->size, o->wire, NULL);
+            wrong += (double)tcomm_testdata_wrong(
+                g[i], _size(i), in->size, 77 + (uint64_t)i, 1.0 / in->size,
+                o->wire, NULL);
         _in_place += st.in_place;
         _buckets += st.buckets;
     }
@@ -81,7 +82,8 @@ static double _run(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o, in
 
 /* One step in which the last rank's tensor 5 holds a NaN: every rank must
  * count exactly one inf/nan. Returns 0 when so. */
-static int _nan_step(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o, float **g)
+static int _nan_step(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o,
+                     float **g)
 {
     tcomm_fusion_t *f;
     tcomm_fusion_stats st;
@@ -99,8 +101,8 @@ static int _nan_step(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o, 
     }
     int rc = tcomm_fusion_finish(f, &st) != TCOMM_OK || st.nonfinite != 1;
     if (rc)
-        fprintf(stderr, "rank %d: NaN step: %zu inf/nan counted (want 1): %s\n", in->rank,
-                st.nonfinite, tcomm_error());
+        fprintf(stderr, "rank %d: NaN step: %zu inf/nan counted (want 1): %s\n",
+                in->rank, st.nonfinite, tcomm_error());
     tcomm_fusion_destroy(f);
     return rc;
 }
@@ -159,8 +161,10 @@ int main(int argc, char **argv)
     }
     int fails = 0, lf = 0;
     for (int w = TCOMM_WIRE_FP32; w <= TCOMM_WIRE_FP16; w++) {
-        tcomm_fusion_options o = {.bucket_bytes = theta, .algo = tcomm_algo_parse(algo),
-                                  .wire = w, .flags = TCOMM_AVERAGE};
+        tcomm_fusion_options o = {.bucket_bytes = theta,
+                                  .algo = tcomm_algo_parse(algo),
+                                  .wire = w,
+                                  .flags = TCOMM_AVERAGE};
         o.synchronous = 1;
         double wrong = _run(c, &in, &o, 0, mismatch, g[0], &lf);
         if (lf) {
@@ -177,8 +181,9 @@ int main(int argc, char **argv)
         tcomm_sum_double(c, &wrong, 1);
         tcomm_sum_double(c, &differ, 1);
         if (in.rank == 0)
-            printf("fusion %s %s theta=%zu: wrong=%.0f thread-vs-sync-differ=%.0f %s\n", algo,
-                   tcomm_wire_name(w), theta, wrong, differ,
+            printf("fusion %s %s theta=%zu: wrong=%.0f "
+                   "thread-vs-sync-differ=%.0f %s\n",
+                   algo, tcomm_wire_name(w), theta, wrong, differ,
                    wrong == 0 && differ == 0 ? "ok" : "FAIL");
         fails += wrong != 0 || differ != 0;
         if (shared)
@@ -191,9 +196,11 @@ int main(int argc, char **argv)
         tcomm_sum_double(c, &ip, 1);
         tcomm_sum_double(c, &nb, 1);
         if (in.rank == 0)
-            printf("shared gradients%s: %.0f of %.0f buckets reduced in place\n",
-                   skew >= 0 ? " (one rank skewed)" : "", ip, nb);
-        if ((!strcmp(want, "all") && ip != nb) || (!strcmp(want, "none") && ip != 0)) {
+            printf(
+                "shared gradients%s: %.0f of %.0f buckets reduced in place\n",
+                skew >= 0 ? " (one rank skewed)" : "", ip, nb);
+        if ((!strcmp(want, "all") && ip != nb) ||
+            (!strcmp(want, "none") && ip != 0)) {
             if (in.rank == 0)
                 printf("FAIL: expected %s in place\n", want);
             fails++;

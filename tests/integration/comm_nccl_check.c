@@ -58,7 +58,8 @@ int main(int argc, char **argv)
                 /* The copy is queued on the compute stream: the reduction must
                  * wait for it through the producer event. */
                 cudaMemcpyAsync(d, h, cnt * 4, cudaMemcpyHostToDevice, compute);
-                tcomm_rc rc = tcomm_nccl_allreduce(n, d, cnt, a, w, TCOMM_AVERAGE, compute);
+                tcomm_rc rc = tcomm_nccl_allreduce(n, d, cnt, a, w,
+                                                   TCOMM_AVERAGE, compute);
                 if (rc == TCOMM_ERR_UNSUPPORTED)
                     continue;
                 if (rc || tcomm_nccl_wait(n, compute, &bad)) {
@@ -67,9 +68,10 @@ int main(int argc, char **argv)
                 }
                 cudaMemcpyAsync(h, d, cnt * 4, cudaMemcpyDeviceToHost, compute);
                 cudaStreamSynchronize(compute);
-                double wrong = (double)tcomm_testdata_wrong(h, cnt, in.size, 31 + cnt,
-                                                            1.0 / in.size, w, NULL);
-                double hx = _hash(h, cnt), hmax = hx, hmin = -hx, nb = (double)bad;
+                double wrong = (double)tcomm_testdata_wrong(
+                    h, cnt, in.size, 31 + cnt, 1.0 / in.size, w, NULL);
+                double hx = _hash(h, cnt), hmax = hx, hmin = -hx,
+                       nb = (double)bad;
                 tcomm_sum_double(c, &wrong, 1);
                 tcomm_max_double(c, &hmax);
                 tcomm_max_double(c, &hmin);
@@ -77,19 +79,22 @@ int main(int argc, char **argv)
                 int ok = wrong == 0 && hmax == -hmin && nb == 0;
                 fails += !ok;
                 if (in.rank == 0)
-                    printf("nccl %-8s %-5s n=%-8zu wrong=%.0f agree=%s nonfinite=%.0f %s\n",
+                    printf("nccl %-8s %-5s n=%-8zu wrong=%.0f agree=%s "
+                           "nonfinite=%.0f %s\n",
                            tcomm_algo_name(a), tcomm_wire_name(w), cnt, wrong,
-                           hmax == -hmin ? "yes" : "NO", nb, ok ? "ok" : "FAIL");
+                           hmax == -hmin ? "yes" : "NO", nb,
+                           ok ? "ok" : "FAIL");
             }
     /* fp16 overflow is reported: 1e6 is finite in fp32, not in fp16. */
     for (size_t i = 0; i < 64; i++)
         h[i] = i == 7 ? 1e6f * (float)in.size : 0.0f;
     cudaMemcpyAsync(d, h, 64 * 4, cudaMemcpyHostToDevice, compute);
     size_t bad = 0;
-    if (tcomm_nccl_allreduce(n, d, 64, TCOMM_ALGO_RING, TCOMM_WIRE_FP16, TCOMM_AVERAGE, compute) ||
+    if (tcomm_nccl_allreduce(n, d, 64, TCOMM_ALGO_RING, TCOMM_WIRE_FP16,
+                             TCOMM_AVERAGE, compute) ||
         tcomm_nccl_wait(n, compute, &bad) || bad != 1) {
-        fprintf(stderr, "rank %d: fp16 overflow not reported (%zu): %s\n", in.rank, bad,
-                tcomm_error());
+        fprintf(stderr, "rank %d: fp16 overflow not reported (%zu): %s\n",
+                in.rank, bad, tcomm_error());
         fails++;
     }
     if (in.rank == 0)

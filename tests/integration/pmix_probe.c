@@ -17,15 +17,15 @@
 
 static pmix_proc_t _self;
 
-#define PMIX_OK_OR_DIE(call)                                                   \
-    do {                                                                       \
-        pmix_status_t _rc = (call);                                            \
-        if (_rc != PMIX_SUCCESS) {                                             \
-            fprintf(stderr, "pmix_probe: rank %u: %s failed: %s (%s:%d)\n",    \
-                    _self.rank, #call, PMIx_Error_string(_rc), __FILE__,       \
-                    __LINE__);                                                 \
-            exit(1);                                                           \
-        }                                                                      \
+#define PMIX_OK_OR_DIE(call)                                                \
+    do {                                                                    \
+        pmix_status_t _rc = (call);                                         \
+        if (_rc != PMIX_SUCCESS) {                                          \
+            fprintf(stderr, "pmix_probe: rank %u: %s failed: %s (%s:%d)\n", \
+                    _self.rank, #call, PMIx_Error_string(_rc), __FILE__,    \
+                    __LINE__);                                              \
+            exit(1);                                                        \
+        }                                                                   \
     } while (0)
 
 /* Fetch an integer attribute of `rank` (PMIX_RANK_WILDCARD for job-level). */
@@ -39,11 +39,21 @@ static unsigned long _get_uint(pmix_rank_t rank, const char *key)
     PMIX_LOAD_PROCID(&who, _self.nspace, rank);
     PMIX_OK_OR_DIE(PMIx_Get(&who, key, NULL, 0, &val));
     switch (val->type) {
-    case PMIX_UINT32: out = val->data.uint32; break;
-    case PMIX_UINT16: out = val->data.uint16; break;
-    case PMIX_INT: out = (unsigned long)val->data.integer; break;
-    case PMIX_UINT64: out = val->data.uint64; break;
-    case PMIX_PROC_RANK: out = val->data.rank; break;
+    case PMIX_UINT32:
+        out = val->data.uint32;
+        break;
+    case PMIX_UINT16:
+        out = val->data.uint16;
+        break;
+    case PMIX_INT:
+        out = (unsigned long)val->data.integer;
+        break;
+    case PMIX_UINT64:
+        out = val->data.uint64;
+        break;
+    case PMIX_PROC_RANK:
+        out = val->data.rank;
+        break;
     default:
         fprintf(stderr, "pmix_probe: rank %u: %s has unexpected type %d\n",
                 _self.rank, key, (int)val->type);
@@ -75,7 +85,8 @@ int main(void)
     unsigned long lsize = _get_uint(PMIX_RANK_WILDCARD, PMIX_LOCAL_SIZE);
     unsigned long nodeid = _get_uint(_self.rank, PMIX_NODEID);
 
-    /* Publish our hostname, fence with data collection, read the next rank's. */
+    /* Publish our hostname, fence with data collection, read the next rank's.
+     */
     PMIX_VALUE_CONSTRUCT(&put);
     put.type = PMIX_STRING;
     put.data.string = host;

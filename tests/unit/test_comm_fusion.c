@@ -27,11 +27,12 @@ static void _teardown(void)
 
 START_TEST(test_bucket_cuts)
 {
-    /* floats: 100, 200, 300 | 1000 | 50, 60 with theta = 2000 bytes = 500 floats */
+    /* floats: 100, 200, 300 | 1000 | 50, 60 with theta = 2000 bytes = 500
+     * floats */
     static const size_t sz[] = {100, 200, 300, 1000, 50, 60};
     float *g[6];
-    tcomm_fusion_options o = {.bucket_bytes = 2000, .algo = TCOMM_ALGO_RING,
-                              .wire = TCOMM_WIRE_FP32};
+    tcomm_fusion_options o = {
+        .bucket_bytes = 2000, .algo = TCOMM_ALGO_RING, .wire = TCOMM_WIRE_FP32};
     tcomm_fusion_t *f;
     ck_assert_int_eq(tcomm_fusion_create(_c, &o, &f), TCOMM_OK);
     for (int i = 0; i < 6; i++) {
@@ -55,7 +56,8 @@ START_TEST(test_bucket_cuts)
     ck_assert_int_eq(first, 4);
     ck_assert_int_eq(n, 2); /* the short tail: flushed when backward ends */
     ck_assert_uint_eq(count, 110);
-    ck_assert_int_eq(tcomm_fusion_bucket(f, 3, &first, &n, &count), TCOMM_ERR_ARG);
+    ck_assert_int_eq(tcomm_fusion_bucket(f, 3, &first, &n, &count),
+                     TCOMM_ERR_ARG);
     /* No more tensors after seal. */
     ck_assert_int_eq(tcomm_fusion_add(f, g[0], 1, "late", NULL), TCOMM_ERR_ARG);
     tcomm_fusion_destroy(f);
@@ -65,15 +67,19 @@ START_TEST(test_bucket_cuts)
 END_TEST
 
 /* One step over tensors of sizes sz: values i*0.1 + j*1e-3 (not fp16-exact). */
-static void _step(int synchronous, tcomm_wire w, int shuffle, float **out, size_t *sz, int n,
-                  tcomm_fusion_stats *st)
+static void _step(int synchronous, tcomm_wire w, int shuffle, float **out,
+                  size_t *sz, int n, tcomm_fusion_stats *st)
 {
-    tcomm_fusion_options o = {.bucket_bytes = 4096, .algo = TCOMM_ALGO_RING, .wire = w,
-                              .flags = TCOMM_AVERAGE, .synchronous = synchronous};
+    tcomm_fusion_options o = {.bucket_bytes = 4096,
+                              .algo = TCOMM_ALGO_RING,
+                              .wire = w,
+                              .flags = TCOMM_AVERAGE,
+                              .synchronous = synchronous};
     tcomm_fusion_t *f;
     ck_assert_int_eq(tcomm_fusion_create(_c, &o, &f), TCOMM_OK);
     for (int i = 0; i < n; i++)
-        ck_assert_int_eq(tcomm_fusion_add(f, out[i], sz[i], "g", NULL), TCOMM_OK);
+        ck_assert_int_eq(tcomm_fusion_add(f, out[i], sz[i], "g", NULL),
+                         TCOMM_OK);
     ck_assert_int_eq(tcomm_fusion_seal(f), TCOMM_OK);
     for (int step = 0; step < 2; step++) {
         for (int i = 0; i < n; i++)
@@ -126,8 +132,8 @@ END_TEST
 START_TEST(test_nonfinite_and_misuse)
 {
     float g0[10] = {0}, g1[10] = {0};
-    tcomm_fusion_options o = {.bucket_bytes = 40, .algo = TCOMM_ALGO_FLAT,
-                              .wire = TCOMM_WIRE_FP16};
+    tcomm_fusion_options o = {
+        .bucket_bytes = 40, .algo = TCOMM_ALGO_FLAT, .wire = TCOMM_WIRE_FP16};
     tcomm_fusion_t *f;
     tcomm_fusion_stats st;
     ck_assert_int_eq(tcomm_fusion_create(_c, &o, &f), TCOMM_OK);

@@ -17,7 +17,8 @@ static const char *_get(const char *n)
     return NULL;
 }
 
-#define GOOD(...) "TORUS_VERSION=1", "TORUS_NGROUPS=2", "TORUS_GROUP=1", __VA_ARGS__
+#define GOOD(...) \
+    "TORUS_VERSION=1", "TORUS_NGROUPS=2", "TORUS_GROUP=1", __VA_ARGS__
 
 START_TEST(test_absent)
 {
@@ -32,7 +33,8 @@ END_TEST
 START_TEST(test_good)
 {
     static const char *const e[] = {GOOD("TORUS_DIMS=4x2", "TORUS_COORD=3,1"),
-                                    "TORUS_NODE_INDEX=3", "TORUS_SOURCE=topology/tree", NULL};
+                                    "TORUS_NODE_INDEX=3",
+                                    "TORUS_SOURCE=topology/tree", NULL};
     tcomm_env_layout l;
     _env = e;
     ck_assert_int_eq(tcomm_layout_parse_env(_get, &l), TCOMM_OK);
@@ -63,11 +65,14 @@ static const struct {
     {{GOOD("TORUS_DIMS=4x2", "TORUS_COORD=1;0")}, "TORUS_COORD"},
     {{GOOD("TORUS_DIMS=4x2", "TORUS_COORD=1,")}, "TORUS_COORD"},
     {{"TORUS_VERSION=1", "TORUS_NGROUPS=2", "TORUS_GROUP=2", "TORUS_DIMS=4x2",
-      "TORUS_COORD=0,0"}, "TORUS_GROUP"},
+      "TORUS_COORD=0,0"},
+     "TORUS_GROUP"},
     {{"TORUS_VERSION=1", "TORUS_NGROUPS=x", "TORUS_GROUP=0", "TORUS_DIMS=4x2",
-      "TORUS_COORD=0,0"}, "TORUS_NGROUPS"},
+      "TORUS_COORD=0,0"},
+     "TORUS_NGROUPS"},
     {{"TORUS_DIMS=4x2"}, "TORUS_COORD"},
-    {{GOOD("TORUS_DIMS=4x2", "TORUS_COORD=0,0", "TORUS_NODE_INDEX=1e3")}, "TORUS_NODE_INDEX"},
+    {{GOOD("TORUS_DIMS=4x2", "TORUS_COORD=0,0", "TORUS_NODE_INDEX=1e3")},
+     "TORUS_NODE_INDEX"},
 };
 
 START_TEST(test_bad)
@@ -76,14 +81,16 @@ START_TEST(test_bad)
     _env = _bad[_i].env;
     ck_assert_int_eq(tcomm_layout_parse_env(_get, &l), TCOMM_ERR_ENV);
     ck_assert_msg(strstr(tcomm_error(), _bad[_i].names) != NULL,
-                  "message '%s' does not name %s", tcomm_error(), _bad[_i].names);
+                  "message '%s' does not name %s", tcomm_error(),
+                  _bad[_i].names);
 }
 END_TEST
 
 /* The contract: an unknown version means "ignore the rest", not an error. */
 START_TEST(test_unknown_version)
 {
-    static const char *const e[] = {"TORUS_VERSION=2", "TORUS_DIMS=garbage", NULL};
+    static const char *const e[] = {"TORUS_VERSION=2", "TORUS_DIMS=garbage",
+                                    NULL};
     tcomm_env_layout l;
     _env = e;
     ck_assert_int_eq(tcomm_layout_parse_env(_get, &l), TCOMM_OK);
@@ -108,15 +115,17 @@ START_TEST(test_options)
 END_TEST
 
 /* P ranks on nodes of the given sizes, default layout (no env/options). */
-static tcomm_rc _nodes_layout(const int *pernode, int nnodes, tcomm_place *all, int *P)
+static tcomm_rc _nodes_layout(const int *pernode, int nnodes, tcomm_place *all,
+                              int *P)
 {
     int r = 0;
     for (int n = 0; n < nnodes; n++)
         for (int l = 0; l < pernode[n]; l++, r++) {
             int src;
             /* node ids as a launcher might give them: not 0-based */
-            ck_assert_int_eq(tcomm_layout_place(NULL, NULL, r, 0, 10 + 3 * n, l, pernode[n],
-                                                &all[r], &src), TCOMM_OK);
+            ck_assert_int_eq(tcomm_layout_place(NULL, NULL, r, 0, 10 + 3 * n, l,
+                                                pernode[n], &all[r], &src),
+                             TCOMM_OK);
         }
     *P = r;
     return tcomm_layout_finish(all, r, TCOMM_SRC_NODES, NULL, 0);
@@ -152,14 +161,17 @@ START_TEST(test_grid_option)
     tcomm_place all[6];
     int src = 0;
     for (int r = 0; r < 6; r++)
-        ck_assert_int_eq(tcomm_layout_place(NULL, &o, r, 6, 0, r, 6, &all[r], &src), TCOMM_OK);
+        ck_assert_int_eq(
+            tcomm_layout_place(NULL, &o, r, 6, 0, r, 6, &all[r], &src),
+            TCOMM_OK);
     ck_assert_int_eq(tcomm_layout_finish(all, 6, src, NULL, 0), TCOMM_OK);
     ck_assert_int_eq(all[4].row, 1);
     ck_assert_int_eq(all[4].col, 1);
     ck_assert_int_eq(all[4].group, 1); /* ranks 4,5 form the short last group */
     ck_assert_int_eq(all[0].ngroups, 2);
     o.grid_cols = 4; /* 2x4 != 6 */
-    ck_assert_int_eq(tcomm_layout_place(NULL, &o, 0, 6, 0, 0, 6, &all[0], &src), TCOMM_ERR_ENV);
+    ck_assert_int_eq(tcomm_layout_place(NULL, &o, 0, 6, 0, 0, 6, &all[0], &src),
+                     TCOMM_ERR_ENV);
 }
 END_TEST
 
@@ -187,7 +199,8 @@ START_TEST(test_env_checks)
     ck_assert_int_eq(tcomm_layout_finish(all, 4, src, NULL, 0), TCOMM_ERR_ENV);
     ck_assert_ptr_nonnull(strstr(tcomm_error(), "rank 2"));
     all[2].cols = 2;
-    ck_assert_int_eq(tcomm_layout_finish(all, 3, src, NULL, 0), TCOMM_ERR_ENV); /* 2x2 != 3 */
+    ck_assert_int_eq(tcomm_layout_finish(all, 3, src, NULL, 0),
+                     TCOMM_ERR_ENV); /* 2x2 != 3 */
     ck_assert_ptr_nonnull(strstr(tcomm_error(), "TORUS_DIMS"));
     all[1].group = 0; /* group 1 then holds only rank 2,3: fine */
     ck_assert_int_eq(tcomm_layout_finish(all, 4, src, NULL, 0), TCOMM_OK);

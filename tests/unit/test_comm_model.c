@@ -30,14 +30,23 @@ START_TEST(test_link_limit)
     size_t n = 16u << 20;   /* 64 MiB fp32 */
     double lim = tcomm_model_link_limit(&m, n, TCOMM_WIRE_FP32);
     ck_assert(fabs(lim - 2.0 * 3 / 4 * (64u << 20) / 125e6) < 1e-9);
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) - lim) < 1e-9);
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_HIER_RS, n, TCOMM_WIRE_FP32) - lim) < 1e-9);
+    ck_assert(
+        fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) -
+             lim) < 1e-9);
+    ck_assert(
+        fabs(tcomm_model_time(&m, TCOMM_ALGO_HIER_RS, n, TCOMM_WIRE_FP32) -
+             lim) < 1e-9);
     /* The contiguous ring sends 2(P-1)/P S per node: more than the limit. */
-    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP32) > lim * 1.1);
+    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP32) >
+              lim * 1.1);
     /* fp16 halves it; a second rail halves it again for the columns. */
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) - lim / 2) < 1e-9);
+    ck_assert(
+        fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) -
+             lim / 2) < 1e-9);
     m.rails = 2;
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) - lim / 2) < 1e-9);
+    ck_assert(
+        fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) -
+             lim / 2) < 1e-9);
 }
 END_TEST
 
@@ -53,14 +62,16 @@ START_TEST(test_pipeline)
     size_t n = 16u << 20;
     double t1 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32);
     double h1 = tcomm_model_time(&m, TCOMM_ALGO_HIER, n, TCOMM_WIRE_FP32);
-    double small1 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, 1u << 19, TCOMM_WIRE_FP32);
+    double small1 =
+        tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, 1u << 19, TCOMM_WIRE_FP32);
     m.pipeline = 4;
     double t4 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32);
     double h4 = tcomm_model_time(&m, TCOMM_ALGO_HIER, n, TCOMM_WIRE_FP32);
     double lim = tcomm_model_link_limit(&m, n, TCOMM_WIRE_FP32);
     ck_assert(t4 < t1 && h4 < h1);
     ck_assert(t4 >= lim && h4 >= lim);
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, 1u << 19, TCOMM_WIRE_FP32) -
+    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, 1u << 19,
+                                    TCOMM_WIRE_FP32) -
                    small1) < 1e-12);
     /* 16-bit wires pay their casts */
     m.convert_Bps = 1e9;
@@ -76,8 +87,10 @@ START_TEST(test_one_row_is_ring)
     m.rows = 1;
     m.cols = 6;
     for (size_t n = 1; n < (1u << 24); n *= 7)
-        ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) -
-                       tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP32)) < 1e-12);
+        ck_assert(
+            fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) -
+                 tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP32)) <
+            1e-12);
 }
 END_TEST
 
@@ -89,12 +102,15 @@ START_TEST(test_in_place)
      * every rank's F bytes, whatever the wire. */
     tcomm_model_params m = _cluster(1, 4);
     m.shm = 1;
-    double packed = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
+    double packed =
+        tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
     m.in_place = TCOMM_MODEL_INPLACE_ROWS;
     double t = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
     ck_assert(fabs(t - 2 * (m.intra.alpha_s + F / m.reduce_Bps)) < 1e-12);
     ck_assert(t < packed);
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) - t) < 1e-12);
+    ck_assert(
+        fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) - t) <
+        1e-12);
 
     /* 2 x 2 on one node, groups = rows of 2: the packed pick is not torus2d
      * (the case torus-bench --resnet50 showed), the in-place one is; each
@@ -106,16 +122,26 @@ START_TEST(test_in_place)
     double hier = tcomm_model_time(&m, TCOMM_ALGO_HIER, n, TCOMM_WIRE_FP16);
     double rs = tcomm_model_time(&m, TCOMM_ALGO_HIER_RS, n, TCOMM_WIRE_FP16);
     double t2 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
-    ck_assert_int_ne(tcomm_model_best(&m, n, TCOMM_WIRE_FP16), TCOMM_ALGO_TORUS2D);
+    ck_assert_int_ne(tcomm_model_best(&m, n, TCOMM_WIRE_FP16),
+                     TCOMM_ALGO_TORUS2D);
     m.in_place = TCOMM_MODEL_INPLACE_ROWS;
-    ck_assert_int_eq(tcomm_model_best(&m, n, TCOMM_WIRE_FP16), TCOMM_ALGO_TORUS2D);
-    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) < t2);
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_HIER_RS, n, TCOMM_WIRE_FP16) - rs) < 1e-12);
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP16) - ring) < 1e-12);
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_HIER, n, TCOMM_WIRE_FP16) - hier) < 1e-12);
+    ck_assert_int_eq(tcomm_model_best(&m, n, TCOMM_WIRE_FP16),
+                     TCOMM_ALGO_TORUS2D);
+    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) <
+              t2);
+    ck_assert(
+        fabs(tcomm_model_time(&m, TCOMM_ALGO_HIER_RS, n, TCOMM_WIRE_FP16) -
+             rs) < 1e-12);
+    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP16) -
+                   ring) < 1e-12);
+    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_HIER, n, TCOMM_WIRE_FP16) -
+                   hier) < 1e-12);
     m.in_place = TCOMM_MODEL_INPLACE_GROUPS;
-    ck_assert_int_eq(tcomm_model_best(&m, n, TCOMM_WIRE_FP16), TCOMM_ALGO_HIER_RS);
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) - t2) < 1e-12);
+    ck_assert_int_eq(tcomm_model_best(&m, n, TCOMM_WIRE_FP16),
+                     TCOMM_ALGO_HIER_RS);
+    ck_assert(
+        fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) -
+             t2) < 1e-12);
 
     /* Rows that span nodes, or no shared memory: no in-place path to price. */
     m = _cluster(2, 2);
@@ -124,11 +150,15 @@ START_TEST(test_in_place)
     m.shm = 1;
     double span = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
     m.in_place = TCOMM_MODEL_INPLACE_ROWS;
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) - span) < 1e-12);
+    ck_assert(
+        fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) -
+             span) < 1e-12);
     m = _cluster(1, 4);
     double noshm = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
     m.in_place = TCOMM_MODEL_INPLACE_ROWS;
-    ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) - noshm) < 1e-12);
+    ck_assert(
+        fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) -
+             noshm) < 1e-12);
 }
 END_TEST
 
@@ -142,21 +172,25 @@ START_TEST(test_latency_and_shapes)
               tcomm_model_time(&m, TCOMM_ALGO_RING, 1, TCOMM_WIRE_FP32) / 5);
     /* Large messages: a two-level schedule beats the ring. */
     b = tcomm_model_best(&m, 1u << 26, TCOMM_WIRE_FP16);
-    ck_assert(b == TCOMM_ALGO_TORUS2D || b == TCOMM_ALGO_HIER_RS || b == TCOMM_ALGO_HIER);
+    ck_assert(b == TCOMM_ALGO_TORUS2D || b == TCOMM_ALGO_HIER_RS ||
+              b == TCOMM_ALGO_HIER);
     /* Time grows with size. */
     for (int a = TCOMM_ALGO_FLAT; a <= TCOMM_ALGO_TORUS2D; a++)
         ck_assert(tcomm_model_time(&m, a, 1000, TCOMM_WIRE_FP32) <
                   tcomm_model_time(&m, a, 1000000, TCOMM_WIRE_FP32));
     /* Layouts that cannot run are refused, and never chosen. */
     m.rows = 3; /* 3 x 8 != 4096 */
-    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, 1000, TCOMM_WIRE_FP32) < 0);
+    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, 1000, TCOMM_WIRE_FP32) <
+              0);
     m.group_size = 3; /* does not divide 4096 */
-    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_HIER_RS, 1000, TCOMM_WIRE_FP32) < 0);
+    ck_assert(tcomm_model_time(&m, TCOMM_ALGO_HIER_RS, 1000, TCOMM_WIRE_FP32) <
+              0);
     b = tcomm_model_best(&m, 1u << 26, TCOMM_WIRE_FP16);
     ck_assert(b != TCOMM_ALGO_TORUS2D && b != TCOMM_ALGO_HIER_RS);
     /* One rank: nothing to do. */
     tcomm_model_params one = _cluster(1, 1);
-    ck_assert(tcomm_model_time(&one, TCOMM_ALGO_RING, 1000, TCOMM_WIRE_FP32) == 0);
+    ck_assert(tcomm_model_time(&one, TCOMM_ALGO_RING, 1000, TCOMM_WIRE_FP32) ==
+              0);
 }
 END_TEST
 

@@ -33,9 +33,9 @@ static size_t _inputs(float *x, size_t cap)
             u = (u & 0xffff0000u) | 0x8000u; /* an exact bf16 tie */
         x[n++] = _f(u);
     }
-    x[cap - 1] = 65519.0f;  /* rounds down to 65504 */
-    x[cap - 2] = 65520.0f;  /* rounds up to inf */
-    x[cap - 3] = 1e-8f;     /* fp16 subnormal */
+    x[cap - 1] = 65519.0f;       /* rounds down to 65504 */
+    x[cap - 2] = 65520.0f;       /* rounds up to inf */
+    x[cap - 3] = 1e-8f;          /* fp16 subnormal */
     x[cap - 4] = 2.9802322e-08f; /* exactly half the smallest subnormal: to 0 */
     x[cap - 5] = NAN;
     x[cap - 6] = -INFINITY;
@@ -50,10 +50,12 @@ START_TEST(test_half_reference)
     ck_assert_uint_eq(tc_half_from_float(65504.0f), 0x7bff);
     ck_assert_uint_eq(tc_half_from_float(65520.0f), 0x7c00);
     ck_assert_uint_eq(tc_half_from_float(0x1p-24f), 0x0001);
-    ck_assert_uint_eq(tc_half_from_float(1.0f + 0x1p-11f), 0x3c00); /* tie to even */
+    ck_assert_uint_eq(tc_half_from_float(1.0f + 0x1p-11f),
+                      0x3c00); /* tie to even */
     ck_assert_uint_eq(tc_half_from_float(1.0f + 3 * 0x1p-11f), 0x3c02);
     ck_assert_uint_eq(tc_bf16_from_float(1.0f), 0x3f80);
-    ck_assert_uint_eq(tc_bf16_from_float(_f(0x3f808000u)), 0x3f80); /* tie to even */
+    ck_assert_uint_eq(tc_bf16_from_float(_f(0x3f808000u)),
+                      0x3f80); /* tie to even */
     ck_assert_uint_eq(tc_bf16_from_float(_f(0x3f818000u)), 0x3f82);
     /* Round trip of every non-nan half is the identity. */
     for (uint32_t h = 0; h < 65536; h++) {
@@ -80,7 +82,8 @@ START_TEST(test_isa_matches_scalar)
         /* odd offset and length exercise the scalar tails */
         tc_encode(w, x + 1, wg + 1, N - 1);
         for (size_t i = 1; i < N; i++)
-            ck_assert_msg(wg[i] == wr[i], "%s isa %d: %a -> %04x, reference %04x",
+            ck_assert_msg(wg[i] == wr[i],
+                          "%s isa %d: %a -> %04x, reference %04x",
                           tcomm_wire_name(w), isa, (double)x[i], wg[i], wr[i]);
         tc_decode(w, wr, got, N);
         ck_assert_int_eq(memcmp(got, ref, N * 4), 0);
@@ -127,7 +130,8 @@ int main(void)
     Suite *s = suite_create("comm_wire");
     TCase *t = tcase_create("wire");
     tcase_add_test(t, test_half_reference);
-    tcase_add_loop_test(t, test_isa_matches_scalar, TC_ISA_F16C, TC_ISA_AVX512 + 1);
+    tcase_add_loop_test(t, test_isa_matches_scalar, TC_ISA_F16C,
+                        TC_ISA_AVX512 + 1);
     tcase_add_test(t, test_scan_and_scale);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);

@@ -44,8 +44,8 @@ START_TEST(test_incremental)
     size_t n = strlen(s);
     uint32_t whole = tdata_crc32c(0, s, n);
     for (size_t cut = 0; cut <= n; cut++)
-        ck_assert_uint_eq(tdata_crc32c(tdata_crc32c(0, s, cut), s + cut, n - cut),
-                          whole);
+        ck_assert_uint_eq(
+            tdata_crc32c(tdata_crc32c(0, s, cut), s + cut, n - cut), whole);
     ck_assert_uint_eq(whole, 0x22620404u);
 }
 END_TEST

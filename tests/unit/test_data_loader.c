@@ -62,7 +62,8 @@ static void _make_dataset(const char *src, const char *out, int textured)
         unsigned char *jb = NULL;
         unsigned long js = 0;
         ck_assert_int_eq(tjCompress2(tj, px, w, 0, h, TJPF_RGB, &jb, &js,
-                                     textured ? TJSAMP_420 : TJSAMP_444, 98, 0), 0);
+                                     textured ? TJSAMP_420 : TJSAMP_444, 98, 0),
+                         0);
         char p[400];
         snprintf(p, sizeof p, "%s/c%d/img%02d.jpg", src, label, i);
         FILE *f = fopen(p, "wb");
@@ -180,8 +181,8 @@ END_TEST
 
 static uint32_t _batch_crc(const tdata_batch *b, size_t sample_bytes)
 {
-    return tdata_crc32c(tdata_crc32c(0, b->ids, b->n * sizeof *b->ids),
-                        b->data, sample_bytes * b->n);
+    return tdata_crc32c(tdata_crc32c(0, b->ids, b->n * sizeof *b->ids), b->data,
+                        sample_bytes * b->n);
 }
 
 START_TEST(test_resume_replays)
@@ -257,21 +258,26 @@ START_TEST(test_eval_pixels_layouts_dtypes)
                     /* Which source image: recover from the label and the
                      * stored name "cL/imgNN.jpg". */
                     char name[64];
-                    ck_assert_int_eq(tdata_dataset_name(ds, id, name, sizeof name), 0);
+                    ck_assert_int_eq(
+                        tdata_dataset_name(ds, id, name, sizeof name), 0);
                     int idx = atoi(name + 6);
                     uint8_t rgb[3];
                     _color(idx, b->labels[i], rgb);
                     for (int c = 0; c < 3; c++) {
-                        float want = (float)((rgb[c] / 255.0 - in->mean[c]) / in->std[c]);
+                        float want = (float)((rgb[c] / 255.0 - in->mean[c]) /
+                                             in->std[c]);
                         for (int p = 0; p < 20 * 28; p += 37) {
                             size_t at = order[v] == TDATA_NCHW
-                                ? ((size_t)i * 3 + c) * 20 * 28 + p
-                                : ((size_t)i * 20 * 28 + p) * 3 + c;
+                                            ? ((size_t)i * 3 + c) * 20 * 28 + p
+                                            : ((size_t)i * 20 * 28 + p) * 3 + c;
                             float got = dtype[v] == TDATA_F16
-                                ? tdata_f16_to_f32(((uint16_t *)b->data)[at])
-                                : ((float *)b->data)[at];
-                            ck_assert_msg(fabsf(got - want) < 3.0f / 255 / in->std[c] + 0.01f,
-                                          "%s c%d p%d: %f vs %f", name, c, p, got, want);
+                                            ? tdata_f16_to_f32(
+                                                  ((uint16_t *)b->data)[at])
+                                            : ((float *)b->data)[at];
+                            ck_assert_msg(fabsf(got - want) <
+                                              3.0f / 255 / in->std[c] + 0.01f,
+                                          "%s c%d p%d: %f vs %f", name, c, p,
+                                          got, want);
                         }
                     }
                 }
@@ -323,7 +329,8 @@ static void _corrupt(tdata_dataset *ds, uint64_t id, char *path, size_t n)
     uint64_t idx;
     tdata_dataset_locate(ds, id, &s, &idx);
     tdata_shard *sh = tdata_dataset_shard(ds, s);
-    uint64_t lo = sh->offsets[idx] + (sh->offsets[idx + 1] - sh->offsets[idx]) / 2;
+    uint64_t lo =
+        sh->offsets[idx] + (sh->offsets[idx + 1] - sh->offsets[idx]) / 2;
     uint64_t addr = sh->chunk_addr[lo / sh->chunk_bytes] + lo % sh->chunk_bytes;
     snprintf(path, n, "%s", sh->path);
     int fd = open(sh->path, O_RDWR);
@@ -435,9 +442,12 @@ START_TEST(test_roi_and_dct_match_full_decode)
             memcpy(v[k], b->data, n);
             tdata_loader_destroy(l);
         }
-        ck_assert_msg(_mad(v[1], v[0], n) < 0.5, "ROI: %.2f", _mad(v[1], v[0], n));
-        ck_assert_msg(_mad(v[2], v[0], n) < 8, "DCT: %.2f", _mad(v[2], v[0], n));
-        ck_assert_msg(_mad(v[3], v[2], n) < 0.5, "ROI+DCT: %.2f", _mad(v[3], v[2], n));
+        ck_assert_msg(_mad(v[1], v[0], n) < 0.5, "ROI: %.2f",
+                      _mad(v[1], v[0], n));
+        ck_assert_msg(_mad(v[2], v[0], n) < 8, "DCT: %.2f",
+                      _mad(v[2], v[0], n));
+        ck_assert_msg(_mad(v[3], v[2], n) < 0.5, "ROI+DCT: %.2f",
+                      _mad(v[3], v[2], n));
         for (int k = 0; k < 4; k++)
             free(v[k]);
     }

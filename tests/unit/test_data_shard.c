@@ -39,11 +39,17 @@ static uint8_t *_make(uint64_t *off, int32_t *lab, const char **names)
     uint8_t *d = malloc(off[3]);
     uint64_t x = 88172645463325252ull;
     for (uint64_t i = 0; i < off[3]; i++) {
-        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
         d[i] = (uint8_t)x;
     }
-    lab[0] = 2; lab[1] = 0; lab[2] = 1;
-    names[0] = "a/x.JPEG"; names[1] = "b/y.JPEG"; names[2] = "c/z.JPEG";
+    lab[0] = 2;
+    lab[1] = 0;
+    lab[2] = 1;
+    names[0] = "a/x.JPEG";
+    names[1] = "b/y.JPEG";
+    names[2] = "c/z.JPEG";
     return d;
 }
 
@@ -80,8 +86,9 @@ static void _write_fixture(_fixture *fx)
     fx->d = _make(fx->off, fx->lab, fx->names);
     _meta(&m, 0, 1);
     snprintf(fx->path, sizeof fx->path, "%s/train-00000-of-00001.h5", _dir);
-    ck_assert_int_eq(tdata_shard_write(fx->path, &m, 3, fx->d, fx->off, fx->lab,
-                                       fx->names), 0);
+    ck_assert_int_eq(
+        tdata_shard_write(fx->path, &m, 3, fx->d, fx->off, fx->lab, fx->names),
+        0);
 }
 
 START_TEST(test_roundtrip)
@@ -102,7 +109,8 @@ START_TEST(test_roundtrip)
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(s.labels[i], lab[i]);
         ck_assert_uint_eq(s.offsets[i + 1], off[i + 1]);
-        ck_assert_uint_eq(s.crcs[i], tdata_crc32c(0, d + off[i], off[i + 1] - off[i]));
+        ck_assert_uint_eq(s.crcs[i],
+                          tdata_crc32c(0, d + off[i], off[i + 1] - off[i]));
         char nm[64];
         ck_assert_int_eq(tdata_shard_name(&s, i, nm, sizeof nm), 0);
         ck_assert_str_eq(nm, names[i]);
@@ -112,8 +120,11 @@ START_TEST(test_roundtrip)
     ck_assert_int_eq(tdata_shard_pread(&s, 0, off[3], back), 0);
     ck_assert(memcmp(back, d, off[3]) == 0);
     const uint64_t C = TDATA_CHUNK_BYTES;
-    uint64_t r[][2] = {{C - 1, C + 1}, {C - 5000, 2 * C + 3}, {off[1], off[2]},
-                       {2 * C, off[3]}, {7, 8}};
+    uint64_t r[][2] = {{C - 1, C + 1},
+                       {C - 5000, 2 * C + 3},
+                       {off[1], off[2]},
+                       {2 * C, off[3]},
+                       {7, 8}};
     for (size_t k = 0; k < sizeof r / sizeof r[0]; k++) {
         memset(back, 0, off[3]);
         ck_assert_int_eq(tdata_shard_pread(&s, r[k][0], r[k][1], back), 0);
@@ -193,8 +204,8 @@ START_TEST(test_mismatched_index)
     /* Replace the shard by one with a flipped bit: same size and count,
      * different content CRCs. */
     fx.d[10] ^= 1;
-    ck_assert_int_eq(tdata_shard_write(fx.path, &m, 3, fx.d, fx.off, fx.lab,
-                                       fx.names), 0);
+    ck_assert_int_eq(
+        tdata_shard_write(fx.path, &m, 3, fx.d, fx.off, fx.lab, fx.names), 0);
     tdata_dataset *ds;
     ck_assert_int_eq(tdata_dataset_open(ip, &ds), TDATA_EMISMATCH);
     ck_assert_ptr_nonnull(strstr(tdata_errmsg(), "does not match the index"));
@@ -213,7 +224,9 @@ START_TEST(test_dense)
     tdata_shard_meta m;
     _meta(&m, 0, 1);
     m.layout = TDATA_LAYOUT_DENSE;
-    m.height = h; m.width = w; m.channels = c;
+    m.height = h;
+    m.width = w;
+    m.channels = c;
     char p[512];
     snprintf(p, sizeof p, "%s/d-00000-of-00001.h5", _dir);
     ck_assert_int_eq(tdata_shard_write(p, &m, n, d, NULL, lab, names), 0);
@@ -222,7 +235,8 @@ START_TEST(test_dense)
     ck_assert_int_eq(s.layout, TDATA_LAYOUT_DENSE);
     ck_assert_int_eq(s.height, h);
     uint8_t back[60];
-    ck_assert_int_eq(tdata_shard_pread(&s, s.offsets[5], s.offsets[6], back), 0);
+    ck_assert_int_eq(tdata_shard_pread(&s, s.offsets[5], s.offsets[6], back),
+                     0);
     ck_assert(memcmp(back, d + 5 * 60, 60) == 0);
     tdata_shard_close(&s);
     free(d);

@@ -46,7 +46,10 @@ START_TEST(test_reproducible_and_epoch_dependent)
     }
     ck_assert_uint_lt(same_c, 20);
     ck_assert_uint_lt(same_d, 20);
-    free(a); free(b); free(c); free(d);
+    free(a);
+    free(b);
+    free(c);
+    free(d);
 }
 END_TEST
 

@@ -175,7 +175,8 @@ static void *_give(void *ctx, size_t bytes)
     return g->mem;
 }
 
-static double _step_with(int no_reuse, float *grads, size_t *acts_bytes, _grads_ctx *gc)
+static double _step_with(int no_reuse, float *grads, size_t *acts_bytes,
+                         _grads_ctx *gc)
 {
     teng_backend *bk = lh_backend();
     teng_net net;

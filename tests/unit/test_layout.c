@@ -23,8 +23,8 @@ typedef struct {
     torus_layout_topo_t *topo;
 } fixture_t;
 
-static void fixture_init(fixture_t *f, size_t nnodes, uint32_t tpn, const size_t *leaves,
-                         size_t nleaves)
+static void fixture_init(fixture_t *f, size_t nnodes, uint32_t tpn,
+                         const size_t *leaves, size_t nleaves)
 {
     f->nnodes = nnodes;
     f->names = calloc(nnodes, sizeof *f->names);
@@ -42,16 +42,18 @@ static void fixture_init(fixture_t *f, size_t nnodes, uint32_t tpn, const size_t
     char *conf = malloc(cap);
     ck_assert_ptr_nonnull(conf);
     for (size_t l = 0; l < nleaves; l++) {
-        used += (size_t)snprintf(conf + used, cap - used, "SwitchName=leaf%zu Nodes=n[%zu-%zu]\n",
-                                 l + 1, first, first + leaves[l] - 1);
+        used += (size_t)snprintf(conf + used, cap - used,
+                                 "SwitchName=leaf%zu Nodes=n[%zu-%zu]\n", l + 1,
+                                 first, first + leaves[l] - 1);
         first += leaves[l];
     }
     ck_assert_uint_eq(first - 1, nnodes);
-    used += (size_t)snprintf(conf + used, cap - used, "SwitchName=spine Switches=leaf[1-%zu]\n",
-                             nleaves);
+    used +=
+        (size_t)snprintf(conf + used, cap - used,
+                         "SwitchName=spine Switches=leaf[1-%zu]\n", nleaves);
     char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_msg(torus_layout_topo_parse(conf, used, "test.conf", &f->topo, err, sizeof err) ==
-                      TORUS_LAYOUT_OK,
+    ck_assert_msg(torus_layout_topo_parse(conf, used, "test.conf", &f->topo,
+                                          err, sizeof err) == TORUS_LAYOUT_OK,
                   "%s", err);
     free(conf);
 }
@@ -65,8 +67,8 @@ static void fixture_done(fixture_t *f)
     torus_layout_topo_free(f->topo);
 }
 
-static torus_layout_rc compute(const fixture_t *f, const char *spec, torus_layout_t **out,
-                               char *err)
+static torus_layout_rc compute(const fixture_t *f, const char *spec,
+                               torus_layout_t **out, char *err)
 {
     torus_layout_input_t in = {
         .nnodes = f->nnodes,
@@ -76,22 +78,26 @@ static torus_layout_rc compute(const fixture_t *f, const char *spec, torus_layou
         .source = TORUS_SOURCE_TREE,
     };
     torus_layout_cost_defaults(&in.cost);
-    ck_assert_int_eq(torus_layout_spec_parse(spec, &in.spec, err, TORUS_LAYOUT_ERR_LEN), 0);
+    ck_assert_int_eq(
+        torus_layout_spec_parse(spec, &in.spec, err, TORUS_LAYOUT_ERR_LEN), 0);
     return torus_layout_compute(&in, out, err, TORUS_LAYOUT_ERR_LEN);
 }
 
 /* Every invariant of one enabled layout; `auto_rules` adds the ones only
  * `auto` promises (rows inside one leaf). */
-static void check_invariants(const fixture_t *f, const torus_layout_t *l, bool auto_rules)
+static void check_invariants(const fixture_t *f, const torus_layout_t *l,
+                             bool auto_rules)
 {
-    uint32_t R = torus_layout_rows(l), C = torus_layout_cols(l), T = f->tasks[0];
+    uint32_t R = torus_layout_rows(l), C = torus_layout_cols(l),
+             T = f->tasks[0];
     uint64_t P = torus_layout_task_count(l);
     ck_assert(torus_layout_enabled(l));
     ck_assert_uint_eq(P, (uint64_t)f->nnodes * T);
     ck_assert_uint_eq((uint64_t)R * C, P);
 
     unsigned char *seen = calloc(P, 1);
-    uint32_t *row_node = malloc(R * sizeof *row_node);   /* one node per row, or UINT32_MAX */
+    uint32_t *row_node =
+        malloc(R * sizeof *row_node); /* one node per row, or UINT32_MAX */
     uint32_t *row_group = malloc(R * sizeof *row_group);
     size_t *node_seen = calloc(f->nnodes, sizeof *node_seen);
     ck_assert_ptr_nonnull(seen);
@@ -105,7 +111,8 @@ static void check_invariants(const fixture_t *f, const torus_layout_t *l, bool a
             ck_assert_uint_lt(pl.row, R);
             ck_assert_uint_lt(pl.col, C);
             uint64_t k = (uint64_t)pl.row * C + pl.col;
-            ck_assert_msg(!seen[k], "coordinate %u,%u used twice", pl.row, pl.col);
+            ck_assert_msg(!seen[k], "coordinate %u,%u used twice", pl.row,
+                          pl.col);
             seen[k] = 1;
             ck_assert_uint_eq(pl.group, torus_layout_node_group(l, n));
             ck_assert_uint_eq(torus_layout_node_at(l, pl.node_index), n);
@@ -133,9 +140,11 @@ static void check_invariants(const fixture_t *f, const torus_layout_t *l, bool a
         ck_assert_uint_eq(node_seen[n], 1); /* torus order is a permutation */
     for (uint32_t r = 0; r < R; r++) {
         if (C <= T)
-            ck_assert_msg(row_node[r] != UINT32_MAX, "row %u spans nodes though C <= T", r);
+            ck_assert_msg(row_node[r] != UINT32_MAX,
+                          "row %u spans nodes though C <= T", r);
         if (auto_rules)
-            ck_assert_msg(row_group[r] != UINT32_MAX, "auto row %u spans leaf switches", r);
+            ck_assert_msg(row_group[r] != UINT32_MAX,
+                          "auto row %u spans leaf switches", r);
     }
     if (auto_rules)
         ck_assert_uint_eq(torus_layout_rows_crossing_leaves(l), 0);
@@ -148,7 +157,8 @@ static void check_invariants(const fixture_t *f, const torus_layout_t *l, bool a
         uint32_t g = torus_layout_node_group(l, torus_layout_node_at(l, p));
         if (g != cur) {
             closed[cur] = 1;
-            ck_assert_msg(!closed[g], "group %u is not contiguous in torus order", g);
+            ck_assert_msg(!closed[g],
+                          "group %u is not contiguous in torus order", g);
             cur = g;
         }
     }
@@ -160,8 +170,9 @@ static void check_invariants(const fixture_t *f, const torus_layout_t *l, bool a
 }
 
 /* Two computations from separately built inputs give identical placements. */
-static void check_deterministic(const fixture_t *f, const size_t *leaves, size_t nleaves,
-                                const char *spec, const torus_layout_t *l)
+static void check_deterministic(const fixture_t *f, const size_t *leaves,
+                                size_t nleaves, const char *spec,
+                                const torus_layout_t *l)
 {
     fixture_t g;
     fixture_init(&g, f->nnodes, f->tasks[0], leaves, nleaves);
@@ -203,14 +214,16 @@ static void check_auto_optimal(const fixture_t *f, const torus_layout_t *l)
             torus_layout_prediction_t p;
             torus_layout_predict(e, &cost, cost.bytes, &p);
             ck_assert_msg(best.torus2d_s <= p.torus2d_s * (1 + 1e-9),
-                          "auto %ux%u (%g s) worse than %s (%g s)", torus_layout_rows(l),
-                          torus_layout_cols(l), best.torus2d_s, spec, p.torus2d_s);
+                          "auto %ux%u (%g s) worse than %s (%g s)",
+                          torus_layout_rows(l), torus_layout_cols(l),
+                          best.torus2d_s, spec, p.torus2d_s);
         }
         torus_layout_free(e);
     }
 }
 
-static void run_auto(size_t nnodes, uint32_t tpn, const size_t *leaves, size_t nleaves)
+static void run_auto(size_t nnodes, uint32_t tpn, const size_t *leaves,
+                     size_t nleaves)
 {
     fixture_t f;
     fixture_init(&f, nnodes, tpn, leaves, nleaves);
@@ -230,7 +243,7 @@ static void run_auto(size_t nnodes, uint32_t tpn, const size_t *leaves, size_t n
 
 START_TEST(single_node)
 {
-    const size_t one[] = { 1 };
+    const size_t one[] = {1};
     for (uint32_t t = 1; t <= 8; t++) {
         run_auto(1, t, one, 1);
         run_auto(1, t, NULL, 0);
@@ -240,7 +253,7 @@ END_TEST
 
 START_TEST(single_task)
 {
-    const size_t one[] = { 1 };
+    const size_t one[] = {1};
     fixture_t f;
     fixture_init(&f, 1, 1, one, 1);
     torus_layout_t *l;
@@ -261,8 +274,8 @@ END_TEST
 /* 2, 3, 4 and 8 tasks per node over even leaves. */
 START_TEST(tasks_per_node)
 {
-    static const uint32_t tpn[] = { 2, 3, 4, 8 };
-    const size_t even[] = { 4, 4 }, quad[] = { 2, 2, 2, 2 };
+    static const uint32_t tpn[] = {2, 3, 4, 8};
+    const size_t even[] = {4, 4}, quad[] = {2, 2, 2, 2};
     for (size_t i = 0; i < 4; i++) {
         run_auto(8, tpn[i], even, 2);
         run_auto(8, tpn[i], quad, 4);
@@ -273,7 +286,7 @@ END_TEST
 
 START_TEST(uneven_leaves)
 {
-    const size_t five_three[] = { 5, 3 }, lumpy[] = { 1, 6, 2 };
+    const size_t five_three[] = {5, 3}, lumpy[] = {1, 6, 2};
     for (uint32_t t = 1; t <= 8; t *= 2) {
         run_auto(8, t, five_three, 2);
         run_auto(9, t, lumpy, 3);
@@ -294,7 +307,7 @@ END_TEST
 
 START_TEST(prime_nodes)
 {
-    const size_t seven[] = { 7 }, split[] = { 4, 3 };
+    const size_t seven[] = {7}, split[] = {4, 3};
     for (uint32_t t = 1; t <= 4; t++) {
         run_auto(7, t, seven, 1);
         run_auto(7, t, split, 2);
@@ -306,24 +319,26 @@ END_TEST
 /* Leaves listed out of Slurm order end up contiguous, under their spines. */
 START_TEST(three_level_tree)
 {
-    const char *conf = "# two spines under a core, leaves interleaved with node order\n"
-                       "SwitchName=l1 Nodes=n[1-2]\n"
-                       "SwitchName=l2 Nodes=n[5-6]\n"
-                       "SwitchName=l3 Nodes=n[3-4] LinkSpeed=100\n"
-                       "SwitchName=l4 Nodes=n[7-8]\n"
-                       "SwitchName=s1 Switches=l[1-2]\n"
-                       "SwitchName=s2 \\\n Switches=l[3-4]\n"
-                       "SwitchName=core Switches=s[1-2]\n";
+    const char *conf =
+        "# two spines under a core, leaves interleaved with node order\n"
+        "SwitchName=l1 Nodes=n[1-2]\n"
+        "SwitchName=l2 Nodes=n[5-6]\n"
+        "SwitchName=l3 Nodes=n[3-4] LinkSpeed=100\n"
+        "SwitchName=l4 Nodes=n[7-8]\n"
+        "SwitchName=s1 Switches=l[1-2]\n"
+        "SwitchName=s2 \\\n Switches=l[3-4]\n"
+        "SwitchName=core Switches=s[1-2]\n";
     fixture_t f;
     fixture_init(&f, 8, 4, NULL, 0);
     char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_msg(torus_layout_topo_parse(conf, strlen(conf), "t.conf", &f.topo, err,
-                                          sizeof err) == 0, "%s", err);
+    ck_assert_msg(torus_layout_topo_parse(conf, strlen(conf), "t.conf", &f.topo,
+                                          err, sizeof err) == 0,
+                  "%s", err);
     torus_layout_t *l;
     ck_assert_int_eq(compute(&f, "auto", &l, err), 0);
     check_invariants(&f, l, true);
     /* Torus order: l1 (n1,n2), l2 (n5,n6) under s1, then l3, l4 under s2. */
-    static const size_t want[] = { 0, 1, 4, 5, 2, 3, 6, 7 };
+    static const size_t want[] = {0, 1, 4, 5, 2, 3, 6, 7};
     for (size_t p = 0; p < 8; p++)
         ck_assert_uint_eq(torus_layout_node_at(l, p), want[p]);
     ck_assert_str_eq(torus_layout_group_switch(l, 1), "l2");
@@ -341,8 +356,9 @@ START_TEST(nodes_on_inner_switch)
     fixture_t f;
     fixture_init(&f, 4, 2, NULL, 0);
     char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_int_eq(torus_layout_topo_parse(conf, strlen(conf), "t.conf", &f.topo, err,
-                                             sizeof err), 0);
+    ck_assert_int_eq(torus_layout_topo_parse(conf, strlen(conf), "t.conf",
+                                             &f.topo, err, sizeof err),
+                     0);
     torus_layout_t *l;
     ck_assert_int_eq(compute(&f, "auto", &l, err), 0);
     ck_assert_uint_eq(torus_layout_group_count(l), 2);
@@ -354,7 +370,7 @@ END_TEST
 
 START_TEST(fallbacks)
 {
-    const size_t four[] = { 4 };
+    const size_t four[] = {4};
     fixture_t f;
     fixture_init(&f, 4, 2, four, 1);
     /* A step node missing from the map: whole step falls back. */
@@ -372,19 +388,23 @@ START_TEST(fallbacks)
     /* Addresses as SLURM_TOPOLOGY_ADDR gives them. */
     fixture_init(&f, 4, 2, NULL, 0);
     ck_assert_int_eq(torus_layout_topo_new(&f.topo), 0);
-    const char *addr[] = { "spine.leafB.n1", "spine.leafA.n2", "spine.leafB.n3",
-                           "spine.leafA.n4" };
+    const char *addr[] = {"spine.leafB.n1", "spine.leafA.n2", "spine.leafB.n3",
+                          "spine.leafA.n4"};
     for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(torus_layout_topo_add_addr(f.topo, addr[i], err, sizeof err), 0);
-    torus_layout_input_t in = { .nnodes = 4, .nodes = (const char *const *)f.names,
-                                .tasks = f.tasks, .topo = f.topo,
-                                .source = TORUS_SOURCE_ADDR };
+        ck_assert_int_eq(
+            torus_layout_topo_add_addr(f.topo, addr[i], err, sizeof err), 0);
+    torus_layout_input_t in = {.nnodes = 4,
+                               .nodes = (const char *const *)f.names,
+                               .tasks = f.tasks,
+                               .topo = f.topo,
+                               .source = TORUS_SOURCE_ADDR};
     torus_layout_cost_defaults(&in.cost);
     in.spec.kind = TORUS_SPEC_AUTO;
     ck_assert_int_eq(torus_layout_compute(&in, &l, err, sizeof err), 0);
     ck_assert_int_eq(torus_layout_source_of(l), TORUS_SOURCE_ADDR);
     ck_assert_uint_eq(torus_layout_group_count(l), 2);
-    ck_assert_uint_eq(torus_layout_node_at(l, 1), 2); /* n3 follows n1 under leafB */
+    ck_assert_uint_eq(torus_layout_node_at(l, 1),
+                      2); /* n3 follows n1 under leafB */
     check_invariants(&f, l, true);
     torus_layout_free(l);
     /* No map but a topology proven flat by SLURM_TOPOLOGY_ADDR: one group,
@@ -400,7 +420,7 @@ END_TEST
 
 START_TEST(non_uniform_is_off)
 {
-    const size_t two[] = { 2, 1 };
+    const size_t two[] = {2, 1};
     fixture_t f;
     fixture_init(&f, 3, 4, two, 2);
     f.tasks[2] = 2;
@@ -421,19 +441,19 @@ END_TEST
 
 START_TEST(explicit_specs)
 {
-    const size_t even[] = { 2, 2 };
+    const size_t even[] = {2, 2};
     fixture_t f;
     fixture_init(&f, 4, 4, even, 2);
     torus_layout_t *l;
     char err[TORUS_LAYOUT_ERR_LEN];
-    static const char *fit[] = { "1x16", "2x8", "4x4", "8x2", "16x1" };
+    static const char *fit[] = {"1x16", "2x8", "4x4", "8x2", "16x1"};
     for (size_t i = 0; i < 5; i++) {
         ck_assert_msg(compute(&f, fit[i], &l, err) == 0, "%s: %s", fit[i], err);
         check_invariants(&f, l, false);
         check_deterministic(&f, even, 2, fit[i], l);
         char buf[32];
-        torus_layout_spec_t s = { TORUS_SPEC_EXPLICIT, torus_layout_rows(l),
-                                  torus_layout_cols(l) };
+        torus_layout_spec_t s = {TORUS_SPEC_EXPLICIT, torus_layout_rows(l),
+                                 torus_layout_cols(l)};
         torus_layout_spec_format(&s, buf, sizeof buf);
         ck_assert_str_eq(buf, fit[i]);
         torus_layout_free(l);
@@ -477,7 +497,8 @@ START_TEST(large_4096x8)
     char err[TORUS_LAYOUT_ERR_LEN];
     ck_assert_int_eq(compute(&f, "auto", &l, err), 0);
     clock_gettime(CLOCK_MONOTONIC, &b);
-    double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+    double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 +
+                (double)(b.tv_nsec - a.tv_nsec) / 1e6;
     ck_assert_msg(ms < 500, "4096x8 layout took %.1f ms", ms);
     check_invariants(&f, l, true);
     ck_assert_uint_eq(torus_layout_group_count(l), LEAVES);

@@ -41,9 +41,11 @@ START_TEST(every_key)
 {
     torus_config_t cfg;
     char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_msg(parse(&cfg, err, 10, "default=4x2", "topology=addr", "verbose",
-                        "node_lat_us=2", "node_bw_gbs=100", "leaf_lat_us=3", "leaf_bw_gbs=25",
-                        "cross_lat_us=7.5", "cross_bw_gbs=3", "bytes=64M") == 0, "%s", err);
+    ck_assert_msg(parse(&cfg, err, 10, "default=4x2", "topology=addr",
+                        "verbose", "node_lat_us=2", "node_bw_gbs=100",
+                        "leaf_lat_us=3", "leaf_bw_gbs=25", "cross_lat_us=7.5",
+                        "cross_bw_gbs=3", "bytes=64M") == 0,
+                  "%s", err);
     ck_assert_int_eq(cfg.default_spec.kind, TORUS_SPEC_EXPLICIT);
     ck_assert_uint_eq(cfg.default_spec.rows, 4);
     ck_assert_uint_eq(cfg.default_spec.cols, 2);
@@ -66,24 +68,26 @@ START_TEST(rejects)
     static const struct {
         const char *arg, *needle;
     } bad[] = {
-        { "bogus=1", "unknown argument 'bogus'" },
-        { "Default=auto", "unknown argument 'Default'" },
-        { "verbose=1", "unknown argument 'verbose'" },
-        { "default=4y2", "default=" },
-        { "default=", "default=" },
-        { "topology=fat", "topology=fat" },
-        { "leaf_bw_gbs=fast", "leaf_bw_gbs" },
-        { "bytes=0", "bytes" },
-        { "quiet", "not key=value" },
-        { "=auto", "not key=value" },
+        {"bogus=1", "unknown argument 'bogus'"},
+        {"Default=auto", "unknown argument 'Default'"},
+        {"verbose=1", "unknown argument 'verbose'"},
+        {"default=4y2", "default="},
+        {"default=", "default="},
+        {"topology=fat", "topology=fat"},
+        {"leaf_bw_gbs=fast", "leaf_bw_gbs"},
+        {"bytes=0", "bytes"},
+        {"quiet", "not key=value"},
+        {"=auto", "not key=value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         torus_config_t cfg;
         char err[TORUS_LAYOUT_ERR_LEN] = "";
-        ck_assert_msg(parse(&cfg, err, 2, "verbose", bad[i].arg) != 0, "'%s' accepted",
-                      bad[i].arg);
-        ck_assert_msg(strstr(err, bad[i].needle) != NULL, "'%s': message '%s'", bad[i].arg, err);
-        ck_assert_msg(strncmp(err, "plugstack.conf: ", 16) == 0, "message '%s'", err);
+        ck_assert_msg(parse(&cfg, err, 2, "verbose", bad[i].arg) != 0,
+                      "'%s' accepted", bad[i].arg);
+        ck_assert_msg(strstr(err, bad[i].needle) != NULL, "'%s': message '%s'",
+                      bad[i].arg, err);
+        ck_assert_msg(strncmp(err, "plugstack.conf: ", 16) == 0, "message '%s'",
+                      err);
     }
     /* Overlong arguments are refused, not truncated. */
     char big[300];

@@ -30,9 +30,24 @@ END_TEST
 
 START_TEST(spec_invalid)
 {
-    static const char *bad[] = { "", "AUTO", "4x", "x4", "0x4", "4x0", "-4x2", "4x2x1",
-                                 "4 x2", "+4x2", "4x2 ", "04x2", "4X2", "99999999999x2",
-                                 "40000x40000", "auto2", "o", "4x8000000000000000000000000" };
+    static const char *bad[] = {"",
+                                "AUTO",
+                                "4x",
+                                "x4",
+                                "0x4",
+                                "4x0",
+                                "-4x2",
+                                "4x2x1",
+                                "4 x2",
+                                "+4x2",
+                                "4x2 ",
+                                "04x2",
+                                "4X2",
+                                "99999999999x2",
+                                "40000x40000",
+                                "auto2",
+                                "o",
+                                "4x8000000000000000000000000"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         torus_layout_spec_t s;
         char err[TORUS_LAYOUT_ERR_LEN] = "";
@@ -49,18 +64,26 @@ START_TEST(cost_keys)
     char err[TORUS_LAYOUT_ERR_LEN];
     torus_layout_cost_defaults(&c);
     d = c;
-    ck_assert_int_eq(torus_layout_cost_set(&c, "leaf_bw_gbs", "25", err, sizeof err), 0);
+    ck_assert_int_eq(
+        torus_layout_cost_set(&c, "leaf_bw_gbs", "25", err, sizeof err), 0);
     ck_assert(c.bandwidth_Bps[TORUS_LINK_LEAF] == 25e9);
-    ck_assert_int_eq(torus_layout_cost_set(&c, "cross_lat_us", "2.5", err, sizeof err), 0);
-    ck_assert(c.latency_s[TORUS_LINK_CROSS] > 2.49e-6 && c.latency_s[TORUS_LINK_CROSS] < 2.51e-6);
-    ck_assert_int_eq(torus_layout_cost_set(&c, "bytes", "4M", err, sizeof err), 0);
+    ck_assert_int_eq(
+        torus_layout_cost_set(&c, "cross_lat_us", "2.5", err, sizeof err), 0);
+    ck_assert(c.latency_s[TORUS_LINK_CROSS] > 2.49e-6 &&
+              c.latency_s[TORUS_LINK_CROSS] < 2.51e-6);
+    ck_assert_int_eq(torus_layout_cost_set(&c, "bytes", "4M", err, sizeof err),
+                     0);
     ck_assert_uint_eq(c.bytes, 4u << 20);
-    ck_assert(d.bandwidth_Bps[TORUS_LINK_LEAF] != c.bandwidth_Bps[TORUS_LINK_LEAF]);
-    ck_assert_int_ne(torus_layout_cost_set(&c, "leaf_bw", "25", err, sizeof err), 0);
+    ck_assert(d.bandwidth_Bps[TORUS_LINK_LEAF] !=
+              c.bandwidth_Bps[TORUS_LINK_LEAF]);
+    ck_assert_int_ne(
+        torus_layout_cost_set(&c, "leaf_bw", "25", err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "leaf_bw"));
-    static const char *badval[] = { "", "0", "-1", "1e3", "abc", "1..2", "2000000" };
+    static const char *badval[] = {"",    "0",    "-1",     "1e3",
+                                   "abc", "1..2", "2000000"};
     for (size_t i = 0; i < sizeof badval / sizeof badval[0]; i++)
-        ck_assert_msg(torus_layout_cost_set(&c, "node_lat_us", badval[i], err, sizeof err) != 0,
+        ck_assert_msg(torus_layout_cost_set(&c, "node_lat_us", badval[i], err,
+                                            sizeof err) != 0,
                       "node_lat_us=%s accepted", badval[i]);
     ck_assert(torus_layout_cost_is_key("node_bw_gbs"));
     ck_assert(!torus_layout_cost_is_key("verbose"));
@@ -77,17 +100,20 @@ START_TEST(tasks_lists)
 {
     uint32_t c[8];
     char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_int_eq(torus_layout_tasks_parse("2(x3),1", 4, c, err, sizeof err), 0);
+    ck_assert_int_eq(torus_layout_tasks_parse("2(x3),1", 4, c, err, sizeof err),
+                     0);
     ck_assert_uint_eq(c[0], 2);
     ck_assert_uint_eq(c[2], 2);
     ck_assert_uint_eq(c[3], 1);
     ck_assert_int_eq(torus_layout_tasks_parse("8", 5, c, err, sizeof err), 0);
     ck_assert_uint_eq(c[4], 8);
     ck_assert_int_eq(torus_layout_tasks_parse("4,4", 2, c, err, sizeof err), 0);
-    static const char *bad[] = { "", "0", "2(x3)", "2(x5)", "2,", ",2", "2(3)", "2(x0),1",
-                                 "a", "2(x2),1,1,1", "2(x1", "4,4,4,4,4" };
+    static const char *bad[] = {"",   "0",           "2(x3)", "2(x5)",
+                                "2,", ",2",          "2(3)",  "2(x0),1",
+                                "a",  "2(x2),1,1,1", "2(x1",  "4,4,4,4,4"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        ck_assert_msg(torus_layout_tasks_parse(bad[i], 4, c, err, sizeof err) != 0,
+        ck_assert_msg(torus_layout_tasks_parse(bad[i], 4, c, err, sizeof err) !=
+                          0,
                       "'%s' accepted for 4 nodes", bad[i]);
 }
 END_TEST
@@ -97,7 +123,9 @@ START_TEST(hostlists)
     char **names;
     size_t n;
     char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_int_eq(torus_layout_names_expand("n[001-003],m7", &names, &n, err, sizeof err), 0);
+    ck_assert_int_eq(
+        torus_layout_names_expand("n[001-003],m7", &names, &n, err, sizeof err),
+        0);
     ck_assert_uint_eq(n, 4);
     ck_assert_str_eq(names[0], "n001");
     ck_assert_str_eq(names[2], "n003");
@@ -107,13 +135,18 @@ START_TEST(hostlists)
     ck_assert_ptr_nonnull(strstr(back, "n[001-003]"));
     free(back);
     torus_layout_names_free(names, n);
-    ck_assert_int_ne(torus_layout_names_expand("", &names, &n, err, sizeof err), 0);
+    ck_assert_int_ne(torus_layout_names_expand("", &names, &n, err, sizeof err),
+                     0);
     /* Multi-dimensional expressions expand eagerly in libslurm: refused. */
-    static const char *bad[] = { "a[1-500]b[1-500]c[1-500]", "n[1-2", "n1]", "n[[1-2]]" };
+    static const char *bad[] = {"a[1-500]b[1-500]c[1-500]", "n[1-2", "n1]",
+                                "n[[1-2]]"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        ck_assert_msg(torus_layout_names_expand(bad[i], &names, &n, err, sizeof err) ==
-                          TORUS_LAYOUT_EINVAL, "'%s' accepted", bad[i]);
-    ck_assert_int_eq(torus_layout_names_expand("n[1-2],m[3,5-6]", &names, &n, err, sizeof err),
+        ck_assert_msg(
+            torus_layout_names_expand(bad[i], &names, &n, err, sizeof err) ==
+                TORUS_LAYOUT_EINVAL,
+            "'%s' accepted", bad[i]);
+    ck_assert_int_eq(torus_layout_names_expand("n[1-2],m[3,5-6]", &names, &n,
+                                               err, sizeof err),
                      0);
     ck_assert_uint_eq(n, 5);
     ck_assert_str_eq(names[1], "n2");
@@ -125,8 +158,8 @@ END_TEST
 static torus_layout_rc parse(const char *text, char *err)
 {
     torus_layout_topo_t *t = NULL;
-    torus_layout_rc rc = torus_layout_topo_parse(text, strlen(text), "topo.conf", &t, err,
-                                                 TORUS_LAYOUT_ERR_LEN);
+    torus_layout_rc rc = torus_layout_topo_parse(
+        text, strlen(text), "topo.conf", &t, err, TORUS_LAYOUT_ERR_LEN);
     torus_layout_topo_free(t);
     return rc;
 }
@@ -136,34 +169,42 @@ START_TEST(topology_conf)
     char err[TORUS_LAYOUT_ERR_LEN];
     ck_assert_int_eq(parse("", err), 0);
     ck_assert_int_eq(parse("# only a comment\n\n", err), 0);
-    ck_assert_int_eq(parse("switchname=a nodes=n[1-2]\nSwitchName=b Switches=a\n", err), 0);
+    ck_assert_int_eq(
+        parse("switchname=a nodes=n[1-2]\nSwitchName=b Switches=a\n", err), 0);
     /* Errors name file and line. */
     ck_assert_int_ne(parse("SwitchName=a Nodes=n1\nNodes=n2\n", err), 0);
     ck_assert_ptr_nonnull(strstr(err, "topo.conf:2"));
-    ck_assert_int_ne(parse("SwitchName=a Nodes=n1\n\nSwitchName=a Nodes=n2\n", err), 0);
+    ck_assert_int_ne(
+        parse("SwitchName=a Nodes=n1\n\nSwitchName=a Nodes=n2\n", err), 0);
     ck_assert_ptr_nonnull(strstr(err, "topo.conf:3"));
     ck_assert_ptr_nonnull(strstr(err, "already defined on line 1"));
     ck_assert_int_ne(parse("SwitchName=a Bogus=1\n", err), 0);
     ck_assert_int_ne(parse("SwitchName=a Nodes=n1 Nodes=n2\n", err), 0);
     ck_assert_int_ne(parse("SwitchName=a Switches=zz\n", err), 0);
     ck_assert_ptr_nonnull(strstr(err, "zz"));
-    ck_assert_int_ne(parse("SwitchName=a Switches=b\nSwitchName=b Switches=a\n", err), 0);
+    ck_assert_int_ne(
+        parse("SwitchName=a Switches=b\nSwitchName=b Switches=a\n", err), 0);
     ck_assert_int_ne(parse("SwitchName=a Switches=a\n", err), 0);
     /* A 70-level chain: rejected by depth, not walked quadratically. */
     char chain[70 * 40];
     size_t at = 0;
     for (int i = 0; i < 70; i++)
-        at += (size_t)sprintf(chain + at, "SwitchName=s%d Switches=s%d\n", i, i + 1);
+        at += (size_t)sprintf(chain + at, "SwitchName=s%d Switches=s%d\n", i,
+                              i + 1);
     sprintf(chain + at, "SwitchName=s70 Nodes=n1\n");
     ck_assert_int_ne(parse(chain, err), 0);
     ck_assert_ptr_nonnull(strstr(err, "levels deep"));
-    ck_assert_int_ne(parse("SwitchName=x Switches=a\nSwitchName=y Switches=a\nSwitchName=a\n",
-                           err), 0);
+    ck_assert_int_ne(
+        parse(
+            "SwitchName=x Switches=a\nSwitchName=y Switches=a\nSwitchName=a\n",
+            err),
+        0);
     ck_assert_int_ne(parse("SwitchName=a.b Nodes=n1\n", err), 0);
     ck_assert_int_ne(parse("SwitchName= Nodes=n1\n", err), 0);
     ck_assert_int_ne(parse("garbage\n", err), 0);
     /* Continuation joins lines; the logical line keeps its first number. */
-    ck_assert_int_ne(parse("SwitchName=a \\\n  Nodes=n1 \\\n  Oops=2\n", err), 0);
+    ck_assert_int_ne(parse("SwitchName=a \\\n  Nodes=n1 \\\n  Oops=2\n", err),
+                     0);
     ck_assert_ptr_nonnull(strstr(err, "topo.conf:1"));
     /* Short text, huge expansion: bounded before it is expanded. libslurm
      * caps one range at 64Ki hosts, so build many ranges of 60000. */
@@ -171,27 +212,37 @@ START_TEST(topology_conf)
     char *many = malloc(80 * 32 + 64);
     size_t used = (size_t)sprintf(many, "SwitchName=a Switches=");
     for (int i = 0; i < 20; i++)
-        used += (size_t)sprintf(many + used, "%ss%d-[1-60000]", i ? "," : "", i);
+        used +=
+            (size_t)sprintf(many + used, "%ss%d-[1-60000]", i ? "," : "", i);
     strcpy(many + used, "\n");
     ck_assert_int_eq(parse(many, err), TORUS_LAYOUT_ERANGE);
     used = (size_t)sprintf(many, "SwitchName=a Nodes=");
     for (int i = 0; i < 80; i++)
-        used += (size_t)sprintf(many + used, "%sn%d-[1-60000]", i ? "," : "", i);
+        used +=
+            (size_t)sprintf(many + used, "%sn%d-[1-60000]", i ? "," : "", i);
     strcpy(many + used, "\n");
     torus_layout_topo_t *big;
-    ck_assert_int_eq(torus_layout_topo_parse(many, strlen(many), "big", &big, err, sizeof err), 0);
+    ck_assert_int_eq(torus_layout_topo_parse(many, strlen(many), "big", &big,
+                                             err, sizeof err),
+                     0);
     free(many);
-    const char *names[] = { "n1" };
-    uint32_t tasks[] = { 1 };
-    torus_layout_input_t in = { .nnodes = 1, .nodes = names, .tasks = tasks, .topo = big,
-                                .spec = { .kind = TORUS_SPEC_AUTO } };
+    const char *names[] = {"n1"};
+    uint32_t tasks[] = {1};
+    torus_layout_input_t in = {.nnodes = 1,
+                               .nodes = names,
+                               .tasks = tasks,
+                               .topo = big,
+                               .spec = {.kind = TORUS_SPEC_AUTO}};
     torus_layout_cost_defaults(&in.cost);
     torus_layout_t *l;
-    ck_assert_int_eq(torus_layout_compute(&in, &l, err, sizeof err), TORUS_LAYOUT_ERANGE);
+    ck_assert_int_eq(torus_layout_compute(&in, &l, err, sizeof err),
+                     TORUS_LAYOUT_ERANGE);
     ck_assert_ptr_nonnull(strstr(err, "more than"));
     torus_layout_topo_free(big);
-    ck_assert_int_eq(torus_layout_topo_load("/nonexistent/topology.conf", &(torus_layout_topo_t *){0},
-                                            err, sizeof err), TORUS_LAYOUT_EIO);
+    ck_assert_int_eq(torus_layout_topo_load("/nonexistent/topology.conf",
+                                            &(torus_layout_topo_t *){0}, err,
+                                            sizeof err),
+                     TORUS_LAYOUT_EIO);
     ck_assert_ptr_nonnull(strstr(err, "/nonexistent/topology.conf"));
 }
 END_TEST
@@ -201,13 +252,18 @@ START_TEST(topology_addr)
     torus_layout_topo_t *t;
     char err[TORUS_LAYOUT_ERR_LEN];
     ck_assert_int_eq(torus_layout_topo_new(&t), 0);
-    ck_assert_int_eq(torus_layout_topo_add_addr(t, "spine.leaf1.n1", err, sizeof err), 0);
-    ck_assert_int_eq(torus_layout_topo_add_addr(t, "spine.leaf1.n2", err, sizeof err), 0);
+    ck_assert_int_eq(
+        torus_layout_topo_add_addr(t, "spine.leaf1.n1", err, sizeof err), 0);
+    ck_assert_int_eq(
+        torus_layout_topo_add_addr(t, "spine.leaf1.n2", err, sizeof err), 0);
     ck_assert_uint_eq(torus_layout_topo_switch_count(t), 2);
     ck_assert_int_eq(torus_layout_topo_add_addr(t, "n9", err, sizeof err), 0);
-    ck_assert_int_ne(torus_layout_topo_add_addr(t, "other.leaf1.n3", err, sizeof err), 0);
-    ck_assert_int_ne(torus_layout_topo_add_addr(t, "spine..n3", err, sizeof err), 0);
-    ck_assert_int_ne(torus_layout_topo_add_addr(t, "spine.leaf1.", err, sizeof err), 0);
+    ck_assert_int_ne(
+        torus_layout_topo_add_addr(t, "other.leaf1.n3", err, sizeof err), 0);
+    ck_assert_int_ne(
+        torus_layout_topo_add_addr(t, "spine..n3", err, sizeof err), 0);
+    ck_assert_int_ne(
+        torus_layout_topo_add_addr(t, "spine.leaf1.", err, sizeof err), 0);
     ck_assert_int_ne(torus_layout_topo_add_addr(t, "", err, sizeof err), 0);
     torus_layout_topo_free(t);
 }

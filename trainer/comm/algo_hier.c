@@ -18,7 +18,8 @@ typedef struct {
     size_t count;
     tcomm_wire w;
     int K;
-    unsigned char *all; /* the message in wire format for gather/scatter; NULL on a node */
+    unsigned char *
+        all; /* the message in wire format for gather/scatter; NULL on a node */
 } _hier;
 
 /* The gather through shared memory. After the reduce-scatter nobody
@@ -26,8 +27,8 @@ typedef struct {
  * sum their own chunk from their fp32 values), so each writes its chunk's
  * sum there; after a barrier the leader decodes every chunk, its own
  * included, so that all of x is rounded to the wire alike. */
-static tcomm_rc _gather_shm(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w,
-                            size_t at)
+static tcomm_rc _gather_shm(tcomm_t *c, tc_group *g, float *x, size_t count,
+                            tcomm_wire w, size_t at)
 {
     int n = g->size, me = g->rank;
     size_t wb = tcomm_wire_bytes(w);
@@ -38,20 +39,22 @@ static tcomm_rc _gather_shm(tcomm_t *c, tc_group *g, float *x, size_t count, tco
         return rc;
     for (int j = 0; j < n; j++) {
         size_t oj = tc_chunk_off(count, n, j);
-        tc_decode(w, g->shm.seg[j] + (at + oj) * wb, x + oj, tc_chunk_len(count, n, j));
+        tc_decode(w, g->shm.seg[j] + (at + oj) * wb, x + oj,
+                  tc_chunk_len(count, n, j));
     }
     return TCOMM_OK;
 }
 
 /* Reduce x[0..count) (at elements into the message) to the leader: after
  * it, the leader's x holds the group's sum, rounded to the wire. */
-static tcomm_rc _reduce(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w,
-                        unsigned char *all, size_t at)
+static tcomm_rc _reduce(tcomm_t *c, tc_group *g, float *x, size_t count,
+                        tcomm_wire w, unsigned char *all, size_t at)
 {
     int n = g->size, me = g->rank;
     size_t wb = tcomm_wire_bytes(w);
-    tcomm_rc rc = g->on_node ? tc_shm_reduce_scatter_at(c, g, x, count, w, at)
-                             : tc_ring_reduce_scatter(c, &c->scr, g, x, count, w);
+    tcomm_rc rc = g->on_node
+                      ? tc_shm_reduce_scatter_at(c, g, x, count, w, at)
+                      : tc_ring_reduce_scatter(c, &c->scr, g, x, count, w);
     if (rc)
         return rc;
     if (g->on_node)
@@ -72,8 +75,8 @@ static tcomm_rc _reduce(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_w
  * on one node the leader writes it to its segment once and every member
  * reads all of it (the barrier after the gather has ended every read of
  * the leader's segment there). */
-static tcomm_rc _bcast(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w,
-                       unsigned char *all, size_t at)
+static tcomm_rc _bcast(tcomm_t *c, tc_group *g, float *x, size_t count,
+                       tcomm_wire w, unsigned char *all, size_t at)
 {
     int n = g->size, me = g->rank;
     size_t wb = tcomm_wire_bytes(w);
@@ -146,7 +149,8 @@ tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
     /* Groups on one node gather and broadcast in shared memory. */
     unsigned char *all = NULL;
     if (!g->on_node && !(all = tc_buf_get(&c->scr.c, count * wb)))
-        return TC_FAIL(TCOMM_ERR_NOMEM, "hier: no memory for %zu elements", count);
+        return TC_FAIL(TCOMM_ERR_NOMEM, "hier: no memory for %zu elements",
+                       count);
     /* The choice must be the same on every rank (K depends on the count
      * and the job-wide TCOMM_PIPELINE only), or the leaders' rings and the
      * in-group messages would not match: groups of one and groups off a
@@ -158,11 +162,13 @@ tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
         if (g->on_node && (rc = tc_shm_reserve(c, g, count * wb)))
             return rc;
         _hier h = {g, x, count, w, K, all};
-        return tc_pipeline_run(c, K, _stage_reduce, _stage_leaders, _stage_bcast, &h);
+        return tc_pipeline_run(c, K, _stage_reduce, _stage_leaders,
+                               _stage_bcast, &h);
     }
     if (n <= 1) /* every rank its own leader */
-        return c->leaders.size > 1 ? tc_ring_allreduce(c, &c->scr, &c->leaders, x, count, w)
-                                   : tc_ring_allgather(c, &c->scr, g, x, count, w);
+        return c->leaders.size > 1
+                   ? tc_ring_allreduce(c, &c->scr, &c->leaders, x, count, w)
+                   : tc_ring_allgather(c, &c->scr, g, x, count, w);
     if ((rc = _reduce(c, g, x, count, w, all, 0)))
         return rc;
     if (me == 0 && c->leaders.size > 1 &&

@@ -10,7 +10,8 @@
  * rank of a uniform layout. */
 #include "trainer/comm/tcomm_internal.h"
 
-tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w, unsigned flags)
+tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w,
+                          unsigned flags)
 {
     tcomm_model_params m = c->model;
     m.in_place = 0;
@@ -23,7 +24,8 @@ tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w, unsigned
     return tcomm_model_best(&m, count, w);
 }
 
-double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count, tcomm_wire wire)
+double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count,
+                     tcomm_wire wire)
 {
     if (algo == TCOMM_ALGO_HYBRID)
         algo = tc_hybrid_pick(c, count, wire, 0);

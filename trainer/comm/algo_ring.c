@@ -30,8 +30,8 @@ static int _nseg(size_t bytes, size_t seg)
     return bytes ? (int)((bytes + seg - 1) / seg) : 0;
 }
 
-static void _post_recvs(const tc_group *g, unsigned char *buf, size_t bytes, size_t seg,
-                        int src, _step *st)
+static void _post_recvs(const tc_group *g, unsigned char *buf, size_t bytes,
+                        size_t seg, int src, _step *st)
 {
     st->n = _nseg(bytes, seg);
     for (int j = 0; j < st->n; j++) {
@@ -40,20 +40,21 @@ static void _post_recvs(const tc_group *g, unsigned char *buf, size_t bytes, siz
     }
 }
 
-static void _post_send(const tc_group *g, const unsigned char *buf, size_t l, int dst,
-                       MPI_Request *r)
+static void _post_send(const tc_group *g, const unsigned char *buf, size_t l,
+                       int dst, MPI_Request *r)
 {
     MPI_Isend(buf, (int)l, MPI_BYTE, dst, _TAG, g->comm, r);
 }
 
 /* A whole chunk at once, cut as _post_recvs cuts it (the first step). */
-static void _post_sends(const tc_group *g, const unsigned char *buf, size_t bytes, size_t seg,
-                        int dst, _step *st)
+static void _post_sends(const tc_group *g, const unsigned char *buf,
+                        size_t bytes, size_t seg, int dst, _step *st)
 {
     st->n = _nseg(bytes, seg);
     for (int j = 0; j < st->n; j++) {
         size_t o = (size_t)j * seg;
-        _post_send(g, buf + o, bytes - o < seg ? bytes - o : seg, dst, &st->r[j]);
+        _post_send(g, buf + o, bytes - o < seg ? bytes - o : seg, dst,
+                   &st->r[j]);
     }
 }
 
@@ -73,12 +74,13 @@ static tcomm_rc _wait_step(tcomm_t *c, const tc_group *g, _step *st, int peer)
 static tcomm_rc _check_size(size_t chunk_bytes)
 {
     if (chunk_bytes > (size_t)0x7fffffff)
-        return TC_FAIL(TCOMM_ERR_ARG, "ring: a step of %zu bytes exceeds 2 GiB", chunk_bytes);
+        return TC_FAIL(TCOMM_ERR_ARG, "ring: a step of %zu bytes exceeds 2 GiB",
+                       chunk_bytes);
     return TCOMM_OK;
 }
 
-tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
-                                size_t count, tcomm_wire w)
+tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g,
+                                float *x, size_t count, tcomm_wire w)
 {
     int n = g->size, i = g->rank;
     if (n <= 1)
@@ -89,16 +91,19 @@ tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g, fl
         return rc;
     /* Two of each: step s fills one while step s+1 starts in the other. */
     unsigned char *rb = tc_buf_get(&s->b, 2 * maxc * wb);
-    unsigned char *sb = w == TCOMM_WIRE_FP32 ? NULL : tc_buf_get(&s->a, 2 * maxc * wb);
+    unsigned char *sb =
+        w == TCOMM_WIRE_FP32 ? NULL : tc_buf_get(&s->a, 2 * maxc * wb);
     if (!rb || (w != TCOMM_WIRE_FP32 && !sb))
-        return TC_FAIL(TCOMM_ERR_NOMEM, "ring: no memory for %zu-element chunks", maxc);
+        return TC_FAIL(TCOMM_ERR_NOMEM,
+                       "ring: no memory for %zu-element chunks", maxc);
     int next = (i + 1) % n, prev = (i + n - 1) % n;
     /* Step t sends chunk i-t-1 and receives chunk i-t-2, which it adds and
      * sends on in step t+1; after n-1 steps rank i holds the sum of chunk i. */
-#define SC(t) ((((i) - (t) - 1) % n + n) % n)
+#define SC(t) ((((i) - (t)-1) % n + n) % n)
     _step rs[2] = {{.n = 0}, {.n = 0}}, ss[2] = {{.n = 0}, {.n = 0}};
     {
-        size_t o = tc_chunk_off(count, n, SC(0)), l = tc_chunk_len(count, n, SC(0)) * wb;
+        size_t o = tc_chunk_off(count, n, SC(0)),
+               l = tc_chunk_len(count, n, SC(0)) * wb;
         size_t seg = tc_seg_size(l, c->seg_bytes, wb);
         const unsigned char *src = (const unsigned char *)(x + o);
         if (sb) {
@@ -113,15 +118,16 @@ tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g, fl
         int cur = t & 1, nxt = cur ^ 1, last = t == n - 2;
         int rc_ = SC(t + 1); /* the chunk arriving now */
         float *acc = x + tc_chunk_off(count, n, rc_);
-        size_t rl = tc_chunk_len(count, n, rc_) * wb, seg = tc_seg_size(rl, c->seg_bytes, wb);
+        size_t rl = tc_chunk_len(count, n, rc_) * wb,
+               seg = tc_seg_size(rl, c->seg_bytes, wb);
         unsigned char *rbuf = rb + (size_t)cur * maxc * wb;
         if (!last) {
             /* The other buffers were step t-1's: its sends must be done. */
             if ((rc = _wait_step(c, g, &ss[nxt], next)))
                 return rc;
             size_t nl = tc_chunk_len(count, n, SC(t + 2)) * wb;
-            _post_recvs(g, rb + (size_t)nxt * maxc * wb, nl, tc_seg_size(nl, c->seg_bytes, wb),
-                        prev, &rs[nxt]);
+            _post_recvs(g, rb + (size_t)nxt * maxc * wb, nl,
+                        tc_seg_size(nl, c->seg_bytes, wb), prev, &rs[nxt]);
             ss[nxt].n = _nseg(rl, seg);
         }
         for (int j = 0; j < rs[cur].n; j++) {
@@ -149,15 +155,16 @@ tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g, fl
     return TCOMM_OK;
 }
 
-tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
-                           size_t count, tcomm_wire w)
+tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g,
+                           float *x, size_t count, tcomm_wire w)
 {
     int n = g->size, i = g->rank;
     if (n <= 1) {
         if (w != TCOMM_WIRE_FP32) {
             void *t = tc_buf_get(&s->c, count * 2);
             if (!t)
-                return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for %zu elements", count);
+                return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for %zu elements",
+                               count);
             tc_round_to_wire(w, x, count, t);
         }
         return TCOMM_OK;
@@ -170,7 +177,8 @@ tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g, float *
     if (w != TCOMM_WIRE_FP32) {
         all = tc_buf_get(&s->c, count * wb);
         if (!all)
-            return TC_FAIL(TCOMM_ERR_NOMEM, "ring: no memory for %zu elements", count);
+            return TC_FAIL(TCOMM_ERR_NOMEM, "ring: no memory for %zu elements",
+                           count);
         size_t o = tc_chunk_off(count, n, i);
         tc_encode(w, x + o, all + o * wb, tc_chunk_len(count, n, i));
     }
@@ -180,22 +188,27 @@ tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g, float *
 #define AC(t) ((((i) - (t)) % n + n) % n)
     _step rs[2] = {{.n = 0}, {.n = 0}}, ss[2] = {{.n = 0}, {.n = 0}};
     {
-        size_t o = tc_chunk_off(count, n, AC(0)) * wb, l = tc_chunk_len(count, n, AC(0)) * wb;
+        size_t o = tc_chunk_off(count, n, AC(0)) * wb,
+               l = tc_chunk_len(count, n, AC(0)) * wb;
         size_t seg = tc_seg_size(l, c->seg_bytes, wb);
-        size_t ro = tc_chunk_off(count, n, AC(1)) * wb, rl = tc_chunk_len(count, n, AC(1)) * wb;
-        _post_recvs(g, all + ro, rl, tc_seg_size(rl, c->seg_bytes, wb), prev, &rs[0]);
+        size_t ro = tc_chunk_off(count, n, AC(1)) * wb,
+               rl = tc_chunk_len(count, n, AC(1)) * wb;
+        _post_recvs(g, all + ro, rl, tc_seg_size(rl, c->seg_bytes, wb), prev,
+                    &rs[0]);
         _post_sends(g, all + o, l, seg, next, &ss[0]);
     }
     for (int t = 0; t < n - 1; t++) {
         int cur = t & 1, nxt = cur ^ 1, last = t == n - 2;
         size_t ro = tc_chunk_off(count, n, AC(t + 1)) * wb;
-        size_t rl = tc_chunk_len(count, n, AC(t + 1)) * wb, seg = tc_seg_size(rl, c->seg_bytes, wb);
+        size_t rl = tc_chunk_len(count, n, AC(t + 1)) * wb,
+               seg = tc_seg_size(rl, c->seg_bytes, wb);
         if (!last) {
             if ((rc = _wait_step(c, g, &ss[nxt], next)))
                 return rc;
             size_t no = tc_chunk_off(count, n, AC(t + 2)) * wb;
             size_t nl = tc_chunk_len(count, n, AC(t + 2)) * wb;
-            _post_recvs(g, all + no, nl, tc_seg_size(nl, c->seg_bytes, wb), prev, &rs[nxt]);
+            _post_recvs(g, all + no, nl, tc_seg_size(nl, c->seg_bytes, wb),
+                        prev, &rs[nxt]);
             ss[nxt].n = _nseg(rl, seg);
         }
         for (int j = 0; j < rs[cur].n; j++) {
@@ -216,8 +229,8 @@ tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g, float *
     return TCOMM_OK;
 }
 
-tcomm_rc tc_ring_allreduce(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
-                           size_t count, tcomm_wire w)
+tcomm_rc tc_ring_allreduce(tcomm_t *c, tc_scratch *s, const tc_group *g,
+                           float *x, size_t count, tcomm_wire w)
 {
     tcomm_rc rc = tc_ring_reduce_scatter(c, s, g, x, count, w);
     return rc ? rc : tc_ring_allgather(c, s, g, x, count, w);

@@ -38,7 +38,8 @@ static tcomm_rc _col_ring(tcomm_t *c, void *ctx, int i)
     size_t o, l;
     tc_chunk(d->count, d->K, i, &o, &l);
     int C = d->rows->size, k = d->rows->rank;
-    return tc_ring_allreduce(c, &c->scr_pipe, d->cols, d->x + o + tc_chunk_off(l, C, k),
+    return tc_ring_allreduce(c, &c->scr_pipe, d->cols,
+                             d->x + o + tc_chunk_off(l, C, k),
                              tc_chunk_len(l, C, k), d->w);
 }
 

@@ -10,7 +10,8 @@
 
 static const char *const _algo_names[TCOMM_ALGO_COUNT] = {
     "flat", "ring", "hier", "hier-rs", "torus2d", "hybrid"};
-static const char *const _wire_names[TCOMM_WIRE_COUNT] = {"fp32", "fp16", "bf16"};
+static const char *const _wire_names[TCOMM_WIRE_COUNT] = {"fp32", "fp16",
+                                                          "bf16"};
 
 const char *tcomm_algo_name(tcomm_algo a)
 {
@@ -57,15 +58,19 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
 {
     double t0 = tcomm_wtime();
     tcomm_rc rc = TCOMM_OK;
-    if ((unsigned)algo >= TCOMM_ALGO_COUNT || (unsigned)wire >= TCOMM_WIRE_COUNT ||
-        (count && !buf))
-        return TC_FAIL(TCOMM_ERR_ARG, "tcomm_allreduce: bad algorithm %d, wire %d or "
-                       "buffer", (int)algo, (int)wire);
+    if ((unsigned)algo >= TCOMM_ALGO_COUNT ||
+        (unsigned)wire >= TCOMM_WIRE_COUNT || (count && !buf))
+        return TC_FAIL(TCOMM_ERR_ARG,
+                       "tcomm_allreduce: bad algorithm %d, wire %d or "
+                       "buffer",
+                       (int)algo, (int)wire);
     if (algo == TCOMM_ALGO_HYBRID)
         algo = tc_hybrid_pick(c, count, wire, 0);
     if (algo == TCOMM_ALGO_HIER_RS && !c->info.groups_uniform)
-        return TC_FAIL(TCOMM_ERR_UNSUPPORTED, "hier-rs needs groups of equal size; "
-                       "this layout has %d groups of unequal size", c->info.ngroups);
+        return TC_FAIL(TCOMM_ERR_UNSUPPORTED,
+                       "hier-rs needs groups of equal size; "
+                       "this layout has %d groups of unequal size",
+                       c->info.ngroups);
     if ((flags & TCOMM_AVERAGE) && c->info.size > 1)
         tc_scale(buf, count, 1.0f / (float)c->info.size);
     if (count == 0) {
@@ -76,16 +81,23 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
         rc = tc_ring_allgather(c, &c->scr, &c->world, buf, count, wire);
     } else {
         switch (algo) {
-        case TCOMM_ALGO_FLAT: rc = tc_flat_allreduce(c, buf, count, wire); break;
-        case TCOMM_ALGO_RING: rc = tc_ring_allreduce(c, &c->scr, &c->world, buf, count, wire); break;
-        case TCOMM_ALGO_HIER: rc = tc_hier_allreduce(c, buf, count, wire); break;
+        case TCOMM_ALGO_FLAT:
+            rc = tc_flat_allreduce(c, buf, count, wire);
+            break;
+        case TCOMM_ALGO_RING:
+            rc = tc_ring_allreduce(c, &c->scr, &c->world, buf, count, wire);
+            break;
+        case TCOMM_ALGO_HIER:
+            rc = tc_hier_allreduce(c, buf, count, wire);
+            break;
         case TCOMM_ALGO_HIER_RS:
             rc = tc_2d_allreduce(c, &c->group, &c->peers, buf, count, wire);
             break;
         case TCOMM_ALGO_TORUS2D:
             rc = tc_2d_allreduce(c, &c->row, &c->col, buf, count, wire);
             break;
-        default: rc = TC_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)algo);
+        default:
+            rc = TC_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)algo);
         }
     }
     if (rc)

@@ -15,11 +15,13 @@
 
 #include "trainer/comm/tcomm_internal.h"
 
-void tc_seg_walk(const tcomm_seg *s, int ns, size_t from, size_t len, tc_piece_fn fn, void *arg)
+void tc_seg_walk(const tcomm_seg *s, int ns, size_t from, size_t len,
+                 tc_piece_fn fn, void *arg)
 {
     size_t base = 0, end = from + len;
     for (int i = 0; i < ns && base < end; base += s[i].count, i++) {
-        size_t lo = from > base ? from : base, hi = end < base + s[i].count ? end : base + s[i].count;
+        size_t lo = from > base ? from : base,
+               hi = end < base + s[i].count ? end : base + s[i].count;
         if (lo < hi)
             fn(s[i].p + (lo - base), hi - lo, lo - from, arg);
     }
@@ -63,7 +65,8 @@ static void _read(float *p, size_t n, size_t at, void *arg)
 static void _dec(float *p, size_t n, size_t at, void *arg)
 {
     _ctx *x = arg;
-    x->bad += tc_decode_count(x->w, x->wire + at * tcomm_wire_bytes(x->w), p, n);
+    x->bad +=
+        tc_decode_count(x->w, x->wire + at * tcomm_wire_bytes(x->w), p, n);
 }
 
 /* fp32 buffer -> piece */
@@ -74,8 +77,9 @@ static void _write(float *p, size_t n, size_t at, void *arg)
     x->bad += tc_count_nonfinite(p, n);
 }
 
-static tcomm_rc _on_node(tcomm_t *c, tc_group *rows, const tc_group *cols, const tcomm_seg *s,
-                         int ns, size_t count, tcomm_wire w, float scale, size_t *bad)
+static tcomm_rc _on_node(tcomm_t *c, tc_group *rows, const tc_group *cols,
+                         const tcomm_seg *s, int ns, size_t count, tcomm_wire w,
+                         float scale, size_t *bad)
 {
     size_t wb = tcomm_wire_bytes(w);
     int n = rows->size, me = rows->rank;
@@ -104,55 +108,71 @@ static tcomm_rc _on_node(tcomm_t *c, tc_group *rows, const tc_group *cols, const
     }
     /* Across nodes. With one row the cast below is the only rounding, and
      * everyone, owner included, decodes the cast bits. */
-    if (cols->size > 1 && (rc = tc_ring_allreduce(c, &c->scr, cols, acc, len, w)))
+    if (cols->size > 1 &&
+        (rc = tc_ring_allreduce(c, &c->scr, cols, acc, len, w)))
         return rc;
     tc_encode(w, acc, rows->shm.seg[me] + off * wb, len);
     if ((rc = tc_shm_sync(c, rows)))
         return rc;
     for (int j = 0; j < n; j++) {
         x.wire = rows->shm.seg[j] + tc_chunk_off(count, n, j) * wb;
-        tc_seg_walk(s, ns, tc_chunk_off(count, n, j), tc_chunk_len(count, n, j), _dec, &x);
+        tc_seg_walk(s, ns, tc_chunk_off(count, n, j), tc_chunk_len(count, n, j),
+                    _dec, &x);
     }
     *bad = x.bad;
     return tc_shm_sync(c, rows);
 }
 
-tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcomm_algo algo,
-                              tcomm_wire wire, unsigned flags, tcomm_result *res)
+tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
+                              tcomm_algo algo, tcomm_wire wire, unsigned flags,
+                              tcomm_result *res)
 {
     double t0 = tcomm_wtime();
     size_t count = 0;
     for (int i = 0; i < nsegs; i++)
         count += segs[i].count;
-    if ((unsigned)algo >= TCOMM_ALGO_COUNT || (unsigned)wire >= TCOMM_WIRE_COUNT || nsegs < 0)
-        return TC_FAIL(TCOMM_ERR_ARG, "tcomm_allreduce_segs: bad algorithm %d, wire %d or %d "
-                       "pieces", (int)algo, (int)wire, nsegs);
+    if ((unsigned)algo >= TCOMM_ALGO_COUNT ||
+        (unsigned)wire >= TCOMM_WIRE_COUNT || nsegs < 0)
+        return TC_FAIL(TCOMM_ERR_ARG,
+                       "tcomm_allreduce_segs: bad algorithm %d, wire %d or %d "
+                       "pieces",
+                       (int)algo, (int)wire, nsegs);
     if (algo == TCOMM_ALGO_HYBRID)
         algo = tc_hybrid_pick(c, count, wire, flags);
-    float scale = (flags & TCOMM_AVERAGE) && c->info.size > 1 ? 1.0f / (float)c->info.size : 1.0f;
+    float scale = (flags & TCOMM_AVERAGE) && c->info.size > 1
+                      ? 1.0f / (float)c->info.size
+                      : 1.0f;
     tc_group *rows = algo == TCOMM_ALGO_TORUS2D ? &c->row
-                   : algo == TCOMM_ALGO_HIER_RS && c->info.groups_uniform ? &c->group : NULL;
+                     : algo == TCOMM_ALGO_HIER_RS && c->info.groups_uniform
+                         ? &c->group
+                         : NULL;
     const tc_group *cols = algo == TCOMM_ALGO_TORUS2D ? &c->col : &c->peers;
     tcomm_rc rc;
     size_t bad = 0;
-    int in_place = rows && rows->on_node && count > 0 && (flags & TCOMM_SHARED) && rows->arena;
+    int in_place = rows && rows->on_node && count > 0 &&
+                   (flags & TCOMM_SHARED) && rows->arena;
     if (nsegs == 1 && !in_place) /* one piece: reduce it where it is */
-        return tcomm_allreduce(c, segs[0].p, count, algo, wire, flags & ~TCOMM_SHARED, res);
+        return tcomm_allreduce(c, segs[0].p, count, algo, wire,
+                               flags & ~TCOMM_SHARED, res);
     if (in_place) {
         if (!tc_shared_covers(c, rows, segs, nsegs))
-            return TC_FAIL(TCOMM_ERR_ARG, "tcomm_allreduce_segs: rank %d: TCOMM_SHARED "
+            return TC_FAIL(TCOMM_ERR_ARG,
+                           "tcomm_allreduce_segs: rank %d: TCOMM_SHARED "
                            "but a piece lies outside tcomm_shared_alloc memory",
                            c->info.rank);
-        rc = tc_shared_allreduce(c, rows, cols, segs, nsegs, count, wire, scale, &bad);
+        rc = tc_shared_allreduce(c, rows, cols, segs, nsegs, count, wire, scale,
+                                 &bad);
     } else if (rows && rows->on_node && count > 0) {
         rc = _on_node(c, rows, cols, segs, nsegs, count, wire, scale, &bad);
     } else {
         float *buf = tc_buf_get(&c->pack, count * 4);
         if (!buf)
-            return TC_FAIL(TCOMM_ERR_NOMEM, "no memory to pack %zu floats", count);
+            return TC_FAIL(TCOMM_ERR_NOMEM, "no memory to pack %zu floats",
+                           count);
         _ctx x = {.f = buf, .scale = scale};
         tc_seg_walk(segs, nsegs, 0, count, _read, &x);
-        rc = tcomm_allreduce(c, buf, count, algo, wire, flags & ~TCOMM_AVERAGE, NULL);
+        rc = tcomm_allreduce(c, buf, count, algo, wire, flags & ~TCOMM_AVERAGE,
+                             NULL);
         if (!rc)
             tc_seg_walk(segs, nsegs, 0, count, _write, &x);
         bad = x.bad;

@@ -42,7 +42,8 @@ void tc_buf_free(tc_buf *b)
 
 /* Poll n requests to completion. peer is the rank (inside g) we depend on,
  * named in the error when the deadline passes. */
-static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n, int peer)
+static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n,
+                      int peer)
 {
     double start = tcomm_wtime();
     for (unsigned long spin = 0;; spin++) {
@@ -50,9 +51,10 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n, int 
         int rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
         if (rc != MPI_SUCCESS) {
             int lost = tc_find_lost_rank(c, g->world[peer]);
-            return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: rank %d is lost (MPI error %d "
-                           "talking to rank %d in the %s communicator)", c->info.rank, lost,
-                           rc, g->world[peer], g->name);
+            return TC_FAIL(TCOMM_ERR_BACKEND,
+                           "rank %d: rank %d is lost (MPI error %d "
+                           "talking to rank %d in the %s communicator)",
+                           c->info.rank, lost, rc, g->world[peer], g->name);
         }
         if (done)
             return TCOMM_OK;
@@ -66,10 +68,12 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n, int 
         }
         if ((spin & 63) == 0 && tcomm_wtime() - start > c->timeout_s) {
             int lost = tc_find_lost_rank(c, g->world[peer]);
-            return TC_FAIL(TCOMM_ERR_TIMEOUT, "rank %d: rank %d is lost or stalled: no "
-                           "progress for %.0f s (this rank waits on rank %d in the %s "
-                           "communicator)", c->info.rank, lost, c->timeout_s,
-                           g->world[peer], g->name);
+            return TC_FAIL(
+                TCOMM_ERR_TIMEOUT,
+                "rank %d: rank %d is lost or stalled: no "
+                "progress for %.0f s (this rank waits on rank %d in the %s "
+                "communicator)",
+                c->info.rank, lost, c->timeout_s, g->world[peer], g->name);
         }
     }
 }
@@ -120,12 +124,13 @@ static int _search_lost_rank(tcomm_t *c, int suspect)
         int flag = 0;
         MPI_Message m;
         /* A matched probe: the message we saw is the one we receive. */
-        if (MPI_Improbe(MPI_ANY_SOURCE, TAG, c->blame, &flag, &m, MPI_STATUS_IGNORE) !=
-            MPI_SUCCESS)
+        if (MPI_Improbe(MPI_ANY_SOURCE, TAG, c->blame, &flag, &m,
+                        MPI_STATUS_IGNORE) != MPI_SUCCESS)
             break;
         if (flag) {
-            if (MPI_Mrecv(in, 2, MPI_INT, &m, MPI_STATUS_IGNORE) == MPI_SUCCESS && in[0] >= 0 &&
-                in[0] < P && blocked[in[0]] < 0) {
+            if (MPI_Mrecv(in, 2, MPI_INT, &m, MPI_STATUS_IGNORE) ==
+                    MPI_SUCCESS &&
+                in[0] >= 0 && in[0] < P && blocked[in[0]] < 0) {
                 blocked[in[0]] = in[1];
                 heard++;
             }
@@ -164,7 +169,8 @@ tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
     MPI_Datatype sdt, rdt;
     int sn, rn;
     if (_split_count(sbytes, &sdt, &sn) || _split_count(rbytes, &rdt, &rn))
-        return TC_FAIL(TCOMM_ERR_ARG, "message of %zu bytes exceeds 2 GiB per step",
+        return TC_FAIL(TCOMM_ERR_ARG,
+                       "message of %zu bytes exceeds 2 GiB per step",
                        sbytes > rbytes ? sbytes : rbytes);
     MPI_Irecv(rbuf, rn, rdt, src, 71, g->comm, &r[0]);
     MPI_Isend(sbuf, sn, sdt, dst, 71, g->comm, &r[1]);
@@ -172,14 +178,15 @@ tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
 }
 
 /* One blocking-with-deadline send (is_send) or receive. */
-static tcomm_rc _p2p(tcomm_t *c, const tc_group *g, void *buf, size_t bytes, int peer,
-                     int is_send)
+static tcomm_rc _p2p(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
+                     int peer, int is_send)
 {
     MPI_Request r = MPI_REQUEST_NULL;
     MPI_Datatype dt;
     int n;
     if (_split_count(bytes, &dt, &n))
-        return TC_FAIL(TCOMM_ERR_ARG, "message of %zu bytes exceeds 2 GiB", bytes);
+        return TC_FAIL(TCOMM_ERR_ARG, "message of %zu bytes exceeds 2 GiB",
+                       bytes);
     if (is_send)
         MPI_Isend(buf, n, dt, peer, 72, g->comm, &r);
     else
@@ -187,26 +194,30 @@ static tcomm_rc _p2p(tcomm_t *c, const tc_group *g, void *buf, size_t bytes, int
     return _wait(c, g, &r, 1, peer);
 }
 
-tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes, int dst)
+tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes,
+                 int dst)
 {
     return _p2p(c, g, (void *)buf, bytes, dst, 1);
 }
 
-tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes, int src)
+tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
+                 int src)
 {
     return _p2p(c, g, buf, bytes, src, 0);
 }
 
 /* ---------------------------------------------------------------- flat */
 
-static void _op_add16(void *in, void *inout, int *len, MPI_Datatype *dt, int fp16)
+static void _op_add16(void *in, void *inout, int *len, MPI_Datatype *dt,
+                      int fp16)
 {
     (void)dt;
     const uint16_t *a = in;
     uint16_t *b = inout;
     for (int i = 0; i < *len; i++) {
         if (fp16)
-            b[i] = tc_half_from_float(tc_float_from_half(a[i]) + tc_float_from_half(b[i]));
+            b[i] = tc_half_from_float(tc_float_from_half(a[i]) +
+                                      tc_float_from_half(b[i]));
         else {
             uint32_t x = (uint32_t)a[i] << 16, y = (uint32_t)b[i] << 16;
             float fx, fy;
@@ -233,7 +244,8 @@ tcomm_rc tc_mpi_ops_create(tcomm_t *c)
         MPI_Type_commit(&c->dt_half) != MPI_SUCCESS ||
         MPI_Op_create(_op_fp16, 1, &c->op_fp16) != MPI_SUCCESS ||
         MPI_Op_create(_op_bf16, 1, &c->op_bf16) != MPI_SUCCESS)
-        return TC_FAIL(TCOMM_ERR_BACKEND, "cannot create the MPI fp16/bf16 reduction ops");
+        return TC_FAIL(TCOMM_ERR_BACKEND,
+                       "cannot create the MPI fp16/bf16 reduction ops");
     return TCOMM_OK;
 }
 
@@ -250,17 +262,21 @@ void tc_mpi_ops_free(tcomm_t *c)
 tcomm_rc tc_flat_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
 {
     if (count > 0x7fffffff)
-        return TC_FAIL(TCOMM_ERR_ARG, "flat: %zu elements exceed MPI's int count", count);
+        return TC_FAIL(TCOMM_ERR_ARG,
+                       "flat: %zu elements exceed MPI's int count", count);
     int rc;
     if (w == TCOMM_WIRE_FP32) {
-        rc = MPI_Allreduce(MPI_IN_PLACE, x, (int)count, MPI_FLOAT, MPI_SUM, c->world.comm);
+        rc = MPI_Allreduce(MPI_IN_PLACE, x, (int)count, MPI_FLOAT, MPI_SUM,
+                           c->world.comm);
     } else {
         void *t = tc_buf_get(&c->scr.a, count * 2);
         if (!t)
-            return TC_FAIL(TCOMM_ERR_NOMEM, "flat: no memory for %zu elements", count);
+            return TC_FAIL(TCOMM_ERR_NOMEM, "flat: no memory for %zu elements",
+                           count);
         tc_encode(w, x, t, count);
         rc = MPI_Allreduce(MPI_IN_PLACE, t, (int)count, c->dt_half,
-                           w == TCOMM_WIRE_FP16 ? c->op_fp16 : c->op_bf16, c->world.comm);
+                           w == TCOMM_WIRE_FP16 ? c->op_fp16 : c->op_bf16,
+                           c->world.comm);
         tc_decode(w, t, x, count);
     }
     if (rc != MPI_SUCCESS)
@@ -282,7 +298,8 @@ tcomm_rc tcomm_barrier(tcomm_t *c)
     int n = c->world.size, r = c->world.rank;
     for (int round = 0; round < 2; round++)
         for (int s = 0; s < n - 1; s++) {
-            tcomm_rc rc = tc_sendrecv(c, &c->world, &a, 1, (r + 1) % n, &b, 1, (r + n - 1) % n);
+            tcomm_rc rc = tc_sendrecv(c, &c->world, &a, 1, (r + 1) % n, &b, 1,
+                                      (r + n - 1) % n);
             if (rc)
                 return rc;
         }
@@ -293,9 +310,11 @@ tcomm_rc tcomm_bcast_bytes(tcomm_t *c, void *buf, size_t bytes, int root)
 {
     if (c->singleton)
         return TCOMM_OK;
-    if (bytes > 0x7fffffff || MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->world.comm))
-        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: broadcast of %zu bytes failed",
-                       c->info.rank, bytes);
+    if (bytes > 0x7fffffff ||
+        MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->world.comm))
+        return TC_FAIL(TCOMM_ERR_BACKEND,
+                       "rank %d: broadcast of %zu bytes failed", c->info.rank,
+                       bytes);
     return TCOMM_OK;
 }
 
@@ -304,7 +323,8 @@ tcomm_rc tcomm_max_double(tcomm_t *c, double *v)
     if (c->singleton)
         return TCOMM_OK;
     if (MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_MAX, c->world.comm))
-        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: max all-reduce failed", c->info.rank);
+        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: max all-reduce failed",
+                       c->info.rank);
     return TCOMM_OK;
 }
 
@@ -313,6 +333,7 @@ tcomm_rc tcomm_sum_double(tcomm_t *c, double *v, int n)
     if (c->singleton)
         return TCOMM_OK;
     if (MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, c->world.comm))
-        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: sum all-reduce failed", c->info.rank);
+        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: sum all-reduce failed",
+                       c->info.rank);
     return TCOMM_OK;
 }

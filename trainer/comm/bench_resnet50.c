@@ -4,9 +4,10 @@
  * all-reduce (what a framework without fusion does); the contenders fuse
  * into theta-byte buckets on the communication thread, fp16 on the wire,
  * with each algorithm, once with the gradients in each rank's own memory
- * and once in memory the node's ranks share (reduced in place there). Gradients are handed over in backward order with no
- * compute in between, so the time is pure synchronisation. The last
- * step of each row is checked against the double reference. */
+ * and once in memory the node's ranks share (reduced in place there). Gradients
+ * are handed over in backward order with no compute in between, so the time is
+ * pure synchronisation. The last step of each row is checked against the double
+ * reference. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +26,13 @@ static void _fill(float **g, const tcomm_tensor_shape *s, int rank)
         tcomm_testdata_fill(g[i], s[i].count, rank, 900 + (uint64_t)i);
 }
 
-static double _wrong(float **g, const tcomm_tensor_shape *s, int P, tcomm_wire w)
+static double _wrong(float **g, const tcomm_tensor_shape *s, int P,
+                     tcomm_wire w)
 {
     double bad = 0;
     for (int i = 0; i < NT; i++)
-        bad += (double)tcomm_testdata_wrong(g[i], s[i].count, P, 900 + (uint64_t)i,
-                                            1.0 / P, w, NULL);
+        bad += (double)tcomm_testdata_wrong(
+            g[i], s[i].count, P, 900 + (uint64_t)i, 1.0 / P, w, NULL);
     return bad;
 }
 
@@ -49,15 +51,18 @@ static void _die(tcomm_t *c, int rank)
 enum { PER_TENSOR, FUSED, FLOOR };
 
 /* One row: returns the mean step time (slowest rank) over o->steps. */
-static double _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in, float **g,
-                   const tcomm_tensor_shape *s, int mode, tcomm_algo a, tcomm_wire w,
-                   size_t theta, size_t *buckets, double *wrong)
+static double _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
+                   float **g, const tcomm_tensor_shape *s, int mode,
+                   tcomm_algo a, tcomm_wire w, size_t theta, size_t *buckets,
+                   double *wrong)
 {
     int fused = mode == FUSED;
     tcomm_fusion_t *f = NULL;
     double total = 0;
     if (fused) {
-        tcomm_fusion_options fo = {.bucket_bytes = theta, .algo = a, .wire = w,
+        tcomm_fusion_options fo = {.bucket_bytes = theta,
+                                   .algo = a,
+                                   .wire = w,
                                    .flags = TCOMM_AVERAGE};
         if (tcomm_fusion_create(c, &fo, &f))
             _die(c, in->rank);
@@ -84,7 +89,8 @@ static double _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in, float 
         } else if (mode == PER_TENSOR) {
             tcomm_result r;
             for (int i = NT - 1; i >= 0; i--)
-                if (tcomm_allreduce(c, g[i], s[i].count, a, w, TCOMM_AVERAGE, &r))
+                if (tcomm_allreduce(c, g[i], s[i].count, a, w, TCOMM_AVERAGE,
+                                    &r))
                     _die(c, in->rank);
         } else {
             for (int i = NT - 1; i >= 0; i--)
@@ -152,29 +158,37 @@ int bench_resnet50(tcomm_t *c, const bench_opts *o)
     if (o->grads != BENCH_GRADS_PRIVATE && _shared_grads(c, s, gs))
         _die(c, in.rank);
     if (in.rank == 0) {
-        printf("# ResNet-50 v1.5 gradients: %d tensors, %zu parameters (%.1f MB fp32); "
-               "%d ranks, grid %dx%d, %d groups, %d nodes\n", NT, total, total * 4 / 1e6,
-               in.size, in.rows, in.cols, in.ngroups, in.nnodes);
-        printf("# mean of %d steps, slowest rank; time = all gradients synchronised\n", o->steps);
-        printf("# fused: gradients in each rank's own memory; fused-shm: in memory the "
-               "node's ranks share (tcomm_shared_alloc), reduced in place on a node\n");
-        printf("%-11s %-8s %-5s %6s %8s %10s %9s %7s\n", "mode", "algo", "wire", "theta",
-               "buckets", "time(ms)", "vs naive", "#wrong");
+        printf("# ResNet-50 v1.5 gradients: %d tensors, %zu parameters (%.1f "
+               "MB fp32); "
+               "%d ranks, grid %dx%d, %d groups, %d nodes\n",
+               NT, total, total * 4 / 1e6, in.size, in.rows, in.cols,
+               in.ngroups, in.nnodes);
+        printf("# mean of %d steps, slowest rank; time = all gradients "
+               "synchronised\n",
+               o->steps);
+        printf("# fused: gradients in each rank's own memory; fused-shm: in "
+               "memory the "
+               "node's ranks share (tcomm_shared_alloc), reduced in place on a "
+               "node\n");
+        printf("%-11s %-8s %-5s %6s %8s %10s %9s %7s\n", "mode", "algo", "wire",
+               "theta", "buckets", "time(ms)", "vs naive", "#wrong");
     }
     size_t nb;
     double wrong, bad = 0;
-    double naive = _row(c, o, &in, g, s, PER_TENSOR, TCOMM_ALGO_FLAT, TCOMM_WIRE_FP32, 0, &nb,
-                        &wrong);
+    double naive = _row(c, o, &in, g, s, PER_TENSOR, TCOMM_ALGO_FLAT,
+                        TCOMM_WIRE_FP32, 0, &nb, &wrong);
     bad += wrong;
     if (in.rank == 0)
-        printf("%-11s %-8s %-5s %6s %8zu %10.2f %8.2fx %7.0f\n", "per-tensor", "flat", "fp32",
-               "-", nb, naive * 1e3, 1.0, wrong);
-    double floor_t = _row(c, o, &in, g, s, FLOOR, TCOMM_ALGO_FLAT, TCOMM_WIRE_FP32, 0, &nb,
-                          &wrong);
+        printf("%-11s %-8s %-5s %6s %8zu %10.2f %8.2fx %7.0f\n", "per-tensor",
+               "flat", "fp32", "-", nb, naive * 1e3, 1.0, wrong);
+    double floor_t = _row(c, o, &in, g, s, FLOOR, TCOMM_ALGO_FLAT,
+                          TCOMM_WIRE_FP32, 0, &nb, &wrong);
     if (in.rank == 0)
-        printf("%-11s %-8s %-5s %6s %8s %10.2f %8.2fx %7s   (read + write each gradient "
-               "once, all ranks at once)\n", "floor", "-", "fp32", "-", "-", floor_t * 1e3,
-               naive / floor_t, "-");
+        printf("%-11s %-8s %-5s %6s %8s %10.2f %8.2fx %7s   (read + write each "
+               "gradient "
+               "once, all ranks at once)\n",
+               "floor", "-", "fp32", "-", "-", floor_t * 1e3, naive / floor_t,
+               "-");
     for (int shm = 0; shm < 2; shm++) {
         if (o->grads == (shm ? BENCH_GRADS_PRIVATE : BENCH_GRADS_SHARED))
             continue;
@@ -184,16 +198,16 @@ int bench_resnet50(tcomm_t *c, const bench_opts *o)
                     tcomm_algo a = o->algos[ai];
                     if (a == TCOMM_ALGO_HIER_RS && !in.groups_uniform)
                         continue;
-                    double t = _row(c, o, &in, shm ? gs : g, s, FUSED, a, o->wires[wi],
-                                    o->theta[ti], &nb, &wrong);
+                    double t = _row(c, o, &in, shm ? gs : g, s, FUSED, a,
+                                    o->wires[wi], o->theta[ti], &nb, &wrong);
                     bad += wrong;
                     char th[32];
                     _theta_str(o->theta[ti], th, sizeof th);
                     if (in.rank == 0)
                         printf("%-11s %-8s %-5s %6s %8zu %10.2f %8.2fx %7.0f\n",
                                shm ? "fused-shm" : "fused", tcomm_algo_name(a),
-                               tcomm_wire_name(o->wires[wi]), th, nb, t * 1e3, naive / t,
-                               wrong);
+                               tcomm_wire_name(o->wires[wi]), th, nb, t * 1e3,
+                               naive / t, wrong);
                 }
     }
     for (int i = 0; i < NT; i++)

@@ -20,21 +20,35 @@ static int _pmix_int(const pmix_proc_t *p, const char *key, long *out)
         return -1;
     int ok = 0;
     switch (v->type) {
-    case PMIX_UINT32: *out = v->data.uint32; break;
-    case PMIX_UINT16: *out = v->data.uint16; break;
-    case PMIX_INT: *out = v->data.integer; break;
-    case PMIX_UINT: *out = v->data.uint; break;
-    case PMIX_PROC_RANK: *out = v->data.rank; break;
-    case PMIX_UINT64: *out = (long)v->data.uint64; break;
-    default: ok = -1;
+    case PMIX_UINT32:
+        *out = v->data.uint32;
+        break;
+    case PMIX_UINT16:
+        *out = v->data.uint16;
+        break;
+    case PMIX_INT:
+        *out = v->data.integer;
+        break;
+    case PMIX_UINT:
+        *out = v->data.uint;
+        break;
+    case PMIX_PROC_RANK:
+        *out = v->data.rank;
+        break;
+    case PMIX_UINT64:
+        *out = (long)v->data.uint64;
+        break;
+    default:
+        ok = -1;
     }
     PMIX_VALUE_RELEASE(v);
     return ok;
 }
 
 /* Why a singleton must not run: returns a message or NULL. */
-static const char *_meant_distributed(const tcomm_options *o, const tcomm_env_layout *env,
-                                      char *buf, size_t len)
+static const char *_meant_distributed(const tcomm_options *o,
+                                      const tcomm_env_layout *env, char *buf,
+                                      size_t len)
 {
     const char *nt = getenv("SLURM_NTASKS");
     const char *ow = getenv("OMPI_COMM_WORLD_SIZE");
@@ -56,12 +70,15 @@ static const char *_getenv(const char *n)
     return getenv(n);
 }
 
-static tcomm_rc _group(tcomm_t *c, tc_group *g, const char *name, int color, int key)
+static tcomm_rc _group(tcomm_t *c, tc_group *g, const char *name, int color,
+                       int key)
 {
     g->name = name;
     if (MPI_Comm_split(c->world.comm, color, key, &g->comm) != MPI_SUCCESS)
-        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: MPI_Comm_split of the %s "
-                       "communicator failed", c->info.rank, name);
+        return TC_FAIL(TCOMM_ERR_BACKEND,
+                       "rank %d: MPI_Comm_split of the %s "
+                       "communicator failed",
+                       c->info.rank, name);
     if (g->comm == MPI_COMM_NULL) {
         g->rank = -1;
         g->size = 0;
@@ -71,7 +88,8 @@ static tcomm_rc _group(tcomm_t *c, tc_group *g, const char *name, int color, int
     MPI_Comm_size(g->comm, &g->size);
     g->world = malloc(sizeof(int) * (size_t)g->size);
     if (!g->world)
-        return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for the %s communicator", name);
+        return TC_FAIL(TCOMM_ERR_NOMEM, "no memory for the %s communicator",
+                       name);
     MPI_Allgather(&c->info.rank, 1, MPI_INT, g->world, 1, MPI_INT, g->comm);
     return TCOMM_OK;
 }
@@ -105,7 +123,8 @@ static tcomm_rc _mpi_up(tcomm_t *c)
     if (!inited) {
         /* MULTIPLE: the fusion thread reduces while the caller may still
          * issue its own small collectives. */
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) !=
+            MPI_SUCCESS)
             return TC_FAIL(TCOMM_ERR_BACKEND, "MPI_Init_thread failed");
         c->mpi_up = 2;
     } else {
@@ -114,24 +133,30 @@ static tcomm_rc _mpi_up(tcomm_t *c)
     }
     c->thread_multiple = provided >= MPI_THREAD_MULTIPLE;
     if (provided < MPI_THREAD_SERIALIZED)
-        return TC_FAIL(TCOMM_ERR_BACKEND, "MPI provides thread level %d; tcomm's "
-                       "communication thread needs at least MPI_THREAD_SERIALIZED",
-                       provided);
+        return TC_FAIL(
+            TCOMM_ERR_BACKEND,
+            "MPI provides thread level %d; tcomm's "
+            "communication thread needs at least MPI_THREAD_SERIALIZED",
+            provided);
     int r, s;
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
     MPI_Comm_size(MPI_COMM_WORLD, &s);
     if (r != c->info.rank || s != c->info.size)
-        return TC_FAIL(TCOMM_ERR_BACKEND, "MPI says rank %d of %d but PMIx says %d "
-                       "of %d: mixed launchers?", r, s, c->info.rank, c->info.size);
+        return TC_FAIL(TCOMM_ERR_BACKEND,
+                       "MPI says rank %d of %d but PMIx says %d "
+                       "of %d: mixed launchers?",
+                       r, s, c->info.rank, c->info.size);
     return TCOMM_OK;
 }
 
-static tcomm_rc _layout(tcomm_t *c, const tcomm_options *opt, const tcomm_env_layout *env)
+static tcomm_rc _layout(tcomm_t *c, const tcomm_options *opt,
+                        const tcomm_env_layout *env)
 {
     tcomm_place me, *all;
     int src = 0;
-    tcomm_rc rc = tcomm_layout_place(env, opt, c->info.rank, c->info.size, c->info.node_id,
-                                     c->info.local_rank, c->info.local_size, &me, &src);
+    tcomm_rc rc = tcomm_layout_place(env, opt, c->info.rank, c->info.size,
+                                     c->info.node_id, c->info.local_rank,
+                                     c->info.local_size, &me, &src);
     if (rc)
         return rc;
     all = calloc((size_t)c->info.size, sizeof *all);
@@ -140,15 +165,16 @@ static tcomm_rc _layout(tcomm_t *c, const tcomm_options *opt, const tcomm_env_la
     if (c->singleton)
         all[0] = me;
     else
-        MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE,
-                      MPI_COMM_WORLD);
+        MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me,
+                      MPI_BYTE, MPI_COMM_WORLD);
     char note[160];
     rc = tcomm_layout_finish(all, c->info.size, src, note, sizeof note);
     if (!rc) {
         me = all[c->info.rank];
         /* The contract orders a group by node index, then local rank. */
-        c->group_key = me.node_index >= 0 ? me.node_index * 65536 + me.local_rank
-                                          : c->info.rank;
+        c->group_key = me.node_index >= 0
+                           ? me.node_index * 65536 + me.local_rank
+                           : c->info.rank;
         c->info.rows = me.rows;
         c->info.cols = me.cols;
         c->info.row = me.row;
@@ -171,13 +197,17 @@ static tcomm_rc _layout(tcomm_t *c, const tcomm_options *opt, const tcomm_env_la
         free(cnt);
         c->info.group_size = gsize;
         c->info.groups_uniform = uniform;
-        const char *how = (src & TCOMM_SRC_OPTIONS) ? "--grid" :
-                          (src & TCOMM_SRC_ENV) ? env->source :
-                          env->source[0] ? "one row per node, TORUS_VERSION unknown" :
-                          "one row per node";
+        const char *how = (src & TCOMM_SRC_OPTIONS) ? "--grid"
+                          : (src & TCOMM_SRC_ENV)   ? env->source
+                          : env->source[0]
+                              ? "one row per node, TORUS_VERSION unknown"
+                              : "one row per node";
         if (!env->present && env->source[0] && c->info.rank == 0)
-            fprintf(stderr, "tcomm: warning: %s: this build knows TORUS_VERSION=1 only, "
-                    "so the torus layout is ignored\n", env->source);
+            fprintf(
+                stderr,
+                "tcomm: warning: %s: this build knows TORUS_VERSION=1 only, "
+                "so the torus layout is ignored\n",
+                env->source);
         snprintf(c->source, sizeof c->source, "%s%s%s", how,
                  (src & TCOMM_SRC_GROUP_OPT) ? " + --group-size" : "",
                  note[0] ? " (fallback 1xP)" : "");
@@ -195,19 +225,22 @@ static tcomm_rc _layout(tcomm_t *c, const tcomm_options *opt, const tcomm_env_la
  * group leader, and MPI's own all-reduce partners (small and large). */
 static tcomm_rc _warm_up(tcomm_t *c)
 {
-    tc_group *gs[] = {&c->world, &c->row, &c->col, &c->group, &c->leaders, &c->peers};
+    tc_group *gs[] = {&c->world, &c->row,     &c->col,
+                      &c->group, &c->leaders, &c->peers};
     char a = 1, b = 0;
     tcomm_rc rc = TCOMM_OK;
     for (size_t i = 0; i < sizeof gs / sizeof gs[0] && !rc; i++) {
         tc_group *g = gs[i];
         if (g->comm == MPI_COMM_NULL || g->size < 2)
             continue;
-        int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
+        int next = (g->rank + 1) % g->size,
+            prev = (g->rank + g->size - 1) % g->size;
         rc = tc_sendrecv(c, g, &a, 1, next, &b, 1, prev);
         if (!rc)
             rc = tc_sendrecv(c, g, &a, 1, prev, &b, 1, next);
     }
-    for (int j = 1; j < c->group.size && !rc; j++) /* gather / scatter partners */
+    for (int j = 1; j < c->group.size && !rc;
+         j++) /* gather / scatter partners */
         if (c->group.rank == 0)
             rc = tc_recv(c, &c->group, &b, 1, j);
         else if (c->group.rank == j)
@@ -236,7 +269,8 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     c->blame = MPI_COMM_NULL;
     c->lost = -1;
     pthread_mutex_init(&c->blame_mu, NULL);
-    tc_group *gs[] = {&c->world, &c->row, &c->col, &c->node, &c->group, &c->leaders, &c->peers};
+    tc_group *gs[] = {&c->world, &c->row,     &c->col,  &c->node,
+                      &c->group, &c->leaders, &c->peers};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         gs[i]->comm = MPI_COMM_NULL; /* not 0: OpenMPI's NULL is an object */
     c->dt_half = MPI_DATATYPE_NULL;
@@ -245,9 +279,14 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     if (t && atof(t) > 0)
         c->timeout_s = atof(t);
     c->verbose = opt ? opt->verbose : 0;
-    c->use_shm = !(getenv("TCOMM_SHM") && strcmp(getenv("TCOMM_SHM"), "0") == 0);
-    c->poll_yield = getenv("TCOMM_POLL_YIELD") ? strtoul(getenv("TCOMM_POLL_YIELD"), NULL, 10) : 256;
-    c->poll_sleep = getenv("TCOMM_POLL_SLEEP") ? strtoul(getenv("TCOMM_POLL_SLEEP"), NULL, 10) : 20000;
+    c->use_shm =
+        !(getenv("TCOMM_SHM") && strcmp(getenv("TCOMM_SHM"), "0") == 0);
+    c->poll_yield = getenv("TCOMM_POLL_YIELD")
+                        ? strtoul(getenv("TCOMM_POLL_YIELD"), NULL, 10)
+                        : 256;
+    c->poll_sleep = getenv("TCOMM_POLL_SLEEP")
+                        ? strtoul(getenv("TCOMM_POLL_SLEEP"), NULL, 10)
+                        : 20000;
     /* Ring steps move in segments of this size (0: whole steps); 1 MiB is
      * ~8 ms on a 1 Gbit/s link, enough to hide the add of the previous one
      * (tests/bench/comm/netns.sh). */
@@ -255,8 +294,9 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     c->seg_bytes = (sk ? strtoull(sk, NULL, 10) : 1024) << 10;
     /* torus2d and hier-rs with rows in shared memory, and hier, run large
      * messages in this many pieces, the node stages of one overlapping the
-     * network stage of another (pipeline.c); 1 turns it off. 8: 64 MiB on the emulated
-     * 1 Gbit/s cluster took 0.93 s against 0.96 s with 4 and 1.02 s off. */
+     * network stage of another (pipeline.c); 1 turns it off. 8: 64 MiB on the
+     * emulated 1 Gbit/s cluster took 0.93 s against 0.96 s with 4 and 1.02 s
+     * off. */
     const char *pk = getenv("TCOMM_PIPELINE");
     c->pipeline = pk ? atoi(pk) : 8;
     if (c->pipeline < 1)
@@ -269,10 +309,11 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
         char why[96];
         if (_meant_distributed(opt, &env, why, sizeof why)) {
             free(c);
-            return TC_FAIL(TCOMM_ERR_LAUNCH, "%s says this job has several ranks, "
+            return TC_FAIL(TCOMM_ERR_LAUNCH,
+                           "%s says this job has several ranks, "
                            "but no PMIx server answered (%s). Launch it with "
-                           "'srun --mpi=pmix ...' or 'mpirun -np N ...'", why,
-                           PMIx_Error_string(prc));
+                           "'srun --mpi=pmix ...' or 'mpirun -np N ...'",
+                           why, PMIx_Error_string(prc));
         }
         c->singleton = 1;
         c->info.size = 1;
@@ -289,13 +330,15 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
             return TC_FAIL(TCOMM_ERR_BACKEND, "PMIx has no %s", PMIX_JOB_SIZE);
         }
         c->info.size = (int)v;
-        c->info.local_rank = _pmix_int(&c->me, PMIX_LOCAL_RANK, &v) ? 0 : (int)v;
+        c->info.local_rank =
+            _pmix_int(&c->me, PMIX_LOCAL_RANK, &v) ? 0 : (int)v;
         c->info.local_size = _pmix_int(&wild, PMIX_LOCAL_SIZE, &v) ? 1 : (int)v;
         c->info.node_id = _pmix_int(&c->me, PMIX_NODEID, &v) ? 0 : (int)v;
         /* From here on every rank waits for all the others inside MPI. At
          * least 20 s, so that a short --timeout does not fail a slow but
          * healthy start on a loaded host. */
-        tc_watchdog_arm(&c->startup, c->info.rank, c->timeout_s * 4 > 20 ? c->timeout_s * 4 : 20);
+        tc_watchdog_arm(&c->startup, c->info.rank,
+                        c->timeout_s * 4 > 20 ? c->timeout_s * 4 : 20);
         if ((rc = _mpi_up(c))) {
             tcomm_finalize(c);
             return rc;
@@ -342,7 +385,8 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
         MPI_Comm_set_errhandler(c->blame, MPI_ERRORS_RETURN);
         if ((rc = _group(c, &c->leaders, "group leaders",
                          i->group_rank == 0 ? 0 : MPI_UNDEFINED, i->group)) ||
-            (rc = _group(c, &c->peers, "group peers", i->group_rank, i->group)) ||
+            (rc = _group(c, &c->peers, "group peers", i->group_rank,
+                         i->group)) ||
             (rc = tc_mpi_ops_create(c))) {
             tcomm_finalize(c);
             return rc;
@@ -382,7 +426,8 @@ void tcomm_finalize(tcomm_t *c)
         return;
     tc_watchdog_disarm(&c->startup); /* a failed tcomm_init */
     tcomm_shared_free(c);
-    tc_group *gs[] = {&c->row, &c->col, &c->node, &c->group, &c->leaders, &c->peers, &c->world};
+    tc_group *gs[] = {&c->row,     &c->col,   &c->node, &c->group,
+                      &c->leaders, &c->peers, &c->world};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         _group_free(c, gs[i]);
     if (c->mpi_up) {

@@ -78,8 +78,9 @@ static int _nodes(const tcomm_model_params *m)
 
 /* One ring of n members, each a span of `span` contiguous ranks apart;
  * flows = edges leaving a node at once when the ring crosses nodes. */
-static double _ring(const tcomm_model_params *m, int n, int span, double chunk_bytes,
-                    double fp32_chunk, int steps_per_member, int flows, int conv)
+static double _ring(const tcomm_model_params *m, int n, int span,
+                    double chunk_bytes, double fp32_chunk, int steps_per_member,
+                    int flows, int conv)
 {
     if (n <= 1)
         return 0.0;
@@ -120,15 +121,16 @@ static double _overlap(double D, double N, int K)
     return D > N + D / K ? D : N + D / K;
 }
 
-static double _two_level(const tcomm_model_params *m, int C, int R, double S, double F,
-                         int conv, int in_place)
+static double _two_level(const tcomm_model_params *m, int C, int R, double S,
+                         double F, int conv, int in_place)
 {
     int q = m->ranks_per_node;
     int flows = C < q ? C : q;
     /* Rows: C contiguous ranks; one edge per node leaves it when a row
      * spans nodes. Columns: members C ranks apart. */
     double row = _ring(m, C, 1, S / C, F / C, 2, 1, conv);
-    double col = _ring(m, R, C, S / ((double)C * R), F / ((double)C * R), 2, flows, conv);
+    double col = _ring(m, R, C, S / ((double)C * R), F / ((double)C * R), 2,
+                       flows, conv);
     if (in_place && m->shm && C > 1 && C <= q)
         return 2 * (m->intra.alpha_s + F / m->reduce_Bps) + col;
     if (m->shm && C > 1 && C <= q) {
@@ -138,7 +140,8 @@ static double _two_level(const tcomm_model_params *m, int C, int R, double S, do
          * with more ranks than cores each handshake waits for the
          * scheduler, so the ring's steps cost more than its alpha says. */
         row = 2 * (m->intra.alpha_s + (C - 1.0) / C * S / m->reduce_Bps) +
-              (C - 1.0) / C * F / m->reduce_Bps + (conv ? 2 * F / m->convert_Bps : 0.0);
+              (C - 1.0) / C * F / m->reduce_Bps +
+              (conv ? 2 * F / m->convert_Bps : 0.0);
         /* Only shared-memory rows run pipelined (algo_torus2d.c). */
         if (R > 1)
             return _overlap(row, col, tcomm_model_pieces(m->pipeline, S));
@@ -163,7 +166,8 @@ static double _rabenseifner(const tcomm_model_params *m, double S, double F)
         int crosses = d >= q && _nodes(m) > 1;
         const tcomm_link *l = crosses ? &m->inter : &m->intra;
         double share = crosses ? ceil((double)(q < P ? q : P) / rails) : 1.0;
-        t += 2 * (l->alpha_s + part * S * share / l->bw_Bps) + part * F / m->reduce_Bps;
+        t += 2 * (l->alpha_s + part * S * share / l->bw_Bps) +
+             part * F / m->reduce_Bps;
     }
     return t;
 }
@@ -171,7 +175,8 @@ static double _rabenseifner(const tcomm_model_params *m, double S, double F)
 double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
                         tcomm_wire wire)
 {
-    double S = (double)count * (double)tcomm_wire_bytes(wire), F = (double)count * 4.0;
+    double S = (double)count * (double)tcomm_wire_bytes(wire),
+           F = (double)count * 4.0;
     int P = m->P, conv = wire != TCOMM_WIRE_FP32;
     if (P <= 1)
         return 0.0;
@@ -183,7 +188,8 @@ double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
         tcomm_model_params mm = *m;
         if (wire != TCOMM_WIRE_FP32)
             mm.reduce_Bps /= 10;
-        double rd = ceil(log2((double)P)) * (l->alpha_s + S / l->bw_Bps + F / mm.reduce_Bps);
+        double rd = ceil(log2((double)P)) *
+                    (l->alpha_s + S / l->bw_Bps + F / mm.reduce_Bps);
         double rab = _rabenseifner(&mm, S, F);
         return rd < rab ? rd : rab;
     }
@@ -217,12 +223,14 @@ double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
     }
 }
 
-tcomm_algo tcomm_model_best(const tcomm_model_params *m, size_t count, tcomm_wire wire)
+tcomm_algo tcomm_model_best(const tcomm_model_params *m, size_t count,
+                            tcomm_wire wire)
 {
     /* On a tie the earlier wins: torus2d before hier-rs, which is the same
      * schedule when groups are the rows. */
-    static const tcomm_algo cand[] = {TCOMM_ALGO_FLAT, TCOMM_ALGO_RING, TCOMM_ALGO_HIER,
-                                      TCOMM_ALGO_TORUS2D, TCOMM_ALGO_HIER_RS};
+    static const tcomm_algo cand[] = {TCOMM_ALGO_FLAT, TCOMM_ALGO_RING,
+                                      TCOMM_ALGO_HIER, TCOMM_ALGO_TORUS2D,
+                                      TCOMM_ALGO_HIER_RS};
     tcomm_algo best = TCOMM_ALGO_FLAT;
     double bt = INFINITY;
     for (size_t i = 0; i < sizeof cand / sizeof cand[0]; i++) {
@@ -235,7 +243,8 @@ tcomm_algo tcomm_model_best(const tcomm_model_params *m, size_t count, tcomm_wir
     return best;
 }
 
-double tcomm_model_link_limit(const tcomm_model_params *m, size_t count, tcomm_wire wire)
+double tcomm_model_link_limit(const tcomm_model_params *m, size_t count,
+                              tcomm_wire wire)
 {
     int N = _nodes(m);
     if (N <= 1)

@@ -24,7 +24,7 @@ typedef struct {
     int ranks_per_node; /* contiguous ranks share a node */
     int rows, cols;     /* torus2d grid (rows * cols == P) */
     int group_size;     /* hier / hier-rs group (contiguous ranks) */
-    int rails;          /* inter-node links per node (columns can use their own) */
+    int rails; /* inter-node links per node (columns can use their own) */
     tcomm_link intra, inter;
     double reduce_Bps;  /* fp32 bytes/s one rank adds (decode + add) */
     double convert_Bps; /* fp32 bytes/s one rank casts to a 16-bit wire */
@@ -35,7 +35,7 @@ typedef struct {
                          * place (shared_grads.c); 0 for the packed paths */
 } tcomm_model_params;
 
-#define TCOMM_MODEL_INPLACE_ROWS 1u   /* torus2d rows */
+#define TCOMM_MODEL_INPLACE_ROWS   1u /* torus2d rows */
 #define TCOMM_MODEL_INPLACE_GROUPS 2u /* hier-rs groups */
 
 /* Defaults measured on this project's 2-core test machine (shared memory
@@ -55,11 +55,13 @@ int tcomm_model_pieces(int pipeline, double wire_bytes);
 
 /* The cheapest runnable algorithm among flat, ring, hier, hier-rs and
  * torus2d for this message. */
-tcomm_algo tcomm_model_best(const tcomm_model_params *m, size_t count, tcomm_wire wire);
+tcomm_algo tcomm_model_best(const tcomm_model_params *m, size_t count,
+                            tcomm_wire wire);
 
 /* The link limit: seconds for the least data a node must send through its
  * inter-node links in any all-reduce, 2(N-1)/N * S / (bw * rails), with N
  * nodes and S the message in wire bytes. 0 on one node. */
-double tcomm_model_link_limit(const tcomm_model_params *m, size_t count, tcomm_wire wire);
+double tcomm_model_link_limit(const tcomm_model_params *m, size_t count,
+                              tcomm_wire wire);
 
 #endif

@@ -26,9 +26,9 @@ typedef struct {
 } tc_tensor;
 
 typedef struct {
-    int first, n;    /* tensor range */
-    size_t count;    /* floats */
-    int pending;     /* tensors not yet ready this step */
+    int first, n; /* tensor range */
+    size_t count; /* floats */
+    int pending;  /* tensors not yet ready this step */
 } tc_bucket;
 
 struct tcomm_fusion {
@@ -39,14 +39,14 @@ struct tcomm_fusion {
     tc_bucket *b;
     int nb;
     int sealed;
-    int shared;           /* gradients in shared memory on every rank */
-    tcomm_seg *segs;      /* every tensor as a piece, in bucket order */
+    int shared;      /* gradients in shared memory on every rank */
+    tcomm_seg *segs; /* every tensor as a piece, in bucket order */
     /* Shared with the thread, under mu. */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     pthread_t thread;
     int thread_up, quit;
-    int next;             /* next bucket to reduce */
+    int next; /* next bucket to reduce */
     int step_active;
     tcomm_rc err;
     char errmsg[1024];
@@ -63,7 +63,8 @@ tcomm_rc tcomm_fusion_create(tcomm_t *c, const tcomm_fusion_options *o,
     f->o = *o;
     if (!f->o.bucket_bytes)
         f->o.bucket_bytes = TCOMM_FUSION_DEFAULT_BYTES;
-    if ((unsigned)f->o.algo >= TCOMM_ALGO_COUNT || (unsigned)f->o.wire >= TCOMM_WIRE_COUNT) {
+    if ((unsigned)f->o.algo >= TCOMM_ALGO_COUNT ||
+        (unsigned)f->o.wire >= TCOMM_WIRE_COUNT) {
         free(f);
         return TC_FAIL(TCOMM_ERR_ARG, "fusion: bad algorithm %d or wire %d",
                        (int)o->algo, (int)o->wire);
@@ -87,7 +88,8 @@ tcomm_rc tcomm_fusion_add(tcomm_fusion_t *f, float *grad, size_t count,
         int cap = f->cap ? 2 * f->cap : 64;
         tc_tensor *t = realloc(f->t, sizeof *t * (size_t)cap);
         if (!t)
-            return TC_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for %d tensors", cap);
+            return TC_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for %d tensors",
+                           cap);
         f->t = t;
         f->cap = cap;
     }
@@ -110,8 +112,12 @@ static uint64_t _layout_hash(const tcomm_fusion_t *f)
     uint64_t h = 1469598103934665603ull;
     uint64_t v[4] = {(uint64_t)f->nt, (uint64_t)f->nb, (uint64_t)f->o.algo,
                      (uint64_t)f->o.wire | (uint64_t)f->o.flags << 8};
-#define MIX(x) do { uint64_t _x = (x); for (int _k = 0; _k < 8; _k++) \
-        h = (h ^ ((_x >> (8 * _k)) & 255)) * 1099511628211ull; } while (0)
+#define MIX(x)                                                     \
+    do {                                                           \
+        uint64_t _x = (x);                                         \
+        for (int _k = 0; _k < 8; _k++)                             \
+            h = (h ^ ((_x >> (8 * _k)) & 255)) * 1099511628211ull; \
+    } while (0)
     for (int i = 0; i < 4; i++)
         MIX(v[i]);
     for (int i = 0; i < f->nt; i++)
@@ -127,7 +133,8 @@ static uint64_t _layout_hash(const tcomm_fusion_t *f)
 static uint64_t _shared_hash(const tcomm_fusion_t *f)
 {
     uint64_t h = 1469598103934665603ull;
-    if (!tc_shared_holds(f->c, NULL, 0)) /* no shared block: none, or plain memory */
+    if (!tc_shared_holds(f->c, NULL,
+                         0)) /* no shared block: none, or plain memory */
         return 0;
     for (int i = 0; i < f->nt; i++) {
         if (!tc_shared_holds(f->c, f->t[i].grad, f->t[i].count))
@@ -147,10 +154,12 @@ static tcomm_rc _check_layout(tcomm_fusion_t *f)
     if (c->singleton || c->info.size == 1)
         return TCOMM_OK;
     enum { K = 4 };
-    uint64_t mine[K] = {_layout_hash(f), (uint64_t)f->nt, (uint64_t)f->nb, _shared_hash(f)};
+    uint64_t mine[K] = {_layout_hash(f), (uint64_t)f->nt, (uint64_t)f->nb,
+                        _shared_hash(f)};
     uint64_t *all = malloc(sizeof mine * (size_t)c->info.size);
     if (!all)
-        return TC_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for the layout check");
+        return TC_FAIL(TCOMM_ERR_NOMEM,
+                       "fusion: no memory for the layout check");
     MPI_Allgather(mine, K, MPI_UINT64_T, all, K, MPI_UINT64_T, c->world.comm);
     tcomm_rc rc = TCOMM_OK;
     f->shared = all[3] != 0;
@@ -159,13 +168,16 @@ static tcomm_rc _check_layout(tcomm_fusion_t *f)
             f->shared = 0;
     for (int r = 1; r < c->info.size; r++)
         if (all[K * r] != all[0]) {
-            rc = TC_FAIL(TCOMM_ERR_LAYOUT, "fusion: rank %d's bucket layout (%llu "
-                         "tensors, %llu buckets) differs from rank 0's (%llu tensors, "
-                         "%llu buckets): every rank must register the same gradients, "
-                         "in the same order, with the same bucket size, algorithm and "
-                         "wire", r, (unsigned long long)all[K * r + 1],
-                         (unsigned long long)all[K * r + 2], (unsigned long long)all[1],
-                         (unsigned long long)all[2]);
+            rc = TC_FAIL(
+                TCOMM_ERR_LAYOUT,
+                "fusion: rank %d's bucket layout (%llu "
+                "tensors, %llu buckets) differs from rank 0's (%llu tensors, "
+                "%llu buckets): every rank must register the same gradients, "
+                "in the same order, with the same bucket size, algorithm and "
+                "wire",
+                r, (unsigned long long)all[K * r + 1],
+                (unsigned long long)all[K * r + 2], (unsigned long long)all[1],
+                (unsigned long long)all[2]);
             break;
         }
     free(all);
@@ -177,8 +189,9 @@ static tcomm_rc _reduce_bucket(tcomm_fusion_t *f, int bi)
     tc_bucket *b = &f->b[bi];
     tcomm_result r = {0};
     double t0 = tcomm_wtime();
-    tcomm_rc rc = tcomm_allreduce_segs(f->c, f->segs + b->first, b->n, f->o.algo, f->o.wire,
-                                       f->o.flags | (f->shared ? TCOMM_SHARED : 0), &r);
+    tcomm_rc rc = tcomm_allreduce_segs(
+        f->c, f->segs + b->first, b->n, f->o.algo, f->o.wire,
+        f->o.flags | (f->shared ? TCOMM_SHARED : 0), &r);
     if (rc)
         return rc;
     f->st.nonfinite += r.nonfinite;
@@ -193,7 +206,8 @@ static void *_thread(void *arg)
     tcomm_fusion_t *f = arg;
     pthread_mutex_lock(&f->mu);
     for (;;) {
-        while (!f->quit && !(f->step_active && f->next < f->nb && f->b[f->next].pending == 0))
+        while (!f->quit && !(f->step_active && f->next < f->nb &&
+                             f->b[f->next].pending == 0))
             pthread_cond_wait(&f->cv, &f->mu);
         if (f->quit)
             break;
@@ -221,7 +235,8 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
         return TC_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for buckets");
     f->segs = calloc((size_t)(f->nt ? f->nt : 1), sizeof *f->segs);
     if (!f->segs)
-        return TC_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for %d tensors", f->nt);
+        return TC_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for %d tensors",
+                       f->nt);
     for (int i = 0; i < f->nt; i++)
         f->segs[i] = (tcomm_seg){f->t[i].grad, f->t[i].count};
     /* Greedy in backward order: a bucket closes once it holds theta bytes. */
@@ -242,7 +257,8 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
         f->b[i].pending = f->b[i].n;
     if (!f->o.synchronous) {
         if (pthread_create(&f->thread, NULL, _thread, f) != 0)
-            return TC_FAIL(TCOMM_ERR_BACKEND, "fusion: cannot start the communication thread");
+            return TC_FAIL(TCOMM_ERR_BACKEND,
+                           "fusion: cannot start the communication thread");
         f->thread_up = 1;
     }
     f->sealed = 1;
@@ -263,8 +279,8 @@ tcomm_rc tcomm_fusion_bucket(const tcomm_fusion_t *f, size_t b, int *first,
                              int *ntensors, size_t *count)
 {
     if (!f->sealed || b >= (size_t)f->nb)
-        return TC_FAIL(TCOMM_ERR_ARG, "fusion: no bucket %zu (%d buckets%s)", b, f->nb,
-                       f->sealed ? "" : ", not sealed");
+        return TC_FAIL(TCOMM_ERR_ARG, "fusion: no bucket %zu (%d buckets%s)", b,
+                       f->nb, f->sealed ? "" : ", not sealed");
     *first = f->b[b].first;
     *ntensors = f->b[b].n;
     *count = f->b[b].count;
@@ -286,8 +302,8 @@ static tcomm_rc _drain_sync(tcomm_fusion_t *f)
 tcomm_rc tcomm_fusion_ready(tcomm_fusion_t *f, int index)
 {
     if (!f->sealed || index < 0 || index >= f->nt)
-        return TC_FAIL(TCOMM_ERR_ARG, "fusion: ready(%d) with %d tensors%s", index, f->nt,
-                       f->sealed ? "" : " before seal");
+        return TC_FAIL(TCOMM_ERR_ARG, "fusion: ready(%d) with %d tensors%s",
+                       index, f->nt, f->sealed ? "" : " before seal");
     pthread_mutex_lock(&f->mu);
     tc_tensor *t = &f->t[index];
     int twice = t->ready;
@@ -299,8 +315,10 @@ tcomm_rc tcomm_fusion_ready(tcomm_fusion_t *f, int index)
     }
     pthread_mutex_unlock(&f->mu);
     if (twice)
-        return TC_FAIL(TCOMM_ERR_ARG, "fusion: gradient %d ('%s') marked ready twice "
-                       "in one step", index, t->name);
+        return TC_FAIL(TCOMM_ERR_ARG,
+                       "fusion: gradient %d ('%s') marked ready twice "
+                       "in one step",
+                       index, t->name);
     return f->o.synchronous ? _drain_sync(f) : TCOMM_OK;
 }
 

@@ -43,9 +43,11 @@ tcomm_rc tcomm_parse_dims(const char *what, const char *s, int *r, int *c)
     if (!x || _parse_uint(s, (size_t)(x - s), r) != 0 ||
         _parse_uint(x + 1, strlen(x + 1), c) != 0 || *r < 1 || *c < 1 ||
         *r > TC_MAX_DIM || *c > TC_MAX_DIM || (long)*r * *c > TC_MAX_DIM)
-        return TC_FAIL(TCOMM_ERR_ENV,
-                       "%s='%s': expected RxC with positive integers (e.g. 4x2), "
-                       "R*C at most %d", what, s ? s : "", TC_MAX_DIM);
+        return TC_FAIL(
+            TCOMM_ERR_ENV,
+            "%s='%s': expected RxC with positive integers (e.g. 4x2), "
+            "R*C at most %d",
+            what, s ? s : "", TC_MAX_DIM);
     return TCOMM_OK;
 }
 
@@ -54,15 +56,17 @@ static tcomm_rc _parse_coord(const char *s, int *r, int *c)
     const char *comma = strchr(s, ',');
     if (!comma || _parse_uint(s, (size_t)(comma - s), r) != 0 ||
         _parse_uint(comma + 1, strlen(comma + 1), c) != 0)
-        return TC_FAIL(TCOMM_ERR_ENV,
-                       "TORUS_COORD='%s': expected r,c with non-negative integers", s);
+        return TC_FAIL(
+            TCOMM_ERR_ENV,
+            "TORUS_COORD='%s': expected r,c with non-negative integers", s);
     return TCOMM_OK;
 }
 
 tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
 {
-    static const char *const names[] = {"TORUS_DIMS", "TORUS_COORD",
-        "TORUS_GROUP", "TORUS_NGROUPS", "TORUS_NODE_INDEX", "TORUS_VERSION"};
+    static const char *const names[] = {"TORUS_DIMS",       "TORUS_COORD",
+                                        "TORUS_GROUP",      "TORUS_NGROUPS",
+                                        "TORUS_NODE_INDEX", "TORUS_VERSION"};
     const char *v[6];
     int any = 0;
     memset(out, 0, sizeof *out);
@@ -70,8 +74,10 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
     for (int i = 0; i < 6; i++) {
         v[i] = get(names[i]);
         if (v[i] && strlen(v[i]) > 64)
-            return TC_FAIL(TCOMM_ERR_ENV, "%s is %zu characters long: not a "
-                           "torus value", names[i], strlen(v[i]));
+            return TC_FAIL(TCOMM_ERR_ENV,
+                           "%s is %zu characters long: not a "
+                           "torus value",
+                           names[i], strlen(v[i]));
         any |= v[i] != NULL;
     }
     if (!any)
@@ -79,9 +85,11 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
     if (v[5] && strcmp(v[5], "1") != 0) {
         /* The contract: a consumer that does not know the version ignores
          * the other variables (and falls back to one row per node). */
-        tcomm_env_layout ignored = {.group = -1, .ngroups = -1, .node_index = -1};
+        tcomm_env_layout ignored = {
+            .group = -1, .ngroups = -1, .node_index = -1};
         *out = ignored;
-        snprintf(out->source, sizeof out->source, "TORUS_VERSION=%.8s ignored", v[5]);
+        snprintf(out->source, sizeof out->source, "TORUS_VERSION=%.8s ignored",
+                 v[5]);
         for (char *p = out->source; *p; p++)
             if (!isprint((unsigned char)*p))
                 *p = '?';
@@ -92,8 +100,10 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
      * mix guessed values with given ones. */
     for (int i = 0; i < 6; i++)
         if (!v[i] && i != 4)
-            return TC_FAIL(TCOMM_ERR_ENV, "%s is not set but other TORUS_* "
-                           "variables are: the env contract is incomplete", names[i]);
+            return TC_FAIL(TCOMM_ERR_ENV,
+                           "%s is not set but other TORUS_* "
+                           "variables are: the env contract is incomplete",
+                           names[i]);
 
     tcomm_rc rc = tcomm_parse_dims("TORUS_DIMS", v[0], &out->rows, &out->cols);
     if (rc)
@@ -101,15 +111,20 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
     if ((rc = _parse_coord(v[1], &out->row, &out->col)))
         return rc;
     if (out->row >= out->rows || out->col >= out->cols)
-        return TC_FAIL(TCOMM_ERR_ENV, "TORUS_COORD='%s' lies outside "
-                       "TORUS_DIMS='%s'", v[1], v[0]);
-    if ((rc = tcomm_parse_count("TORUS_NGROUPS", v[3], TC_MAX_DIM, &out->ngroups)))
+        return TC_FAIL(TCOMM_ERR_ENV,
+                       "TORUS_COORD='%s' lies outside "
+                       "TORUS_DIMS='%s'",
+                       v[1], v[0]);
+    if ((rc = tcomm_parse_count("TORUS_NGROUPS", v[3], TC_MAX_DIM,
+                                &out->ngroups)))
         return rc;
     if ((rc = tcomm_parse_count("TORUS_GROUP", v[2], TC_MAX_DIM, &out->group)))
         return rc;
     if (out->ngroups < 1 || out->group >= out->ngroups)
-        return TC_FAIL(TCOMM_ERR_ENV, "TORUS_GROUP='%s' is not below "
-                       "TORUS_NGROUPS='%s'", v[2], v[3]);
+        return TC_FAIL(TCOMM_ERR_ENV,
+                       "TORUS_GROUP='%s' is not below "
+                       "TORUS_NGROUPS='%s'",
+                       v[2], v[3]);
     if (v[4] && (rc = tcomm_parse_count("TORUS_NODE_INDEX", v[4], TC_MAX_DIM,
                                         &out->node_index)))
         return rc;
@@ -122,22 +137,26 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
     return TCOMM_OK;
 }
 
-tcomm_rc tcomm_options_set(tcomm_options *o, const char *name, const char *value)
+tcomm_rc tcomm_options_set(tcomm_options *o, const char *name,
+                           const char *value)
 {
     if (strcmp(name, "--grid") == 0 || strcmp(name, "grid") == 0)
         return tcomm_parse_dims("--grid", value, &o->grid_rows, &o->grid_cols);
     if (strcmp(name, "--group-size") == 0 || strcmp(name, "group-size") == 0) {
-        tcomm_rc rc = tcomm_parse_count("--group-size", value, TC_MAX_DIM, &o->group_size);
+        tcomm_rc rc = tcomm_parse_count("--group-size", value, TC_MAX_DIM,
+                                        &o->group_size);
         if (!rc && o->group_size < 1)
-            return TC_FAIL(TCOMM_ERR_ENV, "--group-size='%s': must be at least 1", value);
+            return TC_FAIL(TCOMM_ERR_ENV,
+                           "--group-size='%s': must be at least 1", value);
         return rc;
     }
     return TC_FAIL(TCOMM_ERR_ARG, "unknown layout option '%s'", name);
 }
 
-tcomm_rc tcomm_layout_place(const tcomm_env_layout *env, const tcomm_options *opt,
-                            int rank, int size, int node, int local_rank,
-                            int local_size, tcomm_place *me, int *src)
+tcomm_rc tcomm_layout_place(const tcomm_env_layout *env,
+                            const tcomm_options *opt, int rank, int size,
+                            int node, int local_rank, int local_size,
+                            tcomm_place *me, int *src)
 {
     memset(me, 0, sizeof *me);
     me->rank = rank;
@@ -148,7 +167,8 @@ tcomm_rc tcomm_layout_place(const tcomm_env_layout *env, const tcomm_options *op
     *src = 0;
     if (opt && opt->grid_rows > 0) {
         if ((long)opt->grid_rows * opt->grid_cols != size)
-            return TC_FAIL(TCOMM_ERR_ENV, "--grid %dx%d does not match %d ranks",
+            return TC_FAIL(TCOMM_ERR_ENV,
+                           "--grid %dx%d does not match %d ranks",
                            opt->grid_rows, opt->grid_cols, size);
         me->rows = opt->grid_rows;
         me->cols = opt->grid_cols;
@@ -201,13 +221,14 @@ static int _number_nodes(tcomm_place *all, int size, int *node_index)
             ids[n++] = ids[i];
     for (int i = 0; i < size; i++)
         node_index[i] = (int)((int *)bsearch(&all[i].node, ids, (size_t)n,
-                                             sizeof(int), _cmp_int) - ids);
+                                             sizeof(int), _cmp_int) -
+                              ids);
     free(ids);
     return n;
 }
 
-tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src,
-                             char *note, size_t notelen)
+tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src, char *note,
+                             size_t notelen)
 {
     tcomm_rc rc = TCOMM_OK;
     int *nodeix = malloc(sizeof(int) * (size_t)size);
@@ -237,8 +258,10 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src,
             }
         }
         if (!uniform && note)
-            snprintf(note, notelen, "nodes hold different task counts: grid "
-                     "falls back to 1x%d", size);
+            snprintf(note, notelen,
+                     "nodes hold different task counts: grid "
+                     "falls back to 1x%d",
+                     size);
     }
     if (all[0].group < 0)
         for (int i = 0; i < size; i++) {
@@ -250,8 +273,10 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src,
     int R = all[0].rows, C = all[0].cols;
     const char *what = (src & TCOMM_SRC_ENV) ? "TORUS_DIMS" : "grid";
     if ((long)R * C != size) {
-        rc = TC_FAIL(TCOMM_ERR_ENV, "%s=%dx%d does not match the %d ranks "
-                     "of this job", what, R, C, size);
+        rc = TC_FAIL(TCOMM_ERR_ENV,
+                     "%s=%dx%d does not match the %d ranks "
+                     "of this job",
+                     what, R, C, size);
         goto out;
     }
     seen = calloc((size_t)size, 1);
@@ -262,13 +287,18 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src,
     for (int i = 0; i < size; i++) {
         const tcomm_place *p = &all[i];
         if (p->rows != R || p->cols != C) {
-            rc = TC_FAIL(TCOMM_ERR_ENV, "rank %d has %s=%dx%d but rank 0 has "
-                         "%dx%d", i, what, p->rows, p->cols, R, C);
+            rc = TC_FAIL(TCOMM_ERR_ENV,
+                         "rank %d has %s=%dx%d but rank 0 has "
+                         "%dx%d",
+                         i, what, p->rows, p->cols, R, C);
             goto out;
         }
-        if (p->ngroups != all[0].ngroups || p->group < 0 || p->group >= p->ngroups) {
-            rc = TC_FAIL(TCOMM_ERR_ENV, "rank %d has group %d of %d, rank 0 has "
-                         "%d groups", i, p->group, p->ngroups, all[0].ngroups);
+        if (p->ngroups != all[0].ngroups || p->group < 0 ||
+            p->group >= p->ngroups) {
+            rc = TC_FAIL(TCOMM_ERR_ENV,
+                         "rank %d has group %d of %d, rank 0 has "
+                         "%d groups",
+                         i, p->group, p->ngroups, all[0].ngroups);
             goto out;
         }
         int cell = p->row * C + p->col;
@@ -276,8 +306,10 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src,
             int j = 0;
             while (all[j].row != p->row || all[j].col != p->col)
                 j++;
-            rc = TC_FAIL(TCOMM_ERR_ENV, "ranks %d and %d both claim grid "
-                         "coordinate %d,%d", j, i, p->row, p->col);
+            rc = TC_FAIL(TCOMM_ERR_ENV,
+                         "ranks %d and %d both claim grid "
+                         "coordinate %d,%d",
+                         j, i, p->row, p->col);
             goto out;
         }
         seen[cell] = 1;
@@ -286,8 +318,8 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src,
     memset(seen, 0, (size_t)size);
     int ng = all[0].ngroups;
     if (ng > size) {
-        rc = TC_FAIL(TCOMM_ERR_ENV, "%d groups for %d ranks: some group is empty",
-                     ng, size);
+        rc = TC_FAIL(TCOMM_ERR_ENV,
+                     "%d groups for %d ranks: some group is empty", ng, size);
         goto out;
     }
     for (int i = 0; i < size; i++)

@@ -19,8 +19,12 @@ typedef struct {
 } tcomm_env_layout;
 
 /* Where the layout came from. */
-enum { TCOMM_SRC_ENV = 1, TCOMM_SRC_OPTIONS = 2, TCOMM_SRC_NODES = 4,
-       TCOMM_SRC_GROUP_OPT = 8 };
+enum {
+    TCOMM_SRC_ENV = 1,
+    TCOMM_SRC_OPTIONS = 2,
+    TCOMM_SRC_NODES = 4,
+    TCOMM_SRC_GROUP_OPT = 8
+};
 
 /* One rank's place, exchanged with every rank at start-up. */
 typedef struct {
@@ -42,16 +46,17 @@ tcomm_rc tcomm_parse_dims(const char *what, const char *s, int *r, int *c);
 tcomm_rc tcomm_parse_count(const char *what, const char *s, int max, int *v);
 
 /* This rank's place before the exchange: from env, options or its node. */
-tcomm_rc tcomm_layout_place(const tcomm_env_layout *env, const tcomm_options *opt,
-                            int rank, int size, int node, int local_rank,
-                            int local_size, tcomm_place *me, int *src);
+tcomm_rc tcomm_layout_place(const tcomm_env_layout *env,
+                            const tcomm_options *opt, int rank, int size,
+                            int node, int local_rank, int local_size,
+                            tcomm_place *me, int *src);
 
 /* After every rank's place is known (all[i] is rank i): check and finish
  * the layout identically on every rank. For the per-node default it numbers
  * the rows by node and falls back to one 1 x P row when nodes hold different
  * task counts. A bad TORUS_* layout (duplicate or out-of-range coordinates,
  * R*C != P, disagreeing dims) is TCOMM_ERR_ENV naming a rank. */
-tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src,
-                             char *note, size_t notelen);
+tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src, char *note,
+                             size_t notelen);
 
 #endif

@@ -11,11 +11,11 @@ extern "C" {
 #endif
 
 /* w[i] = wire(x[i] * scale) for i < n, 0 for n <= i < npad. */
-int tcomm_cuda_pack(const float *x, void *w, size_t n, size_t npad, float scale, int wire,
-                    cudaStream_t s);
+int tcomm_cuda_pack(const float *x, void *w, size_t n, size_t npad, float scale,
+                    int wire, cudaStream_t s);
 /* x[i] = float(w[i]) for i < n; adds the inf/nan count to *bad. */
-int tcomm_cuda_unpack(const void *w, float *x, size_t n, int wire, unsigned long long *bad,
-                      cudaStream_t s);
+int tcomm_cuda_unpack(const void *w, float *x, size_t n, int wire,
+                      unsigned long long *bad, cudaStream_t s);
 
 #ifdef __cplusplus
 }

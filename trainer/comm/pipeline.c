@@ -72,7 +72,8 @@ tcomm_rc tc_pipeline_run(tcomm_t *c, int K, tc_stage_fn pre, tc_stage_fn net,
     if (pthread_create(&th, NULL, _net_thread, &p)) {
         pthread_cond_destroy(&p.cv);
         pthread_mutex_destroy(&p.mu);
-        return TC_FAIL(TCOMM_ERR_NOMEM, "rank %d: cannot start the pipeline's network thread",
+        return TC_FAIL(TCOMM_ERR_NOMEM,
+                       "rank %d: cannot start the pipeline's network thread",
                        c->info.rank);
     }
     for (int i = 0; i < K && !rc; i++) {

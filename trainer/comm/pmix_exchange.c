@@ -29,12 +29,14 @@ void tc_store_free(tcomm_t *c)
 static tcomm_rc _check_key(const char *key)
 {
     if (!key || !*key || strlen(key) > PMIX_MAX_KEYLEN)
-        return TC_FAIL(TCOMM_ERR_ARG, "PMIx key '%s' is empty or longer than %d",
+        return TC_FAIL(TCOMM_ERR_ARG,
+                       "PMIx key '%s' is empty or longer than %d",
                        key ? key : "", PMIX_MAX_KEYLEN);
     return TCOMM_OK;
 }
 
-tcomm_rc tcomm_pmix_put(tcomm_t *c, const char *key, const void *data, size_t len)
+tcomm_rc tcomm_pmix_put(tcomm_t *c, const char *key, const void *data,
+                        size_t len)
 {
     tcomm_rc rc = _check_key(key);
     if (rc)
@@ -74,19 +76,20 @@ tcomm_rc tcomm_pmix_fence(tcomm_t *c)
     pmix_status_t st = PMIx_Fence(NULL, 0, &info, 1);
     PMIX_INFO_DESTRUCT(&info);
     if (st != PMIX_SUCCESS)
-        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: PMIx_Fence: %s", c->info.rank,
-                       PMIx_Error_string(st));
+        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: PMIx_Fence: %s",
+                       c->info.rank, PMIx_Error_string(st));
     return TCOMM_OK;
 }
 
-tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data, size_t len)
+tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data,
+                        size_t len)
 {
     tcomm_rc rc = _check_key(key);
     if (rc)
         return rc;
     if (rank < 0 || rank >= c->info.size)
-        return TC_FAIL(TCOMM_ERR_ARG, "PMIx get of %s from rank %d of %d", key, rank,
-                       c->info.size);
+        return TC_FAIL(TCOMM_ERR_ARG, "PMIx get of %s from rank %d of %d", key,
+                       rank, c->info.size);
     if (!c->pmix_up) {
         for (tc_blob *b = _store; b; b = b->next)
             if (strcmp(b->key, key) == 0) {
@@ -95,22 +98,26 @@ tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data, size_
                 memcpy(data, b->data, len);
                 return TCOMM_OK;
             }
-        return TC_FAIL(TCOMM_ERR_BACKEND, "no %zu-byte value for PMIx key %s", len, key);
+        return TC_FAIL(TCOMM_ERR_BACKEND, "no %zu-byte value for PMIx key %s",
+                       len, key);
     }
     pmix_proc_t p;
     pmix_value_t *v = NULL;
     PMIX_LOAD_PROCID(&p, c->me.nspace, (pmix_rank_t)rank);
     pmix_status_t st = PMIx_Get(&p, key, NULL, 0, &v);
     if (st != PMIX_SUCCESS || !v)
-        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: PMIx_Get of %s from rank %d: %s",
-                       c->info.rank, key, rank, PMIx_Error_string(st));
+        return TC_FAIL(TCOMM_ERR_BACKEND,
+                       "rank %d: PMIx_Get of %s from rank %d: %s", c->info.rank,
+                       key, rank, PMIx_Error_string(st));
     int ok = v->type == PMIX_BYTE_OBJECT && v->data.bo.size == len;
     if (ok)
         memcpy(data, v->data.bo.bytes, len);
     size_t got = v->type == PMIX_BYTE_OBJECT ? v->data.bo.size : 0;
     PMIX_VALUE_RELEASE(v);
     if (!ok)
-        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: PMIx key %s from rank %d has %zu "
-                       "bytes, expected %zu", c->info.rank, key, rank, got, len);
+        return TC_FAIL(TCOMM_ERR_BACKEND,
+                       "rank %d: PMIx key %s from rank %d has %zu "
+                       "bytes, expected %zu",
+                       c->info.rank, key, rank, got, len);
     return TCOMM_OK;
 }

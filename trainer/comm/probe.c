@@ -9,8 +9,8 @@
 #include "trainer/comm/tcomm_internal.h"
 
 /* Round-trip time of bytes between world ranks 0 and peer (both call). */
-static tcomm_rc _pingpong(tcomm_t *c, int peer, void *buf, size_t bytes, int iters,
-                          double *rtt)
+static tcomm_rc _pingpong(tcomm_t *c, int peer, void *buf, size_t bytes,
+                          int iters, double *rtt)
 {
     tcomm_rc rc = TCOMM_OK;
     double t0 = 0;
@@ -31,7 +31,8 @@ static tcomm_rc _pingpong(tcomm_t *c, int peer, void *buf, size_t bytes, int ite
     return rc;
 }
 
-static tcomm_rc _measure(tcomm_t *c, int peer, void *buf, size_t big, tcomm_link *l)
+static tcomm_rc _measure(tcomm_t *c, int peer, void *buf, size_t big,
+                         tcomm_link *l)
 {
     double small_rtt, big_rtt;
     tcomm_rc rc = _pingpong(c, peer, buf, 8, 50, &small_rtt);
@@ -59,7 +60,8 @@ tcomm_rc tcomm_probe_links(tcomm_t *c)
         return TC_FAIL(TCOMM_ERR_NOMEM, "probe: no memory");
     }
     memset(buf, 1, big);
-    MPI_Allgather(&c->info.node_id, 1, MPI_INT, nodes, 1, MPI_INT, c->world.comm);
+    MPI_Allgather(&c->info.node_id, 1, MPI_INT, nodes, 1, MPI_INT,
+                  c->world.comm);
     int intra = -1, inter = -1;
     for (int r = 1; r < c->info.size; r++) {
         if (nodes[r] == nodes[0] && intra < 0)

@@ -15,7 +15,8 @@ typedef struct {
     size_t total;
 } _list;
 
-static void _add(_list *l, const char *name, int ndims, int d0, int d1, int d2, int d3)
+static void _add(_list *l, const char *name, int ndims, int d0, int d1, int d2,
+                 int d3)
 {
     tcomm_tensor_shape *s = &l->out[l->n++];
     int d[4] = {d0, d1, d2, d3};
@@ -29,8 +30,8 @@ static void _add(_list *l, const char *name, int ndims, int d0, int d1, int d2, 
     l->total += s->count;
 }
 
-static void _conv_bn(_list *l, const char *prefix, const char *conv, const char *bn,
-                     int cout, int cin, int k)
+static void _conv_bn(_list *l, const char *prefix, const char *conv,
+                     const char *bn, int cout, int cin, int k)
 {
     char n[48];
     snprintf(n, sizeof n, "%s%s.weight", prefix, conv);

@@ -22,8 +22,8 @@ void tc_shm_probe(tcomm_t *c, tc_group *g)
     if (!c->use_shm || g->comm == MPI_COMM_NULL || g->size < 2)
         return;
     MPI_Comm local;
-    if (MPI_Comm_split_type(g->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) !=
-        MPI_SUCCESS)
+    if (MPI_Comm_split_type(g->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                            &local) != MPI_SUCCESS)
         return;
     int n = 0, all = 0;
     MPI_Comm_size(local, &n);
@@ -54,9 +54,10 @@ tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes)
     void *base;
     g->shm.seg = calloc((size_t)g->size, sizeof *g->shm.seg);
     if (!g->shm.seg ||
-        MPI_Win_allocate_shared((MPI_Aint)want, 1, MPI_INFO_NULL, g->comm, &base, &g->shm.win) !=
-            MPI_SUCCESS)
-        return TC_FAIL(TCOMM_ERR_NOMEM, "rank %d: no %zu-byte shared segment for the %s",
+        MPI_Win_allocate_shared((MPI_Aint)want, 1, MPI_INFO_NULL, g->comm,
+                                &base, &g->shm.win) != MPI_SUCCESS)
+        return TC_FAIL(TCOMM_ERR_NOMEM,
+                       "rank %d: no %zu-byte shared segment for the %s",
                        c->info.rank, want, g->name);
     for (int j = 0; j < g->size; j++) {
         MPI_Aint sz;
@@ -81,15 +82,15 @@ tcomm_rc tc_shm_sync_win(tcomm_t *c, const tc_group *g, MPI_Win win)
     MPI_Request r;
     MPI_Win_sync(win);
     if (MPI_Ibarrier(g->comm, &r) != MPI_SUCCESS)
-        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: barrier of the %s failed", c->info.rank,
-                       g->name);
+        return TC_FAIL(TCOMM_ERR_BACKEND, "rank %d: barrier of the %s failed",
+                       c->info.rank, g->name);
     tcomm_rc rc = tc_wait_req(c, g, &r, (g->rank + 1) % g->size);
     MPI_Win_sync(win);
     return rc;
 }
 
-tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x, size_t count,
-                                  tcomm_wire w, size_t at)
+tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x,
+                                  size_t count, tcomm_wire w, size_t at)
 {
     size_t wb = tcomm_wire_bytes(w);
     int n = g->size, me = g->rank;
@@ -107,7 +108,8 @@ tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x, size_t coun
     return TCOMM_OK;
 }
 
-tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w)
+tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count,
+                               tcomm_wire w)
 {
     return tc_shm_reduce_scatter_at(c, g, x, count, w, 0);
 }
@@ -126,25 +128,29 @@ tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
         return rc;
     for (int j = 0; j < n; j++) {
         size_t o = tc_chunk_off(count, n, j), l = tc_chunk_len(count, n, j);
-        if (j != me || w != TCOMM_WIRE_FP32) /* own chunk: round it like the rest */
+        if (j != me ||
+            w != TCOMM_WIRE_FP32) /* own chunk: round it like the rest */
             tc_decode(w, g->shm.seg[j] + (at + o) * wb, x + o, l);
     }
     /* Nobody may overwrite a segment until everyone has read it. */
     return tc_shm_sync(c, g);
 }
 
-tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w)
+tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count,
+                          tcomm_wire w)
 {
     return tc_shm_allgather_at(c, g, x, count, w, 0);
 }
 
-tcomm_rc tc_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w)
+tcomm_rc tc_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count,
+                           tcomm_wire w)
 {
     return g->on_node ? tc_shm_reduce_scatter(c, g, x, count, w)
                       : tc_ring_reduce_scatter(c, &c->scr, g, x, count, w);
 }
 
-tcomm_rc tc_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w)
+tcomm_rc tc_allgather(tcomm_t *c, tc_group *g, float *x, size_t count,
+                      tcomm_wire w)
 {
     return g->on_node ? tc_shm_allgather(c, g, x, count, w)
                       : tc_ring_allgather(c, &c->scr, g, x, count, w);

@@ -22,14 +22,14 @@ extern "C" {
 
 typedef enum {
     TCOMM_OK = 0,
-    TCOMM_ERR_ARG,         /* bad argument from the caller */
-    TCOMM_ERR_ENV,         /* bad TORUS_* value or option */
-    TCOMM_ERR_LAUNCH,      /* asked to run distributed without a PMIx server */
-    TCOMM_ERR_BACKEND,     /* MPI/NCCL/PMIx call failed */
-    TCOMM_ERR_TIMEOUT,     /* a peer made no progress: lost or stalled rank */
-    TCOMM_ERR_LAYOUT,      /* ranks disagree (grid, bucket layout) */
+    TCOMM_ERR_ARG,     /* bad argument from the caller */
+    TCOMM_ERR_ENV,     /* bad TORUS_* value or option */
+    TCOMM_ERR_LAUNCH,  /* asked to run distributed without a PMIx server */
+    TCOMM_ERR_BACKEND, /* MPI/NCCL/PMIx call failed */
+    TCOMM_ERR_TIMEOUT, /* a peer made no progress: lost or stalled rank */
+    TCOMM_ERR_LAYOUT,  /* ranks disagree (grid, bucket layout) */
     TCOMM_ERR_NOMEM,
-    TCOMM_ERR_UNSUPPORTED  /* algorithm not possible on this layout */
+    TCOMM_ERR_UNSUPPORTED /* algorithm not possible on this layout */
 } tcomm_rc;
 
 typedef enum {
@@ -67,17 +67,17 @@ typedef struct {
     int rank, size;             /* world */
     int local_rank, local_size; /* on this node (PMIx) */
     int node_id, nnodes;
-    int rows, cols, row, col;   /* grid */
+    int rows, cols, row, col; /* grid */
     int group, ngroups, group_rank, group_size;
-    int groups_uniform;         /* every group has the same size */
-    const char *source;         /* where the layout came from */
+    int groups_uniform; /* every group has the same size */
+    const char *source; /* where the layout came from */
 } tcomm_info;
 
 typedef struct {
-    size_t nonfinite;      /* inf/nan elements in the result (same on all ranks) */
-    tcomm_algo algo_used;  /* the algorithm that ran (hybrid resolves) */
-    double seconds;        /* wall time of the call on this rank */
-    int in_place;          /* reduced where it lies in shared memory */
+    size_t nonfinite; /* inf/nan elements in the result (same on all ranks) */
+    tcomm_algo algo_used; /* the algorithm that ran (hybrid resolves) */
+    double seconds;       /* wall time of the call on this rank */
+    int in_place;         /* reduced where it lies in shared memory */
 } tcomm_result;
 
 typedef struct tcomm tcomm_t;
@@ -97,7 +97,8 @@ double tcomm_wtime(void);
 
 /* Parse the layout options tools accept: "--grid" RxC, "--group-size" N.
  * Returns TCOMM_ERR_ENV with a message naming the option on bad values. */
-tcomm_rc tcomm_options_set(tcomm_options *o, const char *name, const char *value);
+tcomm_rc tcomm_options_set(tcomm_options *o, const char *name,
+                           const char *value);
 
 /* Bootstrap: PMIx, then MPI (unless a singleton), then communicators. */
 tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out);
@@ -120,8 +121,9 @@ typedef struct {
  * node, the pieces are cast straight into shared memory and the results
  * decoded straight back: the fused-bucket fast path; with TCOMM_SHARED
  * they are reduced where they lie. */
-tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs, tcomm_algo algo,
-                              tcomm_wire wire, unsigned flags, tcomm_result *res);
+tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
+                              tcomm_algo algo, tcomm_wire wire, unsigned flags,
+                              tcomm_result *res);
 
 /* Gradient memory that the ranks of a node share (collective on world;
  * every rank asks for the same bytes; one such block per tcomm_t, freed
@@ -142,9 +144,11 @@ tcomm_rc tcomm_max_double(tcomm_t *c, double *v); /* in place, world max */
 tcomm_rc tcomm_sum_double(tcomm_t *c, double *v, int n); /* in place */
 
 /* PMIx exchange: publish a blob under key, fence, read a peer's blob. */
-tcomm_rc tcomm_pmix_put(tcomm_t *c, const char *key, const void *data, size_t len);
+tcomm_rc tcomm_pmix_put(tcomm_t *c, const char *key, const void *data,
+                        size_t len);
 tcomm_rc tcomm_pmix_fence(tcomm_t *c);
-tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data, size_t len);
+tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data,
+                        size_t len);
 
 /* Abort the whole job with a message (used when a rank is lost). */
 void tcomm_abort(tcomm_t *c, int code, const char *msg);
@@ -152,7 +156,8 @@ void tcomm_abort(tcomm_t *c, int code, const char *msg);
 /* Seconds the cost model predicts for an all-reduce of count values on
  * this layout with the current (default or probed) link parameters;
  * negative when the algorithm cannot run here. */
-double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count, tcomm_wire wire);
+double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count,
+                     tcomm_wire wire);
 
 /* Measure alpha/beta of intra- and inter-node links with a short ping-pong
  * probe and store them for the hybrid algorithm (collective on world). */

@@ -24,16 +24,16 @@ typedef struct {
     size_t bucket_bytes; /* theta; 0 = TCOMM_FUSION_DEFAULT_BYTES */
     tcomm_algo algo;
     tcomm_wire wire;
-    unsigned flags;      /* TCOMM_AVERAGE */
-    int synchronous;     /* 1: reduce on the caller's thread (no overlap) */
+    unsigned flags;  /* TCOMM_AVERAGE */
+    int synchronous; /* 1: reduce on the caller's thread (no overlap) */
 } tcomm_fusion_options;
 
 typedef struct {
-    size_t buckets;      /* reduced this step */
-    size_t in_place;     /* of them, reduced where they lie (shared memory) */
-    size_t nonfinite;    /* inf/nan over all buckets: skip the step */
-    double comm_s;       /* time spent reducing (all buckets) */
-    double wait_s;       /* time finish() waited: the exposed part */
+    size_t buckets;   /* reduced this step */
+    size_t in_place;  /* of them, reduced where they lie (shared memory) */
+    size_t nonfinite; /* inf/nan over all buckets: skip the step */
+    double comm_s;    /* time spent reducing (all buckets) */
+    double wait_s;    /* time finish() waited: the exposed part */
 } tcomm_fusion_stats;
 
 tcomm_rc tcomm_fusion_create(tcomm_t *c, const tcomm_fusion_options *o,

@@ -5,13 +5,13 @@
 #define TORUS_TCOMM_INTERNAL_H
 
 #include <mpi.h>
-#include <pthread.h>
 #include <pmix.h>
+#include <pthread.h>
 #include <stdarg.h>
 
-#include "trainer/comm/tcomm.h"
 #include "trainer/comm/cost_model.h"
 #include "trainer/comm/layout_env.h"
+#include "trainer/comm/tcomm.h"
 
 /* Record an error message with the place that raised it, and return rc. */
 tcomm_rc tcomm_set_error_(tcomm_rc rc, const char *file, int line,
@@ -90,23 +90,23 @@ struct tcomm {
     int thread_multiple;                  /* MPI_THREAD_MULTIPLE provided */
     int verbose;
     tc_group world, row, col, node, group, leaders, peers;
-    tc_scratch scr;                  /* the calling thread's wire buffers */
-    tc_scratch scr_pipe;             /* the pipeline's network thread's */
-    tc_buf accum;                    /* fp32 staging */
-    tc_buf pack;                     /* tcomm_allreduce_segs' contiguous copy */
-    tcomm_model_params model;        /* for hybrid; probed or default */
-    MPI_Op op_fp16, op_bf16;         /* flat all-reduce on 16-bit wires */
-    MPI_Datatype dt_half;            /* 2-byte element for those ops */
-    MPI_Comm blame;                  /* world dup for lost-rank reports */
-    tc_watchdog startup;             /* armed during tcomm_init */
+    tc_scratch scr;           /* the calling thread's wire buffers */
+    tc_scratch scr_pipe;      /* the pipeline's network thread's */
+    tc_buf accum;             /* fp32 staging */
+    tc_buf pack;              /* tcomm_allreduce_segs' contiguous copy */
+    tcomm_model_params model; /* for hybrid; probed or default */
+    MPI_Op op_fp16, op_bf16;  /* flat all-reduce on 16-bit wires */
+    MPI_Datatype dt_half;     /* 2-byte element for those ops */
+    MPI_Comm blame;           /* world dup for lost-rank reports */
+    tc_watchdog startup;      /* armed during tcomm_init */
     /* One lost-rank search per process: the pipeline's two threads can
      * time out together, and two searches would take each other's
      * reports. The second waits and reuses the first one's answer. */
     pthread_mutex_t blame_mu;
-    int lost; /* the answer, world rank; -1 before any search */
-    int use_shm;                     /* TCOMM_SHM=0 turns shared memory off */
-    tc_arena arena;                  /* tcomm_shared_alloc */
-    int group_key;                   /* this rank's order in its group */
+    int lost;       /* the answer, world rank; -1 before any search */
+    int use_shm;    /* TCOMM_SHM=0 turns shared memory off */
+    tc_arena arena; /* tcomm_shared_alloc */
+    int group_key;  /* this rank's order in its group */
     char source[96];
 };
 
@@ -127,7 +127,8 @@ void tc_round_to_wire(tcomm_wire w, float *x, size_t n, void *tmp);
 /* Point-to-point with a no-progress deadline (backend_mpi.c). peer ranks are
  * inside g. Returns TCOMM_ERR_TIMEOUT naming the peer's world rank. */
 tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
-                     size_t sbytes, int dst, void *rbuf, size_t rbytes, int src);
+                     size_t sbytes, int dst, void *rbuf, size_t rbytes,
+                     int src);
 /* Ring steps move in segments: about seg bytes (TCOMM_SEG_KB; 0: whole
  * steps), grown so that a message has at most TC_MAXSEG of them, in whole
  * elements of eb bytes. A function of the message's length alone, so that
@@ -146,8 +147,10 @@ static inline size_t tc_seg_size(size_t bytes, size_t seg, size_t eb)
 /* Poll one request to completion with the deadline; peer names the rank
  * (inside g) blamed if it never completes. */
 tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, MPI_Request *r, int peer);
-tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes, int dst);
-tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes, int src);
+tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes,
+                 int dst);
+tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
+                 int src);
 void tc_store_free(tcomm_t *c);
 tcomm_rc tc_mpi_ops_create(tcomm_t *c);
 void tc_mpi_ops_free(tcomm_t *c);
@@ -167,8 +170,10 @@ static inline size_t tc_chunk_len(size_t count, int n, int i)
 {
     return count / (size_t)n + ((size_t)i < count % (size_t)n ? 1 : 0);
 }
-/* Both at once: where chunk (or pipeline piece) i of n starts, and its length. */
-static inline void tc_chunk(size_t count, int n, int i, size_t *off, size_t *len)
+/* Both at once: where chunk (or pipeline piece) i of n starts, and its length.
+ */
+static inline void tc_chunk(size_t count, int n, int i, size_t *off,
+                            size_t *len)
 {
     *off = tc_chunk_off(count, n, i);
     *len = tc_chunk_len(count, n, i);
@@ -176,14 +181,14 @@ static inline void tc_chunk(size_t count, int n, int i, size_t *off, size_t *len
 
 /* Building blocks (algo_ring.c). x is fp32, in place; s is the calling
  * thread's scratch (&c->scr, or &c->scr_pipe on the pipeline's thread). */
-tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
-                                size_t count, tcomm_wire w);
+tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g,
+                                float *x, size_t count, tcomm_wire w);
 /* After a reduce-scatter: the all-gather. Each member's own chunk is first
  * rounded to the wire, so every rank ends with identical values. */
-tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
-                           size_t count, tcomm_wire w);
-tcomm_rc tc_ring_allreduce(tcomm_t *c, tc_scratch *s, const tc_group *g, float *x,
-                           size_t count, tcomm_wire w);
+tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g,
+                           float *x, size_t count, tcomm_wire w);
+tcomm_rc tc_ring_allreduce(tcomm_t *c, tc_scratch *s, const tc_group *g,
+                           float *x, size_t count, tcomm_wire w);
 
 /* shm_node.c: the same reduce-scatter / all-gather contract as the ring
  * versions, through shared memory, for groups that live on one node. Each
@@ -194,18 +199,22 @@ void tc_shm_free(tc_group *g);
 tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes);
 tcomm_rc tc_shm_sync(tcomm_t *c, tc_group *g);
 tcomm_rc tc_shm_sync_win(tcomm_t *c, const tc_group *g, MPI_Win win);
-tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
-tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
+tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count,
+                               tcomm_wire w);
+tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count,
+                          tcomm_wire w);
 /* The same on the part of the segments that starts at element at, so that
  * consecutive pieces of one message (pipelined torus2d, hier-rs and hier)
  * never share bytes. */
-tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x, size_t count,
-                                  tcomm_wire w, size_t at);
+tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x,
+                                  size_t count, tcomm_wire w, size_t at);
 tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
                              tcomm_wire w, size_t at);
 /* Shared memory when the group is on one node, else the ring. */
-tcomm_rc tc_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
-tcomm_rc tc_allgather(tcomm_t *c, tc_group *g, float *x, size_t count, tcomm_wire w);
+tcomm_rc tc_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count,
+                           tcomm_wire w);
+tcomm_rc tc_allgather(tcomm_t *c, tc_group *g, float *x, size_t count,
+                      tcomm_wire w);
 
 /* pipeline.c: a message in K pieces through three stages. The caller's
  * thread runs pre(i) for every piece, then post(i) for every piece; a
@@ -230,7 +239,8 @@ tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
  * of the vector that the pieces s[0..ns) make up: p and n are the piece's
  * part of the range, at its position in the range. */
 typedef void (*tc_piece_fn)(float *p, size_t n, size_t at, void *arg);
-void tc_seg_walk(const tcomm_seg *s, int ns, size_t from, size_t len, tc_piece_fn fn, void *arg);
+void tc_seg_walk(const tcomm_seg *s, int ns, size_t from, size_t len,
+                 tc_piece_fn fn, void *arg);
 
 /* shared_grads.c. holds: 1 when this rank has a shared block (not plain
  * memory) and the count floats at p lie in it (count 0: any p). covers: 1
@@ -238,13 +248,15 @@ void tc_seg_walk(const tcomm_seg *s, int ns, size_t from, size_t len, tc_piece_f
  * all-reduce of such pieces over rows (members on one node), then cols
  * (across nodes; size 1 for none). */
 int tc_shared_holds(const tcomm_t *c, const float *p, size_t count);
-int tc_shared_covers(const tcomm_t *c, const tc_group *g, const tcomm_seg *s, int ns);
+int tc_shared_covers(const tcomm_t *c, const tc_group *g, const tcomm_seg *s,
+                     int ns);
 tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
-                             const tcomm_seg *s, int ns, size_t count, tcomm_wire w,
-                             float scale, size_t *bad);
+                             const tcomm_seg *s, int ns, size_t count,
+                             tcomm_wire w, float scale, size_t *bad);
 
 /* algo_hybrid.c: the algorithm the model picks for a message of count
  * floats; flags: the call's, TCOMM_SHARED prices the in-place sum. */
-tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w, unsigned flags);
+tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w,
+                          unsigned flags);
 
 #endif

@@ -26,12 +26,14 @@ void tcomm_nccl_finalize(tcomm_nccl_t *n);
 /* Enqueue an all-reduce of count fp32 values at device pointer x, after
  * the work already queued on producer (may be 0: the legacy stream).
  * Calls on one handle run in call order. */
-tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count, tcomm_algo algo,
-                              tcomm_wire wire, unsigned flags, cudaStream_t producer);
+tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
+                              tcomm_algo algo, tcomm_wire wire, unsigned flags,
+                              cudaStream_t producer);
 
 /* Make consumer wait (on the device) for every reduction enqueued so far.
  * With nonfinite non-NULL, also block this thread until they are done and
  * return the number of inf/nan elements in their results. */
-tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer, size_t *nonfinite);
+tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
+                         size_t *nonfinite);
 
 #endif

@@ -14,7 +14,8 @@ static inline uint64_t _mix(uint64_t z)
 
 static inline float _value(uint64_t seed, int rank, size_t i)
 {
-    uint64_t h = _mix(seed ^ _mix(((uint64_t)(uint32_t)rank << 40) ^ (uint64_t)i));
+    uint64_t h =
+        _mix(seed ^ _mix(((uint64_t)(uint32_t)rank << 40) ^ (uint64_t)i));
     /* 24 random bits: exact in fp32, uniform in [-1, 1). */
     return (float)((double)(h >> 40) / 8388608.0 - 1.0);
 }
@@ -28,7 +29,9 @@ void tcomm_testdata_fill(float *x, size_t count, int rank, uint64_t seed)
 size_t tcomm_testdata_wrong(const float *x, size_t count, int P, uint64_t seed,
                             double scale, tcomm_wire wire, size_t *first)
 {
-    double eps = wire == TCOMM_WIRE_FP32 ? 0x1p-24 : wire == TCOMM_WIRE_FP16 ? 0x1p-11 : 0x1p-8;
+    double eps = wire == TCOMM_WIRE_FP32   ? 0x1p-24
+                 : wire == TCOMM_WIRE_FP16 ? 0x1p-11
+                                           : 0x1p-8;
     size_t bad = 0;
     for (size_t i = 0; i < count; i++) {
         double sum = 0, mag = 0;
@@ -40,7 +43,9 @@ size_t tcomm_testdata_wrong(const float *x, size_t count, int P, uint64_t seed,
         sum *= scale;
         mag *= fabs(scale);
         /* fp16 subnormals are spaced 2^-24 apart: an absolute floor. */
-        double tol = (P + 3) * (eps * mag + (wire == TCOMM_WIRE_FP16 ? 0x1p-24 : 0)) + 1e-30;
+        double tol =
+            (P + 3) * (eps * mag + (wire == TCOMM_WIRE_FP16 ? 0x1p-24 : 0)) +
+            1e-30;
         if (!(fabs((double)x[i] - sum) <= tol)) {
             if (!bad && first)
                 *first = i;

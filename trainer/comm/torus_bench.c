@@ -11,82 +11,108 @@
 #include "trainer/comm/bench.h"
 
 static const char _help[] =
-"Usage: torus-bench [--resnet50 | --model] [OPTIONS]\n"
-"\n"
-"Benchmark torus's all-reduce algorithms (libtcomm), nccl-tests style.\n"
-"Runs as a single process, under 'mpirun -np N', or under 'srun --mpi=pmix'.\n"
-"\n"
-"MODES\n"
-"  (default)            size sweep: one line per size, wire and algorithm with\n"
-"                       time, algbw, busbw = algbw*2(P-1)/P, and #wrong (elements,\n"
-"                       summed over ranks, off the double-precision reference by\n"
-"                       more than the wire's error bound)\n"
-"  --resnet50           gradient sync of the 161 ResNet-50 v1.5 tensors (25.6M\n"
-"                       parameters): per-tensor fp32 flat all-reduce (the naive\n"
-"                       baseline) against fused buckets with each algorithm\n"
-"  --model              print the alpha-beta cost model's predictions for a\n"
-"                       cluster of -P ranks (no communication; up to 4096+)\n"
-"\n"
-"SWEEP OPTIONS\n"
-"  -b, --minbytes SIZE  smallest message (default 1K); K, M, G suffixes\n"
-"  -e, --maxbytes SIZE  largest message (default 64M)\n"
-"  -f, --stepfactor F   multiply the size by F each step (default 2)\n"
-"  -n, --iters N        timed iterations per line (default 20)\n"
-"  -w, --warmup N       untimed iterations first (default 3)\n"
-"  -a, --algo LIST      comma list of flat, ring, hier, hier-rs, torus2d,\n"
-"                       hybrid, or 'all' (default all)\n"
-"  -d, --wire LIST      comma list of fp32, fp16, bf16 (default fp32)\n"
-"  -c, --check 0|1      check results (default 1)\n"
-"      --sum            reduce a plain sum (default: average, pre-scaled 1/P)\n"
-"      --probe          measure link alpha/beta first (used by hybrid) and\n"
-"                       add the cost model's prediction to every line\n"
-"      --grid RxC       lay ranks out R x C, row-major by rank\n"
-"      --group-size N   groups of N consecutive ranks (hier, hier-rs)\n"
-"      --timeout S      seconds without progress before a peer counts as lost\n"
-"                       (default 30); start-up may take 4x as long (at least\n"
-"                       20 s) before a rank gives up with exit status 4\n"
-"\n"
-"RESNET-50 OPTIONS\n"
-"      --theta SIZE     fusion bucket size; repeat or comma-list to sweep\n"
-"                       (default 4M)\n"
-"      --steps N        timed steps per row (default 5)\n"
-"      --grads WHERE    where the fused rows keep the gradients: 'private' (each\n"
-"                       rank's own memory: rows 'fused'), 'shared' (memory the\n"
-"                       node's ranks share, tcomm_shared_alloc, so that rows and\n"
-"                       groups on a node reduce in place: rows 'fused-shm'), or\n"
-"                       'both' (the default)\n"
-"  -a and -d as above (defaults: all algorithms, fp16)\n"
-"\n"
-"MODEL OPTIONS\n"
-"  -P N                 ranks (default 4096)\n"
-"      --ranks-per-node Q  (default 8)\n"
-"      --grid RxC       torus grid (default nodes x Q: rows inside nodes)\n"
-"      --group-size N   hier group (default Q)\n"
-"      --rails K        inter-node links per node (default 1)\n"
-"      --preset NAME    'local' (this machine, the default) or 'abci' (Sony's\n"
-"                       V100 cluster: 4 GPUs/node, NVLink, 2x InfiniBand EDR)\n"
-"      --intra-us A, --intra-gbs B, --inter-us A, --inter-gbs B, --reduce-gbs B\n"
-"                       override link latency (us) and bandwidth (GB/s)\n"
-"      --scaling        add the ResNet-50 fp16 sync at growing P with scaling\n"
-"                       efficiency, for comparison with published results\n"
-"      --compute-ms T   compute time per step for the efficiency (default 95:\n"
-"                       a V100 at batch 32 in mixed precision)\n"
-"  -b, -e, -f, -d as in the sweep\n"
-"\n"
-"ENVIRONMENT\n"
-"  TORUS_DIMS, TORUS_COORD, TORUS_GROUP, TORUS_NGROUPS, TORUS_VERSION (from the\n"
-"  torus SPANK plugin) set the grid and groups; --grid/--group-size override.\n"
-"  TCOMM_TIMEOUT sets the lost-peer timeout; TCOMM_SIMD=scalar|f16c|avx512\n"
-"  forces a conversion kernel.\n"
-"\n"
-"EXAMPLES\n"
-"  mpirun -np 4 torus-bench -b 1M -e 64M -a ring,torus2d --grid 2x2\n"
-"  srun --mpi=pmix -N4 -n8 torus-bench -a all -d fp32,fp16\n"
-"  mpirun -np 4 torus-bench --resnet50 --theta 1M,4M,25M\n"
-"  torus-bench --model -P 4096 --ranks-per-node 4 --preset abci --scaling\n"
-"\n"
-"EXIT STATUS\n"
-"  0 on success, 1 if any result was wrong or a rank failed, 2 on bad usage.\n";
+    "Usage: torus-bench [--resnet50 | --model] [OPTIONS]\n"
+    "\n"
+    "Benchmark torus's all-reduce algorithms (libtcomm), nccl-tests style.\n"
+    "Runs as a single process, under 'mpirun -np N', or under 'srun "
+    "--mpi=pmix'.\n"
+    "\n"
+    "MODES\n"
+    "  (default)            size sweep: one line per size, wire and algorithm "
+    "with\n"
+    "                       time, algbw, busbw = algbw*2(P-1)/P, and #wrong "
+    "(elements,\n"
+    "                       summed over ranks, off the double-precision "
+    "reference by\n"
+    "                       more than the wire's error bound)\n"
+    "  --resnet50           gradient sync of the 161 ResNet-50 v1.5 tensors "
+    "(25.6M\n"
+    "                       parameters): per-tensor fp32 flat all-reduce (the "
+    "naive\n"
+    "                       baseline) against fused buckets with each "
+    "algorithm\n"
+    "  --model              print the alpha-beta cost model's predictions for "
+    "a\n"
+    "                       cluster of -P ranks (no communication; up to "
+    "4096+)\n"
+    "\n"
+    "SWEEP OPTIONS\n"
+    "  -b, --minbytes SIZE  smallest message (default 1K); K, M, G suffixes\n"
+    "  -e, --maxbytes SIZE  largest message (default 64M)\n"
+    "  -f, --stepfactor F   multiply the size by F each step (default 2)\n"
+    "  -n, --iters N        timed iterations per line (default 20)\n"
+    "  -w, --warmup N       untimed iterations first (default 3)\n"
+    "  -a, --algo LIST      comma list of flat, ring, hier, hier-rs, torus2d,\n"
+    "                       hybrid, or 'all' (default all)\n"
+    "  -d, --wire LIST      comma list of fp32, fp16, bf16 (default fp32)\n"
+    "  -c, --check 0|1      check results (default 1)\n"
+    "      --sum            reduce a plain sum (default: average, pre-scaled "
+    "1/P)\n"
+    "      --probe          measure link alpha/beta first (used by hybrid) "
+    "and\n"
+    "                       add the cost model's prediction to every line\n"
+    "      --grid RxC       lay ranks out R x C, row-major by rank\n"
+    "      --group-size N   groups of N consecutive ranks (hier, hier-rs)\n"
+    "      --timeout S      seconds without progress before a peer counts as "
+    "lost\n"
+    "                       (default 30); start-up may take 4x as long (at "
+    "least\n"
+    "                       20 s) before a rank gives up with exit status 4\n"
+    "\n"
+    "RESNET-50 OPTIONS\n"
+    "      --theta SIZE     fusion bucket size; repeat or comma-list to sweep\n"
+    "                       (default 4M)\n"
+    "      --steps N        timed steps per row (default 5)\n"
+    "      --grads WHERE    where the fused rows keep the gradients: 'private' "
+    "(each\n"
+    "                       rank's own memory: rows 'fused'), 'shared' (memory "
+    "the\n"
+    "                       node's ranks share, tcomm_shared_alloc, so that "
+    "rows and\n"
+    "                       groups on a node reduce in place: rows "
+    "'fused-shm'), or\n"
+    "                       'both' (the default)\n"
+    "  -a and -d as above (defaults: all algorithms, fp16)\n"
+    "\n"
+    "MODEL OPTIONS\n"
+    "  -P N                 ranks (default 4096)\n"
+    "      --ranks-per-node Q  (default 8)\n"
+    "      --grid RxC       torus grid (default nodes x Q: rows inside nodes)\n"
+    "      --group-size N   hier group (default Q)\n"
+    "      --rails K        inter-node links per node (default 1)\n"
+    "      --preset NAME    'local' (this machine, the default) or 'abci' "
+    "(Sony's\n"
+    "                       V100 cluster: 4 GPUs/node, NVLink, 2x InfiniBand "
+    "EDR)\n"
+    "      --intra-us A, --intra-gbs B, --inter-us A, --inter-gbs B, "
+    "--reduce-gbs B\n"
+    "                       override link latency (us) and bandwidth (GB/s)\n"
+    "      --scaling        add the ResNet-50 fp16 sync at growing P with "
+    "scaling\n"
+    "                       efficiency, for comparison with published results\n"
+    "      --compute-ms T   compute time per step for the efficiency (default "
+    "95:\n"
+    "                       a V100 at batch 32 in mixed precision)\n"
+    "  -b, -e, -f, -d as in the sweep\n"
+    "\n"
+    "ENVIRONMENT\n"
+    "  TORUS_DIMS, TORUS_COORD, TORUS_GROUP, TORUS_NGROUPS, TORUS_VERSION "
+    "(from the\n"
+    "  torus SPANK plugin) set the grid and groups; --grid/--group-size "
+    "override.\n"
+    "  TCOMM_TIMEOUT sets the lost-peer timeout; "
+    "TCOMM_SIMD=scalar|f16c|avx512\n"
+    "  forces a conversion kernel.\n"
+    "\n"
+    "EXAMPLES\n"
+    "  mpirun -np 4 torus-bench -b 1M -e 64M -a ring,torus2d --grid 2x2\n"
+    "  srun --mpi=pmix -N4 -n8 torus-bench -a all -d fp32,fp16\n"
+    "  mpirun -np 4 torus-bench --resnet50 --theta 1M,4M,25M\n"
+    "  torus-bench --model -P 4096 --ranks-per-node 4 --preset abci --scaling\n"
+    "\n"
+    "EXIT STATUS\n"
+    "  0 on success, 1 if any result was wrong or a rank failed, 2 on bad "
+    "usage.\n";
 
 size_t bench_parse_size(const char *s)
 {
@@ -95,10 +121,23 @@ size_t bench_parse_size(const char *s)
     if (end == s)
         return 0;
     switch (*end) {
-    case 'K': case 'k': v <<= 10; end++; break;
-    case 'M': case 'm': v <<= 20; end++; break;
-    case 'G': case 'g': v <<= 30; end++; break;
-    default: break;
+    case 'K':
+    case 'k':
+        v <<= 10;
+        end++;
+        break;
+    case 'M':
+    case 'm':
+        v <<= 20;
+        end++;
+        break;
+    case 'G':
+    case 'g':
+        v <<= 30;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end == 'B')
         end++;
@@ -113,7 +152,8 @@ static int _usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
-static int _list(const char *arg, int *out, int max, int (*parse)(const char *), int all)
+static int _list(const char *arg, int *out, int max, int (*parse)(const char *),
+                 int all)
 {
     char buf[256], *save = NULL;
     int n = 0;
@@ -123,7 +163,8 @@ static int _list(const char *arg, int *out, int max, int (*parse)(const char *),
             out[n++] = i;
         return n;
     }
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    for (char *t = strtok_r(buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
         int v = parse(t);
         if (v < 0 || n == max)
             return -1;
@@ -140,24 +181,64 @@ static double _num(const char *s, int *ok)
     return v;
 }
 
-enum { O_RESNET = 256, O_MODEL, O_SUM, O_PROBE, O_GRID, O_GROUP, O_TIMEOUT, O_THETA,
-       O_STEPS, O_RPN, O_RAILS, O_PRESET, O_INTRA_US, O_INTRA_GBS, O_INTER_US,
-       O_INTER_GBS, O_REDUCE_GBS, O_SCALING, O_COMPUTE, O_GRADS, O_HELP, O_VERSION };
+enum {
+    O_RESNET = 256,
+    O_MODEL,
+    O_SUM,
+    O_PROBE,
+    O_GRID,
+    O_GROUP,
+    O_TIMEOUT,
+    O_THETA,
+    O_STEPS,
+    O_RPN,
+    O_RAILS,
+    O_PRESET,
+    O_INTRA_US,
+    O_INTRA_GBS,
+    O_INTER_US,
+    O_INTER_GBS,
+    O_REDUCE_GBS,
+    O_SCALING,
+    O_COMPUTE,
+    O_GRADS,
+    O_HELP,
+    O_VERSION
+};
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"minbytes", 1, 0, 'b'}, {"maxbytes", 1, 0, 'e'}, {"stepfactor", 1, 0, 'f'},
-        {"iters", 1, 0, 'n'}, {"warmup", 1, 0, 'w'}, {"algo", 1, 0, 'a'},
-        {"wire", 1, 0, 'd'}, {"check", 1, 0, 'c'}, {"resnet50", 0, 0, O_RESNET},
-        {"model", 0, 0, O_MODEL}, {"sum", 0, 0, O_SUM}, {"probe", 0, 0, O_PROBE},
-        {"grid", 1, 0, O_GRID}, {"group-size", 1, 0, O_GROUP}, {"timeout", 1, 0, O_TIMEOUT},
-        {"theta", 1, 0, O_THETA}, {"steps", 1, 0, O_STEPS}, {"ranks-per-node", 1, 0, O_RPN},
-        {"rails", 1, 0, O_RAILS}, {"preset", 1, 0, O_PRESET}, {"intra-us", 1, 0, O_INTRA_US},
-        {"intra-gbs", 1, 0, O_INTRA_GBS}, {"inter-us", 1, 0, O_INTER_US},
-        {"inter-gbs", 1, 0, O_INTER_GBS}, {"reduce-gbs", 1, 0, O_REDUCE_GBS},
-        {"scaling", 0, 0, O_SCALING}, {"compute-ms", 1, 0, O_COMPUTE}, {"grads", 1, 0, O_GRADS},
-        {"help", 0, 0, O_HELP}, {"version", 0, 0, O_VERSION}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"minbytes", 1, 0, 'b'},
+                                         {"maxbytes", 1, 0, 'e'},
+                                         {"stepfactor", 1, 0, 'f'},
+                                         {"iters", 1, 0, 'n'},
+                                         {"warmup", 1, 0, 'w'},
+                                         {"algo", 1, 0, 'a'},
+                                         {"wire", 1, 0, 'd'},
+                                         {"check", 1, 0, 'c'},
+                                         {"resnet50", 0, 0, O_RESNET},
+                                         {"model", 0, 0, O_MODEL},
+                                         {"sum", 0, 0, O_SUM},
+                                         {"probe", 0, 0, O_PROBE},
+                                         {"grid", 1, 0, O_GRID},
+                                         {"group-size", 1, 0, O_GROUP},
+                                         {"timeout", 1, 0, O_TIMEOUT},
+                                         {"theta", 1, 0, O_THETA},
+                                         {"steps", 1, 0, O_STEPS},
+                                         {"ranks-per-node", 1, 0, O_RPN},
+                                         {"rails", 1, 0, O_RAILS},
+                                         {"preset", 1, 0, O_PRESET},
+                                         {"intra-us", 1, 0, O_INTRA_US},
+                                         {"intra-gbs", 1, 0, O_INTRA_GBS},
+                                         {"inter-us", 1, 0, O_INTER_US},
+                                         {"inter-gbs", 1, 0, O_INTER_GBS},
+                                         {"reduce-gbs", 1, 0, O_REDUCE_GBS},
+                                         {"scaling", 0, 0, O_SCALING},
+                                         {"compute-ms", 1, 0, O_COMPUTE},
+                                         {"grads", 1, 0, O_GRADS},
+                                         {"help", 0, 0, O_HELP},
+                                         {"version", 0, 0, O_VERSION},
+                                         {0, 0, 0, 0}};
     bench_opts o;
     memset(&o, 0, sizeof o);
     o.minbytes = 1024;
@@ -174,31 +255,67 @@ int main(int argc, char **argv)
     const char *preset = "local";
     double over[5] = {0};
     int ch;
-    while ((ch = getopt_long(argc, argv, "b:e:f:n:w:a:d:c:P:", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:e:f:n:w:a:d:c:P:", opts, NULL)) !=
+           -1) {
         switch (ch) {
-        case 'b': if (!(o.minbytes = bench_parse_size(optarg))) return _usage_error("bad -b '%s'", optarg); break;
-        case 'e': if (!(o.maxbytes = bench_parse_size(optarg))) return _usage_error("bad -e '%s'", optarg); break;
-        case 'f': o.factor = _num(optarg, &ok); if (!ok) return _usage_error("bad -f '%s'", optarg); break;
-        case 'n': o.iters = atoi(optarg); if (o.iters < 1) return _usage_error("bad -n '%s'", optarg); break;
-        case 'w': o.warmup = atoi(optarg); break;
-        case 'c': o.check = atoi(optarg); break;
+        case 'b':
+            if (!(o.minbytes = bench_parse_size(optarg)))
+                return _usage_error("bad -b '%s'", optarg);
+            break;
+        case 'e':
+            if (!(o.maxbytes = bench_parse_size(optarg)))
+                return _usage_error("bad -e '%s'", optarg);
+            break;
+        case 'f':
+            o.factor = _num(optarg, &ok);
+            if (!ok)
+                return _usage_error("bad -f '%s'", optarg);
+            break;
+        case 'n':
+            o.iters = atoi(optarg);
+            if (o.iters < 1)
+                return _usage_error("bad -n '%s'", optarg);
+            break;
+        case 'w':
+            o.warmup = atoi(optarg);
+            break;
+        case 'c':
+            o.check = atoi(optarg);
+            break;
         case 'a':
-            o.nalgos = _list(optarg, o.algos, TCOMM_ALGO_COUNT, tcomm_algo_parse, TCOMM_ALGO_COUNT);
+            o.nalgos = _list(optarg, o.algos, TCOMM_ALGO_COUNT,
+                             tcomm_algo_parse, TCOMM_ALGO_COUNT);
             if (o.nalgos <= 0)
-                return _usage_error("bad algorithm list '%s' (flat, ring, hier, hier-rs, torus2d, hybrid)", optarg);
+                return _usage_error("bad algorithm list '%s' (flat, ring, "
+                                    "hier, hier-rs, torus2d, hybrid)",
+                                    optarg);
             algos_set = 1;
             break;
         case 'd':
-            o.nwires = _list(optarg, o.wires, TCOMM_WIRE_COUNT, tcomm_wire_parse, TCOMM_WIRE_COUNT);
+            o.nwires = _list(optarg, o.wires, TCOMM_WIRE_COUNT,
+                             tcomm_wire_parse, TCOMM_WIRE_COUNT);
             if (o.nwires <= 0)
-                return _usage_error("bad wire list '%s' (fp32, fp16, bf16)", optarg);
+                return _usage_error("bad wire list '%s' (fp32, fp16, bf16)",
+                                    optarg);
             wires_set = 1;
             break;
-        case 'P': P = atoi(optarg); if (P < 1) return _usage_error("bad -P '%s'", optarg); break;
-        case O_RESNET: mode = 1; break;
-        case O_MODEL: mode = 2; break;
-        case O_SUM: o.average = 0; break;
-        case O_PROBE: o.probe = 1; break;
+        case 'P':
+            P = atoi(optarg);
+            if (P < 1)
+                return _usage_error("bad -P '%s'", optarg);
+            break;
+        case O_RESNET:
+            mode = 1;
+            break;
+        case O_MODEL:
+            mode = 2;
+            break;
+        case O_SUM:
+            o.average = 0;
+            break;
+        case O_PROBE:
+            o.probe = 1;
+            break;
         case O_GRID:
             if (tcomm_options_set(&o.topt, "--grid", optarg))
                 return _usage_error("%s", tcomm_error());
@@ -208,11 +325,16 @@ int main(int argc, char **argv)
             if (tcomm_options_set(&o.topt, "--group-size", optarg))
                 return _usage_error("%s", tcomm_error());
             break;
-        case O_TIMEOUT: o.topt.timeout_s = _num(optarg, &ok); if (!ok) return _usage_error("bad --timeout '%s'", optarg); break;
+        case O_TIMEOUT:
+            o.topt.timeout_s = _num(optarg, &ok);
+            if (!ok)
+                return _usage_error("bad --timeout '%s'", optarg);
+            break;
         case O_THETA: {
             char buf[256], *save = NULL;
             snprintf(buf, sizeof buf, "%s", optarg);
-            for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            for (char *t = strtok_r(buf, ",", &save); t;
+                 t = strtok_r(NULL, ",", &save)) {
                 size_t v = bench_parse_size(t);
                 if (!v || o.ntheta == 16)
                     return _usage_error("bad --theta '%s'", optarg);
@@ -228,26 +350,56 @@ int main(int argc, char **argv)
             else if (!strcmp(optarg, "shared"))
                 o.grads = BENCH_GRADS_SHARED;
             else
-                return _usage_error("bad --grads '%s' (private, shared, both)", optarg);
+                return _usage_error("bad --grads '%s' (private, shared, both)",
+                                    optarg);
             break;
-        case O_STEPS: o.steps = atoi(optarg); if (o.steps < 1) return _usage_error("bad --steps '%s'", optarg); break;
-        case O_RPN: o.ranks_per_node = atoi(optarg); if (o.ranks_per_node < 1) return _usage_error("bad --ranks-per-node '%s'", optarg); break;
-        case O_RAILS: rails = atoi(optarg); if (rails < 1) return _usage_error("bad --rails '%s'", optarg); break;
+        case O_STEPS:
+            o.steps = atoi(optarg);
+            if (o.steps < 1)
+                return _usage_error("bad --steps '%s'", optarg);
+            break;
+        case O_RPN:
+            o.ranks_per_node = atoi(optarg);
+            if (o.ranks_per_node < 1)
+                return _usage_error("bad --ranks-per-node '%s'", optarg);
+            break;
+        case O_RAILS:
+            rails = atoi(optarg);
+            if (rails < 1)
+                return _usage_error("bad --rails '%s'", optarg);
+            break;
         case O_PRESET:
             preset = optarg;
             if (strcmp(preset, "local") && strcmp(preset, "abci"))
-                return _usage_error("unknown --preset '%s' (local, abci)", optarg);
+                return _usage_error("unknown --preset '%s' (local, abci)",
+                                    optarg);
             break;
-        case O_INTRA_US: case O_INTRA_GBS: case O_INTER_US: case O_INTER_GBS: case O_REDUCE_GBS:
+        case O_INTRA_US:
+        case O_INTRA_GBS:
+        case O_INTER_US:
+        case O_INTER_GBS:
+        case O_REDUCE_GBS:
             over[ch - O_INTRA_US] = _num(optarg, &ok);
             if (!ok)
                 return _usage_error("bad link parameter '%s'", optarg);
             break;
-        case O_SCALING: o.scaling = 1; break;
-        case O_COMPUTE: o.compute_ms = _num(optarg, &ok); if (!ok) return _usage_error("bad --compute-ms '%s'", optarg); break;
-        case O_HELP: fputs(_help, stdout); return 0;
-        case O_VERSION: printf("torus-bench %s\n", PACKAGE_VERSION); return 0;
-        default: fprintf(stderr, "Try 'torus-bench --help'.\n"); return 2;
+        case O_SCALING:
+            o.scaling = 1;
+            break;
+        case O_COMPUTE:
+            o.compute_ms = _num(optarg, &ok);
+            if (!ok)
+                return _usage_error("bad --compute-ms '%s'", optarg);
+            break;
+        case O_HELP:
+            fputs(_help, stdout);
+            return 0;
+        case O_VERSION:
+            printf("torus-bench %s\n", PACKAGE_VERSION);
+            return 0;
+        default:
+            fprintf(stderr, "Try 'torus-bench --help'.\n");
+            return 2;
         }
     }
     if (optind < argc)
@@ -255,7 +407,8 @@ int main(int argc, char **argv)
     if (o.minbytes > o.maxbytes)
         return _usage_error("-b is larger than -e%s", "");
     if (!algos_set) {
-        o.nalgos = _list("all", o.algos, TCOMM_ALGO_COUNT, tcomm_algo_parse, TCOMM_ALGO_COUNT);
+        o.nalgos = _list("all", o.algos, TCOMM_ALGO_COUNT, tcomm_algo_parse,
+                         TCOMM_ALGO_COUNT);
         if (mode == 1) /* the hybrid of fused buckets is the interesting one */
             o.nalgos = TCOMM_ALGO_COUNT;
     }
@@ -282,10 +435,12 @@ int main(int argc, char **argv)
                 rails = 2;
         }
         double *fields[5] = {&o.model.intra.alpha_s, &o.model.intra.bw_Bps,
-                             &o.model.inter.alpha_s, &o.model.inter.bw_Bps, &o.model.reduce_Bps};
+                             &o.model.inter.alpha_s, &o.model.inter.bw_Bps,
+                             &o.model.reduce_Bps};
         for (int i = 0; i < 5; i++)
             if (over[i] > 0)
-                *fields[i] = (i == 0 || i == 2) ? over[i] * 1e-6 : over[i] * 1e9;
+                *fields[i] =
+                    (i == 0 || i == 2) ? over[i] * 1e-6 : over[i] * 1e9;
         if (over[4] > 0) /* the casts run at the reduction's speed */
             o.model.convert_Bps = o.model.reduce_Bps;
         o.model.rails = rails;

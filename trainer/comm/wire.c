@@ -34,15 +34,18 @@ uint16_t tc_half_from_float(float f)
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t a = u & 0x7fffffffu;
     if (a >= 0x7f800000u) /* inf or nan */
-        return (uint16_t)(sign | 0x7c00u | (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0));
+        return (
+            uint16_t)(sign | 0x7c00u |
+                      (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0));
     if (a >= 0x477ff000u) /* rounds to >= 65520: inf */
         return (uint16_t)(sign | 0x7c00u);
-    if (a < 0x38800000u) { /* below the smallest normal: subnormal or zero */
+    if (a < 0x38800000u) {   /* below the smallest normal: subnormal or zero */
         if (a < 0x33000000u) /* below half the smallest subnormal */
             return sign;
         uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
         uint32_t shift = 126 - e; /* 14..24 */
-        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1),
+                 half = 1u << (shift - 1);
         if (rem > half || (rem == half && (h & 1u)))
             h++;
         return (uint16_t)(sign | h);
@@ -95,54 +98,61 @@ static void _enc_scalar(tcomm_wire w, const float *s, void *d, size_t n)
             o[i] = tc_bf16_from_float(s[i]);
 }
 
-static void _dec_scalar(tcomm_wire w, const void *s, float *d, size_t n, int add)
+static void _dec_scalar(tcomm_wire w, const void *s, float *d, size_t n,
+                        int add)
 {
     const uint16_t *in = s;
     for (size_t i = 0; i < n; i++) {
-        float v = w == TCOMM_WIRE_FP16 ? tc_float_from_half(in[i]) : _float_from_bf16(in[i]);
+        float v = w == TCOMM_WIRE_FP16 ? tc_float_from_half(in[i])
+                                       : _float_from_bf16(in[i]);
         d[i] = add ? d[i] + v : v;
     }
 }
 
 /* ---------------------------------------------------------- F16C / AVX2 */
 
-__attribute__((target("avx2,f16c")))
-static void _enc_f16c(tcomm_wire w, const float *s, void *d, size_t n)
+__attribute__((target("avx2,f16c"))) static void
+_enc_f16c(tcomm_wire w, const float *s, void *d, size_t n)
 {
     uint16_t *o = d;
     size_t i = 0;
     if (w == TCOMM_WIRE_FP16) {
         for (; i + 8 <= n; i += 8)
             _mm_storeu_si128((__m128i *)(o + i),
-                             _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+                             _mm256_cvtps_ph(_mm256_loadu_ps(s + i),
+                                             _MM_FROUND_TO_NEAREST_INT));
     } else {
-        const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+        const __m256i bias = _mm256_set1_epi32(0x7fff),
+                      one = _mm256_set1_epi32(1);
         for (; i + 8 <= n; i += 8) {
             __m256 x = _mm256_loadu_ps(s + i);
             __m256i u = _mm256_castps_si256(x);
-            __m256i r = _mm256_add_epi32(u, _mm256_add_epi32(bias,
-                            _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
-            __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+            __m256i r = _mm256_add_epi32(
+                u, _mm256_add_epi32(
+                       bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+            __m256i nan =
+                _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
             __m256i q = _mm256_or_si256(u, _mm256_set1_epi32(0x400000));
             r = _mm256_srli_epi32(_mm256_blendv_epi8(r, q, nan), 16);
             /* pack 8 x u32 (< 65536) into 8 x u16 */
-            __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+            __m128i lo = _mm256_castsi256_si128(r),
+                    hi = _mm256_extracti128_si256(r, 1);
             _mm_storeu_si128((__m128i *)(o + i), _mm_packus_epi32(lo, hi));
         }
     }
     _enc_scalar(w, s + i, o + i, n - i);
 }
 
-__attribute__((target("avx2,f16c")))
-static void _dec_f16c(tcomm_wire w, const void *src, float *d, size_t n, int add)
+__attribute__((target("avx2,f16c"))) static void
+_dec_f16c(tcomm_wire w, const void *src, float *d, size_t n, int add)
 {
     const uint16_t *s = src;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m128i h = _mm_loadu_si128((const __m128i *)(s + i));
-        __m256 v = w == TCOMM_WIRE_FP16
-            ? _mm256_cvtph_ps(h)
-            : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        __m256 v = w == TCOMM_WIRE_FP16 ? _mm256_cvtph_ps(h)
+                                        : _mm256_castsi256_ps(_mm256_slli_epi32(
+                                              _mm256_cvtepu16_epi32(h), 16));
         if (add)
             v = _mm256_add_ps(v, _mm256_loadu_ps(d + i));
         _mm256_storeu_ps(d + i, v);
@@ -152,40 +162,45 @@ static void _dec_f16c(tcomm_wire w, const void *src, float *d, size_t n, int add
 
 /* ---------------------------------------------------------- AVX-512 */
 
-__attribute__((target("avx512f,avx512bw")))
-static void _enc_avx512(tcomm_wire w, const float *s, void *d, size_t n)
+__attribute__((target("avx512f,avx512bw"))) static void
+_enc_avx512(tcomm_wire w, const float *s, void *d, size_t n)
 {
     uint16_t *o = d;
     size_t i = 0;
     if (w == TCOMM_WIRE_FP16) {
         for (; i + 16 <= n; i += 16)
             _mm256_storeu_si256((__m256i *)(o + i),
-                                _mm512_cvtps_ph(_mm512_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+                                _mm512_cvtps_ph(_mm512_loadu_ps(s + i),
+                                                _MM_FROUND_TO_NEAREST_INT));
     } else {
-        const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+        const __m512i bias = _mm512_set1_epi32(0x7fff),
+                      one = _mm512_set1_epi32(1);
         for (; i + 16 <= n; i += 16) {
             __m512 x = _mm512_loadu_ps(s + i);
             __m512i u = _mm512_castps_si512(x);
-            __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(bias,
-                            _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+            __m512i r = _mm512_add_epi32(
+                u, _mm512_add_epi32(
+                       bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
             __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
             r = _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
-            _mm256_storeu_si256((__m256i *)(o + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
+            _mm256_storeu_si256(
+                (__m256i *)(o + i),
+                _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
         }
     }
     _enc_scalar(w, s + i, o + i, n - i);
 }
 
-__attribute__((target("avx512f,avx512bw")))
-static void _dec_avx512(tcomm_wire w, const void *src, float *d, size_t n, int add)
+__attribute__((target("avx512f,avx512bw"))) static void
+_dec_avx512(tcomm_wire w, const void *src, float *d, size_t n, int add)
 {
     const uint16_t *s = src;
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256i h = _mm256_loadu_si256((const __m256i *)(s + i));
-        __m512 v = w == TCOMM_WIRE_FP16
-            ? _mm512_cvtph_ps(h)
-            : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        __m512 v = w == TCOMM_WIRE_FP16 ? _mm512_cvtph_ps(h)
+                                        : _mm512_castsi512_ps(_mm512_slli_epi32(
+                                              _mm512_cvtepu16_epi32(h), 16));
         if (add)
             v = _mm512_add_ps(v, _mm512_loadu_ps(d + i));
         _mm512_storeu_ps(d + i, v);
@@ -237,13 +252,19 @@ void tc_encode(tcomm_wire w, const float *src, void *dst, size_t n)
         return;
     }
     switch (tc_wire_isa()) {
-    case TC_ISA_AVX512: _enc_avx512(w, src, dst, n); break;
-    case TC_ISA_F16C: _enc_f16c(w, src, dst, n); break;
-    default: _enc_scalar(w, src, dst, n);
+    case TC_ISA_AVX512:
+        _enc_avx512(w, src, dst, n);
+        break;
+    case TC_ISA_F16C:
+        _enc_f16c(w, src, dst, n);
+        break;
+    default:
+        _enc_scalar(w, src, dst, n);
     }
 }
 
-static void _decode(tcomm_wire w, const void *src, float *dst, size_t n, int add)
+static void _decode(tcomm_wire w, const void *src, float *dst, size_t n,
+                    int add)
 {
     if (w == TCOMM_WIRE_FP32) {
         const float *s = src;
@@ -255,9 +276,14 @@ static void _decode(tcomm_wire w, const void *src, float *dst, size_t n, int add
         return;
     }
     switch (tc_wire_isa()) {
-    case TC_ISA_AVX512: _dec_avx512(w, src, dst, n, add); break;
-    case TC_ISA_F16C: _dec_f16c(w, src, dst, n, add); break;
-    default: _dec_scalar(w, src, dst, n, add);
+    case TC_ISA_AVX512:
+        _dec_avx512(w, src, dst, n, add);
+        break;
+    case TC_ISA_F16C:
+        _dec_f16c(w, src, dst, n, add);
+        break;
+    default:
+        _dec_scalar(w, src, dst, n, add);
     }
 }
 

@@ -163,7 +163,7 @@ struct teng_net {
     void *grad_hook_ctx;
     teng_grads_alloc grads_alloc; /* host backends: grads arena from here */
     void *grads_alloc_ctx;
-    int grads_external;           /* grads came from grads_alloc */
+    int grads_external; /* grads came from grads_alloc */
     char err[256];
 };
 

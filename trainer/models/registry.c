@@ -4,9 +4,8 @@
 
 #include "trainer/models/models.h"
 
-static const char *_names[TMODEL_NKINDS] = {"resnet50", "resnet18",
-                                            "cifar-resnet", "alexnet-bn",
-                                            "tiny-cnn"};
+static const char *_names[TMODEL_NKINDS] = {
+    "resnet50", "resnet18", "cifar-resnet", "alexnet-bn", "tiny-cnn"};
 
 int tmodel_parse(const char *name, tmodel_kind *out)
 {

@@ -576,8 +576,10 @@ void ttrain_usage(FILE *f)
         "\n"
         "ENVIRONMENT\n"
         "    TORUS_DIMS, TORUS_COORD, TORUS_GROUP, ... (set by srun --torus)\n"
-        "    lay the ranks out on the grid and in groups (docs/env-contract.md).\n"
-        "    TCOMM_TIMEOUT=S: seconds without progress before a peer counts as\n"
+        "    lay the ranks out on the grid and in groups "
+        "(docs/env-contract.md).\n"
+        "    TCOMM_TIMEOUT=S: seconds without progress before a peer counts "
+        "as\n"
         "    lost (default 30; start-up may take 4x as long, at least 20 s);\n"
         "    the other ranks then name it and the job ends.\n"
         "    TCOMM_SHM=0: no shared memory between the ranks of a node (by\n"
@@ -586,8 +588,10 @@ void ttrain_usage(FILE *f)
         "\n"
         "EXIT STATUS\n"
         "    0 success, 1 runtime failure, 2 bad command line or\n"
-        "    configuration, 3 stopped by a signal after a checkpoint (requeue),\n"
-        "    4 the job's start-up did not finish (a rank that never started, or\n"
+        "    configuration, 3 stopped by a signal after a checkpoint "
+        "(requeue),\n"
+        "    4 the job's start-up did not finish (a rank that never started, "
+        "or\n"
         "    connections between nodes that never opened).\n");
 }
 
