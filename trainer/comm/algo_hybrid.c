@@ -15,12 +15,10 @@ tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w,
 {
     tcomm_model_params m = c->model;
     m.in_place = 0;
-    if (flags & TCOMM_SHARED) {
-        if (c->row.on_node && c->row.arena)
-            m.in_place |= TCOMM_MODEL_INPLACE_ROWS;
-        if (c->group.on_node && c->group.arena && c->info.groups_uniform)
-            m.in_place |= TCOMM_MODEL_INPLACE_GROUPS;
-    }
+    if (tc_shared_in_place(&c->row, flags))
+        m.in_place |= TCOMM_MODEL_INPLACE_ROWS;
+    if (c->info.groups_uniform && tc_shared_in_place(&c->group, flags))
+        m.in_place |= TCOMM_MODEL_INPLACE_GROUPS;
     return tcomm_model_best(&m, count, w);
 }
 

@@ -149,8 +149,7 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
     const tc_group *cols = algo == TCOMM_ALGO_TORUS2D ? &c->col : &c->peers;
     tcomm_rc rc;
     size_t bad = 0;
-    int in_place = rows && rows->on_node && count > 0 &&
-                   (flags & TCOMM_SHARED) && rows->arena;
+    int in_place = count > 0 && tc_shared_in_place(rows, flags);
     if (nsegs == 1 && !in_place) /* one piece: reduce it where it is */
         return tcomm_allreduce(c, segs[0].p, count, algo, wire,
                                flags & ~TCOMM_SHARED, res);

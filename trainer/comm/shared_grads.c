@@ -173,6 +173,11 @@ int tc_shared_holds(const tcomm_t *c, const float *p, size_t count)
     return !count || (q >= lo && q < hi && count * 4 <= hi - q && q % 4 == 0);
 }
 
+int tc_shared_in_place(const tc_group *g, unsigned flags)
+{
+    return g && (flags & TCOMM_SHARED) && g->on_node && g->arena;
+}
+
 int tc_shared_covers(const tcomm_t *c, const tc_group *g, const tcomm_seg *s,
                      int ns)
 {

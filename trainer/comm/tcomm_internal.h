@@ -243,11 +243,15 @@ void tc_seg_walk(const tcomm_seg *s, int ns, size_t from, size_t len,
                  tc_piece_fn fn, void *arg);
 
 /* shared_grads.c. holds: 1 when this rank has a shared block (not plain
- * memory) and the count floats at p lie in it (count 0: any p). covers: 1
- * when every piece does and g can reduce in place. allreduce: the in-place
+ * memory) and the count floats at p lie in it (count 0: any p). in_place:
+ * 1 when a call with flags reduces over g in place if its pieces lie in
+ * the block (g on one node, knowing the members' blocks; NULL g: 0); what
+ * tcomm_allreduce_segs runs and hybrid prices. covers: 1 when every piece
+ * does and g can reduce in place. allreduce: the in-place
  * all-reduce of such pieces over rows (members on one node), then cols
  * (across nodes; size 1 for none). */
 int tc_shared_holds(const tcomm_t *c, const float *p, size_t count);
+int tc_shared_in_place(const tc_group *g, unsigned flags);
 int tc_shared_covers(const tcomm_t *c, const tc_group *g, const tcomm_seg *s,
                      int ns);
 tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
