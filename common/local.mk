@@ -1,0 +1,6 @@
+# common/local.mk: layer 0, shared by every component: the error convention
+# (torus_error.h). It includes nothing of torus. Linked into each library.
+
+noinst_LTLIBRARIES += common/libtoruscommon.la
+common_libtoruscommon_la_SOURCES = common/torus_error.h common/torus_error.c
+common_libtoruscommon_la_CFLAGS = $(AM_CFLAGS)
