@@ -33,7 +33,17 @@ int torus_error_prefix(int rc, const char *fmt, ...)
     vsnprintf(head, sizeof head, fmt, ap);
     va_end(ap);
     memcpy(old, _err_msg, sizeof old);
-    snprintf(_err_msg, sizeof _err_msg, "%s: %s", head, old);
+    /* Truncation keeps the head of the message, which is what names the
+     * failure; the tail is the source location. */
+    size_t n = strlen(head);
+    if (n + 2 >= sizeof _err_msg)
+        n = sizeof _err_msg - 3;
+    memcpy(_err_msg, head, n);
+    memcpy(_err_msg + n, ": ", 2);
+    size_t room = sizeof _err_msg - n - 3;
+    size_t m = strnlen(old, room);
+    memcpy(_err_msg + n + 2, old, m);
+    _err_msg[n + 2 + m] = '\0';
     return rc;
 }
 
