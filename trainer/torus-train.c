@@ -56,11 +56,16 @@ static void _on_signal(int sig)
  * on the communication thread as soon as it is complete, while backward
  * goes on. _grads_wait() flushes and waits for the rest. The loss is
  * already divided by the global batch, so the all-reduce is a plain sum
- * (remark 3). */
+ * (remark 3), and each rank's gradient is already its 1/world share of the
+ * mean when it is cast to the wire (--wire, fp16 by default): no rank's
+ * value is world times larger than the result, so the cast cannot overflow
+ * where the sum would not. tcomm sums in fp32 and rounds the sum to the
+ * wire precision; inf/nan in it skip the step on every rank. */
 typedef struct {
     tcomm_t *comm;
     int rank, world;
     tcomm_algo algo;
+    tcomm_wire wire;
     tcomm_fusion_t *fusion;
     int np;           /* params; param i is fusion index np - 1 - i */
     double wait_s;    /* time blocked in _grads_wait, for the progress line */
@@ -74,7 +79,7 @@ static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb,
         return 0;
     tcomm_fusion_options fo = {.bucket_bytes = (size_t)bucket_kb << 10,
                                .algo = ex->algo,
-                               .wire = TCOMM_WIRE_FP32};
+                               .wire = ex->wire};
     if (tcomm_fusion_create(ex->comm, &fo, &ex->fusion))
         goto fail;
     ex->np = net->np;
@@ -149,7 +154,10 @@ static int _grads_wait(_exchange *ex, teng_net *net)
 }
 
 /* BN running statistics are per worker while training (Goyal); the
- * average over ranks is what evaluation and checkpoints see. */
+ * average over ranks is what evaluation and checkpoints see. They stay
+ * fp32 on the wire whatever --wire says: they are a few KB once per
+ * evaluation, and a variance rounded to fp16 would change the evaluation,
+ * not the speed. */
 static int _stats_average(_exchange *ex, teng_net *net)
 {
     if (ex->world == 1 || !net->stats_bytes)
@@ -375,7 +383,8 @@ int main(int argc, char **argv)
     _exchange ex = {.comm = comm,
                     .rank = info.rank,
                     .world = cfg.world,
-                    .algo = (tcomm_algo)algo};
+                    .algo = (tcomm_algo)algo,
+                    .wire = (tcomm_wire)tcomm_wire_parse(cfg.wire)};
     if (_exchange_open(&ex, &net, cfg.bucket_kb, err, sizeof(err)))
         return _fail("gradient exchange", err);
     teng_net_set_grad_hook(&net, _grads_ready, &ex);
@@ -387,12 +396,12 @@ int main(int argc, char **argv)
            net.acts_bytes / 1e6, max_local, bk->ops->name, cfg.threads);
     if (cfg.world > 1)
         printf("torus-train: %d ranks on %d nodes, grid %dx%d (%s), "
-               "gradients in %zu buckets%s, all-reduce %s\n",
+               "gradients in %zu buckets%s, all-reduce %s, %s wire\n",
                info.size, info.nnodes, info.rows, info.cols,
                info.source ? info.source : "?",
                tcomm_fusion_bucket_count(ex.fusion),
                tcomm_fusion_shared(ex.fusion) ? " of node-shared memory" : "",
-               tcomm_algo_name(ex.algo));
+               tcomm_algo_name(ex.algo), tcomm_wire_name(ex.wire));
 
     if (!have_src && ttrain_synthetic_open(&src, &cfg.model, max_local,
                                            cfg.seed, info.rank, cfg.world))

@@ -5,7 +5,17 @@
 #   1. 2 ranks on 2 nodes, BN-free tiny-cnn at global batch 32: after 8
 #      steps rank 0's checkpoint holds the weights and momentum of one
 #      process at batch 32 (within fp32 summation-order rounding), and the
-#      losses agree step by step.
+#      losses agree step by step. (--wire fp32: the sums are exact up to
+#      fp32 summation order.)
+#   1b. 2 ranks on one node in one row (--torus=1x2) with the default fp16
+#      wire, one step: each
+#      element of the summed gradient (the momentum after one step from zero,
+#      divided by the LR, weight decay 0) is within what rounding the sum to
+#      fp16 allows, |g2 - g1| <= 2^-11 |g1| + 2^-25 (half an ulp; 2^-25 is
+#      half the smallest fp16 subnormal). The ranks' gradients lie in
+#      node-shared memory and are summed in fp32 where they lie, then rounded
+#      once. The same check with the bound ten times tighter must fail, and
+#      an fp32-wire run must pass it: the bound is tight and fp16 is used.
 #   2. 4 ranks on 2 nodes (a 2x2 torus), CIFAR-style ResNet with BN on
 #      Fashion-MNIST: the distributed evaluation counts every test image
 #      once (10000), and equals what one process gets from the checkpoint
@@ -43,7 +53,7 @@ tiny=("$bin" --model tiny-cnn --synthetic --image-size 12 --dataset-size 256
       --max-steps 8 --batch 32)
 "${tiny[@]}" --metrics "$t/one.jsonl" --checkpoint-dir "$t/one" >"$t/one.log" 2>&1 ||
     tl_fail "1 process: $(tail -3 "$t/one.log")"
-run_srun -N2 -n2 "${tiny[@]}" --metrics "$t/two.jsonl" --checkpoint-dir "$t/two" \
+run_srun -N2 -n2 "${tiny[@]}" --wire fp32 --metrics "$t/two.jsonl" --checkpoint-dir "$t/two" \
     >"$t/two.log" 2>&1 || tl_fail "2 ranks under srun: $(tail -5 "$t/two.log")"
 grep '2 ranks on 2 nodes, grid' "$t/two.log" | grep -vq 'one row per node' ||
     tl_fail "2 ranks did not run on 2 nodes with the plugin's layout: $(grep ranks "$t/two.log")"
@@ -58,6 +68,48 @@ for g in /params /momentum; do
         tl_fail "2 ranks: $g differ from 1 process: $(head -5 "$t/diff")"
 done
 echo "PASS: srun -N2 -n2: 8 steps of 2 ranks == 1 process (losses and weights)"
+
+# ---- 1b. fp16 wire: 2 ranks == 1 process within fp16 rounding ----
+one_step=("$bin" --model tiny-cnn --synthetic --image-size 12 --dataset-size 256
+          --epochs 1 --warmup-epochs 0 --lr 2 --print-every 1 --threads 1
+          --max-steps 1 --batch 32 --weight-decay 0)
+"${one_step[@]}" --metrics "$t/w1.jsonl" --checkpoint-dir "$t/w1" >"$t/w1.log" 2>&1 ||
+    tl_fail "1 process, 1 step: $(tail -3 "$t/w1.log")"
+lr=$(sed 's/.*"lr":\([^,]*\),.*/\1/' "$t/w1.jsonl")
+for w in fp16 fp32; do
+    # One row on the node: the row sums in place and rounds once. (Across
+    # nodes, or down a column, a rank's own share is cast before the sum
+    # too, and the error is bounded by the shares, not by the sum.)
+    timeout 300 srun --mpi=pmix --torus=1x2 -N1 -n2 "${one_step[@]}" --wire $w \
+        --checkpoint-dir "$t/w2$w" >"$t/w2$w.log" 2>&1 ||
+        tl_fail "2 ranks, --wire $w: $(tail -5 "$t/w2$w.log")"
+    grep -q "grid 1x2 .*node-shared memory, all-reduce hybrid, $w wire" "$t/w2$w.log" ||
+        tl_fail "2 ranks, --wire $w: not in place over a $w wire: $(grep ranks "$t/w2$w.log")"
+done
+# Largest |g2 - g1| / (2^-11 |g1| + 2^-25) over every element of /momentum.
+_vals() { # FILE DATASET TAG: one value per line, all digits of a float
+    h5dump -y -w 0 -m '%.9g' -o "$t/vals.$3" -d "$2" "$1" >/dev/null &&
+        tr ',' '\n' <"$t/vals.$3" | tr -d ' ' | grep -v '^$'
+}
+wire_ratio() { # CKPT_A CKPT_B
+    for d in $(h5ls "$1/momentum" | awk '{print $1}'); do
+        paste <(_vals "$1" "/momentum/$d" a) <(_vals "$2" "/momentum/$d" b)
+    done | awk -v lr="$lr" '
+        function abs(x) { return x < 0 ? -x : x }
+        { g1 = $1 / lr; g2 = $2 / lr; r = abs(g2 - g1) / (abs(g1) / 2048 + 2^-25)
+          if (r > m) m = r; n++ }
+        END { if (n < 1000) { print "few"; exit 1 } printf "%.4f\n", m }'
+}
+r16=$(wire_ratio "$t/w1/ckpt-1.h5" "$t/w2fp16/ckpt-1.h5") || tl_fail "cannot compare the fp16 run: $r16"
+r32=$(wire_ratio "$t/w1/ckpt-1.h5" "$t/w2fp32/ckpt-1.h5") || tl_fail "cannot compare the fp32 run: $r32"
+echo "fp16 wire: largest error / fp16 rounding bound = $r16 (fp32 wire: $r32)"
+awk -v r="$r16" 'BEGIN { exit !(r <= 1) }' ||
+    tl_fail "fp16 wire: summed gradients off by $r16 x the fp16 rounding bound"
+awk -v r="$r16" 'BEGIN { exit !(r * 10 > 1) }' ||
+    tl_fail "fp16 wire: error $r16 x the bound also passes a bound 10x tighter (fp16 not used?)"
+awk -v r="$r32" 'BEGIN { exit !(r * 10 <= 1) }' ||
+    tl_fail "fp32 wire: error $r32 x the fp16 bound; expected fp32 exactness"
+echo "PASS: srun -N1 -n2 --wire fp16: one step == 1 process within fp16 rounding of the sum"
 
 # ---- 2. distributed evaluation and BN statistics (4 ranks, 2x2) ----
 "$pack" -o "$t/fm" "$FM/train-images-idx3-ubyte.gz" >/dev/null

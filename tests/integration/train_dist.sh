@@ -3,7 +3,8 @@
 # `mpirun -np 2` a BN-free tiny model (tiny-cnn) at global batch 32 (16
 # per rank) gives, step for step, the losses of a single process at batch
 # 32, and after 8 steps the same weights and momentum (rank 0's
-# checkpoint) within fp32 summation-order rounding. Both all-reduce
+# checkpoint) within fp32 summation-order rounding (--wire fp32; the fp16
+# wire's bound is checked on the cluster, train_cluster.sh). Both all-reduce
 # paths the trainer offers (hybrid, the default, and torus2d) are run;
 # the hybrid run uses 1 KiB buckets, so several buckets reduce while
 # backward goes on.
@@ -40,7 +41,7 @@ mpi2() {
 # A high learning rate so 8 steps move the weights well past rounding.
 run=("$bin" --model tiny-cnn --synthetic --image-size 12 --dataset-size 256
      --epochs 1 --warmup-epochs 0 --lr 2 --print-every 1 --threads 1
-     --max-steps 8)
+     --max-steps 8 --wire fp32)
 
 # The reference: one process at the global batch.
 "${run[@]}" --batch 32 --metrics "$tmp/one.jsonl" --checkpoint-dir "$tmp/one" \

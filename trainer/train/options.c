@@ -49,6 +49,10 @@ static const _opt _opts[] = {
     {"bucket-kb", _INT, _S(bucket_kb), "KB",
      "gradient fusion bucket size in KiB; smaller buckets start reducing "
      "earlier in backward [4096]"},
+    {"wire", _STR, _O(wire), "fp16|bf16|fp32",
+     "precision of the gradients on the wire: each rank's gradient (already "
+     "divided by the global batch) is cast to it, sums are formed in fp32 "
+     "and rounded back to it, and inf/nan in the sums skip the step [fp16]"},
     {"data", _STR, _O(data), "PATH",
      "torus-pack dataset directory (train and test splits); sets "
      "--dataset-size"},
@@ -125,6 +129,7 @@ void ttrain_config_defaults(ttrain_config *c)
     topt_config_defaults(&c->opt);
     snprintf(c->backend, sizeof(c->backend), "auto");
     snprintf(c->algo, sizeof(c->algo), "hybrid");
+    snprintf(c->wire, sizeof(c->wire), "fp16");
     c->threads = 2;
     c->world = 1;
     c->seed = 1;
@@ -434,6 +439,13 @@ int ttrain_config_validate(ttrain_config *c)
                 c->bucket_kb);
         return TTRAIN_EXIT_USAGE;
     }
+    if (strcmp(c->wire, "fp16") && strcmp(c->wire, "bf16") &&
+        strcmp(c->wire, "fp32")) {
+        fprintf(stderr,
+                "torus-train: --wire: '%s' is not fp16, bf16 or fp32\n",
+                c->wire);
+        return TTRAIN_EXIT_USAGE;
+    }
     if (c->print_every < 1) {
         fprintf(stderr, "torus-train: --print-every: %d must be >= 1\n",
                 c->print_every);
@@ -610,9 +622,9 @@ void ttrain_print_plan(const ttrain_config *c, FILE *f)
     fprintf(f, "\ndata           %s, %ld samples per epoch\n",
             c->synthetic ? "synthetic" : c->data, s->dataset_size);
     fprintf(f,
-            "ranks          %d (all-reduce %s), %d threads each, backend "
-            "%s, seed %llu\n",
-            c->world, c->algo, c->threads, c->backend,
+            "ranks          %d (all-reduce %s, %s wire), %d threads each, "
+            "backend %s, seed %llu\n",
+            c->world, c->algo, c->wire, c->threads, c->backend,
             (unsigned long long)c->seed);
     fprintf(f, "optimizer      momentum %g%s,\n               weight decay %g",
             o->momentum,

@@ -21,6 +21,7 @@ typedef struct {
     int world;        /* ranks (from the PMIx bootstrap) */
     char algo[16];    /* tcomm all-reduce algorithm for the gradients */
     int bucket_kb;    /* fusion bucket size (0: tcomm's default) */
+    char wire[8];     /* gradient precision on the wire: fp16, bf16, fp32 */
     int synthetic;    /* synthetic data (benchmarks) */
     char data[512];   /* packed dataset (the data pipeline; later) */
     uint64_t seed;
