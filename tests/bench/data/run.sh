@@ -5,6 +5,11 @@
 #    at their original sizes, packed with torus-pack; torus-data-bench
 #    (decode, train, eval by thread count) against the torchvision/PIL
 #    pipeline doing the same crop and flip on the same files, per core.
+#    Both sides: one untimed warm-up, then one timed pass; decode from
+#    bytes in memory, train and eval reading files from the page cache
+#    (torus: the shards; torchvision: the JPEGs). The ratio judged is
+#    torus / torchvision in img/CPU-s at 1 thread, printed per stage.
+# It installs what it needs (Debian packages, as root) or names them.
 # 2. Shard reads against dd: the same photos replicated to about 1 GB,
 #    4 shards, both from the page cache.
 # 3. Wait per step: the train pipeline against a simulated step time.
@@ -16,11 +21,21 @@ PACK=$B/data/torus-pack
 BENCH=$B/data/torus-data-bench
 here=$(cd "$(dirname "$0")" && pwd)
 echo "# $(date -u +%FT%TZ) $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
+need=()
+[ -d /usr/share/doc/opencv-doc ] || need+=(opencv-doc)
+[ -d /usr/lib/python3/dist-packages/sklearn/datasets/images ] || need+=(python3-sklearn)
+/usr/bin/python3 -c 'import torch, torchvision, PIL' 2>/dev/null || need+=(python3-torch python3-torchvision python3-pil)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "# installing ${need[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null ||
+        { echo "run.sh: needs the Debian packages ${need[*]} (apt-get install them as root)" >&2; exit 2; }
+fi
+[ -x "$PACK" ] && [ -x "$BENCH" ] || { echo "run.sh: no torus-pack/torus-data-bench under $B/data (build first)" >&2; exit 2; }
 
 # The photos, one class folder per source directory.
 if [ ! -d "$W/photos" ]; then
     mkdir -p "$W/photos"
-    { find /usr/share/doc/opencv-doc -iname '*.jpg'; ls /usr/lib/python3/dist-packages/sklearn/datasets/images/*.jpg 2>/dev/null; } |
+    find /usr/share/doc/opencv-doc /usr/lib/python3/dist-packages/sklearn/datasets/images -iname '*.jpg' |
     while read -r f; do
         [ "$(head -c 2 "$f" | od -An -tx1 | tr -d ' ')" = ffd8 ] || continue   # opencv-doc has PNGs named .jpg
         c=$(basename "$(dirname "$f")")
@@ -33,11 +48,17 @@ echo "# $n JPEGs, $(du -sm "$W/photos" | cut -f1) MB"
 [ -f "$W/packed/train-index.txt" ] || "$PACK" -j "$(nproc)" --no-progress -o "$W/packed" "$W/photos"
 
 echo "## torus-data-bench on the photos"
-"$BENCH" --modes=decode,train,eval --threads=1,2 -b 32 --no-dd "$W/packed"
+"$BENCH" --modes=decode,train,eval --threads=1,2 -b 32 --no-dd "$W/packed" | tee "$W/torus.txt"
 echo "## same, without ROI decode and DCT scaling"
 "$BENCH" --modes=train --threads=1 -b 32 --no-roi --no-dct-scale --no-dd "$W/packed"
 echo "## torchvision/PIL, one process, one thread, same files"
-/usr/bin/python3 "$here/torchvision_pipeline.py" "$W/photos"
+/usr/bin/python3 "$here/torchvision_pipeline.py" "$W/photos" | tee "$W/tv.txt"
+echo "## the ratio judged: torus / torchvision, img/CPU-s at 1 thread"
+for m in decode train eval; do
+    t=$(awk -v m=$m '$1 == m && $2 == 1 { print $5 }' "$W/torus.txt")
+    v=$(awk -v m=$m '$2 == m { print $7 }' "$W/tv.txt")
+    awk -v m=$m -v t="$t" -v v="$v" 'BEGIN { printf "ratio %-7s %.2fx (torus %s, torchvision %s img/CPU-s)\n", m, t / v, t, v }'
+done
 
 echo "## shard reads vs dd (photos x 32, ~1 GB, page cache)"
 if [ ! -f "$W/big/train-index.txt" ]; then
