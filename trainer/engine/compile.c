@@ -64,8 +64,8 @@ static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
                 if (l->in[j] != id)
                     continue;
                 if (nc == 4)
-                    return TENG_FAIL(net, TENG_EINVAL,
-                                     "tensor %d has more than 4 consumers", id);
+                    return TORUS_FAIL(
+                        TENG_EINVAL, "tensor %d has more than 4 consumers", id);
                 if (l->kind == TENG_L_ADD) {
                     /* d(a+b)/da = 1: the residual's output grad (after its
                      * fused ReLU backward) is its inputs' grad too. */
@@ -75,7 +75,7 @@ static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
                 } else {
                     buf = _newbuf(b, t->bytes, _bt(net, li), tp);
                     if (buf < 0)
-                        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+                        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
                     if (main < 0)
                         main = buf;
                 }
@@ -108,7 +108,7 @@ static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
                 }
         }
         if (t->gbuf < 0)
-            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+            return TORUS_FAIL(TENG_ENOMEM, "out of memory");
         t->ncontrib = nc;
     }
     return TENG_OK;
@@ -160,13 +160,13 @@ static int _plan_acts(teng_net *net, _bufs *b, int *store, int *wsbuf)
             }
         }
         if ((store[id] = _newbuf(b, t->bytes, first, last)) < 0)
-            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+            return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     }
     for (int i = 0; i < net->nl; i++) {
         wsbuf[i] = -1;
         if (net->l[i].ws_bytes &&
             (wsbuf[i] = _newbuf(b, net->l[i].ws_bytes, i, _bt(net, i))) < 0)
-            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+            return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     }
     return TENG_OK;
 }
@@ -178,8 +178,8 @@ static int _alloc(teng_net *net, void **p, size_t bytes, const char *what)
         return TENG_OK;
     *p = net->bk->ops->alloc(net->bk, bytes);
     if (!*p)
-        return TENG_FAIL(net, TENG_ENOMEM, "cannot allocate %zu bytes for %s",
-                         bytes, what);
+        return TORUS_FAIL(TENG_ENOMEM, "cannot allocate %zu bytes for %s",
+                          bytes, what);
     return TENG_OK;
 }
 
@@ -201,7 +201,7 @@ static int _init_stats(teng_net *net)
         int n = net->stat_len[s];
         float *v = malloc(sizeof(float) * (size_t)n);
         if (!v)
-            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+            return TORUS_FAIL(TENG_ENOMEM, "out of memory");
         for (int i = 0; i < n; i++)
             v[i] = (s % 2) ? 1.0f : 0.0f;
         int rc = teng_stats_write(net, s, v);
@@ -212,15 +212,36 @@ static int _init_stats(teng_net *net)
     return TENG_OK;
 }
 
+/* Points every param at its master, working copy and gradient. Working
+ * copies in another dtype than the master need a working arena that no
+ * backend asks for yet: refused rather than silently aliased. */
+static int _place_params(teng_net *net)
+{
+    for (int i = 0; i < net->np; i++) {
+        teng_param *p = &net->p[i];
+        if (p->dtype != TENG_F32)
+            return TORUS_FAIL(TENG_EINVAL,
+                              "param '%s': the backend planned a working "
+                              "copy that is not fp32, which the engine does "
+                              "not place yet",
+                              p->name);
+        p->master = (float *)((char *)net->params + p->offset);
+        p->work = p->master;
+        p->grad = (float *)((char *)net->grads + p->offset);
+    }
+    net->host_sumsq = calloc((size_t)net->np + 1, sizeof(float));
+    return net->host_sumsq ? TENG_OK : TORUS_FAIL(TENG_ENOMEM, "out of memory");
+}
+
 int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
 {
     int rc;
     if (net->compiled)
-        return TENG_FAIL(net, TENG_ESTATE, "net already compiled");
+        return TORUS_FAIL(TENG_ESTATE, "net already compiled");
     if (net->input < 0)
-        return TENG_FAIL(net, TENG_EINVAL, "net has no input");
+        return TORUS_FAIL(TENG_EINVAL, "net has no input");
     if (max_batch <= 0)
-        return TENG_FAIL(net, TENG_EINVAL, "batch %d must be > 0", max_batch);
+        return TORUS_FAIL(TENG_EINVAL, "batch %d must be > 0", max_batch);
     net->bk = bk;
     net->max_batch = max_batch;
     net->t[net->input].needs_grad = net->input_grad;
@@ -228,7 +249,7 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
         net->global_batch = max_batch;
     _set_batch_shapes(net, max_batch);
     if ((rc = bk->ops->plan(bk, net, max_batch)))
-        return TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+        return torus_error_prefix(rc, "backend %s", bk->ops->name);
     for (int i = 0; i < net->nt; i++)
         net->t[i].cap = net->t[i].bytes;
     for (int i = 0; i < net->nl; i++)
@@ -254,7 +275,7 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
     int *store = malloc(sizeof(int) * (size_t)net->nt);
     int *wsbuf = malloc(sizeof(int) * (size_t)net->nl);
     if (!slot || !contrib || !store || !wsbuf) {
-        rc = TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        rc = TORUS_FAIL(TENG_ENOMEM, "out of memory");
         goto out;
     }
     if ((rc = _plan_acts(net, &b, store, wsbuf)) ||
@@ -272,15 +293,12 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
         goto out;
     net->host_labels = calloc((size_t)max_batch, sizeof(int32_t));
     if (!net->host_labels) {
-        rc = TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        rc = TORUS_FAIL(TENG_ENOMEM, "out of memory");
         goto out;
     }
 
-    for (int i = 0; i < net->np; i++) {
-        teng_param *p = &net->p[i];
-        p->data = (float *)((char *)net->params + p->offset);
-        p->grad = (float *)((char *)net->grads + p->offset);
-    }
+    if ((rc = _place_params(net)))
+        goto out;
     char *a = net->acts;
     for (int i = 0; i < net->nt; i++) {
         teng_tensor *t = &net->t[i];
@@ -302,12 +320,12 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
         net->host_logits =
             malloc(sizeof(float) * (size_t)max_batch * (size_t)lt->shape.c);
         if (!net->host_logits) {
-            rc = TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+            rc = TORUS_FAIL(TENG_ENOMEM, "out of memory");
             goto out;
         }
     }
     if ((rc = bk->ops->bind(bk, net))) {
-        rc = TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+        rc = torus_error_prefix(rc, "backend %s", bk->ops->name);
         goto out;
     }
     net->compiled = 1;
@@ -325,30 +343,30 @@ int teng_net_set_batch(teng_net *net, int batch)
 {
     int rc;
     if (!net->compiled)
-        return TENG_FAIL(net, TENG_ESTATE, "set_batch before compile");
+        return TORUS_FAIL(TENG_ESTATE, "set_batch before compile");
     if (batch <= 0 || batch > net->max_batch)
-        return TENG_FAIL(net, TENG_EINVAL,
-                         "batch %d is outside 1..%d (the compiled maximum)",
-                         batch, net->max_batch);
+        return TORUS_FAIL(TENG_EINVAL,
+                          "batch %d is outside 1..%d (the compiled maximum)",
+                          batch, net->max_batch);
     if (batch == net->batch)
         return TENG_OK;
     teng_backend *bk = net->bk;
     bk->ops->release(bk, net);
     _set_batch_shapes(net, batch);
     if ((rc = bk->ops->plan(bk, net, batch)))
-        return TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+        return torus_error_prefix(rc, "backend %s", bk->ops->name);
     for (int i = 0; i < net->nt; i++)
         if (net->t[i].bytes > net->t[i].cap)
-            return TENG_FAIL(net, TENG_EINVAL,
-                             "batch %d needs more memory for tensor %d than "
-                             "the compiled batch %d",
-                             batch, i, net->max_batch);
+            return TORUS_FAIL(TENG_EINVAL,
+                              "batch %d needs more memory for tensor %d than "
+                              "the compiled batch %d",
+                              batch, i, net->max_batch);
     for (int i = 0; i < net->nl; i++)
         if (net->l[i].ws_bytes > net->l[i].ws_cap)
-            return TENG_FAIL(net, TENG_EINVAL,
-                             "batch %d needs more workspace in layer '%s' "
-                             "than the compiled batch %d",
-                             batch, net->l[i].name, net->max_batch);
+            return TORUS_FAIL(TENG_EINVAL,
+                              "batch %d needs more workspace in layer '%s' "
+                              "than the compiled batch %d",
+                              batch, net->l[i].name, net->max_batch);
     if (net->scratch_bytes > net->scratch_cap) {
         /* A batch change is a schedule event, not a step: growing the
          * scratchpad here keeps the per-step path allocation-free. */
@@ -358,7 +376,7 @@ int teng_net_set_batch(teng_net *net, int batch)
             return rc;
     }
     if ((rc = bk->ops->bind(bk, net)))
-        return TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+        return torus_error_prefix(rc, "backend %s", bk->ops->name);
     return TENG_OK;
 }
 
@@ -381,5 +399,6 @@ void teng_net_free(teng_net *net)
     free(net->stat_len);
     free(net->host_labels);
     free(net->host_logits);
+    free(net->host_sumsq);
     memset(net, 0, sizeof(*net));
 }

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "trainer/engine/backend.h"
+#include "trainer/backends/backends.h"
 
 typedef enum { _INT, _LONG, _DBL, _FLT, _STR, _FLAG, _NOFLAG, _SPECIAL } _type;
 
@@ -368,7 +368,7 @@ int ttrain_config_parse(ttrain_config *c, int argc, char **argv)
         }
         if (ch == 'V') {
             printf("torus-train %s (backends: %s)\n", PACKAGE_VERSION,
-                   teng_backend_list());
+                   tbackends_list());
             return 1;
         }
         if (ch == '?' || ch == ':') {
@@ -463,12 +463,10 @@ int ttrain_config_validate(ttrain_config *c)
                 c->max_steps);
         return TTRAIN_EXIT_USAGE;
     }
-    if (strcmp(c->backend, "auto") && strcmp(c->backend, "dnnl") &&
-        strcmp(c->backend, "cpu")) {
+    if (!tbackends_known(c->backend)) {
         fprintf(stderr,
-                "torus-train: --backend: unknown backend '%s' (auto, "
-                "dnnl)\n",
-                c->backend);
+                "torus-train: --backend: unknown backend '%s' (auto%s%s)\n",
+                c->backend, *tbackends_list() ? ", " : "", tbackends_list());
         return TTRAIN_EXIT_USAGE;
     }
     return 0;
