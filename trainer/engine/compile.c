@@ -233,6 +233,94 @@ static int _place_params(teng_net *net)
     return net->host_sumsq ? TENG_OK : TORUS_FAIL(TENG_ENOMEM, "out of memory");
 }
 
+/* Params and grads: forward order, same offsets in both arenas; then the
+ * size of the BN statistics arena. */
+static void _layout_params(teng_net *net)
+{
+    size_t off = 0;
+    for (int i = 0; i < net->np; i++) {
+        net->p[i].offset = off;
+        off += _teng_align(net->p[i].bytes);
+    }
+    net->params_bytes = off;
+    net->stats_bytes =
+        net->nstats
+            ? net->stat_off[net->nstats - 1] +
+                  _teng_align(sizeof(float) * net->stat_len[net->nstats - 1])
+            : 0;
+}
+
+/* Every arena, once, and the host buffers the steps use. */
+static int _alloc_arenas(teng_net *net)
+{
+    int rc;
+    if ((rc = _alloc(net, &net->params, net->params_bytes, "params")) ||
+        (rc = _alloc_grads(net)) ||
+        (rc = _alloc(net, &net->stats, net->stats_bytes, "BN statistics")) ||
+        (rc = _alloc(net, &net->acts, net->acts_bytes, "activations")) ||
+        (rc = _alloc(net, &net->scratch, net->scratch_cap, "scratchpad")))
+        return rc;
+    net->host_labels = calloc((size_t)net->max_batch, sizeof(int32_t));
+    if (net->loss_layer >= 0) {
+        const teng_tensor *lt = &net->t[net->l[net->loss_layer].in[0]];
+        net->host_logits = malloc(sizeof(float) * (size_t)net->max_batch *
+                                  (size_t)lt->shape.c);
+    }
+    if (!net->host_labels || (net->loss_layer >= 0 && !net->host_logits))
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    return TENG_OK;
+}
+
+/* The activations plan's buffers (ids from _plan_acts and _plan_grads)
+ * become pointers into the acts arena. */
+typedef struct {
+    _bufs b;
+    int *slot, *contrib, *store, *wsbuf;
+    size_t labels_off;
+} _acts_plan;
+
+static void _place_acts(teng_net *net, const _acts_plan *ap)
+{
+    char *a = net->acts;
+    const teng_interval *iv = ap->b.iv;
+    for (int i = 0; i < net->nt; i++) {
+        teng_tensor *t = &net->t[i];
+        t->data = a + iv[ap->store[i]].offset;
+        t->grad = t->gbuf >= 0 ? a + iv[t->gbuf].offset : NULL;
+        for (int k = 0; k < t->ncontrib; k++)
+            t->contrib[k] = a + iv[ap->contrib[i * 4 + k]].offset;
+    }
+    for (int i = 0; i < net->nl; i++) {
+        teng_layer *l = &net->l[i];
+        l->ws = ap->wsbuf[i] >= 0 ? a + iv[ap->wsbuf[i]].offset : NULL;
+        for (int j = 0; j < 2; j++) {
+            int s = ap->slot[i * 2 + j];
+            l->in_grad[j] = s >= 0 ? a + iv[s].offset : NULL;
+        }
+    }
+    net->labels = (int32_t *)(a + ap->labels_off);
+}
+
+/* Activations, workspaces and activation gradients share one arena,
+ * placed by lifetime over the step (see _plan_acts, _plan_grads). */
+static int _plan_acts_arena(teng_net *net, _acts_plan *ap)
+{
+    int rc;
+    ap->slot = malloc(sizeof(int) * 2 * (size_t)net->nl);
+    ap->contrib = malloc(sizeof(int) * 4 * (size_t)net->nt);
+    ap->store = malloc(sizeof(int) * (size_t)net->nt);
+    ap->wsbuf = malloc(sizeof(int) * (size_t)net->nl);
+    if (!ap->slot || !ap->contrib || !ap->store || !ap->wsbuf)
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    if ((rc = _plan_acts(net, &ap->b, ap->store, ap->wsbuf)) ||
+        (rc = _plan_grads(net, &ap->b, ap->slot, ap->contrib)))
+        return rc;
+    ap->labels_off = teng_arena_plan(ap->b.iv, ap->b.n, TENG_ALIGN);
+    net->acts_bytes =
+        ap->labels_off + _teng_align(sizeof(int32_t) * net->max_batch);
+    return TENG_OK;
+}
+
 int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
 {
     int rc;
@@ -254,76 +342,14 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
         net->t[i].cap = net->t[i].bytes;
     for (int i = 0; i < net->nl; i++)
         net->l[i].ws_cap = net->l[i].ws_bytes;
-
-    /* Params and grads: forward order, same offsets in both arenas. */
-    size_t off = 0;
-    for (int i = 0; i < net->np; i++) {
-        net->p[i].offset = off;
-        off += _teng_align(net->p[i].bytes);
-    }
-    net->params_bytes = off;
-    net->stats_bytes =
-        net->nstats
-            ? net->stat_off[net->nstats - 1] +
-                  _teng_align(sizeof(float) * net->stat_len[net->nstats - 1])
-            : 0;
-    /* Activations, workspaces and activation gradients share one arena,
-     * placed by lifetime over the step (see _plan_acts, _plan_grads). */
-    _bufs b = {0};
-    int *slot = malloc(sizeof(int) * 2 * (size_t)net->nl);
-    int *contrib = malloc(sizeof(int) * 4 * (size_t)net->nt);
-    int *store = malloc(sizeof(int) * (size_t)net->nt);
-    int *wsbuf = malloc(sizeof(int) * (size_t)net->nl);
-    if (!slot || !contrib || !store || !wsbuf) {
-        rc = TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    _layout_params(net);
+    _acts_plan ap = {0};
+    if ((rc = _plan_acts_arena(net, &ap)))
         goto out;
-    }
-    if ((rc = _plan_acts(net, &b, store, wsbuf)) ||
-        (rc = _plan_grads(net, &b, slot, contrib)))
-        goto out;
-    size_t labels_off = teng_arena_plan(b.iv, b.n, TENG_ALIGN);
-    net->acts_bytes = labels_off + _teng_align(sizeof(int32_t) * max_batch);
     net->scratch_cap = net->scratch_bytes;
-
-    if ((rc = _alloc(net, &net->params, net->params_bytes, "params")) ||
-        (rc = _alloc_grads(net)) ||
-        (rc = _alloc(net, &net->stats, net->stats_bytes, "BN statistics")) ||
-        (rc = _alloc(net, &net->acts, net->acts_bytes, "activations")) ||
-        (rc = _alloc(net, &net->scratch, net->scratch_cap, "scratchpad")))
+    if ((rc = _alloc_arenas(net)) || (rc = _place_params(net)))
         goto out;
-    net->host_labels = calloc((size_t)max_batch, sizeof(int32_t));
-    if (!net->host_labels) {
-        rc = TORUS_FAIL(TENG_ENOMEM, "out of memory");
-        goto out;
-    }
-
-    if ((rc = _place_params(net)))
-        goto out;
-    char *a = net->acts;
-    for (int i = 0; i < net->nt; i++) {
-        teng_tensor *t = &net->t[i];
-        t->data = a + b.iv[store[i]].offset;
-        t->grad = t->gbuf >= 0 ? a + b.iv[t->gbuf].offset : NULL;
-        for (int k = 0; k < t->ncontrib; k++)
-            t->contrib[k] = a + b.iv[contrib[i * 4 + k]].offset;
-    }
-    for (int i = 0; i < net->nl; i++) {
-        teng_layer *l = &net->l[i];
-        l->ws = wsbuf[i] >= 0 ? a + b.iv[wsbuf[i]].offset : NULL;
-        for (int j = 0; j < 2; j++)
-            l->in_grad[j] =
-                slot[i * 2 + j] >= 0 ? a + b.iv[slot[i * 2 + j]].offset : NULL;
-    }
-    net->labels = (int32_t *)(a + labels_off);
-    if (net->loss_layer >= 0) {
-        const teng_tensor *lt = &net->t[net->l[net->loss_layer].in[0]];
-        net->host_logits =
-            malloc(sizeof(float) * (size_t)max_batch * (size_t)lt->shape.c);
-        if (!net->host_logits) {
-            rc = TORUS_FAIL(TENG_ENOMEM, "out of memory");
-            goto out;
-        }
-    }
+    _place_acts(net, &ap);
     if ((rc = bk->ops->bind(bk, net))) {
         rc = torus_error_prefix(rc, "backend %s", bk->ops->name);
         goto out;
@@ -331,11 +357,11 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
     net->compiled = 1;
     rc = _init_stats(net);
 out:
-    free(b.iv);
-    free(slot);
-    free(contrib);
-    free(store);
-    free(wsbuf);
+    free(ap.b.iv);
+    free(ap.slot);
+    free(ap.contrib);
+    free(ap.store);
+    free(ap.wsbuf);
     return rc;
 }
 
