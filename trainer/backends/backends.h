@@ -11,7 +11,7 @@
 #ifndef TORUS_TRAINER_BACKENDS_H
 #define TORUS_TRAINER_BACKENDS_H
 
-#include "trainer/engine/backend.h"
+#include "trainer/engine/engine.h"
 
 /* Opens the backend called name. Returns TENG_OK, or TENG_EINVAL (unknown
  * or not built in) or the backend's own code, with the message in

@@ -6,6 +6,7 @@
 #include "common/torus_error.h"
 #include "config.h"
 #include "trainer/backends/backends.h"
+#include "trainer/engine/backend.h"
 #ifdef TORUS_HAVE_DNNL
 #include "trainer/backends/dnnl/dnnl.h"
 #endif

@@ -27,12 +27,6 @@
 
 #include "trainer/engine/graph.h"
 
-typedef struct teng_backend_opts {
-    int threads; /* CPU worker threads; 0: library default */
-    int device;  /* GPU ordinal */
-    int verbose;
-} teng_backend_opts;
-
 typedef struct teng_backend_ops {
     const char *name;
     int host_memory; /* arenas are plain host memory (teng_grads_alloc) */
@@ -102,7 +96,5 @@ typedef struct teng_backend_desc {
     /* A new backend; TENG_OK or a teng_status after TORUS_FAIL. */
     int (*create)(const teng_backend_opts *opts, teng_backend **out);
 } teng_backend_desc;
-
-void teng_backend_close(teng_backend *bk);
 
 #endif

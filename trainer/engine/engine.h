@@ -114,6 +114,13 @@ typedef struct {
 typedef struct teng_backend teng_backend;
 typedef struct teng_net teng_net;
 
+/* How to open a backend (trainer/backends/backends.h). */
+typedef struct teng_backend_opts {
+    int threads; /* CPU worker threads; 0: library default */
+    int device;  /* GPU ordinal */
+    int verbose;
+} teng_backend_opts;
+
 /* Called after each layer's backward with that layer's index: the seam
  * where gradient buckets start their all-reduce while backward goes on.
  * Params are laid out in forward order, so buckets fill from the end of
@@ -218,6 +225,7 @@ void teng_net_set_dropout_seed(teng_net *net, uint64_t seed);
 uint64_t teng_net_dropout_step(const teng_net *net);
 void teng_net_set_dropout_step(teng_net *net, uint64_t step);
 const char *teng_backend_name(const teng_backend *bk);
+void teng_backend_close(teng_backend *bk);
 
 /* ---- what an optimizer needs (run by the backend, on device) ----
  * Every call covers all params at once, so that a device backend runs a
