@@ -6,7 +6,8 @@
  * (oneDNN on the CPU today, CUDA later), which picks memory layouts and
  * creates its primitives once. Every byte the net needs per step lives in
  * arenas allocated at compile time:
- *   - params:  all weights, one contiguous device buffer, forward order;
+ *   - params:  all weights (their fp32 master copies, see below), one
+ *              contiguous device buffer, forward order;
  *   - grads:   the same layout as params, so a gradient bucket for the
  *              all-reduce is simply a byte range of this buffer;
  *   - stats:   BN running mean/var (per-worker, averaged before evaluation);
@@ -241,7 +242,8 @@ int teng_optstate_write(teng_net *net, void *state, int id, const float *src);
  * of its gradient (grad = 1), fp32; out holds teng_net_nparams() floats
  * of host memory. */
 int teng_param_sumsq(teng_net *net, int grad, float *out);
-/* Sets *finite to 0 when the gradients hold an inf or a nan. */
+/* Sets *finite to 0 when the gradients hold an inf or a nan (or their sum
+ * of squares overflows fp32), else 1: one teng_param_sumsq. */
 int teng_net_grads_finite(teng_net *net, int *finite);
 /* One fused momentum-SGD update of every param's master copy (and its
  * working copy) with its own args[i] and its slice of state. */
