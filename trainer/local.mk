@@ -1,5 +1,6 @@
 # trainer/local.mk: the training engine (tensors, layers, arenas, backend
-# interface), the oneDNN CPU backend, the models, the optimizer and
+# interface), the compute backends and their registry (oneDNN on the CPU
+# today, in trainer/backends/), the models, the optimizer and
 # schedules, torus-train (options, data seam, HDF5 checkpoints) and
 # torus-plot, their tests and the CPU training bench. See trainer/README.md.
 # (trainer/comm/ has its own fragment.)
@@ -7,6 +8,7 @@
 noinst_LTLIBRARIES += trainer/libtorustrain.la
 trainer_libtorustrain_la_SOURCES = \
 	trainer/engine/engine.h \
+	trainer/engine/graph.h \
 	trainer/engine/backend.h \
 	trainer/engine/internal.h \
 	trainer/engine/arena.h \
@@ -19,6 +21,10 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/engine/compile.c \
 	trainer/engine/run.c \
 	trainer/engine/backend.c \
+	trainer/engine/query.c \
+	trainer/engine/update.c \
+	trainer/backends/backends.h \
+	trainer/backends/registry.c \
 	trainer/models/models.h \
 	trainer/models/registry.c \
 	trainer/models/resnet.c \
@@ -37,19 +43,20 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/state_hash.h \
 	trainer/train/state_hash.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS)
-trainer_libtorustrain_la_LIBADD = $(DNNL_LIBS) $(HDF5_LIBS) -lm
+trainer_libtorustrain_la_LIBADD = common/libtoruscommon.la $(DNNL_LIBS) \
+	$(HDF5_LIBS) -lm
 if HAVE_DNNL
 trainer_libtorustrain_la_SOURCES += \
-	trainer/backend_dnnl/dnnl_backend.h \
-	trainer/backend_dnnl/dnnl_internal.h \
-	trainer/backend_dnnl/dnnl_backend.c \
-	trainer/backend_dnnl/dnnl_layers.c
+	trainer/backends/dnnl/dnnl.h \
+	trainer/backends/dnnl/dnnl_internal.h \
+	trainer/backends/dnnl/dnnl_backend.c \
+	trainer/backends/dnnl/dnnl_layers.c
 else
 EXTRA_DIST += \
-	trainer/backend_dnnl/dnnl_backend.h \
-	trainer/backend_dnnl/dnnl_internal.h \
-	trainer/backend_dnnl/dnnl_backend.c \
-	trainer/backend_dnnl/dnnl_layers.c
+	trainer/backends/dnnl/dnnl.h \
+	trainer/backends/dnnl/dnnl_internal.h \
+	trainer/backends/dnnl/dnnl_backend.c \
+	trainer/backends/dnnl/dnnl_layers.c
 endif
 
 # torus-train: the training program (one process, or ranks bootstrapped

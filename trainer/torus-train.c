@@ -19,10 +19,11 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "common/torus_error.h"
 #include "config.h"
+#include "trainer/backends/backends.h"
 #include "trainer/comm/tcomm.h"
 #include "trainer/comm/tcomm_fusion.h"
-#include "trainer/engine/backend.h"
 #include "trainer/engine/rng.h"
 #include "trainer/models/models.h"
 #include "trainer/optim/optim.h"
@@ -82,14 +83,14 @@ static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb,
                                .wire = ex->wire};
     if (tcomm_fusion_create(ex->comm, &fo, &ex->fusion))
         goto fail;
-    ex->np = net->np;
-    for (int i = net->np - 1; i >= 0; i--) {
+    ex->np = teng_net_nparams(net);
+    for (int i = ex->np - 1; i >= 0; i--) {
+        const teng_param *p = teng_net_param(net, i);
         int idx;
         /* The backend's layout may pad a param: padding gradients are
          * zero, and summing zeros keeps them zero. */
-        if (tcomm_fusion_add(ex->fusion, net->p[i].grad,
-                             net->p[i].bytes / sizeof(float), net->p[i].name,
-                             &idx))
+        if (tcomm_fusion_add(ex->fusion, p->grad, p->bytes / sizeof(float),
+                             p->name, &idx))
             goto fail;
     }
     if (tcomm_fusion_seal(ex->fusion))
@@ -123,8 +124,10 @@ static int _grads_ready(void *ctx, teng_net *net, int layer)
     _exchange *ex = ctx;
     if (!ex->fusion)
         return 0;
-    const teng_layer *l = &net->l[layer];
-    for (int i = l->param0; i < l->param0 + l->nparam; i++)
+    teng_layer_info l;
+    if (teng_net_layer_info(net, layer, &l))
+        return -1;
+    for (int i = l.param0; i < l.param0 + l.nparam; i++)
         if (tcomm_fusion_ready(ex->fusion, ex->np - 1 - i))
             return -1;
     return 0;
@@ -138,11 +141,10 @@ static int _grads_wait(_exchange *ex, teng_net *net)
 {
     ex->nonfinite = 0;
     if (!ex->fusion) {
-        float s = 0;
-        if (net->bk->ops->sumsq(net->bk, net->grads,
-                                net->params_bytes / sizeof(float), &s))
+        int finite;
+        if (teng_net_grads_finite(net, &finite))
             return -1;
-        ex->nonfinite = !isfinite(s);
+        ex->nonfinite = !finite;
         return 0;
     }
     tcomm_fusion_stats st;
@@ -160,12 +162,13 @@ static int _grads_wait(_exchange *ex, teng_net *net)
  * not the speed. */
 static int _stats_average(_exchange *ex, teng_net *net)
 {
-    if (ex->world == 1 || !net->stats_bytes)
+    size_t n;
+    void *stats = teng_net_stats_buffer(net, &n);
+    if (ex->world == 1 || !n)
         return 0;
     tcomm_result r;
-    return tcomm_allreduce(ex->comm, net->stats,
-                           net->stats_bytes / sizeof(float), ex->algo,
-                           TCOMM_WIRE_FP32, TCOMM_AVERAGE, &r)
+    return tcomm_allreduce(ex->comm, stats, n, ex->algo, TCOMM_WIRE_FP32,
+                           TCOMM_AVERAGE, &r)
                ? -1
                : 0;
 }
@@ -299,341 +302,473 @@ static int _fail(const char *what, const char *msg)
     return TTRAIN_EXIT_FAIL;
 }
 
-int main(int argc, char **argv)
-{
-    /* ---- configuration ---- */
+/* ---- the run, phase by phase ----
+ * Each phase returns _GO to go on, or the exit status of the program. An
+ * early exit leaves the freeing to the operating system, as a failed run
+ * ends the process anyway. */
+#define _GO (-1)
+
+typedef struct {
     ttrain_config cfg;
-    ttrain_config_defaults(&cfg);
-    int rc = ttrain_config_parse(&cfg, argc, argv);
+    tcomm_t *comm;
+    tcomm_info info;
+    tcomm_algo algo;
+    ttrain_source src;
+    int have_src;  /* a packed dataset, not the synthetic pool */
+    int max_local; /* the largest local batch of the schedule */
+    teng_backend *bk;
+    teng_net *net;
+    topt_sgd opt;
+    _exchange ex;
+    FILE *mf;           /* --metrics, rank 0 only */
+    char *plan;         /* the configuration text stored in checkpoints */
+    ttrain_progress at; /* where training (re)starts, then the next step */
+    /* the training loop */
+    long gstep;
+    double t_start, images, best, best_at;
+    int stopping, skipped;
+} _run;
+
+/* A progress window: what the next progress line averages over. */
+typedef struct {
+    double t0, data_s, loss_sum;
+    int n; /* steps updated (not skipped) */
+} _window;
+
+/* Options, config file and the algorithm name. */
+static int _parse(_run *r, int argc, char **argv)
+{
+    ttrain_config_defaults(&r->cfg);
+    int rc = ttrain_config_parse(&r->cfg, argc, argv);
     if (rc)
         return rc == 1 ? TTRAIN_EXIT_OK : rc;
-    char err[1024];
-
-    /* ---- ranks: PMIx bootstrap when launched by srun/mpirun, else one
-     * process (tcomm's singleton: no MPI, nothing changes) ---- */
-    tcomm_t *comm = NULL;
-    tcomm_info info = {.size = 1};
-    int algo = tcomm_algo_parse(cfg.algo);
+    int algo = tcomm_algo_parse(r->cfg.algo);
     if (algo < 0) {
         fprintf(stderr,
                 "torus-train: --algo: unknown algorithm '%s' (flat, ring, "
                 "hier, hier-rs, torus2d, hybrid)\n",
-                cfg.algo);
+                r->cfg.algo);
         return TTRAIN_EXIT_USAGE;
     }
-    if (!cfg.dry_run) {
-        tcomm_options to = {0};
-        if (tcomm_init(&to, &comm))
-            return _fail("bootstrap", tcomm_error());
-        tcomm_info_get(comm, &info);
-        cfg.world = info.size;
-        if (info.size > 1)
-            _job = comm;
-        /* One progress report per job: rank 0's. */
-        if (info.rank != 0 && !freopen("/dev/null", "w", stdout))
-            return _fail("stdout", "cannot redirect to /dev/null");
-    }
+    r->algo = (tcomm_algo)algo;
+    return _GO;
+}
 
-    /* ---- data ----
-     * A packed dataset fixes the epoch length; open it before the
-     * schedule is validated. */
-    ttrain_source src = {0};
-    int have_src = 0;
-    if (cfg.data[0] && !cfg.synthetic) {
+/* Ranks: PMIx bootstrap when launched by srun/mpirun, else one process
+ * (tcomm's singleton: no MPI, nothing changes). */
+static int _bootstrap(_run *r)
+{
+    r->info = (tcomm_info){.size = 1};
+    if (r->cfg.dry_run)
+        return _GO;
+    tcomm_options to = {0};
+    if (tcomm_init(&to, &r->comm))
+        return _fail("bootstrap", tcomm_error());
+    tcomm_info_get(r->comm, &r->info);
+    r->cfg.world = r->info.size;
+    if (r->info.size > 1)
+        _job = r->comm;
+    /* One progress report per job: rank 0's. */
+    if (r->info.rank != 0 && !freopen("/dev/null", "w", stdout))
+        return _fail("stdout", "cannot redirect to /dev/null");
+    return _GO;
+}
+
+/* Data: a packed dataset fixes the epoch length, so it is opened before
+ * the schedule is validated; then the largest local batch. */
+static int _open_data(_run *r)
+{
+    ttrain_config *cfg = &r->cfg;
+    char err[1024];
+    if (cfg->data[0] && !cfg->synthetic) {
         long n = 0;
-        if (ttrain_tdata_open(&src, cfg.data, &cfg.model, info.rank, cfg.world,
-                              cfg.seed, &n, err, sizeof(err))) {
+        if (ttrain_tdata_open(&r->src, cfg->data, &cfg->model, r->info.rank,
+                              cfg->world, cfg->seed, &n, err, sizeof(err))) {
             _fail("--data", err);
             return TTRAIN_EXIT_USAGE;
         }
-        cfg.sched.dataset_size = n;
-        have_src = 1;
+        cfg->sched.dataset_size = n;
+        r->have_src = 1;
     }
-    if ((rc = ttrain_config_validate(&cfg)))
+    int rc = ttrain_config_validate(cfg);
+    if (rc)
         return rc;
-    if (cfg.dry_run) {
-        ttrain_print_plan(&cfg, stdout);
+    if (cfg->dry_run) {
+        ttrain_print_plan(cfg, stdout);
         return TTRAIN_EXIT_OK;
     }
-    const topt_schedule *sched = &cfg.sched;
-    int max_local = 0;
-    for (int i = 0; i < sched->nstages; i++)
-        if (sched->stage[i].global_batch / cfg.world > max_local)
-            max_local = sched->stage[i].global_batch / cfg.world;
+    for (int i = 0; i < cfg->sched.nstages; i++)
+        if (cfg->sched.stage[i].global_batch / cfg->world > r->max_local)
+            r->max_local = cfg->sched.stage[i].global_batch / cfg->world;
+    return _GO;
+}
 
-    /* ---- model, memory and optimizer: everything allocated here ---- */
-    teng_backend_opts bopts = {.threads = cfg.threads};
-    teng_backend *bk;
-    if (teng_backend_open(cfg.backend, &bopts, &bk, err, sizeof(err)))
-        return _fail("backend", err);
-    teng_net net;
-    teng_net_init(&net);
-    if (cfg.world > 1)
-        teng_net_set_grads_alloc(&net, _shared_grads, comm);
-    if (tmodel_build(&net, &cfg.model) < 0 ||
-        teng_net_compile(&net, bk, max_local) || tmodel_init(&net, cfg.seed))
-        return _fail("model", teng_net_error(&net));
-    topt_sgd opt;
-    if (topt_sgd_init(&opt, &net, &cfg.opt))
-        return _fail("optimizer", teng_net_error(&net));
-    /* Dropout masks hash (seed, step, layer, element): the seed must also
-     * carry the rank once there are several, or ranks drop alike. */
-    net.dropout_seed = teng_hash64((cfg.seed ^ 0xd2095e7dULL) +
-                                   0x9e3779b97f4a7c15ULL * (uint64_t)info.rank);
-    _exchange ex = {.comm = comm,
-                    .rank = info.rank,
-                    .world = cfg.world,
-                    .algo = (tcomm_algo)algo,
-                    .wire = (tcomm_wire)tcomm_wire_parse(cfg.wire)};
-    if (_exchange_open(&ex, &net, cfg.bucket_kb, err, sizeof(err)))
-        return _fail("gradient exchange", err);
-    teng_net_set_grad_hook(&net, _grads_ready, &ex);
-    if (cfg.verbose)
-        teng_net_summary(&net, stderr);
+/* The banner: model, memory and backend; with ranks, the exchange. */
+static void _print_setup(const _run *r)
+{
     printf("torus-train: %s, %zu parameters, %.0f MB of activations at local "
            "batch %d, backend %s with %d threads\n",
-           tmodel_name(cfg.model.kind), teng_net_param_count(&net),
-           net.acts_bytes / 1e6, max_local, bk->ops->name, cfg.threads);
-    if (cfg.world > 1)
+           tmodel_name(r->cfg.model.kind), teng_net_param_count(r->net),
+           teng_net_acts_bytes(r->net) / 1e6, r->max_local,
+           teng_backend_name(r->bk), r->cfg.threads);
+    if (r->cfg.world > 1)
         printf("torus-train: %d ranks on %d nodes, grid %dx%d (%s), "
                "gradients in %zu buckets%s, all-reduce %s, %s wire\n",
-               info.size, info.nnodes, info.rows, info.cols,
-               info.source ? info.source : "?",
-               tcomm_fusion_bucket_count(ex.fusion),
-               tcomm_fusion_shared(ex.fusion) ? " of node-shared memory" : "",
-               tcomm_algo_name(ex.algo), tcomm_wire_name(ex.wire));
+               r->info.size, r->info.nnodes, r->info.rows, r->info.cols,
+               r->info.source ? r->info.source : "?",
+               tcomm_fusion_bucket_count(r->ex.fusion),
+               tcomm_fusion_shared(r->ex.fusion) ? " of node-shared memory"
+                                                 : "",
+               tcomm_algo_name(r->ex.algo), tcomm_wire_name(r->ex.wire));
+}
 
-    if (!have_src && ttrain_synthetic_open(&src, &cfg.model, max_local,
-                                           cfg.seed, info.rank, cfg.world))
+/* Model, memory and optimizer: everything the steps use is allocated
+ * here, then the gradient exchange, the synthetic pool and --metrics. */
+static int _build_net(_run *r)
+{
+    const ttrain_config *cfg = &r->cfg;
+    char err[1024];
+    teng_backend_opts bopts = {.threads = cfg->threads};
+    if (tbackends_open(cfg->backend, &bopts, &r->bk))
+        return _fail("backend", torus_error_msg());
+    if (teng_net_create(&r->net))
+        return _fail("model", torus_error_msg());
+    if (cfg->world > 1)
+        teng_net_set_grads_alloc(r->net, _shared_grads, r->comm);
+    if (tmodel_build(r->net, &cfg->model) < 0 ||
+        teng_net_compile(r->net, r->bk, r->max_local) ||
+        tmodel_init(r->net, cfg->seed))
+        return _fail("model", torus_error_msg());
+    if (topt_sgd_init(&r->opt, r->net, &cfg->opt))
+        return _fail("optimizer", torus_error_msg());
+    /* Dropout masks hash (seed, step, layer, element): the seed must also
+     * carry the rank once there are several, or ranks drop alike. */
+    teng_net_set_dropout_seed(
+        r->net, teng_hash64((cfg->seed ^ 0xd2095e7dULL) +
+                            0x9e3779b97f4a7c15ULL * (uint64_t)r->info.rank));
+    r->ex = (_exchange){.comm = r->comm,
+                        .rank = r->info.rank,
+                        .world = cfg->world,
+                        .algo = r->algo,
+                        .wire = (tcomm_wire)tcomm_wire_parse(cfg->wire)};
+    if (_exchange_open(&r->ex, r->net, cfg->bucket_kb, err, sizeof(err)))
+        return _fail("gradient exchange", err);
+    teng_net_set_grad_hook(r->net, _grads_ready, &r->ex);
+    if (cfg->verbose)
+        teng_net_summary(r->net, stderr);
+    _print_setup(r);
+    if (!r->have_src &&
+        ttrain_synthetic_open(&r->src, &cfg->model, r->max_local, cfg->seed,
+                              r->info.rank, cfg->world))
         return _fail("data", "out of memory for the synthetic pool");
-    FILE *mf =
-        cfg.metrics[0] && info.rank == 0 ? fopen(cfg.metrics, "a") : NULL;
-    if (cfg.metrics[0] && info.rank == 0 && !mf)
+    int rank0 = r->info.rank == 0;
+    r->mf = cfg->metrics[0] && rank0 ? fopen(cfg->metrics, "a") : NULL;
+    if (cfg->metrics[0] && rank0 && !r->mf)
         return _fail("--metrics", "cannot open the file for appending");
+    return _GO;
+}
 
-    /* ---- where to start: afresh, or from the newest checkpoint ---- */
-    ttrain_progress at = {0};
-    char *plan = _plan_text(&cfg);
-    const char *model = tmodel_name(cfg.model.kind);
-    if (cfg.resume || cfg.eval_only) {
-        char path[1100];
-        rc = ttrain_ckpt_load_latest(cfg.ckpt_dir, &net, &opt, &at, model, path,
-                                     sizeof(path), err, sizeof(err));
+/* --eval-only: evaluate the checkpoint just loaded (rc: the loader's,
+ * 1 when there was none), then exit. */
+static int _eval_only(_run *r, int rc, const char *path)
+{
+    double c[4], t0 = _now();
+    char err[1024];
+    if (rc > 0) {
+        snprintf(err, sizeof(err), "no checkpoint in %s", r->cfg.ckpt_dir);
+        return _fail("--eval-only", err);
+    }
+    if (teng_net_set_batch(r->net, r->max_local))
+        return _fail("evaluation", torus_error_msg());
+    if (_evaluate(&r->ex, &r->src, r->net, r->max_local, c, err, sizeof(err)))
+        return _fail("evaluation", err);
+    printf("%s (epoch %d, global step %ld) test: top-1 %.2f%% top-5 "
+           "%.2f%% loss %.4f (%.0f images, %.1f s)\n",
+           path, r->at.epoch, r->at.global_step, 100 * c[0] / c[2],
+           100 * c[1] / c[2], c[3] / c[2], c[2], _now() - t0);
+    r->src.close(&r->src);
+    tcomm_finalize(r->comm);
+    return TTRAIN_EXIT_OK;
+}
+
+/* Where to start: afresh, or from the newest checkpoint (--resume), or
+ * only evaluate it (--eval-only). Then the signals that ask for a stop. */
+static int _restore(_run *r)
+{
+    const ttrain_config *cfg = &r->cfg;
+    r->plan = _plan_text(cfg);
+    if (cfg->resume || cfg->eval_only) {
+        char path[1100], err[1024];
+        int rc = ttrain_ckpt_load_latest(cfg->ckpt_dir, r->net, &r->opt, &r->at,
+                                         tmodel_name(cfg->model.kind), path,
+                                         sizeof(path), err, sizeof(err));
         if (rc < 0)
-            return _fail(cfg.eval_only ? "--eval-only" : "--resume", err);
-        if (cfg.eval_only) {
-            /* ---- evaluation of a checkpoint, then exit ---- */
-            double c[4], t0 = _now();
-            if (rc > 0) {
-                snprintf(err, sizeof(err), "no checkpoint in %s", cfg.ckpt_dir);
-                return _fail("--eval-only", err);
-            }
-            if (teng_net_set_batch(&net, max_local))
-                return _fail("evaluation", teng_net_error(&net));
-            if (_evaluate(&ex, &src, &net, max_local, c, err, sizeof(err)))
-                return _fail("evaluation", err);
-            printf("%s (epoch %d, global step %ld) test: top-1 %.2f%% top-5 "
-                   "%.2f%% loss %.4f (%.0f images, %.1f s)\n",
-                   path, at.epoch, at.global_step, 100 * c[0] / c[2],
-                   100 * c[1] / c[2], c[3] / c[2], c[2], _now() - t0);
-            src.close(&src);
-            tcomm_finalize(comm);
-            return TTRAIN_EXIT_OK;
-        }
+            return _fail(cfg->eval_only ? "--eval-only" : "--resume", err);
+        if (cfg->eval_only)
+            return _eval_only(r, rc, path);
         if (rc == 0) {
-            if (src.seek(&src, at.samples))
-                return _fail("--resume", src.err);
-            net.step = at.dropout_step;
+            if (r->src.seek(&r->src, r->at.samples))
+                return _fail("--resume", r->src.err);
+            teng_net_set_dropout_step(r->net, r->at.dropout_step);
             printf("torus-train: resumed from %s at epoch %d step %ld "
                    "(global step %ld)\n",
-                   path, at.epoch, at.step, at.global_step);
+                   path, r->at.epoch, r->at.step, r->at.global_step);
         } else {
             printf("torus-train: no checkpoint in %s, starting afresh\n",
-                   cfg.ckpt_dir);
+                   cfg->ckpt_dir);
         }
     }
     struct sigaction sa = {.sa_handler = _on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    return _GO;
+}
 
-    /* ---- training ---- */
-    long gstep = at.global_step;
-    double t_start = _now(), images = 0, best = -1, best_at = 0;
-    int status = TTRAIN_EXIT_OK, stopping = 0, skipped = 0;
-    for (int epoch = at.epoch; epoch < sched->epochs && !stopping; epoch++) {
-        int gbatch = topt_batch_at(sched, epoch), lbatch = gbatch / cfg.world;
-        long steps = topt_steps_in_epoch(sched, epoch);
-        long first = epoch == at.epoch ? at.step : 0;
-        /* Batch-size control: the new batch reuses the same arenas. */
-        if (teng_net_set_batch(&net, lbatch))
-            return _fail("batch schedule", teng_net_error(&net));
-        teng_net_set_global_batch(&net, gbatch);
-        if (src.start && src.start(&src, epoch, first, lbatch))
-            return _fail("data", src.err);
-        double t_win = _now(), data_s = 0, loss_sum = 0;
-        ex.wait_s = 0;
-        int nwin = 0;
-        for (long step = first; step < steps; step++) {
-            if ((cfg.max_steps && gstep >= cfg.max_steps) || stopping)
-                break;
-            /* 1. the next batch (waiting for it counts as data time; the
-             * copy into the input tensor is part of the step) */
-            ttrain_batch b;
-            if (src.next(&src, lbatch, &b))
-                return _fail("data", src.err);
-            /* Epochs hold whole global batches and slices are even, so
-             * a short batch is a data-source bug, never to be trained. */
-            if (b.n != lbatch) {
-                snprintf(err, sizeof(err),
-                         "rank %d: the source gave %d samples for a local "
-                         "batch of %d at epoch %d step %ld",
-                         info.rank, b.n, lbatch, epoch, step);
-                return _fail("data", err);
-            }
-            data_s += b.wait_s;
-            if (teng_net_set_input(&net, b.x) || teng_net_set_labels(&net, b.y))
-                return _fail("data", teng_net_error(&net));
-            /* 2. forward and backward; the gradient hook starts the
-             * all-reduce of finished buckets while backward goes on */
-            if (teng_net_forward(&net, 1) || teng_net_backward(&net))
-                return _fail("step", teng_net_error(&net));
-            /* 3. the rest of the gradient exchange */
-            if (_grads_wait(&ex, &net))
-                return _fail("gradient exchange",
-                             ex.fusion ? tcomm_error() : bk->err);
-            /* 4. the update at this step's learning rate; a step whose
-             * summed gradients hold inf/nan is skipped on every rank
-             * alike (they all see the same count), and too many in a row
-             * end the run before the weights are lost to it */
-            double lr = topt_lr_at_step(sched, epoch, step);
-            if (ex.nonfinite) {
-                if (++skipped > cfg.max_nonfinite) {
-                    snprintf(err, sizeof(err),
-                             "global step %ld: the summed gradients hold "
-                             "inf/nan in %d steps in a row (--max-nonfinite "
-                             "%d; lr %.5g): the training has diverged; "
-                             "lower --lr or resume from a checkpoint",
-                             gstep + 1, skipped, cfg.max_nonfinite, lr);
-                    return _fail("training diverged", err);
-                }
-                char what[64] = "inf/nan in the gradients";
-                if (ex.fusion)
-                    snprintf(what, sizeof(what),
-                             "%zu inf/nan values in the summed gradients",
-                             ex.nonfinite);
-                if (info.rank == 0)
-                    fprintf(stderr,
-                            "torus-train: warning: global step %ld: %s; "
-                            "update skipped (%d of --max-nonfinite %d in a "
-                            "row)\n",
-                            gstep + 1, what, skipped, cfg.max_nonfinite);
-            } else {
-                skipped = 0;
-                if (topt_sgd_step(&opt, lr) || teng_net_sync(&net))
-                    return _fail("optimizer", teng_net_error(&net));
-                loss_sum += teng_net_loss(&net);
-                nwin++;
-            }
-            /* 5. progress */
-            gstep++;
-            images += gbatch;
-            if (gstep % cfg.print_every == 0 || step == steps - 1) {
-                /* the loss of the global batch: the mean of the ranks' */
-                if (_sum(&ex, &loss_sum, 1))
-                    return _fail("loss", tcomm_error());
-                /* NAN when every step of the window was skipped */
-                loss_sum = nwin ? loss_sum / cfg.world / nwin : NAN;
-                double dt = _now() - t_win, ips = nwin * (double)gbatch / dt;
-                printf("epoch %d step %ld/%ld | %.1f img/s | loss %.4f | lr "
-                       "%.5g | batch %d | data %.1f%% comm %.1f%%\n",
-                       epoch, step + 1, steps, ips, loss_sum, lr, gbatch,
-                       100 * data_s / dt, 100 * ex.wait_s / dt);
-                fflush(stdout);
-                _metrics(mf, epoch, step + 1, gstep, ips, loss_sum, lr, gbatch,
-                         data_s / dt, ex.wait_s / dt);
-                t_win = _now();
-                data_s = loss_sum = 0;
-                ex.wait_s = 0;
-                nwin = 0;
-            }
-            /* 6. checkpoint: the position is that of the next step */
-            at = (ttrain_progress){step + 1 < steps ? epoch : epoch + 1,
-                                   step + 1 < steps ? step + 1 : 0, gstep,
-                                   src.samples, net.step};
-            int last = (cfg.max_steps && gstep >= cfg.max_steps) ||
-                       (step + 1 == steps && epoch + 1 == sched->epochs);
-            /* A pending stop checkpoints here; the answer is agreed, as
-             * all ranks must take part in the BN average below, or none. */
-            stopping = _agree_stop(&ex);
-            if (cfg.ckpt_dir[0] &&
-                (stopping || last ||
-                 (cfg.ckpt_every && gstep % cfg.ckpt_every == 0))) {
-                if (_stats_average(&ex, &net))
-                    return _fail("BN statistics", tcomm_error());
-                if (_check_agreement(&ex, &net, err, sizeof(err)))
-                    return _fail("checkpoint", err);
-                /* Only rank 0 writes; all ranks hold the same weights. */
-                if (info.rank == 0 &&
-                    ttrain_ckpt_save(cfg.ckpt_dir, cfg.keep, &net, &opt, &at,
-                                     model, plan ? plan : "", err, sizeof(err)))
-                    return _fail("checkpoint", err);
-            }
-        }
-        /* evaluation on the test split at the end of each epoch */
-        if (have_src && !stopping) {
-            double c[4], t0 = _now();
-            if (_evaluate(&ex, &src, &net, lbatch, c, err, sizeof(err)))
-                return _fail("evaluation", err);
-            double top1 = 100 * c[0] / c[2];
-            if (top1 > best)
-                best = top1, best_at = _now() - t_start;
-            printf("epoch %d test: top-1 %.2f%% top-5 %.2f%% loss %.4f "
-                   "(%.0f images, %.1f s)\n",
-                   epoch, top1, 100 * c[1] / c[2], c[3] / c[2], c[2],
-                   _now() - t0);
-            fflush(stdout);
-            if (mf) {
-                fprintf(mf,
-                        "{\"epoch\":%d,\"global_step\":%ld,\"top1\":%.4f,"
-                        "\"top5\":%.4f,\"test_loss\":%.6f,\"time\":%.3f}\n",
-                        epoch, gstep, top1, 100 * c[1] / c[2], c[3] / c[2],
-                        _now() - t_start);
-                fflush(mf);
-            }
-        }
-        if (cfg.max_steps && gstep >= cfg.max_steps)
+/* Step parts 1-3: the next batch (waiting for it counts as data time; the
+ * copy into the input tensor is part of the step), forward and backward
+ * (the gradient hook starts the all-reduce of finished buckets while
+ * backward goes on), and the rest of the gradient exchange. */
+static int _step_grads(_run *r, int epoch, long step, int lbatch, _window *w)
+{
+    ttrain_batch b;
+    char err[256];
+    if (r->src.next(&r->src, lbatch, &b))
+        return _fail("data", r->src.err);
+    /* Epochs hold whole global batches and slices are even, so a short
+     * batch is a data-source bug, never to be trained. */
+    if (b.n != lbatch) {
+        snprintf(err, sizeof(err),
+                 "rank %d: the source gave %d samples for a local batch of "
+                 "%d at epoch %d step %ld",
+                 r->info.rank, b.n, lbatch, epoch, step);
+        return _fail("data", err);
+    }
+    w->data_s += b.wait_s;
+    if (teng_net_set_input(r->net, b.x) || teng_net_set_labels(r->net, b.y))
+        return _fail("data", torus_error_msg());
+    if (teng_net_forward(r->net, 1) || teng_net_backward(r->net))
+        return _fail("step", torus_error_msg());
+    if (_grads_wait(&r->ex, r->net))
+        return _fail("gradient exchange",
+                     r->ex.fusion ? tcomm_error() : torus_error_msg());
+    return _GO;
+}
+
+/* Step part 4: the update at this step's learning rate lr. A step whose
+ * summed gradients hold inf/nan is skipped on every rank alike (they all
+ * see the same count), and too many in a row end the run before the
+ * weights are lost to it. */
+static int _step_update(_run *r, double lr, _window *w)
+{
+    const ttrain_config *cfg = &r->cfg;
+    if (!r->ex.nonfinite) {
+        r->skipped = 0;
+        if (topt_sgd_step(&r->opt, lr) || teng_net_sync(r->net))
+            return _fail("optimizer", torus_error_msg());
+        w->loss_sum += teng_net_loss(r->net);
+        w->n++;
+        return _GO;
+    }
+    if (++r->skipped > cfg->max_nonfinite) {
+        char err[512];
+        snprintf(err, sizeof(err),
+                 "global step %ld: the summed gradients hold inf/nan in %d "
+                 "steps in a row (--max-nonfinite %d; lr %.5g): the training "
+                 "has diverged; lower --lr or resume from a checkpoint",
+                 r->gstep + 1, r->skipped, cfg->max_nonfinite, lr);
+        return _fail("training diverged", err);
+    }
+    char what[64] = "inf/nan in the gradients";
+    if (r->ex.fusion)
+        snprintf(what, sizeof(what),
+                 "%zu inf/nan values in the summed gradients", r->ex.nonfinite);
+    if (r->info.rank == 0)
+        fprintf(stderr,
+                "torus-train: warning: global step %ld: %s; update skipped "
+                "(%d of --max-nonfinite %d in a row)\n",
+                r->gstep + 1, what, r->skipped, cfg->max_nonfinite);
+    return _GO;
+}
+
+/* Step part 5: every --print-every steps and at the end of the epoch, the
+ * progress line (the loss of the global batch: the mean of the ranks')
+ * and its metrics; then a new window. */
+static int _progress(_run *r, int epoch, long step, long steps, int gbatch,
+                     double lr, _window *w)
+{
+    if (r->gstep % r->cfg.print_every != 0 && step != steps - 1)
+        return _GO;
+    if (_sum(&r->ex, &w->loss_sum, 1))
+        return _fail("loss", tcomm_error());
+    /* NAN when every step of the window was skipped */
+    double loss = w->n ? w->loss_sum / r->cfg.world / w->n : NAN;
+    double dt = _now() - w->t0, ips = w->n * (double)gbatch / dt;
+    printf("epoch %d step %ld/%ld | %.1f img/s | loss %.4f | lr "
+           "%.5g | batch %d | data %.1f%% comm %.1f%%\n",
+           epoch, step + 1, steps, ips, loss, lr, gbatch, 100 * w->data_s / dt,
+           100 * r->ex.wait_s / dt);
+    fflush(stdout);
+    _metrics(r->mf, epoch, step + 1, r->gstep, ips, loss, lr, gbatch,
+             w->data_s / dt, r->ex.wait_s / dt);
+    *w = (_window){.t0 = _now()};
+    r->ex.wait_s = 0;
+    return _GO;
+}
+
+/* Step part 6: the position is that of the next step; a checkpoint at
+ * the last step, every --checkpoint-every steps, or when a stop is
+ * pending. The stop is agreed, as all ranks must take part in the BN
+ * average below, or none. */
+static int _checkpoint(_run *r, int epoch, long step, long steps)
+{
+    const ttrain_config *cfg = &r->cfg;
+    char err[1024];
+    int more = step + 1 < steps;
+    r->at = (ttrain_progress){more ? epoch : epoch + 1, more ? step + 1 : 0,
+                              r->gstep, r->src.samples,
+                              teng_net_dropout_step(r->net)};
+    int last = (cfg->max_steps && r->gstep >= cfg->max_steps) ||
+               (!more && epoch + 1 == cfg->sched.epochs);
+    r->stopping = _agree_stop(&r->ex);
+    if (!cfg->ckpt_dir[0] ||
+        !(r->stopping || last ||
+          (cfg->ckpt_every && r->gstep % cfg->ckpt_every == 0)))
+        return _GO;
+    if (_stats_average(&r->ex, r->net))
+        return _fail("BN statistics", tcomm_error());
+    if (_check_agreement(&r->ex, r->net, err, sizeof(err)))
+        return _fail("checkpoint", err);
+    /* Only rank 0 writes; all ranks hold the same weights. */
+    if (r->info.rank == 0 &&
+        ttrain_ckpt_save(cfg->ckpt_dir, cfg->keep, r->net, &r->opt, &r->at,
+                         tmodel_name(cfg->model.kind), r->plan ? r->plan : "",
+                         err, sizeof(err)))
+        return _fail("checkpoint", err);
+    return _GO;
+}
+
+/* Evaluation on the test split at the end of an epoch. */
+static int _epoch_eval(_run *r, int epoch, int lbatch)
+{
+    double c[4], t0 = _now();
+    char err[1024];
+    if (_evaluate(&r->ex, &r->src, r->net, lbatch, c, err, sizeof(err)))
+        return _fail("evaluation", err);
+    double top1 = 100 * c[0] / c[2];
+    if (top1 > r->best)
+        r->best = top1, r->best_at = _now() - r->t_start;
+    printf("epoch %d test: top-1 %.2f%% top-5 %.2f%% loss %.4f "
+           "(%.0f images, %.1f s)\n",
+           epoch, top1, 100 * c[1] / c[2], c[3] / c[2], c[2], _now() - t0);
+    fflush(stdout);
+    if (r->mf) {
+        fprintf(r->mf,
+                "{\"epoch\":%d,\"global_step\":%ld,\"top1\":%.4f,"
+                "\"top5\":%.4f,\"test_loss\":%.6f,\"time\":%.3f}\n",
+                epoch, r->gstep, top1, 100 * c[1] / c[2], c[3] / c[2],
+                _now() - r->t_start);
+        fflush(r->mf);
+    }
+    return _GO;
+}
+
+/* One epoch: the batch from the schedule (batch-size control: the new
+ * batch reuses the same arenas), then its steps of
+ *   data -> forward -> backward (+ exchange) -> update -> log -> checkpoint. */
+static int _epoch(_run *r, int epoch)
+{
+    const ttrain_config *cfg = &r->cfg;
+    int gbatch = topt_batch_at(&cfg->sched, epoch),
+        lbatch = gbatch / cfg->world;
+    long steps = topt_steps_in_epoch(&cfg->sched, epoch);
+    long first = epoch == r->at.epoch ? r->at.step : 0;
+    if (teng_net_set_batch(r->net, lbatch))
+        return _fail("batch schedule", torus_error_msg());
+    teng_net_set_global_batch(r->net, gbatch);
+    if (r->src.start && r->src.start(&r->src, epoch, first, lbatch))
+        return _fail("data", r->src.err);
+    _window w = {.t0 = _now()};
+    r->ex.wait_s = 0;
+    int rc = _GO;
+    for (long step = first; step < steps && rc == _GO; step++) {
+        if ((cfg->max_steps && r->gstep >= cfg->max_steps) || r->stopping)
+            break;
+        double lr = topt_lr_at_step(&cfg->sched, epoch, step);
+        if ((rc = _step_grads(r, epoch, step, lbatch, &w)) != _GO ||
+            (rc = _step_update(r, lr, &w)) != _GO)
+            break;
+        r->gstep++;
+        r->images += gbatch;
+        if ((rc = _progress(r, epoch, step, steps, gbatch, lr, &w)) == _GO)
+            rc = _checkpoint(r, epoch, step, steps);
+    }
+    if (rc == _GO && r->have_src && !r->stopping)
+        rc = _epoch_eval(r, epoch, lbatch);
+    return rc;
+}
+
+/* The epochs from the starting position, until the schedule ends,
+ * --max-steps is reached or a signal stops the run. */
+static int _train(_run *r)
+{
+    const ttrain_config *cfg = &r->cfg;
+    r->gstep = r->at.global_step;
+    r->t_start = _now();
+    r->best = -1;
+    for (int epoch = r->at.epoch; epoch < cfg->sched.epochs && !r->stopping;
+         epoch++) {
+        int rc = _epoch(r, epoch);
+        if (rc != _GO)
+            return rc;
+        if (cfg->max_steps && r->gstep >= cfg->max_steps)
             break;
     }
+    return _GO;
+}
 
-    if (stopping) {
+/* The stop message, the summary, and everything freed. */
+static int _finish(_run *r)
+{
+    int status = TTRAIN_EXIT_OK;
+    if (r->stopping) {
         fprintf(stderr,
-                "torus-train: stopped by signal %d at global step "
-                "%ld%s\n",
-                stopping, gstep,
-                cfg.ckpt_dir[0] ? " after writing a checkpoint"
-                                : " (no --checkpoint-dir: nothing saved)");
+                "torus-train: stopped by signal %d at global step %ld%s\n",
+                r->stopping, r->gstep,
+                r->cfg.ckpt_dir[0] ? " after writing a checkpoint"
+                                   : " (no --checkpoint-dir: nothing saved)");
         status = TTRAIN_EXIT_PREEMPTED;
     }
-
-    /* ---- summary ---- */
-    double total = _now() - t_start;
+    double total = _now() - r->t_start;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("done: global step %ld; this run: %.0f images in %.1f s, %.2f "
            "img/s, peak RSS %.0f MB\n",
-           gstep, images, total, images / total, ru.ru_maxrss / 1024.0);
-    if (best >= 0)
-        printf("best test top-1 %.2f%%, reached after %.1f s\n", best, best_at);
-    if (mf)
-        fclose(mf);
-    src.close(&src);
-    free(plan);
-    topt_sgd_free(&opt);
-    teng_net_free(&net);
-    teng_backend_close(bk);
-    if (ex.fusion)
-        tcomm_fusion_destroy(ex.fusion);
-    tcomm_finalize(comm);
+           r->gstep, r->images, total, r->images / total,
+           ru.ru_maxrss / 1024.0);
+    if (r->best >= 0)
+        printf("best test top-1 %.2f%%, reached after %.1f s\n", r->best,
+               r->best_at);
+    if (r->mf)
+        fclose(r->mf);
+    r->src.close(&r->src);
+    free(r->plan);
+    topt_sgd_free(&r->opt);
+    teng_net_destroy(r->net);
+    teng_backend_close(r->bk);
+    if (r->ex.fusion)
+        tcomm_fusion_destroy(r->ex.fusion);
+    tcomm_finalize(r->comm);
     return status;
+}
+
+int main(int argc, char **argv)
+{
+    static _run r; /* zeroed: no source, no net, no checkpoint yet */
+    int rc;
+    if ((rc = _parse(&r, argc, argv)) != _GO || (rc = _bootstrap(&r)) != _GO ||
+        (rc = _open_data(&r)) != _GO || (rc = _build_net(&r)) != _GO ||
+        (rc = _restore(&r)) != _GO || (rc = _train(&r)) != _GO)
+        return rc;
+    return _finish(&r);
 }

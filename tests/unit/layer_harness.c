@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
+#include "trainer/backends/backends.h"
 #include "trainer/engine/rng.h"
 
 teng_backend *lh_backend(void)
@@ -15,9 +17,8 @@ teng_backend *lh_backend(void)
      * busy 2-core machine cost far more than they bring. */
     teng_backend_opts o = {.threads = 1};
     teng_backend *bk = NULL;
-    char err[256];
-    if (teng_backend_open("dnnl", &o, &bk, err, sizeof(err))) {
-        fprintf(stderr, "backend: %s\n", err);
+    if (tbackends_open("dnnl", &o, &bk)) {
+        fprintf(stderr, "backend: %s\n", torus_error_msg());
         abort();
     }
     return bk;

@@ -12,26 +12,20 @@
  * objects, cuDNN descriptors); forward()/backward() then only launch work.
  * A batch change calls release(), plan() and bind() again on the same
  * arenas (sizes only shrink below the compiled max batch).
+ *
+ * A backend reaches the engine through the descriptor it exports
+ * (teng_backend_desc); the registry above the engine
+ * (trainer/backends/registry.c) lists them, so the engine includes no
+ * backend's header. Errors follow common/torus_error.h: a failing op
+ * returns a teng_status after TORUS_FAIL, and the engine adds the layer or
+ * the call in front (torus_error_prefix).
  */
 #ifndef TORUS_TRAINER_BACKEND_H
 #define TORUS_TRAINER_BACKEND_H
 
 #include <stddef.h>
 
-#include "trainer/engine/engine.h"
-
-typedef struct teng_backend_opts {
-    int threads; /* CPU worker threads; 0: library default */
-    int device;  /* GPU ordinal */
-    int verbose;
-} teng_backend_opts;
-
-/* Arguments of the fused momentum-SGD update (see trainer/optim). */
-typedef struct teng_sgd_args {
-    float lr;       /* this param's learning rate (LARS trust included) */
-    float momentum; /* already multiplied by the momentum correction */
-    float wd;       /* weight decay lambda, added as lambda*w to g */
-} teng_sgd_args;
+#include "trainer/engine/graph.h"
 
 typedef struct teng_backend_ops {
     const char *name;
@@ -64,10 +58,22 @@ typedef struct teng_backend_ops {
     int (*param_io)(teng_backend *bk, teng_net *net, int id, void *dev,
                     float *host, int to_device);
 
-    /* Optimizer kernels on device buffers of n floats. */
-    int (*sumsq)(teng_backend *bk, const float *x, size_t n, float *out);
-    int (*sgd_update)(teng_backend *bk, float *w, const float *g, float *v,
-                      size_t n, const teng_sgd_args *a);
+    /* Optimizer kernels, each over every param of the net in one call (a
+     * GPU backend: one segmented kernel, not one launch per tensor).
+     * param_sumsq: out[i] = sum of squares, in fp32, of param i's slice
+     * of buf, a buffer laid out like the params arena (the master weights
+     * or the grads); out is host memory of net->np floats.
+     * sgd_update: for every param i, the update of teng_sgd_args on its
+     * master weights, gradient and slice of vel with a[i]; then refresh
+     * the working copies that are not the master. */
+    int (*param_sumsq)(teng_backend *bk, teng_net *net, const void *buf,
+                       float *out);
+    int (*sgd_update)(teng_backend *bk, teng_net *net, void *vel,
+                      const teng_sgd_args *a);
+    /* After the engine wrote master weights (initialisation, a restored
+     * checkpoint): refresh the working copies. NULL when every working
+     * copy is its master (dtype TENG_F32). */
+    int (*refresh_work)(teng_backend *bk, teng_net *net);
 } teng_backend_ops;
 
 struct teng_backend {
@@ -78,16 +84,17 @@ struct teng_backend {
      * order their work with it, such as the gradient all-reduce in the
      * gradient hook, take it from here. */
     void *stream;
-    char err[256];
     void *impl;
 };
 
-/* Opens a backend by name ("dnnl", later "cuda"); "auto" picks the best
- * one built in. Returns TENG_OK or TENG_EINVAL with a message in err. */
-int teng_backend_open(const char *name, const teng_backend_opts *opts,
-                      teng_backend **out, char *err, size_t errlen);
-void teng_backend_close(teng_backend *bk);
-/* Names of the backends compiled in, comma separated. */
-const char *teng_backend_list(void);
+/* What a backend exports to the registry. */
+typedef struct teng_backend_desc {
+    const char *name;           /* "dnnl"; later "cudnn" */
+    const char *const *aliases; /* NULL-terminated, or NULL ("cpu") */
+    /* 1 if the backend can run here (a device is present); NULL: always. */
+    int (*probe)(void);
+    /* A new backend; TENG_OK or a teng_status after TORUS_FAIL. */
+    int (*create)(const teng_backend_opts *opts, teng_backend **out);
+} teng_backend_desc;
 
 #endif

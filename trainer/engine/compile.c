@@ -64,8 +64,8 @@ static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
                 if (l->in[j] != id)
                     continue;
                 if (nc == 4)
-                    return TENG_FAIL(net, TENG_EINVAL,
-                                     "tensor %d has more than 4 consumers", id);
+                    return TORUS_FAIL(
+                        TENG_EINVAL, "tensor %d has more than 4 consumers", id);
                 if (l->kind == TENG_L_ADD) {
                     /* d(a+b)/da = 1: the residual's output grad (after its
                      * fused ReLU backward) is its inputs' grad too. */
@@ -75,7 +75,7 @@ static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
                 } else {
                     buf = _newbuf(b, t->bytes, _bt(net, li), tp);
                     if (buf < 0)
-                        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+                        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
                     if (main < 0)
                         main = buf;
                 }
@@ -108,7 +108,7 @@ static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
                 }
         }
         if (t->gbuf < 0)
-            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+            return TORUS_FAIL(TENG_ENOMEM, "out of memory");
         t->ncontrib = nc;
     }
     return TENG_OK;
@@ -160,13 +160,13 @@ static int _plan_acts(teng_net *net, _bufs *b, int *store, int *wsbuf)
             }
         }
         if ((store[id] = _newbuf(b, t->bytes, first, last)) < 0)
-            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+            return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     }
     for (int i = 0; i < net->nl; i++) {
         wsbuf[i] = -1;
         if (net->l[i].ws_bytes &&
             (wsbuf[i] = _newbuf(b, net->l[i].ws_bytes, i, _bt(net, i))) < 0)
-            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+            return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     }
     return TENG_OK;
 }
@@ -178,8 +178,8 @@ static int _alloc(teng_net *net, void **p, size_t bytes, const char *what)
         return TENG_OK;
     *p = net->bk->ops->alloc(net->bk, bytes);
     if (!*p)
-        return TENG_FAIL(net, TENG_ENOMEM, "cannot allocate %zu bytes for %s",
-                         bytes, what);
+        return TORUS_FAIL(TENG_ENOMEM, "cannot allocate %zu bytes for %s",
+                          bytes, what);
     return TENG_OK;
 }
 
@@ -201,7 +201,7 @@ static int _init_stats(teng_net *net)
         int n = net->stat_len[s];
         float *v = malloc(sizeof(float) * (size_t)n);
         if (!v)
-            return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+            return TORUS_FAIL(TENG_ENOMEM, "out of memory");
         for (int i = 0; i < n; i++)
             v[i] = (s % 2) ? 1.0f : 0.0f;
         int rc = teng_stats_write(net, s, v);
@@ -212,29 +212,31 @@ static int _init_stats(teng_net *net)
     return TENG_OK;
 }
 
-int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
+/* Points every param at its master, working copy and gradient. Working
+ * copies in another dtype than the master need a working arena that no
+ * backend asks for yet: refused rather than silently aliased. */
+static int _place_params(teng_net *net)
 {
-    int rc;
-    if (net->compiled)
-        return TENG_FAIL(net, TENG_ESTATE, "net already compiled");
-    if (net->input < 0)
-        return TENG_FAIL(net, TENG_EINVAL, "net has no input");
-    if (max_batch <= 0)
-        return TENG_FAIL(net, TENG_EINVAL, "batch %d must be > 0", max_batch);
-    net->bk = bk;
-    net->max_batch = max_batch;
-    net->t[net->input].needs_grad = net->input_grad;
-    if (!net->global_batch)
-        net->global_batch = max_batch;
-    _set_batch_shapes(net, max_batch);
-    if ((rc = bk->ops->plan(bk, net, max_batch)))
-        return TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
-    for (int i = 0; i < net->nt; i++)
-        net->t[i].cap = net->t[i].bytes;
-    for (int i = 0; i < net->nl; i++)
-        net->l[i].ws_cap = net->l[i].ws_bytes;
+    for (int i = 0; i < net->np; i++) {
+        teng_param *p = &net->p[i];
+        if (p->dtype != TENG_F32)
+            return TORUS_FAIL(TENG_EINVAL,
+                              "param '%s': the backend planned a working "
+                              "copy that is not fp32, which the engine does "
+                              "not place yet",
+                              p->name);
+        p->master = (float *)((char *)net->params + p->offset);
+        p->work = p->master;
+        p->grad = (float *)((char *)net->grads + p->offset);
+    }
+    net->host_sumsq = calloc((size_t)net->np + 1, sizeof(float));
+    return net->host_sumsq ? TENG_OK : TORUS_FAIL(TENG_ENOMEM, "out of memory");
+}
 
-    /* Params and grads: forward order, same offsets in both arenas. */
+/* Params and grads: forward order, same offsets in both arenas; then the
+ * size of the BN statistics arena. */
+static void _layout_params(teng_net *net)
+{
     size_t off = 0;
     for (int i = 0; i < net->np; i++) {
         net->p[i].offset = off;
@@ -246,78 +248,120 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
             ? net->stat_off[net->nstats - 1] +
                   _teng_align(sizeof(float) * net->stat_len[net->nstats - 1])
             : 0;
-    /* Activations, workspaces and activation gradients share one arena,
-     * placed by lifetime over the step (see _plan_acts, _plan_grads). */
-    _bufs b = {0};
-    int *slot = malloc(sizeof(int) * 2 * (size_t)net->nl);
-    int *contrib = malloc(sizeof(int) * 4 * (size_t)net->nt);
-    int *store = malloc(sizeof(int) * (size_t)net->nt);
-    int *wsbuf = malloc(sizeof(int) * (size_t)net->nl);
-    if (!slot || !contrib || !store || !wsbuf) {
-        rc = TENG_FAIL(net, TENG_ENOMEM, "out of memory");
-        goto out;
-    }
-    if ((rc = _plan_acts(net, &b, store, wsbuf)) ||
-        (rc = _plan_grads(net, &b, slot, contrib)))
-        goto out;
-    size_t labels_off = teng_arena_plan(b.iv, b.n, TENG_ALIGN);
-    net->acts_bytes = labels_off + _teng_align(sizeof(int32_t) * max_batch);
-    net->scratch_cap = net->scratch_bytes;
+}
 
+/* Every arena, once, and the host buffers the steps use. */
+static int _alloc_arenas(teng_net *net)
+{
+    int rc;
     if ((rc = _alloc(net, &net->params, net->params_bytes, "params")) ||
         (rc = _alloc_grads(net)) ||
         (rc = _alloc(net, &net->stats, net->stats_bytes, "BN statistics")) ||
         (rc = _alloc(net, &net->acts, net->acts_bytes, "activations")) ||
         (rc = _alloc(net, &net->scratch, net->scratch_cap, "scratchpad")))
-        goto out;
-    net->host_labels = calloc((size_t)max_batch, sizeof(int32_t));
-    if (!net->host_labels) {
-        rc = TENG_FAIL(net, TENG_ENOMEM, "out of memory");
-        goto out;
+        return rc;
+    net->host_labels = calloc((size_t)net->max_batch, sizeof(int32_t));
+    if (net->loss_layer >= 0) {
+        const teng_tensor *lt = &net->t[net->l[net->loss_layer].in[0]];
+        net->host_logits = malloc(sizeof(float) * (size_t)net->max_batch *
+                                  (size_t)lt->shape.c);
     }
+    if (!net->host_labels || (net->loss_layer >= 0 && !net->host_logits))
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    return TENG_OK;
+}
 
-    for (int i = 0; i < net->np; i++) {
-        teng_param *p = &net->p[i];
-        p->data = (float *)((char *)net->params + p->offset);
-        p->grad = (float *)((char *)net->grads + p->offset);
-    }
+/* The activations plan's buffers (ids from _plan_acts and _plan_grads)
+ * become pointers into the acts arena. */
+typedef struct {
+    _bufs b;
+    int *slot, *contrib, *store, *wsbuf;
+    size_t labels_off;
+} _acts_plan;
+
+static void _place_acts(teng_net *net, const _acts_plan *ap)
+{
     char *a = net->acts;
+    const teng_interval *iv = ap->b.iv;
     for (int i = 0; i < net->nt; i++) {
         teng_tensor *t = &net->t[i];
-        t->data = a + b.iv[store[i]].offset;
-        t->grad = t->gbuf >= 0 ? a + b.iv[t->gbuf].offset : NULL;
+        t->data = a + iv[ap->store[i]].offset;
+        t->grad = t->gbuf >= 0 ? a + iv[t->gbuf].offset : NULL;
         for (int k = 0; k < t->ncontrib; k++)
-            t->contrib[k] = a + b.iv[contrib[i * 4 + k]].offset;
+            t->contrib[k] = a + iv[ap->contrib[i * 4 + k]].offset;
     }
     for (int i = 0; i < net->nl; i++) {
         teng_layer *l = &net->l[i];
-        l->ws = wsbuf[i] >= 0 ? a + b.iv[wsbuf[i]].offset : NULL;
-        for (int j = 0; j < 2; j++)
-            l->in_grad[j] =
-                slot[i * 2 + j] >= 0 ? a + b.iv[slot[i * 2 + j]].offset : NULL;
-    }
-    net->labels = (int32_t *)(a + labels_off);
-    if (net->loss_layer >= 0) {
-        const teng_tensor *lt = &net->t[net->l[net->loss_layer].in[0]];
-        net->host_logits =
-            malloc(sizeof(float) * (size_t)max_batch * (size_t)lt->shape.c);
-        if (!net->host_logits) {
-            rc = TENG_FAIL(net, TENG_ENOMEM, "out of memory");
-            goto out;
+        l->ws = ap->wsbuf[i] >= 0 ? a + iv[ap->wsbuf[i]].offset : NULL;
+        for (int j = 0; j < 2; j++) {
+            int s = ap->slot[i * 2 + j];
+            l->in_grad[j] = s >= 0 ? a + iv[s].offset : NULL;
         }
     }
+    net->labels = (int32_t *)(a + ap->labels_off);
+}
+
+/* Activations, workspaces and activation gradients share one arena,
+ * placed by lifetime over the step (see _plan_acts, _plan_grads). */
+static int _plan_acts_arena(teng_net *net, _acts_plan *ap)
+{
+    int rc;
+    ap->slot = malloc(sizeof(int) * 2 * (size_t)net->nl);
+    ap->contrib = malloc(sizeof(int) * 4 * (size_t)net->nt);
+    ap->store = malloc(sizeof(int) * (size_t)net->nt);
+    ap->wsbuf = malloc(sizeof(int) * (size_t)net->nl);
+    if (!ap->slot || !ap->contrib || !ap->store || !ap->wsbuf)
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    if ((rc = _plan_acts(net, &ap->b, ap->store, ap->wsbuf)) ||
+        (rc = _plan_grads(net, &ap->b, ap->slot, ap->contrib)))
+        return rc;
+    ap->labels_off = teng_arena_plan(ap->b.iv, ap->b.n, TENG_ALIGN);
+    net->acts_bytes =
+        ap->labels_off + _teng_align(sizeof(int32_t) * net->max_batch);
+    return TENG_OK;
+}
+
+int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
+{
+    int rc;
+    if (net->compiled)
+        return TORUS_FAIL(TENG_ESTATE, "net already compiled");
+    if (net->input < 0)
+        return TORUS_FAIL(TENG_EINVAL, "net has no input");
+    if (max_batch <= 0)
+        return TORUS_FAIL(TENG_EINVAL, "batch %d must be > 0", max_batch);
+    net->bk = bk;
+    net->max_batch = max_batch;
+    net->t[net->input].needs_grad = net->input_grad;
+    if (!net->global_batch)
+        net->global_batch = max_batch;
+    _set_batch_shapes(net, max_batch);
+    if ((rc = bk->ops->plan(bk, net, max_batch)))
+        return torus_error_prefix(rc, "backend %s", bk->ops->name);
+    for (int i = 0; i < net->nt; i++)
+        net->t[i].cap = net->t[i].bytes;
+    for (int i = 0; i < net->nl; i++)
+        net->l[i].ws_cap = net->l[i].ws_bytes;
+    _layout_params(net);
+    _acts_plan ap = {0};
+    if ((rc = _plan_acts_arena(net, &ap)))
+        goto out;
+    net->scratch_cap = net->scratch_bytes;
+    if ((rc = _alloc_arenas(net)) || (rc = _place_params(net)))
+        goto out;
+    _place_acts(net, &ap);
     if ((rc = bk->ops->bind(bk, net))) {
-        rc = TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+        rc = torus_error_prefix(rc, "backend %s", bk->ops->name);
         goto out;
     }
     net->compiled = 1;
     rc = _init_stats(net);
 out:
-    free(b.iv);
-    free(slot);
-    free(contrib);
-    free(store);
-    free(wsbuf);
+    free(ap.b.iv);
+    free(ap.slot);
+    free(ap.contrib);
+    free(ap.store);
+    free(ap.wsbuf);
     return rc;
 }
 
@@ -325,30 +369,30 @@ int teng_net_set_batch(teng_net *net, int batch)
 {
     int rc;
     if (!net->compiled)
-        return TENG_FAIL(net, TENG_ESTATE, "set_batch before compile");
+        return TORUS_FAIL(TENG_ESTATE, "set_batch before compile");
     if (batch <= 0 || batch > net->max_batch)
-        return TENG_FAIL(net, TENG_EINVAL,
-                         "batch %d is outside 1..%d (the compiled maximum)",
-                         batch, net->max_batch);
+        return TORUS_FAIL(TENG_EINVAL,
+                          "batch %d is outside 1..%d (the compiled maximum)",
+                          batch, net->max_batch);
     if (batch == net->batch)
         return TENG_OK;
     teng_backend *bk = net->bk;
     bk->ops->release(bk, net);
     _set_batch_shapes(net, batch);
     if ((rc = bk->ops->plan(bk, net, batch)))
-        return TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+        return torus_error_prefix(rc, "backend %s", bk->ops->name);
     for (int i = 0; i < net->nt; i++)
         if (net->t[i].bytes > net->t[i].cap)
-            return TENG_FAIL(net, TENG_EINVAL,
-                             "batch %d needs more memory for tensor %d than "
-                             "the compiled batch %d",
-                             batch, i, net->max_batch);
+            return TORUS_FAIL(TENG_EINVAL,
+                              "batch %d needs more memory for tensor %d than "
+                              "the compiled batch %d",
+                              batch, i, net->max_batch);
     for (int i = 0; i < net->nl; i++)
         if (net->l[i].ws_bytes > net->l[i].ws_cap)
-            return TENG_FAIL(net, TENG_EINVAL,
-                             "batch %d needs more workspace in layer '%s' "
-                             "than the compiled batch %d",
-                             batch, net->l[i].name, net->max_batch);
+            return TORUS_FAIL(TENG_EINVAL,
+                              "batch %d needs more workspace in layer '%s' "
+                              "than the compiled batch %d",
+                              batch, net->l[i].name, net->max_batch);
     if (net->scratch_bytes > net->scratch_cap) {
         /* A batch change is a schedule event, not a step: growing the
          * scratchpad here keeps the per-step path allocation-free. */
@@ -358,7 +402,7 @@ int teng_net_set_batch(teng_net *net, int batch)
             return rc;
     }
     if ((rc = bk->ops->bind(bk, net)))
-        return TENG_FAIL(net, rc, "backend %s: %s", bk->ops->name, bk->err);
+        return torus_error_prefix(rc, "backend %s", bk->ops->name);
     return TENG_OK;
 }
 
@@ -381,5 +425,6 @@ void teng_net_free(teng_net *net)
     free(net->stat_len);
     free(net->host_labels);
     free(net->host_logits);
+    free(net->host_sumsq);
     memset(net, 0, sizeof(*net));
 }

@@ -6,7 +6,8 @@
  * (oneDNN on the CPU today, CUDA later), which picks memory layouts and
  * creates its primitives once. Every byte the net needs per step lives in
  * arenas allocated at compile time:
- *   - params:  all weights, one contiguous device buffer, forward order;
+ *   - params:  all weights (their fp32 master copies, see below), one
+ *              contiguous device buffer, forward order;
  *   - grads:   the same layout as params, so a gradient bucket for the
  *              all-reduce is simply a byte range of this buffer;
  *   - stats:   BN running mean/var (per-worker, averaged before evaluation);
@@ -18,8 +19,24 @@
  * Nothing is allocated per step. Pointers are device pointers: the engine
  * never dereferences them; only the backend does.
  *
- * Errors: functions return TENG_OK (0) or a negative teng_status and leave
- * a message with the source location in teng_net_error().
+ * Errors (common/torus_error.h): functions return TENG_OK (0) or a
+ * teng_status and record the message, with its source location, in
+ * torus_error_msg() (teng_net_error() returns the same). The codes are
+ * negative, unlike other modules', because the teng_add_* calls return a
+ * tensor id >= 0 on success.
+ *
+ * The net is opaque above the engine: models, the optimizer and
+ * torus-train see it through the accessors below. Its definition is in
+ * trainer/engine/graph.h, for the engine, its backends and their tests.
+ *
+ * Params: master and working copies. Every param has
+ *   - a MASTER copy: fp32, in the params arena. The optimizer updates it,
+ *     checkpoints save it, teng_param_read/write move it;
+ *   - a WORKING copy: what forward and backward read, in the param's dtype.
+ *     With dtype TENG_F32 (the CPU, today always) it is the master itself,
+ *     the same buffer. A GPU backend may plan f16/bf16 working copies; it
+ *     then refreshes them from the master after every update.
+ * Gradients are fp32 and laid out like the master (the grads arena).
  */
 #ifndef TORUS_TRAINER_ENGINE_H
 #define TORUS_TRAINER_ENGINE_H
@@ -57,25 +74,19 @@ typedef enum {
     TENG_P_BETA,
 } teng_param_kind;
 
+/* Element type of a param's working copy (the master is always fp32). */
+typedef enum {
+    TENG_F32,
+    TENG_F16,  /* declared for the GPU backend */
+    TENG_BF16, /* declared for the GPU backend */
+} teng_dtype;
+
 /* Logical shape, always NCHW; fully connected outputs have h = w = 1. */
 typedef struct {
     int n, c, h, w;
 } teng_shape;
 
-typedef struct teng_tensor {
-    teng_shape shape; /* at the current batch */
-    int producer;     /* layer index */
-    int nconsumers;
-    int needs_grad; /* 0 only for the data input */
-    size_t bytes;   /* backend layout size at the current batch */
-    size_t cap;     /* bytes at the compiled max batch (allocated) */
-    void *data;     /* device pointer into the acts arena */
-    void *grad;     /* device pointer: the summed dL/dtensor */
-    int ncontrib;   /* >1: grad is summed from these before use */
-    void *contrib[4];
-    int gbuf; /* gradient buffer id (engine planning) */
-} teng_tensor;
-
+/* A param tensor (read-only above the engine: teng_net_param()). */
 typedef struct teng_param {
     char name[48];
     int layer;
@@ -83,40 +94,33 @@ typedef struct teng_param {
     int ndims;
     int dims[4];       /* canonical layout: OIHW, OI, or C */
     size_t count;      /* logical element count */
-    size_t bytes;      /* backend layout size (may include zero padding) */
+    size_t bytes;      /* backend layout size of the master (may include
+                        * zero padding); the grad has the same */
     size_t offset;     /* byte offset in the params and grads arenas */
     int is_bn_or_bias; /* excluded from LARS and weight decay by default */
-    float *data;       /* device pointers */
-    float *grad;
+    teng_dtype dtype;  /* of the working copy */
+    float *master;     /* device pointers: the fp32 master copy, */
+    void *work;        /* the working copy (== master when TENG_F32), */
+    float *grad;       /* and the fp32 gradient */
 } teng_param;
 
-typedef struct teng_layer {
+/* What a layer is, for modules above the engine (teng_net_layer_info). */
+typedef struct {
     teng_layer_kind kind;
-    char name[40];
-    int in[2];
-    int nin;
-    int out;
-    /* hyper-parameters */
-    int k, kh, kw, sh, sw, ph, pw, bias; /* conv / fc / pooling */
-    int relu;                            /* BN, ADD: fused ReLU */
-    int zero_gamma;      /* BN ends a residual branch: gamma starts at 0 */
-    float eps, momentum; /* BN */
-    float p;             /* dropout probability */
-    float smoothing;     /* xent label smoothing */
-    int param0, nparam;  /* params [param0, param0+nparam) */
-    int stat0;           /* BN: running mean at stats[stat0], var at stat0+1 */
-    /* planned by the backend */
-    size_t ws_bytes; /* forward->backward workspace, in the acts arena */
-    size_t ws_cap;   /* ws_bytes at the compiled max batch */
-    void *ws;
-    void *in_grad[2]; /* where backward writes dL/d(in[i]); NULL: skip */
-    void *bk;         /* backend private state */
-    /* outputs of the loss layer */
-    double loss_sum; /* sum over the local batch of per-sample losses */
-} teng_layer;
+    const char *name;
+    int param0, nparam; /* its params: [param0, param0 + nparam) */
+    int zero_gamma;     /* BN: gamma starts at 0 */
+} teng_layer_info;
 
 typedef struct teng_backend teng_backend;
 typedef struct teng_net teng_net;
+
+/* How to open a backend (trainer/backends/backends.h). */
+typedef struct teng_backend_opts {
+    int threads; /* CPU worker threads; 0: library default */
+    int device;  /* GPU ordinal */
+    int verbose;
+} teng_backend_opts;
 
 /* Called after each layer's backward with that layer's index: the seam
  * where gradient buckets start their all-reduce while backward goes on.
@@ -129,47 +133,19 @@ typedef int (*teng_grad_hook)(void *ctx, teng_net *net, int layer);
  * or NULL for the backend's own (see teng_net_set_grads_alloc). */
 typedef void *(*teng_grads_alloc)(void *ctx, size_t bytes);
 
-struct teng_net {
-    teng_tensor *t;
-    int nt, cap_t;
-    teng_layer *l;
-    int nl, cap_l;
-    teng_param *p;
-    int np, cap_p;
-    int nstats;       /* BN running statistics vectors */
-    size_t *stat_off; /* byte offsets in the stats arena */
-    int *stat_len;
-    int input;      /* the data input tensor */
-    int input_grad; /* compute dL/dinput too (gradient checks) */
-    int loss_layer; /* -1: none (backward seeded by the caller) */
-    int max_batch, batch;
-    int global_batch; /* loss normaliser kn (remark 3) */
-    int compiled;
-    uint64_t dropout_seed;
-    uint64_t step; /* advances dropout masks */
-    /* arenas (device memory) */
-    void *params, *grads, *stats, *acts, *scratch;
-    size_t params_bytes, stats_bytes, acts_bytes, scratch_bytes;
-    int no_reuse;         /* keep every activation readable after forward */
-    size_t scratch_cap;   /* allocated scratch (plan may ask for more) */
-    int32_t *labels;      /* device, max_batch entries, in acts */
-    int32_t *host_labels; /* host copies for top-k without per-step malloc */
-    float *host_logits;
-    teng_backend *bk;
-    void *bkstate; /* backend's per-net state */
-    double *prof;  /* if set: 2 * nl seconds, forward and backward
-                    * per layer, accumulated (syncs every layer) */
-    teng_grad_hook grad_hook;
-    void *grad_hook_ctx;
-    teng_grads_alloc grads_alloc; /* host backends: grads arena from here */
-    void *grads_alloc_ctx;
-    int grads_external; /* grads came from grads_alloc */
-    char err[256];
-};
+/* One param's momentum-SGD update (see trainer/optim/optim.h):
+ *   v = momentum * v + lr * (g + wd * w);  w = w - v. */
+typedef struct teng_sgd_args {
+    float lr;       /* this param's learning rate (LARS trust included) */
+    float momentum; /* already multiplied by the momentum correction */
+    float wd;       /* weight decay lambda, added as lambda*w to g */
+} teng_sgd_args;
 
 /* ---- building ---- */
-int teng_net_init(teng_net *net);
-void teng_net_free(teng_net *net);
+int teng_net_create(teng_net **out);
+void teng_net_destroy(teng_net *net);
+/* The calling thread's last error (torus_error_msg()); kept for callers
+ * that predate common/torus_error.h. */
 const char *teng_net_error(const teng_net *net);
 const char *teng_strerror(int status);
 
@@ -225,15 +201,53 @@ int teng_tensor_read(teng_net *net, int id, int grad, float *dst);
 size_t teng_tensor_count(const teng_net *net, int id);
 int teng_param_write(teng_net *net, int id, int grad, const float *src);
 int teng_param_read(teng_net *net, int id, int grad, float *dst);
-/* Any device buffer laid out like param id (e.g. optimizer state at the
- * param's offset in a params-sized buffer) <-> canonical layout. */
-int teng_buffer_write(teng_net *net, int id, void *dev, const float *src);
-int teng_buffer_read(teng_net *net, int id, const void *dev, float *dst);
 int teng_stats_write(teng_net *net, int id, const float *src);
 int teng_stats_read(teng_net *net, int id, float *dst);
 
 /* Top-1 and top-5 hits of the last forward against the labels. */
 int teng_net_topk(teng_net *net, int *top1, int *top5);
+
+/* ---- what the net holds (accessors for modules above the engine) ---- */
+int teng_net_nparams(const teng_net *net);
+const teng_param *teng_net_param(const teng_net *net, int id);
+int teng_net_layer_info(const teng_net *net, int layer, teng_layer_info *out);
+teng_shape teng_tensor_shape(const teng_net *net, int id);
+int teng_net_batch(const teng_net *net);
+/* BN running statistics: how many vectors, and each one's length. */
+int teng_net_nstats(const teng_net *net);
+size_t teng_stats_count(const teng_net *net, int id);
+/* The whole stats arena (device memory, nfloats floats), e.g. for one
+ * all-reduce of every rank's statistics. */
+void *teng_net_stats_buffer(teng_net *net, size_t *nfloats);
+size_t teng_net_acts_bytes(const teng_net *net);
+/* Dropout masks hash (seed, step, layer, element); the step advances
+ * with every training forward and is saved in checkpoints. */
+void teng_net_set_dropout_seed(teng_net *net, uint64_t seed);
+uint64_t teng_net_dropout_step(const teng_net *net);
+void teng_net_set_dropout_step(teng_net *net, uint64_t step);
+const char *teng_backend_name(const teng_backend *bk);
+void teng_backend_close(teng_backend *bk);
+
+/* ---- what an optimizer needs (run by the backend, on device) ----
+ * Every call covers all params at once, so that a device backend runs a
+ * few kernels per step and the host sees no per-tensor round trip.
+ * Optimizer state (e.g. momentum) is a device buffer laid out like the
+ * master params: param i's state lies at its offset. */
+int teng_optstate_alloc(teng_net *net, void **state);
+void teng_optstate_free(teng_net *net, void *state);
+/* Param id's slice of state <-> canonical layout (checkpoints). */
+int teng_optstate_read(teng_net *net, const void *state, int id, float *dst);
+int teng_optstate_write(teng_net *net, void *state, int id, const float *src);
+/* out[i] = the sum of squares of param i's master weights (grad = 0) or
+ * of its gradient (grad = 1), fp32; out holds teng_net_nparams() floats
+ * of host memory. */
+int teng_param_sumsq(teng_net *net, int grad, float *out);
+/* Sets *finite to 0 when the gradients hold an inf or a nan (or their sum
+ * of squares overflows fp32), else 1: one teng_param_sumsq. */
+int teng_net_grads_finite(teng_net *net, int *finite);
+/* One fused momentum-SGD update of every param's master copy (and its
+ * working copy) with its own args[i] and its slice of state. */
+int teng_net_sgd_update(teng_net *net, void *state, const teng_sgd_args *args);
 
 size_t teng_net_param_count(const teng_net *net);
 /* Elements of the largest param or BN statistics vector (at least 1): a

@@ -4,15 +4,9 @@
 
 #include <stdio.h>
 
+#include "common/torus_error.h"
 #include "trainer/engine/backend.h"
 #include "trainer/engine/engine.h"
-
-/* Records "file:line: message" in net->err and evaluates to code. */
-#define TENG_FAIL(net, code, ...) \
-    _teng_fail((net), (code), __FILE__, __LINE__, __VA_ARGS__)
-
-int _teng_fail(teng_net *net, int code, const char *file, int line,
-               const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Bytes are rounded up to this in every arena: a cache line, and enough
  * for the widest vector loads of any backend. */

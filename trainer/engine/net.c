@@ -1,22 +1,9 @@
 /* net.c: building a network graph (layers, tensors, params) and inferring
  * its logical shapes. Nothing here touches a backend. */
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "trainer/engine/internal.h"
-
-int _teng_fail(teng_net *net, int code, const char *file, int line,
-               const char *fmt, ...)
-{
-    va_list ap;
-    int n = snprintf(net->err, sizeof(net->err), "%s:%d: ", file, line);
-    va_start(ap, fmt);
-    if (n > 0 && (size_t)n < sizeof(net->err))
-        vsnprintf(net->err + n, sizeof(net->err) - (size_t)n, fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 const char *teng_strerror(int status)
 {
@@ -37,7 +24,8 @@ const char *teng_strerror(int status)
 
 const char *teng_net_error(const teng_net *net)
 {
-    return net->err;
+    (void)net;
+    return torus_error_msg();
 }
 
 int teng_net_init(teng_net *net)
@@ -47,6 +35,22 @@ int teng_net_init(teng_net *net)
     net->loss_layer = -1;
     net->dropout_seed = 0x70725553ULL;
     return TENG_OK;
+}
+
+int teng_net_create(teng_net **out)
+{
+    *out = malloc(sizeof(**out));
+    if (!*out)
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory for a net");
+    return teng_net_init(*out);
+}
+
+void teng_net_destroy(teng_net *net)
+{
+    if (!net)
+        return;
+    teng_net_free(net);
+    free(net);
 }
 
 /* Grows *arr (of elem-byte items) to hold one more; returns the new item
@@ -69,9 +73,9 @@ static void *_push(void **arr, int *n, int *cap, size_t elem)
 static int _check_open(teng_net *net, int x, const char *what)
 {
     if (net->compiled)
-        return TENG_FAIL(net, TENG_ESTATE, "%s: net already compiled", what);
+        return TORUS_FAIL(TENG_ESTATE, "%s: net already compiled", what);
     if (x < 0 || x >= net->nt)
-        return TENG_FAIL(net, TENG_EINVAL, "%s: no tensor %d", what, x);
+        return TORUS_FAIL(TENG_EINVAL, "%s: no tensor %d", what, x);
     return TENG_OK;
 }
 
@@ -98,12 +102,12 @@ static teng_layer *_layer(teng_net *net, teng_layer_kind kind, const char *name,
 static int _output(teng_net *net, teng_shape s)
 {
     if (s.c <= 0 || s.h <= 0 || s.w <= 0)
-        return TENG_FAIL(net, TENG_EINVAL,
-                         "layer '%s': output shape %dx%dx%d is empty",
-                         net->l[net->nl - 1].name, s.c, s.h, s.w);
+        return TORUS_FAIL(TENG_EINVAL,
+                          "layer '%s': output shape %dx%dx%d is empty",
+                          net->l[net->nl - 1].name, s.c, s.h, s.w);
     teng_tensor *t = _push((void **)&net->t, &net->nt, &net->cap_t, sizeof(*t));
     if (!t)
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     t->shape = s;
     t->producer = net->nl - 1;
     t->needs_grad = 1;
@@ -119,7 +123,7 @@ static int _param(teng_net *net, teng_param_kind kind, int ndims,
     teng_param *p = _push((void **)&net->p, &net->np, &net->cap_p, sizeof(*p));
     static const char *suffix[] = {"w", "b", "gamma", "beta"};
     if (!p)
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     snprintf(p->name, sizeof(p->name), "%s.%s", l->name, suffix[kind]);
     p->layer = net->nl - 1;
     p->kind = kind;
@@ -137,11 +141,11 @@ static int _param(teng_net *net, teng_param_kind kind, int ndims,
 int teng_add_input(teng_net *net, int c, int h, int w)
 {
     if (net->compiled)
-        return TENG_FAIL(net, TENG_ESTATE, "input: net already compiled");
+        return TORUS_FAIL(TENG_ESTATE, "input: net already compiled");
     if (net->input >= 0)
-        return TENG_FAIL(net, TENG_EINVAL, "input: the net has one already");
+        return TORUS_FAIL(TENG_EINVAL, "input: the net has one already");
     if (!_layer(net, TENG_L_INPUT, "input", -1))
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     int id = _output(net, (teng_shape){0, c, h, w});
     if (id >= 0) {
         net->t[id].needs_grad = 0;
@@ -163,11 +167,11 @@ int teng_add_conv(teng_net *net, const char *name, int x, int k, int ksize,
     if (rc)
         return rc;
     if (k <= 0 || ksize <= 0 || stride <= 0 || pad < 0)
-        return TENG_FAIL(net, TENG_EINVAL, "conv '%s': bad geometry", name);
+        return TORUS_FAIL(TENG_EINVAL, "conv '%s': bad geometry", name);
     teng_shape s = net->t[x].shape;
     teng_layer *l = _layer(net, TENG_L_CONV, name, x);
     if (!l)
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l->k = k;
     l->kh = l->kw = ksize;
     l->sh = l->sw = stride;
@@ -191,7 +195,7 @@ int teng_add_bn(teng_net *net, const char *name, int x, int relu,
     teng_shape s = net->t[x].shape;
     teng_layer *l = _layer(net, TENG_L_BN, name, x);
     if (!l)
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l->relu = relu;
     l->zero_gamma = zero_gamma;
     l->eps = 1e-5f;
@@ -207,7 +211,7 @@ int teng_add_bn(teng_net *net, const char *name, int x, int relu,
     if (len)
         net->stat_len = len;
     if (!off || !len)
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l = &net->l[net->nl - 1];
     l->stat0 = net->nstats;
     for (int i = 0; i < 2; i++) {
@@ -231,7 +235,7 @@ static int _same_shape(teng_net *net, const char *kind, const char *name, int x)
     teng_shape s = net->t[x].shape;
     teng_layer_kind k = !strcmp(kind, "relu") ? TENG_L_RELU : TENG_L_DROPOUT;
     if (!_layer(net, k, name, x))
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     return _output(net, s);
 }
 
@@ -243,8 +247,8 @@ int teng_add_relu(teng_net *net, const char *name, int x)
 int teng_add_dropout(teng_net *net, const char *name, int x, float p)
 {
     if (!(p >= 0.0f && p < 1.0f))
-        return TENG_FAIL(net, TENG_EINVAL,
-                         "dropout '%s': p=%g is not in [0, 1)", name, p);
+        return TORUS_FAIL(TENG_EINVAL, "dropout '%s': p=%g is not in [0, 1)",
+                          name, p);
     int id = _same_shape(net, "dropout", name, x);
     if (id >= 0)
         net->l[net->nl - 1].p = p;
@@ -258,11 +262,11 @@ static int _pool(teng_net *net, teng_layer_kind kind, const char *name, int x,
     if (rc)
         return rc;
     if (ksize <= 0 || stride <= 0 || pad < 0 || pad >= ksize)
-        return TENG_FAIL(net, TENG_EINVAL, "pool '%s': bad geometry", name);
+        return TORUS_FAIL(TENG_EINVAL, "pool '%s': bad geometry", name);
     teng_shape s = net->t[x].shape;
     teng_layer *l = _layer(net, kind, name, x);
     if (!l)
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l->kh = l->kw = ksize;
     l->sh = l->sw = stride;
     l->ph = l->pw = pad;
@@ -290,7 +294,7 @@ int teng_add_gap(teng_net *net, const char *name, int x)
     teng_shape s = net->t[x].shape;
     teng_layer *l = _layer(net, TENG_L_GAP, name, x);
     if (!l)
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l->kh = s.h;
     l->kw = s.w;
     l->sh = s.h;
@@ -304,11 +308,11 @@ int teng_add_fc(teng_net *net, const char *name, int x, int k, int bias)
     if (rc)
         return rc;
     if (k <= 0)
-        return TENG_FAIL(net, TENG_EINVAL, "fc '%s': %d outputs", name, k);
+        return TORUS_FAIL(TENG_EINVAL, "fc '%s': %d outputs", name, k);
     teng_shape s = net->t[x].shape;
     teng_layer *l = _layer(net, TENG_L_FC, name, x);
     if (!l)
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l->k = k;
     l->bias = bias;
     /* Flattening is implicit: weights are K x C x H x W. */
@@ -327,12 +331,12 @@ int teng_add_residual(teng_net *net, const char *name, int a, int b, int relu)
         return rc;
     teng_shape sa = net->t[a].shape, sb = net->t[b].shape;
     if (sa.c != sb.c || sa.h != sb.h || sa.w != sb.w)
-        return TENG_FAIL(net, TENG_EINVAL,
-                         "residual '%s': shapes %dx%dx%d and %dx%dx%d differ",
-                         name, sa.c, sa.h, sa.w, sb.c, sb.h, sb.w);
+        return TORUS_FAIL(TENG_EINVAL,
+                          "residual '%s': shapes %dx%dx%d and %dx%dx%d differ",
+                          name, sa.c, sa.h, sa.w, sb.c, sb.h, sb.w);
     teng_layer *l = _layer(net, TENG_L_ADD, name, a);
     if (!l)
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l->in[1] = b;
     l->nin = 2;
     l->relu = relu;
@@ -346,19 +350,19 @@ int teng_add_xent(teng_net *net, const char *name, int logits, float smoothing)
     if (rc)
         return rc;
     if (net->loss_layer >= 0)
-        return TENG_FAIL(net, TENG_EINVAL, "xent: the net has a loss already");
+        return TORUS_FAIL(TENG_EINVAL, "xent: the net has a loss already");
     if (!(smoothing >= 0.0f && smoothing < 1.0f))
-        return TENG_FAIL(net, TENG_EINVAL,
-                         "xent '%s': label smoothing %g is not in [0, 1)", name,
-                         smoothing);
+        return TORUS_FAIL(TENG_EINVAL,
+                          "xent '%s': label smoothing %g is not in [0, 1)",
+                          name, smoothing);
     teng_shape s = net->t[logits].shape;
     if (s.h != 1 || s.w != 1)
-        return TENG_FAIL(net, TENG_EINVAL,
-                         "xent '%s': logits must be N x K (got %dx%dx%d)", name,
-                         s.c, s.h, s.w);
+        return TORUS_FAIL(TENG_EINVAL,
+                          "xent '%s': logits must be N x K (got %dx%dx%d)",
+                          name, s.c, s.h, s.w);
     teng_layer *l = _layer(net, TENG_L_XENT, name, logits);
     if (!l)
-        return TENG_FAIL(net, TENG_ENOMEM, "out of memory");
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l->smoothing = smoothing;
     net->loss_layer = net->nl - 1;
     return net->nl - 1;

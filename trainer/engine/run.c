@@ -7,10 +7,10 @@
 
 #include "trainer/engine/internal.h"
 
-#define _NEED_COMPILED(net)                                              \
-    do {                                                                 \
-        if (!(net)->compiled)                                            \
-            return TENG_FAIL((net), TENG_ESTATE, "net is not compiled"); \
+#define _NEED_COMPILED(net)                                        \
+    do {                                                           \
+        if (!(net)->compiled)                                      \
+            return TORUS_FAIL(TENG_ESTATE, "net is not compiled"); \
     } while (0)
 
 static double _now(void)
@@ -33,9 +33,9 @@ static void _prof(teng_net *net, int slot, double *t0)
 
 static int _bkfail(teng_net *net, int rc, const char *what, int layer)
 {
-    return TENG_FAIL(net, rc, "%s of layer %d '%s' on %s: %s", what, layer,
-                     layer >= 0 ? net->l[layer].name : "-", net->bk->ops->name,
-                     net->bk->err);
+    return torus_error_prefix(rc, "%s of layer %d '%s' on %s", what, layer,
+                              layer >= 0 ? net->l[layer].name : "-",
+                              net->bk->ops->name);
 }
 
 void teng_net_set_global_batch(teng_net *net, int global_batch)
@@ -99,9 +99,9 @@ int teng_net_backward(teng_net *net)
         _prof(net, 2 * i + 1, &t0);
         if (l->nparam && net->grad_hook &&
             (rc = net->grad_hook(net->grad_hook_ctx, net, i)))
-            return TENG_FAIL(net, TENG_EINVAL,
-                             "gradient hook failed after layer %d '%s' (%d)", i,
-                             l->name, rc);
+            return TORUS_FAIL(TENG_EINVAL,
+                              "gradient hook failed after layer %d '%s' (%d)",
+                              i, l->name, rc);
     }
     return TENG_OK;
 }
@@ -130,8 +130,8 @@ int teng_tensor_write(teng_net *net, int id, int grad, const float *src)
 {
     _NEED_COMPILED(net);
     if (id < 0 || id >= net->nt || (grad && !net->t[id].grad))
-        return TENG_FAIL(net, TENG_EINVAL, "no tensor%s %d",
-                         grad ? " gradient" : "", id);
+        return TORUS_FAIL(TENG_EINVAL, "no tensor%s %d",
+                          grad ? " gradient" : "", id);
     int rc = net->bk->ops->tensor_io(net->bk, net, id, grad, (float *)src, 1);
     return rc ? _bkfail(net, rc, "tensor write", net->t[id].producer) : 0;
 }
@@ -140,8 +140,8 @@ int teng_tensor_read(teng_net *net, int id, int grad, float *dst)
 {
     _NEED_COMPILED(net);
     if (id < 0 || id >= net->nt || (grad && !net->t[id].grad))
-        return TENG_FAIL(net, TENG_EINVAL, "no tensor%s %d",
-                         grad ? " gradient" : "", id);
+        return TORUS_FAIL(TENG_EINVAL, "no tensor%s %d",
+                          grad ? " gradient" : "", id);
     int rc = net->bk->ops->tensor_io(net->bk, net, id, grad, dst, 0);
     return rc ? _bkfail(net, rc, "tensor read", net->t[id].producer) : 0;
 }
@@ -151,44 +151,57 @@ static int _param_io(teng_net *net, int id, void *dev, float *host,
 {
     _NEED_COMPILED(net);
     if (id < 0 || id >= net->np)
-        return TENG_FAIL(net, TENG_EINVAL, "no param %d", id);
+        return TORUS_FAIL(TENG_EINVAL, "no param %d", id);
     if (!dev)
-        return TENG_FAIL(net, TENG_EINVAL, "%s: no buffer", what);
+        return TORUS_FAIL(TENG_EINVAL, "%s: no buffer", what);
     int rc = net->bk->ops->param_io(net->bk, net, id, dev, host, to_device);
     return rc ? _bkfail(net, rc, what, net->p[id].layer) : 0;
 }
 
 int teng_param_write(teng_net *net, int id, int grad, const float *src)
 {
-    void *dev = id >= 0 && id < net->np
-                    ? (grad ? (void *)net->p[id].grad : (void *)net->p[id].data)
-                    : NULL;
-    return _param_io(net, id, dev, (float *)src, 1, "param write");
+    void *dev = id >= 0 && id < net->np ? (grad ? (void *)net->p[id].grad
+                                                : (void *)net->p[id].master)
+                                        : NULL;
+    int rc = _param_io(net, id, dev, (float *)src, 1, "param write");
+    /* The master changed: a working copy of its own must follow. */
+    if (!rc && !grad && net->bk->ops->refresh_work &&
+        (rc = net->bk->ops->refresh_work(net->bk, net)))
+        return _bkfail(net, rc, "working copy refresh", net->p[id].layer);
+    return rc;
 }
 
 int teng_param_read(teng_net *net, int id, int grad, float *dst)
 {
-    void *dev = id >= 0 && id < net->np
-                    ? (grad ? (void *)net->p[id].grad : (void *)net->p[id].data)
-                    : NULL;
+    void *dev = id >= 0 && id < net->np ? (grad ? (void *)net->p[id].grad
+                                                : (void *)net->p[id].master)
+                                        : NULL;
     return _param_io(net, id, dev, dst, 0, "param read");
 }
 
-int teng_buffer_write(teng_net *net, int id, void *dev, const float *src)
+/* A param's slice of optimizer state lies at the param's offset. */
+static void *_state_slice(const teng_net *net, const void *state, int id)
 {
-    return _param_io(net, id, dev, (float *)src, 1, "buffer write");
+    return id >= 0 && id < net->np ? (char *)state + net->p[id].offset : NULL;
 }
 
-int teng_buffer_read(teng_net *net, int id, const void *dev, float *dst)
+int teng_optstate_write(teng_net *net, void *state, int id, const float *src)
 {
-    return _param_io(net, id, (void *)dev, dst, 0, "buffer read");
+    return _param_io(net, id, _state_slice(net, state, id), (float *)src, 1,
+                     "optimizer state write");
+}
+
+int teng_optstate_read(teng_net *net, const void *state, int id, float *dst)
+{
+    return _param_io(net, id, _state_slice(net, state, id), dst, 0,
+                     "optimizer state read");
 }
 
 int teng_stats_write(teng_net *net, int id, const float *src)
 {
     _NEED_COMPILED(net);
     if (id < 0 || id >= net->nstats)
-        return TENG_FAIL(net, TENG_EINVAL, "no BN statistics vector %d", id);
+        return TORUS_FAIL(TENG_EINVAL, "no BN statistics vector %d", id);
     int rc =
         net->bk->ops->upload(net->bk, (char *)net->stats + net->stat_off[id],
                              src, sizeof(float) * (size_t)net->stat_len[id]);
@@ -199,7 +212,7 @@ int teng_stats_read(teng_net *net, int id, float *dst)
 {
     _NEED_COMPILED(net);
     if (id < 0 || id >= net->nstats)
-        return TENG_FAIL(net, TENG_EINVAL, "no BN statistics vector %d", id);
+        return TORUS_FAIL(TENG_EINVAL, "no BN statistics vector %d", id);
     int rc = net->bk->ops->download(net->bk, dst,
                                     (char *)net->stats + net->stat_off[id],
                                     sizeof(float) * (size_t)net->stat_len[id]);
@@ -215,13 +228,13 @@ int teng_net_set_labels(teng_net *net, const int32_t *labels)
 {
     _NEED_COMPILED(net);
     if (net->loss_layer < 0)
-        return TENG_FAIL(net, TENG_EINVAL, "net has no loss layer");
+        return TORUS_FAIL(TENG_EINVAL, "net has no loss layer");
     int k = net->t[net->l[net->loss_layer].in[0]].shape.c;
     for (int i = 0; i < net->batch; i++)
         if (labels[i] < 0 || labels[i] >= k)
-            return TENG_FAIL(net, TENG_EINVAL,
-                             "label %d of sample %d is outside 0..%d",
-                             labels[i], i, k - 1);
+            return TORUS_FAIL(TENG_EINVAL,
+                              "label %d of sample %d is outside 0..%d",
+                              labels[i], i, k - 1);
     memcpy(net->host_labels, labels, sizeof(int32_t) * (size_t)net->batch);
     int rc = net->bk->ops->upload(net->bk, net->labels, labels,
                                   sizeof(int32_t) * (size_t)net->batch);
@@ -232,7 +245,7 @@ int teng_net_topk(teng_net *net, int *top1, int *top5)
 {
     _NEED_COMPILED(net);
     if (net->loss_layer < 0)
-        return TENG_FAIL(net, TENG_EINVAL, "net has no loss layer");
+        return TORUS_FAIL(TENG_EINVAL, "net has no loss layer");
     int id = net->l[net->loss_layer].in[0], rc;
     int k = net->t[id].shape.c;
     if ((rc = teng_tensor_read(net, id, 0, net->host_logits)))

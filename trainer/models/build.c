@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/torus_error.h"
 #include "trainer/engine/rng.h"
 #include "trainer/models/models.h"
 
@@ -15,10 +16,8 @@ int _tmodel_tiny_cnn(teng_net *net, const tmodel_spec *spec);
 int tmodel_build(teng_net *net, const tmodel_spec *spec)
 {
     char err[200];
-    if (tmodel_validate(spec, err, sizeof(err))) {
-        snprintf(net->err, sizeof(net->err), "%s", err);
-        return TENG_EINVAL;
-    }
+    if (tmodel_validate(spec, err, sizeof(err)))
+        return TORUS_FAIL(TENG_EINVAL, "%s", err);
     switch (spec->kind) {
     case TMODEL_RESNET50:
         return _tmodel_resnet50(net, spec);
@@ -31,7 +30,8 @@ int tmodel_build(teng_net *net, const tmodel_spec *spec)
     case TMODEL_TINY_CNN:
         return _tmodel_tiny_cnn(net, spec);
     default:
-        return TENG_EINVAL;
+        return TORUS_FAIL(TENG_EINVAL, "model kind %d has no builder",
+                          (int)spec->kind);
     }
 }
 
@@ -39,11 +39,12 @@ int tmodel_build(teng_net *net, const tmodel_spec *spec)
 static void _init_param(const teng_net *net, const teng_param *p, float *v,
                         teng_rng *r)
 {
-    const teng_layer *l = &net->l[p->layer];
+    teng_layer_info l;
     float fill = 0.f, stdev = 0.f;
+    teng_net_layer_info(net, p->layer, &l);
     switch (p->kind) {
     case TENG_P_WEIGHT:
-        if (l->kind == TENG_L_CONV) {
+        if (l.kind == TENG_L_CONV) {
             /* He et al. for ReLU nets: std = sqrt(2 / fan), with the
              * fan-out convention of Caffe2's MSRAFill (used by Goyal et
              * al.) and torchvision: K * kh * kw. */
@@ -53,7 +54,7 @@ static void _init_param(const teng_net *net, const teng_param *p, float *v,
         }
         break;
     case TENG_P_GAMMA:
-        fill = l->zero_gamma ? 0.f : 1.f;
+        fill = l.zero_gamma ? 0.f : 1.f;
         break;
     case TENG_P_BIAS:
     case TENG_P_BETA:
@@ -69,16 +70,17 @@ int tmodel_init(teng_net *net, uint64_t seed)
     teng_rng r;
     size_t most = 0;
     teng_rng_seed(&r, seed);
-    for (int i = 0; i < net->np; i++)
-        most = net->p[i].count > most ? net->p[i].count : most;
+    int np = teng_net_nparams(net);
+    for (int i = 0; i < np; i++)
+        most = teng_net_param(net, i)->count > most
+                   ? teng_net_param(net, i)->count
+                   : most;
     float *v = malloc(most * sizeof(float));
-    if (!v) {
-        snprintf(net->err, sizeof(net->err), "init: out of memory");
-        return TENG_ENOMEM;
-    }
+    if (!v)
+        return TORUS_FAIL(TENG_ENOMEM, "init: out of memory");
     int rc = TENG_OK;
-    for (int i = 0; i < net->np && !rc; i++) {
-        _init_param(net, &net->p[i], v, &r);
+    for (int i = 0; i < np && !rc; i++) {
+        _init_param(net, teng_net_param(net, i), v, &r);
         rc = teng_param_write(net, i, 0, v);
     }
     free(v);

@@ -29,7 +29,7 @@ static int _conv_bn(teng_net *net, const char *pre, const char *conv,
 /* The projection shortcut (1x1 conv + BN) when shape changes, else x. */
 static int _shortcut(teng_net *net, const char *pre, int x, int k, int stride)
 {
-    const teng_shape s = net->t[x].shape;
+    const teng_shape s = teng_tensor_shape(net, x);
     if (stride == 1 && s.c == k)
         return x;
     return _conv_bn(net, pre, "downsample.0", "downsample.1", x, k, 1, stride,

@@ -98,14 +98,19 @@ float topt_lars_trust(float wnorm, float gnorm, float eta, float wd, float eps);
 typedef struct {
     topt_config cfg;
     teng_net *net;
-    void *velocity; /* device buffer, the params arena's layout */
+    void *velocity; /* engine optimizer state (teng_optstate_alloc) */
     double prev_lr; /* 0 before the first step */
     long steps;
-    float *trust; /* per param tensor, of the last step (for logs) */
+    /* Per param tensor, host memory allocated once: */
+    float *trust;        /* the LARS trust of the last step (for logs) */
+    float *w2, *g2;      /* sums of squares of weights and gradients */
+    teng_sgd_args *args; /* the update each tensor gets this step */
 } topt_sgd;
 
 int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg);
-/* One update of every param from its gradient at learning rate lr. */
+/* One update of every param from its gradient at learning rate lr: the
+ * hyper-parameters are worked out here, the norms and the update run in
+ * the engine (two calls for all norms, one for all updates). */
 int topt_sgd_step(topt_sgd *o, double lr);
 /* Param id's momentum buffer in canonical layout (for checkpoints). */
 int topt_sgd_state_read(topt_sgd *o, int id, float *dst);

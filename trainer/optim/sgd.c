@@ -1,11 +1,13 @@
-/* sgd.c: momentum SGD with weight decay, LARS and momentum correction on
- * the engine's param/grad arenas (see optim.h for the maths). The norms
- * and the update run on the backend, so the same code drives a GPU. */
+/* sgd.c: momentum SGD with weight decay, LARS and momentum correction
+ * (see optim.h for the maths). This file works out the hyper-parameters
+ * of every tensor; the norms and the fused update are engine calls over
+ * all params at once, run by the backend, so the same code drives a GPU
+ * without a host round trip per tensor. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "trainer/engine/backend.h"
+#include "common/torus_error.h"
 #include "trainer/optim/optim.h"
 
 void topt_config_defaults(topt_config *c)
@@ -53,66 +55,55 @@ float topt_lars_trust(float wnorm, float gnorm, float eta, float wd, float eps)
 int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg)
 {
     char err[200];
-    o->net = net;
-    o->cfg = *cfg;
-    o->prev_lr = 0;
-    o->steps = 0;
-    o->velocity = NULL;
-    o->trust = NULL;
-    if (topt_config_validate(cfg, err, sizeof(err))) {
-        snprintf(net->err, sizeof(net->err), "optimizer: %s", err);
-        return TENG_EINVAL;
-    }
-    if (!net->compiled) {
-        snprintf(net->err, sizeof(net->err),
-                 "optimizer: the net must be compiled first");
-        return TENG_ESTATE;
-    }
-    o->velocity = net->bk->ops->alloc(net->bk, net->params_bytes);
-    o->trust = calloc((size_t)net->np + 1, sizeof(float));
-    if (!o->velocity || !o->trust) {
-        snprintf(net->err, sizeof(net->err), "optimizer: out of memory");
+    *o = (topt_sgd){.cfg = *cfg, .net = net};
+    if (topt_config_validate(cfg, err, sizeof(err)))
+        return TORUS_FAIL(TENG_EINVAL, "optimizer: %s", err);
+    int rc = teng_optstate_alloc(net, &o->velocity);
+    if (rc)
+        return torus_error_prefix(rc, "optimizer");
+    size_t np = (size_t)teng_net_nparams(net) + 1;
+    o->trust = calloc(np, sizeof(float));
+    o->w2 = calloc(np, sizeof(float));
+    o->g2 = calloc(np, sizeof(float));
+    o->args = calloc(np, sizeof(teng_sgd_args));
+    if (!o->trust || !o->w2 || !o->g2 || !o->args) {
         topt_sgd_free(o);
-        return TENG_ENOMEM;
+        return TORUS_FAIL(TENG_ENOMEM, "optimizer: out of memory");
     }
     return TENG_OK;
 }
 
+/* Fills o->trust and o->args for this step from the norms in o->w2/g2. */
+static void _hyper(topt_sgd *o, double lr, double mom)
+{
+    const topt_config *c = &o->cfg;
+    for (int i = 0; i < teng_net_nparams(o->net); i++) {
+        int plain =
+            c->exclude_bn_bias && teng_net_param(o->net, i)->is_bn_or_bias;
+        float wd = plain ? 0.f : (float)c->weight_decay, trust = 1.f;
+        if (c->lars && !plain)
+            trust = topt_lars_trust(sqrtf(o->w2[i]), sqrtf(o->g2[i]),
+                                    (float)c->lars_eta, wd, (float)c->lars_eps);
+        o->trust[i] = trust;
+        o->args[i] = (teng_sgd_args){(float)(lr * trust), (float)mom, wd};
+    }
+}
+
 int topt_sgd_step(topt_sgd *o, double lr)
 {
-    teng_net *net = o->net;
-    teng_backend *bk = net->bk;
     const topt_config *c = &o->cfg;
     /* Remark 2: with the LR inside v, a change of LR must rescale the
      * history, or the first steps after it use the old rate. */
     double mom = c->momentum;
     if (c->momentum_correction && o->prev_lr > 0)
         mom *= lr / o->prev_lr;
-    for (int i = 0; i < net->np; i++) {
-        teng_param *p = &net->p[i];
-        size_t n = p->bytes / sizeof(float);
-        int plain = c->exclude_bn_bias && p->is_bn_or_bias;
-        float wd = plain ? 0.f : (float)c->weight_decay, trust = 1.f;
-        if (c->lars && !plain) {
-            float w2, g2;
-            if (bk->ops->sumsq(bk, p->data, n, &w2) ||
-                bk->ops->sumsq(bk, p->grad, n, &g2)) {
-                snprintf(net->err, sizeof(net->err), "optimizer: %.200s",
-                         bk->err);
-                return TENG_EBACKEND;
-            }
-            trust = topt_lars_trust(sqrtf(w2), sqrtf(g2), (float)c->lars_eta,
-                                    wd, (float)c->lars_eps);
-        }
-        o->trust[i] = trust;
-        teng_sgd_args a = {(float)(lr * trust), (float)mom, wd};
-        if (bk->ops->sgd_update(bk, p->data, p->grad,
-                                (float *)((char *)o->velocity + p->offset), n,
-                                &a)) {
-            snprintf(net->err, sizeof(net->err), "optimizer: %.200s", bk->err);
-            return TENG_EBACKEND;
-        }
-    }
+    int rc = 0;
+    if (c->lars && ((rc = teng_param_sumsq(o->net, 0, o->w2)) ||
+                    (rc = teng_param_sumsq(o->net, 1, o->g2))))
+        return torus_error_prefix(rc, "optimizer");
+    _hyper(o, lr, mom);
+    if ((rc = teng_net_sgd_update(o->net, o->velocity, o->args)))
+        return torus_error_prefix(rc, "optimizer");
     o->prev_lr = lr;
     o->steps++;
     return TENG_OK;
@@ -120,25 +111,22 @@ int topt_sgd_step(topt_sgd *o, double lr)
 
 int topt_sgd_state_read(topt_sgd *o, int id, float *dst)
 {
-    if (id < 0 || id >= o->net->np)
-        return teng_buffer_read(o->net, id, NULL, dst);
-    return teng_buffer_read(o->net, id,
-                            (char *)o->velocity + o->net->p[id].offset, dst);
+    return teng_optstate_read(o->net, o->velocity, id, dst);
 }
 
 int topt_sgd_state_write(topt_sgd *o, int id, const float *src)
 {
-    if (id < 0 || id >= o->net->np)
-        return teng_buffer_write(o->net, id, NULL, src);
-    return teng_buffer_write(o->net, id,
-                             (char *)o->velocity + o->net->p[id].offset, src);
+    return teng_optstate_write(o->net, o->velocity, id, src);
 }
 
 void topt_sgd_free(topt_sgd *o)
 {
-    if (o->velocity && o->net && o->net->bk)
-        o->net->bk->ops->free(o->net->bk, o->velocity);
+    teng_optstate_free(o->net, o->velocity);
     free(o->trust);
+    free(o->w2);
+    free(o->g2);
+    free(o->args);
     o->velocity = NULL;
-    o->trust = NULL;
+    o->trust = o->w2 = o->g2 = NULL;
+    o->args = NULL;
 }

@@ -158,19 +158,20 @@ static int _write(hid_t f, teng_net *net, topt_sgd *opt,
                   _put_f64(f, "previous_lr", opt->prev_lr);
     if (rc)
         _err(err, errlen, "writing the checkpoint's attributes");
-    for (int i = 0; i < net->np && !rc; i++) {
-        const char *name = net->p[i].name;
+    for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
+        const teng_param *prm = teng_net_param(net, i);
+        const char *name = prm->name;
         if (teng_param_read(net, i, 0, buf) ||
-            _put_floats(gp, name, buf, net->p[i].count) ||
+            _put_floats(gp, name, buf, prm->count) ||
             topt_sgd_state_read(opt, i, buf) ||
-            _put_floats(gm, name, buf, net->p[i].count))
+            _put_floats(gm, name, buf, prm->count))
             rc = _err(err, errlen, "writing param %s", name);
     }
-    for (int i = 0; i < net->nstats && !rc; i++) {
+    for (int i = 0; i < teng_net_nstats(net) && !rc; i++) {
         char name[16];
         snprintf(name, sizeof(name), "%d", i);
         if (teng_stats_read(net, i, buf) ||
-            _put_floats(gs, name, buf, (size_t)net->stat_len[i]))
+            _put_floats(gs, name, buf, teng_stats_count(net, i)))
             rc = _err(err, errlen, "writing BN statistics %d", i);
     }
     if (gp >= 0)
@@ -302,21 +303,22 @@ int ttrain_ckpt_load(const char *path, teng_net *net, topt_sgd *opt,
     hid_t gs = rc ? -1 : H5Gopen2(f, "bn_stats", H5P_DEFAULT);
     if (!rc && (gp < 0 || gm < 0 || gs < 0))
         rc = _err(err, errlen, "groups missing");
-    for (int i = 0; i < net->np && !rc; i++) {
-        const char *name = net->p[i].name;
-        if (_get_floats(gp, name, buf, net->p[i].count) ||
+    for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
+        const teng_param *prm = teng_net_param(net, i);
+        const char *name = prm->name;
+        if (_get_floats(gp, name, buf, prm->count) ||
             teng_param_write(net, i, 0, buf) ||
-            _get_floats(gm, name, buf, net->p[i].count) ||
+            _get_floats(gm, name, buf, prm->count) ||
             topt_sgd_state_write(opt, i, buf))
             rc = _err(err, errlen,
                       "param %s is missing, of another shape, "
                       "or fails its checksum",
                       name);
     }
-    for (int i = 0; i < net->nstats && !rc; i++) {
+    for (int i = 0; i < teng_net_nstats(net) && !rc; i++) {
         char name[16];
         snprintf(name, sizeof(name), "%d", i);
-        if (_get_floats(gs, name, buf, (size_t)net->stat_len[i]) ||
+        if (_get_floats(gs, name, buf, teng_stats_count(net, i)) ||
             teng_stats_write(net, i, buf))
             rc = _err(err, errlen, "BN statistics %d missing or damaged", i);
     }

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "trainer/engine/backend.h"
+#include "trainer/backends/backends.h"
 
 typedef enum { _INT, _LONG, _DBL, _FLT, _STR, _FLAG, _NOFLAG, _SPECIAL } _type;
 
@@ -138,143 +138,187 @@ void ttrain_config_defaults(ttrain_config *c)
     c->max_nonfinite = 3;
 }
 
+/* The setters by type: each parses v into field, or prints what is wrong
+ * with it at where ("--name" or "FILE:LINE") and returns
+ * TTRAIN_EXIT_USAGE. The caller has cleared errno. */
+static int _set_integer(void *field, _type type, const char *v,
+                        const char *where)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno ||
+        (type == _INT && (x < -2147483647L || x > 2147483647L))) {
+        fprintf(stderr, "torus-train: %s: '%s' is not an integer\n", where, v);
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (type == _INT)
+        *(int *)field = (int)x;
+    else
+        *(long *)field = x;
+    return 0;
+}
+
+static int _set_real(void *field, _type type, const char *v, const char *where)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x)) {
+        fprintf(stderr, "torus-train: %s: '%s' is not a number\n", where, v);
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (type == _FLT)
+        *(float *)field = (float)x;
+    else
+        *(double *)field = x;
+    return 0;
+}
+
+static int _set_string(void *field, size_t size, const char *v,
+                       const char *where)
+{
+    if (strlen(v) >= size) {
+        fprintf(stderr, "torus-train: %s: value longer than %zu characters\n",
+                where, size - 1);
+        return TTRAIN_EXIT_USAGE;
+    }
+    snprintf(field, size, "%s", v);
+    return 0;
+}
+
+/* A flag given alone (v NULL) is on; _NOFLAG stores the opposite. */
+static int _set_flag(void *field, _type type, const char *v, const char *where)
+{
+    int on = !v || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "true");
+    int off = v && (!strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "false"));
+    if (!on && !off) {
+        fprintf(stderr, "torus-train: %s: '%s' is not yes or no\n", where, v);
+        return TTRAIN_EXIT_USAGE;
+    }
+    *(int *)field = type == _FLAG ? on : !on;
+    return 0;
+}
+
+/* The _SPECIAL settings, one parser each (see _specials). */
+static int _set_model(ttrain_config *c, const char *v, const char *where)
+{
+    tmodel_kind k;
+    if (tmodel_parse(v, &k)) {
+        fprintf(stderr,
+                "torus-train: %s: unknown model '%s' (resnet50, "
+                "resnet18, cifar-resnet, alexnet-bn, tiny-cnn)\n",
+                where, v);
+        return TTRAIN_EXIT_USAGE;
+    }
+    /* A model brings its own defaults for what was not set yet. */
+    tmodel_spec d = tmodel_defaults(k), old = tmodel_defaults(c->model.kind);
+    tmodel_spec *m = &c->model;
+    m->kind = k;
+    if (m->in_channels == old.in_channels)
+        m->in_channels = d.in_channels;
+    if (m->image_size == old.image_size)
+        m->image_size = d.image_size;
+    if (m->classes == old.classes)
+        m->classes = d.classes;
+    if (m->depth == old.depth)
+        m->depth = d.depth;
+    if (m->dropout == old.dropout)
+        m->dropout = d.dropout;
+    return 0;
+}
+
+static int _set_batch(ttrain_config *c, const char *v, const char *where)
+{
+    char err[256];
+    if (topt_stages_parse(v, &c->sched, err, sizeof(err))) {
+        fprintf(stderr, "torus-train: %s: %s\n", where, err);
+        return TTRAIN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int _set_decay(ttrain_config *c, const char *v, const char *where)
+{
+    if (topt_decay_parse(v, &c->sched.decay)) {
+        fprintf(stderr,
+                "torus-train: %s: unknown decay '%s' (poly, step, "
+                "cosine, none)\n",
+                where, v);
+        return TTRAIN_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int _set_milestones(ttrain_config *c, const char *v, const char *where)
+{
+    const char *p = v;
+    char *end;
+    int n = 0;
+    while (*p) {
+        double e = strtod(p, &end);
+        if (end == p || (*end && *end != ',') || n == TOPT_MAX_MILESTONES) {
+            fprintf(stderr,
+                    "torus-train: %s: '%s' is not a list of at "
+                    "most %d epochs like 30,60,80\n",
+                    where, v, TOPT_MAX_MILESTONES);
+            return TTRAIN_EXIT_USAGE;
+        }
+        c->sched.milestones[n++] = e;
+        p = *end ? end + 1 : end;
+    }
+    c->sched.nmilestones = n;
+    return 0;
+}
+
+static int _set_seed(ttrain_config *c, const char *v, const char *where)
+{
+    char *end;
+    unsigned long long s = strtoull(v, &end, 10);
+    if (end == v || *end || errno || *v == '-') {
+        fprintf(stderr,
+                "torus-train: %s: '%s' is not a non-negative "
+                "integer\n",
+                where, v);
+        return TTRAIN_EXIT_USAGE;
+    }
+    c->seed = s;
+    return 0;
+}
+
+/* --config is not here: the caller reads the file. */
+static const struct {
+    const char *name;
+    int (*set)(ttrain_config *c, const char *v, const char *where);
+} _specials[] = {
+    {"model", _set_model}, {"batch", _set_batch},
+    {"decay", _set_decay}, {"milestones", _set_milestones},
+    {"seed", _set_seed},
+};
+
 /* Parses value for option o into c; where is "--name" or "FILE:LINE". */
 static int _set(ttrain_config *c, const _opt *o, const char *v,
                 const char *where)
 {
-    char *end, err[256];
     void *field = (char *)c + o->off;
     errno = 0;
     switch (o->type) {
     case _INT:
-    case _LONG: {
-        long x = strtol(v, &end, 10);
-        if (end == v || *end || errno ||
-            (o->type == _INT && (x < -2147483647L || x > 2147483647L))) {
-            fprintf(stderr, "torus-train: %s: '%s' is not an integer\n", where,
-                    v);
-            return TTRAIN_EXIT_USAGE;
-        }
-        if (o->type == _INT)
-            *(int *)field = (int)x;
-        else
-            *(long *)field = x;
-        return 0;
-    }
+    case _LONG:
+        return _set_integer(field, o->type, v, where);
     case _DBL:
-    case _FLT: {
-        double x = strtod(v, &end);
-        if (end == v || *end || errno || !isfinite(x)) {
-            fprintf(stderr, "torus-train: %s: '%s' is not a number\n", where,
-                    v);
-            return TTRAIN_EXIT_USAGE;
-        }
-        if (o->type == _FLT)
-            *(float *)field = (float)x;
-        else
-            *(double *)field = x;
-        return 0;
-    }
+    case _FLT:
+        return _set_real(field, o->type, v, where);
     case _STR:
-        if (strlen(v) >= o->size) {
-            fprintf(stderr,
-                    "torus-train: %s: value longer than %zu characters\n",
-                    where, o->size - 1);
-            return TTRAIN_EXIT_USAGE;
-        }
-        snprintf(field, o->size, "%s", v);
-        return 0;
+        return _set_string(field, o->size, v, where);
     case _FLAG:
-    case _NOFLAG: {
-        int on =
-            !v || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "true");
-        int off =
-            v && (!strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "false"));
-        if (!on && !off) {
-            fprintf(stderr, "torus-train: %s: '%s' is not yes or no\n", where,
-                    v);
-            return TTRAIN_EXIT_USAGE;
-        }
-        *(int *)field = o->type == _FLAG ? on : !on;
-        return 0;
-    }
+    case _NOFLAG:
+        return _set_flag(field, o->type, v, where);
     case _SPECIAL:
         break;
     }
-    if (!strcmp(o->name, "model")) {
-        tmodel_kind k;
-        if (tmodel_parse(v, &k)) {
-            fprintf(stderr,
-                    "torus-train: %s: unknown model '%s' (resnet50, "
-                    "resnet18, cifar-resnet, alexnet-bn, tiny-cnn)\n",
-                    where, v);
-            return TTRAIN_EXIT_USAGE;
-        }
-        /* A model brings its own defaults for what was not set yet. */
-        tmodel_spec d = tmodel_defaults(k),
-                    old = tmodel_defaults(c->model.kind);
-        tmodel_spec *m = &c->model;
-        m->kind = k;
-        if (m->in_channels == old.in_channels)
-            m->in_channels = d.in_channels;
-        if (m->image_size == old.image_size)
-            m->image_size = d.image_size;
-        if (m->classes == old.classes)
-            m->classes = d.classes;
-        if (m->depth == old.depth)
-            m->depth = d.depth;
-        if (m->dropout == old.dropout)
-            m->dropout = d.dropout;
-        return 0;
-    }
-    if (!strcmp(o->name, "batch")) {
-        if (topt_stages_parse(v, &c->sched, err, sizeof(err))) {
-            fprintf(stderr, "torus-train: %s: %s\n", where, err);
-            return TTRAIN_EXIT_USAGE;
-        }
-        return 0;
-    }
-    if (!strcmp(o->name, "decay")) {
-        if (topt_decay_parse(v, &c->sched.decay)) {
-            fprintf(stderr,
-                    "torus-train: %s: unknown decay '%s' (poly, step, "
-                    "cosine, none)\n",
-                    where, v);
-            return TTRAIN_EXIT_USAGE;
-        }
-        return 0;
-    }
-    if (!strcmp(o->name, "milestones")) {
-        const char *p = v;
-        int n = 0;
-        while (*p) {
-            double e = strtod(p, &end);
-            if (end == p || (*end && *end != ',') || n == TOPT_MAX_MILESTONES) {
-                fprintf(stderr,
-                        "torus-train: %s: '%s' is not a list of at "
-                        "most %d epochs like 30,60,80\n",
-                        where, v, TOPT_MAX_MILESTONES);
-                return TTRAIN_EXIT_USAGE;
-            }
-            c->sched.milestones[n++] = e;
-            p = *end ? end + 1 : end;
-        }
-        c->sched.nmilestones = n;
-        return 0;
-    }
-    if (!strcmp(o->name, "seed")) {
-        unsigned long long s = strtoull(v, &end, 10);
-        if (end == v || *end || errno || *v == '-') {
-            fprintf(stderr,
-                    "torus-train: %s: '%s' is not a non-negative "
-                    "integer\n",
-                    where, v);
-            return TTRAIN_EXIT_USAGE;
-        }
-        c->seed = s;
-        return 0;
-    }
-    return 0; /* --config is handled by the caller */
+    for (size_t i = 0; i < sizeof(_specials) / sizeof(_specials[0]); i++)
+        if (!strcmp(o->name, _specials[i].name))
+            return _specials[i].set(c, v, where);
+    return 0;
 }
 
 static const _opt *_find(const char *name)
@@ -373,7 +417,7 @@ int ttrain_config_parse(ttrain_config *c, int argc, char **argv)
         }
         if (ch == 'V') {
             printf("torus-train %s (backends: %s)\n", PACKAGE_VERSION,
-                   teng_backend_list());
+                   tbackends_list());
             return 1;
         }
         if (ch == '?' || ch == ':') {
@@ -475,12 +519,10 @@ int ttrain_config_validate(ttrain_config *c)
                 c->max_steps);
         return TTRAIN_EXIT_USAGE;
     }
-    if (strcmp(c->backend, "auto") && strcmp(c->backend, "dnnl") &&
-        strcmp(c->backend, "cpu")) {
+    if (!tbackends_known(c->backend)) {
         fprintf(stderr,
-                "torus-train: --backend: unknown backend '%s' (auto, "
-                "dnnl)\n",
-                c->backend);
+                "torus-train: --backend: unknown backend '%s' (auto%s%s)\n",
+                c->backend, *tbackends_list() ? ", " : "", tbackends_list());
         return TTRAIN_EXIT_USAGE;
     }
     return 0;

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/torus_error.h"
+
 static uint64_t _fnv1a(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
@@ -20,18 +22,16 @@ static uint64_t _fnv1a(uint64_t h, const void *p, size_t n)
 int ttrain_state_hash(teng_net *net, uint64_t *out)
 {
     float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
-    if (!buf) {
-        snprintf(net->err, sizeof(net->err), "state hash: out of memory");
-        return TENG_ENOMEM;
-    }
+    if (!buf)
+        return TORUS_FAIL(TENG_ENOMEM, "state hash: out of memory");
     uint64_t h = 0xcbf29ce484222325ULL;
     int rc = 0;
-    for (int i = 0; i < net->np && !rc; i++)
+    for (int i = 0; i < teng_net_nparams(net) && !rc; i++)
         if (!(rc = teng_param_read(net, i, 0, buf)))
-            h = _fnv1a(h, buf, net->p[i].count * sizeof(float));
-    for (int i = 0; i < net->nstats && !rc; i++)
+            h = _fnv1a(h, buf, teng_net_param(net, i)->count * sizeof(float));
+    for (int i = 0; i < teng_net_nstats(net) && !rc; i++)
         if (!(rc = teng_stats_read(net, i, buf)))
-            h = _fnv1a(h, buf, (size_t)net->stat_len[i] * sizeof(float));
+            h = _fnv1a(h, buf, teng_stats_count(net, i) * sizeof(float));
     free(buf);
     *out = h;
     return rc;

@@ -175,7 +175,7 @@ int ttrain_tdata_eval(ttrain_source *s, teng_net *net, int batch,
     _tsrc *p = s->impl;
     tdata_loader_opts o;
     tdata_loader *l = NULL;
-    int keep = net->batch, rc = -1, err = 0, cur = keep;
+    int keep = teng_net_batch(net), rc = -1, err = 0, cur = keep;
     _opts(p, &o, TDATA_EVAL, batch);
     o.drop_remainder = 0;
     if (tdata_loader_create(p->test, &o, &l) || tdata_loader_start(l, 0, 0)) {

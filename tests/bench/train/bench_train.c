@@ -14,7 +14,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "trainer/engine/backend.h"
+#include "common/torus_error.h"
+#include "trainer/backends/backends.h"
+#include "trainer/engine/graph.h"
 #include "trainer/models/models.h"
 #include "trainer/optim/optim.h"
 
@@ -98,7 +100,6 @@ int main(int argc, char **argv)
         }
     }
     tmodel_kind kind;
-    char err[256];
     if (tmodel_parse(model, &kind) || batch < 1 || steps < 1 || warmup < 0) {
         _usage(stderr);
         return 2;
@@ -110,8 +111,8 @@ int main(int argc, char **argv)
     teng_net net;
     topt_sgd opt;
     topt_config oc;
-    if (teng_backend_open("auto", &bo, &bk, err, sizeof(err))) {
-        fprintf(stderr, "bench_train: %s\n", err);
+    if (tbackends_open("auto", &bo, &bk)) {
+        fprintf(stderr, "bench_train: %s\n", torus_error_msg());
         return 1;
     }
     teng_net_init(&net);

@@ -63,8 +63,8 @@ typedef struct {
     tdnnl_layer *sum;        /* per tensor: gradient fan-in sum (FWD) */
 } tdnnl_net;
 
-/* Records "file:line: what: status" in bk->err and returns TENG_EBACKEND
- * when a dnnl call fails. */
+/* Records "what: status" (TORUS_FAIL, with the caller's file:line) and
+ * returns TENG_EBACKEND when a dnnl call fails. */
 #define TDNNL_CHECK(bk, call)                                         \
     do {                                                              \
         dnnl_status_t _st = (call);                                   \

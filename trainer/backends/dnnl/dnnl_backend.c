@@ -1,5 +1,6 @@
 /* dnnl_backend.c: the oneDNN CPU backend: engine and stream, memory,
- * layout conversion for I/O, and the host optimizer kernels. The layer
+ * layout conversion for I/O, the host optimizer kernels, and the
+ * descriptor the registry lists (tdnnl_backend_desc). The layer
  * primitives are in dnnl_layers.c. */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -8,16 +9,17 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "trainer/backend_dnnl/dnnl_backend.h"
-#include "trainer/backend_dnnl/dnnl_internal.h"
+#include "common/torus_error.h"
+#include "trainer/backends/dnnl/dnnl.h"
+#include "trainer/backends/dnnl/dnnl_internal.h"
 #include "trainer/engine/host_kernels.h"
 
 int _tdnnl_fail(teng_backend *bk, const char *file, int line, const char *what,
                 dnnl_status_t st)
 {
-    snprintf(bk->err, sizeof(bk->err), "%s:%d: %s: %s", file, line, what,
-             dnnl_status2str(st));
-    return TENG_EBACKEND;
+    (void)bk;
+    return torus_error_set_(TENG_EBACKEND, file, line, "%s: %s", what,
+                            dnnl_status2str(st));
 }
 
 void _tdnnl_plain_md(dnnl_memory_desc_t *md, int ndims, const int *dims)
@@ -158,18 +160,29 @@ static unsigned _bwd_reads(teng_backend *bk, const teng_net *net, int li)
     }
 }
 
-static int _sumsq(teng_backend *bk, const float *x, size_t n, float *out)
+/* Host memory: the optimizer kernels run tensor by tensor, over each
+ * param's whole layout (padding included: it stays zero). */
+static int _param_sumsq(teng_backend *bk, teng_net *net, const void *buf,
+                        float *out)
 {
     (void)bk;
-    *out = teng_host_sumsq(x, n);
+    for (int i = 0; i < net->np; i++)
+        out[i] = teng_host_sumsq(
+            (const float *)((const char *)buf + net->p[i].offset),
+            net->p[i].bytes / sizeof(float));
     return TENG_OK;
 }
 
-static int _sgd(teng_backend *bk, float *w, const float *g, float *v, size_t n,
+static int _sgd(teng_backend *bk, teng_net *net, void *vel,
                 const teng_sgd_args *a)
 {
     (void)bk;
-    teng_host_sgd(w, g, v, n, a->lr, a->momentum, a->wd);
+    for (int i = 0; i < net->np; i++) {
+        const teng_param *p = &net->p[i];
+        teng_host_sgd(p->master, p->grad, (float *)((char *)vel + p->offset),
+                      p->bytes / sizeof(float), a[i].lr, a[i].momentum,
+                      a[i].wd);
+    }
     return TENG_OK;
 }
 
@@ -204,20 +217,19 @@ static const teng_backend_ops _ops = {
     .grad_sum = _tdnnl_grad_sum,
     .tensor_io = _tensor_io,
     .param_io = _param_io,
-    .sumsq = _sumsq,
+    .param_sumsq = _param_sumsq,
     .sgd_update = _sgd,
+    .refresh_work = NULL, /* f32 only: the working copy is the master */
 };
 
-int tdnnl_backend_create(const teng_backend_opts *opts, teng_backend **out,
-                         char *err, size_t errlen)
+static int _create(const teng_backend_opts *opts, teng_backend **out)
 {
     teng_backend *bk = calloc(1, sizeof(*bk));
     tdnnl_impl *im = calloc(1, sizeof(*im));
     if (!bk || !im) {
         free(bk);
         free(im);
-        snprintf(err, errlen, "out of memory");
-        return TENG_ENOMEM;
+        return TORUS_FAIL(TENG_ENOMEM, "oneDNN backend: out of memory");
     }
     bk->ops = &_ops;
     bk->opts = *opts;
@@ -235,9 +247,9 @@ int tdnnl_backend_create(const teng_backend_opts *opts, teng_backend **out,
         st =
             dnnl_stream_create(&im->stream, im->eng, dnnl_stream_default_flags);
     if (st != dnnl_success) {
-        snprintf(err, errlen, "oneDNN CPU engine: %s", dnnl_status2str(st));
         _destroy(bk);
-        return TENG_EBACKEND;
+        return TORUS_FAIL(TENG_EBACKEND, "oneDNN CPU engine: %s",
+                          dnnl_status2str(st));
     }
     if (opts->verbose)
         dnnl_set_verbose(opts->verbose);
@@ -245,3 +257,12 @@ int tdnnl_backend_create(const teng_backend_opts *opts, teng_backend **out,
     *out = bk;
     return TENG_OK;
 }
+
+static const char *const _aliases[] = {"cpu", NULL};
+
+const teng_backend_desc tdnnl_backend_desc = {
+    .name = "dnnl",
+    .aliases = _aliases,
+    .probe = NULL, /* the CPU is always there */
+    .create = _create,
+};

@@ -12,18 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/backend_dnnl/dnnl_internal.h"
+#include "common/torus_error.h"
+#include "trainer/backends/dnnl/dnnl_internal.h"
 #include "trainer/engine/host_kernels.h"
 #include "trainer/engine/rng.h"
 
 #define _ALIGN(n) (((n) + 63) & ~(size_t)63)
 
-static int _err(teng_backend *bk, const char *file, int line, const char *msg)
-{
-    snprintf(bk->err, sizeof(bk->err), "%s:%d: %s", file, line, msg);
-    return TENG_EINVAL;
-}
-#define _ERR(bk, msg) _err((bk), __FILE__, __LINE__, (msg))
+#define _ERR(bk, msg) ((void)(bk), TORUS_FAIL(TENG_EINVAL, "%s", (msg)))
 
 static void _any_md(dnnl_memory_desc_t *md, int ndims, const int *dims)
 {
@@ -377,14 +373,8 @@ int _tdnnl_plan(teng_backend *bk, teng_net *net, int batch)
     net->scratch_bytes = 0;
     for (int i = 0; i < net->nl; i++) {
         int rc = _plan_layer(bk, net, dn, i);
-        if (rc) {
-            char msg[sizeof(bk->err) + 64];
-            snprintf(msg, sizeof(msg), "layer '%s': %s", net->l[i].name,
-                     bk->err);
-            memcpy(bk->err, msg, sizeof(bk->err) - 1);
-            bk->err[sizeof(bk->err) - 1] = '\0';
-            return rc;
-        }
+        if (rc)
+            return torus_error_prefix(rc, "layer '%s'", net->l[i].name);
     }
     /* The scratch arena holds the shared scratchpad, then the weights
      * temp buffer (they are never in use by the same primitive). */
@@ -447,16 +437,16 @@ static int _bind_weighted(teng_backend *bk, teng_net *net, tdnnl_net *dn,
     dnnl_memory_desc_t *pm = &dn->pmd[l->param0];
     char *wtemp = (char *)net->scratch + dn->wtemp_off;
     _A(TDNNL_FWD, DNNL_ARG_SRC, xm, x->data);
-    _A(TDNNL_FWD, DNNL_ARG_WEIGHTS, pm, p->data);
+    _A(TDNNL_FWD, DNNL_ARG_WEIGHTS, pm, p->work);
     if (l->bias)
-        _A(TDNNL_FWD, DNNL_ARG_BIAS, pm + 1, p[1].data);
+        _A(TDNNL_FWD, DNNL_ARG_BIAS, pm + 1, p[1].work);
     _A(TDNNL_FWD, DNNL_ARG_DST, ym, y->data);
     if (d->pd[TDNNL_BWD]) {
         const dnnl_memory_desc_t *bwm =
             _q(d->pd[TDNNL_BWD], dnnl_query_weights_md, 0);
-        void *bw = d->pd[TDNNL_WRE] ? wtemp : (void *)p->data;
+        void *bw = d->pd[TDNNL_WRE] ? wtemp : (void *)p->work;
         if (d->pd[TDNNL_WRE]) {
-            _A(TDNNL_WRE, DNNL_ARG_FROM, pm, p->data);
+            _A(TDNNL_WRE, DNNL_ARG_FROM, pm, p->work);
             _A(TDNNL_WRE, DNNL_ARG_TO, bwm, wtemp);
         }
         _A(TDNNL_BWD, DNNL_ARG_DIFF_DST, ym, y->grad);
@@ -506,8 +496,8 @@ static int _bind_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
         _tdnnl_plain_md(&cm, 1, &c);
         for (int s = TDNNL_FWD; s <= TDNNL_BWD; s++) {
             _A(s, DNNL_ARG_SRC, xm, x->data);
-            _A(s, DNNL_ARG_SCALE, &cm, p[0].data);
-            _A(s, DNNL_ARG_SHIFT, &cm, p[1].data);
+            _A(s, DNNL_ARG_SCALE, &cm, p[0].work);
+            _A(s, DNNL_ARG_SHIFT, &cm, p[1].work);
         }
         _A(TDNNL_FWD, DNNL_ARG_DST, ym, y->data);
         _A(TDNNL_FWD, DNNL_ARG_MEAN, &cm, ws + d->ws_off[0]);

@@ -1,0 +1,27 @@
+/* backends.h: the registry of compute backends (prefix tbackends_).
+ *
+ * The engine knows backends only through the teng_backend_desc each one
+ * exports (trainer/engine/backend.h); this layer, above the engine and the
+ * backends, lists the descriptors compiled in and opens one by name, so
+ * that adding a backend (cuDNN next) touches this table and nothing in
+ * the engine. Names: "auto" is the first listed backend whose probe
+ * succeeds (the table is ordered best first); every other name is a
+ * backend's name or one of its aliases ("cpu" for "dnnl").
+ */
+#ifndef TORUS_TRAINER_BACKENDS_H
+#define TORUS_TRAINER_BACKENDS_H
+
+#include "trainer/engine/engine.h"
+
+/* Opens the backend called name. Returns TENG_OK, or TENG_EINVAL (unknown
+ * or not built in) or the backend's own code, with the message in
+ * torus_error_msg(). */
+int tbackends_open(const char *name, const teng_backend_opts *opts,
+                   teng_backend **out);
+/* 1 if name is "auto" or names a backend compiled in, else 0. */
+int tbackends_known(const char *name);
+/* Names of the backends compiled in, best first, separated by ", " ("" when
+ * none). */
+const char *tbackends_list(void);
+
+#endif

@@ -1,0 +1,96 @@
+/* graph.h: the definition of a net (layers, tensors, params, arenas),
+ * shared by the engine, its backends (which read the graph and set the
+ * planned sizes) and the engine's own tests. Modules above the engine do
+ * not include it: to them teng_net is opaque (engine.h's accessors).
+ */
+#ifndef TORUS_TRAINER_ENGINE_GRAPH_H
+#define TORUS_TRAINER_ENGINE_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainer/engine/engine.h"
+
+typedef struct teng_tensor {
+    teng_shape shape; /* at the current batch */
+    int producer;     /* layer index */
+    int nconsumers;
+    int needs_grad; /* 0 only for the data input */
+    size_t bytes;   /* backend layout size at the current batch */
+    size_t cap;     /* bytes at the compiled max batch (allocated) */
+    void *data;     /* device pointer into the acts arena */
+    void *grad;     /* device pointer: the summed dL/dtensor */
+    int ncontrib;   /* >1: grad is summed from these before use */
+    void *contrib[4];
+    int gbuf; /* gradient buffer id (engine planning) */
+} teng_tensor;
+
+typedef struct teng_layer {
+    teng_layer_kind kind;
+    char name[40];
+    int in[2];
+    int nin;
+    int out;
+    /* hyper-parameters */
+    int k, kh, kw, sh, sw, ph, pw, bias; /* conv / fc / pooling */
+    int relu;                            /* BN, ADD: fused ReLU */
+    int zero_gamma;      /* BN ends a residual branch: gamma starts at 0 */
+    float eps, momentum; /* BN */
+    float p;             /* dropout probability */
+    float smoothing;     /* xent label smoothing */
+    int param0, nparam;  /* params [param0, param0+nparam) */
+    int stat0;           /* BN: running mean at stats[stat0], var at stat0+1 */
+    /* planned by the backend */
+    size_t ws_bytes; /* forward->backward workspace, in the acts arena */
+    size_t ws_cap;   /* ws_bytes at the compiled max batch */
+    void *ws;
+    void *in_grad[2]; /* where backward writes dL/d(in[i]); NULL: skip */
+    void *bk;         /* backend private state */
+    /* outputs of the loss layer */
+    double loss_sum; /* sum over the local batch of per-sample losses */
+} teng_layer;
+
+struct teng_net {
+    teng_tensor *t;
+    int nt, cap_t;
+    teng_layer *l;
+    int nl, cap_l;
+    teng_param *p;
+    int np, cap_p;
+    int nstats;       /* BN running statistics vectors */
+    size_t *stat_off; /* byte offsets in the stats arena */
+    int *stat_len;
+    int input;      /* the data input tensor */
+    int input_grad; /* compute dL/dinput too (gradient checks) */
+    int loss_layer; /* -1: none (backward seeded by the caller) */
+    int max_batch, batch;
+    int global_batch; /* loss normaliser kn (remark 3) */
+    int compiled;
+    uint64_t dropout_seed;
+    uint64_t step; /* advances dropout masks */
+    /* arenas (device memory) */
+    void *params, *grads, *stats, *acts, *scratch;
+    size_t params_bytes, stats_bytes, acts_bytes, scratch_bytes;
+    int no_reuse;         /* keep every activation readable after forward */
+    size_t scratch_cap;   /* allocated scratch (plan may ask for more) */
+    int32_t *labels;      /* device, max_batch entries, in acts */
+    int32_t *host_labels; /* host copies for top-k without per-step malloc */
+    float *host_logits;
+    teng_backend *bk;
+    void *bkstate; /* backend's per-net state */
+    double *prof;  /* if set: 2 * nl seconds, forward and backward
+                    * per layer, accumulated (syncs every layer) */
+    teng_grad_hook grad_hook;
+    void *grad_hook_ctx;
+    teng_grads_alloc grads_alloc; /* host backends: grads arena from here */
+    void *grads_alloc_ctx;
+    int grads_external; /* grads came from grads_alloc */
+    float *host_sumsq;  /* np floats: teng_net_grads_finite's buffer */
+};
+
+/* For code that embeds a net (the engine's tests): initialise and free
+ * one in place; everyone else uses teng_net_create/teng_net_destroy. */
+int teng_net_init(teng_net *net);
+void teng_net_free(teng_net *net);
+
+#endif

@@ -1,0 +1,68 @@
+/* update.c: the operations an optimizer runs through the engine (see
+ * engine.h, "what an optimizer needs"): its state buffer, every param's
+ * sum of squares, and the fused update. Each is one backend call over all
+ * params, so the optimizer above never touches the backend and a device
+ * backend needs no host round trip per tensor. */
+#include <math.h>
+
+#include "trainer/engine/internal.h"
+
+#define _NEED_COMPILED(net, what)                                         \
+    do {                                                                  \
+        if (!(net)->compiled)                                             \
+            return TORUS_FAIL(TENG_ESTATE, "%s: the net is not compiled", \
+                              (what));                                    \
+    } while (0)
+
+int teng_optstate_alloc(teng_net *net, void **state)
+{
+    *state = NULL;
+    _NEED_COMPILED(net, "optimizer state");
+    /* Laid out like the master params, so a param's state lies at its
+     * offset and teng_optstate_read/write convert it like the param. */
+    *state = net->bk->ops->alloc(net->bk, net->params_bytes);
+    if (!*state)
+        return TORUS_FAIL(TENG_ENOMEM,
+                          "cannot allocate %zu bytes of optimizer state",
+                          net->params_bytes);
+    return TENG_OK;
+}
+
+void teng_optstate_free(teng_net *net, void *state)
+{
+    if (state && net && net->bk)
+        net->bk->ops->free(net->bk, state);
+}
+
+int teng_param_sumsq(teng_net *net, int grad, float *out)
+{
+    _NEED_COMPILED(net, "param sums of squares");
+    teng_backend *bk = net->bk;
+    int rc =
+        bk->ops->param_sumsq(bk, net, grad ? net->grads : net->params, out);
+    return rc ? torus_error_prefix(rc, "%s sums of squares on %s",
+                                   grad ? "gradient" : "weight", bk->ops->name)
+              : TENG_OK;
+}
+
+int teng_net_grads_finite(teng_net *net, int *finite)
+{
+    int rc = teng_param_sumsq(net, 1, net->host_sumsq);
+    if (rc)
+        return rc;
+    /* One inf or nan anywhere makes its tensor's sum, and this one, so. */
+    float s = 0.f;
+    for (int i = 0; i < net->np; i++)
+        s += net->host_sumsq[i];
+    *finite = isfinite(s);
+    return TENG_OK;
+}
+
+int teng_net_sgd_update(teng_net *net, void *state, const teng_sgd_args *args)
+{
+    _NEED_COMPILED(net, "SGD update");
+    teng_backend *bk = net->bk;
+    int rc = bk->ops->sgd_update(bk, net, state, args);
+    return rc ? torus_error_prefix(rc, "SGD update on %s", bk->ops->name)
+              : TENG_OK;
+}
