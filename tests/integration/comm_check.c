@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/comm/tcomm.h"
 #include "trainer/bench/testdata.h"
+#include "trainer/comm/tcomm.h"
 
 static double _hash(const float *x, size_t n)
 {

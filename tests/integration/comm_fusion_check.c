@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/comm/tcomm_fusion.h"
 #include "trainer/bench/testdata.h"
+#include "trainer/comm/tcomm_fusion.h"
 
 enum { NT = 37 };
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/comm/tcomm_nccl.h"
 #include "trainer/bench/testdata.h"
+#include "trainer/comm/tcomm_nccl.h"
 
 static double _hash(const float *x, size_t n)
 {

@@ -47,6 +47,11 @@ typedef struct {
  * and their total count. 0, or nonzero with torus_error_msg() set. */
 int bench_resnet50_tensors(bench_tensor **out, int *n, size_t *total);
 
+/* Report this rank's tcomm_error() and abort the whole job (what: the
+ * abort's message). */
+void bench_die(tcomm_t *c, int rank, const char *what)
+    __attribute__((noreturn));
+
 int bench_sweep(tcomm_t *c, const bench_opts *o);
 int bench_resnet50(tcomm_t *c, const bench_opts *o);
 int bench_model(const bench_opts *o);

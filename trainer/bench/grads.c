@@ -12,8 +12,7 @@
 #include "trainer/models/models.h"
 
 /* Copy the net's parameters into a malloc'd list. */
-static int _copy(const teng_net *net, bench_tensor **out, int *n,
-                 size_t *total)
+static int _copy(const teng_net *net, bench_tensor **out, int *n, size_t *total)
 {
     bench_tensor *t = calloc((size_t)net->np, sizeof *t);
     if (!t)
@@ -35,8 +34,9 @@ int bench_resnet50_tensors(bench_tensor **out, int *n, size_t *total)
     teng_net_init(&net);
     tmodel_spec spec = tmodel_defaults(TMODEL_RESNET50);
     int rc = tmodel_build(&net, &spec) < 0
-                 ? TORUS_FAIL(1, "building ResNet-50 with the models "
-                                 "library: %s",
+                 ? TORUS_FAIL(1,
+                              "building ResNet-50 with the models "
+                              "library: %s",
                               teng_net_error(&net))
                  : _copy(&net, out, n, total);
     teng_net_free(&net);

@@ -1,5 +1,5 @@
-/* trainer/bench/model.c: torus-bench --model: what the alpha-beta model predicts
- * for a cluster we do not have, up to thousands of ranks, with no
+/* trainer/bench/model.c: torus-bench --model: what the alpha-beta model
+ * predicts for a cluster we do not have, up to thousands of ranks, with no
  * communication at all. It prints the predicted all-reduce time of every
  * algorithm per size, and with --scaling the ResNet-50 fp16 gradient sync
  * at growing P with the scaling efficiency compute / (compute + sync), the

@@ -36,16 +36,9 @@ static double _wrong(const _grads *gr, int P, tcomm_wire w)
 {
     double bad = 0;
     for (int i = 0; i < gr->n; i++)
-        bad += (double)bench_testdata_wrong(gr->g[i], gr->s[i].count, P,
-                                            900 + (uint64_t)i, 1.0 / P, w,
-                                            NULL);
+        bad += (double)bench_testdata_wrong(
+            gr->g[i], gr->s[i].count, P, 900 + (uint64_t)i, 1.0 / P, w, NULL);
     return bad;
-}
-
-static void _die(tcomm_t *c, int rank)
-{
-    fprintf(stderr, "torus-bench: rank %d: %s\n", rank, tcomm_error());
-    tcomm_abort(c, 1, "resnet50 benchmark failed");
 }
 
 /* How a row synchronises the gradients. FLOOR is no synchronisation: every
@@ -66,32 +59,32 @@ static tcomm_fusion_t *_fusion(tcomm_t *c, const tcomm_info *in,
     tcomm_fusion_options fo = {
         .bucket_bytes = theta, .algo = a, .wire = w, .flags = TCOMM_AVERAGE};
     if (tcomm_fusion_create(c, &fo, &f))
-        _die(c, in->rank);
+        bench_die(c, in->rank, "resnet50 benchmark failed");
     for (int i = gr->n - 1; i >= 0; i--)
         if (tcomm_fusion_add(f, gr->g[i], gr->s[i].count, gr->s[i].name, NULL))
-            _die(c, in->rank);
+            bench_die(c, in->rank, "resnet50 benchmark failed");
     if (tcomm_fusion_seal(f))
-        _die(c, in->rank);
+        bench_die(c, in->rank, "resnet50 benchmark failed");
     return f;
 }
 
 /* One step's synchronisation of every gradient, as mode says. */
-static void _sync(tcomm_t *c, const tcomm_info *in, const _grads *gr,
-                  int mode, tcomm_fusion_t *f, tcomm_algo a, tcomm_wire w)
+static void _sync(tcomm_t *c, const tcomm_info *in, const _grads *gr, int mode,
+                  tcomm_fusion_t *f, tcomm_algo a, tcomm_wire w)
 {
     if (mode == FUSED) {
         for (int k = 0; k < gr->n; k++)
             if (tcomm_fusion_ready(f, k))
-                _die(c, in->rank);
+                bench_die(c, in->rank, "resnet50 benchmark failed");
         tcomm_fusion_stats st;
         if (tcomm_fusion_finish(f, &st))
-            _die(c, in->rank);
+            bench_die(c, in->rank, "resnet50 benchmark failed");
     } else if (mode == PER_TENSOR) {
         tcomm_result r;
         for (int i = gr->n - 1; i >= 0; i--)
             if (tcomm_allreduce(c, gr->g[i], gr->s[i].count, a, w,
                                 TCOMM_AVERAGE, &r))
-                _die(c, in->rank);
+                bench_die(c, in->rank, "resnet50 benchmark failed");
     } else {
         for (int i = gr->n - 1; i >= 0; i--)
             for (size_t j = 0; j < gr->s[i].count; j++)
@@ -170,8 +163,8 @@ static void _header(const bench_opts *o, const tcomm_info *in, int n,
     printf("# ResNet-50 v1.5 gradients: %d tensors, %zu parameters (%.1f "
            "MB fp32); "
            "%d ranks, grid %dx%d, %d groups, %d nodes\n",
-           n, total, total * 4 / 1e6, in->size, in->rows, in->cols,
-           in->ngroups, in->nnodes);
+           n, total, total * 4 / 1e6, in->size, in->rows, in->cols, in->ngroups,
+           in->nnodes);
     printf("# mean of %d steps, slowest rank; time = all gradients "
            "synchronised\n",
            o->steps);
@@ -195,8 +188,8 @@ static double _baselines(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
     if (in->rank == 0)
         printf("%-11s %-8s %-5s %6s %8zu %10.2f %8.2fx %7.0f\n", "per-tensor",
                "flat", "fp32", "-", nb, naive * 1e3, 1.0, wrong);
-    double floor_t = _row(c, o, in, gr, FLOOR, TCOMM_ALGO_FLAT,
-                          TCOMM_WIRE_FP32, 0, &nb, &wrong);
+    double floor_t = _row(c, o, in, gr, FLOOR, TCOMM_ALGO_FLAT, TCOMM_WIRE_FP32,
+                          0, &nb, &wrong);
     if (in->rank == 0)
         printf("%-11s %-8s %-5s %6s %8s %10.2f %8.2fx %7s   (read + write each "
                "gradient "
@@ -242,7 +235,8 @@ int bench_resnet50(tcomm_t *c, const bench_opts *o)
         fprintf(stderr, "torus-bench: %s\n", torus_error_msg());
         return 1;
     }
-    float **g = calloc((size_t)n, sizeof *g), **gs = calloc((size_t)n, sizeof *gs);
+    float **g = calloc((size_t)n, sizeof *g),
+          **gs = calloc((size_t)n, sizeof *gs);
     for (int i = 0; g && gs && i < n; i++)
         if (!(g[i] = malloc(s[i].count * 4)))
             break;
@@ -252,7 +246,7 @@ int bench_resnet50(tcomm_t *c, const bench_opts *o)
     }
     _grads own = {s, g, n}, shared = {s, gs, n};
     if (o->grads != BENCH_GRADS_PRIVATE && _shared_grads(c, &shared))
-        _die(c, in.rank);
+        bench_die(c, in.rank, "resnet50 benchmark failed");
     if (in.rank == 0)
         _header(o, &in, n, total);
     double bad = 0;

@@ -1,6 +1,6 @@
-/* trainer/bench/testdata.h: reproducible all-reduce inputs and their exact expectation.
- * Rank r's element i is a hash of (seed, r, i) mapped to [-1, 1], so any
- * rank can compute the double-precision reference sum of every element
+/* trainer/bench/testdata.h: reproducible all-reduce inputs and their exact
+ * expectation. Rank r's element i is a hash of (seed, r, i) mapped to [-1, 1],
+ * so any rank can compute the double-precision reference sum of every element
  * without exchanging data, and check its own result against it. Used by
  * torus-bench's #wrong column and by the comm tests; a tool's helper,
  * not part of libtcomm. */

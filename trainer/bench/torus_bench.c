@@ -145,6 +145,13 @@ size_t bench_parse_size(const char *s)
     return *end ? 0 : (size_t)v;
 }
 
+void bench_die(tcomm_t *c, int rank, const char *what)
+{
+    fprintf(stderr, "torus-bench: rank %d: %s\n", rank, tcomm_error());
+    tcomm_abort(c, 1, what);
+    exit(1); /* tcomm_abort does not return */
+}
+
 static int _usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "torus-bench: ");
@@ -396,23 +403,37 @@ static void _defaults(_cli *k)
  * --help or --version, 2 after a usage error). */
 static int _parse(int argc, char **argv, _cli *k)
 {
-    static const struct option opts[] = {
-        {"minbytes", 1, 0, 'b'},   {"maxbytes", 1, 0, 'e'},
-        {"stepfactor", 1, 0, 'f'}, {"iters", 1, 0, 'n'},
-        {"warmup", 1, 0, 'w'},     {"algo", 1, 0, 'a'},
-        {"wire", 1, 0, 'd'},       {"check", 1, 0, 'c'},
-        {"resnet50", 0, 0, O_RESNET}, {"model", 0, 0, O_MODEL},
-        {"sum", 0, 0, O_SUM},         {"probe", 0, 0, O_PROBE},
-        {"grid", 1, 0, O_GRID},       {"group-size", 1, 0, O_GROUP},
-        {"timeout", 1, 0, O_TIMEOUT}, {"theta", 1, 0, O_THETA},
-        {"steps", 1, 0, O_STEPS},     {"ranks-per-node", 1, 0, O_RPN},
-        {"rails", 1, 0, O_RAILS},     {"preset", 1, 0, O_PRESET},
-        {"intra-us", 1, 0, O_INTRA_US},   {"intra-gbs", 1, 0, O_INTRA_GBS},
-        {"inter-us", 1, 0, O_INTER_US},   {"inter-gbs", 1, 0, O_INTER_GBS},
-        {"reduce-gbs", 1, 0, O_REDUCE_GBS}, {"scaling", 0, 0, O_SCALING},
-        {"compute-ms", 1, 0, O_COMPUTE},  {"grads", 1, 0, O_GRADS},
-        {"help", 0, 0, O_HELP},           {"version", 0, 0, O_VERSION},
-        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"minbytes", 1, 0, 'b'},
+                                         {"maxbytes", 1, 0, 'e'},
+                                         {"stepfactor", 1, 0, 'f'},
+                                         {"iters", 1, 0, 'n'},
+                                         {"warmup", 1, 0, 'w'},
+                                         {"algo", 1, 0, 'a'},
+                                         {"wire", 1, 0, 'd'},
+                                         {"check", 1, 0, 'c'},
+                                         {"resnet50", 0, 0, O_RESNET},
+                                         {"model", 0, 0, O_MODEL},
+                                         {"sum", 0, 0, O_SUM},
+                                         {"probe", 0, 0, O_PROBE},
+                                         {"grid", 1, 0, O_GRID},
+                                         {"group-size", 1, 0, O_GROUP},
+                                         {"timeout", 1, 0, O_TIMEOUT},
+                                         {"theta", 1, 0, O_THETA},
+                                         {"steps", 1, 0, O_STEPS},
+                                         {"ranks-per-node", 1, 0, O_RPN},
+                                         {"rails", 1, 0, O_RAILS},
+                                         {"preset", 1, 0, O_PRESET},
+                                         {"intra-us", 1, 0, O_INTRA_US},
+                                         {"intra-gbs", 1, 0, O_INTRA_GBS},
+                                         {"inter-us", 1, 0, O_INTER_US},
+                                         {"inter-gbs", 1, 0, O_INTER_GBS},
+                                         {"reduce-gbs", 1, 0, O_REDUCE_GBS},
+                                         {"scaling", 0, 0, O_SCALING},
+                                         {"compute-ms", 1, 0, O_COMPUTE},
+                                         {"grads", 1, 0, O_GRADS},
+                                         {"help", 0, 0, O_HELP},
+                                         {"version", 0, 0, O_VERSION},
+                                         {0, 0, 0, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "b:e:f:n:w:a:d:c:P:", opts, NULL)) !=
            -1) {
@@ -480,8 +501,8 @@ static void _model_links(_cli *k)
         if (k->rails == 1)
             k->rails = 2;
     }
-    double *fields[5] = {&m->intra.alpha_s, &m->intra.bw_Bps,
-                         &m->inter.alpha_s, &m->inter.bw_Bps, &m->reduce_Bps};
+    double *fields[5] = {&m->intra.alpha_s, &m->intra.bw_Bps, &m->inter.alpha_s,
+                         &m->inter.bw_Bps, &m->reduce_Bps};
     for (int i = 0; i < 5; i++)
         if (k->over[i] > 0)
             *fields[i] =

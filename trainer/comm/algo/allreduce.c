@@ -17,16 +17,16 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
     if ((unsigned)algo >= TCOMM_ALGO_COUNT ||
         (unsigned)wire >= TCOMM_WIRE_COUNT || (count && !buf))
         return TORUS_FAIL(TCOMM_ERR_ARG,
-                       "tcomm_allreduce: bad algorithm %d, wire %d or "
-                       "buffer",
-                       (int)algo, (int)wire);
+                          "tcomm_allreduce: bad algorithm %d, wire %d or "
+                          "buffer",
+                          (int)algo, (int)wire);
     if (algo == TCOMM_ALGO_HYBRID)
         algo = tc_hybrid_pick(c, count, wire, 0);
     if (algo == TCOMM_ALGO_HIER_RS && !c->info.groups_uniform)
         return TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
-                       "hier-rs needs groups of equal size; "
-                       "this layout has %d groups of unequal size",
-                       c->info.ngroups);
+                          "hier-rs needs groups of equal size; "
+                          "this layout has %d groups of unequal size",
+                          c->info.ngroups);
     if ((flags & TCOMM_AVERAGE) && c->info.size > 1)
         tc_scale(buf, count, 1.0f / (float)c->info.size);
     if (count == 0) {

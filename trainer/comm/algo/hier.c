@@ -151,7 +151,7 @@ tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
     unsigned char *all = NULL;
     if (!g->on_node && !(all = tc_buf_get(&c->scr.c, count * wb)))
         return TORUS_FAIL(TCOMM_ERR_NOMEM, "hier: no memory for %zu elements",
-                       count);
+                          count);
     /* The choice must be the same on every rank (K depends on the count
      * and the job-wide TCOMM_PIPELINE only), or the leaders' rings and the
      * in-group messages would not match: groups of one and groups off a

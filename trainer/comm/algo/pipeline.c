@@ -73,8 +73,8 @@ tcomm_rc tc_pipeline_run(tcomm_t *c, int K, tc_stage_fn pre, tc_stage_fn net,
         pthread_cond_destroy(&p.cv);
         pthread_mutex_destroy(&p.mu);
         return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                       "rank %d: cannot start the pipeline's network thread",
-                       c->info.rank);
+                          "rank %d: cannot start the pipeline's network thread",
+                          c->info.rank);
     }
     for (int i = 0; i < K && !rc; i++) {
         rc = pre(c, ctx, i);

@@ -91,8 +91,9 @@ static tcomm_rc _wait_step(tcomm_t *c, const tc_group *g, _step *st, int peer)
 static tcomm_rc _check_size(size_t chunk_bytes)
 {
     if (chunk_bytes > (size_t)0x7fffffff)
-        return TORUS_FAIL(TCOMM_ERR_ARG, "ring: a step of %zu bytes exceeds 2 GiB",
-                       chunk_bytes);
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "ring: a step of %zu bytes exceeds 2 GiB",
+                          chunk_bytes);
     return TCOMM_OK;
 }
 
@@ -112,7 +113,7 @@ tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g,
         w == TCOMM_WIRE_FP32 ? NULL : tc_buf_get(&s->a, 2 * maxc * wb);
     if (!rb || (w != TCOMM_WIRE_FP32 && !sb))
         return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                       "ring: no memory for %zu-element chunks", maxc);
+                          "ring: no memory for %zu-element chunks", maxc);
     int next = (i + 1) % n, prev = (i + n - 1) % n;
     /* Step t sends chunk i-t-1 and receives chunk i-t-2, which it adds and
      * sends on in step t+1; after n-1 steps rank i holds the sum of chunk i. */
@@ -181,7 +182,7 @@ tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g,
             void *t = tc_buf_get(&s->c, count * 2);
             if (!t)
                 return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for %zu elements",
-                               count);
+                                  count);
             tc_round_to_wire(w, x, count, t);
         }
         return TCOMM_OK;
@@ -194,8 +195,8 @@ tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g,
     if (w != TCOMM_WIRE_FP32) {
         all = tc_buf_get(&s->c, count * wb);
         if (!all)
-            return TORUS_FAIL(TCOMM_ERR_NOMEM, "ring: no memory for %zu elements",
-                           count);
+            return TORUS_FAIL(TCOMM_ERR_NOMEM,
+                              "ring: no memory for %zu elements", count);
         size_t o = tc_chunk_off(count, n, i);
         tc_encode(w, x + o, all + o * wb, tc_chunk_len(count, n, i));
     }
@@ -224,8 +225,8 @@ tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g,
                 return rc;
             size_t no = tc_chunk_off(count, n, AC(t + 2)) * wb;
             size_t nl = tc_chunk_len(count, n, AC(t + 2)) * wb;
-            _post_recvs(g, all + no, nl, _seg_size(nl, c->seg_bytes, wb),
-                        prev, &rs[nxt]);
+            _post_recvs(g, all + no, nl, _seg_size(nl, c->seg_bytes, wb), prev,
+                        &rs[nxt]);
             ss[nxt].n = _nseg(rl, seg);
         }
         for (int j = 0; j < rs[cur].n; j++) {

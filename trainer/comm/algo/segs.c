@@ -83,7 +83,8 @@ static tcomm_rc _on_node(tcomm_t *c, tc_group *rows, const tc_group *cols,
     size_t off = tc_chunk_off(count, n, me), len = tc_chunk_len(count, n, me);
     float *acc = tc_buf_get(&c->accum, len * 4);
     if (!acc)
-        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for a %zu-float chunk", len);
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for a %zu-float chunk",
+                          len);
     x.f = acc;
     tc_seg_walk(s, ns, off, len, _read, &x);
     /* Block by block, every member's values in member order: the partial
@@ -122,10 +123,11 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
         count += segs[i].count;
     if ((unsigned)algo >= TCOMM_ALGO_COUNT ||
         (unsigned)wire >= TCOMM_WIRE_COUNT || nsegs < 0)
-        return TORUS_FAIL(TCOMM_ERR_ARG,
-                       "tcomm_allreduce_segs: bad algorithm %d, wire %d or %d "
-                       "pieces",
-                       (int)algo, (int)wire, nsegs);
+        return TORUS_FAIL(
+            TCOMM_ERR_ARG,
+            "tcomm_allreduce_segs: bad algorithm %d, wire %d or %d "
+            "pieces",
+            (int)algo, (int)wire, nsegs);
     if (algo == TCOMM_ALGO_HYBRID)
         algo = tc_hybrid_pick(c, count, wire, flags);
     float scale = (flags & TCOMM_AVERAGE) && c->info.size > 1
@@ -144,10 +146,11 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
                                flags & ~TCOMM_SHARED, res);
     if (in_place) {
         if (!tc_shared_covers(c, rows, segs, nsegs))
-            return TORUS_FAIL(TCOMM_ERR_ARG,
-                           "tcomm_allreduce_segs: rank %d: TCOMM_SHARED "
-                           "but a piece lies outside tcomm_shared_alloc memory",
-                           c->info.rank);
+            return TORUS_FAIL(
+                TCOMM_ERR_ARG,
+                "tcomm_allreduce_segs: rank %d: TCOMM_SHARED "
+                "but a piece lies outside tcomm_shared_alloc memory",
+                c->info.rank);
         rc = tc_shared_allreduce(c, rows, cols, segs, nsegs, count, wire, scale,
                                  &bad);
     } else if (rows && rows->on_node && count > 0) {
@@ -156,7 +159,7 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
         float *buf = tc_buf_get(&c->pack, count * 4);
         if (!buf)
             return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory to pack %zu floats",
-                           count);
+                              count);
         _ctx x = {.f = buf, .scale = scale};
         tc_seg_walk(segs, nsegs, 0, count, _read, &x);
         rc = tcomm_allreduce(c, buf, count, algo, wire, flags & ~TCOMM_AVERAGE,

@@ -43,7 +43,8 @@ static tcomm_rc _map_group(tc_group *g, MPI_Comm dom, unsigned char **base)
         free(g->arena);
         g->arena = NULL;
         return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                       "no memory to map the %s's shared gradients", g->name);
+                          "no memory to map the %s's shared gradients",
+                          g->name);
     }
     for (int j = 0; j < g->size; j++)
         in[j] = j;
@@ -69,27 +70,24 @@ static tcomm_rc _map_group(tc_group *g, MPI_Comm dom, unsigned char **base)
     return TCOMM_OK;
 }
 
-tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out)
+/* A block in this rank's own memory: no one to share it with. */
+static tcomm_rc _alloc_plain(tcomm_t *c, size_t want, void **out)
 {
-    if (c->arena.mine)
-        return TORUS_FAIL(TCOMM_ERR_ARG,
-                       "tcomm_shared_alloc: rank %d already has a shared "
-                       "block (%zu bytes)",
-                       c->info.rank, c->arena.bytes);
-    size_t want = _round_up(bytes ? bytes : 1, 64);
-    c->arena.win = MPI_WIN_NULL;
-    if (c->singleton || !c->use_shm || c->info.size == 1) {
-        void *p = aligned_alloc(64, _round_up(want + HEADER, 64));
-        if (!p)
-            return TORUS_FAIL(TCOMM_ERR_NOMEM, "no %zu bytes of gradient memory",
-                           want);
-        memset(p, 0, want + HEADER);
-        c->arena.mine = p;
-        c->arena.bytes = want;
-        *out = p;
-        return TCOMM_OK;
-    }
-    /* The in-place path finds a member's header at the same offset. */
+    void *p = aligned_alloc(64, _round_up(want + HEADER, 64));
+    if (!p)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no %zu bytes of gradient memory",
+                          want);
+    memset(p, 0, want + HEADER);
+    c->arena.mine = p;
+    c->arena.bytes = want;
+    *out = p;
+    return TCOMM_OK;
+}
+
+/* Every rank asks for the same size: the in-place path finds a member's
+ * header at the same offset. */
+static tcomm_rc _same_size(const tcomm_t *c, size_t want)
+{
     unsigned long long mm[2] = {want, ~(unsigned long long)want}, all[2];
     MPI_Allreduce(mm, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
     if (all[0] != want || ~all[1] != want)
@@ -98,15 +96,14 @@ tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out)
             "tcomm_shared_alloc: rank %d asks for %zu bytes, "
             "another rank for %llu: every rank must ask for the same size",
             c->info.rank, want, all[0] != want ? all[0] : ~all[1]);
-    MPI_Comm dom;
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
-                            MPI_INFO_NULL, &dom) != MPI_SUCCESS)
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                       "rank %d: cannot find the ranks that share "
-                       "this node's memory",
-                       c->info.rank);
-    int n;
-    MPI_Comm_size(dom, &n);
+    return TCOMM_OK;
+}
+
+/* This rank's segment of the window over the node's ranks (dom, n of
+ * them), and where every member's segment is mapped here (base[j]). */
+static tcomm_rc _alloc_window(tcomm_t *c, MPI_Comm dom, int n, size_t want,
+                              unsigned char ***base_out)
+{
     /* Every rank's segment on pages of its own, first touched by it. */
     MPI_Info info;
     MPI_Info_create(&info);
@@ -118,13 +115,12 @@ tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out)
     unsigned char **base = calloc((size_t)n, sizeof *base);
     if (mrc != MPI_SUCCESS || !base) {
         free(base);
-        MPI_Comm_free(&dom);
         if (mrc == MPI_SUCCESS)
             MPI_Win_free(&c->arena.win);
         c->arena.win = MPI_WIN_NULL;
         return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                       "rank %d: no %zu bytes of shared gradient memory",
-                       c->info.rank, want);
+                          "rank %d: no %zu bytes of shared gradient memory",
+                          c->info.rank, want);
     }
     for (int j = 0; j < n; j++) {
         MPI_Aint sz;
@@ -135,7 +131,37 @@ tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out)
     memset(mine, 0, want + HEADER);
     c->arena.mine = mine;
     c->arena.bytes = want;
-    tcomm_rc rc = _map_group(&c->row, dom, base);
+    *base_out = base;
+    return TCOMM_OK;
+}
+
+tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out)
+{
+    if (c->arena.mine)
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "tcomm_shared_alloc: rank %d already has a shared "
+                          "block (%zu bytes)",
+                          c->info.rank, c->arena.bytes);
+    size_t want = _round_up(bytes ? bytes : 1, 64);
+    c->arena.win = MPI_WIN_NULL;
+    if (c->singleton || !c->use_shm || c->info.size == 1)
+        return _alloc_plain(c, want, out);
+    tcomm_rc rc = _same_size(c, want);
+    if (rc)
+        return rc;
+    MPI_Comm dom;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                            MPI_INFO_NULL, &dom) != MPI_SUCCESS)
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: cannot find the ranks that share "
+                          "this node's memory",
+                          c->info.rank);
+    int n;
+    MPI_Comm_size(dom, &n);
+    unsigned char **base = NULL;
+    rc = _alloc_window(c, dom, n, want, &base);
+    if (!rc)
+        rc = _map_group(&c->row, dom, base);
     if (!rc)
         rc = _map_group(&c->group, dom, base);
     free(base);
@@ -144,7 +170,7 @@ tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out)
         tcomm_shared_free(c);
         return rc;
     }
-    *out = mine;
+    *out = c->arena.mine;
     return TCOMM_OK;
 }
 
@@ -267,8 +293,8 @@ tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
     _ctx xs = {.c = c, .g = rows, .w = w, .scale = scale}, *x = &xs;
     if (cols->size > 1) {
         if (!(x->acc = tc_buf_get(&c->accum, len * 4)))
-            return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for a %zu-float chunk",
-                           len);
+            return TORUS_FAIL(TCOMM_ERR_NOMEM,
+                              "no memory for a %zu-float chunk", len);
         tc_seg_walk(s, ns, off, len, _reduce_acc, x);
         if ((rc = tc_ring_allreduce(c, &c->scr, cols, x->acc, len, w)))
             return rc;

@@ -53,8 +53,8 @@ static tcomm_rc _row_ag(tcomm_t *c, void *ctx, int i)
 
 /* A whole message's row stage: through the node's shared memory when
  * the row lives on one node, else the ring. */
-static tcomm_rc _reduce_scatter(tcomm_t *c, tc_group *g, float *x,
-                                size_t count, tcomm_wire w)
+static tcomm_rc _reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count,
+                                tcomm_wire w)
 {
     return g->on_node ? tc_shm_reduce_scatter(c, g, x, count, w)
                       : tc_ring_reduce_scatter(c, &c->scr, g, x, count, w);

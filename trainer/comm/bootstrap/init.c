@@ -78,9 +78,9 @@ static tcomm_rc _group(tcomm_t *c, tc_group *g, const char *name, int color,
     g->name = name;
     if (MPI_Comm_split(c->world.comm, color, key, &g->comm) != MPI_SUCCESS)
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                       "rank %d: MPI_Comm_split of the %s "
-                       "communicator failed",
-                       c->info.rank, name);
+                          "rank %d: MPI_Comm_split of the %s "
+                          "communicator failed",
+                          c->info.rank, name);
     if (g->comm == MPI_COMM_NULL) {
         g->rank = -1;
         g->size = 0;
@@ -91,7 +91,7 @@ static tcomm_rc _group(tcomm_t *c, tc_group *g, const char *name, int color,
     g->world = malloc(sizeof(int) * (size_t)g->size);
     if (!g->world)
         return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for the %s communicator",
-                       name);
+                          name);
     MPI_Allgather(&c->info.rank, 1, MPI_INT, g->world, 1, MPI_INT, g->comm);
     return TCOMM_OK;
 }
@@ -145,9 +145,9 @@ static tcomm_rc _mpi_up(tcomm_t *c)
     MPI_Comm_size(MPI_COMM_WORLD, &s);
     if (r != c->info.rank || s != c->info.size)
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                       "MPI says rank %d of %d but PMIx says %d "
-                       "of %d: mixed launchers?",
-                       r, s, c->info.rank, c->info.size);
+                          "MPI says rank %d of %d but PMIx says %d "
+                          "of %d: mixed launchers?",
+                          r, s, c->info.rank, c->info.size);
     return TCOMM_OK;
 }
 

@@ -1,13 +1,13 @@
-/* bootstrap/probe.c: measure the cost model's link parameters at start-up. Rank 0
- * ping-pongs a small and a large message with one rank on its own node and
+/* bootstrap/probe.c: measure the cost model's link parameters at start-up. Rank
+ * 0 ping-pongs a small and a large message with one rank on its own node and
  * one on another node, and times its fp32 reduce loop; the numbers are
  * broadcast so that every rank's hybrid choice is identical. About 0.1 s. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "trainer/comm/transport/transport.h"
 #include "trainer/comm/core/wire.h"
+#include "trainer/comm/transport/transport.h"
 
 /* Round-trip time of bytes between world ranks 0 and peer (both call). */
 static tcomm_rc _pingpong(tcomm_t *c, int peer, void *buf, size_t bytes,

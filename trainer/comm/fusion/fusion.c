@@ -14,8 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "trainer/comm/tcomm_fusion.h"
 #include "trainer/comm/algo/algo.h"
+#include "trainer/comm/tcomm_fusion.h"
 
 typedef struct {
     float *grad;
@@ -67,7 +67,7 @@ tcomm_rc tcomm_fusion_create(tcomm_t *c, const tcomm_fusion_options *o,
         (unsigned)f->o.wire >= TCOMM_WIRE_COUNT) {
         free(f);
         return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: bad algorithm %d or wire %d",
-                       (int)o->algo, (int)o->wire);
+                          (int)o->algo, (int)o->wire);
     }
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
@@ -79,17 +79,18 @@ tcomm_rc tcomm_fusion_add(tcomm_fusion_t *f, float *grad, size_t count,
                           const char *name, int *index)
 {
     if (f->sealed)
-        return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: gradient '%s' added after seal",
-                       name ? name : "?");
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "fusion: gradient '%s' added after seal",
+                          name ? name : "?");
     if (!grad && count)
         return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: gradient '%s' has no buffer",
-                       name ? name : "?");
+                          name ? name : "?");
     if (f->nt == f->cap) {
         int cap = f->cap ? 2 * f->cap : 64;
         tc_tensor *t = realloc(f->t, sizeof *t * (size_t)cap);
         if (!t)
-            return TORUS_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for %d tensors",
-                           cap);
+            return TORUS_FAIL(TCOMM_ERR_NOMEM,
+                              "fusion: no memory for %d tensors", cap);
         f->t = t;
         f->cap = cap;
     }
@@ -159,7 +160,7 @@ static tcomm_rc _check_layout(tcomm_fusion_t *f)
     uint64_t *all = malloc(sizeof mine * (size_t)c->info.size);
     if (!all)
         return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                       "fusion: no memory for the layout check");
+                          "fusion: no memory for the layout check");
     MPI_Allgather(mine, K, MPI_UINT64_T, all, K, MPI_UINT64_T, c->world.comm);
     tcomm_rc rc = TCOMM_OK;
     f->shared = all[3] != 0;
@@ -236,7 +237,7 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
     f->segs = calloc((size_t)(f->nt ? f->nt : 1), sizeof *f->segs);
     if (!f->segs)
         return TORUS_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for %d tensors",
-                       f->nt);
+                          f->nt);
     for (int i = 0; i < f->nt; i++)
         f->segs[i] = (tcomm_seg){f->t[i].grad, f->t[i].count};
     /* Greedy in backward order: a bucket closes once it holds theta bytes. */
@@ -258,7 +259,7 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
     if (!f->o.synchronous) {
         if (pthread_create(&f->thread, NULL, _thread, f) != 0)
             return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                           "fusion: cannot start the communication thread");
+                              "fusion: cannot start the communication thread");
         f->thread_up = 1;
     }
     f->sealed = 1;
@@ -279,8 +280,8 @@ tcomm_rc tcomm_fusion_bucket(const tcomm_fusion_t *f, size_t b, int *first,
                              int *ntensors, size_t *count)
 {
     if (!f->sealed || b >= (size_t)f->nb)
-        return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: no bucket %zu (%d buckets%s)", b,
-                       f->nb, f->sealed ? "" : ", not sealed");
+        return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: no bucket %zu (%d buckets%s)",
+                          b, f->nb, f->sealed ? "" : ", not sealed");
     *first = f->b[b].first;
     *ntensors = f->b[b].n;
     *count = f->b[b].count;
@@ -303,7 +304,7 @@ tcomm_rc tcomm_fusion_ready(tcomm_fusion_t *f, int index)
 {
     if (!f->sealed || index < 0 || index >= f->nt)
         return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: ready(%d) with %d tensors%s",
-                       index, f->nt, f->sealed ? "" : " before seal");
+                          index, f->nt, f->sealed ? "" : " before seal");
     pthread_mutex_lock(&f->mu);
     tc_tensor *t = &f->t[index];
     int twice = t->ready;
@@ -316,9 +317,9 @@ tcomm_rc tcomm_fusion_ready(tcomm_fusion_t *f, int index)
     pthread_mutex_unlock(&f->mu);
     if (twice)
         return TORUS_FAIL(TCOMM_ERR_ARG,
-                       "fusion: gradient %d ('%s') marked ready twice "
-                       "in one step",
-                       index, t->name);
+                          "fusion: gradient %d ('%s') marked ready twice "
+                          "in one step",
+                          index, t->name);
     return f->o.synchronous ? _drain_sync(f) : TCOMM_OK;
 }
 

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "trainer/comm/transport/transport.h"
 #include "trainer/comm/core/wire.h"
 #include "trainer/comm/core/wire_isa.h"
+#include "trainer/comm/transport/transport.h"
 
 /* Poll n requests to completion. peer is the rank (inside g) we depend on,
  * named in the error when the deadline passes. */
@@ -29,9 +29,9 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n,
         if (rc != MPI_SUCCESS) {
             int lost = tc_find_lost_rank(c, g->world[peer]);
             return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                           "rank %d: rank %d is lost (MPI error %d "
-                           "talking to rank %d in the %s communicator)",
-                           c->info.rank, lost, rc, g->world[peer], g->name);
+                              "rank %d: rank %d is lost (MPI error %d "
+                              "talking to rank %d in the %s communicator)",
+                              c->info.rank, lost, rc, g->world[peer], g->name);
         }
         if (done)
             return TCOMM_OK;
@@ -147,8 +147,8 @@ tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
     int sn, rn;
     if (_split_count(sbytes, &sdt, &sn) || _split_count(rbytes, &rdt, &rn))
         return TORUS_FAIL(TCOMM_ERR_ARG,
-                       "message of %zu bytes exceeds 2 GiB per step",
-                       sbytes > rbytes ? sbytes : rbytes);
+                          "message of %zu bytes exceeds 2 GiB per step",
+                          sbytes > rbytes ? sbytes : rbytes);
     MPI_Irecv(rbuf, rn, rdt, src, 71, g->comm, &r[0]);
     MPI_Isend(sbuf, sn, sdt, dst, 71, g->comm, &r[1]);
     return _wait(c, g, r, 2, src);
@@ -163,7 +163,7 @@ static tcomm_rc _p2p(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
     int n;
     if (_split_count(bytes, &dt, &n))
         return TORUS_FAIL(TCOMM_ERR_ARG, "message of %zu bytes exceeds 2 GiB",
-                       bytes);
+                          bytes);
     if (is_send)
         MPI_Isend(buf, n, dt, peer, 72, g->comm, &r);
     else
@@ -222,7 +222,7 @@ tcomm_rc tc_mpi_ops_create(tcomm_t *c)
         MPI_Op_create(_op_fp16, 1, &c->op_fp16) != MPI_SUCCESS ||
         MPI_Op_create(_op_bf16, 1, &c->op_bf16) != MPI_SUCCESS)
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                       "cannot create the MPI fp16/bf16 reduction ops");
+                          "cannot create the MPI fp16/bf16 reduction ops");
     return TCOMM_OK;
 }
 
@@ -240,7 +240,7 @@ tcomm_rc tc_flat_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
 {
     if (count > 0x7fffffff)
         return TORUS_FAIL(TCOMM_ERR_ARG,
-                       "flat: %zu elements exceed MPI's int count", count);
+                          "flat: %zu elements exceed MPI's int count", count);
     int rc;
     if (w == TCOMM_WIRE_FP32) {
         rc = MPI_Allreduce(MPI_IN_PLACE, x, (int)count, MPI_FLOAT, MPI_SUM,
@@ -248,8 +248,8 @@ tcomm_rc tc_flat_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
     } else {
         void *t = tc_buf_get(&c->scr.a, count * 2);
         if (!t)
-            return TORUS_FAIL(TCOMM_ERR_NOMEM, "flat: no memory for %zu elements",
-                           count);
+            return TORUS_FAIL(TCOMM_ERR_NOMEM,
+                              "flat: no memory for %zu elements", count);
         tc_encode(w, x, t, count);
         rc = MPI_Allreduce(MPI_IN_PLACE, t, (int)count, c->dt_half,
                            w == TCOMM_WIRE_FP16 ? c->op_fp16 : c->op_bf16,
@@ -257,8 +257,9 @@ tcomm_rc tc_flat_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
         tc_decode(w, t, x, count);
     }
     if (rc != MPI_SUCCESS)
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: MPI_Allreduce failed (%d)",
-                       c->info.rank, rc);
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: MPI_Allreduce failed (%d)", c->info.rank,
+                          rc);
     return TCOMM_OK;
 }
 
@@ -290,8 +291,8 @@ tcomm_rc tcomm_bcast_bytes(tcomm_t *c, void *buf, size_t bytes, int root)
     if (bytes > 0x7fffffff ||
         MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->world.comm))
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                       "rank %d: broadcast of %zu bytes failed", c->info.rank,
-                       bytes);
+                          "rank %d: broadcast of %zu bytes failed",
+                          c->info.rank, bytes);
     return TCOMM_OK;
 }
 
@@ -301,7 +302,7 @@ tcomm_rc tcomm_max_double(tcomm_t *c, double *v)
         return TCOMM_OK;
     if (MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_MAX, c->world.comm))
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: max all-reduce failed",
-                       c->info.rank);
+                          c->info.rank);
     return TCOMM_OK;
 }
 
@@ -311,6 +312,6 @@ tcomm_rc tcomm_sum_double(tcomm_t *c, double *v, int n)
         return TCOMM_OK;
     if (MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, c->world.comm))
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: sum all-reduce failed",
-                       c->info.rank);
+                          c->info.rank);
     return TCOMM_OK;
 }

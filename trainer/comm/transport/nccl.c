@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "trainer/comm/transport/nccl_kernels.h"
 #include "trainer/comm/core/comm.h"
 #include "trainer/comm/tcomm_nccl.h"
+#include "trainer/comm/transport/nccl_kernels.h"
 
 struct tcomm_nccl {
     tcomm_t *c;
@@ -29,19 +29,19 @@ struct tcomm_nccl {
     unsigned long long *d_bad, *h_bad; /* device counter, pinned host copy */
 };
 
-#define CUDA_TRY(call)                                                      \
-    do {                                                                    \
-        cudaError_t _e = (call);                                            \
-        if (_e != cudaSuccess)                                              \
-            return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: %s: %s",            \
-                           n->c->info.rank, #call, cudaGetErrorString(_e)); \
+#define CUDA_TRY(call)                                                         \
+    do {                                                                       \
+        cudaError_t _e = (call);                                               \
+        if (_e != cudaSuccess)                                                 \
+            return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: %s: %s",          \
+                              n->c->info.rank, #call, cudaGetErrorString(_e)); \
     } while (0)
-#define NCCL_TRY(call)                                                      \
-    do {                                                                    \
-        ncclResult_t _r = (call);                                           \
-        if (_r != ncclSuccess)                                              \
-            return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: %s: %s",            \
-                           n->c->info.rank, #call, ncclGetErrorString(_r)); \
+#define NCCL_TRY(call)                                                         \
+    do {                                                                       \
+        ncclResult_t _r = (call);                                              \
+        if (_r != ncclSuccess)                                                 \
+            return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: %s: %s",          \
+                              n->c->info.rank, #call, ncclGetErrorString(_r)); \
     } while (0)
 
 static tcomm_rc _init(tcomm_nccl_t *n, int device)
@@ -51,7 +51,7 @@ static tcomm_rc _init(tcomm_nccl_t *n, int device)
     CUDA_TRY(cudaGetDeviceCount(&ndev));
     if (ndev < 1)
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: no CUDA device",
-                       c->info.rank);
+                          c->info.rank);
     n->device = device >= 0 ? device : c->info.local_rank % ndev;
     CUDA_TRY(cudaSetDevice(n->device));
     /* One unique id, from rank 0, through the PMIx key-value store. */
@@ -143,6 +143,60 @@ static tcomm_rc _two_level(tcomm_nccl_t *n, ncclComm_t a, int arank, int asize,
     return TCOMM_OK;
 }
 
+/* The device wire buffer grown to bytes. Growing is rare (first bucket
+ * of each size): wait for users of the old buffer on our stream only. */
+static tcomm_rc _wire_reserve(tcomm_nccl_t *n, size_t bytes)
+{
+    if (bytes <= n->wire_bytes)
+        return TCOMM_OK;
+    CUDA_TRY(cudaStreamSynchronize(n->stream));
+    cudaFree(n->wire);
+    n->wire = NULL;
+    CUDA_TRY(cudaMalloc(&n->wire, bytes));
+    n->wire_bytes = bytes;
+    return TCOMM_OK;
+}
+
+/* Enqueue algo on the packed wire buffer (npad values, P > 1). */
+static tcomm_rc _enqueue(tcomm_nccl_t *n, tcomm_algo algo, size_t npad,
+                         tcomm_wire w)
+{
+    const tcomm_info *i = &n->c->info;
+    int P = i->size;
+    ncclDataType_t dt = _dt(w);
+    switch (algo) {
+    case TCOMM_ALGO_FLAT:
+        NCCL_TRY(ncclAllReduce(n->wire, n->wire, npad, dt, ncclSum, n->world,
+                               n->stream));
+        return TCOMM_OK;
+    case TCOMM_ALGO_RING: {
+        size_t chunk = npad / (size_t)P;
+        char *slice =
+            (char *)n->wire + (size_t)i->rank * chunk * tcomm_wire_bytes(w);
+        NCCL_TRY(ncclReduceScatter(n->wire, slice, chunk, dt, ncclSum, n->world,
+                                   n->stream));
+        NCCL_TRY(ncclAllGather(slice, n->wire, chunk, dt, n->world, n->stream));
+        return TCOMM_OK;
+    }
+    case TCOMM_ALGO_HIER:
+        NCCL_TRY(ncclReduce(n->wire, n->wire, npad, dt, ncclSum, 0, n->group,
+                            n->stream));
+        if (i->group_rank == 0 && i->ngroups > 1)
+            NCCL_TRY(ncclAllReduce(n->wire, n->wire, npad, dt, ncclSum,
+                                   n->leaders, n->stream));
+        NCCL_TRY(
+            ncclBroadcast(n->wire, n->wire, npad, dt, 0, n->group, n->stream));
+        return TCOMM_OK;
+    case TCOMM_ALGO_HIER_RS:
+        return _two_level(n, n->group, i->group_rank, i->group_size, n->peers,
+                          npad, w);
+    case TCOMM_ALGO_TORUS2D:
+        return _two_level(n, n->row, i->col, i->cols, n->col, npad, w);
+    default:
+        return TORUS_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)algo);
+    }
+}
+
 tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
                               tcomm_algo algo, tcomm_wire w, unsigned flags,
                               cudaStream_t producer)
@@ -154,62 +208,17 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
         algo = tc_hybrid_pick(c, count, w, 0);
     if (algo == TCOMM_ALGO_HIER_RS && !i->groups_uniform)
         return TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
-                       "hier-rs needs groups of equal size");
+                          "hier-rs needs groups of equal size");
     size_t npad = (count + (size_t)P - 1) / (size_t)P * (size_t)P;
-    size_t bytes = npad * tcomm_wire_bytes(w);
-    if (bytes > n->wire_bytes) {
-        /* Growing is rare (first bucket of each size): wait for users of
-         * the old buffer on our stream only. */
-        CUDA_TRY(cudaStreamSynchronize(n->stream));
-        cudaFree(n->wire);
-        n->wire = NULL;
-        CUDA_TRY(cudaMalloc(&n->wire, bytes));
-        n->wire_bytes = bytes;
-    }
+    tcomm_rc rc = _wire_reserve(n, npad * tcomm_wire_bytes(w));
+    if (rc)
+        return rc;
     CUDA_TRY(cudaEventRecord(n->ready, producer));
     CUDA_TRY(cudaStreamWaitEvent(n->stream, n->ready, 0));
     float scale = (flags & TCOMM_AVERAGE) ? 1.0f / (float)P : 1.0f;
     CUDA_TRY((cudaError_t)tcomm_cuda_pack(x, n->wire, count, npad, scale,
                                           (int)w, n->stream));
-    tcomm_rc rc = TCOMM_OK;
-    ncclDataType_t dt = _dt(w);
-    if (P > 1) {
-        switch (algo) {
-        case TCOMM_ALGO_FLAT:
-            NCCL_TRY(ncclAllReduce(n->wire, n->wire, npad, dt, ncclSum,
-                                   n->world, n->stream));
-            break;
-        case TCOMM_ALGO_RING: {
-            size_t chunk = npad / (size_t)P;
-            char *slice =
-                (char *)n->wire + (size_t)i->rank * chunk * tcomm_wire_bytes(w);
-            NCCL_TRY(ncclReduceScatter(n->wire, slice, chunk, dt, ncclSum,
-                                       n->world, n->stream));
-            NCCL_TRY(
-                ncclAllGather(slice, n->wire, chunk, dt, n->world, n->stream));
-            break;
-        }
-        case TCOMM_ALGO_HIER:
-            NCCL_TRY(ncclReduce(n->wire, n->wire, npad, dt, ncclSum, 0,
-                                n->group, n->stream));
-            if (i->group_rank == 0 && i->ngroups > 1)
-                NCCL_TRY(ncclAllReduce(n->wire, n->wire, npad, dt, ncclSum,
-                                       n->leaders, n->stream));
-            NCCL_TRY(ncclBroadcast(n->wire, n->wire, npad, dt, 0, n->group,
-                                   n->stream));
-            break;
-        case TCOMM_ALGO_HIER_RS:
-            rc = _two_level(n, n->group, i->group_rank, i->group_size, n->peers,
-                            npad, w);
-            break;
-        case TCOMM_ALGO_TORUS2D:
-            rc = _two_level(n, n->row, i->col, i->cols, n->col, npad, w);
-            break;
-        default:
-            return TORUS_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)algo);
-        }
-    }
-    if (rc)
+    if (P > 1 && (rc = _enqueue(n, algo, npad, w)))
         return rc;
     CUDA_TRY((cudaError_t)tcomm_cuda_unpack(n->wire, x, count, (int)w, n->d_bad,
                                             n->stream));

@@ -1,5 +1,6 @@
-/* transport/nccl_kernels.h: the CUDA kernels of the NCCL transport (nccl_kernels.cu),
- * callable from C. wire is a tcomm_wire. Each returns a cudaError_t. */
+/* transport/nccl_kernels.h: the CUDA kernels of the NCCL transport
+ * (nccl_kernels.cu), callable from C. wire is a tcomm_wire. Each returns a
+ * cudaError_t. */
 #ifndef TORUS_TCOMM_NCCL_KERNELS_H
 #define TORUS_TCOMM_NCCL_KERNELS_H
 

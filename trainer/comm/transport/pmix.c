@@ -30,8 +30,8 @@ static tcomm_rc _check_key(const char *key)
 {
     if (!key || !*key || strlen(key) > PMIX_MAX_KEYLEN)
         return TORUS_FAIL(TCOMM_ERR_ARG,
-                       "PMIx key '%s' is empty or longer than %d",
-                       key ? key : "", PMIX_MAX_KEYLEN);
+                          "PMIx key '%s' is empty or longer than %d",
+                          key ? key : "", PMIX_MAX_KEYLEN);
     return TCOMM_OK;
 }
 
@@ -44,7 +44,8 @@ tcomm_rc tcomm_pmix_put(tcomm_t *c, const char *key, const void *data,
     if (!c->pmix_up) {
         tc_blob *b = malloc(sizeof *b + len);
         if (!b)
-            return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for PMIx key %s", key);
+            return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for PMIx key %s",
+                              key);
         strcpy(b->key, key);
         b->len = len;
         memcpy(b->data, data, len);
@@ -61,8 +62,9 @@ tcomm_rc tcomm_pmix_put(tcomm_t *c, const char *key, const void *data,
     if (st == PMIX_SUCCESS)
         st = PMIx_Commit();
     if (st != PMIX_SUCCESS)
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: PMIx_Put/Commit of %s: %s",
-                       c->info.rank, key, PMIx_Error_string(st));
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: PMIx_Put/Commit of %s: %s", c->info.rank,
+                          key, PMIx_Error_string(st));
     return TCOMM_OK;
 }
 
@@ -77,7 +79,7 @@ tcomm_rc tcomm_pmix_fence(tcomm_t *c)
     PMIX_INFO_DESTRUCT(&info);
     if (st != PMIX_SUCCESS)
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: PMIx_Fence: %s",
-                       c->info.rank, PMIx_Error_string(st));
+                          c->info.rank, PMIx_Error_string(st));
     return TCOMM_OK;
 }
 
@@ -88,8 +90,8 @@ tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data,
     if (rc)
         return rc;
     if (rank < 0 || rank >= c->info.size)
-        return TORUS_FAIL(TCOMM_ERR_ARG, "PMIx get of %s from rank %d of %d", key,
-                       rank, c->info.size);
+        return TORUS_FAIL(TCOMM_ERR_ARG, "PMIx get of %s from rank %d of %d",
+                          key, rank, c->info.size);
     if (!c->pmix_up) {
         for (tc_blob *b = _store; b; b = b->next)
             if (strcmp(b->key, key) == 0) {
@@ -98,8 +100,8 @@ tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data,
                 memcpy(data, b->data, len);
                 return TCOMM_OK;
             }
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "no %zu-byte value for PMIx key %s",
-                       len, key);
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "no %zu-byte value for PMIx key %s", len, key);
     }
     pmix_proc_t p;
     pmix_value_t *v = NULL;
@@ -107,8 +109,8 @@ tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data,
     pmix_status_t st = PMIx_Get(&p, key, NULL, 0, &v);
     if (st != PMIX_SUCCESS || !v)
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                       "rank %d: PMIx_Get of %s from rank %d: %s", c->info.rank,
-                       key, rank, PMIx_Error_string(st));
+                          "rank %d: PMIx_Get of %s from rank %d: %s",
+                          c->info.rank, key, rank, PMIx_Error_string(st));
     int ok = v->type == PMIX_BYTE_OBJECT && v->data.bo.size == len;
     if (ok)
         memcpy(data, v->data.bo.bytes, len);
@@ -116,8 +118,8 @@ tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data,
     PMIX_VALUE_RELEASE(v);
     if (!ok)
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                       "rank %d: PMIx key %s from rank %d has %zu "
-                       "bytes, expected %zu",
-                       c->info.rank, key, rank, got, len);
+                          "rank %d: PMIx key %s from rank %d has %zu "
+                          "bytes, expected %zu",
+                          c->info.rank, key, rank, got, len);
     return TCOMM_OK;
 }

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/comm/transport/transport.h"
 #include "trainer/comm/core/wire.h"
+#include "trainer/comm/transport/transport.h"
 
 void tc_shm_probe(tcomm_t *c, tc_group *g)
 {
@@ -58,8 +58,8 @@ tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes)
         MPI_Win_allocate_shared((MPI_Aint)want, 1, MPI_INFO_NULL, g->comm,
                                 &base, &g->shm.win) != MPI_SUCCESS)
         return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                       "rank %d: no %zu-byte shared segment for the %s",
-                       c->info.rank, want, g->name);
+                          "rank %d: no %zu-byte shared segment for the %s",
+                          c->info.rank, want, g->name);
     for (int j = 0; j < g->size; j++) {
         MPI_Aint sz;
         int disp;
@@ -83,8 +83,9 @@ tcomm_rc tc_shm_sync_win(tcomm_t *c, const tc_group *g, MPI_Win win)
     MPI_Request r;
     MPI_Win_sync(win);
     if (MPI_Ibarrier(g->comm, &r) != MPI_SUCCESS)
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: barrier of the %s failed",
-                       c->info.rank, g->name);
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: barrier of the %s failed", c->info.rank,
+                          g->name);
     tcomm_rc rc = tc_wait_req(c, g, &r, (g->rank + 1) % g->size);
     MPI_Win_sync(win);
     return rc;
