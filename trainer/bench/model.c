@@ -56,23 +56,11 @@ static void _header(const char *a, const char *b)
     printf(" %8s %10s\n", "best", "link-limit");
 }
 
-int bench_model(const bench_opts *o)
+/* --scaling: ResNet-50 gradients, fp16 on the wire, one fused all-reduce
+ * per step, at growing P. */
+static int _scaling(const bench_opts *o, const tcomm_model_params *mp)
 {
-    tcomm_model_params m = o->model;
-    _params(&m);
-    printf("# predicted all-reduce time in ms\n");
-    _header("bytes", "wire");
-    for (double sz = (double)o->minbytes; sz <= (double)o->maxbytes;
-         sz *= o->factor) {
-        for (int wi = 0; wi < o->nwires; wi++)
-            _print_row(&m, (size_t)sz / 4, o->wires[wi]);
-        if (o->factor <= 1.0)
-            break;
-    }
-    if (!o->scaling)
-        return 0;
-
-    /* ResNet-50 gradients, fp16 on the wire, one fused all-reduce per step. */
+    tcomm_model_params m = *mp;
     bench_tensor *s;
     int ns;
     size_t count;
@@ -121,4 +109,20 @@ int bench_model(const bench_opts *o)
                2 * (p.rows - 1) + 2 * (p.cols - 1));
     }
     return 0;
+}
+
+int bench_model(const bench_opts *o)
+{
+    tcomm_model_params m = o->model;
+    _params(&m);
+    printf("# predicted all-reduce time in ms\n");
+    _header("bytes", "wire");
+    for (double sz = (double)o->minbytes; sz <= (double)o->maxbytes;
+         sz *= o->factor) {
+        for (int wi = 0; wi < o->nwires; wi++)
+            _print_row(&m, (size_t)sz / 4, o->wires[wi]);
+        if (o->factor <= 1.0)
+            break;
+    }
+    return o->scaling ? _scaling(o, &m) : 0;
 }
