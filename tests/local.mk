@@ -8,6 +8,11 @@ tests_integration_pmix_probe_SOURCES = tests/integration/pmix_probe.c
 tests_integration_pmix_probe_CFLAGS = $(AM_CFLAGS) $(PMIX_CFLAGS)
 tests_integration_pmix_probe_LDADD = $(PMIX_LIBS)
 
+# The include graph obeys the folder layers (no cycle, no upward include);
+# the layer table is in the script.
+TESTS += tests/unit/include_layers.sh
+EXTRA_DIST += tests/unit/include_layers.sh
+
 TESTS += \
 	tests/integration/configure_errors.sh \
 	tests/integration/jobs_pack.sh \

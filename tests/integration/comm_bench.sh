@@ -7,7 +7,7 @@
 # --help and usage errors.
 set -u
 . "$top_srcdir/tests/integration/comm_lib.sh"
-TB="$top_builddir/trainer/comm/torus-bench"
+TB="$top_builddir/trainer/bench/torus-bench"
 
 "$TB" --help | grep -q 'RESNET-50 OPTIONS' || cm_fail "--help lacks its sections"
 "$TB" --bogus >/dev/null 2>&1; [ $? = 2 ] || cm_fail "an unknown option must exit 2"

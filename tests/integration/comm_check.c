@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/bench/testdata.h"
 #include "trainer/comm/tcomm.h"
-#include "trainer/comm/testdata.h"
 
 static double _hash(const float *x, size_t n)
 {
@@ -99,7 +99,7 @@ int main(int argc, char **argv)
                 float *x = malloc((n + 1) * 4), *y = malloc((n + 1) * 4);
                 uint64_t seed = 1000 + n;
                 tcomm_result r1, r2;
-                tcomm_testdata_fill(x, n, in.rank, seed);
+                bench_testdata_fill(x, n, in.rank, seed);
                 tcomm_rc rc = tcomm_allreduce(c, x, n, algo, wire,
                                               average ? TCOMM_AVERAGE : 0, &r1);
                 if (rc == TCOMM_ERR_UNSUPPORTED) {
@@ -115,7 +115,7 @@ int main(int argc, char **argv)
                     tcomm_abort(c, 1, "all-reduce failed");
                 }
                 size_t first = 0;
-                double wrong = (double)tcomm_testdata_wrong(
+                double wrong = (double)bench_testdata_wrong(
                     x, n, in.size, seed, average ? 1.0 / in.size : 1.0, wire,
                     &first);
                 if (wrong && in.rank < 4)
@@ -125,7 +125,7 @@ int main(int argc, char **argv)
                         in.rank, a, w, n, first, first < n ? x[first] : 0.0);
                 /* Bitwise agreement across ranks and with a second run. */
                 double h = _hash(x, n), hmax = h, hmin = -h;
-                tcomm_testdata_fill(y, n, in.rank, seed);
+                bench_testdata_fill(y, n, in.rank, seed);
                 rc = tcomm_allreduce(c, y, n, algo, wire,
                                      average ? TCOMM_AVERAGE : 0, &r2);
                 double rerun = rc || memcmp(x, y, n * 4) != 0;

@@ -76,7 +76,7 @@ else
     echo "note: srun has no --torus (plugin not built): plugin steps not run"
 fi
 step fusion "$B/comm_fusion_check" --theta 8192 --algo hybrid
-step bench "$top_builddir/trainer/comm/torus-bench" -b 4K -e 1M -f 16 -n 2 -w 1 -a all -d fp32,fp16
+step bench "$top_builddir/trainer/bench/torus-bench" -b 4K -e 1M -f 16 -n 2 -w 1 -a all -d fp32,fp16
 
 # A rank killed in the middle of a collective: Slurm's PMIx plugin tears
 # the step down; nothing may hang and srun must name the task.

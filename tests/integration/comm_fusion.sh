@@ -43,7 +43,7 @@ _shared 4 all --algo torus2d --grid 2x2 --theta 1
 _shared 6 all --algo torus2d --grid 2x3 --theta 100000000
 _shared 4 none --algo torus2d --skew 2
 _shared 4 none --algo ring --theta 8192
-# hybrid prices the in-place sum (algo_hybrid.c), so it picks an algorithm
+# hybrid prices the in-place sum (core/pick.c), so it picks an algorithm
 # that runs it for every bucket, small or large.
 _shared 4 all --algo hybrid --theta 30000
 _shared 4 all --algo hybrid --grid 2x2 --theta 1

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/bench/testdata.h"
 #include "trainer/comm/tcomm_fusion.h"
-#include "trainer/comm/testdata.h"
 
 enum { NT = 37 };
 
@@ -57,7 +57,7 @@ static double _run(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o,
     for (int step = 0; step < 2; step++) {
         for (int k = 0; k < NT; k++) {
             int i = order ? (k * 11) % NT : k;
-            tcomm_testdata_fill(g[i], _size(i), in->rank, 77 + (uint64_t)i);
+            bench_testdata_fill(g[i], _size(i), in->rank, 77 + (uint64_t)i);
             _burn(i);
             if (tcomm_fusion_ready(f, i)) {
                 fprintf(stderr, "rank %d: %s\n", in->rank, tcomm_error());
@@ -70,7 +70,7 @@ static double _run(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o,
             return -1;
         }
         for (int i = 0; i < NT; i++)
-            wrong += (double)tcomm_testdata_wrong(
+            wrong += (double)bench_testdata_wrong(
                 g[i], _size(i), in->size, 77 + (uint64_t)i, 1.0 / in->size,
                 o->wire, NULL);
         _in_place += st.in_place;
@@ -94,7 +94,7 @@ static int _nan_step(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o,
     if (tcomm_fusion_seal(f))
         return 1;
     for (int i = 0; i < NT; i++) {
-        tcomm_testdata_fill(g[i], _size(i), in->rank, 77 + (uint64_t)i);
+        bench_testdata_fill(g[i], _size(i), in->rank, 77 + (uint64_t)i);
         if (i == 5 && in->rank == in->size - 1)
             g[i][17] = NAN;
         tcomm_fusion_ready(f, i);

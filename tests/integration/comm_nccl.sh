@@ -1,7 +1,7 @@
 #!/bin/bash
-# comm_nccl.sh: the NCCL backend on a GPU (device memory), as one process
+# comm_nccl.sh: the NCCL transport on a GPU (device memory), as one process
 # and under mpirun with one rank per visible GPU. SKIP without a device:
-# the backend is still compiled and linked by the build on every machine
+# the transport is still compiled and linked by the build on every machine
 # with CUDA and NCCL.
 set -u
 . "$top_srcdir/tests/integration/comm_lib.sh"

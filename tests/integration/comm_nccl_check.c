@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/bench/testdata.h"
 #include "trainer/comm/tcomm_nccl.h"
-#include "trainer/comm/testdata.h"
 
 static double _hash(const float *x, size_t n)
 {
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
         for (int w = TCOMM_WIRE_FP32; w < TCOMM_WIRE_COUNT; w++)
             for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
                 size_t cnt = sizes[k], bad = 0;
-                tcomm_testdata_fill(h, cnt, in.rank, 31 + cnt);
+                bench_testdata_fill(h, cnt, in.rank, 31 + cnt);
                 /* The copy is queued on the compute stream: the reduction must
                  * wait for it through the producer event. */
                 cudaMemcpyAsync(d, h, cnt * 4, cudaMemcpyHostToDevice, compute);
@@ -68,7 +68,7 @@ int main(int argc, char **argv)
                 }
                 cudaMemcpyAsync(h, d, cnt * 4, cudaMemcpyDeviceToHost, compute);
                 cudaStreamSynchronize(compute);
-                double wrong = (double)tcomm_testdata_wrong(
+                double wrong = (double)bench_testdata_wrong(
                     h, cnt, in.size, 31 + cnt, 1.0 / in.size, w, NULL);
                 double hx = _hash(h, cnt), hmax = hx, hmin = -hx,
                        nb = (double)bad;

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/comm/tcomm_internal.h"
-#include "trainer/comm/wire_isa.h"
+#include "trainer/comm/core/wire.h"
+#include "trainer/comm/core/wire_isa.h"
 
 static float _f(uint32_t u)
 {

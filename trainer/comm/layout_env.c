@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "trainer/comm/layout_env.h"
-#include "trainer/comm/tcomm_internal.h"
+#include "trainer/comm/core/error.h"
 
 /* Bigger than any job we plan for, small enough that R*C fits an int. */
 #define TC_MAX_DIM (1 << 20)

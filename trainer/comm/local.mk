@@ -1,76 +1,75 @@
-# trainer/comm/local.mk: libtcomm (PMIx bootstrap, MPI/NCCL backends, the
-# all-reduce algorithms, tensor fusion), the torus-bench tool, and their tests.
+# trainer/comm/local.mk: libtcomm (the collectives library) and its tests.
+# Its layers, lowest first, each including only the ones below it (checked
+# by tests/unit/include_layers.sh): the public headers (tcomm*.h) and the
+# cost model; core/ (communicator state, errors, buffers, wire kernels);
+# transport/ (MPI, node shared memory, PMIx exchange, NCCL); algo/ (ring,
+# hier, torus2d, pipeline, in-place sums); fusion/ (buckets, comm thread);
+# bootstrap/ (tcomm_init, start-up watchdog, link probe). The torus-bench
+# tool is trainer/bench/.
 
 noinst_LTLIBRARIES += trainer/comm/libtcomm.la
 trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/tcomm.h \
-	trainer/comm/tcomm_internal.h \
-	trainer/comm/error.c \
-	trainer/comm/layout_env.h \
-	trainer/comm/layout_env.c \
-	trainer/comm/bootstrap.c \
-	trainer/comm/startup_watchdog.c \
-	trainer/comm/pmix_exchange.c \
-	trainer/comm/backend_mpi.c \
-	trainer/comm/wire_isa.h \
-	trainer/comm/wire.c \
-	trainer/comm/algo_ring.c \
-	trainer/comm/shm_node.c \
-	trainer/comm/algo_torus2d.c \
-	trainer/comm/algo_hier.c \
-	trainer/comm/pipeline.c \
-	trainer/comm/algo_hybrid.c \
-	trainer/comm/allreduce.c \
-	trainer/comm/allreduce_segs.c \
-	trainer/comm/shared_grads.c \
+	trainer/comm/tcomm_fusion.h \
 	trainer/comm/cost_model.h \
 	trainer/comm/cost_model.c \
-	trainer/comm/probe.c \
-	trainer/comm/tcomm_fusion.h \
-	trainer/comm/fusion.c \
-	trainer/comm/testdata.h \
-	trainer/comm/testdata.c \
-	trainer/comm/resnet50_shapes.h \
-	trainer/comm/resnet50_shapes.c
+	trainer/comm/layout_env.h \
+	trainer/comm/layout_env.c \
+	trainer/comm/core/error.h \
+	trainer/comm/core/error.c \
+	trainer/comm/core/comm.h \
+	trainer/comm/core/buffer.c \
+	trainer/comm/core/names.c \
+	trainer/comm/core/pick.c \
+	trainer/comm/core/wire.h \
+	trainer/comm/core/wire_isa.h \
+	trainer/comm/core/wire.c \
+	trainer/comm/transport/transport.h \
+	trainer/comm/transport/mpi.c \
+	trainer/comm/transport/shm.c \
+	trainer/comm/transport/pmix.c \
+	trainer/comm/algo/algo.h \
+	trainer/comm/algo/ring.c \
+	trainer/comm/algo/hier.c \
+	trainer/comm/algo/torus2d.c \
+	trainer/comm/algo/pipeline.c \
+	trainer/comm/algo/allreduce.c \
+	trainer/comm/algo/seg_walk.c \
+	trainer/comm/algo/segs.c \
+	trainer/comm/algo/shared_grads.c \
+	trainer/comm/fusion/fusion.c \
+	trainer/comm/bootstrap/bootstrap.h \
+	trainer/comm/bootstrap/init.c \
+	trainer/comm/bootstrap/watchdog.c \
+	trainer/comm/bootstrap/probe.c
 trainer_comm_libtcomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS) $(CUDA_CFLAGS)
 # The wire kernels' plain loops (fp32 adds, 1/P scale, inf/nan counts, the
 # fused bucket's gather) are memory-bound passes over every gradient byte;
 # without the full vectoriser they stayed scalar (fused ResNet-50 sync 58
 # ms against 36).
 trainer_comm_libtcomm_la_CFLAGS = $(AM_CFLAGS) -O2 $(VECTORIZE_CFLAGS)
-trainer_comm_libtcomm_la_LIBADD = $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
-noinst_HEADERS += trainer/comm/nccl_kernels.h
-EXTRA_DIST += trainer/comm/nccl_kernels.cu
+trainer_comm_libtcomm_la_LIBADD = common/libtoruscommon.la $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
+noinst_HEADERS += trainer/comm/transport/nccl_kernels.h
+EXTRA_DIST += trainer/comm/transport/nccl_kernels.cu
 
-# The NCCL backend (device memory): compiled and linked wherever configure
+# The NCCL transport (device memory): compiled and linked wherever configure
 # finds CUDA + NCCL, GPU or not. Its kernels are an nvcc object that every
 # program linking libtcomm gets through TCOMM_LIBS.
 if HAVE_NCCL
-trainer_comm_libtcomm_la_SOURCES += trainer/comm/tcomm_nccl.h trainer/comm/backend_nccl.c
-TCOMM_GPU_LIBS = trainer/comm/nccl_kernels.o $(NCCL_LIBS) $(CUDA_LIBS) -lstdc++
-CLEANFILES += trainer/comm/nccl_kernels.o
-trainer/comm/nccl_kernels.o: trainer/comm/nccl_kernels.cu trainer/comm/nccl_kernels.h
-	@$(MKDIR_P) trainer/comm
-	$(AM_V_GEN)$(NVCC_COMPILE) -c $(srcdir)/trainer/comm/nccl_kernels.cu -o $@
+trainer_comm_libtcomm_la_SOURCES += trainer/comm/tcomm_nccl.h trainer/comm/transport/nccl.c
+TCOMM_GPU_LIBS = trainer/comm/transport/nccl_kernels.o $(NCCL_LIBS) $(CUDA_LIBS) -lstdc++
+CLEANFILES += trainer/comm/transport/nccl_kernels.o
+trainer/comm/transport/nccl_kernels.o: trainer/comm/transport/nccl_kernels.cu trainer/comm/transport/nccl_kernels.h
+	@$(MKDIR_P) trainer/comm/transport
+	$(AM_V_GEN)$(NVCC_COMPILE) -c $(srcdir)/trainer/comm/transport/nccl_kernels.cu -o $@
 else
 TCOMM_GPU_LIBS =
-EXTRA_DIST += trainer/comm/tcomm_nccl.h trainer/comm/backend_nccl.c
+EXTRA_DIST += trainer/comm/tcomm_nccl.h trainer/comm/transport/nccl.c
 endif
 
 # What a program that uses libtcomm links.
 TCOMM_LIBS = trainer/comm/libtcomm.la $(TCOMM_GPU_LIBS) $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
 TCOMM_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS) $(CUDA_CFLAGS)
-
-# ------------------------------------------------------------------ torus-bench
-bin_PROGRAMS += trainer/comm/torus-bench
-trainer_comm_torus_bench_SOURCES = \
-	trainer/comm/bench.h \
-	trainer/comm/torus_bench.c \
-	trainer/comm/bench_sweep.c \
-	trainer/comm/bench_resnet50.c \
-	trainer/comm/bench_model.c
-trainer_comm_torus_bench_CPPFLAGS = $(TCOMM_CPPFLAGS)
-trainer_comm_torus_bench_LDADD = $(TCOMM_LIBS)
 
 # ------------------------------------------------------------------ tests
 COMM_UNIT_TESTS = tests/unit/test_comm_layout tests/unit/test_comm_wire \
@@ -90,9 +89,11 @@ tests_unit_test_comm_model_SOURCES = tests/unit/test_comm_model.c
 tests_unit_test_comm_model_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_comm_model_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
 
+# The checks compare against torus-bench's reproducible inputs
+# (BENCH_TESTDATA, trainer/bench/local.mk).
 # The correctness driver the comm_*.sh tests launch under mpirun / srun.
 check_PROGRAMS += tests/integration/comm_check
-tests_integration_comm_check_SOURCES = tests/integration/comm_check.c
+tests_integration_comm_check_SOURCES = tests/integration/comm_check.c $(BENCH_TESTDATA)
 tests_integration_comm_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
 tests_integration_comm_check_LDADD = $(TCOMM_LIBS)
 check_PROGRAMS += tests/integration/comm_fault_check
@@ -100,13 +101,13 @@ tests_integration_comm_fault_check_SOURCES = tests/integration/comm_fault_check.
 tests_integration_comm_fault_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
 tests_integration_comm_fault_check_LDADD = $(TCOMM_LIBS)
 check_PROGRAMS += tests/integration/comm_fusion_check
-tests_integration_comm_fusion_check_SOURCES = tests/integration/comm_fusion_check.c
+tests_integration_comm_fusion_check_SOURCES = tests/integration/comm_fusion_check.c $(BENCH_TESTDATA)
 tests_integration_comm_fusion_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
 tests_integration_comm_fusion_check_LDADD = $(TCOMM_LIBS)
 
 if HAVE_NCCL
 check_PROGRAMS += tests/integration/comm_nccl_check
-tests_integration_comm_nccl_check_SOURCES = tests/integration/comm_nccl_check.c
+tests_integration_comm_nccl_check_SOURCES = tests/integration/comm_nccl_check.c $(BENCH_TESTDATA)
 tests_integration_comm_nccl_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
 tests_integration_comm_nccl_check_LDADD = $(TCOMM_LIBS)
 else

@@ -1,6 +1,6 @@
 /* tcomm.h: the public API of torus's communication module (libtcomm).
  *
- * One small C API over two backends: MPI for host memory (CPU runs and CI)
+ * One small C API over two transports: MPI for host memory (CPU runs and CI)
  * and NCCL for device memory (tcomm_nccl.h). Ranks are bootstrapped through
  * PMIx, laid out on an R x C grid and in node groups from the TORUS_* env
  * contract (docs/env-contract.md), and reduced with one of several
@@ -25,7 +25,7 @@ typedef enum {
     TCOMM_ERR_ARG,     /* bad argument from the caller */
     TCOMM_ERR_ENV,     /* bad TORUS_* value or option */
     TCOMM_ERR_LAUNCH,  /* asked to run distributed without a PMIx server */
-    TCOMM_ERR_BACKEND, /* MPI/NCCL/PMIx call failed */
+    TCOMM_ERR_TRANSPORT, /* MPI/NCCL/PMIx call failed */
     TCOMM_ERR_TIMEOUT, /* a peer made no progress: lost or stalled rank */
     TCOMM_ERR_LAYOUT,  /* ranks disagree (grid, bucket layout) */
     TCOMM_ERR_NOMEM,
@@ -33,7 +33,7 @@ typedef enum {
 } tcomm_rc;
 
 typedef enum {
-    TCOMM_ALGO_FLAT = 0, /* the backend's own all-reduce on world */
+    TCOMM_ALGO_FLAT = 0, /* the transport's own all-reduce on world */
     TCOMM_ALGO_RING,     /* our ring reduce-scatter + all-gather on world */
     TCOMM_ALGO_HIER,     /* reduce in group, all-reduce of leaders, bcast */
     TCOMM_ALGO_HIER_RS,  /* reduce-scatter in group, slices cross groups */

@@ -1,4 +1,4 @@
-/* tcomm_nccl.h: the NCCL backend of libtcomm, for gradients in device
+/* tcomm_nccl.h: the NCCL transport of libtcomm, for gradients in device
  * memory (built only when configure finds NCCL; TORUS_HAVE_NCCL).
  *
  * Communicators: world from a unique id that rank 0 publishes through

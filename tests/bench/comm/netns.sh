@@ -31,7 +31,7 @@ bits=${rate%gbit}
 [ "$bits" != "$rate" ] && B=$((bits * 125000000)) || B=$((${rate%mbit} * 125000))
 echo "link limit 2(N-1)/N * S / B = $(awk -v s=$S -v b=$B 'BEGIN {printf "%.3f s", 1.5 * s / b}') at the nominal rate"
 for wire in fp32 fp16; do
-    timeout 600 srun --mpi=pmix -N4 -n8 "$build/trainer/comm/torus-bench" -b 64M -e 64M -n 3 -w 1 \
+    timeout 600 srun --mpi=pmix -N4 -n8 "$build/trainer/bench/torus-bench" -b 64M -e 64M -n 3 -w 1 \
         -a flat,ring,hier,hier-rs,torus2d,hybrid -d $wire --probe
 done
 echo "== model at scale with the same links: see torus-bench --model --help"

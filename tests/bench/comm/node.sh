@@ -21,7 +21,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-.}
-TB="$build/trainer/comm/torus-bench"
+TB="$build/trainer/bench/torus-bench"
 [ -x "$TB" ] || { echo "node.sh: no torus-bench under $build (pass the build dir)" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpi() { mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np 4 "$@"; }

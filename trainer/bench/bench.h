@@ -1,0 +1,59 @@
+/* trainer/bench/bench.h: what the torus-bench modes share: the parsed
+ * command line, the size parser and ResNet-50's gradient tensors. Each mode
+ * lives in its own file (sweep.c, resnet50.c, model.c); torus_bench.c
+ * parses and dispatches. torus-bench is a tool over libtcomm and the models
+ * library, not part of either. */
+#ifndef TORUS_BENCH_H
+#define TORUS_BENCH_H
+
+#include <stddef.h>
+
+#include "trainer/comm/cost_model.h"
+#include "trainer/comm/tcomm.h"
+
+typedef struct {
+    /* sweep */
+    size_t minbytes, maxbytes;
+    double factor;
+    int iters, warmup, check, average, probe;
+    int algos[TCOMM_ALGO_COUNT], nalgos;
+    int wires[TCOMM_WIRE_COUNT], nwires;
+    tcomm_options topt;
+    /* resnet50 */
+    size_t theta[16];
+    int ntheta;
+    int steps;
+    int grads; /* BENCH_GRADS_* */
+    /* model */
+    tcomm_model_params model;
+    int ranks_per_node, have_grid;
+    double compute_ms;
+    int scaling;
+} bench_opts;
+
+enum { BENCH_GRADS_BOTH, BENCH_GRADS_PRIVATE, BENCH_GRADS_SHARED };
+
+/* "64M", "4K", "1G", "1000" -> bytes; 0 on a malformed value. */
+size_t bench_parse_size(const char *s);
+
+/* One gradient tensor: its parameter's name and element count. */
+typedef struct {
+    char name[48];
+    size_t count;
+} bench_tensor;
+
+/* grads.c: the parameter tensors of ResNet-50 v1.5 as the models library
+ * builds it, in forward (registration) order: *out (malloc'd, n entries)
+ * and their total count. 0, or nonzero with torus_error_msg() set. */
+int bench_resnet50_tensors(bench_tensor **out, int *n, size_t *total);
+
+/* Report this rank's tcomm_error() and abort the whole job (what: the
+ * abort's message). */
+void bench_die(tcomm_t *c, int rank, const char *what)
+    __attribute__((noreturn));
+
+int bench_sweep(tcomm_t *c, const bench_opts *o);
+int bench_resnet50(tcomm_t *c, const bench_opts *o);
+int bench_model(const bench_opts *o);
+
+#endif

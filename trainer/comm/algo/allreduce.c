@@ -1,0 +1,68 @@
+/* algo/allreduce.c: tcomm_allreduce, the one entry point for host buffers. It
+ * pre-scales (averaging before the cast keeps fp16 from overflowing at
+ * scale, the DDP bug we avoid), resolves hybrid, runs the algorithm and
+ * counts inf/nan in the result for loss scaling. Also the name tables. */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "trainer/comm/algo/algo.h"
+#include "trainer/comm/core/wire.h"
+
+tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
+                         tcomm_wire wire, unsigned flags, tcomm_result *res)
+{
+    double t0 = tcomm_wtime();
+    tcomm_rc rc = TCOMM_OK;
+    if ((unsigned)algo >= TCOMM_ALGO_COUNT ||
+        (unsigned)wire >= TCOMM_WIRE_COUNT || (count && !buf))
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "tcomm_allreduce: bad algorithm %d, wire %d or "
+                          "buffer",
+                          (int)algo, (int)wire);
+    if (algo == TCOMM_ALGO_HYBRID)
+        algo = tc_hybrid_pick(c, count, wire, 0);
+    if (algo == TCOMM_ALGO_HIER_RS && !c->info.groups_uniform)
+        return TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
+                          "hier-rs needs groups of equal size; "
+                          "this layout has %d groups of unequal size",
+                          c->info.ngroups);
+    if ((flags & TCOMM_AVERAGE) && c->info.size > 1)
+        tc_scale(buf, count, 1.0f / (float)c->info.size);
+    if (count == 0) {
+        rc = TCOMM_OK;
+    } else if (c->info.size == 1) {
+        /* Nothing to exchange, but the result still carries wire precision
+         * so one rank and many agree on what fp16 means. */
+        rc = tc_ring_allgather(c, &c->scr, &c->world, buf, count, wire);
+    } else {
+        switch (algo) {
+        case TCOMM_ALGO_FLAT:
+            rc = tc_flat_allreduce(c, buf, count, wire);
+            break;
+        case TCOMM_ALGO_RING:
+            rc = tc_ring_allreduce(c, &c->scr, &c->world, buf, count, wire);
+            break;
+        case TCOMM_ALGO_HIER:
+            rc = tc_hier_allreduce(c, buf, count, wire);
+            break;
+        case TCOMM_ALGO_HIER_RS:
+            rc = tc_2d_allreduce(c, &c->group, &c->peers, buf, count, wire);
+            break;
+        case TCOMM_ALGO_TORUS2D:
+            rc = tc_2d_allreduce(c, &c->row, &c->col, buf, count, wire);
+            break;
+        default:
+            rc = TORUS_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)algo);
+        }
+    }
+    if (rc)
+        return rc;
+    if (res) {
+        res->nonfinite = tc_count_nonfinite(buf, count);
+        res->algo_used = algo;
+        res->seconds = tcomm_wtime() - t0;
+        res->in_place = 0;
+    }
+    return TCOMM_OK;
+}

@@ -1,0 +1,16 @@
+/* core/error.h: how libtcomm reports a failure (layer core, lowest of the
+ * library). Every function that can fail returns a tcomm_rc and, where it
+ * detects the failure, records the message with TORUS_FAIL (the project's
+ * one convention, common/torus_error.h); tcomm_error() (tcomm.h) returns
+ * that message for callers written before the convention. */
+#ifndef TORUS_TCOMM_CORE_ERROR_H
+#define TORUS_TCOMM_CORE_ERROR_H
+
+#include "common/torus_error.h"
+#include "trainer/comm/tcomm.h"
+
+/* The old name, kept only for trainer/comm/layout_env.c, which another
+ * change converts; new code writes TORUS_FAIL. */
+#define TC_FAIL(rc, ...) TORUS_FAIL((rc), __VA_ARGS__)
+
+#endif

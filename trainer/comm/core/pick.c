@@ -1,0 +1,36 @@
+/* core/pick.c: Tencent's hybrid all-reduce. Each call (one fused bucket)
+ * runs the algorithm the alpha-beta model predicts fastest for its size on
+ * this layout: small buckets favour few steps (flat / hier), large ones
+ * favour little inter-node traffic (torus2d / hier-rs). The parameters are
+ * the defaults or what tcomm_probe_links measured; every rank holds the
+ * same ones (rank 0's probe is broadcast), so every rank picks the same.
+ * A bucket whose gradients lie in shared memory (TCOMM_SHARED) is priced
+ * as the in-place sum wherever tcomm_allreduce_segs can run one: rows or
+ * groups on one node that hold the members' blocks, the same on every
+ * rank of a uniform layout. */
+#include "trainer/comm/core/comm.h"
+
+int tc_shared_in_place(const tc_group *g, unsigned flags)
+{
+    return g && (flags & TCOMM_SHARED) && g->on_node && g->arena;
+}
+
+tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w,
+                          unsigned flags)
+{
+    tcomm_model_params m = c->model;
+    m.in_place = 0;
+    if (tc_shared_in_place(&c->row, flags))
+        m.in_place |= TCOMM_MODEL_INPLACE_ROWS;
+    if (c->info.groups_uniform && tc_shared_in_place(&c->group, flags))
+        m.in_place |= TCOMM_MODEL_INPLACE_GROUPS;
+    return tcomm_model_best(&m, count, w);
+}
+
+double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count,
+                     tcomm_wire wire)
+{
+    if (algo == TCOMM_ALGO_HYBRID)
+        algo = tc_hybrid_pick(c, count, wire, 0);
+    return tcomm_model_time(&c->model, algo, count, wire);
+}

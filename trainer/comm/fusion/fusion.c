@@ -1,0 +1,385 @@
+/* fusion/fusion.c: tensor fusion buckets and the communication thread (see
+ * tcomm_fusion.h for the contract).
+ *
+ * The caller's thread only counts: ready() decrements its bucket's pending
+ * count and wakes the communication thread. That thread takes buckets
+ * strictly in index order (MPI collectives must be issued in the same
+ * order on every rank, and the order fixes the bits of the result), packs
+ * the bucket's gradients as one vector (tcomm_allreduce_segs: straight
+ * through shared memory where the row shares a node, in place where the
+ * gradients themselves are shared, else packed). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "trainer/comm/algo/algo.h"
+#include "trainer/comm/tcomm_fusion.h"
+
+typedef struct {
+    float *grad;
+    size_t count;
+    int bucket;
+    int ready;
+    char name[48];
+} tc_tensor;
+
+typedef struct {
+    int first, n; /* tensor range */
+    size_t count; /* floats */
+    int pending;  /* tensors not yet ready this step */
+} tc_bucket;
+
+struct tcomm_fusion {
+    tcomm_t *c;
+    tcomm_fusion_options o;
+    tc_tensor *t;
+    int nt, cap;
+    tc_bucket *b;
+    int nb;
+    int sealed;
+    int shared;      /* gradients in shared memory on every rank */
+    tcomm_seg *segs; /* every tensor as a piece, in bucket order */
+    /* Shared with the thread, under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int thread_up, quit;
+    int next; /* next bucket to reduce */
+    int step_active;
+    tcomm_rc err;
+    char errmsg[1024];
+    tcomm_fusion_stats st;
+};
+
+tcomm_rc tcomm_fusion_create(tcomm_t *c, const tcomm_fusion_options *o,
+                             tcomm_fusion_t **out)
+{
+    tcomm_fusion_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for fusion");
+    f->c = c;
+    f->o = *o;
+    if (!f->o.bucket_bytes)
+        f->o.bucket_bytes = TCOMM_FUSION_DEFAULT_BYTES;
+    if ((unsigned)f->o.algo >= TCOMM_ALGO_COUNT ||
+        (unsigned)f->o.wire >= TCOMM_WIRE_COUNT) {
+        free(f);
+        return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: bad algorithm %d or wire %d",
+                          (int)o->algo, (int)o->wire);
+    }
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    *out = f;
+    return TCOMM_OK;
+}
+
+tcomm_rc tcomm_fusion_add(tcomm_fusion_t *f, float *grad, size_t count,
+                          const char *name, int *index)
+{
+    if (f->sealed)
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "fusion: gradient '%s' added after seal",
+                          name ? name : "?");
+    if (!grad && count)
+        return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: gradient '%s' has no buffer",
+                          name ? name : "?");
+    if (f->nt == f->cap) {
+        int cap = f->cap ? 2 * f->cap : 64;
+        tc_tensor *t = realloc(f->t, sizeof *t * (size_t)cap);
+        if (!t)
+            return TORUS_FAIL(TCOMM_ERR_NOMEM,
+                              "fusion: no memory for %d tensors", cap);
+        f->t = t;
+        f->cap = cap;
+    }
+    tc_tensor *t = &f->t[f->nt];
+    memset(t, 0, sizeof *t);
+    t->grad = grad;
+    t->count = count;
+    snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    if (index)
+        *index = f->nt;
+    f->nt++;
+    return TCOMM_OK;
+}
+
+/* FNV-1a over the layout: tensor sizes, bucket cuts and the settings that
+ * change what goes on the wire. Names are left out: they may legitimately
+ * differ (rank-local prefixes), sizes and order may not. */
+static uint64_t _layout_hash(const tcomm_fusion_t *f)
+{
+    uint64_t h = 1469598103934665603ull;
+    uint64_t v[4] = {(uint64_t)f->nt, (uint64_t)f->nb, (uint64_t)f->o.algo,
+                     (uint64_t)f->o.wire | (uint64_t)f->o.flags << 8};
+#define MIX(x)                                                     \
+    do {                                                           \
+        uint64_t _x = (x);                                         \
+        for (int _k = 0; _k < 8; _k++)                             \
+            h = (h ^ ((_x >> (8 * _k)) & 255)) * 1099511628211ull; \
+    } while (0)
+    for (int i = 0; i < 4; i++)
+        MIX(v[i]);
+    for (int i = 0; i < f->nt; i++)
+        MIX(f->t[i].count);
+    for (int i = 0; i < f->nb; i++)
+        MIX((uint64_t)f->b[i].first);
+#undef MIX
+    return h;
+}
+
+/* Whether every gradient lies in this rank's tcomm_shared_alloc block, and
+ * a hash of their offsets in it (0 when not). */
+static uint64_t _shared_hash(const tcomm_fusion_t *f)
+{
+    uint64_t h = 1469598103934665603ull;
+    if (!tc_shared_holds(f->c, NULL,
+                         0)) /* no shared block: none, or plain memory */
+        return 0;
+    for (int i = 0; i < f->nt; i++) {
+        if (!tc_shared_holds(f->c, f->t[i].grad, f->t[i].count))
+            return 0;
+        h = (h ^ (uint64_t)((unsigned char *)f->t[i].grad - f->c->arena.mine)) *
+            1099511628211ull;
+    }
+    return h ? h : 1;
+}
+
+/* Every rank compares its layout with rank 0's and all fail alike. The
+ * same gather tells whether all ranks' gradients lie in shared memory at
+ * the same offsets: then the buckets are reduced in place. */
+static tcomm_rc _check_layout(tcomm_fusion_t *f)
+{
+    tcomm_t *c = f->c;
+    if (c->singleton || c->info.size == 1)
+        return TCOMM_OK;
+    enum { K = 4 };
+    uint64_t mine[K] = {_layout_hash(f), (uint64_t)f->nt, (uint64_t)f->nb,
+                        _shared_hash(f)};
+    uint64_t *all = malloc(sizeof mine * (size_t)c->info.size);
+    if (!all)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM,
+                          "fusion: no memory for the layout check");
+    MPI_Allgather(mine, K, MPI_UINT64_T, all, K, MPI_UINT64_T, c->world.comm);
+    tcomm_rc rc = TCOMM_OK;
+    f->shared = all[3] != 0;
+    for (int r = 1; r < c->info.size; r++)
+        if (all[K * r + 3] != all[3])
+            f->shared = 0;
+    for (int r = 1; r < c->info.size; r++)
+        if (all[K * r] != all[0]) {
+            rc = TORUS_FAIL(
+                TCOMM_ERR_LAYOUT,
+                "fusion: rank %d's bucket layout (%llu "
+                "tensors, %llu buckets) differs from rank 0's (%llu tensors, "
+                "%llu buckets): every rank must register the same gradients, "
+                "in the same order, with the same bucket size, algorithm and "
+                "wire",
+                r, (unsigned long long)all[K * r + 1],
+                (unsigned long long)all[K * r + 2], (unsigned long long)all[1],
+                (unsigned long long)all[2]);
+            break;
+        }
+    free(all);
+    return rc;
+}
+
+static tcomm_rc _reduce_bucket(tcomm_fusion_t *f, int bi)
+{
+    tc_bucket *b = &f->b[bi];
+    tcomm_result r = {0};
+    double t0 = tcomm_wtime();
+    tcomm_rc rc = tcomm_allreduce_segs(
+        f->c, f->segs + b->first, b->n, f->o.algo, f->o.wire,
+        f->o.flags | (f->shared ? TCOMM_SHARED : 0), &r);
+    if (rc)
+        return rc;
+    f->st.nonfinite += r.nonfinite;
+    f->st.buckets++;
+    f->st.in_place += r.in_place != 0;
+    f->st.comm_s += tcomm_wtime() - t0;
+    return TCOMM_OK;
+}
+
+static void *_thread(void *arg)
+{
+    tcomm_fusion_t *f = arg;
+    pthread_mutex_lock(&f->mu);
+    for (;;) {
+        while (!f->quit && !(f->step_active && f->next < f->nb &&
+                             f->b[f->next].pending == 0))
+            pthread_cond_wait(&f->cv, &f->mu);
+        if (f->quit)
+            break;
+        int bi = f->next;
+        pthread_mutex_unlock(&f->mu);
+        tcomm_rc rc = f->err ? f->err : _reduce_bucket(f, bi);
+        pthread_mutex_lock(&f->mu);
+        if (rc && !f->err) {
+            f->err = rc;
+            snprintf(f->errmsg, sizeof f->errmsg, "%s", tcomm_error());
+        }
+        f->next++;
+        pthread_cond_broadcast(&f->cv);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return NULL;
+}
+
+tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
+{
+    if (f->sealed)
+        return TCOMM_OK;
+    f->b = calloc((size_t)(f->nt ? f->nt : 1), sizeof *f->b);
+    if (!f->b)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for buckets");
+    f->segs = calloc((size_t)(f->nt ? f->nt : 1), sizeof *f->segs);
+    if (!f->segs)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for %d tensors",
+                          f->nt);
+    for (int i = 0; i < f->nt; i++)
+        f->segs[i] = (tcomm_seg){f->t[i].grad, f->t[i].count};
+    /* Greedy in backward order: a bucket closes once it holds theta bytes. */
+    for (int i = 0; i < f->nt; i++) {
+        tc_bucket *b = &f->b[f->nb];
+        if (b->n == 0)
+            b->first = i;
+        b->n++;
+        b->count += f->t[i].count;
+        f->t[i].bucket = f->nb;
+        if (b->count * 4 >= f->o.bucket_bytes || i == f->nt - 1)
+            f->nb++;
+    }
+    tcomm_rc rc = _check_layout(f);
+    if (rc)
+        return rc;
+    for (int i = 0; i < f->nb; i++)
+        f->b[i].pending = f->b[i].n;
+    if (!f->o.synchronous) {
+        if (pthread_create(&f->thread, NULL, _thread, f) != 0)
+            return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                              "fusion: cannot start the communication thread");
+        f->thread_up = 1;
+    }
+    f->sealed = 1;
+    return TCOMM_OK;
+}
+
+size_t tcomm_fusion_bucket_count(const tcomm_fusion_t *f)
+{
+    return (size_t)f->nb;
+}
+
+int tcomm_fusion_shared(const tcomm_fusion_t *f)
+{
+    return f->shared;
+}
+
+tcomm_rc tcomm_fusion_bucket(const tcomm_fusion_t *f, size_t b, int *first,
+                             int *ntensors, size_t *count)
+{
+    if (!f->sealed || b >= (size_t)f->nb)
+        return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: no bucket %zu (%d buckets%s)",
+                          b, f->nb, f->sealed ? "" : ", not sealed");
+    *first = f->b[b].first;
+    *ntensors = f->b[b].n;
+    *count = f->b[b].count;
+    return TCOMM_OK;
+}
+
+/* Synchronous mode: reduce every complete bucket at the head, in order. */
+static tcomm_rc _drain_sync(tcomm_fusion_t *f)
+{
+    while (f->next < f->nb && f->b[f->next].pending == 0) {
+        tcomm_rc rc = _reduce_bucket(f, f->next);
+        if (rc)
+            return rc;
+        f->next++;
+    }
+    return TCOMM_OK;
+}
+
+tcomm_rc tcomm_fusion_ready(tcomm_fusion_t *f, int index)
+{
+    if (!f->sealed || index < 0 || index >= f->nt)
+        return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: ready(%d) with %d tensors%s",
+                          index, f->nt, f->sealed ? "" : " before seal");
+    pthread_mutex_lock(&f->mu);
+    tc_tensor *t = &f->t[index];
+    int twice = t->ready;
+    if (!twice) {
+        t->ready = 1;
+        f->b[t->bucket].pending--;
+        f->step_active = 1;
+        pthread_cond_broadcast(&f->cv);
+    }
+    pthread_mutex_unlock(&f->mu);
+    if (twice)
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "fusion: gradient %d ('%s') marked ready twice "
+                          "in one step",
+                          index, t->name);
+    return f->o.synchronous ? _drain_sync(f) : TCOMM_OK;
+}
+
+tcomm_rc tcomm_fusion_finish(tcomm_fusion_t *f, tcomm_fusion_stats *st)
+{
+    if (!f->sealed)
+        return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: finish before seal");
+    double t0 = tcomm_wtime();
+    tcomm_rc rc = TCOMM_OK;
+    pthread_mutex_lock(&f->mu);
+    /* Backward is over: whatever was not marked (unused parameters) goes
+     * now, so every rank reduces every bucket. */
+    for (int i = 0; i < f->nt; i++)
+        if (!f->t[i].ready) {
+            f->t[i].ready = 1;
+            f->b[f->t[i].bucket].pending--;
+        }
+    f->step_active = 1;
+    pthread_cond_broadcast(&f->cv);
+    if (f->thread_up)
+        while (f->next < f->nb)
+            pthread_cond_wait(&f->cv, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+    if (!f->thread_up)
+        rc = _drain_sync(f);
+    pthread_mutex_lock(&f->mu);
+    if (!rc && f->err) {
+        rc = TORUS_FAIL(f->err, "fusion: %s", f->errmsg);
+    }
+    f->st.wait_s = tcomm_wtime() - t0;
+    if (st)
+        *st = f->st;
+    /* Reset for the next step. */
+    memset(&f->st, 0, sizeof f->st);
+    for (int i = 0; i < f->nt; i++)
+        f->t[i].ready = 0;
+    for (int i = 0; i < f->nb; i++)
+        f->b[i].pending = f->b[i].n;
+    f->next = 0;
+    f->step_active = 0;
+    f->err = TCOMM_OK;
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+void tcomm_fusion_destroy(tcomm_fusion_t *f)
+{
+    if (!f)
+        return;
+    if (f->thread_up) {
+        pthread_mutex_lock(&f->mu);
+        f->quit = 1;
+        pthread_cond_broadcast(&f->cv);
+        pthread_mutex_unlock(&f->mu);
+        pthread_join(f->thread, NULL);
+    }
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f->segs);
+    free(f->b);
+    free(f->t);
+    free(f);
+}

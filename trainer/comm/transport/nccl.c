@@ -1,0 +1,244 @@
+/* transport/nccl.c: the NCCL transport (see tcomm_nccl.h). The algorithms map
+ * onto NCCL's collectives on our sub-communicators:
+ *   flat     ncclAllReduce on world
+ *   ring     ncclReduceScatter + ncclAllGather on world
+ *   hier     ncclReduce to the group leader, ncclAllReduce among leaders,
+ *            ncclBroadcast in the group
+ *   hier-rs  reduce-scatter in the group, all-reduce among equal-index
+ *            peers, all-gather in the group
+ *   torus2d  reduce-scatter along the row, all-reduce along the column,
+ *            all-gather along the row
+ * The wire buffer is padded to a multiple of P so every reduce-scatter
+ * divides evenly; the pad is zero and never copied back. */
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "trainer/comm/core/comm.h"
+#include "trainer/comm/tcomm_nccl.h"
+#include "trainer/comm/transport/nccl_kernels.h"
+
+struct tcomm_nccl {
+    tcomm_t *c;
+    int device;
+    ncclComm_t world, row, col, group, leaders, peers;
+    cudaStream_t stream;
+    cudaEvent_t ready, done;
+    void *wire;
+    size_t wire_bytes;
+    unsigned long long *d_bad, *h_bad; /* device counter, pinned host copy */
+};
+
+#define CUDA_TRY(call)                                                         \
+    do {                                                                       \
+        cudaError_t _e = (call);                                               \
+        if (_e != cudaSuccess)                                                 \
+            return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: %s: %s",          \
+                              n->c->info.rank, #call, cudaGetErrorString(_e)); \
+    } while (0)
+#define NCCL_TRY(call)                                                         \
+    do {                                                                       \
+        ncclResult_t _r = (call);                                              \
+        if (_r != ncclSuccess)                                                 \
+            return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: %s: %s",          \
+                              n->c->info.rank, #call, ncclGetErrorString(_r)); \
+    } while (0)
+
+static tcomm_rc _init(tcomm_nccl_t *n, int device)
+{
+    tcomm_t *c = n->c;
+    int ndev = 0;
+    CUDA_TRY(cudaGetDeviceCount(&ndev));
+    if (ndev < 1)
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: no CUDA device",
+                          c->info.rank);
+    n->device = device >= 0 ? device : c->info.local_rank % ndev;
+    CUDA_TRY(cudaSetDevice(n->device));
+    /* One unique id, from rank 0, through the PMIx key-value store. */
+    ncclUniqueId id;
+    if (c->info.rank == 0) {
+        NCCL_TRY(ncclGetUniqueId(&id));
+        tcomm_rc rc = tcomm_pmix_put(c, "tcomm.nccl.id", &id, sizeof id);
+        if (rc)
+            return rc;
+    }
+    tcomm_rc rc = tcomm_pmix_fence(c);
+    if (!rc)
+        rc = tcomm_pmix_get(c, 0, "tcomm.nccl.id", &id, sizeof id);
+    if (rc)
+        return rc;
+    NCCL_TRY(ncclCommInitRank(&n->world, c->info.size, id, c->info.rank));
+    const tcomm_info *i = &c->info;
+    NCCL_TRY(ncclCommSplit(n->world, i->row, i->col, &n->row, NULL));
+    NCCL_TRY(ncclCommSplit(n->world, i->col, i->row, &n->col, NULL));
+    NCCL_TRY(ncclCommSplit(n->world, i->group, i->rank, &n->group, NULL));
+    NCCL_TRY(ncclCommSplit(n->world,
+                           i->group_rank == 0 ? 0 : NCCL_SPLIT_NOCOLOR,
+                           i->group, &n->leaders, NULL));
+    NCCL_TRY(ncclCommSplit(n->world, i->group_rank, i->group, &n->peers, NULL));
+    CUDA_TRY(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking));
+    CUDA_TRY(cudaEventCreateWithFlags(&n->ready, cudaEventDisableTiming));
+    CUDA_TRY(cudaEventCreateWithFlags(&n->done, cudaEventDisableTiming));
+    CUDA_TRY(cudaMalloc((void **)&n->d_bad, sizeof *n->d_bad));
+    CUDA_TRY(cudaMallocHost((void **)&n->h_bad, sizeof *n->h_bad));
+    CUDA_TRY(cudaMemsetAsync(n->d_bad, 0, sizeof *n->d_bad, n->stream));
+    return TCOMM_OK;
+}
+
+tcomm_rc tcomm_nccl_init(tcomm_t *c, int device, tcomm_nccl_t **out)
+{
+    tcomm_nccl_t *n = calloc(1, sizeof *n);
+    if (!n)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for the NCCL transport");
+    n->c = c;
+    tcomm_rc rc = _init(n, device);
+    if (rc) {
+        tcomm_nccl_finalize(n);
+        return rc;
+    }
+    *out = n;
+    return TCOMM_OK;
+}
+
+void tcomm_nccl_finalize(tcomm_nccl_t *n)
+{
+    if (!n)
+        return;
+    if (n->stream)
+        cudaStreamSynchronize(n->stream);
+    ncclComm_t *cs[] = {&n->row,     &n->col,   &n->group,
+                        &n->leaders, &n->peers, &n->world};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        if (*cs[i])
+            ncclCommDestroy(*cs[i]);
+    cudaFree(n->wire);
+    cudaFree(n->d_bad);
+    cudaFreeHost(n->h_bad);
+    if (n->ready)
+        cudaEventDestroy(n->ready);
+    if (n->done)
+        cudaEventDestroy(n->done);
+    if (n->stream)
+        cudaStreamDestroy(n->stream);
+    free(n);
+}
+
+static ncclDataType_t _dt(tcomm_wire w)
+{
+    return w == TCOMM_WIRE_FP16   ? ncclFloat16
+           : w == TCOMM_WIRE_BF16 ? ncclBfloat16
+                                  : ncclFloat32;
+}
+
+/* Reduce-scatter along a, all-reduce the slice along b, all-gather along a. */
+static tcomm_rc _two_level(tcomm_nccl_t *n, ncclComm_t a, int arank, int asize,
+                           ncclComm_t b, size_t npad, tcomm_wire w)
+{
+    size_t wb = tcomm_wire_bytes(w), chunk = npad / (size_t)asize;
+    char *slice = (char *)n->wire + (size_t)arank * chunk * wb;
+    NCCL_TRY(ncclReduceScatter(n->wire, slice, chunk, _dt(w), ncclSum, a,
+                               n->stream));
+    NCCL_TRY(ncclAllReduce(slice, slice, chunk, _dt(w), ncclSum, b, n->stream));
+    NCCL_TRY(ncclAllGather(slice, n->wire, chunk, _dt(w), a, n->stream));
+    return TCOMM_OK;
+}
+
+/* The device wire buffer grown to bytes. Growing is rare (first bucket
+ * of each size): wait for users of the old buffer on our stream only. */
+static tcomm_rc _wire_reserve(tcomm_nccl_t *n, size_t bytes)
+{
+    if (bytes <= n->wire_bytes)
+        return TCOMM_OK;
+    CUDA_TRY(cudaStreamSynchronize(n->stream));
+    cudaFree(n->wire);
+    n->wire = NULL;
+    CUDA_TRY(cudaMalloc(&n->wire, bytes));
+    n->wire_bytes = bytes;
+    return TCOMM_OK;
+}
+
+/* Enqueue algo on the packed wire buffer (npad values, P > 1). */
+static tcomm_rc _enqueue(tcomm_nccl_t *n, tcomm_algo algo, size_t npad,
+                         tcomm_wire w)
+{
+    const tcomm_info *i = &n->c->info;
+    int P = i->size;
+    ncclDataType_t dt = _dt(w);
+    switch (algo) {
+    case TCOMM_ALGO_FLAT:
+        NCCL_TRY(ncclAllReduce(n->wire, n->wire, npad, dt, ncclSum, n->world,
+                               n->stream));
+        return TCOMM_OK;
+    case TCOMM_ALGO_RING: {
+        size_t chunk = npad / (size_t)P;
+        char *slice =
+            (char *)n->wire + (size_t)i->rank * chunk * tcomm_wire_bytes(w);
+        NCCL_TRY(ncclReduceScatter(n->wire, slice, chunk, dt, ncclSum, n->world,
+                                   n->stream));
+        NCCL_TRY(ncclAllGather(slice, n->wire, chunk, dt, n->world, n->stream));
+        return TCOMM_OK;
+    }
+    case TCOMM_ALGO_HIER:
+        NCCL_TRY(ncclReduce(n->wire, n->wire, npad, dt, ncclSum, 0, n->group,
+                            n->stream));
+        if (i->group_rank == 0 && i->ngroups > 1)
+            NCCL_TRY(ncclAllReduce(n->wire, n->wire, npad, dt, ncclSum,
+                                   n->leaders, n->stream));
+        NCCL_TRY(
+            ncclBroadcast(n->wire, n->wire, npad, dt, 0, n->group, n->stream));
+        return TCOMM_OK;
+    case TCOMM_ALGO_HIER_RS:
+        return _two_level(n, n->group, i->group_rank, i->group_size, n->peers,
+                          npad, w);
+    case TCOMM_ALGO_TORUS2D:
+        return _two_level(n, n->row, i->col, i->cols, n->col, npad, w);
+    default:
+        return TORUS_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)algo);
+    }
+}
+
+tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
+                              tcomm_algo algo, tcomm_wire w, unsigned flags,
+                              cudaStream_t producer)
+{
+    tcomm_t *c = n->c;
+    const tcomm_info *i = &c->info;
+    int P = i->size;
+    if (algo == TCOMM_ALGO_HYBRID)
+        algo = tc_hybrid_pick(c, count, w, 0);
+    if (algo == TCOMM_ALGO_HIER_RS && !i->groups_uniform)
+        return TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
+                          "hier-rs needs groups of equal size");
+    size_t npad = (count + (size_t)P - 1) / (size_t)P * (size_t)P;
+    tcomm_rc rc = _wire_reserve(n, npad * tcomm_wire_bytes(w));
+    if (rc)
+        return rc;
+    CUDA_TRY(cudaEventRecord(n->ready, producer));
+    CUDA_TRY(cudaStreamWaitEvent(n->stream, n->ready, 0));
+    float scale = (flags & TCOMM_AVERAGE) ? 1.0f / (float)P : 1.0f;
+    CUDA_TRY((cudaError_t)tcomm_cuda_pack(x, n->wire, count, npad, scale,
+                                          (int)w, n->stream));
+    if (P > 1 && (rc = _enqueue(n, algo, npad, w)))
+        return rc;
+    CUDA_TRY((cudaError_t)tcomm_cuda_unpack(n->wire, x, count, (int)w, n->d_bad,
+                                            n->stream));
+    CUDA_TRY(cudaEventRecord(n->done, n->stream));
+    return TCOMM_OK;
+}
+
+tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
+                         size_t *nonfinite)
+{
+    CUDA_TRY(cudaEventRecord(n->done, n->stream));
+    CUDA_TRY(cudaStreamWaitEvent(consumer, n->done, 0));
+    if (nonfinite) {
+        CUDA_TRY(cudaMemcpyAsync(n->h_bad, n->d_bad, sizeof *n->h_bad,
+                                 cudaMemcpyDeviceToHost, n->stream));
+        CUDA_TRY(cudaMemsetAsync(n->d_bad, 0, sizeof *n->d_bad, n->stream));
+        CUDA_TRY(cudaEventRecord(n->done, n->stream));
+        CUDA_TRY(cudaEventSynchronize(
+            n->done)); /* this event only: no device-wide sync */
+        *nonfinite = (size_t)*n->h_bad;
+    }
+    return TCOMM_OK;
+}

@@ -1,0 +1,57 @@
+/* transport/transport.h: how libtcomm's ranks move bytes (layer transport,
+ * above core): MPI point-to-point with a no-progress deadline and MPI's own
+ * all-reduce (mpi.c), a node's shared memory (shm.c), and the PMIx
+ * key-value store (pmix.c). The algorithms (algo/) are built from these;
+ * the NCCL transport (nccl.c) has its public face in tcomm_nccl.h. */
+#ifndef TORUS_TCOMM_TRANSPORT_H
+#define TORUS_TCOMM_TRANSPORT_H
+
+#include "trainer/comm/core/comm.h"
+
+/* mpi.c. Point-to-point with a no-progress deadline; peer ranks are inside
+ * g. Returns TCOMM_ERR_TRANSPORT naming a lost peer's world rank, or
+ * TCOMM_ERR_TIMEOUT. */
+tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
+                     size_t sbytes, int dst, void *rbuf, size_t rbytes,
+                     int src);
+/* Poll one request to completion with the deadline; peer names the rank
+ * (inside g) blamed if it never completes. */
+tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, MPI_Request *r, int peer);
+tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes,
+                 int dst);
+tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
+                 int src);
+tcomm_rc tc_mpi_ops_create(tcomm_t *c);
+void tc_mpi_ops_free(tcomm_t *c);
+/* After a wait on world rank suspect failed or timed out: every rank that
+ * is stuck tells all others whom it waits for; following that chain from
+ * suspect to a rank that never reported names the lost one. */
+int tc_find_lost_rank(tcomm_t *c, int suspect);
+/* MPI_Allreduce on world, in place, on the wire w (the flat algorithm). */
+tcomm_rc tc_flat_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_wire w);
+
+/* shm.c: the reduce-scatter / all-gather contract of the ring
+ * (algo/ring.c), through shared memory, for groups that live on one node.
+ * Each member reads every other member's slice directly: two passes over
+ * the data instead of a message per step. */
+void tc_shm_probe(tcomm_t *c, tc_group *g);
+void tc_shm_free(tc_group *g);
+tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes);
+tcomm_rc tc_shm_sync(tcomm_t *c, tc_group *g);
+tcomm_rc tc_shm_sync_win(tcomm_t *c, const tc_group *g, MPI_Win win);
+tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count,
+                               tcomm_wire w);
+tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count,
+                          tcomm_wire w);
+/* The same on the part of the segments that starts at element at, so that
+ * consecutive pieces of one message (pipelined torus2d, hier-rs and hier)
+ * never share bytes. */
+tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x,
+                                  size_t count, tcomm_wire w, size_t at);
+tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
+                             tcomm_wire w, size_t at);
+
+/* pmix.c: a singleton's blobs (tcomm_pmix_put without a server). */
+void tc_store_free(tcomm_t *c);
+
+#endif
