@@ -14,31 +14,32 @@
 /* Copy the net's parameters into a malloc'd list. */
 static int _copy(const teng_net *net, bench_tensor **out, int *n, size_t *total)
 {
-    bench_tensor *t = calloc((size_t)net->np, sizeof *t);
+    int np = teng_net_nparams(net);
+    bench_tensor *t = calloc((size_t)np, sizeof *t);
     if (!t)
-        return TORUS_FAIL(1, "no memory for %d ResNet-50 tensors", net->np);
+        return TORUS_FAIL(1, "no memory for %d ResNet-50 tensors", np);
     *total = 0;
-    for (int i = 0; i < net->np; i++) {
-        snprintf(t[i].name, sizeof t[i].name, "%s", net->p[i].name);
-        t[i].count = net->p[i].count;
+    for (int i = 0; i < np; i++) {
+        const teng_param *p = teng_net_param(net, i);
+        snprintf(t[i].name, sizeof t[i].name, "%s", p->name);
+        t[i].count = p->count;
         *total += t[i].count;
     }
     *out = t;
-    *n = net->np;
+    *n = np;
     return 0;
 }
 
 int bench_resnet50_tensors(bench_tensor **out, int *n, size_t *total)
 {
-    teng_net net;
-    teng_net_init(&net);
+    teng_net *net;
+    if (teng_net_create(&net))
+        return torus_error_prefix(1, "building ResNet-50");
     tmodel_spec spec = tmodel_defaults(TMODEL_RESNET50);
-    int rc = tmodel_build(&net, &spec) < 0
-                 ? TORUS_FAIL(1,
-                              "building ResNet-50 with the models "
-                              "library: %s",
-                              teng_net_error(&net))
-                 : _copy(&net, out, n, total);
-    teng_net_free(&net);
+    int rc = tmodel_build(net, &spec) < 0
+                 ? torus_error_prefix(1, "building ResNet-50 with the models "
+                                         "library")
+                 : _copy(net, out, n, total);
+    teng_net_destroy(net);
     return rc;
 }
