@@ -1,5 +1,5 @@
-/* torus_pack.c: the torus-pack command: parses options, runs the packing
- * engine (data/pack.c), prints the summary, and maps the outcome to the
+/* tools/torus_pack.c: the torus-pack command: parses options, runs the packing
+ * engine (pack/pack.c), prints the summary, and maps the outcome to the
  * exit status. */
 #include <getopt.h>
 #include <glob.h>
@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "config.h"
-#include "data/pack.h"
+#include "data/pack/pack.h"
 
 static const char _help[] =
     "NAME\n"
@@ -331,7 +332,7 @@ int main(int argc, char **argv)
         char ipath[4096];
         int rc = tdata_index_build(o.output, o.split, N, ipath, sizeof ipath);
         if (rc) {
-            fprintf(stderr, "torus-pack: %s\n", tdata_errmsg());
+            fprintf(stderr, "torus-pack: %s\n", torus_error_msg());
             return 2;
         }
         printf("torus-pack: wrote %s (%d shards)\n", ipath, N);
@@ -352,7 +353,7 @@ int main(int argc, char **argv)
                    (unsigned long long)src.n, src.num_classes, o.listing);
         tdata_pack_src_free(&src);
         if (rc) {
-            fprintf(stderr, "torus-pack: %s\n", tdata_errmsg());
+            fprintf(stderr, "torus-pack: %s\n", torus_error_msg());
             return 2;
         }
         return 0;
@@ -384,7 +385,7 @@ int main(int argc, char **argv)
     tdata_pack_summary s;
     int rc = tdata_pack_run(&o, &s);
     if (rc) {
-        fprintf(stderr, "torus-pack: %s\n", tdata_errmsg());
+        fprintf(stderr, "torus-pack: %s\n", torus_error_msg());
         return 2;
     }
     printf("torus-pack: %llu images seen, %llu packed, %llu rejected, "

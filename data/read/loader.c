@@ -1,4 +1,4 @@
-/* loader.c: the prefetching input pipeline.
+/* read/loader.c: the prefetching input pipeline.
  *
  * A ring of `prefetch` batch slots, each with its own preallocated output
  * buffer, labels, ids and raw-byte arena. Batches are numbered in the
@@ -24,7 +24,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "data/tdata_internal.h"
+#include "common/torus_error.h"
+#include "data/read/read.h"
 
 enum { _FREE = 0, _READING, _DECODING, _READY };
 
@@ -142,18 +143,17 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
         o->io_threads < 1 || o->decode_threads < 1 || o->prefetch < 2 ||
         o->scale_min <= 0 || o->scale_max < o->scale_min || o->ratio_min <= 0 ||
         o->ratio_max < o->ratio_min)
-        return tdata_seterr(TDATA_EINVAL,
-                            "bad loader options (batch %d, "
-                            "out %dx%d, rank %d of %d, threads %d+%d, "
-                            "prefetch %d (>= 2))",
-                            o->batch_size, o->out_h, o->out_w, o->rank,
-                            o->world, o->io_threads, o->decode_threads,
-                            o->prefetch);
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "bad loader options (batch %d, "
+                          "out %dx%d, rank %d of %d, threads %d+%d, "
+                          "prefetch %d (>= 2))",
+                          o->batch_size, o->out_h, o->out_w, o->rank, o->world,
+                          o->io_threads, o->decode_threads, o->prefetch);
     if (in->channels != 1 && in->channels != 3)
-        return tdata_seterr(TDATA_EINVAL,
-                            "%d-channel images are not "
-                            "supported (1 or 3)",
-                            in->channels);
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "%d-channel images are not "
+                          "supported (1 or 3)",
+                          in->channels);
     tdata_loader *l = calloc(1, sizeof *l);
     l->ds = ds;
     l->o = *o;
@@ -184,10 +184,10 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
         sl->raw_len = malloc(B * sizeof *sl->raw_len);
         if (!sl->data || !sl->labels || !sl->ids) {
             tdata_loader_destroy(l);
-            return tdata_seterr(TDATA_ENOMEM,
-                                "cannot allocate %zu-byte batch "
-                                "buffers",
-                                l->sample_bytes * B);
+            return TORUS_FAIL(TDATA_ENOMEM,
+                              "cannot allocate %zu-byte batch "
+                              "buffers",
+                              l->sample_bytes * B);
         }
         /* Touch now: first-touch page faults would otherwise land in the
          * decode threads during the first steps. */
@@ -206,10 +206,10 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
                    : (l->slice_len + (uint64_t)B - 1) / (uint64_t)B;
     if (l->spe == 0) {
         tdata_loader_destroy(l);
-        return tdata_seterr(TDATA_EINVAL,
-                            "rank %d of %d gets %llu samples, "
-                            "less than one batch of %d",
-                            o->rank, o->world, (unsigned long long)(e - b), B);
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "rank %d of %d gets %llu samples, "
+                          "less than one batch of %d",
+                          o->rank, o->world, (unsigned long long)(e - b), B);
     }
     *out = l;
     return TDATA_OK;
@@ -249,7 +249,7 @@ static int _batch_ids(tdata_loader *l, uint64_t seq, _slot *sl)
         if (!l->perm[k])
             l->perm[k] = malloc(l->n_all * sizeof(uint64_t));
         if (!l->perm[k])
-            return tdata_seterr(TDATA_ENOMEM, "no memory for the permutation");
+            return TORUS_FAIL(TDATA_ENOMEM, "no memory for the permutation");
         tdata_perm(l->o.seed, epoch, l->n_all, l->perm[k]);
         l->perm_epoch[k] = epoch;
     }
@@ -311,8 +311,8 @@ static int _read_batch(tdata_loader *l, _slot *sl, _read *rd, _group *grp,
         sl->raw = malloc(sl->raw_cap);
         if (!sl->raw) {
             sl->raw_cap = 0;
-            return tdata_seterr(TDATA_ENOMEM, "no memory for %zu raw bytes",
-                                need);
+            return TORUS_FAIL(TDATA_ENOMEM, "no memory for %zu raw bytes",
+                              need);
         }
     }
     size_t pos = 0;
@@ -363,7 +363,7 @@ static void *_io_main(void *arg)
         sl->seq = seq;
         int rc = _batch_ids(l, seq, sl);
         if (rc) {
-            _set_fatal(l, rc, tdata_errmsg());
+            _set_fatal(l, rc, torus_error_msg());
             break;
         }
         pthread_mutex_unlock(&l->mu);
@@ -373,7 +373,7 @@ static void *_io_main(void *arg)
         l->st.read_calls += calls;
         l->st.read_bytes += bytes;
         if (rc) {
-            _set_fatal(l, rc, tdata_errmsg());
+            _set_fatal(l, rc, torus_error_msg());
             break;
         }
         sl->next_job = 0;
@@ -610,11 +610,11 @@ int tdata_loader_start(tdata_loader *l, uint64_t epoch, uint64_t sample_offset)
     _stop(l);
     uint64_t step = sample_offset / (uint64_t)l->o.batch_size;
     if (step >= l->spe)
-        return tdata_seterr(TDATA_EINVAL,
-                            "resume offset %llu is past the "
-                            "epoch's %llu steps",
-                            (unsigned long long)sample_offset,
-                            (unsigned long long)l->spe);
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "resume offset %llu is past the "
+                          "epoch's %llu steps",
+                          (unsigned long long)sample_offset,
+                          (unsigned long long)l->spe);
     l->epoch0 = epoch;
     l->step0 = step;
     l->limit = l->o.mode == TDATA_TRAIN ? UINT64_MAX : l->spe - step;
@@ -637,8 +637,8 @@ const tdata_batch *tdata_loader_next(tdata_loader *l, int *err)
 {
     *err = TDATA_OK;
     if (!l->running) {
-        *err = tdata_seterr(TDATA_EINVAL, "tdata_loader_next before "
-                                          "tdata_loader_start");
+        *err = TORUS_FAIL(TDATA_EINVAL, "tdata_loader_next before "
+                                        "tdata_loader_start");
         return NULL;
     }
     pthread_mutex_lock(&l->mu);
@@ -657,7 +657,7 @@ const tdata_batch *tdata_loader_next(tdata_loader *l, int *err)
     while (!l->fatal && !(sl->state == _READY && sl->seq == l->next_consume))
         pthread_cond_wait(&l->cv_ready, &l->mu);
     if (l->fatal) {
-        *err = tdata_seterr(l->fatal, "%s", l->fatal_msg);
+        *err = TORUS_FAIL(l->fatal, "%s", l->fatal_msg);
         pthread_mutex_unlock(&l->mu);
         return NULL;
     }

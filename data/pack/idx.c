@@ -1,4 +1,4 @@
-/* idx.c: reads IDX files (MNIST, Fashion-MNIST), gzipped or not.
+/* pack/idx.c: reads IDX files (MNIST, Fashion-MNIST), gzipped or not.
  * gzread() reads plain files as well, so one path serves both. Images
  * (magic 0x00000803, N x H x W uint8) and labels (0x00000801, N uint8)
  * become a dense packing source with classes "0".."9". */
@@ -7,7 +7,8 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "data/pack.h"
+#include "common/torus_error.h"
+#include "data/pack/pack.h"
 
 static uint8_t *_slurp(const char *path, size_t *len)
 {
@@ -54,34 +55,34 @@ int tdata_idx_load(const char *images, const char *labels, tdata_pack_src *src)
     size_t ilen = 0, llen = 0;
     uint8_t *im = _slurp(images, &ilen);
     if (!im)
-        return tdata_seterr(TDATA_EIO, "%s: cannot read (or bad gzip)", images);
+        return TORUS_FAIL(TDATA_EIO, "%s: cannot read (or bad gzip)", images);
     if (ilen < 16 || _be32(im) != 0x803) {
         free(im);
-        return tdata_seterr(TDATA_EFORMAT,
-                            "%s: not an IDX image file (magic "
-                            "0x00000803)",
-                            images);
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: not an IDX image file (magic "
+                          "0x00000803)",
+                          images);
     }
     uint32_t n = _be32(im + 4), h = _be32(im + 8), w = _be32(im + 12);
     if ((uint64_t)n * h * w + 16 != ilen || !h || !w || !n) {
         free(im);
-        return tdata_seterr(TDATA_EFORMAT,
-                            "%s: header says %u x %u x %u but "
-                            "the file holds %zu bytes",
-                            images, n, h, w, ilen);
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: header says %u x %u x %u but "
+                          "the file holds %zu bytes",
+                          images, n, h, w, ilen);
     }
     uint8_t *lb = _slurp(labels, &llen);
     if (!lb) {
         free(im);
-        return tdata_seterr(TDATA_EIO, "%s: cannot read labels", labels);
+        return TORUS_FAIL(TDATA_EIO, "%s: cannot read labels", labels);
     }
     if (llen != (size_t)n + 8 || _be32(lb) != 0x801 || _be32(lb + 4) != n) {
         free(im);
         free(lb);
-        return tdata_seterr(TDATA_EFORMAT,
-                            "%s: not an IDX label file for %u "
-                            "images",
-                            labels, n);
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: not an IDX label file for %u "
+                          "images",
+                          labels, n);
     }
     int maxl = 0;
     for (uint32_t i = 0; i < n; i++)

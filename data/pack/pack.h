@@ -1,4 +1,4 @@
-/* pack.h: the packing engine behind torus-pack (sources, per-image
+/* pack/pack.h: the packing engine behind torus-pack (sources, per-image
  * processing, the shard plan and the threaded writer). */
 #ifndef TORUS_DATA_PACK_H
 #define TORUS_DATA_PACK_H
@@ -6,7 +6,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "data/tdata_internal.h"
+#include "data/format/format.h"
+#include "data/image/image.h"
 
 typedef struct tdata_pack_item {
     char *path; /* file to read (NULL for IDX records) */

@@ -1,4 +1,4 @@
-/* jpeg_decode.c: JPEG decoding through libjpeg-turbo's libjpeg API.
+/* image/jpeg_decode.c: JPEG decoding through libjpeg-turbo's libjpeg API.
  * The TurboJPEG API (2.1) cannot decode a region, so the decode pool uses
  * the lower-level API for three savings DALI also makes:
  *   - reduced DCT scaling (scale_num/8), when the crop is much larger than
@@ -15,7 +15,7 @@
 
 #include <jpeglib.h>
 
-#include "data/tdata_internal.h"
+#include "data/image/image.h"
 
 struct tdata_jdec {
     struct jpeg_decompress_struct cinfo;

@@ -1,4 +1,4 @@
-/* pack_listing.c: a saved source listing for torus-pack (--listing=FILE).
+/* pack/pack_listing.c: a saved source listing for torus-pack (--listing=FILE).
  * Walking ImageNet means 1.3 M stat() calls on the metadata server; with a
  * 64-task job array every task would repeat them. The first run writes the
  * listing (classes, then one line per file: label, bytes, name), and later
@@ -11,7 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/pack.h"
+#include "common/torus_error.h"
+#include "data/pack/pack.h"
 
 int tdata_listing_write(const char *path, const tdata_pack_src *s)
 {
@@ -19,8 +20,7 @@ int tdata_listing_write(const char *path, const tdata_pack_src *s)
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f)
-        return tdata_seterr(TDATA_EIO, "--listing=%s: %s", tmp,
-                            strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "--listing=%s: %s", tmp, strerror(errno));
     fprintf(f, "torus-listing 1\nclasses %d\n", s->num_classes);
     for (int i = 0; i < s->num_classes; i++)
         fprintf(f, "%s\t%s\n", s->class_ids[i], s->class_words[i]);
@@ -32,7 +32,7 @@ int tdata_listing_write(const char *path, const tdata_pack_src *s)
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
         unlink(tmp);
-        return tdata_seterr(TDATA_EIO, "--listing=%s: write failed", path);
+        return TORUS_FAIL(TDATA_EIO, "--listing=%s: write failed", path);
     }
     return TDATA_OK;
 }
@@ -42,8 +42,7 @@ int tdata_listing_read(const char *path, const char *source, tdata_pack_src *s)
     memset(s, 0, sizeof *s);
     FILE *f = fopen(path, "r");
     if (!f)
-        return tdata_seterr(TDATA_EIO, "--listing=%s: %s", path,
-                            strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "--listing=%s: %s", path, strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     int ln = 0, rc = TDATA_OK;
@@ -52,18 +51,18 @@ int tdata_listing_read(const char *path, const char *source, tdata_pack_src *s)
     if (getline(&line, &cap, f) <= 0 || strcmp(line, "torus-listing 1\n") ||
         getline(&line, &cap, f) <= 0 || sscanf(line, "classes %d", &nc) != 1 ||
         nc < 1)
-        rc = tdata_seterr(TDATA_EFORMAT,
-                          "--listing=%s: not a torus-pack "
-                          "listing (version 1)",
-                          path);
+        rc = TORUS_FAIL(TDATA_EFORMAT,
+                        "--listing=%s: not a torus-pack "
+                        "listing (version 1)",
+                        path);
     ln = 2;
     s->class_ids = calloc(nc > 0 ? nc : 1, sizeof(char *));
     s->class_words = calloc(nc > 0 ? nc : 1, sizeof(char *));
     for (int i = 0; rc == TDATA_OK && i < nc; i++, ln++) {
         char *tab;
         if (getline(&line, &cap, f) <= 0 || !(tab = strchr(line, '\t'))) {
-            rc = tdata_seterr(TDATA_EFORMAT, "%s:%d: bad class line", path,
-                              ln + 1);
+            rc = TORUS_FAIL(TDATA_EFORMAT, "%s:%d: bad class line", path,
+                            ln + 1);
             break;
         }
         line[strcspn(line, "\n")] = 0;
@@ -74,8 +73,8 @@ int tdata_listing_read(const char *path, const char *source, tdata_pack_src *s)
     }
     if (rc == TDATA_OK &&
         (getline(&line, &cap, f) <= 0 || sscanf(line, "items %llu", &n) != 1))
-        rc = tdata_seterr(TDATA_EFORMAT, "%s:%d: expected 'items N'", path,
-                          ln + 1);
+        rc = TORUS_FAIL(TDATA_EFORMAT, "%s:%d: expected 'items N'", path,
+                        ln + 1);
     ln++;
     if (rc == TDATA_OK) {
         s->items = calloc(n ? n : 1, sizeof *s->items);
@@ -88,7 +87,7 @@ int tdata_listing_read(const char *path, const char *source, tdata_pack_src *s)
         if (getline(&line, &cap, f) <= 0 ||
             sscanf(line, "%d\t%llu\t%n", &label, &bytes, &pos) != 2 || !pos ||
             label < 0 || label >= s->num_classes) {
-            rc = tdata_seterr(TDATA_EFORMAT, "%s:%d: bad item line", path, ln);
+            rc = TORUS_FAIL(TDATA_EFORMAT, "%s:%d: bad item line", path, ln);
             break;
         }
         line[strcspn(line, "\n")] = 0;

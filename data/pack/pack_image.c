@@ -1,4 +1,4 @@
-/* pack_image.c: what torus-pack does to one input image.
+/* pack/pack_image.c: what torus-pack does to one input image.
  * Policy (docs/shard-format.md, "Validation"):
  *   - every image is decoded in full, in strict mode, so truncated or
  *     corrupt files are rejected with libjpeg's/libpng's reason;
@@ -16,7 +16,7 @@
 #include <jpeglib.h>
 #include <turbojpeg.h>
 
-#include "data/pack.h"
+#include "data/pack/pack.h"
 
 struct tdata_pack_worker {
     const tdata_pack_opts *o;

@@ -1,4 +1,4 @@
-/* resize.c: separable antialiased resampling of 8-bit interleaved images.
+/* image/resize.c: separable antialiased resampling of 8-bit interleaved images.
  * A triangle filter whose support widens with the downscale factor, as in
  * PIL's BILINEAR: downscaling averages every source pixel under the
  * output pixel instead of aliasing. The horizontal pass runs only over the
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/tdata_internal.h"
+#include "data/image/image.h"
 
 void *tdata_scratch_get(tdata_scratch *s, size_t bytes)
 {

@@ -1,4 +1,4 @@
-/* index.c: the dataset index, SPLIT-index.txt (docs/shard-format.md).
+/* format/index.c: the dataset index, SPLIT-index.txt (docs/shard-format.md).
  * A small line-oriented text file, so that a person can read it and a job
  * script can grep it; it is written last (tmp + rename) from the shards'
  * own attributes, which makes it reproducible from the shards alone. */
@@ -9,7 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/tdata_internal.h"
+#include "common/torus_error.h"
+#include "data/format/format.h"
 
 void tdata_shard_filename(char *buf, size_t n, const char *split, int i,
                           int count)
@@ -38,7 +39,7 @@ int tdata_index_write(const char *path, const tdata_index *ix)
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f)
-        return tdata_seterr(TDATA_EIO, "%s: %s", tmp, strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "%s: %s", tmp, strerror(errno));
     fprintf(f, "# torus dataset index; format: docs/shard-format.md\n");
     fprintf(f, "torus-index %d\n", TDATA_FORMAT_VERSION);
     fprintf(f, "creator %s\n", ix->creator);
@@ -63,14 +64,14 @@ int tdata_index_write(const char *path, const tdata_index *ix)
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
         remove(tmp);
-        return tdata_seterr(TDATA_EIO, "%s: write failed", path);
+        return TORUS_FAIL(TDATA_EIO, "%s: write failed", path);
     }
     return TDATA_OK;
 }
 
 static int _bad_line(const char *path, int line, const char *what)
 {
-    return tdata_seterr(TDATA_EFORMAT, "%s:%d: %s", path, line, what);
+    return TORUS_FAIL(TDATA_EFORMAT, "%s:%d: %s", path, line, what);
 }
 
 int tdata_index_read(const char *path, tdata_index *ix)
@@ -78,8 +79,8 @@ int tdata_index_read(const char *path, tdata_index *ix)
     memset(ix, 0, sizeof *ix);
     FILE *f = fopen(path, "r");
     if (!f)
-        return tdata_seterr(errno == ENOENT ? TDATA_EMISSING : TDATA_EIO,
-                            "%s: %s", path, strerror(errno));
+        return TORUS_FAIL(errno == ENOENT ? TDATA_EMISSING : TDATA_EIO,
+                          "%s: %s", path, strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     int ln = 0, rc = TDATA_OK, nclass = 0, nshard = 0;
@@ -104,11 +105,11 @@ int tdata_index_read(const char *path, tdata_index *ix)
         if (!strcmp(key, "torus-index")) {
             ix->version = atoi(val);
             if (ix->version > TDATA_FORMAT_VERSION) {
-                rc = tdata_seterr(TDATA_EVERSION,
-                                  "%s: index format version %d "
-                                  "is newer than this reader supports (%d); "
-                                  "update torus",
-                                  path, ix->version, TDATA_FORMAT_VERSION);
+                rc = TORUS_FAIL(TDATA_EVERSION,
+                                "%s: index format version %d "
+                                "is newer than this reader supports (%d); "
+                                "update torus",
+                                path, ix->version, TDATA_FORMAT_VERSION);
                 break;
             }
             if (ix->version < 1) {
@@ -188,24 +189,23 @@ int tdata_index_read(const char *path, tdata_index *ix)
     free(line);
     fclose(f);
     if (rc == TDATA_OK && ix->version == 0)
-        rc =
-            tdata_seterr(TDATA_EFORMAT, "%s: empty or not a torus index", path);
+        rc = TORUS_FAIL(TDATA_EFORMAT, "%s: empty or not a torus index", path);
     if (rc == TDATA_OK && (nclass != ix->num_classes || nclass == 0))
-        rc = tdata_seterr(TDATA_EFORMAT, "%s: %d class lines for %d classes",
-                          path, nclass, ix->num_classes);
+        rc = TORUS_FAIL(TDATA_EFORMAT, "%s: %d class lines for %d classes",
+                        path, nclass, ix->num_classes);
     if (rc == TDATA_OK && (nshard != ix->num_shards || nshard == 0))
-        rc = tdata_seterr(TDATA_EFORMAT, "%s: %d shard lines for %d shards",
-                          path, nshard, ix->num_shards);
+        rc = TORUS_FAIL(TDATA_EFORMAT, "%s: %d shard lines for %d shards", path,
+                        nshard, ix->num_shards);
     if (rc == TDATA_OK) {
         uint64_t sum = 0;
         for (int i = 0; i < nshard; i++)
             sum += ix->shards[i].count;
         if (sum != ix->num_images)
-            rc = tdata_seterr(TDATA_EFORMAT,
-                              "%s: shard counts add up to %llu, "
-                              "'images' says %llu",
-                              path, (unsigned long long)sum,
-                              (unsigned long long)ix->num_images);
+            rc = TORUS_FAIL(TDATA_EFORMAT,
+                            "%s: shard counts add up to %llu, "
+                            "'images' says %llu",
+                            path, (unsigned long long)sum,
+                            (unsigned long long)ix->num_images);
     }
     if (rc)
         tdata_index_free(ix);
@@ -232,8 +232,8 @@ int tdata_index_build(const char *dir, const char *split, int num_shards,
         rc = tdata_shard_open(path, &s, i == 0);
         if (rc == TDATA_OK &&
             (s.shard_index != i || s.num_shards != num_shards))
-            rc = tdata_seterr(TDATA_EMISMATCH, "%s: says it is shard %d of %d",
-                              path, s.shard_index, s.num_shards);
+            rc = TORUS_FAIL(TDATA_EMISMATCH, "%s: says it is shard %d of %d",
+                            path, s.shard_index, s.num_shards);
         if (rc == TDATA_OK && i == 0) {
             snprintf(ix.creator, sizeof ix.creator, "%s", s.creator);
             ix.layout = s.layout;
@@ -246,10 +246,10 @@ int tdata_index_build(const char *dir, const char *split, int num_shards,
             s.class_ids = s.class_words = NULL;
         } else if (rc == TDATA_OK &&
                    (s.num_classes != ix.num_classes || s.layout != ix.layout)) {
-            rc = tdata_seterr(TDATA_EMISMATCH,
-                              "%s: class count or layout "
-                              "differs from shard 0",
-                              path);
+            rc = TORUS_FAIL(TDATA_EMISMATCH,
+                            "%s: class count or layout "
+                            "differs from shard 0",
+                            path);
         }
         if (rc == TDATA_OK) {
             ix.shards[i].count = s.n;

@@ -1,4 +1,4 @@
-/* torus_data_bench.c: the torus-data-bench command: images/s of the input
+/* tools/torus_data_bench.c: the torus-data-bench command: images/s of the input
  * pipeline's stages on a packed dataset, by thread count:
  *   read    the shards' image streams with pread (what the I/O threads do),
  *           next to dd of the same files (the I/O limit);
@@ -19,8 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/torus_error.h"
 #include "config.h"
-#include "data/tdata_internal.h"
+#include "data/read/read.h"
 
 static const char _help[] =
     "NAME\n"
@@ -146,7 +147,8 @@ static int _bench_read(tdata_dataset *ds, const _cfg *c)
             for (uint64_t lo = 0; lo < total; lo += cap) {
                 uint64_t hi = lo + cap < total ? lo + cap : total;
                 if (tdata_shard_pread(sh, lo, hi, buf)) {
-                    fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+                    fprintf(stderr, "torus-data-bench: %s\n",
+                            torus_error_msg());
                     free(buf);
                     return 1;
                 }
@@ -168,7 +170,7 @@ static int _bench_read(tdata_dataset *ds, const _cfg *c)
     double sbytes = 0, t0 = _now();
     for (uint64_t i = 0; i < n; i++) {
         if (tdata_dataset_read(ds, perm[i], &sb, &scap, &len, NULL, NULL)) {
-            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
             free(sb);
             free(perm);
             return 1;
@@ -258,7 +260,7 @@ static int _bench_decode(tdata_dataset *ds, const _cfg *c, uint64_t n)
     for (uint64_t i = 0; i < n; i++) {
         size_t cap = 0;
         if (tdata_dataset_read(ds, i, &a.raw[i], &cap, &a.len[i], NULL, NULL)) {
-            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
             for (uint64_t k = 0; k <= i; k++)
                 free(a.raw[k]);
             free(a.raw);
@@ -314,7 +316,7 @@ static int _bench_pipeline(tdata_dataset *ds, const _cfg *c, int mode,
         if (rc == TDATA_OK)
             rc = tdata_loader_start(l, 0, 0);
         if (rc) {
-            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
             return 1;
         }
         uint64_t steps = (n + (uint64_t)c->batch - 1) / (uint64_t)c->batch;
@@ -342,7 +344,7 @@ static int _bench_pipeline(tdata_dataset *ds, const _cfg *c, int mode,
         tdata_loader_get_stats(l, &st);
         tdata_loader_destroy(l);
         if (err) {
-            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
             return 1;
         }
         if (done > 1)
@@ -518,11 +520,11 @@ int main(int argc, char **argv)
         return _usage("bad --batch, --size, --prefetch or --io-threads", NULL);
     tdata_dataset *ds;
     if (tdata_dataset_open(argv[optind], &ds)) {
-        fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+        fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
         return 1;
     }
     if (c.stage && tdata_stage(ds, c.stage)) {
-        fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+        fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
         tdata_dataset_close(ds);
         return 1;
     }

@@ -1,4 +1,4 @@
-/* transform.c: the sample transforms of the pipeline.
+/* read/transform.c: the sample transforms of the pipeline.
  *   - RandomResizedCrop(scale, ratio) exactly as torchvision draws it;
  *   - eval resize-shorter + centre crop, expressed as a crop box of the
  *     original so that it too can be ROI-decoded;
@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "data/tdata_internal.h"
+#include "data/read/read.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

@@ -1,4 +1,4 @@
-/* shard_write.c: writes one HDF5 shard (docs/shard-format.md).
+/* format/shard_write.c: writes one HDF5 shard (docs/shard-format.md).
  * The image stream is one chunked uint8 dataset whose chunks are
  * TDATA_CHUNK_BYTES long and file-aligned to that size, so a reader on
  * Lustre/GPFS issues few, large, stripe-aligned reads. No filters: the
@@ -11,7 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/tdata_internal.h"
+#include "common/torus_error.h"
+#include "data/format/format.h"
 
 static void _no_locking_env(void)
 {
@@ -137,15 +138,15 @@ int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
                       const int32_t *labels, const char *const *names)
 {
     if (n == 0)
-        return tdata_seterr(TDATA_EINVAL,
-                            "%s: refusing to write an empty shard", path);
+        return TORUS_FAIL(TDATA_EINVAL, "%s: refusing to write an empty shard",
+                          path);
     uint64_t img = (uint64_t)m->height * m->width * m->channels;
     uint64_t bytes = m->layout == TDATA_LAYOUT_DENSE ? n * img : offsets[n];
     if (bytes == 0)
-        return tdata_seterr(TDATA_EINVAL, "%s: no image bytes", path);
+        return TORUS_FAIL(TDATA_EINVAL, "%s: no image bytes", path);
     uint32_t *crcs = malloc(n * sizeof *crcs);
     if (!crcs)
-        return tdata_seterr(TDATA_ENOMEM, "%s: out of memory", path);
+        return TORUS_FAIL(TDATA_ENOMEM, "%s: out of memory", path);
     for (uint64_t i = 0; i < n; i++) {
         uint64_t lo = m->layout == TDATA_LAYOUT_DENSE ? i * img : offsets[i];
         uint64_t hi =
@@ -166,7 +167,7 @@ int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
     H5Pclose(fapl);
     int rc = TDATA_OK;
     if (f < 0) {
-        rc = tdata_seterr(TDATA_EIO, "%s: cannot create HDF5 file", tmp);
+        rc = TORUS_FAIL(TDATA_EIO, "%s: cannot create HDF5 file", tmp);
         goto out;
     }
     int32_t ver = TDATA_FORMAT_VERSION;
@@ -207,12 +208,12 @@ int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
     if (H5Fclose(f) < 0)
         bad = 1;
     if (bad) {
-        rc = tdata_seterr(TDATA_EIO, "%s: HDF5 write failed (disk full?)", tmp);
+        rc = TORUS_FAIL(TDATA_EIO, "%s: HDF5 write failed (disk full?)", tmp);
         unlink(tmp);
         goto out;
     }
     if (rename(tmp, path) != 0) {
-        rc = tdata_seterr(TDATA_EIO, "%s: rename to final name failed", path);
+        rc = TORUS_FAIL(TDATA_EIO, "%s: rename to final name failed", path);
         unlink(tmp);
     }
 out:

@@ -1,4 +1,4 @@
-/* pack.c: torus-pack's engine: plan the shards, pack a range of them with
+/* pack/pack.c: torus-pack's engine: plan the shards, pack a range of them with
  * threads, resume, report, and write the index.
  * The plan depends only on the source listing and --seed: items sorted by
  * name, shuffled by the seed (so every shard mixes all classes), then cut
@@ -15,7 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "data/pack.h"
+#include "common/torus_error.h"
+#include "data/pack/pack.h"
 
 static int _cmpitem(const void *a, const void *b)
 {
@@ -179,7 +180,7 @@ static int _mkdirs(const char *dir)
             *s = '/';
         }
     if (mkdir(p, 0755) != 0 && errno != EEXIST)
-        return tdata_seterr(TDATA_EIO, "%s: %s", dir, strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "%s: %s", dir, strerror(errno));
     return TDATA_OK;
 }
 
@@ -265,9 +266,8 @@ static int _write_shard(const tdata_pack_opts *o, const tdata_pack_src *src,
     free(off);
     free(lab);
     free(names);
-    return good == 0
-               ? tdata_seterr(TDATA_EDECODE, "shard %d: no good images", s)
-               : rc;
+    return good == 0 ? TORUS_FAIL(TDATA_EDECODE, "shard %d: no good images", s)
+                     : rc;
 }
 
 int tdata_pack_run(const tdata_pack_opts *o, tdata_pack_summary *sum)
@@ -308,8 +308,8 @@ int tdata_pack_run(const tdata_pack_opts *o, tdata_pack_summary *sum)
         N = src.n;
     if (N > 99999) {
         tdata_pack_src_free(&src);
-        return tdata_seterr(TDATA_EINVAL, "%llu shards is too many (max 99999)",
-                            (unsigned long long)N);
+        return TORUS_FAIL(TDATA_EINVAL, "%llu shards is too many (max 99999)",
+                          (unsigned long long)N);
     }
     uint64_t *b = malloc((N + 1) * sizeof *b);
     _cut(src.items, src.n, (int)N, b);
@@ -319,8 +319,8 @@ int tdata_pack_run(const tdata_pack_opts *o, tdata_pack_summary *sum)
     if (lo < 0 || lo > hi) {
         free(b);
         tdata_pack_src_free(&src);
-        return tdata_seterr(TDATA_EINVAL, "--shard-range=%d:%d outside 0:%llu",
-                            o->range_lo, o->range_hi, (unsigned long long)N);
+        return TORUS_FAIL(TDATA_EINVAL, "--shard-range=%d:%d outside 0:%llu",
+                          o->range_lo, o->range_hi, (unsigned long long)N);
     }
     if ((rc = _mkdirs(o->output))) {
         free(b);
@@ -331,8 +331,8 @@ int tdata_pack_run(const tdata_pack_opts *o, tdata_pack_summary *sum)
     if (o->report && !rep) {
         free(b);
         tdata_pack_src_free(&src);
-        return tdata_seterr(TDATA_EIO, "--report=%s: %s", o->report,
-                            strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "--report=%s: %s", o->report,
+                          strerror(errno));
     }
     _job j;
     memset(&j, 0, sizeof j);

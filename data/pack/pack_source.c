@@ -1,4 +1,4 @@
-/* pack_source.c: turns torus-pack's SOURCE into a list of labelled items.
+/* pack/pack_source.c: turns torus-pack's SOURCE into a list of labelled items.
  * Layouts:
  *   - a directory of class folders (ImageNet train/WNID/NAME.JPEG, val/ in
  *     class folders, or any class/file tree): label = class folder;
@@ -18,7 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/pack.h"
+#include "common/torus_error.h"
+#include "data/pack/pack.h"
 
 static int _cmpstr(const void *a, const void *b)
 {
@@ -116,8 +117,7 @@ static int _load_classes(const char *file, tdata_pack_src *s)
 {
     FILE *f = fopen(file, "r");
     if (!f)
-        return tdata_seterr(TDATA_EIO, "--classes=%s: %s", file,
-                            strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "--classes=%s: %s", file, strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     int ln = 0, n = 0, ncap = 0;
@@ -139,14 +139,14 @@ static int _load_classes(const char *file, tdata_pack_src *s)
         if (_find_class(s, id) != n - 1) {
             free(line);
             fclose(f);
-            return tdata_seterr(TDATA_EINVAL, "%s:%d: class '%s' listed twice",
-                                file, ln, id);
+            return TORUS_FAIL(TDATA_EINVAL, "%s:%d: class '%s' listed twice",
+                              file, ln, id);
         }
     }
     free(line);
     fclose(f);
     if (n == 0)
-        return tdata_seterr(TDATA_EINVAL, "--classes=%s: no classes", file);
+        return TORUS_FAIL(TDATA_EINVAL, "--classes=%s: no classes", file);
     return TDATA_OK;
 }
 
@@ -175,10 +175,10 @@ static int _scan_tree(const tdata_pack_opts *o, tdata_pack_src *s,
     for (int c = 0; c < nc; c++) {
         int label = _find_class(s, classes[c].name);
         if (label < 0)
-            return tdata_seterr(TDATA_EINVAL,
-                                "%s/%s: folder is not a class "
-                                "listed in --classes=%s",
-                                o->source, classes[c].name, o->classes_file);
+            return TORUS_FAIL(TDATA_EINVAL,
+                              "%s/%s: folder is not a class "
+                              "listed in --classes=%s",
+                              o->source, classes[c].name, o->classes_file);
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/%s", o->source, classes[c].name);
         int nf;
@@ -209,8 +209,8 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
 {
     FILE *f = fopen(o->val_labels, "r");
     if (!f)
-        return tdata_seterr(TDATA_EIO, "--val-labels=%s: %s", o->val_labels,
-                            strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "--val-labels=%s: %s", o->val_labels,
+                          strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     int n = 0, ncap = 0, ln = 0, rc = TDATA_OK, csv = -1;
@@ -227,18 +227,18 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
                 continue; /* header */
             if (!csv) {
                 if (!o->devkit_synsets) {
-                    rc = tdata_seterr(TDATA_EINVAL,
-                                      "--val-labels=%s looks like "
-                                      "the devkit ground truth: give "
-                                      "--devkit-synsets=FILE (wnid per ILSVRC "
-                                      "ID)",
-                                      o->val_labels);
+                    rc = TORUS_FAIL(TDATA_EINVAL,
+                                    "--val-labels=%s looks like "
+                                    "the devkit ground truth: give "
+                                    "--devkit-synsets=FILE (wnid per ILSVRC "
+                                    "ID)",
+                                    o->val_labels);
                     break;
                 }
                 FILE *sf = fopen(o->devkit_synsets, "r");
                 if (!sf) {
-                    rc = tdata_seterr(TDATA_EIO, "--devkit-synsets=%s: %s",
-                                      o->devkit_synsets, strerror(errno));
+                    rc = TORUS_FAIL(TDATA_EIO, "--devkit-synsets=%s: %s",
+                                    o->devkit_synsets, strerror(errno));
                     break;
                 }
                 char *sl = NULL;
@@ -266,10 +266,10 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
             char *comma = strchr(line, ',');
             char id[256];
             if (!comma || sscanf(comma + 1, "%255s", id) != 1) {
-                rc = tdata_seterr(TDATA_EFORMAT,
-                                  "%s:%d: expected "
-                                  "'ImageId,wnid ...'",
-                                  o->val_labels, ln);
+                rc = TORUS_FAIL(TDATA_EFORMAT,
+                                "%s:%d: expected "
+                                "'ImageId,wnid ...'",
+                                o->val_labels, ln);
                 break;
             }
             *comma = 0;
@@ -279,19 +279,19 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
         } else {
             int idn = atoi(line);
             if (idn < 1 || idn > nsyn) {
-                rc = tdata_seterr(TDATA_EFORMAT,
-                                  "%s:%d: ID %d not in "
-                                  "--devkit-synsets (%d entries)",
-                                  o->val_labels, ln, idn, nsyn);
+                rc = TORUS_FAIL(TDATA_EFORMAT,
+                                "%s:%d: ID %d not in "
+                                "--devkit-synsets (%d entries)",
+                                o->val_labels, ln, idn, nsyn);
                 break;
             }
             /* Line k labels the k-th file in name order
              * (ILSVRC2012_val_0000000k.JPEG). */
             if (n >= nf) {
-                rc = tdata_seterr(TDATA_EFORMAT,
-                                  "%s: more labels (%d) than "
-                                  "files in %s",
-                                  o->val_labels, n + 1, o->source);
+                rc = TORUS_FAIL(TDATA_EFORMAT,
+                                "%s: more labels (%d) than "
+                                "files in %s",
+                                o->val_labels, n + 1, o->source);
                 break;
             }
             char stem[4096];
@@ -344,17 +344,16 @@ static int _scan_flat(const tdata_pack_opts *o, tdata_pack_src *s)
         _vlab key = {stem, NULL};
         _vlab *hit = bsearch(&key, labs, nl, sizeof *labs, _cmpvlab);
         if (!hit) {
-            rc =
-                tdata_seterr(TDATA_EINVAL, "%s/%s: no label in --val-labels=%s",
-                             o->source, files[i].name, o->val_labels);
+            rc = TORUS_FAIL(TDATA_EINVAL, "%s/%s: no label in --val-labels=%s",
+                            o->source, files[i].name, o->val_labels);
             break;
         }
         int label = _find_class(s, hit->wnid);
         if (label < 0) {
-            rc = tdata_seterr(TDATA_EINVAL,
-                              "%s: class '%s' of %s is not in "
-                              "the class list",
-                              o->val_labels, hit->wnid, files[i].name);
+            rc = TORUS_FAIL(TDATA_EINVAL,
+                            "%s: class '%s' of %s is not in "
+                            "the class list",
+                            o->val_labels, hit->wnid, files[i].name);
             break;
         }
         snprintf(p, sizeof p, "%s/%s", o->source, files[i].name);
@@ -387,15 +386,15 @@ int tdata_pack_scan(const tdata_pack_opts *o, tdata_pack_src *s)
     memset(s, 0, sizeof *s);
     struct stat st;
     if (stat(o->source, &st) != 0)
-        return tdata_seterr(TDATA_EIO, "%s: %s", o->source, strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "%s: %s", o->source, strerror(errno));
     if (S_ISREG(st.st_mode)) {
         char *guess = o->idx_labels ? NULL : _guess_idx_labels(o->source);
         const char *lab = o->idx_labels ? o->idx_labels : guess;
         if (!lab)
-            return tdata_seterr(TDATA_EINVAL,
-                                "%s: an IDX image file needs "
-                                "--idx-labels=FILE",
-                                o->source);
+            return TORUS_FAIL(TDATA_EINVAL,
+                              "%s: an IDX image file needs "
+                              "--idx-labels=FILE",
+                              o->source);
         int rc = tdata_idx_load(o->source, lab, s);
         free(guess);
         return rc;
@@ -410,13 +409,13 @@ int tdata_pack_scan(const tdata_pack_opts *o, tdata_pack_src *s)
     else if (o->val_labels)
         rc = _scan_flat(o, s);
     else
-        rc = tdata_seterr(TDATA_EINVAL,
-                          "%s: no class folders; a flat "
-                          "directory (ImageNet val/) needs --val-labels=FILE",
-                          o->source);
+        rc = TORUS_FAIL(TDATA_EINVAL,
+                        "%s: no class folders; a flat "
+                        "directory (ImageNet val/) needs --val-labels=FILE",
+                        o->source);
     _free_list(classes, nc);
     if (rc == TDATA_OK && s->n == 0)
-        rc = tdata_seterr(TDATA_EINVAL, "%s: no files found", o->source);
+        rc = TORUS_FAIL(TDATA_EINVAL, "%s: no files found", o->source);
     return rc;
 }
 
