@@ -176,215 +176,251 @@ enum {
     O_LISTONLY
 };
 
-int main(int argc, char **argv)
-{
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'},
-        {"split", required_argument, 0, 's'},
-        {"shards", required_argument, 0, 'n'},
-        {"shard-size", required_argument, 0, O_SHARD_SIZE},
-        {"shard-range", required_argument, 0, O_RANGE},
-        {"array", no_argument, 0, O_ARRAY},
-        {"threads", required_argument, 0, 'j'},
-        {"seed", required_argument, 0, O_SEED},
-        {"resize-shorter", required_argument, 0, O_RESIZE},
-        {"decoded", required_argument, 0, O_DECODED},
-        {"quality", required_argument, 0, O_QUALITY},
-        {"classes", required_argument, 0, O_CLASSES},
-        {"val-labels", required_argument, 0, O_VAL},
-        {"devkit-synsets", required_argument, 0, O_DEVKIT},
-        {"idx-labels", required_argument, 0, O_IDXL},
-        {"report", required_argument, 0, O_REPORT},
-        {"listing", required_argument, 0, O_LISTING},
-        {"list-only", no_argument, 0, O_LISTONLY},
-        {"progress", no_argument, 0, O_PROG},
-        {"no-progress", no_argument, 0, O_NOPROG},
-        {"no-index", no_argument, 0, O_NOINDEX},
-        {"index-only", no_argument, 0, O_INDEXONLY},
-        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0}};
+static const struct option _opts[] = {
+    {"output", required_argument, 0, 'o'},
+    {"split", required_argument, 0, 's'},
+    {"shards", required_argument, 0, 'n'},
+    {"shard-size", required_argument, 0, O_SHARD_SIZE},
+    {"shard-range", required_argument, 0, O_RANGE},
+    {"array", no_argument, 0, O_ARRAY},
+    {"threads", required_argument, 0, 'j'},
+    {"seed", required_argument, 0, O_SEED},
+    {"resize-shorter", required_argument, 0, O_RESIZE},
+    {"decoded", required_argument, 0, O_DECODED},
+    {"quality", required_argument, 0, O_QUALITY},
+    {"classes", required_argument, 0, O_CLASSES},
+    {"val-labels", required_argument, 0, O_VAL},
+    {"devkit-synsets", required_argument, 0, O_DEVKIT},
+    {"idx-labels", required_argument, 0, O_IDXL},
+    {"report", required_argument, 0, O_REPORT},
+    {"listing", required_argument, 0, O_LISTING},
+    {"list-only", no_argument, 0, O_LISTONLY},
+    {"progress", no_argument, 0, O_PROG},
+    {"no-progress", no_argument, 0, O_NOPROG},
+    {"no-index", no_argument, 0, O_NOINDEX},
+    {"index-only", no_argument, 0, O_INDEXONLY},
+    {"help", no_argument, 0, 'h'},
+    {"version", no_argument, 0, 'V'},
+    {0, 0, 0, 0}};
+
+/* The command line: the engine's options plus the modes main picks from. */
+typedef struct _cli {
     tdata_pack_opts o;
-    memset(&o, 0, sizeof o);
-    o.split = "train";
-    o.shard_bytes = 256ull << 20;
-    o.range_hi = -1;
-    o.threads = 2;
-    o.quality = 95;
-    o.progress = -1;
-    o.creator = "torus-pack " PACKAGE_VERSION;
-    int array = 0, index_only = 0, list_only = 0, c;
+    int array, index_only, list_only;
+} _cli;
+
+/* Options that take a number, a size or a range. Returns 0, 2 after the
+ * usage line, or -1 when c is none of them. */
+static int _opt_number(int c, const char *arg, tdata_pack_opts *o)
+{
     long v;
-    while ((c = getopt_long(argc, argv, "o:s:n:j:hV", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            o.output = optarg;
-            break;
-        case 's':
-            if (!*optarg || strchr(optarg, '/'))
-                return _usage("bad --split", optarg);
-            o.split = optarg;
-            break;
-        case 'n':
-            if (_num(optarg, 1, 99999, &v))
-                return _usage("bad --shards", optarg);
-            o.shards = (int)v;
-            break;
-        case O_SHARD_SIZE:
-            if (_bytes(optarg, &o.shard_bytes))
-                return _usage("bad --shard-size", optarg);
-            break;
-        case O_RANGE:
-            if (sscanf(optarg, "%d:%d", &o.range_lo, &o.range_hi) != 2 ||
-                o.range_lo < 0 || o.range_hi <= o.range_lo)
-                return _usage("bad --shard-range (want A:B with A < B)",
-                              optarg);
-            break;
-        case O_ARRAY:
-            array = 1;
-            break;
-        case 'j':
-            if (_num(optarg, 1, 1024, &v))
-                return _usage("bad --threads", optarg);
-            o.threads = (int)v;
-            break;
-        case O_SEED:
-            o.seed = strtoull(optarg, NULL, 0);
-            break;
-        case O_RESIZE:
-            if (_num(optarg, 8, 65535, &v))
-                return _usage("bad --resize-shorter", optarg);
-            o.resize_shorter = (int)v;
-            break;
-        case O_DECODED:
-            if (sscanf(optarg, "%dx%d", &o.dec_h, &o.dec_w) != 2 ||
-                o.dec_h < 1 || o.dec_w < 1 || o.dec_h > 4096 || o.dec_w > 4096)
-                return _usage("bad --decoded (want HxW)", optarg);
-            break;
-        case O_QUALITY:
-            if (_num(optarg, 1, 100, &v))
-                return _usage("bad --quality", optarg);
-            o.quality = (int)v;
-            break;
-        case O_CLASSES:
-            o.classes_file = optarg;
-            break;
-        case O_VAL:
-            o.val_labels = optarg;
-            break;
-        case O_DEVKIT:
-            o.devkit_synsets = optarg;
-            break;
-        case O_IDXL:
-            o.idx_labels = optarg;
-            break;
-        case O_REPORT:
-            o.report = optarg;
-            break;
-        case O_LISTING:
-            o.listing = optarg;
-            break;
-        case O_LISTONLY:
-            list_only = 1;
-            break;
-        case O_PROG:
-            o.progress = 1;
-            break;
-        case O_NOPROG:
-            o.progress = 0;
-            break;
-        case O_NOINDEX:
-            o.no_index = 1;
-            break;
-        case O_INDEXONLY:
-            index_only = 1;
-            break;
-        case 'h':
+    switch (c) {
+    case 'n':
+        if (_num(arg, 1, 99999, &v))
+            return _usage("bad --shards", arg);
+        o->shards = (int)v;
+        return 0;
+    case O_SHARD_SIZE:
+        return _bytes(arg, &o->shard_bytes) ? _usage("bad --shard-size", arg)
+                                            : 0;
+    case O_RANGE:
+        if (sscanf(arg, "%d:%d", &o->range_lo, &o->range_hi) != 2 ||
+            o->range_lo < 0 || o->range_hi <= o->range_lo)
+            return _usage("bad --shard-range (want A:B with A < B)", arg);
+        return 0;
+    case 'j':
+        if (_num(arg, 1, 1024, &v))
+            return _usage("bad --threads", arg);
+        o->threads = (int)v;
+        return 0;
+    case O_SEED:
+        o->seed = strtoull(arg, NULL, 0);
+        return 0;
+    case O_RESIZE:
+        if (_num(arg, 8, 65535, &v))
+            return _usage("bad --resize-shorter", arg);
+        o->resize_shorter = (int)v;
+        return 0;
+    case O_DECODED:
+        if (sscanf(arg, "%dx%d", &o->dec_h, &o->dec_w) != 2 || o->dec_h < 1 ||
+            o->dec_w < 1 || o->dec_h > 4096 || o->dec_w > 4096)
+            return _usage("bad --decoded (want HxW)", arg);
+        return 0;
+    case O_QUALITY:
+        if (_num(arg, 1, 100, &v))
+            return _usage("bad --quality", arg);
+        o->quality = (int)v;
+        return 0;
+    }
+    return -1;
+}
+
+/* Options that name a file or set a flag; returns like _opt_number. */
+static int _opt_other(int c, const char *arg, _cli *cl)
+{
+    tdata_pack_opts *o = &cl->o;
+    switch (c) {
+    case 'o':
+        o->output = arg;
+        return 0;
+    case 's':
+        if (!*arg || strchr(arg, '/'))
+            return _usage("bad --split", arg);
+        o->split = arg;
+        return 0;
+    case O_CLASSES:
+        o->classes_file = arg;
+        return 0;
+    case O_VAL:
+        o->val_labels = arg;
+        return 0;
+    case O_DEVKIT:
+        o->devkit_synsets = arg;
+        return 0;
+    case O_IDXL:
+        o->idx_labels = arg;
+        return 0;
+    case O_REPORT:
+        o->report = arg;
+        return 0;
+    case O_LISTING:
+        o->listing = arg;
+        return 0;
+    case O_PROG:
+    case O_NOPROG:
+        o->progress = c == O_PROG;
+        return 0;
+    case O_NOINDEX:
+        o->no_index = 1;
+        return 0;
+    case O_ARRAY:
+        cl->array = 1;
+        return 0;
+    case O_INDEXONLY:
+        cl->index_only = 1;
+        return 0;
+    case O_LISTONLY:
+        cl->list_only = 1;
+        return 0;
+    }
+    return -1;
+}
+
+/* Fill cl from argv. Returns -1 when main goes on, else the exit status
+ * (0 after --help or --version, 2 on a usage error). */
+static int _parse(int argc, char **argv, _cli *cl)
+{
+    memset(cl, 0, sizeof *cl);
+    tdata_pack_opts *o = &cl->o;
+    o->split = "train";
+    o->shard_bytes = 256ull << 20;
+    o->range_hi = -1;
+    o->threads = 2;
+    o->quality = 95;
+    o->progress = -1;
+    o->creator = "torus-pack " PACKAGE_VERSION;
+    int c;
+    while ((c = getopt_long(argc, argv, "o:s:n:j:hV", _opts, NULL)) != -1) {
+        if (c == 'h') {
             fputs(_help, stdout);
             return 0;
-        case 'V':
+        }
+        if (c == 'V') {
             printf("torus-pack %s\n", PACKAGE_VERSION);
             return 0;
-        default:
+        }
+        int rc = _opt_number(c, optarg, o);
+        if (rc < 0)
+            rc = _opt_other(c, optarg, cl);
+        if (rc < 0)
             return _usage("unknown option", NULL);
-        }
+        if (rc)
+            return rc;
     }
-    if (!o.output)
+    if (!o->output)
         return _usage("--output=DIR is required", NULL);
-    if (index_only) {
-        /* The shard count is in the shards' own names: find shard 0. */
-        char pat[4096];
-        int N = 0;
-        snprintf(pat, sizeof pat, "%s/%s-00000-of-*.h5", o.output, o.split);
-        glob_t g;
-        if (glob(pat, 0, NULL, &g) == 0) {
-            if (g.gl_pathc == 1)
-                N = atoi(strrchr(g.gl_pathv[0], '-') + 1);
-            globfree(&g);
-        }
-        if (N < 1) {
-            fprintf(stderr,
-                    "torus-pack: %s: want exactly one %s-00000-of-*.h5 "
-                    "shard\n",
-                    o.output, o.split);
-            return 2;
-        }
-        char ipath[4096];
-        int rc = tdata_index_build(o.output, o.split, N, ipath, sizeof ipath);
-        if (rc) {
-            fprintf(stderr, "torus-pack: %s\n", torus_error_msg());
-            return 2;
-        }
-        printf("torus-pack: wrote %s (%d shards)\n", ipath, N);
-        return 0;
+    return -1;
+}
+
+/* --index-only: rebuild the index from the shards in --output. */
+static int _index_only(const tdata_pack_opts *o)
+{
+    /* The shard count is in the shards' own names: find shard 0. */
+    char pat[4096];
+    int N = 0;
+    snprintf(pat, sizeof pat, "%s/%s-00000-of-*.h5", o->output, o->split);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) == 0) {
+        if (g.gl_pathc == 1)
+            N = atoi(strrchr(g.gl_pathv[0], '-') + 1);
+        globfree(&g);
     }
-    if (optind != argc - 1)
-        return _usage("exactly one SOURCE is required", NULL);
-    o.source = argv[optind];
-    if (list_only) {
-        if (!o.listing)
-            return _usage("--list-only needs --listing=FILE", NULL);
-        tdata_pack_src src;
-        int rc = tdata_pack_scan(&o, &src);
-        if (rc == TDATA_OK)
-            rc = tdata_listing_write(o.listing, &src);
-        if (rc == TDATA_OK)
-            printf("torus-pack: listed %llu files in %d classes to %s\n",
-                   (unsigned long long)src.n, src.num_classes, o.listing);
-        tdata_pack_src_free(&src);
-        if (rc) {
-            fprintf(stderr, "torus-pack: %s\n", torus_error_msg());
-            return 2;
-        }
-        return 0;
+    if (N < 1) {
+        fprintf(stderr,
+                "torus-pack: %s: want exactly one %s-00000-of-*.h5 shard\n",
+                o->output, o->split);
+        return 2;
     }
-    if (o.dec_h > 0 && o.resize_shorter > 0)
-        return _usage("--decoded and --resize-shorter exclude each other",
-                      NULL);
-    if (array) {
-        const char *id = getenv("SLURM_ARRAY_TASK_ID");
-        const char *cnt = getenv("SLURM_ARRAY_TASK_COUNT");
-        const char *mn = getenv("SLURM_ARRAY_TASK_MIN");
-        if (!id || !cnt)
-            return _usage("--array needs SLURM_ARRAY_TASK_ID and "
-                          "SLURM_ARRAY_TASK_COUNT (run it in a job array)",
-                          NULL);
-        if (!o.shards)
-            return _usage("--array needs --shards=N so every task agrees",
-                          NULL);
-        long t = atol(id) - (mn ? atol(mn) : 0), T = atol(cnt);
-        if (T < 1 || t < 0 || t >= T)
-            return _usage("bad SLURM_ARRAY_TASK_* values", id);
-        o.range_lo = (int)(t * o.shards / T);
-        o.range_hi = (int)((t + 1) * o.shards / T);
-        if (o.range_hi == o.range_lo) {
-            printf("torus-pack: array task %ld of %ld has no shards\n", t, T);
-            return 0;
-        }
+    char ipath[4096];
+    if (tdata_index_build(o->output, o->split, N, ipath, sizeof ipath)) {
+        fprintf(stderr, "torus-pack: %s\n", torus_error_msg());
+        return 2;
     }
-    tdata_pack_summary s;
-    int rc = tdata_pack_run(&o, &s);
+    printf("torus-pack: wrote %s (%d shards)\n", ipath, N);
+    return 0;
+}
+
+/* --list-only: walk SOURCE and save the listing. */
+static int _list_only(const tdata_pack_opts *o)
+{
+    if (!o->listing)
+        return _usage("--list-only needs --listing=FILE", NULL);
+    tdata_pack_src src;
+    int rc = tdata_pack_scan(o, &src);
+    if (rc == TDATA_OK)
+        rc = tdata_listing_write(o->listing, &src);
+    if (rc == TDATA_OK)
+        printf("torus-pack: listed %llu files in %d classes to %s\n",
+               (unsigned long long)src.n, src.num_classes, o->listing);
+    tdata_pack_src_free(&src);
     if (rc) {
+        fprintf(stderr, "torus-pack: %s\n", torus_error_msg());
+        return 2;
+    }
+    return 0;
+}
+
+/* --array: this task's share of the shards, from the Slurm job array.
+ * Returns -1 when there is work, else the exit status. */
+static int _array_range(tdata_pack_opts *o)
+{
+    const char *id = getenv("SLURM_ARRAY_TASK_ID");
+    const char *cnt = getenv("SLURM_ARRAY_TASK_COUNT");
+    const char *mn = getenv("SLURM_ARRAY_TASK_MIN");
+    if (!id || !cnt)
+        return _usage("--array needs SLURM_ARRAY_TASK_ID and "
+                      "SLURM_ARRAY_TASK_COUNT (run it in a job array)",
+                      NULL);
+    if (!o->shards)
+        return _usage("--array needs --shards=N so every task agrees", NULL);
+    long t = atol(id) - (mn ? atol(mn) : 0), T = atol(cnt);
+    if (T < 1 || t < 0 || t >= T)
+        return _usage("bad SLURM_ARRAY_TASK_* values", id);
+    o->range_lo = (int)(t * o->shards / T);
+    o->range_hi = (int)((t + 1) * o->shards / T);
+    if (o->range_hi == o->range_lo) {
+        printf("torus-pack: array task %ld of %ld has no shards\n", t, T);
+        return 0;
+    }
+    return -1;
+}
+
+/* Pack and print the summary; the exit status says whether any image was
+ * rejected. */
+static int _pack(const tdata_pack_opts *o)
+{
+    tdata_pack_summary s;
+    if (tdata_pack_run(o, &s)) {
         fprintf(stderr, "torus-pack: %s\n", torus_error_msg());
         return 2;
     }
@@ -396,4 +432,25 @@ int main(int argc, char **argv)
            s.index_written ? "; index " : "",
            s.index_written ? s.index_path : "");
     return s.rejected ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    _cli cl;
+    int rc = _parse(argc, argv, &cl);
+    if (rc >= 0)
+        return rc;
+    if (cl.index_only)
+        return _index_only(&cl.o);
+    if (optind != argc - 1)
+        return _usage("exactly one SOURCE is required", NULL);
+    cl.o.source = argv[optind];
+    if (cl.list_only)
+        return _list_only(&cl.o);
+    if (cl.o.dec_h > 0 && cl.o.resize_shorter > 0)
+        return _usage("--decoded and --resize-shorter exclude each other",
+                      NULL);
+    if (cl.array && (rc = _array_range(&cl.o)) >= 0)
+        return rc;
+    return _pack(&cl.o);
 }
