@@ -74,6 +74,163 @@ static int _bad_line(const char *path, int line, const char *what)
     return TORUS_FAIL(TDATA_EFORMAT, "%s:%d: %s", path, line, what);
 }
 
+/* Where the reader is in an index file. */
+typedef struct _ixread {
+    const char *path;
+    int ln;             /* line number, for messages */
+    int nclass, nshard; /* class and shard lines so far */
+    tdata_index *ix;
+} _ixread;
+
+/* The version line, which must come first. */
+static int _key_version(_ixread *r, const char *val)
+{
+    tdata_index *ix = r->ix;
+    ix->version = atoi(val);
+    if (ix->version > TDATA_FORMAT_VERSION)
+        return TORUS_FAIL(TDATA_EVERSION,
+                          "%s: index format version %d "
+                          "is newer than this reader supports (%d); "
+                          "update torus",
+                          r->path, ix->version, TDATA_FORMAT_VERSION);
+    if (ix->version < 1)
+        return _bad_line(r->path, r->ln, "bad format version");
+    return TDATA_OK;
+}
+
+/* Keys of the whole dataset. Returns 0, a code, or -1 when KEY is none of
+ * them. */
+static int _key_dataset(_ixread *r, const char *key, const char *val)
+{
+    tdata_index *ix = r->ix;
+    if (!strcmp(key, "torus-index"))
+        return _key_version(r, val);
+    if (!strcmp(key, "creator")) {
+        snprintf(ix->creator, sizeof ix->creator, "%s", val);
+    } else if (!strcmp(key, "split")) {
+        snprintf(ix->split, sizeof ix->split, "%s", val);
+    } else if (!strcmp(key, "layout")) {
+        ix->layout =
+            !strcmp(val, "dense") ? TDATA_LAYOUT_DENSE : TDATA_LAYOUT_ENCODED;
+    } else if (!strcmp(key, "shape")) {
+        if (sscanf(val, "%d %d %d", &ix->height, &ix->width, &ix->channels) !=
+            3)
+            return _bad_line(r->path, r->ln, "bad shape");
+    } else if (!strcmp(key, "images")) {
+        ix->num_images = strtoull(val, NULL, 10);
+    } else if (!strcmp(key, "mean") || !strcmp(key, "std")) {
+        double *d = key[0] == 'm' ? ix->mean : ix->std;
+        if (sscanf(val, "%lf %lf %lf", &d[0], &d[1], &d[2]) != 3)
+            return _bad_line(r->path, r->ln, "bad mean/std");
+    } else {
+        return -1;
+    }
+    return TDATA_OK;
+}
+
+/* "classes N" and its N "class I WNID [words]" lines; returns like
+ * _key_dataset. */
+static int _key_classes(_ixread *r, const char *key, const char *val)
+{
+    tdata_index *ix = r->ix;
+    if (!strcmp(key, "classes")) {
+        ix->num_classes = atoi(val);
+        if (ix->num_classes < 1 || ix->class_ids)
+            return _bad_line(r->path, r->ln, "bad class count");
+        ix->class_ids = calloc(ix->num_classes, sizeof(char *));
+        ix->class_words = calloc(ix->num_classes, sizeof(char *));
+        return TDATA_OK;
+    }
+    if (strcmp(key, "class"))
+        return -1;
+    int i, p2 = 0;
+    char id[256];
+    if (!ix->class_ids || sscanf(val, "%d %255s %n", &i, id, &p2) < 2 ||
+        i != r->nclass || i >= ix->num_classes)
+        return _bad_line(r->path, r->ln, "bad class line");
+    ix->class_ids[i] = strdup(id);
+    ix->class_words[i] = strdup(p2 ? val + p2 : "");
+    r->nclass++;
+    return TDATA_OK;
+}
+
+/* "shards N" and its N "shard I FILE COUNT BYTES CRC" lines; returns like
+ * _key_dataset. */
+static int _key_shards(_ixread *r, const char *key, const char *val)
+{
+    tdata_index *ix = r->ix;
+    if (!strcmp(key, "shards")) {
+        ix->num_shards = atoi(val);
+        if (ix->num_shards < 1 || ix->shards)
+            return _bad_line(r->path, r->ln, "bad shard count");
+        ix->shards = calloc(ix->num_shards, sizeof *ix->shards);
+        return TDATA_OK;
+    }
+    if (strcmp(key, "shard"))
+        return -1;
+    int i;
+    unsigned long long cnt, bytes;
+    unsigned crc;
+    tdata_index_shard *s = ix->shards ? &ix->shards[r->nshard] : NULL;
+    if (!s ||
+        sscanf(val, "%d %255s %llu %llu %x", &i, s->file, &cnt, &bytes, &crc) !=
+            5 ||
+        i != r->nshard || strchr(s->file, '/'))
+        return _bad_line(r->path, r->ln, "bad shard line");
+    s->count = cnt;
+    s->bytes = bytes;
+    s->crc = crc;
+    r->nshard++;
+    if (r->nshard > ix->num_shards)
+        return _bad_line(r->path, r->ln, "more shard lines than 'shards'");
+    return TDATA_OK;
+}
+
+/* One line. Unknown keys are skipped: minor additions stay readable. */
+static int _line(_ixread *r, const char *line)
+{
+    char key[32];
+    int pos = 0;
+    if (sscanf(line, "%31s %n", key, &pos) != 1)
+        return _bad_line(r->path, r->ln, "unreadable line");
+    const char *val = line + pos;
+    if (r->ix->version == 0 && strcmp(key, "torus-index") != 0)
+        return _bad_line(r->path, r->ln,
+                         "not a torus index (first line must be "
+                         "'torus-index VERSION')");
+    int rc = _key_dataset(r, key, val);
+    if (rc < 0)
+        rc = _key_classes(r, key, val);
+    if (rc < 0)
+        rc = _key_shards(r, key, val);
+    return rc < 0 ? TDATA_OK : rc;
+}
+
+/* What must hold once the whole file is read. */
+static int _check_totals(const _ixread *r)
+{
+    const tdata_index *ix = r->ix;
+    if (ix->version == 0)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: empty or not a torus index",
+                          r->path);
+    if (r->nclass != ix->num_classes || r->nclass == 0)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: %d class lines for %d classes",
+                          r->path, r->nclass, ix->num_classes);
+    if (r->nshard != ix->num_shards || r->nshard == 0)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: %d shard lines for %d shards",
+                          r->path, r->nshard, ix->num_shards);
+    uint64_t sum = 0;
+    for (int i = 0; i < r->nshard; i++)
+        sum += ix->shards[i].count;
+    if (sum != ix->num_images)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: shard counts add up to %llu, "
+                          "'images' says %llu",
+                          r->path, (unsigned long long)sum,
+                          (unsigned long long)ix->num_images);
+    return TDATA_OK;
+}
+
 int tdata_index_read(const char *path, tdata_index *ix)
 {
     memset(ix, 0, sizeof *ix);
@@ -81,132 +238,20 @@ int tdata_index_read(const char *path, tdata_index *ix)
     if (!f)
         return TORUS_FAIL(errno == ENOENT ? TDATA_EMISSING : TDATA_EIO,
                           "%s: %s", path, strerror(errno));
+    _ixread r = {.path = path, .ix = ix};
     char *line = NULL;
     size_t cap = 0;
-    int ln = 0, rc = TDATA_OK, nclass = 0, nshard = 0;
-    while (getline(&line, &cap, f) > 0) {
-        ln++;
+    int rc = TDATA_OK;
+    while (rc == TDATA_OK && getline(&line, &cap, f) > 0) {
+        r.ln++;
         line[strcspn(line, "\r\n")] = 0;
-        if (line[0] == '#' || line[0] == 0)
-            continue;
-        char key[32];
-        int pos = 0;
-        if (sscanf(line, "%31s %n", key, &pos) != 1) {
-            rc = _bad_line(path, ln, "unreadable line");
-            break;
-        }
-        const char *val = line + pos;
-        if (ln > 0 && ix->version == 0 && strcmp(key, "torus-index") != 0) {
-            rc = _bad_line(path, ln,
-                           "not a torus index (first line must be "
-                           "'torus-index VERSION')");
-            break;
-        }
-        if (!strcmp(key, "torus-index")) {
-            ix->version = atoi(val);
-            if (ix->version > TDATA_FORMAT_VERSION) {
-                rc = TORUS_FAIL(TDATA_EVERSION,
-                                "%s: index format version %d "
-                                "is newer than this reader supports (%d); "
-                                "update torus",
-                                path, ix->version, TDATA_FORMAT_VERSION);
-                break;
-            }
-            if (ix->version < 1) {
-                rc = _bad_line(path, ln, "bad format version");
-                break;
-            }
-        } else if (!strcmp(key, "creator")) {
-            snprintf(ix->creator, sizeof ix->creator, "%s", val);
-        } else if (!strcmp(key, "split")) {
-            snprintf(ix->split, sizeof ix->split, "%s", val);
-        } else if (!strcmp(key, "layout")) {
-            ix->layout = !strcmp(val, "dense") ? TDATA_LAYOUT_DENSE
-                                               : TDATA_LAYOUT_ENCODED;
-        } else if (!strcmp(key, "shape")) {
-            if (sscanf(val, "%d %d %d", &ix->height, &ix->width,
-                       &ix->channels) != 3) {
-                rc = _bad_line(path, ln, "bad shape");
-                break;
-            }
-        } else if (!strcmp(key, "images")) {
-            ix->num_images = strtoull(val, NULL, 10);
-        } else if (!strcmp(key, "mean") || !strcmp(key, "std")) {
-            double *d = key[0] == 'm' ? ix->mean : ix->std;
-            if (sscanf(val, "%lf %lf %lf", &d[0], &d[1], &d[2]) != 3) {
-                rc = _bad_line(path, ln, "bad mean/std");
-                break;
-            }
-        } else if (!strcmp(key, "classes")) {
-            ix->num_classes = atoi(val);
-            if (ix->num_classes < 1 || ix->class_ids) {
-                rc = _bad_line(path, ln, "bad class count");
-                break;
-            }
-            ix->class_ids = calloc(ix->num_classes, sizeof(char *));
-            ix->class_words = calloc(ix->num_classes, sizeof(char *));
-        } else if (!strcmp(key, "class")) {
-            int i, p2 = 0;
-            char id[256];
-            if (!ix->class_ids || sscanf(val, "%d %255s %n", &i, id, &p2) < 2 ||
-                i != nclass || i >= ix->num_classes) {
-                rc = _bad_line(path, ln, "bad class line");
-                break;
-            }
-            ix->class_ids[i] = strdup(id);
-            ix->class_words[i] = strdup(p2 ? val + p2 : "");
-            nclass++;
-        } else if (!strcmp(key, "shards")) {
-            ix->num_shards = atoi(val);
-            if (ix->num_shards < 1 || ix->shards) {
-                rc = _bad_line(path, ln, "bad shard count");
-                break;
-            }
-            ix->shards = calloc(ix->num_shards, sizeof *ix->shards);
-        } else if (!strcmp(key, "shard")) {
-            int i;
-            unsigned long long cnt, bytes;
-            unsigned crc;
-            tdata_index_shard *s = ix->shards ? &ix->shards[nshard] : NULL;
-            if (!s ||
-                sscanf(val, "%d %255s %llu %llu %x", &i, s->file, &cnt, &bytes,
-                       &crc) != 5 ||
-                i != nshard || strchr(s->file, '/')) {
-                rc = _bad_line(path, ln, "bad shard line");
-                break;
-            }
-            s->count = cnt;
-            s->bytes = bytes;
-            s->crc = crc;
-            nshard++;
-            if (nshard > ix->num_shards) {
-                rc = _bad_line(path, ln, "more shard lines than 'shards'");
-                break;
-            }
-        }
-        /* Unknown keys are skipped: minor additions stay readable. */
+        if (line[0] != '#' && line[0] != 0)
+            rc = _line(&r, line);
     }
     free(line);
     fclose(f);
-    if (rc == TDATA_OK && ix->version == 0)
-        rc = TORUS_FAIL(TDATA_EFORMAT, "%s: empty or not a torus index", path);
-    if (rc == TDATA_OK && (nclass != ix->num_classes || nclass == 0))
-        rc = TORUS_FAIL(TDATA_EFORMAT, "%s: %d class lines for %d classes",
-                        path, nclass, ix->num_classes);
-    if (rc == TDATA_OK && (nshard != ix->num_shards || nshard == 0))
-        rc = TORUS_FAIL(TDATA_EFORMAT, "%s: %d shard lines for %d shards", path,
-                        nshard, ix->num_shards);
-    if (rc == TDATA_OK) {
-        uint64_t sum = 0;
-        for (int i = 0; i < nshard; i++)
-            sum += ix->shards[i].count;
-        if (sum != ix->num_images)
-            rc = TORUS_FAIL(TDATA_EFORMAT,
-                            "%s: shard counts add up to %llu, "
-                            "'images' says %llu",
-                            path, (unsigned long long)sum,
-                            (unsigned long long)ix->num_images);
-    }
+    if (rc == TDATA_OK)
+        rc = _check_totals(&r);
     if (rc)
         tdata_index_free(ix);
     return rc;

@@ -204,6 +204,114 @@ static int _cmpvlab(const void *a, const void *b)
     return strcmp(((const _vlab *)a)->file, ((const _vlab *)b)->file);
 }
 
+/* Reading --val-labels: which of its two formats, and where. */
+typedef struct _vread {
+    const tdata_pack_opts *o;
+    const _ent *files; /* the flat directory, in name order */
+    int nf;
+    int ln, n;  /* line number, labels so far */
+    int csv;    /* -1 until the first line says */
+    char **syn; /* devkit: wnid of each ILSVRC2012_ID */
+    int nsyn;
+} _vread;
+
+/* --devkit-synsets: one wnid per line, in ID order. */
+static int _read_synsets(_vread *r)
+{
+    const tdata_pack_opts *o = r->o;
+    if (!o->devkit_synsets)
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "--val-labels=%s looks like "
+                          "the devkit ground truth: give "
+                          "--devkit-synsets=FILE (wnid per ILSVRC "
+                          "ID)",
+                          o->val_labels);
+    FILE *sf = fopen(o->devkit_synsets, "r");
+    if (!sf)
+        return TORUS_FAIL(TDATA_EIO, "--devkit-synsets=%s: %s",
+                          o->devkit_synsets, strerror(errno));
+    char *sl = NULL;
+    size_t sc = 0;
+    while (getline(&sl, &sc, sf) > 0) {
+        char id[256];
+        if (sscanf(sl, "%255s", id) != 1)
+            continue;
+        char **ns = realloc(r->syn, (r->nsyn + 1) * sizeof *r->syn);
+        if (!ns)
+            break;
+        r->syn = ns;
+        r->syn[r->nsyn++] = strdup(id);
+    }
+    free(sl);
+    fclose(sf);
+    return TDATA_OK;
+}
+
+/* LOC_val_solution.csv: "ImageId,wnid x y x y ...". */
+static int _csv_label(const _vread *r, char *line, _vlab *v)
+{
+    char *comma = strchr(line, ',');
+    char id[256];
+    if (!comma || sscanf(comma + 1, "%255s", id) != 1)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s:%d: expected "
+                          "'ImageId,wnid ...'",
+                          r->o->val_labels, r->ln);
+    *comma = 0;
+    /* ImageId has no extension: match on the file's stem. */
+    v->file = strdup(line);
+    v->wnid = strdup(id);
+    return TDATA_OK;
+}
+
+/* The devkit's ground truth: line k holds the ID of the k-th file in name
+ * order (ILSVRC2012_val_0000000k.JPEG). */
+static int _devkit_label(const _vread *r, const char *line, _vlab *v)
+{
+    int idn = atoi(line);
+    if (idn < 1 || idn > r->nsyn)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s:%d: ID %d not in "
+                          "--devkit-synsets (%d entries)",
+                          r->o->val_labels, r->ln, idn, r->nsyn);
+    if (r->n >= r->nf)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: more labels (%d) than "
+                          "files in %s",
+                          r->o->val_labels, r->n + 1, r->o->source);
+    char stem[4096];
+    snprintf(stem, sizeof stem, "%s", r->files[r->n].name);
+    char *dot = strrchr(stem, '.');
+    if (dot)
+        *dot = 0;
+    v->file = strdup(stem);
+    v->wnid = strdup(r->syn[idn - 1]);
+    return TDATA_OK;
+}
+
+/* One non-empty line into (*out)[r->n] (grown as needed). The first line
+ * decides the format: a comma means the CSV (its header is skipped). */
+static int _val_line(_vread *r, char *line, _vlab **out, int *ncap)
+{
+    if (r->csv < 0) {
+        r->csv = strchr(line, ',') != NULL;
+        if (r->csv && !strncmp(line, "ImageId", 7))
+            return TDATA_OK; /* header */
+        int rc = r->csv ? TDATA_OK : _read_synsets(r);
+        if (rc)
+            return rc;
+    }
+    if (r->n == *ncap) {
+        *ncap = *ncap ? *ncap * 2 : 1024;
+        *out = realloc(*out, *ncap * sizeof **out);
+    }
+    _vlab *v = &(*out)[r->n];
+    int rc = r->csv ? _csv_label(r, line, v) : _devkit_label(r, line, v);
+    if (rc == TDATA_OK)
+        r->n++;
+    return rc;
+}
+
 static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
                             _vlab **out, int *nout)
 {
@@ -211,107 +319,24 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
     if (!f)
         return TORUS_FAIL(TDATA_EIO, "--val-labels=%s: %s", o->val_labels,
                           strerror(errno));
+    _vread r = {.o = o, .files = files, .nf = nf, .csv = -1};
     char *line = NULL;
     size_t cap = 0;
-    int n = 0, ncap = 0, ln = 0, rc = TDATA_OK, csv = -1;
-    char **syn = NULL;
-    int nsyn = 0;
-    while (getline(&line, &cap, f) > 0) {
-        ln++;
+    int ncap = 0, rc = TDATA_OK;
+    while (rc == TDATA_OK && getline(&line, &cap, f) > 0) {
+        r.ln++;
         line[strcspn(line, "\r\n")] = 0;
-        if (!line[0])
-            continue;
-        if (csv < 0) {
-            csv = strchr(line, ',') != NULL;
-            if (csv && !strncmp(line, "ImageId", 7))
-                continue; /* header */
-            if (!csv) {
-                if (!o->devkit_synsets) {
-                    rc = TORUS_FAIL(TDATA_EINVAL,
-                                    "--val-labels=%s looks like "
-                                    "the devkit ground truth: give "
-                                    "--devkit-synsets=FILE (wnid per ILSVRC "
-                                    "ID)",
-                                    o->val_labels);
-                    break;
-                }
-                FILE *sf = fopen(o->devkit_synsets, "r");
-                if (!sf) {
-                    rc = TORUS_FAIL(TDATA_EIO, "--devkit-synsets=%s: %s",
-                                    o->devkit_synsets, strerror(errno));
-                    break;
-                }
-                char *sl = NULL;
-                size_t sc = 0;
-                while (getline(&sl, &sc, sf) > 0) {
-                    char id[256];
-                    if (sscanf(sl, "%255s", id) != 1)
-                        continue;
-                    char **ns = realloc(syn, (nsyn + 1) * sizeof *syn);
-                    if (!ns)
-                        break;
-                    syn = ns;
-                    syn[nsyn++] = strdup(id);
-                }
-                free(sl);
-                fclose(sf);
-            }
-        }
-        if (n == ncap) {
-            ncap = ncap ? ncap * 2 : 1024;
-            *out = realloc(*out, ncap * sizeof **out);
-        }
-        _vlab *v = &(*out)[n];
-        if (csv) {
-            char *comma = strchr(line, ',');
-            char id[256];
-            if (!comma || sscanf(comma + 1, "%255s", id) != 1) {
-                rc = TORUS_FAIL(TDATA_EFORMAT,
-                                "%s:%d: expected "
-                                "'ImageId,wnid ...'",
-                                o->val_labels, ln);
-                break;
-            }
-            *comma = 0;
-            /* ImageId has no extension: match on the file's stem. */
-            v->file = strdup(line);
-            v->wnid = strdup(id);
-        } else {
-            int idn = atoi(line);
-            if (idn < 1 || idn > nsyn) {
-                rc = TORUS_FAIL(TDATA_EFORMAT,
-                                "%s:%d: ID %d not in "
-                                "--devkit-synsets (%d entries)",
-                                o->val_labels, ln, idn, nsyn);
-                break;
-            }
-            /* Line k labels the k-th file in name order
-             * (ILSVRC2012_val_0000000k.JPEG). */
-            if (n >= nf) {
-                rc = TORUS_FAIL(TDATA_EFORMAT,
-                                "%s: more labels (%d) than "
-                                "files in %s",
-                                o->val_labels, n + 1, o->source);
-                break;
-            }
-            char stem[4096];
-            snprintf(stem, sizeof stem, "%s", files[n].name);
-            char *dot = strrchr(stem, '.');
-            if (dot)
-                *dot = 0;
-            v->file = strdup(stem);
-            v->wnid = strdup(syn[idn - 1]);
-        }
-        n++;
+        if (line[0])
+            rc = _val_line(&r, line, out, &ncap);
     }
     free(line);
     fclose(f);
-    for (int i = 0; i < nsyn; i++)
-        free(syn[i]);
-    free(syn);
-    *nout = n;
+    for (int i = 0; i < r.nsyn; i++)
+        free(r.syn[i]);
+    free(r.syn);
+    *nout = r.n;
     if (rc == TDATA_OK)
-        qsort(*out, n, sizeof **out, _cmpvlab);
+        qsort(*out, r.n, sizeof **out, _cmpvlab);
     return rc;
 }
 
