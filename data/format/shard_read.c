@@ -140,7 +140,8 @@ static int _map_chunks(hid_t d, tdata_shard *s)
     return TDATA_OK;
 }
 
-static int _load(hid_t f, tdata_shard *s, int load_classes)
+/* The file attributes: version, layout, counts, packing statistics. */
+static int _load_attrs(hid_t f, tdata_shard *s)
 {
     const char *p = s->path;
     int32_t v32;
@@ -169,6 +170,14 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
     _get_attr(f, "pixel_count", H5T_NATIVE_DOUBLE, &s->pixel_count);
     _get_attr(f, "num_rejected", H5T_NATIVE_INT32, &s->num_rejected);
     _get_attr(f, "num_reencoded", H5T_NATIVE_INT32, &s->num_reencoded);
+    return TDATA_OK;
+}
+
+/* n+1 stream offsets: computed for the dense layout, read (and checked
+ * monotone) for the encoded one. */
+static int _load_offsets(hid_t f, tdata_shard *s)
+{
+    const char *p = s->path;
     if (s->layout == TDATA_LAYOUT_DENSE) {
         int32_t shape[3];
         if (_get_attr(f, "image_shape_hwc", H5T_NATIVE_INT32, shape) < 0)
@@ -183,17 +192,24 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
         s->offsets = malloc((s->n + 1) * sizeof *s->offsets);
         for (uint64_t i = 0; i <= s->n; i++)
             s->offsets[i] = i * img;
-    } else {
-        s->offsets = _read_1d(f, "offsets", H5T_NATIVE_UINT64, s->n + 1);
-        if (!s->offsets)
-            return TORUS_FAIL(TDATA_EFORMAT, "%s: bad offsets dataset", p);
-        for (uint64_t i = 0; i < s->n; i++)
-            if (s->offsets[i + 1] < s->offsets[i])
-                return TORUS_FAIL(TDATA_EFORMAT,
-                                  "%s: offsets not monotone "
-                                  "at %llu",
-                                  p, (unsigned long long)i);
+        return TDATA_OK;
     }
+    s->offsets = _read_1d(f, "offsets", H5T_NATIVE_UINT64, s->n + 1);
+    if (!s->offsets)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: bad offsets dataset", p);
+    for (uint64_t i = 0; i < s->n; i++)
+        if (s->offsets[i + 1] < s->offsets[i])
+            return TORUS_FAIL(TDATA_EFORMAT,
+                              "%s: offsets not monotone "
+                              "at %llu",
+                              p, (unsigned long long)i);
+    return TDATA_OK;
+}
+
+/* Labels (checked against the class count) and CRCs. */
+static int _load_labels(hid_t f, tdata_shard *s)
+{
+    const char *p = s->path;
     s->labels = _read_1d(f, "labels", H5T_NATIVE_INT32, s->n);
     s->crcs = _read_1d(f, "crc32c", H5T_NATIVE_UINT32, s->n);
     if (!s->labels || !s->crcs)
@@ -205,9 +221,15 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
                               "out of range",
                               p, s->labels[i], (unsigned long long)i);
     s->crc_of_crcs = tdata_crc_of_crcs(s->crcs, s->n);
+    return TDATA_OK;
+}
+
+/* The image stream: its size must match the offsets; then its chunks. */
+static int _load_stream(hid_t f, tdata_shard *s)
+{
     hid_t d = H5Dopen2(f, "images", H5P_DEFAULT);
     if (d < 0)
-        return TORUS_FAIL(TDATA_EFORMAT, "%s: no images dataset", p);
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: no images dataset", s->path);
     hid_t sp = H5Dget_space(d);
     hssize_t npts = H5Sget_simple_extent_npoints(sp);
     H5Sclose(sp);
@@ -216,17 +238,28 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
                  : TORUS_FAIL(TDATA_EFORMAT,
                               "%s: images dataset holds %lld bytes, "
                               "offsets say %llu",
-                              p, (long long)npts,
+                              s->path, (long long)npts,
                               (unsigned long long)s->offsets[s->n]);
     H5Dclose(d);
-    if (rc)
+    return rc;
+}
+
+static int _load(hid_t f, tdata_shard *s, int load_classes)
+{
+    int rc = _load_attrs(f, s);
+    if (rc == TDATA_OK)
+        rc = _load_offsets(f, s);
+    if (rc == TDATA_OK)
+        rc = _load_labels(f, s);
+    if (rc == TDATA_OK)
+        rc = _load_stream(f, s);
+    if (rc || !load_classes)
         return rc;
-    if (load_classes) {
-        s->class_ids = _read_strings(f, "class_ids", s->num_classes);
-        s->class_words = _read_strings(f, "class_words", s->num_classes);
-        if (!s->class_ids || !s->class_words)
-            return TORUS_FAIL(TDATA_EFORMAT, "%s: bad class name datasets", p);
-    }
+    s->class_ids = _read_strings(f, "class_ids", s->num_classes);
+    s->class_words = _read_strings(f, "class_words", s->num_classes);
+    if (!s->class_ids || !s->class_words)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: bad class name datasets",
+                          s->path);
     return TDATA_OK;
 }
 

@@ -133,6 +133,56 @@ static int _dset_images(hid_t f, const tdata_shard_meta *m, uint64_t n,
     return rc < 0 ? -1 : 0;
 }
 
+/* CRC32C of each image (malloc'd), or NULL when out of memory. */
+static uint32_t *_image_crcs(const tdata_shard_meta *m, uint64_t n,
+                             const uint8_t *data, const uint64_t *offsets)
+{
+    uint64_t img = (uint64_t)m->height * m->width * m->channels;
+    uint32_t *crcs = malloc(n * sizeof *crcs);
+    if (!crcs)
+        return NULL;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t lo = m->layout == TDATA_LAYOUT_DENSE ? i * img : offsets[i];
+        uint64_t hi =
+            m->layout == TDATA_LAYOUT_DENSE ? lo + img : offsets[i + 1];
+        crcs[i] = tdata_crc32c(0, data + lo, hi - lo);
+    }
+    return crcs;
+}
+
+/* The file attributes (docs/shard-format.md); nonzero if any failed. */
+static int _write_attrs(hid_t f, const tdata_shard_meta *m, uint64_t n)
+{
+    uint64_t img = (uint64_t)m->height * m->width * m->channels;
+    int32_t ver = TDATA_FORMAT_VERSION;
+    int32_t si[3] = {m->shard_index, m->num_shards, m->num_classes};
+    int32_t shape[3] = {m->height, m->width, m->channels};
+    uint64_t chunkb =
+        m->layout == TDATA_LAYOUT_DENSE
+            ? (TDATA_CHUNK_BYTES / img ? TDATA_CHUNK_BYTES / img : 1) * img
+            : TDATA_CHUNK_BYTES;
+    int bad = 0;
+    bad |= _attr_int(f, "torus_format_version", H5T_NATIVE_INT32, &ver, 1);
+    bad |= _attr_str(f, "creator", m->creator ? m->creator : "libtdata");
+    bad |= _attr_str(f, "split", m->split ? m->split : "train");
+    bad |= _attr_str(f, "layout",
+                     m->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded");
+    bad |= _attr_int(f, "num_images", H5T_NATIVE_UINT64, &n, 1);
+    bad |= _attr_int(f, "num_classes", H5T_NATIVE_INT32, &si[2], 1);
+    bad |= _attr_int(f, "shard_index", H5T_NATIVE_INT32, &si[0], 1);
+    bad |= _attr_int(f, "num_shards", H5T_NATIVE_INT32, &si[1], 1);
+    bad |= _attr_int(f, "chunk_bytes", H5T_NATIVE_UINT64, &chunkb, 1);
+    if (m->layout == TDATA_LAYOUT_DENSE)
+        bad |= _attr_int(f, "image_shape_hwc", H5T_NATIVE_INT32, shape, 3);
+    bad |= _attr_int(f, "pixel_sum", H5T_NATIVE_DOUBLE, m->pixel_sum, 3);
+    bad |= _attr_int(f, "pixel_sumsq", H5T_NATIVE_DOUBLE, m->pixel_sumsq, 3);
+    bad |= _attr_int(f, "pixel_count", H5T_NATIVE_DOUBLE, &m->pixel_count, 1);
+    int32_t pk[2] = {m->num_rejected, m->num_reencoded};
+    bad |= _attr_int(f, "num_rejected", H5T_NATIVE_INT32, &pk[0], 1);
+    bad |= _attr_int(f, "num_reencoded", H5T_NATIVE_INT32, &pk[1], 1);
+    return bad;
+}
+
 int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
                       const uint8_t *data, const uint64_t *offsets,
                       const int32_t *labels, const char *const *names)
@@ -144,15 +194,9 @@ int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
     uint64_t bytes = m->layout == TDATA_LAYOUT_DENSE ? n * img : offsets[n];
     if (bytes == 0)
         return TORUS_FAIL(TDATA_EINVAL, "%s: no image bytes", path);
-    uint32_t *crcs = malloc(n * sizeof *crcs);
+    uint32_t *crcs = _image_crcs(m, n, data, offsets);
     if (!crcs)
         return TORUS_FAIL(TDATA_ENOMEM, "%s: out of memory", path);
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t lo = m->layout == TDATA_LAYOUT_DENSE ? i * img : offsets[i];
-        uint64_t hi =
-            m->layout == TDATA_LAYOUT_DENSE ? lo + img : offsets[i + 1];
-        crcs[i] = tdata_crc32c(0, data + lo, hi - lo);
-    }
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
@@ -170,33 +214,7 @@ int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
         rc = TORUS_FAIL(TDATA_EIO, "%s: cannot create HDF5 file", tmp);
         goto out;
     }
-    int32_t ver = TDATA_FORMAT_VERSION;
-    uint64_t nimg = n;
-    int32_t si[3] = {m->shard_index, m->num_shards, m->num_classes};
-    int32_t shape[3] = {m->height, m->width, m->channels};
-    uint64_t chunkb =
-        m->layout == TDATA_LAYOUT_DENSE
-            ? (TDATA_CHUNK_BYTES / img ? TDATA_CHUNK_BYTES / img : 1) * img
-            : TDATA_CHUNK_BYTES;
-    int bad = 0;
-    bad |= _attr_int(f, "torus_format_version", H5T_NATIVE_INT32, &ver, 1);
-    bad |= _attr_str(f, "creator", m->creator ? m->creator : "libtdata");
-    bad |= _attr_str(f, "split", m->split ? m->split : "train");
-    bad |= _attr_str(f, "layout",
-                     m->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded");
-    bad |= _attr_int(f, "num_images", H5T_NATIVE_UINT64, &nimg, 1);
-    bad |= _attr_int(f, "num_classes", H5T_NATIVE_INT32, &si[2], 1);
-    bad |= _attr_int(f, "shard_index", H5T_NATIVE_INT32, &si[0], 1);
-    bad |= _attr_int(f, "num_shards", H5T_NATIVE_INT32, &si[1], 1);
-    bad |= _attr_int(f, "chunk_bytes", H5T_NATIVE_UINT64, &chunkb, 1);
-    if (m->layout == TDATA_LAYOUT_DENSE)
-        bad |= _attr_int(f, "image_shape_hwc", H5T_NATIVE_INT32, shape, 3);
-    bad |= _attr_int(f, "pixel_sum", H5T_NATIVE_DOUBLE, m->pixel_sum, 3);
-    bad |= _attr_int(f, "pixel_sumsq", H5T_NATIVE_DOUBLE, m->pixel_sumsq, 3);
-    bad |= _attr_int(f, "pixel_count", H5T_NATIVE_DOUBLE, &m->pixel_count, 1);
-    int32_t pk[2] = {m->num_rejected, m->num_reencoded};
-    bad |= _attr_int(f, "num_rejected", H5T_NATIVE_INT32, &pk[0], 1);
-    bad |= _attr_int(f, "num_reencoded", H5T_NATIVE_INT32, &pk[1], 1);
+    int bad = _write_attrs(f, m, n);
     bad |= _dset_images(f, m, n, bytes, data);
     if (m->layout == TDATA_LAYOUT_ENCODED)
         bad |= _dset_1d(f, "offsets", H5T_NATIVE_UINT64, n + 1, offsets);
