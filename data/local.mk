@@ -31,11 +31,13 @@ data_libtdata_la_LIBADD = common/libtoruscommon.la $(HDF5_LIBS) \
 # The programs keep their build paths (data/torus-pack, scripts run them
 # from there) and install names; their sources are the tools/ layer.
 bin_PROGRAMS += data/torus-pack
-data_torus_pack_SOURCES = data/tools/torus_pack.c
+data_torus_pack_SOURCES = data/tools/torus_pack.c data/tools/cli.h \
+	data/tools/cli.c
 data_torus_pack_LDADD = data/libtdata.la
 
 bin_PROGRAMS += data/torus-data-bench
-data_torus_data_bench_SOURCES = data/tools/torus_data_bench.c
+data_torus_data_bench_SOURCES = data/tools/torus_data_bench.c \
+	data/tools/cli.h data/tools/cli.c
 data_torus_data_bench_LDADD = data/libtdata.la
 
 # ------------------------------------------------------------------ tests

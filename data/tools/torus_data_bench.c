@@ -22,6 +22,7 @@
 #include "common/torus_error.h"
 #include "config.h"
 #include "data/read/read.h"
+#include "data/tools/cli.h"
 
 static const char _help[] =
     "NAME\n"
@@ -405,10 +406,7 @@ static int _bench_pipeline(tdata_dataset *ds, const _cfg *c, int mode,
 
 static int _usage(const char *m, const char *a)
 {
-    fprintf(stderr,
-            "torus-data-bench: %s%s%s\nTry 'torus-data-bench --help'.\n", m,
-            a ? ": " : "", a ? a : "");
-    return 2;
+    return tdata_cli_usage("torus-data-bench", m, a);
 }
 
 enum {
@@ -470,8 +468,9 @@ static int _threads(const char *arg, _cfg *c)
 }
 
 /* Options that take a number. Returns 0, or -1 when o is none of them. */
-static int _opt_number(int o, const char *arg, _cfg *c)
+static int _opt_number(int o, const char *arg, void *ctx)
 {
+    _cfg *c = ctx;
     switch (o) {
     case O_IO:
         c->io_threads = atoi(arg);
@@ -506,8 +505,9 @@ static int _opt_number(int o, const char *arg, _cfg *c)
 
 /* Options that choose or switch. Returns 0, 2 after the usage line, or -1
  * when o is none of them. */
-static int _opt_choice(int o, const char *arg, _cfg *c)
+static int _opt_choice(int o, const char *arg, void *ctx)
 {
+    _cfg *c = ctx;
     switch (o) {
     case 'm':
         snprintf(c->modes, sizeof c->modes, "%s", arg);
@@ -561,24 +561,11 @@ static int _parse(int argc, char **argv, _cfg *c)
                 .dd = 1,
                 .max_bad = -1,
                 .modes = "read,decode,train,eval"};
-    int o;
-    while ((o = getopt_long(argc, argv, "m:t:b:n:hV", _opts, NULL)) != -1) {
-        if (o == 'h') {
-            fputs(_help, stdout);
-            return 0;
-        }
-        if (o == 'V') {
-            printf("torus-data-bench %s\n", PACKAGE_VERSION);
-            return 0;
-        }
-        int rc = _opt_number(o, optarg, c);
-        if (rc < 0)
-            rc = _opt_choice(o, optarg, c);
-        if (rc < 0)
-            return _usage("unknown option", NULL);
-        if (rc)
-            return rc;
-    }
+    static const tdata_cli_group groups[] = {_opt_number, _opt_choice};
+    int rc = tdata_cli_parse(argc, argv, "torus-data-bench", _help,
+                             "m:t:b:n:hV", _opts, groups, 2, c);
+    if (rc >= 0)
+        return rc;
     if (optind != argc - 1)
         return _usage("exactly one INDEX is required", NULL);
     if (c->batch < 1 || c->size < 1 || c->prefetch < 2 || c->io_threads < 1)

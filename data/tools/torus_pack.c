@@ -10,6 +10,7 @@
 #include "common/torus_error.h"
 #include "config.h"
 #include "data/pack/pack.h"
+#include "data/tools/cli.h"
 
 static const char _help[] =
     "NAME\n"
@@ -123,9 +124,7 @@ static const char _help[] =
 
 static int _usage(const char *msg, const char *arg)
 {
-    fprintf(stderr, "torus-pack: %s%s%s\nTry 'torus-pack --help'.\n", msg,
-            arg ? ": " : "", arg ? arg : "");
-    return 2;
+    return tdata_cli_usage("torus-pack", msg, arg);
 }
 
 static int _num(const char *s, long lo, long hi, long *v)
@@ -211,8 +210,9 @@ typedef struct _cli {
 
 /* Options that take a number, a size or a range. Returns 0, 2 after the
  * usage line, or -1 when c is none of them. */
-static int _opt_number(int c, const char *arg, tdata_pack_opts *o)
+static int _opt_number(int c, const char *arg, void *ctx)
 {
+    tdata_pack_opts *o = &((_cli *)ctx)->o;
     long v;
     switch (c) {
     case 'n':
@@ -256,8 +256,9 @@ static int _opt_number(int c, const char *arg, tdata_pack_opts *o)
 }
 
 /* Options that name a file or set a flag; returns like _opt_number. */
-static int _opt_other(int c, const char *arg, _cli *cl)
+static int _opt_other(int c, const char *arg, void *ctx)
 {
+    _cli *cl = ctx;
     tdata_pack_opts *o = &cl->o;
     switch (c) {
     case 'o':
@@ -319,24 +320,11 @@ static int _parse(int argc, char **argv, _cli *cl)
     o->quality = 95;
     o->progress = -1;
     o->creator = "torus-pack " PACKAGE_VERSION;
-    int c;
-    while ((c = getopt_long(argc, argv, "o:s:n:j:hV", _opts, NULL)) != -1) {
-        if (c == 'h') {
-            fputs(_help, stdout);
-            return 0;
-        }
-        if (c == 'V') {
-            printf("torus-pack %s\n", PACKAGE_VERSION);
-            return 0;
-        }
-        int rc = _opt_number(c, optarg, o);
-        if (rc < 0)
-            rc = _opt_other(c, optarg, cl);
-        if (rc < 0)
-            return _usage("unknown option", NULL);
-        if (rc)
-            return rc;
-    }
+    static const tdata_cli_group groups[] = {_opt_number, _opt_other};
+    int rc = tdata_cli_parse(argc, argv, "torus-pack", _help, "o:s:n:j:hV",
+                             _opts, groups, 2, cl);
+    if (rc >= 0)
+        return rc;
     if (!o->output)
         return _usage("--output=DIR is required", NULL);
     return -1;
