@@ -100,80 +100,103 @@ static int _encode(tdata_pack_worker *w, const uint8_t *px, int iw, int ih,
     return TDATA_OK;
 }
 
+/* The scale at which a W x H image covers w x h (resize to cover). */
+static double _cover(int w, int h, int W, int H)
+{
+    double sx = (double)w / W, sy = (double)h / H;
+    return sx > sy ? sx : sy;
+}
+
+/* Strict full decode of a JPEG into w->im, at the smallest DCT scale that
+ * still covers the stored size: validation reads every byte of entropy
+ * data either way. *cmyk says it must be re-encoded. */
+static int _decode_jpeg(tdata_pack_worker *w, const uint8_t *buf, size_t len,
+                        int *cmyk, tdata_pack_out *out)
+{
+    const tdata_pack_opts *o = w->o;
+    int W, H, cs, prog;
+    if (len < 3 || buf[0] != 0xFF || buf[1] != 0xD8) {
+        snprintf(out->why, sizeof out->why, "neither a JPEG nor a PNG file");
+        return TDATA_EDECODE;
+    }
+    if (tdata_jpeg_header(w->jd, buf, len, &W, &H, &cs, &prog)) {
+        snprintf(out->why, sizeof out->why, "%s", tdata_jdec_msg(w->jd));
+        return TDATA_EDECODE;
+    }
+    *cmyk = cs == JCS_CMYK || cs == JCS_YCCK;
+    int n = 8, sh = W < H ? W : H;
+    if (o->dec_h > 0) {
+        double s = _cover(o->dec_w, o->dec_h, W, H);
+        for (n = 1; n < 8 && n < s * 8; n++)
+            ;
+    } else if (o->resize_shorter > 0 && sh > o->resize_shorter) {
+        for (n = 1; n < 8 && (long)sh * n < 8L * o->resize_shorter; n++)
+            ;
+    }
+    if (tdata_jpeg_decode_region(w->jd, buf, len, 0, 0, W, H, n,
+                                 TDATA_DEC_STRICT, &w->im)) {
+        snprintf(out->why, sizeof out->why, "%s", tdata_jdec_msg(w->jd));
+        return TDATA_EDECODE;
+    }
+    return TDATA_OK;
+}
+
+/* --decoded=HxW: resize to cover, centre crop, store the pixels. */
+static int _store_dense(tdata_pack_worker *w, tdata_pack_out *out)
+{
+    const tdata_pack_opts *o = w->o;
+    const tdata_image *im = &w->im;
+    int iw = im->w, ih = im->h;
+    double s = _cover(o->dec_w, o->dec_h, iw, ih);
+    double bw = o->dec_w / s, bh = o->dec_h / s;
+    size_t n = (size_t)o->dec_h * o->dec_w * 3;
+    out->data = malloc(n);
+    out->len = n;
+    tdata_resize(im->px, iw, ih, im->stride, 3, (iw - bw) / 2, (ih - bh) / 2,
+                 (iw + bw) / 2, (ih + bh) / 2, out->data, o->dec_w, o->dec_h,
+                 &w->sc);
+    _stats(out->data, o->dec_w, o->dec_h, o->dec_w * 3, out);
+    return TDATA_OK;
+}
+
+/* --resize-shorter=N of an image whose shorter side exceeds N: resample
+ * and re-encode. */
+static int _store_resized(tdata_pack_worker *w, tdata_pack_out *out)
+{
+    const tdata_image *im = &w->im;
+    int iw = im->w, ih = im->h, N = w->o->resize_shorter;
+    int tw = iw <= ih ? N : (int)((double)iw * N / ih + 0.5);
+    int th = ih < iw ? N : (int)((double)ih * N / iw + 0.5);
+    uint8_t *px = _rs(w, (size_t)tw * th * 3);
+    tdata_resize(im->px, iw, ih, im->stride, 3, 0, 0, iw, ih, px, tw, th,
+                 &w->sc);
+    _stats(px, tw, th, tw * 3, out);
+    return _encode(w, px, tw, th, tw * 3, out);
+}
+
 int tdata_pack_image(tdata_pack_worker *w, const uint8_t *buf, size_t len,
                      tdata_pack_out *out)
 {
     const tdata_pack_opts *o = w->o;
     memset(out, 0, sizeof *out);
     tdata_image *im = &w->im;
-    int reencode = 0, rc;
+    int reencode = 0;
     if (tdata_is_png(buf, len)) {
-        rc = tdata_png_decode(buf, len, im, out->why, sizeof out->why);
-        if (rc)
+        if (tdata_png_decode(buf, len, im, out->why, sizeof out->why))
             return TDATA_EDECODE;
         reencode = 1;
-    } else {
-        int W, H, cs, prog;
-        if (len < 3 || buf[0] != 0xFF || buf[1] != 0xD8) {
-            snprintf(out->why, sizeof out->why,
-                     "neither a JPEG nor a PNG file");
-            return TDATA_EDECODE;
-        }
-        if (tdata_jpeg_header(w->jd, buf, len, &W, &H, &cs, &prog)) {
-            snprintf(out->why, sizeof out->why, "%s", tdata_jdec_msg(w->jd));
-            return TDATA_EDECODE;
-        }
-        reencode = cs == JCS_CMYK || cs == JCS_YCCK;
-        /* Decode at the smallest DCT scale that still covers the stored
-         * size: validation reads every byte of entropy data either way. */
-        int n = 8, sh = W < H ? W : H;
-        if (o->dec_h > 0) {
-            double s = (double)o->dec_w / W > (double)o->dec_h / H
-                           ? (double)o->dec_w / W
-                           : (double)o->dec_h / H;
-            for (n = 1; n < 8 && n < s * 8; n++)
-                ;
-        } else if (o->resize_shorter > 0 && sh > o->resize_shorter) {
-            for (n = 1; n < 8 && (long)sh * n < 8L * o->resize_shorter; n++)
-                ;
-        }
-        if (tdata_jpeg_decode_region(w->jd, buf, len, 0, 0, W, H, n,
-                                     TDATA_DEC_STRICT, im)) {
-            snprintf(out->why, sizeof out->why, "%s", tdata_jdec_msg(w->jd));
-            return TDATA_EDECODE;
-        }
+    } else if (_decode_jpeg(w, buf, len, &reencode, out)) {
+        return TDATA_EDECODE;
     }
     out->reencoded = reencode;
-    int iw = im->w, ih = im->h;
-    if (o->dec_h > 0) {
-        double s = (double)o->dec_w / iw > (double)o->dec_h / ih
-                       ? (double)o->dec_w / iw
-                       : (double)o->dec_h / ih;
-        double bw = o->dec_w / s, bh = o->dec_h / s;
-        size_t n = (size_t)o->dec_h * o->dec_w * 3;
-        out->data = malloc(n);
-        out->len = n;
-        tdata_resize(im->px, iw, ih, im->stride, 3, (iw - bw) / 2,
-                     (ih - bh) / 2, (iw + bw) / 2, (ih + bh) / 2, out->data,
-                     o->dec_w, o->dec_h, &w->sc);
-        _stats(out->data, o->dec_w, o->dec_h, o->dec_w * 3, out);
-        return TDATA_OK;
-    }
-    int sh = iw < ih ? iw : ih;
-    if (o->resize_shorter > 0 && sh > o->resize_shorter) {
-        int tw = iw <= ih ? o->resize_shorter
-                          : (int)((double)iw * o->resize_shorter / ih + 0.5);
-        int th = ih < iw ? o->resize_shorter
-                         : (int)((double)ih * o->resize_shorter / iw + 0.5);
-        uint8_t *px = _rs(w, (size_t)tw * th * 3);
-        tdata_resize(im->px, iw, ih, im->stride, 3, 0, 0, iw, ih, px, tw, th,
-                     &w->sc);
-        _stats(px, tw, th, tw * 3, out);
-        return _encode(w, px, tw, th, tw * 3, out);
-    }
-    _stats(im->px, iw, ih, im->stride, out);
+    if (o->dec_h > 0)
+        return _store_dense(w, out);
+    int sh = im->w < im->h ? im->w : im->h;
+    if (o->resize_shorter > 0 && sh > o->resize_shorter)
+        return _store_resized(w, out);
+    _stats(im->px, im->w, im->h, im->stride, out);
     if (reencode)
-        return _encode(w, im->px, iw, ih, im->stride, out);
+        return _encode(w, im->px, im->w, im->h, im->stride, out);
     out->data = malloc(len);
     memcpy(out->data, buf, len);
     out->len = len;
