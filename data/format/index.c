@@ -257,6 +257,47 @@ int tdata_index_read(const char *path, tdata_index *ix)
     return rc;
 }
 
+/* Pixel statistics summed over the shards. */
+typedef struct _pixsum {
+    double sum[3], sq[3], count;
+} _pixsum;
+
+/* Enter open shard i (at PATH) into ix: shard 0 gives the dataset's
+ * attributes and class names, the others must agree with it. */
+static int _add_shard(tdata_index *ix, tdata_shard *s, int i, const char *path,
+                      _pixsum *px)
+{
+    if (s->shard_index != i || s->num_shards != ix->num_shards)
+        return TORUS_FAIL(TDATA_EMISMATCH, "%s: says it is shard %d of %d",
+                          path, s->shard_index, s->num_shards);
+    if (i == 0) {
+        snprintf(ix->creator, sizeof ix->creator, "%s", s->creator);
+        ix->layout = s->layout;
+        ix->height = s->height;
+        ix->width = s->width;
+        ix->channels = s->channels;
+        ix->num_classes = s->num_classes;
+        ix->class_ids = s->class_ids;
+        ix->class_words = s->class_words;
+        s->class_ids = s->class_words = NULL;
+    } else if (s->num_classes != ix->num_classes || s->layout != ix->layout) {
+        return TORUS_FAIL(TDATA_EMISMATCH,
+                          "%s: class count or layout "
+                          "differs from shard 0",
+                          path);
+    }
+    ix->shards[i].count = s->n;
+    ix->shards[i].bytes = s->file_size;
+    ix->shards[i].crc = s->crc_of_crcs;
+    ix->num_images += s->n;
+    for (int c = 0; c < 3; c++) {
+        px->sum[c] += s->pixel_sum[c];
+        px->sq[c] += s->pixel_sumsq[c];
+    }
+    px->count += s->pixel_count;
+    return TDATA_OK;
+}
+
 int tdata_index_build(const char *dir, const char *split, int num_shards,
                       char *index_path, size_t n)
 {
@@ -266,7 +307,7 @@ int tdata_index_build(const char *dir, const char *split, int num_shards,
     snprintf(ix.split, sizeof ix.split, "%s", split);
     ix.num_shards = num_shards;
     ix.shards = calloc(num_shards, sizeof *ix.shards);
-    double sum[3] = {0}, sq[3] = {0}, cnt = 0;
+    _pixsum px = {{0}, {0}, 0};
     int rc = TDATA_OK;
     for (int i = 0; i < num_shards && rc == TDATA_OK; i++) {
         char path[4096];
@@ -275,44 +316,16 @@ int tdata_index_build(const char *dir, const char *split, int num_shards,
         snprintf(path, sizeof path, "%s/%s", dir, ix.shards[i].file);
         tdata_shard s;
         rc = tdata_shard_open(path, &s, i == 0);
-        if (rc == TDATA_OK &&
-            (s.shard_index != i || s.num_shards != num_shards))
-            rc = TORUS_FAIL(TDATA_EMISMATCH, "%s: says it is shard %d of %d",
-                            path, s.shard_index, s.num_shards);
-        if (rc == TDATA_OK && i == 0) {
-            snprintf(ix.creator, sizeof ix.creator, "%s", s.creator);
-            ix.layout = s.layout;
-            ix.height = s.height;
-            ix.width = s.width;
-            ix.channels = s.channels;
-            ix.num_classes = s.num_classes;
-            ix.class_ids = s.class_ids;
-            ix.class_words = s.class_words;
-            s.class_ids = s.class_words = NULL;
-        } else if (rc == TDATA_OK &&
-                   (s.num_classes != ix.num_classes || s.layout != ix.layout)) {
-            rc = TORUS_FAIL(TDATA_EMISMATCH,
-                            "%s: class count or layout "
-                            "differs from shard 0",
-                            path);
-        }
-        if (rc == TDATA_OK) {
-            ix.shards[i].count = s.n;
-            ix.shards[i].bytes = s.file_size;
-            ix.shards[i].crc = s.crc_of_crcs;
-            ix.num_images += s.n;
-            for (int c = 0; c < 3; c++) {
-                sum[c] += s.pixel_sum[c];
-                sq[c] += s.pixel_sumsq[c];
-            }
-            cnt += s.pixel_count;
-        }
+        if (rc == TDATA_OK)
+            rc = _add_shard(&ix, &s, i, path, &px);
         tdata_shard_close(&s);
     }
     if (rc == TDATA_OK) {
         for (int c = 0; c < 3; c++) {
-            ix.mean[c] = cnt > 0 ? sum[c] / cnt : 0.5;
-            double var = cnt > 0 ? sq[c] / cnt - ix.mean[c] * ix.mean[c] : 0.25;
+            double cnt = px.count;
+            ix.mean[c] = cnt > 0 ? px.sum[c] / cnt : 0.5;
+            double var =
+                cnt > 0 ? px.sq[c] / cnt - ix.mean[c] * ix.mean[c] : 0.25;
             ix.std[c] = var > 1e-12 ? sqrt(var) : 1.0;
         }
         snprintf(index_path, n, "%s/%s-index.txt", dir, split);

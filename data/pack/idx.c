@@ -50,48 +50,55 @@ static uint32_t _be32(const uint8_t *p)
            p[3];
 }
 
-int tdata_idx_load(const char *images, const char *labels, tdata_pack_src *src)
+/* The image file: magic 0x803, then n x h x w bytes. *im is malloc'd and
+ * holds the pixels from offset 16. */
+static int _load_images(const char *images, uint8_t **im, uint32_t dims[3])
 {
-    size_t ilen = 0, llen = 0;
-    uint8_t *im = _slurp(images, &ilen);
-    if (!im)
+    size_t ilen = 0;
+    *im = _slurp(images, &ilen);
+    if (!*im)
         return TORUS_FAIL(TDATA_EIO, "%s: cannot read (or bad gzip)", images);
-    if (ilen < 16 || _be32(im) != 0x803) {
-        free(im);
+    if (ilen < 16 || _be32(*im) != 0x803)
         return TORUS_FAIL(TDATA_EFORMAT,
                           "%s: not an IDX image file (magic "
                           "0x00000803)",
                           images);
-    }
-    uint32_t n = _be32(im + 4), h = _be32(im + 8), w = _be32(im + 12);
-    if ((uint64_t)n * h * w + 16 != ilen || !h || !w || !n) {
-        free(im);
+    uint32_t n = _be32(*im + 4), h = _be32(*im + 8), w = _be32(*im + 12);
+    if ((uint64_t)n * h * w + 16 != ilen || !h || !w || !n)
         return TORUS_FAIL(TDATA_EFORMAT,
                           "%s: header says %u x %u x %u but "
                           "the file holds %zu bytes",
                           images, n, h, w, ilen);
-    }
-    uint8_t *lb = _slurp(labels, &llen);
-    if (!lb) {
-        free(im);
+    memmove(*im, *im + 16, ilen - 16);
+    dims[0] = n;
+    dims[1] = h;
+    dims[2] = w;
+    return TDATA_OK;
+}
+
+/* The label file for n images: magic 0x801, n, then n label bytes. */
+static int _load_labels(const char *labels, uint32_t n, uint8_t **lb)
+{
+    size_t llen = 0;
+    *lb = _slurp(labels, &llen);
+    if (!*lb)
         return TORUS_FAIL(TDATA_EIO, "%s: cannot read labels", labels);
-    }
-    if (llen != (size_t)n + 8 || _be32(lb) != 0x801 || _be32(lb + 4) != n) {
-        free(im);
-        free(lb);
+    if (llen != (size_t)n + 8 || _be32(*lb) != 0x801 || _be32(*lb + 4) != n)
         return TORUS_FAIL(TDATA_EFORMAT,
                           "%s: not an IDX label file for %u "
                           "images",
                           labels, n);
-    }
+    return TDATA_OK;
+}
+
+/* Classes "0".."max label", one item per record named FILE#NNNNNNN. */
+static void _fill(tdata_pack_src *src, const char *images, uint32_t n,
+                  uint64_t bytes, const uint8_t *lab)
+{
     int maxl = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (lb[8 + i] > maxl)
-            maxl = lb[8 + i];
-    memmove(im, im + 16, ilen - 16);
-    src->idx_pixels = im;
-    src->idx_h = (int)h;
-    src->idx_w = (int)w;
+        if (lab[i] > maxl)
+            maxl = lab[i];
     src->num_classes = maxl + 1;
     src->class_ids = calloc(src->num_classes, sizeof(char *));
     src->class_words = calloc(src->num_classes, sizeof(char *));
@@ -109,10 +116,28 @@ int tdata_idx_load(const char *images, const char *labels, tdata_pack_src *src)
         char nm[512];
         snprintf(nm, sizeof nm, "%s#%07u", base, i);
         src->items[i].name = strdup(nm);
-        src->items[i].label = lb[8 + i];
-        src->items[i].bytes = (uint64_t)h * w;
+        src->items[i].label = lab[i];
+        src->items[i].bytes = bytes;
         src->items[i].rec = i;
     }
+}
+
+int tdata_idx_load(const char *images, const char *labels, tdata_pack_src *src)
+{
+    uint8_t *im = NULL, *lb = NULL;
+    uint32_t dims[3] = {0, 0, 0};
+    int rc = _load_images(images, &im, dims);
+    if (rc == TDATA_OK)
+        rc = _load_labels(labels, dims[0], &lb);
+    if (rc) {
+        free(im);
+        free(lb);
+        return rc;
+    }
+    src->idx_pixels = im;
+    src->idx_h = (int)dims[1];
+    src->idx_w = (int)dims[2];
+    _fill(src, images, dims[0], (uint64_t)dims[1] * dims[2], lb + 8);
     free(lb);
     return TDATA_OK;
 }

@@ -37,69 +37,87 @@ int tdata_listing_write(const char *path, const tdata_pack_src *s)
     return TDATA_OK;
 }
 
-int tdata_listing_read(const char *path, const char *source, tdata_pack_src *s)
+/* A listing being read: the file, its current line and its number. */
+typedef struct _lread {
+    FILE *f;
+    const char *path;
+    char *line;
+    size_t cap;
+    int ln;
+} _lread;
+
+static int _next(_lread *r)
 {
-    memset(s, 0, sizeof *s);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return TORUS_FAIL(TDATA_EIO, "--listing=%s: %s", path, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    int ln = 0, rc = TDATA_OK;
-    unsigned long long n = 0;
-    int nc = 0;
-    if (getline(&line, &cap, f) <= 0 || strcmp(line, "torus-listing 1\n") ||
-        getline(&line, &cap, f) <= 0 || sscanf(line, "classes %d", &nc) != 1 ||
-        nc < 1)
+    r->ln++;
+    return getline(&r->line, &r->cap, r->f) > 0;
+}
+
+/* "torus-listing 1", "classes N", then N "wnid<TAB>words" lines. */
+static int _read_classes(_lread *r, tdata_pack_src *s)
+{
+    int nc = 0, rc = TDATA_OK;
+    if (!_next(r) || strcmp(r->line, "torus-listing 1\n") || !_next(r) ||
+        sscanf(r->line, "classes %d", &nc) != 1 || nc < 1)
         rc = TORUS_FAIL(TDATA_EFORMAT,
                         "--listing=%s: not a torus-pack "
                         "listing (version 1)",
-                        path);
-    ln = 2;
+                        r->path);
     s->class_ids = calloc(nc > 0 ? nc : 1, sizeof(char *));
     s->class_words = calloc(nc > 0 ? nc : 1, sizeof(char *));
-    for (int i = 0; rc == TDATA_OK && i < nc; i++, ln++) {
+    for (int i = 0; rc == TDATA_OK && i < nc; i++) {
         char *tab;
-        if (getline(&line, &cap, f) <= 0 || !(tab = strchr(line, '\t'))) {
-            rc = TORUS_FAIL(TDATA_EFORMAT, "%s:%d: bad class line", path,
-                            ln + 1);
-            break;
-        }
-        line[strcspn(line, "\n")] = 0;
+        if (!_next(r) || !(tab = strchr(r->line, '\t')))
+            return TORUS_FAIL(TDATA_EFORMAT, "%s:%d: bad class line", r->path,
+                              r->ln);
+        r->line[strcspn(r->line, "\n")] = 0;
         *tab = 0;
-        s->class_ids[i] = strdup(line);
+        s->class_ids[i] = strdup(r->line);
         s->class_words[i] = strdup(tab + 1);
         s->num_classes = i + 1;
     }
-    if (rc == TDATA_OK &&
-        (getline(&line, &cap, f) <= 0 || sscanf(line, "items %llu", &n) != 1))
-        rc = TORUS_FAIL(TDATA_EFORMAT, "%s:%d: expected 'items N'", path,
-                        ln + 1);
-    ln++;
-    if (rc == TDATA_OK) {
-        s->items = calloc(n ? n : 1, sizeof *s->items);
-        s->cap = n;
-    }
-    for (unsigned long long i = 0; rc == TDATA_OK && i < n; i++) {
+    return rc;
+}
+
+/* "items N", then N "label<TAB>bytes<TAB>name" lines, name relative to
+ * SOURCE. */
+static int _read_items(_lread *r, const char *source, tdata_pack_src *s)
+{
+    unsigned long long n = 0;
+    if (!_next(r) || sscanf(r->line, "items %llu", &n) != 1)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s:%d: expected 'items N'", r->path,
+                          r->ln);
+    s->items = calloc(n ? n : 1, sizeof *s->items);
+    s->cap = n;
+    for (unsigned long long i = 0; i < n; i++) {
         int label, pos = 0;
         unsigned long long bytes;
-        ln++;
-        if (getline(&line, &cap, f) <= 0 ||
-            sscanf(line, "%d\t%llu\t%n", &label, &bytes, &pos) != 2 || !pos ||
-            label < 0 || label >= s->num_classes) {
-            rc = TORUS_FAIL(TDATA_EFORMAT, "%s:%d: bad item line", path, ln);
-            break;
-        }
-        line[strcspn(line, "\n")] = 0;
+        if (!_next(r) ||
+            sscanf(r->line, "%d\t%llu\t%n", &label, &bytes, &pos) != 2 ||
+            !pos || label < 0 || label >= s->num_classes)
+            return TORUS_FAIL(TDATA_EFORMAT, "%s:%d: bad item line", r->path,
+                              r->ln);
+        r->line[strcspn(r->line, "\n")] = 0;
         char p[8200];
-        snprintf(p, sizeof p, "%s/%s", source, line + pos);
+        snprintf(p, sizeof p, "%s/%s", source, r->line + pos);
         tdata_pack_item *it = &s->items[s->n++];
         it->path = strdup(p);
-        it->name = strdup(line + pos);
+        it->name = strdup(r->line + pos);
         it->label = label;
         it->bytes = bytes;
     }
-    free(line);
-    fclose(f);
+    return TDATA_OK;
+}
+
+int tdata_listing_read(const char *path, const char *source, tdata_pack_src *s)
+{
+    memset(s, 0, sizeof *s);
+    _lread r = {.path = path, .f = fopen(path, "r")};
+    if (!r.f)
+        return TORUS_FAIL(TDATA_EIO, "--listing=%s: %s", path, strerror(errno));
+    int rc = _read_classes(&r, s);
+    if (rc == TDATA_OK)
+        rc = _read_items(&r, source, s);
+    free(r.line);
+    fclose(r.f);
     return rc;
 }

@@ -94,6 +94,46 @@ static int _fd_budget(int shards, const char *path)
     return TDATA_OK;
 }
 
+/* Open shard i and check it against its index line. */
+static int _open_shard(tdata_dataset *ds, int i)
+{
+    const tdata_index *ix = &ds->ix;
+    char sp[4096];
+    snprintf(sp, sizeof sp, "%s/%s", ds->dir, ix->shards[i].file);
+    int rc = tdata_shard_open(sp, &ds->shards[i], 0);
+    if (rc == TDATA_EFORMAT) {
+        /* An HDF5 file cut short usually fails to open at all. */
+        struct stat st;
+        if (stat(sp, &st) == 0 && (uint64_t)st.st_size < ix->shards[i].bytes)
+            rc = TORUS_FAIL(TDATA_ETRUNCATED,
+                            "%s: truncated: %llu bytes, "
+                            "the index says %llu",
+                            sp, (unsigned long long)st.st_size,
+                            (unsigned long long)ix->shards[i].bytes);
+    }
+    if (rc == TDATA_OK)
+        rc = _check_shard(&ix->shards[i], &ds->shards[i], ix, sp, i);
+    return rc;
+}
+
+static void _fill_info(tdata_dataset *ds)
+{
+    const tdata_index *ix = &ds->ix;
+    tdata_dataset_info *in = &ds->info;
+    in->layout = ix->layout;
+    in->format_version = ix->version;
+    in->num_images = ix->num_images;
+    in->num_shards = ix->num_shards;
+    in->num_classes = ix->num_classes;
+    in->height = ix->height;
+    in->width = ix->width;
+    in->channels = ix->layout == TDATA_LAYOUT_DENSE ? ix->channels : 3;
+    memcpy(in->mean, ix->mean, sizeof in->mean);
+    memcpy(in->std, ix->std, sizeof in->std);
+    snprintf(in->split, sizeof in->split, "%s", ix->split);
+    snprintf(in->creator, sizeof in->creator, "%s", ix->creator);
+}
+
 int tdata_dataset_open(const char *index_path, tdata_dataset **out)
 {
     char path[4096];
@@ -120,41 +160,14 @@ int tdata_dataset_open(const char *index_path, tdata_dataset **out)
         ds->shards[i].fd = -1;
     ds->first = calloc(ix->num_shards + 1, sizeof *ds->first);
     for (int i = 0; i < ix->num_shards && rc == TDATA_OK; i++) {
-        char sp[4096];
-        snprintf(sp, sizeof sp, "%s/%s", ds->dir, ix->shards[i].file);
-        rc = tdata_shard_open(sp, &ds->shards[i], 0);
-        if (rc == TDATA_EFORMAT) {
-            /* An HDF5 file cut short usually fails to open at all. */
-            struct stat st;
-            if (stat(sp, &st) == 0 &&
-                (uint64_t)st.st_size < ix->shards[i].bytes)
-                rc = TORUS_FAIL(TDATA_ETRUNCATED,
-                                "%s: truncated: %llu bytes, "
-                                "the index says %llu",
-                                sp, (unsigned long long)st.st_size,
-                                (unsigned long long)ix->shards[i].bytes);
-        }
-        if (rc == TDATA_OK)
-            rc = _check_shard(&ix->shards[i], &ds->shards[i], ix, sp, i);
+        rc = _open_shard(ds, i);
         ds->first[i + 1] = ds->first[i] + ix->shards[i].count;
     }
     if (rc) {
         tdata_dataset_close(ds);
         return rc;
     }
-    tdata_dataset_info *in = &ds->info;
-    in->layout = ix->layout;
-    in->format_version = ix->version;
-    in->num_images = ix->num_images;
-    in->num_shards = ix->num_shards;
-    in->num_classes = ix->num_classes;
-    in->height = ix->height;
-    in->width = ix->width;
-    in->channels = ix->layout == TDATA_LAYOUT_DENSE ? ix->channels : 3;
-    memcpy(in->mean, ix->mean, sizeof in->mean);
-    memcpy(in->std, ix->std, sizeof in->std);
-    snprintf(in->split, sizeof in->split, "%s", ix->split);
-    snprintf(in->creator, sizeof in->creator, "%s", ix->creator);
+    _fill_info(ds);
     *out = ds;
     return TDATA_OK;
 }
