@@ -1,5 +1,6 @@
-# data/local.mk: libtdata (HDF5 shards, CRC32C, the prefetching decode and
-# augment pipeline), torus-pack and torus-data-bench, with their tests.
+# data/local.mk: libtdata (HDF5 shards, CRC32C, the packer, the prefetching
+# decode and augment pipeline), torus-pack and torus-data-bench, with their
+# tests. One file for the whole of data/ and its layer folders.
 # Included from the top Makefile.am; paths are relative to the top.
 
 noinst_LTLIBRARIES += data/libtdata.la

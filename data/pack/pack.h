@@ -1,7 +1,8 @@
 /* pack/pack.h: the packing engine behind torus-pack (sources, per-image
- * processing, the shard plan and the threaded writer). */
-#ifndef TORUS_DATA_PACK_H
-#define TORUS_DATA_PACK_H
+ * processing, the shard plan and the threaded writer).
+ * Layer: includes format/ and image/ below it, never read/. */
+#ifndef TORUS_DATA_PACK_PACK_H
+#define TORUS_DATA_PACK_PACK_H
 
 #include <stdint.h>
 #include <stdio.h>
