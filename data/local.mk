@@ -1,31 +1,44 @@
-# data/local.mk: libtdata (HDF5 shards, CRC32C, the prefetching decode and
-# augment pipeline), torus-pack and torus-data-bench, with their tests.
+# data/local.mk: libtdata (HDF5 shards, CRC32C, the packer, the prefetching
+# decode and augment pipeline), torus-pack and torus-data-bench, with their
+# tests. One file for the whole of data/ and its layer folders.
 # Included from the top Makefile.am; paths are relative to the top.
 
 noinst_LTLIBRARIES += data/libtdata.la
-data_libtdata_la_SOURCES = \
-	data/tdata.h data/tdata_internal.h data/pack.h \
-	data/error.c data/crc32c.c data/shard_write.c data/shard_read.c \
-	data/index.c data/dataset.c data/shuffle.c data/jpeg_decode.c \
-	data/png_decode.c data/resize.c data/transform.c \
-	data/loader.c data/stage.c \
-	data/idx.c data/pack_source.c data/pack_listing.c data/pack_image.c \
-	data/pack.c
+# Layers, lowest first; each includes only the ones before it (pack/ and
+# read/ not each other): format/ (shards, index, CRC32C, error codes, the
+# seeded stream), image/ (codec), pack/ (the packer), read/ (the reader),
+# tools/ (the programs).
+data_libtdata_la_SOURCES = data/tdata.h \
+	data/format/tdata_format.h data/format/format.h \
+	data/format/error.c data/format/crc32c.c data/format/rng.c \
+	data/format/shard_write.c data/format/shard_read.c data/format/index.c \
+	data/image/image.h data/image/jpeg_decode.c data/image/png_decode.c \
+	data/image/resize.c \
+	data/pack/pack.h data/pack/idx.c data/pack/pack_source.c \
+	data/pack/pack_listing.c data/pack/pack_image.c data/pack/pack.c \
+	data/read/tdata_read.h data/read/read.h data/read/dataset.c \
+	data/read/shuffle.c data/read/transform.c data/read/loader.c \
+	data/read/stage.c
 data_libtdata_la_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS) $(TURBOJPEG_CFLAGS) \
 	$(JPEG_CFLAGS)
 # The resampler and the output conversion are plain loops written for the
 # vectoriser.
 data_libtdata_la_CFLAGS = $(AM_CFLAGS) $(VECTORIZE_CFLAGS)
-# libpng and zlib (configure checks them): PNG inputs, gzipped IDX files.
-data_libtdata_la_LIBADD = $(HDF5_LIBS) $(TURBOJPEG_LIBS) $(JPEG_LIBS) \
-	$(PNG_LIBS) $(ZLIB_LIBS) -lpthread -lm
+# The error convention (common/); libpng and zlib (configure checks them):
+# PNG inputs, gzipped IDX files.
+data_libtdata_la_LIBADD = common/libtoruscommon.la $(HDF5_LIBS) \
+	$(TURBOJPEG_LIBS) $(JPEG_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) -lpthread -lm
 
+# The programs keep their build paths (data/torus-pack, scripts run them
+# from there) and install names; their sources are the tools/ layer.
 bin_PROGRAMS += data/torus-pack
-data_torus_pack_SOURCES = data/torus_pack.c
+data_torus_pack_SOURCES = data/tools/torus_pack.c data/tools/cli.h \
+	data/tools/cli.c
 data_torus_pack_LDADD = data/libtdata.la
 
 bin_PROGRAMS += data/torus-data-bench
-data_torus_data_bench_SOURCES = data/torus_data_bench.c
+data_torus_data_bench_SOURCES = data/tools/torus_data_bench.c \
+	data/tools/cli.h data/tools/cli.c
 data_torus_data_bench_LDADD = data/libtdata.la
 
 # ------------------------------------------------------------------ tests

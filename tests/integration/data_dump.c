@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/tdata_internal.h"
+#include "data/read/read.h"
 
 typedef struct {
     char *name;

@@ -15,7 +15,8 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "data/pack.h"
+#include "data/pack/pack.h"
+#include "data/read/read.h"
 #include "tests/unit/test_data_main.h"
 
 #define NIMG 60

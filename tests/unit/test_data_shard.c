@@ -8,7 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/tdata_internal.h"
+#include "data/format/format.h"
+#include "data/read/tdata_read.h"
 #include "tests/unit/test_data_main.h"
 
 static char _dir[256];

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/tdata_internal.h"
+#include "data/read/read.h"
 #include "tests/unit/test_data_main.h"
 
 START_TEST(test_is_permutation)

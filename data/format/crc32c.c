@@ -1,11 +1,11 @@
-/* crc32c.c: CRC32C (Castagnoli), the per-image checksum of the shards.
+/* format/crc32c.c: CRC32C (Castagnoli), the per-image checksum of the shards.
  * zlib only has the IEEE CRC, so this carries its own: the SSE4.2 crc32
  * instruction (8 bytes per step) when the CPU has it, else a slice-by-1
  * table. Both give the standard value (crc32c("123456789") = 0xE3069283). */
 #include <stdint.h>
 #include <string.h>
 
-#include "data/tdata.h"
+#include "data/format/tdata_format.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>

@@ -1,4 +1,4 @@
-/* resize.c: separable antialiased resampling of 8-bit interleaved images.
+/* image/resize.c: separable antialiased resampling of 8-bit interleaved images.
  * A triangle filter whose support widens with the downscale factor, as in
  * PIL's BILINEAR: downscaling averages every source pixel under the
  * output pixel instead of aliasing. The horizontal pass runs only over the
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/tdata_internal.h"
+#include "data/image/image.h"
 
 void *tdata_scratch_get(tdata_scratch *s, size_t bytes)
 {
@@ -105,14 +105,18 @@ static size_t _align16(size_t n)
     return (n + 15) & ~(size_t)15;
 }
 
+/* The kernels are inlined into both compiled bodies (AVX2 and baseline) so
+ * that each gets its own vector code. */
+#define _ALWAYS_INLINE static inline __attribute__((always_inline))
+
 /* Horizontal pass of one RGB row: widen the row to floats once, then each
  * output pixel is K multiply-adds of 4-float vectors (R, G, B and the next
  * pixel's R, ignored), all channels at once. K is a compile-time constant
  * in the common cases (3 and 5 taps) so the tap loop unrolls. The 4-float
  * loads run at most one float past the row, into f's own slack. */
-static inline __attribute__((always_inline)) void
-_hrow3(const uint8_t *in, int x0, int x1, float *f, const int *fx,
-       const float *wx, int kx, int dw, float *o, const int K)
+_ALWAYS_INLINE void _hrow3(const uint8_t *in, int x0, int x1, float *f,
+                           const int *fx, const float *wx, int kx, int dw,
+                           float *o, const int K)
 {
     /* Plain widening loop: the compiler vectorises it (pmovzx + cvt). */
     const uint8_t *p8 = in + (size_t)x0 * 3;
@@ -137,10 +141,20 @@ _hrow3(const uint8_t *in, int x0, int x1, float *f, const int *fx,
     }
 }
 
-static inline __attribute__((always_inline)) void
-_resize_body(const uint8_t *src, int sw, int sh, int stride, int c, double bx0,
-             double by0, double bx1, double by1, uint8_t *dst, int dw, int dh,
-             tdata_scratch *s)
+/* The filter taps and the scratch parts of one resize. */
+typedef struct _rplan {
+    float *wx, *wy;  /* horizontal / vertical weights, kx / ky per output */
+    int *fx, *fy;    /* first source column / row of each output */
+    float *r4, *tmp; /* one padded source row; the horizontal pass output */
+    int32_t *vi;     /* one output row before narrowing */
+    int kx, ky;
+    int r0, r1, x0, x1; /* source rows and columns any tap touches */
+    size_t trow;        /* floats (and bytes) per output row */
+} _rplan;
+
+_ALWAYS_INLINE void _plan(int sw, int sh, int c, double bx0, double by0,
+                          double bx1, double by1, int dw, int dh,
+                          tdata_scratch *s, _rplan *p)
 {
     int kxcap = (int)ceil((bx1 - bx0) / dw > 1 ? (bx1 - bx0) / dw : 1) * 2 + 1;
     int kycap = (int)ceil((by1 - by0) / dh > 1 ? (by1 - by0) / dh : 1) * 2 + 1;
@@ -154,59 +168,75 @@ _resize_body(const uint8_t *src, int sw, int sh, int stride, int c, double bx0,
     size_t o_fy = o_fx + _align16((size_t)dw * sizeof(int));
     size_t o_r4 = o_fy + _align16((size_t)dh * sizeof(int));
     size_t o_tmp = o_r4 + _align16((size_t)(sw + 2) * 3 * sizeof(float));
-    size_t trow = (size_t)dw * c;
-    size_t need = o_tmp + ((size_t)sh + 2) * trow * sizeof(float) + 64;
+    p->trow = (size_t)dw * c;
+    size_t need = o_tmp + ((size_t)sh + 2) * p->trow * sizeof(float) + 64;
     /* Parts at 16-byte aligned offsets of one block (uintptr_t arithmetic:
      * each part is only ever accessed as its own type). */
     uintptr_t m = (uintptr_t)tdata_scratch_get(s, need);
-    float *wx = (float *)m;
-    float *wy = (float *)(m + o_wy);
-    int *fx = (int *)(m + o_fx);
-    int *fy = (int *)(m + o_fy);
-    float *r4 = (float *)(m + o_r4);
-    float *tmp = (float *)(m + o_tmp);
-    int32_t *vi =
-        (int32_t *)(m + o_tmp + ((size_t)sh + 1) * trow * sizeof(float));
-    int kx = _taps(bx0, bx1, sw, dw, fx, wx, kxcap);
-    int ky = _taps(by0, by1, sh, dh, fy, wy, kycap);
-    int r0 = fy[0], r1 = fy[dh - 1] + ky;
-    if (r1 > sh)
-        r1 = sh;
-    int x0 = fx[0], x1 = fx[dw - 1] + kx;
-    if (x1 > sw)
-        x1 = sw;
-    for (int r = r0; r < r1; r++) {
+    p->wx = (float *)m;
+    p->wy = (float *)(m + o_wy);
+    p->fx = (int *)(m + o_fx);
+    p->fy = (int *)(m + o_fy);
+    p->r4 = (float *)(m + o_r4);
+    p->tmp = (float *)(m + o_tmp);
+    p->vi = (int32_t *)(m + o_tmp + ((size_t)sh + 1) * p->trow * sizeof(float));
+    p->kx = _taps(bx0, bx1, sw, dw, p->fx, p->wx, kxcap);
+    p->ky = _taps(by0, by1, sh, dh, p->fy, p->wy, kycap);
+    p->r0 = p->fy[0];
+    p->r1 = p->fy[dh - 1] + p->ky;
+    if (p->r1 > sh)
+        p->r1 = sh;
+    p->x0 = p->fx[0];
+    p->x1 = p->fx[dw - 1] + p->kx;
+    if (p->x1 > sw)
+        p->x1 = sw;
+}
+
+/* Horizontal pass: source rows [r0, r1) into tmp as floats. */
+_ALWAYS_INLINE void _hpass(const uint8_t *src, int stride, int c, int dw,
+                           const _rplan *p)
+{
+    const float *wx = p->wx;
+    const int *fx = p->fx;
+    int kx = p->kx;
+    for (int r = p->r0; r < p->r1; r++) {
         const uint8_t *in = src + (size_t)r * stride;
-        float *o = tmp + (size_t)(r - r0) * trow;
+        float *o = p->tmp + (size_t)(r - p->r0) * p->trow;
         if (c == 3) {
             if (kx == 3)
-                _hrow3(in, x0, x1, r4, fx, wx, kx, dw, o, 3);
+                _hrow3(in, p->x0, p->x1, p->r4, fx, wx, kx, dw, o, 3);
             else if (kx == 5)
-                _hrow3(in, x0, x1, r4, fx, wx, kx, dw, o, 5);
+                _hrow3(in, p->x0, p->x1, p->r4, fx, wx, kx, dw, o, 5);
             else
-                _hrow3(in, x0, x1, r4, fx, wx, kx, dw, o, 0);
+                _hrow3(in, p->x0, p->x1, p->r4, fx, wx, kx, dw, o, 0);
             continue;
         }
         for (int x = 0; x < dw; x++) {
-            const uint8_t *p = in + (size_t)fx[x] * c;
+            const uint8_t *q = in + (size_t)fx[x] * c;
             const float *w = wx + (size_t)x * kx;
             for (int ch = 0; ch < c; ch++) {
                 float a = 0;
                 for (int k = 0; k < kx; k++)
-                    a += w[k] * p[(size_t)k * c + ch];
+                    a += w[k] * q[(size_t)k * c + ch];
                 *o++ = a;
             }
         }
     }
-    /* Vertical pass: 8 outputs at a time, taps accumulated in registers,
-     * then rounded, clamped and narrowed to bytes as vectors. */
+}
+
+/* Vertical pass: 8 outputs at a time, taps accumulated in registers, then
+ * rounded, clamped and narrowed to bytes as vectors. */
+_ALWAYS_INLINE void _vpass(uint8_t *dst, int dh, const _rplan *p)
+{
+    size_t trow = p->trow;
+    int32_t *vi = p->vi;
     for (int y = 0; y < dh; y++) {
-        const float *w = wy + (size_t)y * ky;
-        const float *base = tmp + (size_t)(fy[y] - r0) * trow;
+        const float *w = p->wy + (size_t)y * p->ky;
+        const float *base = p->tmp + (size_t)(p->fy[y] - p->r0) * trow;
         uint8_t *o = dst + (size_t)y * trow;
-        int kk = ky;
-        if (fy[y] + kk > r1)
-            kk = r1 - fy[y];
+        int kk = p->ky;
+        if (p->fy[y] + kk > p->r1)
+            kk = p->r1 - p->fy[y];
         size_t i = 0;
         for (; i + 8 <= trow; i += 8) {
             _v8 a;
@@ -232,6 +262,17 @@ _resize_body(const uint8_t *src, int sw, int sh, int stride, int c, double bx0,
             o[i] = _clamp8(a);
         }
     }
+}
+
+_ALWAYS_INLINE void _resize_body(const uint8_t *src, int sw, int sh, int stride,
+                                 int c, double bx0, double by0, double bx1,
+                                 double by1, uint8_t *dst, int dw, int dh,
+                                 tdata_scratch *s)
+{
+    _rplan p;
+    _plan(sw, sh, c, bx0, by0, bx1, by1, dw, dh, s, &p);
+    _hpass(src, stride, c, dw, &p);
+    _vpass(dst, dh, &p);
 }
 
 /* One body, compiled twice: for AVX2 (8-float vectors in one instruction)

@@ -1,4 +1,4 @@
-/* dataset.c: a packed dataset opened for reading: the index plus every
+/* read/dataset.c: a packed dataset opened for reading: the index plus every
  * shard, each checked against the index before training starts so that a
  * missing, truncated, foreign or newer shard fails at start-up with the
  * file's name instead of hours later. */
@@ -9,7 +9,8 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "data/tdata_internal.h"
+#include "common/torus_error.h"
+#include "data/read/read.h"
 
 struct tdata_dataset {
     tdata_index ix;
@@ -40,10 +41,10 @@ static int _resolve(const char *arg, char *path, size_t n)
     if (d)
         closedir(d);
     if (found != 1)
-        return tdata_seterr(found ? TDATA_EINVAL : TDATA_EMISSING,
-                            "%s: %s; name the index file", arg,
-                            found ? "several *-index.txt files"
-                                  : "no *-index.txt file");
+        return TORUS_FAIL(found ? TDATA_EINVAL : TDATA_EMISSING,
+                          "%s: %s; name the index file", arg,
+                          found ? "several *-index.txt files"
+                                : "no *-index.txt file");
     return TDATA_OK;
 }
 
@@ -51,22 +52,22 @@ static int _check_shard(const tdata_index_shard *is, const tdata_shard *s,
                         const tdata_index *ix, const char *path, int i)
 {
     if (s->file_size < is->bytes)
-        return tdata_seterr(TDATA_ETRUNCATED,
-                            "%s: truncated: %llu bytes, the "
-                            "index says %llu",
-                            path, (unsigned long long)s->file_size,
-                            (unsigned long long)is->bytes);
+        return TORUS_FAIL(TDATA_ETRUNCATED,
+                          "%s: truncated: %llu bytes, the "
+                          "index says %llu",
+                          path, (unsigned long long)s->file_size,
+                          (unsigned long long)is->bytes);
     if (s->file_size != is->bytes || s->n != is->count ||
         s->crc_of_crcs != is->crc || s->shard_index != i ||
         s->num_classes != ix->num_classes || s->layout != ix->layout)
-        return tdata_seterr(TDATA_EMISMATCH,
-                            "%s: does not match the index "
-                            "(shard %d: %llu images, %llu bytes, crc %08x; "
-                            "index: %llu images, %llu bytes, crc %08x)",
-                            path, s->shard_index, (unsigned long long)s->n,
-                            (unsigned long long)s->file_size, s->crc_of_crcs,
-                            (unsigned long long)is->count,
-                            (unsigned long long)is->bytes, is->crc);
+        return TORUS_FAIL(TDATA_EMISMATCH,
+                          "%s: does not match the index "
+                          "(shard %d: %llu images, %llu bytes, crc %08x; "
+                          "index: %llu images, %llu bytes, crc %08x)",
+                          path, s->shard_index, (unsigned long long)s->n,
+                          (unsigned long long)s->file_size, s->crc_of_crcs,
+                          (unsigned long long)is->count,
+                          (unsigned long long)is->bytes, is->crc);
     return TDATA_OK;
 }
 
@@ -84,13 +85,53 @@ static int _fd_budget(int shards, const char *path)
                       : rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
     if (rl.rlim_cur < need)
-        return tdata_seterr(TDATA_EINVAL,
-                            "%s: %d shards need %llu open files "
-                            "but the hard limit is %llu (ulimit -Hn); pack "
-                            "fewer, larger shards or raise the limit",
-                            path, shards, (unsigned long long)need,
-                            (unsigned long long)rl.rlim_max);
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "%s: %d shards need %llu open files "
+                          "but the hard limit is %llu (ulimit -Hn); pack "
+                          "fewer, larger shards or raise the limit",
+                          path, shards, (unsigned long long)need,
+                          (unsigned long long)rl.rlim_max);
     return TDATA_OK;
+}
+
+/* Open shard i and check it against its index line. */
+static int _open_shard(tdata_dataset *ds, int i)
+{
+    const tdata_index *ix = &ds->ix;
+    char sp[4096];
+    snprintf(sp, sizeof sp, "%s/%s", ds->dir, ix->shards[i].file);
+    int rc = tdata_shard_open(sp, &ds->shards[i], 0);
+    if (rc == TDATA_EFORMAT) {
+        /* An HDF5 file cut short usually fails to open at all. */
+        struct stat st;
+        if (stat(sp, &st) == 0 && (uint64_t)st.st_size < ix->shards[i].bytes)
+            rc = TORUS_FAIL(TDATA_ETRUNCATED,
+                            "%s: truncated: %llu bytes, "
+                            "the index says %llu",
+                            sp, (unsigned long long)st.st_size,
+                            (unsigned long long)ix->shards[i].bytes);
+    }
+    if (rc == TDATA_OK)
+        rc = _check_shard(&ix->shards[i], &ds->shards[i], ix, sp, i);
+    return rc;
+}
+
+static void _fill_info(tdata_dataset *ds)
+{
+    const tdata_index *ix = &ds->ix;
+    tdata_dataset_info *in = &ds->info;
+    in->layout = ix->layout;
+    in->format_version = ix->version;
+    in->num_images = ix->num_images;
+    in->num_shards = ix->num_shards;
+    in->num_classes = ix->num_classes;
+    in->height = ix->height;
+    in->width = ix->width;
+    in->channels = ix->layout == TDATA_LAYOUT_DENSE ? ix->channels : 3;
+    memcpy(in->mean, ix->mean, sizeof in->mean);
+    memcpy(in->std, ix->std, sizeof in->std);
+    snprintf(in->split, sizeof in->split, "%s", ix->split);
+    snprintf(in->creator, sizeof in->creator, "%s", ix->creator);
 }
 
 int tdata_dataset_open(const char *index_path, tdata_dataset **out)
@@ -119,41 +160,14 @@ int tdata_dataset_open(const char *index_path, tdata_dataset **out)
         ds->shards[i].fd = -1;
     ds->first = calloc(ix->num_shards + 1, sizeof *ds->first);
     for (int i = 0; i < ix->num_shards && rc == TDATA_OK; i++) {
-        char sp[4096];
-        snprintf(sp, sizeof sp, "%s/%s", ds->dir, ix->shards[i].file);
-        rc = tdata_shard_open(sp, &ds->shards[i], 0);
-        if (rc == TDATA_EFORMAT) {
-            /* An HDF5 file cut short usually fails to open at all. */
-            struct stat st;
-            if (stat(sp, &st) == 0 &&
-                (uint64_t)st.st_size < ix->shards[i].bytes)
-                rc = tdata_seterr(TDATA_ETRUNCATED,
-                                  "%s: truncated: %llu bytes, "
-                                  "the index says %llu",
-                                  sp, (unsigned long long)st.st_size,
-                                  (unsigned long long)ix->shards[i].bytes);
-        }
-        if (rc == TDATA_OK)
-            rc = _check_shard(&ix->shards[i], &ds->shards[i], ix, sp, i);
+        rc = _open_shard(ds, i);
         ds->first[i + 1] = ds->first[i] + ix->shards[i].count;
     }
     if (rc) {
         tdata_dataset_close(ds);
         return rc;
     }
-    tdata_dataset_info *in = &ds->info;
-    in->layout = ix->layout;
-    in->format_version = ix->version;
-    in->num_images = ix->num_images;
-    in->num_shards = ix->num_shards;
-    in->num_classes = ix->num_classes;
-    in->height = ix->height;
-    in->width = ix->width;
-    in->channels = ix->layout == TDATA_LAYOUT_DENSE ? ix->channels : 3;
-    memcpy(in->mean, ix->mean, sizeof in->mean);
-    memcpy(in->std, ix->std, sizeof in->std);
-    snprintf(in->split, sizeof in->split, "%s", ix->split);
-    snprintf(in->creator, sizeof in->creator, "%s", ix->creator);
+    _fill_info(ds);
     *out = ds;
     return TDATA_OK;
 }
@@ -221,8 +235,8 @@ int tdata_dataset_read(tdata_dataset *ds, uint64_t id, uint8_t **buf,
                        size_t *cap, size_t *len, int32_t *label, uint32_t *crc)
 {
     if (id >= ds->info.num_images)
-        return tdata_seterr(TDATA_EINVAL, "sample %llu out of range",
-                            (unsigned long long)id);
+        return TORUS_FAIL(TDATA_EINVAL, "sample %llu out of range",
+                          (unsigned long long)id);
     int s;
     uint64_t i;
     tdata_dataset_locate(ds, id, &s, &i);
@@ -231,7 +245,7 @@ int tdata_dataset_read(tdata_dataset *ds, uint64_t id, uint8_t **buf,
     if (*cap < hi - lo || !*buf) {
         uint8_t *nb = realloc(*buf, hi - lo ? hi - lo : 1);
         if (!nb)
-            return tdata_seterr(TDATA_ENOMEM, "out of memory");
+            return TORUS_FAIL(TDATA_ENOMEM, "out of memory");
         *buf = nb;
         *cap = hi - lo;
     }

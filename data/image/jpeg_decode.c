@@ -1,4 +1,4 @@
-/* jpeg_decode.c: JPEG decoding through libjpeg-turbo's libjpeg API.
+/* image/jpeg_decode.c: JPEG decoding through libjpeg-turbo's libjpeg API.
  * The TurboJPEG API (2.1) cannot decode a region, so the decode pool uses
  * the lower-level API for three savings DALI also makes:
  *   - reduced DCT scaling (scale_num/8), when the crop is much larger than
@@ -15,7 +15,7 @@
 
 #include <jpeglib.h>
 
-#include "data/tdata_internal.h"
+#include "data/image/image.h"
 
 struct tdata_jdec {
     struct jpeg_decompress_struct cinfo;
@@ -128,6 +128,89 @@ static void _cmyk_row(const uint8_t *in, uint8_t *out, int n)
     }
 }
 
+/* Read the header and start decompression at scale num/8 into RGB (CMYK
+ * and YCCK come out as CMYK, converted per row). Returns whether it is
+ * CMYK. libjpeg errors longjmp to the caller's setjmp. */
+static int _start(tdata_jdec *d, const uint8_t *buf, size_t len, int scale_num,
+                  int flags)
+{
+    struct jpeg_decompress_struct *ci = &d->cinfo;
+    jpeg_mem_src(ci, buf, (unsigned long)len);
+    jpeg_read_header(ci, TRUE);
+    int cmyk =
+        ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
+    ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
+    ci->scale_num = (unsigned)(scale_num < 1   ? 1
+                               : scale_num > 8 ? 8
+                                               : scale_num);
+    ci->scale_denom = 8;
+    /* Fancy (triangle) chroma upsampling is libjpeg's and PIL's default;
+     * turning it off saves ~15% of the decode at a small chroma cost. */
+    ci->do_fancy_upsampling = (flags & TDATA_DEC_FAST_UPSAMPLE) ? FALSE : TRUE;
+    jpeg_start_decompress(ci);
+    return cmyk;
+}
+
+/* A region in scaled pixels, [x0, x1) x [y0, y1). */
+typedef struct _box {
+    int x0, y0, x1, y1;
+} _box;
+
+/* The crop (x, y, cw, ch) of the full W x H image in the scaled output,
+ * rounded outward so it covers the crop, never empty. */
+static _box _scaled_crop(const struct jpeg_decompress_struct *ci, int x, int y,
+                         int cw, int ch)
+{
+    long long W = ci->image_width, H = ci->image_height;
+    int ow = (int)ci->output_width, oh = (int)ci->output_height;
+    _box b = {(int)((long long)x * ow / W), (int)((long long)y * oh / H),
+              (int)(((long long)(x + cw) * ow + W - 1) / W),
+              (int)(((long long)(y + ch) * oh + H - 1) / H)};
+    if (b.x1 > ow)
+        b.x1 = ow;
+    if (b.y1 > oh)
+        b.y1 = oh;
+    if (b.x1 <= b.x0)
+        b.x1 = b.x0 + 1;
+    if (b.y1 <= b.y0)
+        b.y1 = b.y0 + 1;
+    return b;
+}
+
+/* Decode `rows` scanlines of xw pixels into out (CMYK through d->row). */
+static void _read_rows(tdata_jdec *d, int cmyk, int rows, JDIMENSION xw,
+                       tdata_image *out)
+{
+    size_t stride = (size_t)xw * 3;
+    if (cmyk && d->rowcap < (size_t)xw * 4) {
+        free(d->row);
+        d->rowcap = (size_t)xw * 4;
+        d->row = malloc(d->rowcap);
+    }
+    for (int r = 0; r < rows; r++) {
+        JSAMPROW rp = cmyk ? d->row : out->px + (size_t)r * stride;
+        jpeg_read_scanlines(&d->cinfo, &rp, 1);
+        if (cmyk)
+            _cmyk_row(d->row, out->px + (size_t)r * stride, (int)xw);
+    }
+}
+
+/* Where the decoded region lies in the ow x oh scaled image: all of it in
+ * strict mode, else the crop b inside the decoded columns from xoff. */
+static void _describe(int ow, int oh, int strict, _box b, JDIMENSION xoff,
+                      JDIMENSION xw, tdata_image *out)
+{
+    out->c = 3;
+    out->stride = (int)xw * 3;
+    out->w = strict ? ow : b.x1 - b.x0;
+    out->h = strict ? oh : b.y1 - b.y0;
+    out->off = strict ? 0 : (size_t)(b.x0 - (int)xoff) * 3;
+    out->sx = b.x0;
+    out->sy = b.y0;
+    out->full_w = ow;
+    out->full_h = oh;
+}
+
 int tdata_jpeg_decode_region(tdata_jdec *d, const uint8_t *buf, size_t len,
                              int x, int y, int cw, int ch, int scale_num,
                              int flags, tdata_image *out)
@@ -141,79 +224,30 @@ int tdata_jpeg_decode_region(tdata_jdec *d, const uint8_t *buf, size_t len,
         jpeg_abort_decompress(ci);
         return TDATA_EDECODE;
     }
-    jpeg_mem_src(ci, buf, (unsigned long)len);
-    jpeg_read_header(ci, TRUE);
-    int W = (int)ci->image_width, H = (int)ci->image_height;
-    int cmyk =
-        ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
-    ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
-    ci->scale_num = (unsigned)(scale_num < 1   ? 1
-                               : scale_num > 8 ? 8
-                                               : scale_num);
-    ci->scale_denom = 8;
-    /* Fancy (triangle) chroma upsampling is libjpeg's and PIL's default;
-     * turning it off saves ~15% of the decode at a small chroma cost. */
-    ci->do_fancy_upsampling = (flags & TDATA_DEC_FAST_UPSAMPLE) ? FALSE : TRUE;
-    jpeg_start_decompress(ci);
+    int cmyk = _start(d, buf, len, scale_num, flags);
+    /* The scaled size, before jpeg_crop_scanline narrows output_width. */
     int ow = (int)ci->output_width, oh = (int)ci->output_height;
-    /* The crop in scaled pixels, rounded outward so it covers the crop. */
-    int sx0 = (int)((long long)x * ow / W);
-    int sy0 = (int)((long long)y * oh / H);
-    int sx1 = (int)(((long long)(x + cw) * ow + W - 1) / W);
-    int sy1 = (int)(((long long)(y + ch) * oh + H - 1) / H);
-    if (sx1 > ow)
-        sx1 = ow;
-    if (sy1 > oh)
-        sy1 = oh;
-    if (sx1 <= sx0)
-        sx1 = sx0 + 1;
-    if (sy1 <= sy0)
-        sy1 = sy0 + 1;
-    JDIMENSION xoff = (JDIMENSION)sx0, xw = (JDIMENSION)(sx1 - sx0);
+    _box b = _scaled_crop(ci, x, y, cw, ch);
+    JDIMENSION xoff = (JDIMENSION)b.x0, xw = (JDIMENSION)(b.x1 - b.x0);
     if (!strict && xw < ci->output_width)
         jpeg_crop_scanline(ci, &xoff, &xw); /* widens to iMCU columns */
     else {
         xoff = 0;
         xw = ci->output_width;
     }
-    int rows = strict ? oh : sy1 - sy0;
-    size_t stride = (size_t)xw * 3;
-    if (tdata_image_reserve(out, stride * (size_t)rows) != 0) {
+    int rows = strict ? oh : b.y1 - b.y0;
+    if (tdata_image_reserve(out, (size_t)xw * 3 * (size_t)rows) != 0) {
         jpeg_abort_decompress(ci);
         snprintf(d->msg, sizeof d->msg, "out of memory");
         return TDATA_ENOMEM;
     }
-    if (cmyk && d->rowcap < (size_t)xw * 4) {
-        free(d->row);
-        d->rowcap = (size_t)xw * 4;
-        d->row = malloc(d->rowcap);
-    }
-    if (!strict && sy0 > 0)
-        jpeg_skip_scanlines(ci, (JDIMENSION)sy0);
-    for (int r = 0; r < rows; r++) {
-        JSAMPROW rp = cmyk ? d->row : out->px + (size_t)r * stride;
-        jpeg_read_scanlines(ci, &rp, 1);
-        if (cmyk)
-            _cmyk_row(d->row, out->px + (size_t)r * stride, (int)xw);
-    }
+    if (!strict && b.y0 > 0)
+        jpeg_skip_scanlines(ci, (JDIMENSION)b.y0);
+    _read_rows(d, cmyk, rows, xw, out);
+    _describe(ow, oh, strict, b, xoff, xw, out);
     if (strict)
         jpeg_finish_decompress(ci); /* sees trailing-data warnings */
     else
         jpeg_abort_decompress(ci);
-    out->c = 3;
-    out->stride = (int)stride;
-    if (strict) {
-        out->w = ow;
-        out->h = oh;
-        out->off = 0;
-    } else {
-        out->w = sx1 - sx0;
-        out->h = sy1 - sy0;
-        out->off = (size_t)(sx0 - (int)xoff) * 3;
-    }
-    out->sx = sx0;
-    out->sy = sy0;
-    out->full_w = ow;
-    out->full_h = oh;
     return TDATA_OK;
 }

@@ -1,4 +1,4 @@
-/* shard_write.c: writes one HDF5 shard (docs/shard-format.md).
+/* format/shard_write.c: writes one HDF5 shard (docs/shard-format.md).
  * The image stream is one chunked uint8 dataset whose chunks are
  * TDATA_CHUNK_BYTES long and file-aligned to that size, so a reader on
  * Lustre/GPFS issues few, large, stripe-aligned reads. No filters: the
@@ -11,7 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/tdata_internal.h"
+#include "common/torus_error.h"
+#include "data/format/format.h"
 
 static void _no_locking_env(void)
 {
@@ -132,26 +133,70 @@ static int _dset_images(hid_t f, const tdata_shard_meta *m, uint64_t n,
     return rc < 0 ? -1 : 0;
 }
 
-int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
-                      const uint8_t *data, const uint64_t *offsets,
-                      const int32_t *labels, const char *const *names)
+/* CRC32C of each image (malloc'd), or NULL when out of memory. */
+static uint32_t *_image_crcs(const tdata_shard_meta *m, uint64_t n,
+                             const uint8_t *data, const uint64_t *offsets)
 {
-    if (n == 0)
-        return tdata_seterr(TDATA_EINVAL,
-                            "%s: refusing to write an empty shard", path);
     uint64_t img = (uint64_t)m->height * m->width * m->channels;
-    uint64_t bytes = m->layout == TDATA_LAYOUT_DENSE ? n * img : offsets[n];
-    if (bytes == 0)
-        return tdata_seterr(TDATA_EINVAL, "%s: no image bytes", path);
     uint32_t *crcs = malloc(n * sizeof *crcs);
     if (!crcs)
-        return tdata_seterr(TDATA_ENOMEM, "%s: out of memory", path);
+        return NULL;
     for (uint64_t i = 0; i < n; i++) {
         uint64_t lo = m->layout == TDATA_LAYOUT_DENSE ? i * img : offsets[i];
         uint64_t hi =
             m->layout == TDATA_LAYOUT_DENSE ? lo + img : offsets[i + 1];
         crcs[i] = tdata_crc32c(0, data + lo, hi - lo);
     }
+    return crcs;
+}
+
+/* The file attributes (docs/shard-format.md); nonzero if any failed. */
+static int _write_attrs(hid_t f, const tdata_shard_meta *m, uint64_t n)
+{
+    uint64_t img = (uint64_t)m->height * m->width * m->channels;
+    int32_t ver = TDATA_FORMAT_VERSION;
+    int32_t si[3] = {m->shard_index, m->num_shards, m->num_classes};
+    int32_t shape[3] = {m->height, m->width, m->channels};
+    uint64_t chunkb =
+        m->layout == TDATA_LAYOUT_DENSE
+            ? (TDATA_CHUNK_BYTES / img ? TDATA_CHUNK_BYTES / img : 1) * img
+            : TDATA_CHUNK_BYTES;
+    int bad = 0;
+    bad |= _attr_int(f, "torus_format_version", H5T_NATIVE_INT32, &ver, 1);
+    bad |= _attr_str(f, "creator", m->creator ? m->creator : "libtdata");
+    bad |= _attr_str(f, "split", m->split ? m->split : "train");
+    bad |= _attr_str(f, "layout",
+                     m->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded");
+    bad |= _attr_int(f, "num_images", H5T_NATIVE_UINT64, &n, 1);
+    bad |= _attr_int(f, "num_classes", H5T_NATIVE_INT32, &si[2], 1);
+    bad |= _attr_int(f, "shard_index", H5T_NATIVE_INT32, &si[0], 1);
+    bad |= _attr_int(f, "num_shards", H5T_NATIVE_INT32, &si[1], 1);
+    bad |= _attr_int(f, "chunk_bytes", H5T_NATIVE_UINT64, &chunkb, 1);
+    if (m->layout == TDATA_LAYOUT_DENSE)
+        bad |= _attr_int(f, "image_shape_hwc", H5T_NATIVE_INT32, shape, 3);
+    bad |= _attr_int(f, "pixel_sum", H5T_NATIVE_DOUBLE, m->pixel_sum, 3);
+    bad |= _attr_int(f, "pixel_sumsq", H5T_NATIVE_DOUBLE, m->pixel_sumsq, 3);
+    bad |= _attr_int(f, "pixel_count", H5T_NATIVE_DOUBLE, &m->pixel_count, 1);
+    int32_t pk[2] = {m->num_rejected, m->num_reencoded};
+    bad |= _attr_int(f, "num_rejected", H5T_NATIVE_INT32, &pk[0], 1);
+    bad |= _attr_int(f, "num_reencoded", H5T_NATIVE_INT32, &pk[1], 1);
+    return bad;
+}
+
+int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
+                      const uint8_t *data, const uint64_t *offsets,
+                      const int32_t *labels, const char *const *names)
+{
+    if (n == 0)
+        return TORUS_FAIL(TDATA_EINVAL, "%s: refusing to write an empty shard",
+                          path);
+    uint64_t img = (uint64_t)m->height * m->width * m->channels;
+    uint64_t bytes = m->layout == TDATA_LAYOUT_DENSE ? n * img : offsets[n];
+    if (bytes == 0)
+        return TORUS_FAIL(TDATA_EINVAL, "%s: no image bytes", path);
+    uint32_t *crcs = _image_crcs(m, n, data, offsets);
+    if (!crcs)
+        return TORUS_FAIL(TDATA_ENOMEM, "%s: out of memory", path);
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
@@ -166,36 +211,10 @@ int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
     H5Pclose(fapl);
     int rc = TDATA_OK;
     if (f < 0) {
-        rc = tdata_seterr(TDATA_EIO, "%s: cannot create HDF5 file", tmp);
+        rc = TORUS_FAIL(TDATA_EIO, "%s: cannot create HDF5 file", tmp);
         goto out;
     }
-    int32_t ver = TDATA_FORMAT_VERSION;
-    uint64_t nimg = n;
-    int32_t si[3] = {m->shard_index, m->num_shards, m->num_classes};
-    int32_t shape[3] = {m->height, m->width, m->channels};
-    uint64_t chunkb =
-        m->layout == TDATA_LAYOUT_DENSE
-            ? (TDATA_CHUNK_BYTES / img ? TDATA_CHUNK_BYTES / img : 1) * img
-            : TDATA_CHUNK_BYTES;
-    int bad = 0;
-    bad |= _attr_int(f, "torus_format_version", H5T_NATIVE_INT32, &ver, 1);
-    bad |= _attr_str(f, "creator", m->creator ? m->creator : "libtdata");
-    bad |= _attr_str(f, "split", m->split ? m->split : "train");
-    bad |= _attr_str(f, "layout",
-                     m->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded");
-    bad |= _attr_int(f, "num_images", H5T_NATIVE_UINT64, &nimg, 1);
-    bad |= _attr_int(f, "num_classes", H5T_NATIVE_INT32, &si[2], 1);
-    bad |= _attr_int(f, "shard_index", H5T_NATIVE_INT32, &si[0], 1);
-    bad |= _attr_int(f, "num_shards", H5T_NATIVE_INT32, &si[1], 1);
-    bad |= _attr_int(f, "chunk_bytes", H5T_NATIVE_UINT64, &chunkb, 1);
-    if (m->layout == TDATA_LAYOUT_DENSE)
-        bad |= _attr_int(f, "image_shape_hwc", H5T_NATIVE_INT32, shape, 3);
-    bad |= _attr_int(f, "pixel_sum", H5T_NATIVE_DOUBLE, m->pixel_sum, 3);
-    bad |= _attr_int(f, "pixel_sumsq", H5T_NATIVE_DOUBLE, m->pixel_sumsq, 3);
-    bad |= _attr_int(f, "pixel_count", H5T_NATIVE_DOUBLE, &m->pixel_count, 1);
-    int32_t pk[2] = {m->num_rejected, m->num_reencoded};
-    bad |= _attr_int(f, "num_rejected", H5T_NATIVE_INT32, &pk[0], 1);
-    bad |= _attr_int(f, "num_reencoded", H5T_NATIVE_INT32, &pk[1], 1);
+    int bad = _write_attrs(f, m, n);
     bad |= _dset_images(f, m, n, bytes, data);
     if (m->layout == TDATA_LAYOUT_ENCODED)
         bad |= _dset_1d(f, "offsets", H5T_NATIVE_UINT64, n + 1, offsets);
@@ -207,12 +226,12 @@ int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
     if (H5Fclose(f) < 0)
         bad = 1;
     if (bad) {
-        rc = tdata_seterr(TDATA_EIO, "%s: HDF5 write failed (disk full?)", tmp);
+        rc = TORUS_FAIL(TDATA_EIO, "%s: HDF5 write failed (disk full?)", tmp);
         unlink(tmp);
         goto out;
     }
     if (rename(tmp, path) != 0) {
-        rc = tdata_seterr(TDATA_EIO, "%s: rename to final name failed", path);
+        rc = TORUS_FAIL(TDATA_EIO, "%s: rename to final name failed", path);
         unlink(tmp);
     }
 out:

@@ -1,4 +1,4 @@
-/* transform.c: the sample transforms of the pipeline.
+/* read/transform.c: the sample transforms of the pipeline.
  *   - RandomResizedCrop(scale, ratio) exactly as torchvision draws it;
  *   - eval resize-shorter + centre crop, expressed as a crop box of the
  *     original so that it too can be ROI-decoded;
@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "data/tdata_internal.h"
+#include "data/read/read.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -172,77 +172,110 @@ static void _f16_row(const float *in, uint16_t *out, int n)
         out[i] = tdata_f32_to_f16(in[i]);
 }
 
+/* One output conversion: the per-channel table and where rows go. */
+typedef struct _emit {
+    float lut[3][256];   /* x * scale + bias for every byte and channel */
+    float row[4096 * 4]; /* f16 staging row */
+    int w, c, flip, dtype;
+    size_t plane; /* values per NCHW plane */
+    void *dst;
+} _emit;
+
+/* NHWC row y: channels stay interleaved. */
+static void _row_nhwc(_emit *e, const uint8_t *in, int y)
+{
+    int w = e->w, c = e->c;
+    size_t base = (size_t)y * w * c;
+    if (e->dtype == TDATA_U8) {
+        uint8_t *o = (uint8_t *)e->dst + base;
+        for (int x = 0; x < w; x++) {
+            const uint8_t *p = in + (size_t)(e->flip ? w - 1 - x : x) * c;
+            for (int ch = 0; ch < c; ch++)
+                o[(size_t)x * c + ch] = p[ch];
+        }
+        return;
+    }
+    float *o = e->dtype == TDATA_F32 ? (float *)e->dst + base : e->row;
+    for (int x = 0; x < w; x++) {
+        const uint8_t *p = in + (size_t)(e->flip ? w - 1 - x : x) * c;
+        for (int ch = 0; ch < c; ch++)
+            o[(size_t)x * c + ch] = e->lut[ch][p[ch]];
+    }
+    if (e->dtype == TDATA_F16)
+        _f16_row(e->row, (uint16_t *)e->dst + base, w * c);
+}
+
+/* NCHW row y of RGB to float: one pass over the interleaved row feeds all
+ * three planes. */
+static void _row_nchw3(_emit *e, const uint8_t *in, int y)
+{
+    int w = e->w;
+    size_t base = (size_t)y * w, plane = e->plane;
+    float *o0, *o1, *o2;
+    if (e->dtype == TDATA_F32) {
+        o0 = (float *)e->dst + base;
+        o1 = o0 + plane;
+        o2 = o1 + plane;
+    } else {
+        o0 = e->row;
+        o1 = e->row + w;
+        o2 = e->row + 2 * w;
+    }
+    const int step = e->flip ? -3 : 3;
+    const uint8_t *p = in + (e->flip ? (size_t)(w - 1) * 3 : 0);
+    for (int x = 0; x < w; x++, p += step) {
+        o0[x] = e->lut[0][p[0]];
+        o1[x] = e->lut[1][p[1]];
+        o2[x] = e->lut[2][p[2]];
+    }
+    if (e->dtype == TDATA_F16)
+        for (int ch = 0; ch < 3; ch++)
+            _f16_row(e->row + (size_t)ch * w,
+                     (uint16_t *)e->dst + (size_t)ch * plane + base, w);
+}
+
+/* NCHW row y, one plane at a time (gray, or u8 output). */
+static void _row_planes(_emit *e, const uint8_t *in, int y)
+{
+    int w = e->w, c = e->c;
+    for (int ch = 0; ch < c; ch++) {
+        size_t base = (size_t)ch * e->plane + (size_t)y * w;
+        if (e->dtype == TDATA_U8) {
+            uint8_t *o = (uint8_t *)e->dst + base;
+            for (int x = 0; x < w; x++)
+                o[x] = in[(size_t)(e->flip ? w - 1 - x : x) * c + ch];
+            continue;
+        }
+        float *o = e->dtype == TDATA_F32 ? (float *)e->dst + base : e->row;
+        for (int x = 0; x < w; x++)
+            o[x] = e->lut[ch][in[(size_t)(e->flip ? w - 1 - x : x) * c + ch]];
+        if (e->dtype == TDATA_F16)
+            _f16_row(e->row, (uint16_t *)e->dst + base, w);
+    }
+}
+
 void tdata_emit(const uint8_t *src, int w, int h, int c, int flip, int order,
                 int dtype, const float *scale, const float *bias, void *dst)
 {
-    float row[4096 * 4];
-    /* x * scale + bias for every byte value and channel: one table load per
-     * output value instead of a conversion and a multiply-add. */
-    float lut[3][256];
+    _emit e;
+    e.w = w;
+    e.c = c;
+    e.flip = flip;
+    e.dtype = dtype;
+    e.plane = (size_t)w * h;
+    e.dst = dst;
+    /* One table load per output value instead of a conversion and a
+     * multiply-add. */
     for (int ch = 0; ch < c && ch < 3; ch++)
         for (int v = 0; v < 256; v++)
-            lut[ch][v] = v * scale[ch] + bias[ch];
-    size_t plane = (size_t)w * h;
+            e.lut[ch][v] = v * scale[ch] + bias[ch];
     for (int y = 0; y < h; y++) {
         const uint8_t *in = src + (size_t)y * w * c;
-        if (order == TDATA_NHWC) {
-            size_t base = (size_t)y * w * c;
-            if (dtype == TDATA_U8) {
-                uint8_t *o = (uint8_t *)dst + base;
-                for (int x = 0; x < w; x++) {
-                    const uint8_t *p = in + (size_t)(flip ? w - 1 - x : x) * c;
-                    for (int ch = 0; ch < c; ch++)
-                        o[(size_t)x * c + ch] = p[ch];
-                }
-                continue;
-            }
-            float *o = dtype == TDATA_F32 ? (float *)dst + base : row;
-            for (int x = 0; x < w; x++) {
-                const uint8_t *p = in + (size_t)(flip ? w - 1 - x : x) * c;
-                for (int ch = 0; ch < c; ch++)
-                    o[(size_t)x * c + ch] = lut[ch][p[ch]];
-            }
-            if (dtype == TDATA_F16)
-                _f16_row(row, (uint16_t *)dst + base, w * c);
-        } else if (c == 3 && dtype != TDATA_U8) {
-            /* One pass over the interleaved row feeds all three planes. */
-            size_t base = (size_t)y * w;
-            float *o0, *o1, *o2;
-            if (dtype == TDATA_F32) {
-                o0 = (float *)dst + base;
-                o1 = o0 + plane;
-                o2 = o1 + plane;
-            } else {
-                o0 = row;
-                o1 = row + w;
-                o2 = row + 2 * w;
-            }
-            const int step = flip ? -3 : 3;
-            const uint8_t *p = in + (flip ? (size_t)(w - 1) * 3 : 0);
-            for (int x = 0; x < w; x++, p += step) {
-                o0[x] = lut[0][p[0]];
-                o1[x] = lut[1][p[1]];
-                o2[x] = lut[2][p[2]];
-            }
-            if (dtype == TDATA_F16)
-                for (int ch = 0; ch < 3; ch++)
-                    _f16_row(row + (size_t)ch * w,
-                             (uint16_t *)dst + (size_t)ch * plane + base, w);
-        } else {
-            for (int ch = 0; ch < c; ch++) {
-                size_t base = (size_t)ch * plane + (size_t)y * w;
-                if (dtype == TDATA_U8) {
-                    uint8_t *o = (uint8_t *)dst + base;
-                    for (int x = 0; x < w; x++)
-                        o[x] = in[(size_t)(flip ? w - 1 - x : x) * c + ch];
-                    continue;
-                }
-                float *o = dtype == TDATA_F32 ? (float *)dst + base : row;
-                for (int x = 0; x < w; x++)
-                    o[x] = lut[ch][in[(size_t)(flip ? w - 1 - x : x) * c + ch]];
-                if (dtype == TDATA_F16)
-                    _f16_row(row, (uint16_t *)dst + base, w);
-            }
-        }
+        if (order == TDATA_NHWC)
+            _row_nhwc(&e, in, y);
+        else if (c == 3 && dtype != TDATA_U8)
+            _row_nchw3(&e, in, y);
+        else
+            _row_planes(&e, in, y);
     }
 }

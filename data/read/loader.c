@@ -1,4 +1,4 @@
-/* loader.c: the prefetching input pipeline.
+/* read/loader.c: the prefetching input pipeline.
  *
  * A ring of `prefetch` batch slots, each with its own preallocated output
  * buffer, labels, ids and raw-byte arena. Batches are numbered in the
@@ -24,7 +24,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "data/tdata_internal.h"
+#include "common/torus_error.h"
+#include "data/read/read.h"
 
 enum { _FREE = 0, _READING, _DECODING, _READY };
 
@@ -132,28 +133,82 @@ static void _free(tdata_loader *l, void *p)
         free(p);
 }
 
-int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
-                        tdata_loader **out)
+static int _check_opts(const tdata_loader_opts *o, const tdata_dataset_info *in)
 {
-    *out = NULL;
-    const tdata_dataset_info *in = tdata_dataset_get_info(ds);
     if (o->batch_size < 1 || o->out_h < 1 || o->out_w < 1 || o->out_w > 4096 ||
         o->out_h > 4096 || o->world < 1 || o->rank < 0 || o->rank >= o->world ||
         o->io_threads < 1 || o->decode_threads < 1 || o->prefetch < 2 ||
         o->scale_min <= 0 || o->scale_max < o->scale_min || o->ratio_min <= 0 ||
         o->ratio_max < o->ratio_min)
-        return tdata_seterr(TDATA_EINVAL,
-                            "bad loader options (batch %d, "
-                            "out %dx%d, rank %d of %d, threads %d+%d, "
-                            "prefetch %d (>= 2))",
-                            o->batch_size, o->out_h, o->out_w, o->rank,
-                            o->world, o->io_threads, o->decode_threads,
-                            o->prefetch);
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "bad loader options (batch %d, "
+                          "out %dx%d, rank %d of %d, threads %d+%d, "
+                          "prefetch %d (>= 2))",
+                          o->batch_size, o->out_h, o->out_w, o->rank, o->world,
+                          o->io_threads, o->decode_threads, o->prefetch);
     if (in->channels != 1 && in->channels != 3)
-        return tdata_seterr(TDATA_EINVAL,
-                            "%d-channel images are not "
-                            "supported (1 or 3)",
-                            in->channels);
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "%d-channel images are not "
+                          "supported (1 or 3)",
+                          in->channels);
+    return TDATA_OK;
+}
+
+/* The prefetch slots and their batch buffers. */
+static int _alloc_slots(tdata_loader *l)
+{
+    int B = l->o.batch_size;
+    l->depth = l->o.prefetch;
+    l->slots = calloc(l->depth, sizeof *l->slots);
+    for (int s = 0; s < l->depth; s++) {
+        _slot *sl = &l->slots[s];
+        sl->data = _alloc(l, l->sample_bytes * B);
+        sl->labels = malloc(B * sizeof *sl->labels);
+        sl->ids = malloc(B * sizeof *sl->ids);
+        sl->ok = malloc(B);
+        sl->raw_off = malloc(B * sizeof *sl->raw_off);
+        sl->raw_len = malloc(B * sizeof *sl->raw_len);
+        if (!sl->data || !sl->labels || !sl->ids)
+            return TORUS_FAIL(TDATA_ENOMEM,
+                              "cannot allocate %zu-byte batch "
+                              "buffers",
+                              l->sample_bytes * B);
+        /* Touch now: first-touch page faults would otherwise land in the
+         * decode threads during the first steps. */
+        memset(sl->data, 0, l->sample_bytes * B);
+    }
+    return TDATA_OK;
+}
+
+/* This rank's slice: equal sizes for training (every rank runs the same
+ * number of steps), full coverage for evaluation. */
+static int _slice(tdata_loader *l)
+{
+    const tdata_loader_opts *o = &l->o;
+    uint64_t b, e, B = (uint64_t)o->batch_size;
+    int train = o->mode == TDATA_TRAIN;
+    tdata_partition(l->n_all, o->world, o->rank, train && o->drop_remainder, &b,
+                    &e);
+    l->slice_begin = b;
+    l->slice_len = e - b;
+    l->spe = train ? l->slice_len / B : (l->slice_len + B - 1) / B;
+    if (l->spe == 0)
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "rank %d of %d gets %llu samples, "
+                          "less than one batch of %d",
+                          o->rank, o->world, (unsigned long long)(e - b),
+                          o->batch_size);
+    return TDATA_OK;
+}
+
+int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
+                        tdata_loader **out)
+{
+    *out = NULL;
+    const tdata_dataset_info *in = tdata_dataset_get_info(ds);
+    int rc = _check_opts(o, in);
+    if (rc)
+        return rc;
     tdata_loader *l = calloc(1, sizeof *l);
     l->ds = ds;
     l->o = *o;
@@ -171,45 +226,13 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
     pthread_cond_init(&l->cv_io, NULL);
     pthread_cond_init(&l->cv_dec, NULL);
     pthread_cond_init(&l->cv_ready, NULL);
-    l->depth = o->prefetch;
-    l->slots = calloc(l->depth, sizeof *l->slots);
-    int B = o->batch_size;
-    for (int s = 0; s < l->depth; s++) {
-        _slot *sl = &l->slots[s];
-        sl->data = _alloc(l, l->sample_bytes * B);
-        sl->labels = malloc(B * sizeof *sl->labels);
-        sl->ids = malloc(B * sizeof *sl->ids);
-        sl->ok = malloc(B);
-        sl->raw_off = malloc(B * sizeof *sl->raw_off);
-        sl->raw_len = malloc(B * sizeof *sl->raw_len);
-        if (!sl->data || !sl->labels || !sl->ids) {
-            tdata_loader_destroy(l);
-            return tdata_seterr(TDATA_ENOMEM,
-                                "cannot allocate %zu-byte batch "
-                                "buffers",
-                                l->sample_bytes * B);
-        }
-        /* Touch now: first-touch page faults would otherwise land in the
-         * decode threads during the first steps. */
-        memset(sl->data, 0, l->sample_bytes * B);
-    }
     l->perm_epoch[0] = l->perm_epoch[1] = UINT64_MAX;
-    /* This rank's slice: equal sizes for training (every rank runs the
-     * same number of steps), full coverage for evaluation. */
-    uint64_t b, e;
-    int train = o->mode == TDATA_TRAIN;
-    tdata_partition(l->n_all, o->world, o->rank, train && o->drop_remainder, &b,
-                    &e);
-    l->slice_begin = b;
-    l->slice_len = e - b;
-    l->spe = train ? l->slice_len / (uint64_t)B
-                   : (l->slice_len + (uint64_t)B - 1) / (uint64_t)B;
-    if (l->spe == 0) {
+    rc = _alloc_slots(l);
+    if (rc == TDATA_OK)
+        rc = _slice(l);
+    if (rc) {
         tdata_loader_destroy(l);
-        return tdata_seterr(TDATA_EINVAL,
-                            "rank %d of %d gets %llu samples, "
-                            "less than one batch of %d",
-                            o->rank, o->world, (unsigned long long)(e - b), B);
+        return rc;
     }
     *out = l;
     return TDATA_OK;
@@ -249,7 +272,7 @@ static int _batch_ids(tdata_loader *l, uint64_t seq, _slot *sl)
         if (!l->perm[k])
             l->perm[k] = malloc(l->n_all * sizeof(uint64_t));
         if (!l->perm[k])
-            return tdata_seterr(TDATA_ENOMEM, "no memory for the permutation");
+            return TORUS_FAIL(TDATA_ENOMEM, "no memory for the permutation");
         tdata_perm(l->o.seed, epoch, l->n_all, l->perm[k]);
         l->perm_epoch[k] = epoch;
     }
@@ -311,8 +334,8 @@ static int _read_batch(tdata_loader *l, _slot *sl, _read *rd, _group *grp,
         sl->raw = malloc(sl->raw_cap);
         if (!sl->raw) {
             sl->raw_cap = 0;
-            return tdata_seterr(TDATA_ENOMEM, "no memory for %zu raw bytes",
-                                need);
+            return TORUS_FAIL(TDATA_ENOMEM, "no memory for %zu raw bytes",
+                              need);
         }
     }
     size_t pos = 0;
@@ -363,7 +386,7 @@ static void *_io_main(void *arg)
         sl->seq = seq;
         int rc = _batch_ids(l, seq, sl);
         if (rc) {
-            _set_fatal(l, rc, tdata_errmsg());
+            _set_fatal(l, rc, torus_error_msg());
             break;
         }
         pthread_mutex_unlock(&l->mu);
@@ -373,7 +396,7 @@ static void *_io_main(void *arg)
         l->st.read_calls += calls;
         l->st.read_bytes += bytes;
         if (rc) {
-            _set_fatal(l, rc, tdata_errmsg());
+            _set_fatal(l, rc, torus_error_msg());
             break;
         }
         sl->next_job = 0;
@@ -395,6 +418,74 @@ typedef struct _dctx {
     uint8_t *out;
 } _dctx;
 
+/* The crop of sample i: RandomResizedCrop and flip drawn from (seed,
+ * epoch, id), so a resumed run makes the same ones; or the eval centre
+ * crop. */
+static void _crop(const tdata_loader *l, const _slot *sl, int i, int W, int H,
+                  tdata_crop *cr)
+{
+    const tdata_loader_opts *o = &l->o;
+    if (o->mode != TDATA_TRAIN) {
+        tdata_center_crop(W, H, o->eval_resize, o->out_w, o->out_h, cr);
+        return;
+    }
+    tdata_rng r = {tdata_mix64(
+        o->seed ^ tdata_mix64(sl->epoch * 0x9E3779B97F4A7C15ull + sl->ids[i]))};
+    tdata_rrc(&r, W, H, o->scale_min, o->scale_max, o->ratio_min, o->ratio_max,
+              cr);
+    cr->flip = o->flip && (tdata_rng_next(&r) >> 63);
+}
+
+/* Pixels to resample: w x h, rows stride bytes apart, and the crop as a
+ * box in them. */
+typedef struct _region {
+    const uint8_t *px;
+    int w, h, stride;
+    double bx0, by0, bx1, by1;
+} _region;
+
+/* Decode the part of the JPEG the crop needs, at the smallest DCT scale
+ * that keeps it at least the output size; the box is then the crop in
+ * the decoded (scaled, offset) pixels. */
+static int _jpeg_region(const tdata_loader *l, _dctx *d, const uint8_t *raw,
+                        size_t len, int W, int H, const tdata_crop *cr,
+                        _region *rg)
+{
+    const tdata_loader_opts *o = &l->o;
+    int n = o->reduced_dct ? tdata_dct_scale((int)ceil(cr->w), (int)ceil(cr->h),
+                                             o->out_w, o->out_h)
+                           : 8;
+    int x0 = 0, y0 = 0, x1 = W, y1 = H;
+    if (o->roi_decode) {
+        x0 = (int)floor(cr->x);
+        y0 = (int)floor(cr->y);
+        x1 = (int)ceil(cr->x + cr->w);
+        y1 = (int)ceil(cr->y + cr->h);
+    }
+    if (tdata_jpeg_decode_region(d->jd, raw, len, x0, y0, x1 - x0, y1 - y0, n,
+                                 o->fast_upsample ? TDATA_DEC_FAST_UPSAMPLE : 0,
+                                 &d->im))
+        return TDATA_EDECODE;
+    double fx = (double)d->im.full_w / W, fy = (double)d->im.full_h / H;
+    *rg = (_region){d->im.px + d->im.off,
+                    d->im.w,
+                    d->im.h,
+                    d->im.stride,
+                    cr->x * fx - d->im.sx,
+                    cr->y * fy - d->im.sy,
+                    (cr->x + cr->w) * fx - d->im.sx,
+                    (cr->y + cr->h) * fy - d->im.sy};
+    if (rg->bx0 < 0)
+        rg->bx0 = 0;
+    if (rg->by0 < 0)
+        rg->by0 = 0;
+    if (rg->bx1 > rg->w)
+        rg->bx1 = rg->w;
+    if (rg->by1 > rg->h)
+        rg->by1 = rg->h;
+    return TDATA_OK;
+}
+
 /* Decode sample i of the slot into its place; 0 or an error code with
  * why set. */
 static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i, char *why,
@@ -411,75 +502,21 @@ static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i, char *why,
         snprintf(why, whyn, "CRC32C mismatch");
         return TDATA_ECRC;
     }
-    tdata_rng r = {tdata_mix64(
-        o->seed ^ tdata_mix64(sl->epoch * 0x9E3779B97F4A7C15ull + sl->ids[i]))};
-    int W, H;
+    int W = l->info->width, H = l->info->height;
     int dense = l->info->layout == TDATA_LAYOUT_DENSE;
-    if (dense) {
-        W = l->info->width;
-        H = l->info->height;
-    } else if (tdata_jpeg_header(d->jd, raw, len, &W, &H, NULL, NULL)) {
+    if (!dense && tdata_jpeg_header(d->jd, raw, len, &W, &H, NULL, NULL)) {
         snprintf(why, whyn, "JPEG header: %s", tdata_jdec_msg(d->jd));
         return TDATA_EDECODE;
     }
     tdata_crop cr;
-    if (o->mode == TDATA_TRAIN) {
-        tdata_rrc(&r, W, H, o->scale_min, o->scale_max, o->ratio_min,
-                  o->ratio_max, &cr);
-        cr.flip = o->flip && (tdata_rng_next(&r) >> 63);
-    } else {
-        tdata_center_crop(W, H, o->eval_resize, o->out_w, o->out_h, &cr);
+    _crop(l, sl, i, W, H, &cr);
+    _region rg = {raw, W, H, W * l->c, cr.x, cr.y, cr.x + cr.w, cr.y + cr.h};
+    if (!dense && _jpeg_region(l, d, raw, len, W, H, &cr, &rg)) {
+        snprintf(why, whyn, "JPEG decode: %s", tdata_jdec_msg(d->jd));
+        return TDATA_EDECODE;
     }
-    const uint8_t *src;
-    int sw, sh2, stride;
-    double bx0, by0, bx1, by1;
-    if (dense) {
-        src = raw;
-        sw = W;
-        sh2 = H;
-        stride = W * l->c;
-        bx0 = cr.x;
-        by0 = cr.y;
-        bx1 = cr.x + cr.w;
-        by1 = cr.y + cr.h;
-    } else {
-        int n = o->reduced_dct
-                    ? tdata_dct_scale((int)ceil(cr.w), (int)ceil(cr.h),
-                                      o->out_w, o->out_h)
-                    : 8;
-        int x0 = 0, y0 = 0, x1 = W, y1 = H;
-        if (o->roi_decode) {
-            x0 = (int)floor(cr.x);
-            y0 = (int)floor(cr.y);
-            x1 = (int)ceil(cr.x + cr.w);
-            y1 = (int)ceil(cr.y + cr.h);
-        }
-        if (tdata_jpeg_decode_region(
-                d->jd, raw, len, x0, y0, x1 - x0, y1 - y0, n,
-                o->fast_upsample ? TDATA_DEC_FAST_UPSAMPLE : 0, &d->im)) {
-            snprintf(why, whyn, "JPEG decode: %s", tdata_jdec_msg(d->jd));
-            return TDATA_EDECODE;
-        }
-        double fx = (double)d->im.full_w / W, fy = (double)d->im.full_h / H;
-        src = d->im.px + d->im.off;
-        sw = d->im.w;
-        sh2 = d->im.h;
-        stride = d->im.stride;
-        bx0 = cr.x * fx - d->im.sx;
-        by0 = cr.y * fy - d->im.sy;
-        bx1 = (cr.x + cr.w) * fx - d->im.sx;
-        by1 = (cr.y + cr.h) * fy - d->im.sy;
-        if (bx0 < 0)
-            bx0 = 0;
-        if (by0 < 0)
-            by0 = 0;
-        if (bx1 > sw)
-            bx1 = sw;
-        if (by1 > sh2)
-            by1 = sh2;
-    }
-    tdata_resize(src, sw, sh2, stride, l->c, bx0, by0, bx1, by1, d->out,
-                 o->out_w, o->out_h, &d->sc);
+    tdata_resize(rg.px, rg.w, rg.h, rg.stride, l->c, rg.bx0, rg.by0, rg.bx1,
+                 rg.by1, d->out, o->out_w, o->out_h, &d->sc);
     tdata_emit(d->out, o->out_w, o->out_h, l->c, cr.flip, o->order, o->dtype,
                l->scale, l->bias,
                (uint8_t *)sl->data + (size_t)i * l->sample_bytes);
@@ -610,11 +647,11 @@ int tdata_loader_start(tdata_loader *l, uint64_t epoch, uint64_t sample_offset)
     _stop(l);
     uint64_t step = sample_offset / (uint64_t)l->o.batch_size;
     if (step >= l->spe)
-        return tdata_seterr(TDATA_EINVAL,
-                            "resume offset %llu is past the "
-                            "epoch's %llu steps",
-                            (unsigned long long)sample_offset,
-                            (unsigned long long)l->spe);
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "resume offset %llu is past the "
+                          "epoch's %llu steps",
+                          (unsigned long long)sample_offset,
+                          (unsigned long long)l->spe);
     l->epoch0 = epoch;
     l->step0 = step;
     l->limit = l->o.mode == TDATA_TRAIN ? UINT64_MAX : l->spe - step;
@@ -637,8 +674,8 @@ const tdata_batch *tdata_loader_next(tdata_loader *l, int *err)
 {
     *err = TDATA_OK;
     if (!l->running) {
-        *err = tdata_seterr(TDATA_EINVAL, "tdata_loader_next before "
-                                          "tdata_loader_start");
+        *err = TORUS_FAIL(TDATA_EINVAL, "tdata_loader_next before "
+                                        "tdata_loader_start");
         return NULL;
     }
     pthread_mutex_lock(&l->mu);
@@ -657,7 +694,7 @@ const tdata_batch *tdata_loader_next(tdata_loader *l, int *err)
     while (!l->fatal && !(sl->state == _READY && sl->seq == l->next_consume))
         pthread_cond_wait(&l->cv_ready, &l->mu);
     if (l->fatal) {
-        *err = tdata_seterr(l->fatal, "%s", l->fatal_msg);
+        *err = TORUS_FAIL(l->fatal, "%s", l->fatal_msg);
         pthread_mutex_unlock(&l->mu);
         return NULL;
     }

@@ -1,26 +1,14 @@
-/* error.c: per-thread error messages for libtdata.
- * Functions return a TDATA_E* code and leave one human sentence here, so the
- * boundary (a tool's main, the trainer) reports the error exactly once. */
-#include <stdarg.h>
-#include <stdio.h>
-
-#include "data/tdata.h"
-#include "data/tdata_internal.h"
-
-static _Thread_local char _msg[1024];
+/* format/error.c: libtdata's error codes as words, and the message accessor
+ * kept for callers outside data/.
+ * Messages follow common/torus_error.h: TORUS_FAIL at the point of failure
+ * records one sentence per thread; the boundary (a tool's main, the
+ * trainer) reports it once. tdata_errmsg() is that same message. */
+#include "common/torus_error.h"
+#include "data/format/tdata_format.h"
 
 const char *tdata_errmsg(void)
 {
-    return _msg;
-}
-
-int tdata_seterr(int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(_msg, sizeof _msg, fmt, ap);
-    va_end(ap);
-    return code;
+    return torus_error_msg();
 }
 
 const char *tdata_strerror(int code)

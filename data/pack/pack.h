@@ -1,12 +1,14 @@
-/* pack.h: the packing engine behind torus-pack (sources, per-image
- * processing, the shard plan and the threaded writer). */
-#ifndef TORUS_DATA_PACK_H
-#define TORUS_DATA_PACK_H
+/* pack/pack.h: the packing engine behind torus-pack (sources, per-image
+ * processing, the shard plan and the threaded writer).
+ * Layer: includes format/ and image/ below it, never read/. */
+#ifndef TORUS_DATA_PACK_PACK_H
+#define TORUS_DATA_PACK_PACK_H
 
 #include <stdint.h>
 #include <stdio.h>
 
-#include "data/tdata_internal.h"
+#include "data/format/format.h"
+#include "data/image/image.h"
 
 typedef struct tdata_pack_item {
     char *path; /* file to read (NULL for IDX records) */

@@ -1,4 +1,4 @@
-/* shard_read.c: opens one shard read-only and serves byte ranges of its
+/* format/shard_read.c: opens one shard read-only and serves byte ranges of its
  * image stream.
  * HDF5 is used once, at open, to check the attributes and to learn where
  * each (unfiltered) chunk of the stream lies in the file. Sample reads
@@ -14,7 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/tdata_internal.h"
+#include "common/torus_error.h"
+#include "data/format/format.h"
 
 uint32_t tdata_crc_of_crcs(const uint32_t *crcs, uint64_t n)
 {
@@ -112,10 +113,10 @@ static int _map_chunks(hid_t d, tdata_shard *s)
     int nfilt = H5Pget_nfilters(dcpl);
     H5Pclose(dcpl);
     if (rank < 1 || nfilt != 0)
-        return tdata_seterr(TDATA_EFORMAT,
-                            "%s: image stream must be chunked and unfiltered "
-                            "(was it h5repack'ed with compression?)",
-                            s->path);
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: image stream must be chunked and unfiltered "
+                          "(was it h5repack'ed with compression?)",
+                          s->path);
     uint64_t row = 1;
     for (int i = 1; i < rank; i++)
         row *= cdims[i];
@@ -130,29 +131,29 @@ static int _map_chunks(hid_t d, tdata_shard *s)
         hsize_t size = 0;
         if (H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size) < 0 ||
             addr == HADDR_UNDEF || mask != 0 || size != s->chunk_bytes)
-            return tdata_seterr(TDATA_EFORMAT,
-                                "%s: chunk %llu of the image stream is missing "
-                                "or filtered",
-                                s->path, (unsigned long long)c);
+            return TORUS_FAIL(TDATA_EFORMAT,
+                              "%s: chunk %llu of the image stream is missing "
+                              "or filtered",
+                              s->path, (unsigned long long)c);
         s->chunk_addr[c] = addr;
     }
     return TDATA_OK;
 }
 
-static int _load(hid_t f, tdata_shard *s, int load_classes)
+/* The file attributes: version, layout, counts, packing statistics. */
+static int _load_attrs(hid_t f, tdata_shard *s)
 {
     const char *p = s->path;
     int32_t v32;
     if (_get_attr(f, "torus_format_version", H5T_NATIVE_INT32, &v32) < 0)
-        return tdata_seterr(TDATA_EFORMAT,
-                            "%s: not a torus shard (no torus_format_version)",
-                            p);
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: not a torus shard (no torus_format_version)", p);
     s->format_version = v32;
     if (v32 > TDATA_FORMAT_VERSION)
-        return tdata_seterr(TDATA_EVERSION,
-                            "%s: shard format version %d is newer than this "
-                            "reader supports (%d); update torus",
-                            p, v32, TDATA_FORMAT_VERSION);
+        return TORUS_FAIL(TDATA_EVERSION,
+                          "%s: shard format version %d is newer than this "
+                          "reader supports (%d); update torus",
+                          p, v32, TDATA_FORMAT_VERSION);
     char layout[32];
     _get_attr_str(f, "layout", layout, sizeof layout);
     _get_attr_str(f, "split", s->split, sizeof s->split);
@@ -163,19 +164,27 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
         _get_attr(f, "num_classes", H5T_NATIVE_INT32, &s->num_classes) < 0 ||
         _get_attr(f, "shard_index", H5T_NATIVE_INT32, &s->shard_index) < 0 ||
         _get_attr(f, "num_shards", H5T_NATIVE_INT32, &s->num_shards) < 0)
-        return tdata_seterr(TDATA_EFORMAT, "%s: shard attributes missing", p);
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: shard attributes missing", p);
     _get_attr(f, "pixel_sum", H5T_NATIVE_DOUBLE, s->pixel_sum);
     _get_attr(f, "pixel_sumsq", H5T_NATIVE_DOUBLE, s->pixel_sumsq);
     _get_attr(f, "pixel_count", H5T_NATIVE_DOUBLE, &s->pixel_count);
     _get_attr(f, "num_rejected", H5T_NATIVE_INT32, &s->num_rejected);
     _get_attr(f, "num_reencoded", H5T_NATIVE_INT32, &s->num_reencoded);
+    return TDATA_OK;
+}
+
+/* n+1 stream offsets: computed for the dense layout, read (and checked
+ * monotone) for the encoded one. */
+static int _load_offsets(hid_t f, tdata_shard *s)
+{
+    const char *p = s->path;
     if (s->layout == TDATA_LAYOUT_DENSE) {
         int32_t shape[3];
         if (_get_attr(f, "image_shape_hwc", H5T_NATIVE_INT32, shape) < 0)
-            return tdata_seterr(TDATA_EFORMAT,
-                                "%s: dense shard lacks "
-                                "image_shape_hwc",
-                                p);
+            return TORUS_FAIL(TDATA_EFORMAT,
+                              "%s: dense shard lacks "
+                              "image_shape_hwc",
+                              p);
         s->height = shape[0];
         s->width = shape[1];
         s->channels = shape[2];
@@ -183,51 +192,74 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
         s->offsets = malloc((s->n + 1) * sizeof *s->offsets);
         for (uint64_t i = 0; i <= s->n; i++)
             s->offsets[i] = i * img;
-    } else {
-        s->offsets = _read_1d(f, "offsets", H5T_NATIVE_UINT64, s->n + 1);
-        if (!s->offsets)
-            return tdata_seterr(TDATA_EFORMAT, "%s: bad offsets dataset", p);
-        for (uint64_t i = 0; i < s->n; i++)
-            if (s->offsets[i + 1] < s->offsets[i])
-                return tdata_seterr(TDATA_EFORMAT,
-                                    "%s: offsets not monotone "
-                                    "at %llu",
-                                    p, (unsigned long long)i);
+        return TDATA_OK;
     }
+    s->offsets = _read_1d(f, "offsets", H5T_NATIVE_UINT64, s->n + 1);
+    if (!s->offsets)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: bad offsets dataset", p);
+    for (uint64_t i = 0; i < s->n; i++)
+        if (s->offsets[i + 1] < s->offsets[i])
+            return TORUS_FAIL(TDATA_EFORMAT,
+                              "%s: offsets not monotone "
+                              "at %llu",
+                              p, (unsigned long long)i);
+    return TDATA_OK;
+}
+
+/* Labels (checked against the class count) and CRCs. */
+static int _load_labels(hid_t f, tdata_shard *s)
+{
+    const char *p = s->path;
     s->labels = _read_1d(f, "labels", H5T_NATIVE_INT32, s->n);
     s->crcs = _read_1d(f, "crc32c", H5T_NATIVE_UINT32, s->n);
     if (!s->labels || !s->crcs)
-        return tdata_seterr(TDATA_EFORMAT, "%s: bad labels/crc32c dataset", p);
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: bad labels/crc32c dataset", p);
     for (uint64_t i = 0; i < s->n; i++)
         if (s->labels[i] < 0 || s->labels[i] >= s->num_classes)
-            return tdata_seterr(TDATA_EFORMAT,
-                                "%s: label %d of image %llu "
-                                "out of range",
-                                p, s->labels[i], (unsigned long long)i);
+            return TORUS_FAIL(TDATA_EFORMAT,
+                              "%s: label %d of image %llu "
+                              "out of range",
+                              p, s->labels[i], (unsigned long long)i);
     s->crc_of_crcs = tdata_crc_of_crcs(s->crcs, s->n);
+    return TDATA_OK;
+}
+
+/* The image stream: its size must match the offsets; then its chunks. */
+static int _load_stream(hid_t f, tdata_shard *s)
+{
     hid_t d = H5Dopen2(f, "images", H5P_DEFAULT);
     if (d < 0)
-        return tdata_seterr(TDATA_EFORMAT, "%s: no images dataset", p);
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: no images dataset", s->path);
     hid_t sp = H5Dget_space(d);
     hssize_t npts = H5Sget_simple_extent_npoints(sp);
     H5Sclose(sp);
     int rc = (uint64_t)npts == s->offsets[s->n]
                  ? _map_chunks(d, s)
-                 : tdata_seterr(TDATA_EFORMAT,
-                                "%s: images dataset holds %lld bytes, "
-                                "offsets say %llu",
-                                p, (long long)npts,
-                                (unsigned long long)s->offsets[s->n]);
+                 : TORUS_FAIL(TDATA_EFORMAT,
+                              "%s: images dataset holds %lld bytes, "
+                              "offsets say %llu",
+                              s->path, (long long)npts,
+                              (unsigned long long)s->offsets[s->n]);
     H5Dclose(d);
-    if (rc)
+    return rc;
+}
+
+static int _load(hid_t f, tdata_shard *s, int load_classes)
+{
+    int rc = _load_attrs(f, s);
+    if (rc == TDATA_OK)
+        rc = _load_offsets(f, s);
+    if (rc == TDATA_OK)
+        rc = _load_labels(f, s);
+    if (rc == TDATA_OK)
+        rc = _load_stream(f, s);
+    if (rc || !load_classes)
         return rc;
-    if (load_classes) {
-        s->class_ids = _read_strings(f, "class_ids", s->num_classes);
-        s->class_words = _read_strings(f, "class_words", s->num_classes);
-        if (!s->class_ids || !s->class_words)
-            return tdata_seterr(TDATA_EFORMAT, "%s: bad class name datasets",
-                                p);
-    }
+    s->class_ids = _read_strings(f, "class_ids", s->num_classes);
+    s->class_words = _read_strings(f, "class_words", s->num_classes);
+    if (!s->class_ids || !s->class_words)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: bad class name datasets",
+                          s->path);
     return TDATA_OK;
 }
 
@@ -238,7 +270,7 @@ int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
     s->path = strdup(path);
     struct stat st;
     if (stat(path, &st) != 0)
-        return tdata_seterr(
+        return TORUS_FAIL(
             errno == ENOENT ? TDATA_EMISSING : TDATA_EIO, "%s: %s%s", path,
             errno == ENOENT ? "missing shard: " : "", strerror(errno));
     s->file_size = (uint64_t)st.st_size;
@@ -247,10 +279,10 @@ int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     if (f < 0)
-        return tdata_seterr(TDATA_EFORMAT,
-                            "%s: not a readable HDF5 file "
-                            "(truncated or corrupt?)",
-                            path);
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: not a readable HDF5 file "
+                          "(truncated or corrupt?)",
+                          path);
     int rc = _load(f, s, load_classes);
     H5Fclose(f);
     if (rc)
@@ -259,14 +291,14 @@ int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
      * superblock check misses (it records the end-of-file address too). */
     for (uint64_t c = 0; c < s->nchunks; c++)
         if (s->chunk_addr[c] + s->chunk_bytes > s->file_size)
-            return tdata_seterr(TDATA_ETRUNCATED,
-                                "%s: truncated: chunk %llu "
-                                "ends past the file's %llu bytes",
-                                path, (unsigned long long)c,
-                                (unsigned long long)s->file_size);
+            return TORUS_FAIL(TDATA_ETRUNCATED,
+                              "%s: truncated: chunk %llu "
+                              "ends past the file's %llu bytes",
+                              path, (unsigned long long)c,
+                              (unsigned long long)s->file_size);
     s->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (s->fd < 0)
-        return tdata_seterr(TDATA_EIO, "%s: %s", path, strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "%s: %s", path, strerror(errno));
     return TDATA_OK;
 }
 
@@ -294,11 +326,11 @@ int tdata_shard_pread(const tdata_shard *s, uint64_t lo, uint64_t hi,
             if (r < 0 && errno == EINTR)
                 continue;
             if (r <= 0)
-                return tdata_seterr(r == 0 ? TDATA_ETRUNCATED : TDATA_EIO,
-                                    "%s: read at %llu: %s", s->path,
-                                    (unsigned long long)(addr + done),
-                                    r == 0 ? "unexpected end of file"
-                                           : strerror(errno));
+                return TORUS_FAIL(r == 0 ? TDATA_ETRUNCATED : TDATA_EIO,
+                                  "%s: read at %llu: %s", s->path,
+                                  (unsigned long long)(addr + done),
+                                  r == 0 ? "unexpected end of file"
+                                         : strerror(errno));
             done += (uint64_t)r;
         }
         lo += take;
@@ -314,7 +346,7 @@ int tdata_shard_name(const tdata_shard *s, uint64_t i, char *buf, size_t n)
     hid_t f = H5Fopen(s->path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     if (f < 0)
-        return tdata_seterr(TDATA_EIO, "%s: cannot open", s->path);
+        return TORUS_FAIL(TDATA_EIO, "%s: cannot open", s->path);
     int rc = TDATA_EFORMAT;
     hid_t d = H5Dopen2(f, "names", H5P_DEFAULT);
     if (d >= 0) {
@@ -336,8 +368,8 @@ int tdata_shard_name(const tdata_shard *s, uint64_t i, char *buf, size_t n)
         H5Dclose(d);
     }
     H5Fclose(f);
-    return rc ? tdata_seterr(rc, "%s: cannot read name %llu", s->path,
-                             (unsigned long long)i)
+    return rc ? TORUS_FAIL(rc, "%s: cannot read name %llu", s->path,
+                           (unsigned long long)i)
               : rc;
 }
 
@@ -348,13 +380,13 @@ char **tdata_shard_names(const tdata_shard *s)
     hid_t f = H5Fopen(s->path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
     if (f < 0) {
-        tdata_seterr(TDATA_EIO, "%s: cannot open", s->path);
+        TORUS_FAIL(TDATA_EIO, "%s: cannot open", s->path);
         return NULL;
     }
     char **v = _read_strings(f, "names", s->n);
     H5Fclose(f);
     if (!v)
-        tdata_seterr(TDATA_EFORMAT, "%s: bad names dataset", s->path);
+        TORUS_FAIL(TDATA_EFORMAT, "%s: bad names dataset", s->path);
     return v;
 }
 

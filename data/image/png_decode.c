@@ -1,4 +1,4 @@
-/* png_decode.c: PNG to RGB through libpng's simplified API.
+/* image/png_decode.c: PNG to RGB through libpng's simplified API.
  * Only the packer needs it: ImageNet holds a PNG named .JPEG, and the
  * policy (docs/shard-format.md) is to re-encode it as an RGB JPEG. Alpha
  * is composed onto white, the usual background for photographs online. */
@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "data/tdata_internal.h"
+#include "data/image/image.h"
 
 int tdata_is_png(const uint8_t *buf, size_t len)
 {

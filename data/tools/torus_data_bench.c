@@ -1,4 +1,4 @@
-/* torus_data_bench.c: the torus-data-bench command: images/s of the input
+/* tools/torus_data_bench.c: the torus-data-bench command: images/s of the input
  * pipeline's stages on a packed dataset, by thread count:
  *   read    the shards' image streams with pread (what the I/O threads do),
  *           next to dd of the same files (the I/O limit);
@@ -19,8 +19,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/torus_error.h"
 #include "config.h"
-#include "data/tdata_internal.h"
+#include "data/read/read.h"
+#include "data/tools/cli.h"
 
 static const char _help[] =
     "NAME\n"
@@ -112,6 +114,7 @@ typedef struct _cfg {
     long max_bad;
     uint64_t images, seed;
     const char *stage;
+    char modes[128]; /* comma separated stages */
 } _cfg;
 
 static void _row(const char *what, int threads, double imgs, double secs,
@@ -131,44 +134,53 @@ static void _row(const char *what, int threads, double imgs, double secs,
     fflush(stdout);
 }
 
-static int _bench_read(tdata_dataset *ds, const _cfg *c)
+/* pread of every shard's whole image stream in 8 MiB requests; pass 0 warms
+ * the page cache, the best of the other two counts. Returns 0, or 1 after
+ * the message. */
+static int _read_streams(tdata_dataset *ds, double *best, double *bytes)
 {
     const tdata_dataset_info *in = tdata_dataset_get_info(ds);
     size_t cap = 8u << 20;
     uint8_t *buf = malloc(cap);
-    double best = 0, bytes = 0;
-    for (int pass = 0; pass < 3; pass++) { /* pass 0 warms the page cache */
+    *best = 0;
+    for (int pass = 0; pass < 3; pass++) {
         double t0 = _now();
-        bytes = 0;
+        *bytes = 0;
         for (int s = 0; s < in->num_shards; s++) {
             tdata_shard *sh = tdata_dataset_shard(ds, s);
             uint64_t total = sh->offsets[sh->n];
             for (uint64_t lo = 0; lo < total; lo += cap) {
                 uint64_t hi = lo + cap < total ? lo + cap : total;
                 if (tdata_shard_pread(sh, lo, hi, buf)) {
-                    fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+                    fprintf(stderr, "torus-data-bench: %s\n",
+                            torus_error_msg());
                     free(buf);
                     return 1;
                 }
             }
-            bytes += (double)total;
+            *bytes += (double)total;
         }
         double t = _now() - t0;
-        if (pass > 0 && (best == 0 || t < best))
-            best = t;
+        if (pass > 0 && (*best == 0 || t < *best))
+            *best = t;
     }
     free(buf);
-    _row("read(pread)", 1, (double)in->num_images, best, bytes, 0);
-    /* What a training epoch's I/O does: one read per sample, in the order
-     * of the epoch's global permutation (no neighbours to merge). */
-    uint64_t n = in->num_images, *perm = malloc(n * sizeof *perm);
+    return 0;
+}
+
+/* What a training epoch's I/O does: one read per sample, in the order of
+ * the epoch's global permutation (no neighbours to merge). */
+static int _read_shuffled(tdata_dataset *ds, const _cfg *c)
+{
+    uint64_t n = tdata_dataset_get_info(ds)->num_images;
+    uint64_t *perm = malloc(n * sizeof *perm);
     tdata_perm(c->seed, 0, n, perm);
     uint8_t *sb = NULL;
     size_t scap = 0, len;
     double sbytes = 0, t0 = _now();
     for (uint64_t i = 0; i < n; i++) {
         if (tdata_dataset_read(ds, perm[i], &sb, &scap, &len, NULL, NULL)) {
-            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
             free(sb);
             free(perm);
             return 1;
@@ -178,29 +190,39 @@ static int _bench_read(tdata_dataset *ds, const _cfg *c)
     _row("read(shuffled)", 1, (double)n, _now() - t0, sbytes, 0);
     free(sb);
     free(perm);
-    if (!c->dd)
-        return 0;
-    /* dd of the same files: the whole file, as fast as the kernel serves it. */
+    return 0;
+}
+
+/* dd of one file to /dev/null; 0 when it exited cleanly. */
+static int _dd(const char *path)
+{
+    char arg[4200];
+    snprintf(arg, sizeof arg, "if=%s", path);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr))
+            _exit(127);
+        execlp("dd", "dd", arg, "of=/dev/null", "bs=8M", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    return !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+}
+
+/* dd of the same files: the whole file, as fast as the kernel serves it;
+ * images/s scaled by the image bytes the pread pass read. */
+static void _read_dd(tdata_dataset *ds, double image_bytes)
+{
+    const tdata_dataset_info *in = tdata_dataset_get_info(ds);
     double ddbest = 0, filebytes = 0;
     for (int pass = 0; pass < 2; pass++) {
         double t0 = _now();
         filebytes = 0;
         for (int s = 0; s < in->num_shards; s++) {
-            const char *p = tdata_dataset_shard_path(ds, s);
-            char arg[4200];
-            snprintf(arg, sizeof arg, "if=%s", p);
-            pid_t pid = fork();
-            if (pid == 0) {
-                if (!freopen("/dev/null", "w", stderr))
-                    _exit(127);
-                execlp("dd", "dd", arg, "of=/dev/null", "bs=8M", (char *)NULL);
-                _exit(127);
-            }
-            int st;
-            waitpid(pid, &st, 0);
-            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            if (_dd(tdata_dataset_shard_path(ds, s))) {
                 fprintf(stderr, "torus-data-bench: dd failed; skipping it\n");
-                return 0;
+                return;
             }
             filebytes += (double)tdata_dataset_index(ds)->shards[s].bytes;
         }
@@ -208,12 +230,25 @@ static int _bench_read(tdata_dataset *ds, const _cfg *c)
         if (ddbest == 0 || t < ddbest)
             ddbest = t;
     }
-    _row("read(dd)", 0, (double)in->num_images * bytes / filebytes, ddbest,
-         filebytes, 0);
+    _row("read(dd)", 0, (double)in->num_images * image_bytes / filebytes,
+         ddbest, filebytes, 0);
     printf("  (dd reads whole files, %.0f MB, incl. HDF5 metadata and chunk "
            "padding; "
            "images/s scaled to the image bytes)\n",
            filebytes / 1e6);
+}
+
+static int _bench_read(tdata_dataset *ds, const _cfg *c)
+{
+    double best, bytes;
+    if (_read_streams(ds, &best, &bytes))
+        return 1;
+    _row("read(pread)", 1, (double)tdata_dataset_get_info(ds)->num_images, best,
+         bytes, 0);
+    if (_read_shuffled(ds, c))
+        return 1;
+    if (c->dd)
+        _read_dd(ds, bytes);
     return 0;
 }
 
@@ -258,7 +293,7 @@ static int _bench_decode(tdata_dataset *ds, const _cfg *c, uint64_t n)
     for (uint64_t i = 0; i < n; i++) {
         size_t cap = 0;
         if (tdata_dataset_read(ds, i, &a.raw[i], &cap, &a.len[i], NULL, NULL)) {
-            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
             for (uint64_t k = 0; k <= i; k++)
                 free(a.raw[k]);
             free(a.raw);
@@ -289,32 +324,39 @@ static int _bench_decode(tdata_dataset *ds, const _cfg *c, uint64_t n)
     return 0;
 }
 
+/* The loader's options for one measurement of the pipeline. */
+static void _loader_opts(const _cfg *c, int mode, int threads,
+                         tdata_loader_opts *o)
+{
+    tdata_loader_opts_default(o);
+    o->mode = mode;
+    o->batch_size = c->batch;
+    o->out_h = o->out_w = c->size;
+    o->eval_resize = c->eval_resize;
+    o->decode_threads = threads;
+    o->io_threads = c->io_threads;
+    o->prefetch = c->prefetch;
+    o->dtype = c->dtype;
+    o->order = c->layout;
+    o->roi_decode = c->roi;
+    o->reduced_dct = c->dct;
+    o->fast_upsample = c->fast_up;
+    o->max_bad = c->max_bad;
+    o->seed = c->seed;
+}
+
 static int _bench_pipeline(tdata_dataset *ds, const _cfg *c, int mode,
                            uint64_t n)
 {
     for (int k = 0; k < c->nthreads; k++) {
         tdata_loader_opts o;
-        tdata_loader_opts_default(&o);
-        o.mode = mode;
-        o.batch_size = c->batch;
-        o.out_h = o.out_w = c->size;
-        o.eval_resize = c->eval_resize;
-        o.decode_threads = c->threads[k];
-        o.io_threads = c->io_threads;
-        o.prefetch = c->prefetch;
-        o.dtype = c->dtype;
-        o.order = c->layout;
-        o.roi_decode = c->roi;
-        o.reduced_dct = c->dct;
-        o.fast_upsample = c->fast_up;
-        o.max_bad = c->max_bad;
-        o.seed = c->seed;
+        _loader_opts(c, mode, c->threads[k], &o);
         tdata_loader *l;
         int rc = tdata_loader_create(ds, &o, &l);
         if (rc == TDATA_OK)
             rc = tdata_loader_start(l, 0, 0);
         if (rc) {
-            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
             return 1;
         }
         uint64_t steps = (n + (uint64_t)c->batch - 1) / (uint64_t)c->batch;
@@ -342,7 +384,7 @@ static int _bench_pipeline(tdata_dataset *ds, const _cfg *c, int mode,
         tdata_loader_get_stats(l, &st);
         tdata_loader_destroy(l);
         if (err) {
-            fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+            fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
             return 1;
         }
         if (done > 1)
@@ -364,196 +406,232 @@ static int _bench_pipeline(tdata_dataset *ds, const _cfg *c, int mode,
 
 static int _usage(const char *m, const char *a)
 {
-    fprintf(stderr,
-            "torus-data-bench: %s%s%s\nTry 'torus-data-bench --help'.\n", m,
-            a ? ": " : "", a ? a : "");
-    return 2;
+    return tdata_cli_usage("torus-data-bench", m, a);
+}
+
+enum {
+    O_IO = 256,
+    O_SIZE,
+    O_EVR,
+    O_PF,
+    O_STEP,
+    O_DT,
+    O_LAY,
+    O_NOROI,
+    O_NODCT,
+    O_MAXBAD,
+    O_STAGE,
+    O_SEED,
+    O_NODD,
+    O_FASTUP
+};
+
+static const struct option _opts[] = {
+    {"modes", required_argument, 0, 'm'},
+    {"threads", required_argument, 0, 't'},
+    {"io-threads", required_argument, 0, O_IO},
+    {"batch", required_argument, 0, 'b'},
+    {"size", required_argument, 0, O_SIZE},
+    {"eval-resize", required_argument, 0, O_EVR},
+    {"images", required_argument, 0, 'n'},
+    {"prefetch", required_argument, 0, O_PF},
+    {"step-ms", required_argument, 0, O_STEP},
+    {"dtype", required_argument, 0, O_DT},
+    {"layout", required_argument, 0, O_LAY},
+    {"no-roi", no_argument, 0, O_NOROI},
+    {"no-dct-scale", no_argument, 0, O_NODCT},
+    {"max-bad", required_argument, 0, O_MAXBAD},
+    {"stage", required_argument, 0, O_STAGE},
+    {"seed", required_argument, 0, O_SEED},
+    {"no-dd", no_argument, 0, O_NODD},
+    {"fast-upsample", no_argument, 0, O_FASTUP},
+    {"help", no_argument, 0, 'h'},
+    {"version", no_argument, 0, 'V'},
+    {0, 0, 0, 0}};
+
+/* --threads=LIST: up to 16 counts in 1..64. */
+static int _threads(const char *arg, _cfg *c)
+{
+    c->nthreads = 0;
+    const char *s = arg;
+    char *e;
+    while (*s && c->nthreads < 16) {
+        long v = strtol(s, &e, 10);
+        if (e == s || v < 1 || v > 64)
+            return _usage("bad --threads", arg);
+        c->threads[c->nthreads++] = (int)v;
+        s = *e == ',' ? e + 1 : e;
+        if (*e && *e != ',')
+            return _usage("bad --threads", arg);
+    }
+    return 0;
+}
+
+/* Options that take a number. Returns 0, or -1 when o is none of them. */
+static int _opt_number(int o, const char *arg, void *ctx)
+{
+    _cfg *c = ctx;
+    switch (o) {
+    case O_IO:
+        c->io_threads = atoi(arg);
+        return 0;
+    case 'b':
+        c->batch = atoi(arg);
+        return 0;
+    case O_SIZE:
+        c->size = atoi(arg);
+        return 0;
+    case O_EVR:
+        c->eval_resize = atoi(arg);
+        return 0;
+    case 'n':
+        c->images = strtoull(arg, NULL, 10);
+        return 0;
+    case O_PF:
+        c->prefetch = atoi(arg);
+        return 0;
+    case O_STEP:
+        c->step_ms = atoi(arg);
+        return 0;
+    case O_MAXBAD:
+        c->max_bad = atol(arg);
+        return 0;
+    case O_SEED:
+        c->seed = strtoull(arg, NULL, 0);
+        return 0;
+    }
+    return -1;
+}
+
+/* Options that choose or switch. Returns 0, 2 after the usage line, or -1
+ * when o is none of them. */
+static int _opt_choice(int o, const char *arg, void *ctx)
+{
+    _cfg *c = ctx;
+    switch (o) {
+    case 'm':
+        snprintf(c->modes, sizeof c->modes, "%s", arg);
+        return 0;
+    case 't':
+        return _threads(arg, c);
+    case O_DT:
+        if (strcmp(arg, "f32") && strcmp(arg, "f16"))
+            return _usage("bad --dtype", arg);
+        c->dtype = strcmp(arg, "f32") ? TDATA_F16 : TDATA_F32;
+        return 0;
+    case O_LAY:
+        if (strcmp(arg, "nchw") && strcmp(arg, "nhwc"))
+            return _usage("bad --layout", arg);
+        c->layout = strcmp(arg, "nchw") ? TDATA_NHWC : TDATA_NCHW;
+        return 0;
+    case O_NOROI:
+        c->roi = 0;
+        return 0;
+    case O_NODCT:
+        c->dct = 0;
+        return 0;
+    case O_STAGE:
+        c->stage = arg;
+        return 0;
+    case O_NODD:
+        c->dd = 0;
+        return 0;
+    case O_FASTUP:
+        c->fast_up = 1;
+        return 0;
+    }
+    return -1;
+}
+
+/* Fill c from argv. Returns -1 when main goes on, else the exit status
+ * (0 after --help or --version, 2 on a usage error). */
+static int _parse(int argc, char **argv, _cfg *c)
+{
+    *c = (_cfg){.threads = {1, 2},
+                .nthreads = 2,
+                .io_threads = 1,
+                .batch = 32,
+                .size = 224,
+                .eval_resize = 256,
+                .prefetch = 2,
+                .dtype = TDATA_F32,
+                .layout = TDATA_NCHW,
+                .roi = 1,
+                .dct = 1,
+                .dd = 1,
+                .max_bad = -1,
+                .modes = "read,decode,train,eval"};
+    static const tdata_cli_group groups[] = {_opt_number, _opt_choice};
+    int rc = tdata_cli_parse(argc, argv, "torus-data-bench", _help,
+                             "m:t:b:n:hV", _opts, groups, 2, c);
+    if (rc >= 0)
+        return rc;
+    if (optind != argc - 1)
+        return _usage("exactly one INDEX is required", NULL);
+    if (c->batch < 1 || c->size < 1 || c->prefetch < 2 || c->io_threads < 1)
+        return _usage("bad --batch, --size, --prefetch or --io-threads", NULL);
+    return -1;
+}
+
+/* Open (and stage) the dataset and print the table's head. Returns 0, or
+ * 1 after the message. */
+static int _open(const char *index, const _cfg *c, tdata_dataset **ds)
+{
+    if (tdata_dataset_open(index, ds)) {
+        fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
+        return 1;
+    }
+    if (c->stage && tdata_stage(*ds, c->stage)) {
+        fprintf(stderr, "torus-data-bench: %s\n", torus_error_msg());
+        tdata_dataset_close(*ds);
+        return 1;
+    }
+    const tdata_dataset_info *in = tdata_dataset_get_info(*ds);
+    printf("torus-data-bench: %s: %llu images, %d shards, %s, batch %d, "
+           "output %dx%d %s %s\n",
+           index, (unsigned long long)in->num_images, in->num_shards,
+           in->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded", c->batch,
+           c->size, c->size, c->dtype == TDATA_F16 ? "f16" : "f32",
+           c->layout == TDATA_NHWC ? "NHWC" : "NCHW");
+    printf("%-14s %7s %12s %10s %14s\n", "stage", "threads", "images/s", "MB/s",
+           "img/CPU-s");
+    return 0;
+}
+
+/* Run the stages of --modes in order until one fails. */
+static int _run_modes(tdata_dataset *ds, _cfg *c)
+{
+    const tdata_dataset_info *in = tdata_dataset_get_info(ds);
+    uint64_t n = c->images ? c->images : in->num_images;
+    if (n > in->num_images)
+        n = in->num_images;
+    int rc = 0;
+    char *save, *m = strtok_r(c->modes, ",", &save);
+    for (; m && !rc; m = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(m, "read"))
+            rc = _bench_read(ds, c);
+        else if (!strcmp(m, "decode"))
+            rc = _bench_decode(ds, c, n);
+        else if (!strcmp(m, "train"))
+            rc = _bench_pipeline(ds, c, TDATA_TRAIN, n);
+        else if (!strcmp(m, "eval"))
+            rc = _bench_pipeline(ds, c, TDATA_EVAL, n);
+        else
+            return _usage("unknown mode", m);
+    }
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
-    enum {
-        O_IO = 256,
-        O_SIZE,
-        O_EVR,
-        O_PF,
-        O_STEP,
-        O_DT,
-        O_LAY,
-        O_NOROI,
-        O_NODCT,
-        O_MAXBAD,
-        O_STAGE,
-        O_SEED,
-        O_NODD,
-        O_FASTUP
-    };
-    static const struct option opts[] = {
-        {"modes", required_argument, 0, 'm'},
-        {"threads", required_argument, 0, 't'},
-        {"io-threads", required_argument, 0, O_IO},
-        {"batch", required_argument, 0, 'b'},
-        {"size", required_argument, 0, O_SIZE},
-        {"eval-resize", required_argument, 0, O_EVR},
-        {"images", required_argument, 0, 'n'},
-        {"prefetch", required_argument, 0, O_PF},
-        {"step-ms", required_argument, 0, O_STEP},
-        {"dtype", required_argument, 0, O_DT},
-        {"layout", required_argument, 0, O_LAY},
-        {"no-roi", no_argument, 0, O_NOROI},
-        {"no-dct-scale", no_argument, 0, O_NODCT},
-        {"max-bad", required_argument, 0, O_MAXBAD},
-        {"stage", required_argument, 0, O_STAGE},
-        {"seed", required_argument, 0, O_SEED},
-        {"no-dd", no_argument, 0, O_NODD},
-        {"fast-upsample", no_argument, 0, O_FASTUP},
-        {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},
-        {0, 0, 0, 0}};
-    _cfg c = {.threads = {1, 2},
-              .nthreads = 2,
-              .io_threads = 1,
-              .batch = 32,
-              .size = 224,
-              .eval_resize = 256,
-              .prefetch = 2,
-              .dtype = TDATA_F32,
-              .layout = TDATA_NCHW,
-              .roi = 1,
-              .dct = 1,
-              .dd = 1,
-              .max_bad = -1};
-    char modes[128] = "read,decode,train,eval";
-    int o;
-    while ((o = getopt_long(argc, argv, "m:t:b:n:hV", opts, NULL)) != -1) {
-        switch (o) {
-        case 'm':
-            snprintf(modes, sizeof modes, "%s", optarg);
-            break;
-        case 't': {
-            c.nthreads = 0;
-            char *s = optarg, *e;
-            while (*s && c.nthreads < 16) {
-                long v = strtol(s, &e, 10);
-                if (e == s || v < 1 || v > 64)
-                    return _usage("bad --threads", optarg);
-                c.threads[c.nthreads++] = (int)v;
-                s = *e == ',' ? e + 1 : e;
-                if (*e && *e != ',')
-                    return _usage("bad --threads", optarg);
-            }
-            break;
-        }
-        case O_IO:
-            c.io_threads = atoi(optarg);
-            break;
-        case 'b':
-            c.batch = atoi(optarg);
-            break;
-        case O_SIZE:
-            c.size = atoi(optarg);
-            break;
-        case O_EVR:
-            c.eval_resize = atoi(optarg);
-            break;
-        case 'n':
-            c.images = strtoull(optarg, NULL, 10);
-            break;
-        case O_PF:
-            c.prefetch = atoi(optarg);
-            break;
-        case O_STEP:
-            c.step_ms = atoi(optarg);
-            break;
-        case O_DT:
-            if (!strcmp(optarg, "f32"))
-                c.dtype = TDATA_F32;
-            else if (!strcmp(optarg, "f16"))
-                c.dtype = TDATA_F16;
-            else
-                return _usage("bad --dtype", optarg);
-            break;
-        case O_LAY:
-            if (!strcmp(optarg, "nchw"))
-                c.layout = TDATA_NCHW;
-            else if (!strcmp(optarg, "nhwc"))
-                c.layout = TDATA_NHWC;
-            else
-                return _usage("bad --layout", optarg);
-            break;
-        case O_NOROI:
-            c.roi = 0;
-            break;
-        case O_NODCT:
-            c.dct = 0;
-            break;
-        case O_MAXBAD:
-            c.max_bad = atol(optarg);
-            break;
-        case O_STAGE:
-            c.stage = optarg;
-            break;
-        case O_SEED:
-            c.seed = strtoull(optarg, NULL, 0);
-            break;
-        case O_NODD:
-            c.dd = 0;
-            break;
-        case O_FASTUP:
-            c.fast_up = 1;
-            break;
-        case 'h':
-            fputs(_help, stdout);
-            return 0;
-        case 'V':
-            printf("torus-data-bench %s\n", PACKAGE_VERSION);
-            return 0;
-        default:
-            return _usage("unknown option", NULL);
-        }
-    }
-    if (optind != argc - 1)
-        return _usage("exactly one INDEX is required", NULL);
-    if (c.batch < 1 || c.size < 1 || c.prefetch < 2 || c.io_threads < 1)
-        return _usage("bad --batch, --size, --prefetch or --io-threads", NULL);
+    _cfg c;
     tdata_dataset *ds;
-    if (tdata_dataset_open(argv[optind], &ds)) {
-        fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
+    int rc = _parse(argc, argv, &c);
+    if (rc >= 0)
+        return rc;
+    if (_open(argv[optind], &c, &ds))
         return 1;
-    }
-    if (c.stage && tdata_stage(ds, c.stage)) {
-        fprintf(stderr, "torus-data-bench: %s\n", tdata_errmsg());
-        tdata_dataset_close(ds);
-        return 1;
-    }
-    const tdata_dataset_info *in = tdata_dataset_get_info(ds);
-    uint64_t n = c.images ? c.images : in->num_images;
-    if (n > in->num_images)
-        n = in->num_images;
-    printf("torus-data-bench: %s: %llu images, %d shards, %s, batch %d, "
-           "output %dx%d %s %s\n",
-           argv[optind], (unsigned long long)in->num_images, in->num_shards,
-           in->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded", c.batch,
-           c.size, c.size, c.dtype == TDATA_F16 ? "f16" : "f32",
-           c.layout == TDATA_NHWC ? "NHWC" : "NCHW");
-    printf("%-14s %7s %12s %10s %14s\n", "stage", "threads", "images/s", "MB/s",
-           "img/CPU-s");
-    int rc = 0;
-    char *save, *m = strtok_r(modes, ",", &save);
-    for (; m && !rc; m = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(m, "read"))
-            rc = _bench_read(ds, &c);
-        else if (!strcmp(m, "decode"))
-            rc = _bench_decode(ds, &c, n);
-        else if (!strcmp(m, "train"))
-            rc = _bench_pipeline(ds, &c, TDATA_TRAIN, n);
-        else if (!strcmp(m, "eval"))
-            rc = _bench_pipeline(ds, &c, TDATA_EVAL, n);
-        else {
-            tdata_dataset_close(ds);
-            return _usage("unknown mode", m);
-        }
-    }
+    rc = _run_modes(ds, &c);
     tdata_dataset_close(ds);
     return rc;
 }

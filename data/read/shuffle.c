@@ -1,35 +1,13 @@
-/* shuffle.c: the per-epoch global permutation and its k contiguous slices
+/* read/shuffle.c: the per-epoch global permutation and its k contiguous slices
  * (Goyal et al., remark 4: one random shuffle of the whole training set
  * per epoch, partitioned into k parts, one per worker).
  * The permutation depends only on (seed, epoch), through a counter-based
  * generator, so every rank computes the same one without communicating and
- * a resumed run replays the same order from the same sample. */
+ * a resumed run replays the same order from the same sample. The
+ * generator is format/rng.c. */
 #include <stdint.h>
 
-#include "data/tdata_internal.h"
-
-/* splitmix64 finaliser: a bijective, well-mixed 64-bit hash. */
-uint64_t tdata_mix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-uint64_t tdata_rng_next(tdata_rng *r)
-{
-    r->s += 0x9E3779B97F4A7C15ull;
-    uint64_t x = r->s;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
-double tdata_rng_uniform(tdata_rng *r)
-{
-    return (double)(tdata_rng_next(r) >> 11) * 0x1.0p-53;
-}
+#include "data/read/read.h"
 
 /* Unbiased integer in [0, n) (Lemire's multiply-shift with rejection). */
 static uint64_t _below(tdata_rng *r, uint64_t n)

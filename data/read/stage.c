@@ -1,4 +1,4 @@
-/* stage.c: copies a dataset's shards to node-local disk before training.
+/* read/stage.c: copies a dataset's shards to node-local disk before training.
  * One sequential pass with 8 MiB reads per shard is the cheapest way to
  * move data off a parallel file system; afterwards the random per-sample
  * reads of every epoch hit the local SSD or page cache instead of the
@@ -14,7 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "data/tdata_internal.h"
+#include "common/torus_error.h"
+#include "data/read/read.h"
 
 static int _copy(const char *from, const char *to)
 {
@@ -22,11 +23,11 @@ static int _copy(const char *from, const char *to)
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", to, (long)getpid());
     int in = open(from, O_RDONLY | O_CLOEXEC);
     if (in < 0)
-        return tdata_seterr(TDATA_EIO, "stage: %s: %s", from, strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "stage: %s: %s", from, strerror(errno));
     int out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (out < 0) {
         close(in);
-        return tdata_seterr(TDATA_EIO, "stage: %s: %s", tmp, strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "stage: %s: %s", tmp, strerror(errno));
     }
     posix_fadvise(in, 0, 0, POSIX_FADV_SEQUENTIAL);
     size_t cap = 8u << 20;
@@ -37,8 +38,7 @@ static int _copy(const char *from, const char *to)
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            rc =
-                tdata_seterr(TDATA_EIO, "stage: %s: %s", from, strerror(errno));
+            rc = TORUS_FAIL(TDATA_EIO, "stage: %s: %s", from, strerror(errno));
             break;
         }
         if (r == 0)
@@ -48,8 +48,8 @@ static int _copy(const char *from, const char *to)
             if (w < 0 && errno == EINTR)
                 continue;
             if (w <= 0) {
-                rc = tdata_seterr(TDATA_EIO, "stage: %s: %s", tmp,
-                                  strerror(errno));
+                rc = TORUS_FAIL(TDATA_EIO, "stage: %s: %s", tmp,
+                                strerror(errno));
                 break;
             }
             done += w;
@@ -60,9 +60,9 @@ static int _copy(const char *from, const char *to)
     free(buf);
     close(in);
     if (close(out) != 0 && rc == TDATA_OK)
-        rc = tdata_seterr(TDATA_EIO, "stage: %s: %s", tmp, strerror(errno));
+        rc = TORUS_FAIL(TDATA_EIO, "stage: %s: %s", tmp, strerror(errno));
     if (rc == TDATA_OK && rename(tmp, to) != 0)
-        rc = tdata_seterr(TDATA_EIO, "stage: %s: %s", to, strerror(errno));
+        rc = TORUS_FAIL(TDATA_EIO, "stage: %s: %s", to, strerror(errno));
     if (rc)
         unlink(tmp);
     return rc;
@@ -81,11 +81,11 @@ int tdata_stage(tdata_dataset *ds, const char *dir)
     if (!dir || !*dir)
         dir = getenv("TMPDIR");
     if (!dir || !*dir)
-        return tdata_seterr(TDATA_EINVAL,
-                            "stage: no directory given and "
-                            "neither SLURM_TMPDIR nor TMPDIR is set");
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "stage: no directory given and "
+                          "neither SLURM_TMPDIR nor TMPDIR is set");
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return tdata_seterr(TDATA_EIO, "stage: %s: %s", dir, strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "stage: %s: %s", dir, strerror(errno));
     const tdata_index *ix = tdata_dataset_index(ds);
     for (int i = 0; i < ix->num_shards; i++) {
         char to[4096], lock[4200];

@@ -1,4 +1,4 @@
-/* pack_source.c: turns torus-pack's SOURCE into a list of labelled items.
+/* pack/pack_source.c: turns torus-pack's SOURCE into a list of labelled items.
  * Layouts:
  *   - a directory of class folders (ImageNet train/WNID/NAME.JPEG, val/ in
  *     class folders, or any class/file tree): label = class folder;
@@ -18,7 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/pack.h"
+#include "common/torus_error.h"
+#include "data/pack/pack.h"
 
 static int _cmpstr(const void *a, const void *b)
 {
@@ -116,8 +117,7 @@ static int _load_classes(const char *file, tdata_pack_src *s)
 {
     FILE *f = fopen(file, "r");
     if (!f)
-        return tdata_seterr(TDATA_EIO, "--classes=%s: %s", file,
-                            strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "--classes=%s: %s", file, strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     int ln = 0, n = 0, ncap = 0;
@@ -139,14 +139,14 @@ static int _load_classes(const char *file, tdata_pack_src *s)
         if (_find_class(s, id) != n - 1) {
             free(line);
             fclose(f);
-            return tdata_seterr(TDATA_EINVAL, "%s:%d: class '%s' listed twice",
-                                file, ln, id);
+            return TORUS_FAIL(TDATA_EINVAL, "%s:%d: class '%s' listed twice",
+                              file, ln, id);
         }
     }
     free(line);
     fclose(f);
     if (n == 0)
-        return tdata_seterr(TDATA_EINVAL, "--classes=%s: no classes", file);
+        return TORUS_FAIL(TDATA_EINVAL, "--classes=%s: no classes", file);
     return TDATA_OK;
 }
 
@@ -175,10 +175,10 @@ static int _scan_tree(const tdata_pack_opts *o, tdata_pack_src *s,
     for (int c = 0; c < nc; c++) {
         int label = _find_class(s, classes[c].name);
         if (label < 0)
-            return tdata_seterr(TDATA_EINVAL,
-                                "%s/%s: folder is not a class "
-                                "listed in --classes=%s",
-                                o->source, classes[c].name, o->classes_file);
+            return TORUS_FAIL(TDATA_EINVAL,
+                              "%s/%s: folder is not a class "
+                              "listed in --classes=%s",
+                              o->source, classes[c].name, o->classes_file);
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/%s", o->source, classes[c].name);
         int nf;
@@ -204,114 +204,139 @@ static int _cmpvlab(const void *a, const void *b)
     return strcmp(((const _vlab *)a)->file, ((const _vlab *)b)->file);
 }
 
+/* Reading --val-labels: which of its two formats, and where. */
+typedef struct _vread {
+    const tdata_pack_opts *o;
+    const _ent *files; /* the flat directory, in name order */
+    int nf;
+    int ln, n;  /* line number, labels so far */
+    int csv;    /* -1 until the first line says */
+    char **syn; /* devkit: wnid of each ILSVRC2012_ID */
+    int nsyn;
+} _vread;
+
+/* --devkit-synsets: one wnid per line, in ID order. */
+static int _read_synsets(_vread *r)
+{
+    const tdata_pack_opts *o = r->o;
+    if (!o->devkit_synsets)
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "--val-labels=%s looks like "
+                          "the devkit ground truth: give "
+                          "--devkit-synsets=FILE (wnid per ILSVRC "
+                          "ID)",
+                          o->val_labels);
+    FILE *sf = fopen(o->devkit_synsets, "r");
+    if (!sf)
+        return TORUS_FAIL(TDATA_EIO, "--devkit-synsets=%s: %s",
+                          o->devkit_synsets, strerror(errno));
+    char *sl = NULL;
+    size_t sc = 0;
+    while (getline(&sl, &sc, sf) > 0) {
+        char id[256];
+        if (sscanf(sl, "%255s", id) != 1)
+            continue;
+        char **ns = realloc(r->syn, (r->nsyn + 1) * sizeof *r->syn);
+        if (!ns)
+            break;
+        r->syn = ns;
+        r->syn[r->nsyn++] = strdup(id);
+    }
+    free(sl);
+    fclose(sf);
+    return TDATA_OK;
+}
+
+/* LOC_val_solution.csv: "ImageId,wnid x y x y ...". */
+static int _csv_label(const _vread *r, char *line, _vlab *v)
+{
+    char *comma = strchr(line, ',');
+    char id[256];
+    if (!comma || sscanf(comma + 1, "%255s", id) != 1)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s:%d: expected "
+                          "'ImageId,wnid ...'",
+                          r->o->val_labels, r->ln);
+    *comma = 0;
+    /* ImageId has no extension: match on the file's stem. */
+    v->file = strdup(line);
+    v->wnid = strdup(id);
+    return TDATA_OK;
+}
+
+/* The devkit's ground truth: line k holds the ID of the k-th file in name
+ * order (ILSVRC2012_val_0000000k.JPEG). */
+static int _devkit_label(const _vread *r, const char *line, _vlab *v)
+{
+    int idn = atoi(line);
+    if (idn < 1 || idn > r->nsyn)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s:%d: ID %d not in "
+                          "--devkit-synsets (%d entries)",
+                          r->o->val_labels, r->ln, idn, r->nsyn);
+    if (r->n >= r->nf)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: more labels (%d) than "
+                          "files in %s",
+                          r->o->val_labels, r->n + 1, r->o->source);
+    char stem[4096];
+    snprintf(stem, sizeof stem, "%s", r->files[r->n].name);
+    char *dot = strrchr(stem, '.');
+    if (dot)
+        *dot = 0;
+    v->file = strdup(stem);
+    v->wnid = strdup(r->syn[idn - 1]);
+    return TDATA_OK;
+}
+
+/* One non-empty line into (*out)[r->n] (grown as needed). The first line
+ * decides the format: a comma means the CSV (its header is skipped). */
+static int _val_line(_vread *r, char *line, _vlab **out, int *ncap)
+{
+    if (r->csv < 0) {
+        r->csv = strchr(line, ',') != NULL;
+        if (r->csv && !strncmp(line, "ImageId", 7))
+            return TDATA_OK; /* header */
+        int rc = r->csv ? TDATA_OK : _read_synsets(r);
+        if (rc)
+            return rc;
+    }
+    if (r->n == *ncap) {
+        *ncap = *ncap ? *ncap * 2 : 1024;
+        *out = realloc(*out, *ncap * sizeof **out);
+    }
+    _vlab *v = &(*out)[r->n];
+    int rc = r->csv ? _csv_label(r, line, v) : _devkit_label(r, line, v);
+    if (rc == TDATA_OK)
+        r->n++;
+    return rc;
+}
+
 static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
                             _vlab **out, int *nout)
 {
     FILE *f = fopen(o->val_labels, "r");
     if (!f)
-        return tdata_seterr(TDATA_EIO, "--val-labels=%s: %s", o->val_labels,
-                            strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "--val-labels=%s: %s", o->val_labels,
+                          strerror(errno));
+    _vread r = {.o = o, .files = files, .nf = nf, .csv = -1};
     char *line = NULL;
     size_t cap = 0;
-    int n = 0, ncap = 0, ln = 0, rc = TDATA_OK, csv = -1;
-    char **syn = NULL;
-    int nsyn = 0;
-    while (getline(&line, &cap, f) > 0) {
-        ln++;
+    int ncap = 0, rc = TDATA_OK;
+    while (rc == TDATA_OK && getline(&line, &cap, f) > 0) {
+        r.ln++;
         line[strcspn(line, "\r\n")] = 0;
-        if (!line[0])
-            continue;
-        if (csv < 0) {
-            csv = strchr(line, ',') != NULL;
-            if (csv && !strncmp(line, "ImageId", 7))
-                continue; /* header */
-            if (!csv) {
-                if (!o->devkit_synsets) {
-                    rc = tdata_seterr(TDATA_EINVAL,
-                                      "--val-labels=%s looks like "
-                                      "the devkit ground truth: give "
-                                      "--devkit-synsets=FILE (wnid per ILSVRC "
-                                      "ID)",
-                                      o->val_labels);
-                    break;
-                }
-                FILE *sf = fopen(o->devkit_synsets, "r");
-                if (!sf) {
-                    rc = tdata_seterr(TDATA_EIO, "--devkit-synsets=%s: %s",
-                                      o->devkit_synsets, strerror(errno));
-                    break;
-                }
-                char *sl = NULL;
-                size_t sc = 0;
-                while (getline(&sl, &sc, sf) > 0) {
-                    char id[256];
-                    if (sscanf(sl, "%255s", id) != 1)
-                        continue;
-                    char **ns = realloc(syn, (nsyn + 1) * sizeof *syn);
-                    if (!ns)
-                        break;
-                    syn = ns;
-                    syn[nsyn++] = strdup(id);
-                }
-                free(sl);
-                fclose(sf);
-            }
-        }
-        if (n == ncap) {
-            ncap = ncap ? ncap * 2 : 1024;
-            *out = realloc(*out, ncap * sizeof **out);
-        }
-        _vlab *v = &(*out)[n];
-        if (csv) {
-            char *comma = strchr(line, ',');
-            char id[256];
-            if (!comma || sscanf(comma + 1, "%255s", id) != 1) {
-                rc = tdata_seterr(TDATA_EFORMAT,
-                                  "%s:%d: expected "
-                                  "'ImageId,wnid ...'",
-                                  o->val_labels, ln);
-                break;
-            }
-            *comma = 0;
-            /* ImageId has no extension: match on the file's stem. */
-            v->file = strdup(line);
-            v->wnid = strdup(id);
-        } else {
-            int idn = atoi(line);
-            if (idn < 1 || idn > nsyn) {
-                rc = tdata_seterr(TDATA_EFORMAT,
-                                  "%s:%d: ID %d not in "
-                                  "--devkit-synsets (%d entries)",
-                                  o->val_labels, ln, idn, nsyn);
-                break;
-            }
-            /* Line k labels the k-th file in name order
-             * (ILSVRC2012_val_0000000k.JPEG). */
-            if (n >= nf) {
-                rc = tdata_seterr(TDATA_EFORMAT,
-                                  "%s: more labels (%d) than "
-                                  "files in %s",
-                                  o->val_labels, n + 1, o->source);
-                break;
-            }
-            char stem[4096];
-            snprintf(stem, sizeof stem, "%s", files[n].name);
-            char *dot = strrchr(stem, '.');
-            if (dot)
-                *dot = 0;
-            v->file = strdup(stem);
-            v->wnid = strdup(syn[idn - 1]);
-        }
-        n++;
+        if (line[0])
+            rc = _val_line(&r, line, out, &ncap);
     }
     free(line);
     fclose(f);
-    for (int i = 0; i < nsyn; i++)
-        free(syn[i]);
-    free(syn);
-    *nout = n;
+    for (int i = 0; i < r.nsyn; i++)
+        free(r.syn[i]);
+    free(r.syn);
+    *nout = r.n;
     if (rc == TDATA_OK)
-        qsort(*out, n, sizeof **out, _cmpvlab);
+        qsort(*out, r.n, sizeof **out, _cmpvlab);
     return rc;
 }
 
@@ -344,17 +369,16 @@ static int _scan_flat(const tdata_pack_opts *o, tdata_pack_src *s)
         _vlab key = {stem, NULL};
         _vlab *hit = bsearch(&key, labs, nl, sizeof *labs, _cmpvlab);
         if (!hit) {
-            rc =
-                tdata_seterr(TDATA_EINVAL, "%s/%s: no label in --val-labels=%s",
-                             o->source, files[i].name, o->val_labels);
+            rc = TORUS_FAIL(TDATA_EINVAL, "%s/%s: no label in --val-labels=%s",
+                            o->source, files[i].name, o->val_labels);
             break;
         }
         int label = _find_class(s, hit->wnid);
         if (label < 0) {
-            rc = tdata_seterr(TDATA_EINVAL,
-                              "%s: class '%s' of %s is not in "
-                              "the class list",
-                              o->val_labels, hit->wnid, files[i].name);
+            rc = TORUS_FAIL(TDATA_EINVAL,
+                            "%s: class '%s' of %s is not in "
+                            "the class list",
+                            o->val_labels, hit->wnid, files[i].name);
             break;
         }
         snprintf(p, sizeof p, "%s/%s", o->source, files[i].name);
@@ -387,15 +411,15 @@ int tdata_pack_scan(const tdata_pack_opts *o, tdata_pack_src *s)
     memset(s, 0, sizeof *s);
     struct stat st;
     if (stat(o->source, &st) != 0)
-        return tdata_seterr(TDATA_EIO, "%s: %s", o->source, strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "%s: %s", o->source, strerror(errno));
     if (S_ISREG(st.st_mode)) {
         char *guess = o->idx_labels ? NULL : _guess_idx_labels(o->source);
         const char *lab = o->idx_labels ? o->idx_labels : guess;
         if (!lab)
-            return tdata_seterr(TDATA_EINVAL,
-                                "%s: an IDX image file needs "
-                                "--idx-labels=FILE",
-                                o->source);
+            return TORUS_FAIL(TDATA_EINVAL,
+                              "%s: an IDX image file needs "
+                              "--idx-labels=FILE",
+                              o->source);
         int rc = tdata_idx_load(o->source, lab, s);
         free(guess);
         return rc;
@@ -410,13 +434,13 @@ int tdata_pack_scan(const tdata_pack_opts *o, tdata_pack_src *s)
     else if (o->val_labels)
         rc = _scan_flat(o, s);
     else
-        rc = tdata_seterr(TDATA_EINVAL,
-                          "%s: no class folders; a flat "
-                          "directory (ImageNet val/) needs --val-labels=FILE",
-                          o->source);
+        rc = TORUS_FAIL(TDATA_EINVAL,
+                        "%s: no class folders; a flat "
+                        "directory (ImageNet val/) needs --val-labels=FILE",
+                        o->source);
     _free_list(classes, nc);
     if (rc == TDATA_OK && s->n == 0)
-        rc = tdata_seterr(TDATA_EINVAL, "%s: no files found", o->source);
+        rc = TORUS_FAIL(TDATA_EINVAL, "%s: no files found", o->source);
     return rc;
 }
 

@@ -1,0 +1,336 @@
+/* format/index.c: the dataset index, SPLIT-index.txt (docs/shard-format.md).
+ * A small line-oriented text file, so that a person can read it and a job
+ * script can grep it; it is written last (tmp + rename) from the shards'
+ * own attributes, which makes it reproducible from the shards alone. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/torus_error.h"
+#include "data/format/format.h"
+
+void tdata_shard_filename(char *buf, size_t n, const char *split, int i,
+                          int count)
+{
+    snprintf(buf, n, "%s-%05d-of-%05d.h5", split, i, count);
+}
+
+void tdata_index_free(tdata_index *ix)
+{
+    for (int i = 0; i < ix->num_classes; i++) {
+        if (ix->class_ids)
+            free(ix->class_ids[i]);
+        if (ix->class_words)
+            free(ix->class_words[i]);
+    }
+    free(ix->class_ids);
+    free(ix->class_words);
+    free(ix->shards);
+    memset(ix, 0, sizeof *ix);
+}
+
+int tdata_index_write(const char *path, const tdata_index *ix)
+{
+    char tmp[4096];
+    /* A unique temporary name: job-array tasks may race to write it. */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return TORUS_FAIL(TDATA_EIO, "%s: %s", tmp, strerror(errno));
+    fprintf(f, "# torus dataset index; format: docs/shard-format.md\n");
+    fprintf(f, "torus-index %d\n", TDATA_FORMAT_VERSION);
+    fprintf(f, "creator %s\n", ix->creator);
+    fprintf(f, "split %s\n", ix->split);
+    fprintf(f, "layout %s\n",
+            ix->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded");
+    if (ix->layout == TDATA_LAYOUT_DENSE)
+        fprintf(f, "shape %d %d %d\n", ix->height, ix->width, ix->channels);
+    fprintf(f, "images %llu\n", (unsigned long long)ix->num_images);
+    fprintf(f, "mean %.6f %.6f %.6f\n", ix->mean[0], ix->mean[1], ix->mean[2]);
+    fprintf(f, "std %.6f %.6f %.6f\n", ix->std[0], ix->std[1], ix->std[2]);
+    fprintf(f, "classes %d\n", ix->num_classes);
+    for (int i = 0; i < ix->num_classes; i++)
+        fprintf(f, "class %d %s%s%s\n", i, ix->class_ids[i],
+                ix->class_words[i][0] ? " " : "", ix->class_words[i]);
+    fprintf(f, "shards %d\n", ix->num_shards);
+    for (int i = 0; i < ix->num_shards; i++)
+        fprintf(f, "shard %d %s %llu %llu %08x\n", i, ix->shards[i].file,
+                (unsigned long long)ix->shards[i].count,
+                (unsigned long long)ix->shards[i].bytes, ix->shards[i].crc);
+    int bad = ferror(f);
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        remove(tmp);
+        return TORUS_FAIL(TDATA_EIO, "%s: write failed", path);
+    }
+    return TDATA_OK;
+}
+
+static int _bad_line(const char *path, int line, const char *what)
+{
+    return TORUS_FAIL(TDATA_EFORMAT, "%s:%d: %s", path, line, what);
+}
+
+/* Where the reader is in an index file. */
+typedef struct _ixread {
+    const char *path;
+    int ln;             /* line number, for messages */
+    int nclass, nshard; /* class and shard lines so far */
+    tdata_index *ix;
+} _ixread;
+
+/* The version line, which must come first. */
+static int _key_version(_ixread *r, const char *val)
+{
+    tdata_index *ix = r->ix;
+    ix->version = atoi(val);
+    if (ix->version > TDATA_FORMAT_VERSION)
+        return TORUS_FAIL(TDATA_EVERSION,
+                          "%s: index format version %d "
+                          "is newer than this reader supports (%d); "
+                          "update torus",
+                          r->path, ix->version, TDATA_FORMAT_VERSION);
+    if (ix->version < 1)
+        return _bad_line(r->path, r->ln, "bad format version");
+    return TDATA_OK;
+}
+
+/* Keys of the whole dataset. Returns 0, a code, or -1 when KEY is none of
+ * them. */
+static int _key_dataset(_ixread *r, const char *key, const char *val)
+{
+    tdata_index *ix = r->ix;
+    if (!strcmp(key, "torus-index"))
+        return _key_version(r, val);
+    if (!strcmp(key, "creator")) {
+        snprintf(ix->creator, sizeof ix->creator, "%s", val);
+    } else if (!strcmp(key, "split")) {
+        snprintf(ix->split, sizeof ix->split, "%s", val);
+    } else if (!strcmp(key, "layout")) {
+        ix->layout =
+            !strcmp(val, "dense") ? TDATA_LAYOUT_DENSE : TDATA_LAYOUT_ENCODED;
+    } else if (!strcmp(key, "shape")) {
+        if (sscanf(val, "%d %d %d", &ix->height, &ix->width, &ix->channels) !=
+            3)
+            return _bad_line(r->path, r->ln, "bad shape");
+    } else if (!strcmp(key, "images")) {
+        ix->num_images = strtoull(val, NULL, 10);
+    } else if (!strcmp(key, "mean") || !strcmp(key, "std")) {
+        double *d = key[0] == 'm' ? ix->mean : ix->std;
+        if (sscanf(val, "%lf %lf %lf", &d[0], &d[1], &d[2]) != 3)
+            return _bad_line(r->path, r->ln, "bad mean/std");
+    } else {
+        return -1;
+    }
+    return TDATA_OK;
+}
+
+/* "classes N" and its N "class I WNID [words]" lines; returns like
+ * _key_dataset. */
+static int _key_classes(_ixread *r, const char *key, const char *val)
+{
+    tdata_index *ix = r->ix;
+    if (!strcmp(key, "classes")) {
+        ix->num_classes = atoi(val);
+        if (ix->num_classes < 1 || ix->class_ids)
+            return _bad_line(r->path, r->ln, "bad class count");
+        ix->class_ids = calloc(ix->num_classes, sizeof(char *));
+        ix->class_words = calloc(ix->num_classes, sizeof(char *));
+        return TDATA_OK;
+    }
+    if (strcmp(key, "class"))
+        return -1;
+    int i, p2 = 0;
+    char id[256];
+    if (!ix->class_ids || sscanf(val, "%d %255s %n", &i, id, &p2) < 2 ||
+        i != r->nclass || i >= ix->num_classes)
+        return _bad_line(r->path, r->ln, "bad class line");
+    ix->class_ids[i] = strdup(id);
+    ix->class_words[i] = strdup(p2 ? val + p2 : "");
+    r->nclass++;
+    return TDATA_OK;
+}
+
+/* "shards N" and its N "shard I FILE COUNT BYTES CRC" lines; returns like
+ * _key_dataset. */
+static int _key_shards(_ixread *r, const char *key, const char *val)
+{
+    tdata_index *ix = r->ix;
+    if (!strcmp(key, "shards")) {
+        ix->num_shards = atoi(val);
+        if (ix->num_shards < 1 || ix->shards)
+            return _bad_line(r->path, r->ln, "bad shard count");
+        ix->shards = calloc(ix->num_shards, sizeof *ix->shards);
+        return TDATA_OK;
+    }
+    if (strcmp(key, "shard"))
+        return -1;
+    int i;
+    unsigned long long cnt, bytes;
+    unsigned crc;
+    tdata_index_shard *s = ix->shards ? &ix->shards[r->nshard] : NULL;
+    if (!s ||
+        sscanf(val, "%d %255s %llu %llu %x", &i, s->file, &cnt, &bytes, &crc) !=
+            5 ||
+        i != r->nshard || strchr(s->file, '/'))
+        return _bad_line(r->path, r->ln, "bad shard line");
+    s->count = cnt;
+    s->bytes = bytes;
+    s->crc = crc;
+    r->nshard++;
+    if (r->nshard > ix->num_shards)
+        return _bad_line(r->path, r->ln, "more shard lines than 'shards'");
+    return TDATA_OK;
+}
+
+/* One line. Unknown keys are skipped: minor additions stay readable. */
+static int _line(_ixread *r, const char *line)
+{
+    char key[32];
+    int pos = 0;
+    if (sscanf(line, "%31s %n", key, &pos) != 1)
+        return _bad_line(r->path, r->ln, "unreadable line");
+    const char *val = line + pos;
+    if (r->ix->version == 0 && strcmp(key, "torus-index") != 0)
+        return _bad_line(r->path, r->ln,
+                         "not a torus index (first line must be "
+                         "'torus-index VERSION')");
+    int rc = _key_dataset(r, key, val);
+    if (rc < 0)
+        rc = _key_classes(r, key, val);
+    if (rc < 0)
+        rc = _key_shards(r, key, val);
+    return rc < 0 ? TDATA_OK : rc;
+}
+
+/* What must hold once the whole file is read. */
+static int _check_totals(const _ixread *r)
+{
+    const tdata_index *ix = r->ix;
+    if (ix->version == 0)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: empty or not a torus index",
+                          r->path);
+    if (r->nclass != ix->num_classes || r->nclass == 0)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: %d class lines for %d classes",
+                          r->path, r->nclass, ix->num_classes);
+    if (r->nshard != ix->num_shards || r->nshard == 0)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: %d shard lines for %d shards",
+                          r->path, r->nshard, ix->num_shards);
+    uint64_t sum = 0;
+    for (int i = 0; i < r->nshard; i++)
+        sum += ix->shards[i].count;
+    if (sum != ix->num_images)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: shard counts add up to %llu, "
+                          "'images' says %llu",
+                          r->path, (unsigned long long)sum,
+                          (unsigned long long)ix->num_images);
+    return TDATA_OK;
+}
+
+int tdata_index_read(const char *path, tdata_index *ix)
+{
+    memset(ix, 0, sizeof *ix);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return TORUS_FAIL(errno == ENOENT ? TDATA_EMISSING : TDATA_EIO,
+                          "%s: %s", path, strerror(errno));
+    _ixread r = {.path = path, .ix = ix};
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = TDATA_OK;
+    while (rc == TDATA_OK && getline(&line, &cap, f) > 0) {
+        r.ln++;
+        line[strcspn(line, "\r\n")] = 0;
+        if (line[0] != '#' && line[0] != 0)
+            rc = _line(&r, line);
+    }
+    free(line);
+    fclose(f);
+    if (rc == TDATA_OK)
+        rc = _check_totals(&r);
+    if (rc)
+        tdata_index_free(ix);
+    return rc;
+}
+
+/* Pixel statistics summed over the shards. */
+typedef struct _pixsum {
+    double sum[3], sq[3], count;
+} _pixsum;
+
+/* Enter open shard i (at PATH) into ix: shard 0 gives the dataset's
+ * attributes and class names, the others must agree with it. */
+static int _add_shard(tdata_index *ix, tdata_shard *s, int i, const char *path,
+                      _pixsum *px)
+{
+    if (s->shard_index != i || s->num_shards != ix->num_shards)
+        return TORUS_FAIL(TDATA_EMISMATCH, "%s: says it is shard %d of %d",
+                          path, s->shard_index, s->num_shards);
+    if (i == 0) {
+        snprintf(ix->creator, sizeof ix->creator, "%s", s->creator);
+        ix->layout = s->layout;
+        ix->height = s->height;
+        ix->width = s->width;
+        ix->channels = s->channels;
+        ix->num_classes = s->num_classes;
+        ix->class_ids = s->class_ids;
+        ix->class_words = s->class_words;
+        s->class_ids = s->class_words = NULL;
+    } else if (s->num_classes != ix->num_classes || s->layout != ix->layout) {
+        return TORUS_FAIL(TDATA_EMISMATCH,
+                          "%s: class count or layout "
+                          "differs from shard 0",
+                          path);
+    }
+    ix->shards[i].count = s->n;
+    ix->shards[i].bytes = s->file_size;
+    ix->shards[i].crc = s->crc_of_crcs;
+    ix->num_images += s->n;
+    for (int c = 0; c < 3; c++) {
+        px->sum[c] += s->pixel_sum[c];
+        px->sq[c] += s->pixel_sumsq[c];
+    }
+    px->count += s->pixel_count;
+    return TDATA_OK;
+}
+
+int tdata_index_build(const char *dir, const char *split, int num_shards,
+                      char *index_path, size_t n)
+{
+    tdata_index ix;
+    memset(&ix, 0, sizeof ix);
+    ix.version = TDATA_FORMAT_VERSION;
+    snprintf(ix.split, sizeof ix.split, "%s", split);
+    ix.num_shards = num_shards;
+    ix.shards = calloc(num_shards, sizeof *ix.shards);
+    _pixsum px = {{0}, {0}, 0};
+    int rc = TDATA_OK;
+    for (int i = 0; i < num_shards && rc == TDATA_OK; i++) {
+        char path[4096];
+        tdata_shard_filename(ix.shards[i].file, sizeof ix.shards[i].file, split,
+                             i, num_shards);
+        snprintf(path, sizeof path, "%s/%s", dir, ix.shards[i].file);
+        tdata_shard s;
+        rc = tdata_shard_open(path, &s, i == 0);
+        if (rc == TDATA_OK)
+            rc = _add_shard(&ix, &s, i, path, &px);
+        tdata_shard_close(&s);
+    }
+    if (rc == TDATA_OK) {
+        for (int c = 0; c < 3; c++) {
+            double cnt = px.count;
+            ix.mean[c] = cnt > 0 ? px.sum[c] / cnt : 0.5;
+            double var =
+                cnt > 0 ? px.sq[c] / cnt - ix.mean[c] * ix.mean[c] : 0.25;
+            ix.std[c] = var > 1e-12 ? sqrt(var) : 1.0;
+        }
+        snprintf(index_path, n, "%s/%s-index.txt", dir, split);
+        rc = tdata_index_write(index_path, &ix);
+    }
+    tdata_index_free(&ix);
+    return rc;
+}

@@ -1,0 +1,52 @@
+/* format/tdata_format.h: the public part of libtdata's format layer: the
+ * shard format version, the error codes every libtdata call returns, the
+ * CRC32C that guards each stored image, and the two shard layouts.
+ *
+ * Errors follow common/torus_error.h: a call that can fail returns 0 or a
+ * positive TDATA_E* code, and the sentence naming the file / shard / sample
+ * is this thread's torus_error_msg() (tdata_errmsg() returns the same). */
+#ifndef TORUS_DATA_FORMAT_TDATA_FORMAT_H
+#define TORUS_DATA_FORMAT_TDATA_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Shard format version written by this library; readers refuse newer. */
+#define TDATA_FORMAT_VERSION 1
+
+enum tdata_err {
+    TDATA_OK = 0,
+    TDATA_EIO = 1,         /* open/read/write failed (file named) */
+    TDATA_EFORMAT = 2,     /* not a torus shard/index, or malformed */
+    TDATA_EVERSION = 3,    /* written by a newer format version */
+    TDATA_EMISMATCH = 4,   /* index and shard disagree */
+    TDATA_EMISSING = 5,    /* shard file missing */
+    TDATA_ETRUNCATED = 6,  /* shard shorter than the index says */
+    TDATA_EDECODE = 7,     /* image does not decode */
+    TDATA_ECRC = 8,        /* CRC32C mismatch */
+    TDATA_ETOOMANYBAD = 9, /* --max-bad exceeded */
+    TDATA_EINVAL = 10,     /* bad argument / option */
+    TDATA_ENOMEM = 11,
+};
+
+/* Message for the last error on this thread ("" if none): kept for callers
+ * outside data/; it is torus_error_msg(). */
+const char *tdata_errmsg(void);
+const char *tdata_strerror(int code);
+
+/* ------------------------------------------------------------ CRC32C */
+uint32_t tdata_crc32c(uint32_t crc, const void *buf, size_t len);
+/* The portable table version, exposed so tests can compare both paths. */
+uint32_t tdata_crc32c_sw(uint32_t crc, const void *buf, size_t len);
+
+/* ------------------------------------------------------------ layouts */
+enum tdata_layout { TDATA_LAYOUT_ENCODED = 0, TDATA_LAYOUT_DENSE = 1 };
+
+#ifdef __cplusplus
+}
+#endif
+#endif
