@@ -68,8 +68,9 @@ echo "$LAST" | grep -q 'grid=4x2 groups=4 (size 2) nodes=4 source=one row per no
 # TORUS_* as the plugin would set them, by a wrapper (row-major, groups of
 # 4 = one leaf switch): the layout path of TORUS_* alone, apart from the
 # plugin's own steps below.
-W=$(mktemp "${TMPDIR:-/tmp}/comm_cluster_wrap.XXXXXX")
-trap 'rm -f "$W"; tl_cluster_down' EXIT
+# The wrapper lives in the cluster's base, which tl_cluster_down removes: a
+# trap of our own here would hide the test's exit status from it.
+W="$TL_BASE/torus_env_wrapper"
 cat >"$W" <<'X'
 #!/bin/bash
 r=$SLURM_PROCID
