@@ -50,7 +50,8 @@ step() { # name, then the srun arguments; must PASS
     # fault fails the test.
     if [ $rc != 0 ] && _ompi_wireup_failed "$out"; then
         echo "[$name] RETRY: exit $rc with OpenMPI's TCP wire-up warning:"
-        echo "$out" | grep -E 'failed to TCP connect|Error: ' | head -4 | sed "s/^/[$name]   /"
+        echo "$out" | grep -E 'failed to TCP connect|Error: |srun: error|tcomm:' | head -8 |
+            sed "s/^/[$name]   /"
         out=$(timeout 300 srun --mpi=pmix -N4 -n8 "$@" 2>&1)
         rc=$?
         echo "[$name] RETRY: second try exit $rc"
