@@ -31,7 +31,6 @@ EXTRA_DIST += \
 	tests/integration/cluster_updown.sh \
 	tests/gpu/gpu_smoke.sh \
 	tests/gpu/run \
-	tests/gpu/gpu_kernels.cu \
 	tests/cluster/up \
 	tests/cluster/down \
 	tests/cluster/common.sh \
@@ -39,17 +38,21 @@ EXTRA_DIST += \
 
 # GPU smoke check: compiled and linked whenever CUDA is found (even with no
 # GPU), run by tests/gpu/gpu_smoke.sh, which reports SKIP without a device.
+# It tests the NCCL transport's shipped kernels: GPU_SMOKE_KERNELS names their
+# source (without .cu/.h), compiled here into an object of its own, since
+# trainer/comm builds its object only when NCCL is found.
+GPU_SMOKE_KERNELS = trainer/comm/transport/nccl_kernels
 if HAVE_CUDA
 check_PROGRAMS += tests/gpu/gpu_smoke
-tests_gpu_gpu_smoke_SOURCES = tests/gpu/gpu_smoke.c tests/gpu/gpu_kernels.h
+tests_gpu_gpu_smoke_SOURCES = tests/gpu/gpu_smoke.c
 tests_gpu_gpu_smoke_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)
-tests_gpu_gpu_smoke_LDADD = tests/gpu/gpu_kernels.o $(CUDNN_LIBS) $(NCCL_LIBS) \
+tests_gpu_gpu_smoke_LDADD = tests/gpu/nccl_kernels.o $(CUDNN_LIBS) $(NCCL_LIBS) \
 	$(CUBLAS_LIBS) $(CUDA_LIBS) -lstdc++ -lm
-tests_gpu_gpu_smoke_DEPENDENCIES = tests/gpu/gpu_kernels.o
-CLEANFILES += tests/gpu/gpu_kernels.o
-tests/gpu/gpu_kernels.o: tests/gpu/gpu_kernels.cu tests/gpu/gpu_kernels.h
+tests_gpu_gpu_smoke_DEPENDENCIES = tests/gpu/nccl_kernels.o
+CLEANFILES += tests/gpu/nccl_kernels.o
+tests/gpu/nccl_kernels.o: $(srcdir)/$(GPU_SMOKE_KERNELS).cu $(srcdir)/$(GPU_SMOKE_KERNELS).h
 	@$(MKDIR_P) tests/gpu
-	$(AM_V_GEN)$(NVCC_COMPILE) -c $(srcdir)/tests/gpu/gpu_kernels.cu -o $@
+	$(AM_V_GEN)$(NVCC_COMPILE) -c $(srcdir)/$(GPU_SMOKE_KERNELS).cu -o $@
 else
-EXTRA_DIST += tests/gpu/gpu_smoke.c tests/gpu/gpu_kernels.h
+EXTRA_DIST += tests/gpu/gpu_smoke.c
 endif

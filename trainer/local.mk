@@ -94,8 +94,7 @@ tests_unit_test_optim_SOURCES = tests/unit/test_optim.c \
 tests_unit_test_optim_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_optim_LDADD = $(TRAINER_TEST_LDADD)
 
-# Layer tests need a backend to run layers on: oneDNN today.
-if HAVE_DNNL
+# Layer tests run layers on oneDNN, which configure requires.
 check_PROGRAMS += tests/unit/test_layers tests/unit/test_layers_ref
 TESTS += tests/unit/test_layers tests/unit/test_layers_ref
 tests_unit_test_layers_SOURCES = tests/unit/test_layers.c \
@@ -106,10 +105,6 @@ tests_unit_test_layers_ref_SOURCES = tests/unit/test_layers_ref.c \
 	tests/unit/layer_harness.c tests/unit/layer_harness.h
 tests_unit_test_layers_ref_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_layers_ref_LDADD = $(TRAINER_TEST_LDADD)
-else
-EXTRA_DIST += tests/unit/test_layers.c tests/unit/test_layers_ref.c \
-	tests/unit/layer_harness.c tests/unit/layer_harness.h
-endif
 
 # CPU training bench (built by check, run by hand: tests/bench/train/run_bench.sh).
 check_PROGRAMS += tests/bench/train/bench_train

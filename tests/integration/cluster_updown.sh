@@ -2,7 +2,9 @@
 # cluster_updown.sh: the cluster scripts themselves. Bad arguments are refused
 # with a message naming the option; topology follows --leaf-sizes; sbatch
 # works; a second `up` on a running base is refused; `down` stops a cluster
-# with a job still running and leaves no daemon or task behind.
+# with a job still running and leaves no daemon or task behind; the README's
+# "A local Slurm cluster for development" example runs as written (its
+# relative --plugin path included).
 set -euo pipefail
 . "$top_srcdir/tests/cluster/testlib.sh"
 tl_require_cluster
@@ -59,4 +61,28 @@ for f in slurmctld slurmd-n1 slurmd-n2 munged; do echo "$bystander" >"$TL_BASE/r
 "$top_srcdir/tests/cluster/down" --base "$TL_BASE" --quiet || tl_fail "down with stale pid files failed"
 kill -0 "$bystander" 2>/dev/null || tl_fail "down killed an unrelated process named by a stale pid file"
 kill "$bystander"
-echo "PASS: argument checks, uneven leaves, sbatch, double-up refusal, clean teardown with a running job, stale pid files ignored"
+rm -rf "$TL_BASE"
+
+# The README's example, its lines as written (optional [--netns ...] left
+# out, [--plugin ...] taken), run from a directory laid out like the
+# README's checkout (tests/ and build/), on a base of our own that
+# tl_cluster_down tears down whatever happens.
+readme=$(sed -n '/^## A local Slurm cluster for development/,/^## /p' "$top_srcdir/README.md" |
+    sed -n '/^```sh/,/^```/p' | sed '1d;$d')
+grep -q -- '--plugin build/plugins/.libs/spank_torus.so' <<<"$readme" ||
+    tl_fail "README's cluster example changed; update this test: $readme"
+readme=$(sed -e 's/ \[--netns[^]]*\]//' -e 's/\[\(--plugin [^]]*\)\]/\1/' <<<"$readme")
+TL_BASE=$(mktemp -d "${TMPDIR:-/tmp}/torus-test.XXXXXX")
+readme=${readme//\/tmp\/tc/$TL_BASE}
+co=$(mktemp -d "${TMPDIR:-/tmp}/torus-readme.XXXXXX")
+ln -s "$top_srcdir/tests" "$co/tests"
+ln -s "$(cd "$top_builddir" && pwd)" "$co/build"
+rc=0
+out=$(cd "$co" && bash -e -c "$readme" 8>&- 2>&1) || rc=$?
+rm -rf "$co"
+[ $rc = 0 ] || tl_fail "README's cluster example failed (exit $rc): $readme: $(tail -5 <<<"$out")"
+[ "$(grep -c '^rank=' <<<"$out")" = 8 ] || tl_fail "README's example: not 8 probe lines: $out"
+grep -qx "required $co/build/plugins/.libs/spank_torus.so *" "$TL_BASE/etc/plugstack.conf" ||
+    tl_fail "plugstack.conf lacks the absolute plugin path: $(cat "$TL_BASE/etc/plugstack.conf")"
+expect_refusal "no such file 'nope.so'" --base /tmp/x --plugin nope.so
+echo "PASS: argument checks, uneven leaves, sbatch, double-up refusal, clean teardown with a running job, stale pid files ignored, README's example with a relative --plugin"

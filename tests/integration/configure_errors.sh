@@ -27,4 +27,8 @@ expect_error "openmpi-bin libopenmpi-dev" --with-mpi=no-such-mpicc
 expect_error "--enable-gpu=yes" --enable-gpu=yes --with-cuda=/nonexistent
 expect_error "--enable-gpu must be" --enable-gpu=maybe
 expect_error "libdnnl-dev" --with-dnnl=/nonexistent
+expect_error "oneDNN is required.*libdnnl-dev" --without-dnnl
+# oneDNN missing from the system (its header check answered "no" through
+# the configure cache variable): required, so an error naming the package.
+expect_error "oneDNN headers not found.*libdnnl-dev" ac_cv_header_oneapi_dnnl_dnnl_h=no
 [ $fails = 0 ]

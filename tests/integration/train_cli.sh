@@ -83,60 +83,61 @@ printf 'learning-rate = 0.1\n' >"$tmp/bad2.conf"
 expect_error 2 "bad2.conf:1: unknown setting 'learning-rate'" --config "$tmp/bad2.conf" --synthetic
 expect_error 2 "cannot open" --config "$tmp/missing.conf" --synthetic
 
+# oneDNN is required by configure: a torus-train without it is a broken
+# build, and the runs below must not be dropped for it.
+"$bin" --version | grep -q 'backends: dnnl' ||
+    fail "torus-train --version lists no dnnl backend: $("$bin" --version)"
+
 # A tiny run: ResNet-8 on 12 px synthetic images, the batch doubling at
 # epoch 1; metrics carry both batches and finite losses.
-if "$bin" --version | grep -q 'backends: dnnl'; then
-    "$bin" --synthetic --model cifar-resnet --depth 8 --image-size 12 \
-        --dataset-size 64 --epochs 2 --batch 0:16,1:32 --lars --decay poly \
-        --warmup-epochs 0.5 --print-every 1 --threads 1 \
-        --metrics "$tmp/m.jsonl" >"$tmp/run" 2>&1 || fail "tiny run: $(cat "$tmp/run")"
-    grep -q '^done: global step 6; this run: 128 images' "$tmp/run" || fail "tiny run summary: $(tail -1 "$tmp/run")"
-    [ "$(wc -l <"$tmp/m.jsonl")" -eq 6 ] || fail "metrics: expected 6 lines"
-    grep -q '"global_batch":16' "$tmp/m.jsonl" || fail "metrics: no batch 16"
-    grep -q '"global_batch":32' "$tmp/m.jsonl" || fail "metrics: no batch 32"
-    grep -q '"loss":nan\|"loss":inf' "$tmp/m.jsonl" && fail "metrics: non-finite loss"
-    for k in epoch step images_per_s loss lr global_batch data_wait comm_wait; do
-        grep -q "\"$k\":" "$tmp/m.jsonl" || fail "metrics: no key $k"
-    done
-    # Same seed, same losses to the last printed digit, on 2 threads too
-    # (--metrics appends: seed1.jsonl gets both runs, 4 lines each)
-    # (what a bitwise resume builds on); another seed, other losses.
-    tiny=(--synthetic --model cifar-resnet --depth 8 --image-size 12
-          --dataset-size 64 --epochs 1 --batch 16 --warmup-epochs 0
-          --print-every 1 --threads 2)
-    for s in 1 1 2; do
-        "$bin" "${tiny[@]}" --seed $s --metrics "$tmp/seed$s.jsonl" >/dev/null 2>&1 ||
-            fail "seeded run $s"
-    done
-    a=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$tmp/seed1.jsonl" | head -4 | tr '\n' ' ')
-    b=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$tmp/seed1.jsonl" | tail -4 | tr '\n' ' ')
-    [ "$a" = "$b" ] || fail "same seed, different losses: $a vs $b"
-    c=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$tmp/seed2.jsonl" | tr '\n' ' ')
-    [ "$a" != "$c" ] || fail "seeds 1 and 2 gave the same losses: $a"
+"$bin" --synthetic --model cifar-resnet --depth 8 --image-size 12 \
+    --dataset-size 64 --epochs 2 --batch 0:16,1:32 --lars --decay poly \
+    --warmup-epochs 0.5 --print-every 1 --threads 1 \
+    --metrics "$tmp/m.jsonl" >"$tmp/run" 2>&1 || fail "tiny run: $(cat "$tmp/run")"
+grep -q '^done: global step 6; this run: 128 images' "$tmp/run" || fail "tiny run summary: $(tail -1 "$tmp/run")"
+[ "$(wc -l <"$tmp/m.jsonl")" -eq 6 ] || fail "metrics: expected 6 lines"
+grep -q '"global_batch":16' "$tmp/m.jsonl" || fail "metrics: no batch 16"
+grep -q '"global_batch":32' "$tmp/m.jsonl" || fail "metrics: no batch 32"
+grep -q '"loss":nan\|"loss":inf' "$tmp/m.jsonl" && fail "metrics: non-finite loss"
+for k in epoch step images_per_s loss lr global_batch data_wait comm_wait; do
+    grep -q "\"$k\":" "$tmp/m.jsonl" || fail "metrics: no key $k"
+done
+# Same seed, same losses to the last printed digit, on 2 threads too
+# (--metrics appends: seed1.jsonl gets both runs, 4 lines each)
+# (what a bitwise resume builds on); another seed, other losses.
+tiny=(--synthetic --model cifar-resnet --depth 8 --image-size 12
+      --dataset-size 64 --epochs 1 --batch 16 --warmup-epochs 0
+      --print-every 1 --threads 2)
+for s in 1 1 2; do
+    "$bin" "${tiny[@]}" --seed $s --metrics "$tmp/seed$s.jsonl" >/dev/null 2>&1 ||
+        fail "seeded run $s"
+done
+a=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$tmp/seed1.jsonl" | head -4 | tr '\n' ' ')
+b=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$tmp/seed1.jsonl" | tail -4 | tr '\n' ' ')
+[ "$a" = "$b" ] || fail "same seed, different losses: $a vs $b"
+c=$(sed 's/.*"loss":\([^,]*\),.*/\1/' "$tmp/seed2.jsonl" | tr '\n' ' ')
+[ "$a" != "$c" ] || fail "seeds 1 and 2 gave the same losses: $a"
 
-    # Divergence: LR 1e30 blows the weights up in step 1, so the next
-    # steps' gradients hold inf/nan: each is skipped with a warning (no
-    # update), and the third in a row past --max-nonfinite 2 ends the run
-    # (exit 1) naming the step; the metrics stay valid JSON (null loss).
-    "$bin" --synthetic --model tiny-cnn --image-size 12 --dataset-size 256 \
-        --epochs 1 --warmup-epochs 0 --batch 32 --lr 1e30 --max-nonfinite 2 \
-        --print-every 1 --threads 1 --metrics "$tmp/nf.jsonl" >"$tmp/nf.out" 2>"$tmp/nf.err"
-    rc=$?
-    [ $rc = 1 ] || fail "diverging run: exit $rc, expected 1"
-    [ "$(grep -c 'global step [23]: inf/nan in the gradients; update skipped' "$tmp/nf.err")" = 2 ] ||
-        fail "diverging run: expected 2 skipped steps: $(cat "$tmp/nf.err")"
-    grep -q 'training diverged: global step 4: .* 3 steps in a row (--max-nonfinite 2' "$tmp/nf.err" ||
-        fail "diverging run: no 'diverged' error: $(tail -2 "$tmp/nf.err")"
-    [ "$(grep -c '"loss":null' "$tmp/nf.jsonl")" = 2 ] || fail "diverging run: expected 2 null losses"
-    python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$tmp/nf.jsonl" ||
-        fail "diverging run: metrics are not JSON lines"
-    # --eval-only of an empty checkpoint directory
-    mkdir -p "$tmp/nock"
-    "$bin" --data "$tmp/nock" --checkpoint-dir "$tmp/nock" --eval-only >/dev/null 2>"$tmp/err"
-    [ $? = 2 ] || fail "--eval-only with no dataset: expected exit 2"
-else
-    echo "note: no compute backend built; the training run is not checked"
-fi
+# Divergence: LR 1e30 blows the weights up in step 1, so the next
+# steps' gradients hold inf/nan: each is skipped with a warning (no
+# update), and the third in a row past --max-nonfinite 2 ends the run
+# (exit 1) naming the step; the metrics stay valid JSON (null loss).
+"$bin" --synthetic --model tiny-cnn --image-size 12 --dataset-size 256 \
+    --epochs 1 --warmup-epochs 0 --batch 32 --lr 1e30 --max-nonfinite 2 \
+    --print-every 1 --threads 1 --metrics "$tmp/nf.jsonl" >"$tmp/nf.out" 2>"$tmp/nf.err"
+rc=$?
+[ $rc = 1 ] || fail "diverging run: exit $rc, expected 1"
+[ "$(grep -c 'global step [23]: inf/nan in the gradients; update skipped' "$tmp/nf.err")" = 2 ] ||
+    fail "diverging run: expected 2 skipped steps: $(cat "$tmp/nf.err")"
+grep -q 'training diverged: global step 4: .* 3 steps in a row (--max-nonfinite 2' "$tmp/nf.err" ||
+    fail "diverging run: no 'diverged' error: $(tail -2 "$tmp/nf.err")"
+[ "$(grep -c '"loss":null' "$tmp/nf.jsonl")" = 2 ] || fail "diverging run: expected 2 null losses"
+python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$tmp/nf.jsonl" ||
+    fail "diverging run: metrics are not JSON lines"
+# --eval-only of an empty checkpoint directory
+mkdir -p "$tmp/nock"
+"$bin" --data "$tmp/nock" --checkpoint-dir "$tmp/nock" --eval-only >/dev/null 2>"$tmp/err"
+[ $? = 2 ] || fail "--eval-only with no dataset: expected exit 2"
 
 [ $fails -eq 0 ] && echo "PASS: torus-train command line" 
 exit $((fails > 0))

@@ -23,7 +23,10 @@ set -u
 LAYERS='
 common/
 topology/
-data/
+data/format/
+data/image/
+data/pack/ data/read/
+data/ data/tools/
 trainer/comm/tcomm trainer/comm/cost_model
 trainer/comm/core/
 trainer/comm/layout_env
@@ -41,6 +44,12 @@ trainer/bench/
 trainer/
 plugins/
 tests/**
+'
+
+# Entries of one layer that must not include each other either (siblings
+# that both build on what lies below them), one group per line.
+APART='
+data/pack/ data/read/
 '
 
 # Known upward includes, each with the reason it is still there; remove a
@@ -131,6 +140,17 @@ while read -r a; do
     [ -n "$a" ] && [ -z "${used[$a]:-}" ] &&
         _err "ALLOWED lists '$a', which is no upward include any more: remove it"
 done <<<"$ALLOWED"
+
+# (c) siblings stay apart.
+while read -r f to; do
+    [ -n "$f" ] && [ -n "${entry[$f]:-}" ] && [ -n "${entry[$to]:-}" ] || continue
+    [ "${entry[$f]}" != "${entry[$to]}" ] || continue
+    while read -r group; do
+        [[ " $group " == *" ${entry[$f]} "* && " $group " == *" ${entry[$to]} "* ]] &&
+            _err "$f (${entry[$f]}) includes $to (${entry[$to]}): these folders" \
+                "are kept apart (APART)"
+    done <<<"$APART"
+done <<<"$edges"
 
 # (a) no cycle: tsort names the files of any loop it finds.
 loops=$( (

@@ -23,8 +23,8 @@
 #   RUN=both|small|large [both]: one side only; the comparison is printed
 #     when both logs are in WORKDIR. Run the sides one after the other: side
 #     by side on 2 cores they starve each other (the small run's OpenMP
-#     threads against 32 ranks; measured 235 and 75 img/s together against
-#     1875 and 1900 img/s alone)
+#     threads against 32 ranks; this script measured 235 and 75 img/s
+#     together against 1875 and 1900 img/s alone, 2026-11-30)
 #   LARGE_BATCH [4096] the large run's global batch (its LR scales with
 #     it: peak = LARGE_LR * LARGE_BATCH / 256)
 #   LARGE_RANKS [32] ranks of the large run (1: one process, BN over all
