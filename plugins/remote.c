@@ -20,6 +20,7 @@
 
 #include <slurm/slurm.h>
 
+#include "common/torus_env.h"
 #include "plugins/torus_plugin.h"
 
 /* slurmstepd's own configuration (libslurm's global). Weak, so the plugin
@@ -28,8 +29,8 @@
 extern slurm_conf_t slurm_conf __attribute__((weak));
 
 static const char *const _vars[] = {
-    "TORUS_VERSION", "TORUS_DIMS",       "TORUS_COORD", "TORUS_GROUP",
-    "TORUS_NGROUPS", "TORUS_NODE_INDEX", "TORUS_SOURCE"};
+    TORUS_ENV_VERSION, TORUS_ENV_DIMS,       TORUS_ENV_COORD, TORUS_ENV_GROUP,
+    TORUS_ENV_NGROUPS, TORUS_ENV_NODE_INDEX, TORUS_ENV_SOURCE};
 
 static struct {
     bool skip; /* batch, extern or interactive step: leave alone */
@@ -233,14 +234,15 @@ int torus_remote_task_init(spank_t sp)
                 torus_layout_rows(l), torus_layout_cols(l),
                 torus_layout_source_name(torus_layout_source_of(l)),
                 torus_layout_reason(l));
-    if (_set(sp, "TORUS_VERSION", "%u", 1, 0) ||
-        _set(sp, "TORUS_DIMS", "%ux%u", torus_layout_rows(l),
+    /* The version value has no conversion: _set prints it as it is. */
+    if (_set(sp, TORUS_ENV_VERSION, TORUS_ENV_VERSION_VALUE, 0, 0) ||
+        _set(sp, TORUS_ENV_DIMS, "%ux%u", torus_layout_rows(l),
              torus_layout_cols(l)) ||
-        _set(sp, "TORUS_COORD", "%u,%u", t.row, t.col) ||
-        _set(sp, "TORUS_GROUP", "%u", t.group, 0) ||
-        _set(sp, "TORUS_NGROUPS", "%u", torus_layout_group_count(l), 0) ||
-        _set(sp, "TORUS_NODE_INDEX", "%u", t.node_index, 0) ||
-        spank_setenv(sp, "TORUS_SOURCE",
+        _set(sp, TORUS_ENV_COORD, "%u,%u", t.row, t.col) ||
+        _set(sp, TORUS_ENV_GROUP, "%u", t.group, 0) ||
+        _set(sp, TORUS_ENV_NGROUPS, "%u", torus_layout_group_count(l), 0) ||
+        _set(sp, TORUS_ENV_NODE_INDEX, "%u", t.node_index, 0) ||
+        spank_setenv(sp, TORUS_ENV_SOURCE,
                      torus_layout_source_name(torus_layout_source_of(l)),
                      1) != ESPANK_SUCCESS)
         return -1;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_env.h"
 #include "trainer/comm/layout_env.h"
 #include "trainer/comm/tcomm_internal.h"
 
@@ -56,17 +57,18 @@ static tcomm_rc _parse_coord(const char *s, int *r, int *c)
     const char *comma = strchr(s, ',');
     if (!comma || _parse_uint(s, (size_t)(comma - s), r) != 0 ||
         _parse_uint(comma + 1, strlen(comma + 1), c) != 0)
-        return TC_FAIL(
-            TCOMM_ERR_ENV,
-            "TORUS_COORD='%s': expected r,c with non-negative integers", s);
+        return TC_FAIL(TCOMM_ERR_ENV,
+                       TORUS_ENV_COORD
+                       "='%s': expected r,c with non-negative integers",
+                       s);
     return TCOMM_OK;
 }
 
 tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
 {
-    static const char *const names[] = {"TORUS_DIMS",       "TORUS_COORD",
-                                        "TORUS_GROUP",      "TORUS_NGROUPS",
-                                        "TORUS_NODE_INDEX", "TORUS_VERSION"};
+    static const char *const names[] = {
+        TORUS_ENV_DIMS,    TORUS_ENV_COORD,      TORUS_ENV_GROUP,
+        TORUS_ENV_NGROUPS, TORUS_ENV_NODE_INDEX, TORUS_ENV_VERSION};
     const char *v[6];
     int any = 0;
     memset(out, 0, sizeof *out);
@@ -82,14 +84,14 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
     }
     if (!any)
         return TCOMM_OK;
-    if (v[5] && strcmp(v[5], "1") != 0) {
+    if (v[5] && strcmp(v[5], TORUS_ENV_VERSION_VALUE) != 0) {
         /* The contract: a consumer that does not know the version ignores
          * the other variables (and falls back to one row per node). */
         tcomm_env_layout ignored = {
             .group = -1, .ngroups = -1, .node_index = -1};
         *out = ignored;
-        snprintf(out->source, sizeof out->source, "TORUS_VERSION=%.8s ignored",
-                 v[5]);
+        snprintf(out->source, sizeof out->source,
+                 TORUS_ENV_VERSION "=%.8s ignored", v[5]);
         for (char *p = out->source; *p; p++)
             if (!isprint((unsigned char)*p))
                 *p = '?';
@@ -105,31 +107,33 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
                            "variables are: the env contract is incomplete",
                            names[i]);
 
-    tcomm_rc rc = tcomm_parse_dims("TORUS_DIMS", v[0], &out->rows, &out->cols);
+    tcomm_rc rc =
+        tcomm_parse_dims(TORUS_ENV_DIMS, v[0], &out->rows, &out->cols);
     if (rc)
         return rc;
     if ((rc = _parse_coord(v[1], &out->row, &out->col)))
         return rc;
     if (out->row >= out->rows || out->col >= out->cols)
         return TC_FAIL(TCOMM_ERR_ENV,
-                       "TORUS_COORD='%s' lies outside "
-                       "TORUS_DIMS='%s'",
+                       TORUS_ENV_COORD "='%s' lies outside " TORUS_ENV_DIMS
+                                       "='%s'",
                        v[1], v[0]);
-    if ((rc = tcomm_parse_count("TORUS_NGROUPS", v[3], TC_MAX_DIM,
+    if ((rc = tcomm_parse_count(TORUS_ENV_NGROUPS, v[3], TC_MAX_DIM,
                                 &out->ngroups)))
         return rc;
-    if ((rc = tcomm_parse_count("TORUS_GROUP", v[2], TC_MAX_DIM, &out->group)))
+    if ((rc =
+             tcomm_parse_count(TORUS_ENV_GROUP, v[2], TC_MAX_DIM, &out->group)))
         return rc;
     if (out->ngroups < 1 || out->group >= out->ngroups)
         return TC_FAIL(TCOMM_ERR_ENV,
-                       "TORUS_GROUP='%s' is not below "
-                       "TORUS_NGROUPS='%s'",
+                       TORUS_ENV_GROUP "='%s' is not below " TORUS_ENV_NGROUPS
+                                       "='%s'",
                        v[2], v[3]);
-    if (v[4] && (rc = tcomm_parse_count("TORUS_NODE_INDEX", v[4], TC_MAX_DIM,
+    if (v[4] && (rc = tcomm_parse_count(TORUS_ENV_NODE_INDEX, v[4], TC_MAX_DIM,
                                         &out->node_index)))
         return rc;
     /* TORUS_SOURCE is informational: keep a bounded, printable copy. */
-    const char *src = get("TORUS_SOURCE");
+    const char *src = get(TORUS_ENV_SOURCE);
     snprintf(out->source, sizeof out->source, "%s", src ? src : "env");
     for (char *p = out->source; *p; p++)
         if (!isprint((unsigned char)*p))
@@ -271,7 +275,7 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src, char *note,
 
     /* The same checks for every source: they cost O(P) once at start-up. */
     int R = all[0].rows, C = all[0].cols;
-    const char *what = (src & TCOMM_SRC_ENV) ? "TORUS_DIMS" : "grid";
+    const char *what = (src & TCOMM_SRC_ENV) ? TORUS_ENV_DIMS : "grid";
     if ((long)R * C != size) {
         rc = TC_FAIL(TCOMM_ERR_ENV,
                      "%s=%dx%d does not match the %d ranks "
