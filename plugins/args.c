@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "plugins/torus_plugin.h"
 
 #define _ARG_MAX 128 /* longest accepted argument */
@@ -29,14 +30,15 @@ static int _errf(char *err, size_t errlen, const char *fmt, ...)
 
 #define _KEYS                                                             \
     "default, topology, verbose, node_lat_us, node_bw_gbs, leaf_lat_us, " \
-    "leaf_bw_gbs, cross_lat_us, cross_bw_gbs, bytes"
+    "leaf_bw_gbs, cross_lat_us, cross_bw_gbs, rails, reduce_gbs, "        \
+    "convert_gbs, bytes"
 
 int torus_args_parse(int ac, char *const *av, torus_config_t *cfg, char *err,
                      size_t errlen)
 {
     *cfg = (torus_config_t){.default_spec = {.kind = TORUS_SPEC_OFF},
                             .topology = TORUS_TOPO_TREE};
-    torus_layout_cost_defaults(&cfg->cost);
+    torus_cost_defaults(&cfg->cost);
     for (int i = 0; i < ac; i++) {
         const char *arg = av[i];
         if (!arg)
@@ -75,9 +77,10 @@ int torus_args_parse(int ac, char *const *av, torus_config_t *cfg, char *err,
                     err, errlen,
                     "plugstack.conf: topology=%s: expected tree, addr or none",
                     val);
-        } else if (torus_layout_cost_is_key(key)) {
-            if (torus_layout_cost_set(&cfg->cost, key, val, why, sizeof why))
-                return _errf(err, errlen, "plugstack.conf: %s", why);
+        } else if (torus_cost_is_key(key)) {
+            if (torus_cost_set(&cfg->cost, key, val))
+                return _errf(err, errlen, "plugstack.conf: %s",
+                             torus_error_msg());
         } else {
             return _errf(
                 err, errlen,

@@ -29,7 +29,7 @@ typedef enum torus_topo_pref {
 typedef struct torus_config {
     torus_layout_spec_t default_spec; /* default= */
     torus_topo_pref topology;         /* topology= */
-    torus_layout_cost_t cost;         /* node_lat_us= ... bytes= */
+    torus_cost_t cost;                /* node_lat_us= ... bytes= */
     bool verbose;                     /* verbose */
 } torus_config_t;
 

@@ -37,26 +37,6 @@ uint32_t torus_layout_topo_parent(const torus_layout_topo_t *topo, uint32_t sw);
 const char *torus_layout_topo_name(const torus_layout_topo_t *topo,
                                    uint32_t sw);
 
-/* What the cost model needs to know about one layout: the slowest link each
- * ring crosses and how many rings share one node's network port. */
-typedef struct torus_layout_shape {
-    uint64_t tasks;      /* P */
-    uint32_t rows, cols; /* R x C */
-    uint32_t ngroups;
-    uint32_t max_group_tasks;     /* tasks in the biggest group */
-    torus_layout_link row_link;   /* slowest hop of the slowest row ring */
-    torus_layout_link col_link;   /* slowest hop of the slowest column ring */
-    torus_layout_link flat_link;  /* slowest hop of one ring over all tasks */
-    torus_layout_link group_link; /* slowest hop inside the slowest group */
-    uint32_t row_flows;           /* row rings leaving one node at once */
-    uint32_t col_flows;           /* column rings leaving one node at once */
-} torus_layout_shape_t;
-
-/* The alpha-beta model itself (cost.c). */
-void torus_layout_model(const torus_layout_shape_t *shape,
-                        const torus_layout_cost_t *cost, uint64_t bytes,
-                        torus_layout_prediction_t *out);
-
 /* True when `s` is a hostlist libslurm can take without blowing up: every
  * host expression has at most one [range] group, brackets are balanced and
  * not nested. libslurm expands multi-dimensional expressions such as

@@ -1,8 +1,9 @@
 /*
  * layout.c: the 2D-torus layout itself. Orders the step's nodes so that
  * nodes under one leaf switch are adjacent, lays tasks out row-major over
- * that order, and picks the number of columns C (for `auto`) by the
- * alpha-beta model in cost.c.
+ * that order, and picks the number of columns C (for `auto`) by the one
+ * alpha-beta model, libtoruscost (cost_model.c), that libtcomm's hybrid
+ * algorithm prices with too.
  *
  * Rules it enforces (issue 3): a row never splits a node's tasks unless
  * C < tasks per node, in which case a node holds whole rows; `auto` only
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "topology/internal.h"
 
 struct torus_layout {
@@ -29,7 +31,8 @@ struct torus_layout {
     uint32_t *group;     /* Slurm node id -> group */
     size_t *group_start; /* group -> first torus position; [ngroups] = nnodes */
     char **group_switch; /* group -> leaf switch name */
-    torus_layout_shape_t shape;
+    uint32_t
+        leaf_ranks; /* tasks per leaf the model may assume (see _leaf_ranks) */
     char reason[512];
 };
 
@@ -266,51 +269,56 @@ static uint32_t _crossing_rows(const torus_layout_t *l, size_t m)
     return crossing;
 }
 
-/* The model's view of shape R x C on this node order. */
-static void _shape(const torus_layout_t *l, uint32_t rows, uint32_t cols,
-                   uint32_t crossing, torus_layout_shape_t *s)
+static size_t _gcd(size_t a, size_t b)
 {
-    bool one_node = l->nnodes == 1, one_group = l->ngroups == 1;
-    torus_layout_link between = one_node    ? TORUS_LINK_NODE
-                                : one_group ? TORUS_LINK_LEAF
-                                            : TORUS_LINK_CROSS;
-    size_t biggest = 0, multi_node_group = 0;
-    for (uint32_t g = 0; g < l->ngroups; g++) {
-        size_t sz = l->group_start[g + 1] - l->group_start[g];
-        if (sz > biggest)
-            biggest = sz;
-        if (sz > 1)
-            multi_node_group = 1;
+    while (b) {
+        size_t t = a % b;
+        a = b;
+        b = t;
     }
-    *s = (torus_layout_shape_t){
-        .tasks = l->tasks,
-        .rows = rows,
-        .cols = cols,
-        .ngroups = l->ngroups,
-        .max_group_tasks = (uint32_t)(biggest * l->tpn),
-        .row_link = cols <= l->tpn ? TORUS_LINK_NODE
-                    : crossing     ? TORUS_LINK_CROSS
-                                   : TORUS_LINK_LEAF,
-        .col_link = between,
-        .flat_link = between,
-        .group_link = multi_node_group ? TORUS_LINK_LEAF : TORUS_LINK_NODE,
-        /* Rows inside a node share its memory bandwidth; a multi-node row
-         * sends through each node's port once. Every column with a task on
-         * a node leaves that node once per step. */
-        .row_flows = cols <= l->tpn ? l->tpn / cols : 1,
-        .col_flows = cols < l->tpn ? cols : l->tpn,
-    };
+    return a;
 }
 
-static double _predict_2d(const torus_layout_t *l,
-                          const torus_layout_cost_t *cost, uint32_t rows,
-                          uint32_t cols, uint32_t crossing)
+/* The model sees ranks contiguously and leaves of leaf_ranks tasks each. With
+ * uneven leaves, the gcd of their node counts is the right size: a row of m
+ * nodes stays inside leaves exactly when m divides every leaf's node count
+ * (groups are contiguous in torus order), i.e. divides the gcd. One leaf:
+ * 0, nothing crosses the spine. */
+static uint32_t _leaf_ranks(const torus_layout_t *l)
 {
-    torus_layout_shape_t s;
-    torus_layout_prediction_t p;
-    _shape(l, rows, cols, crossing, &s);
-    torus_layout_model(&s, cost, cost->bytes, &p);
-    return p.torus2d_s;
+    if (l->ngroups <= 1)
+        return 0;
+    size_t g = 0;
+    for (uint32_t i = 0; i < l->ngroups; i++)
+        g = _gcd(g, l->group_start[i + 1] - l->group_start[i]);
+    return (uint32_t)(g * l->tpn);
+}
+
+/* The one cost model's view of shape R x C on this layout: `cost`'s machine
+ * part, this step's ranks, grid and leaves. Groups are the leaves, as in
+ * TORUS_GROUP. The plugin does not know how the trainer will run (shared
+ * memory, pipelining, in-place sums), so it prices the plain schedules. */
+static void _model(const torus_layout_t *l, const torus_cost_t *cost,
+                   uint32_t rows, uint32_t cols, torus_cost_t *m)
+{
+    *m = *cost;
+    m->P = (int)l->tasks;
+    m->ranks_per_node = (int)l->tpn;
+    m->rows = (int)rows;
+    m->cols = (int)cols;
+    m->leaf_ranks = (int)l->leaf_ranks;
+    m->group_size = l->leaf_ranks ? (int)l->leaf_ranks : (int)l->tasks;
+    m->shm = 0;
+    m->pipeline = 1;
+    m->in_place = 0;
+}
+
+static double _predict_2d(const torus_layout_t *l, const torus_cost_t *cost,
+                          uint32_t rows, uint32_t cols)
+{
+    torus_cost_t m;
+    _model(l, cost, rows, cols, &m);
+    return torus_cost_time(&m, TORUS_COST_TORUS2D, cost->bytes / 4, 4);
 }
 
 /* Is candidate (c, t) better than the incumbent (bc, bt)? Costs within one
@@ -332,7 +340,7 @@ static bool _better(double t, uint32_t c, uint64_t p, double bt, uint32_t bc)
 }
 
 /* Pick C for `auto`: every C = T*m with m | N, and every C | T. */
-static void _choose_auto(torus_layout_t *l, const torus_layout_cost_t *cost)
+static void _choose_auto(torus_layout_t *l, const torus_cost_t *cost)
 {
     uint32_t best_c = 0;
     double best_t = INFINITY;
@@ -346,7 +354,7 @@ static void _choose_auto(torus_layout_t *l, const torus_layout_cost_t *cost)
             uint32_t c = pair[k];
             if (c == l->tpn)
                 continue;
-            double t = _predict_2d(l, cost, (uint32_t)(l->tasks / c), c, 0);
+            double t = _predict_2d(l, cost, (uint32_t)(l->tasks / c), c);
             if (best_c == 0 || _better(t, c, l->tasks, best_t, best_c))
                 best_c = c, best_t = t;
         }
@@ -358,7 +366,7 @@ static void _choose_auto(torus_layout_t *l, const torus_layout_cost_t *cost)
             continue;
         best_clean_m = m;
         uint32_t c = (uint32_t)(m * l->tpn);
-        double t = _predict_2d(l, cost, (uint32_t)(l->nnodes / m), c, 0);
+        double t = _predict_2d(l, cost, (uint32_t)(l->nnodes / m), c);
         if (best_c == 0 || _better(t, c, l->tasks, best_t, best_c))
             best_c = c, best_t = t;
     }
@@ -426,13 +434,9 @@ static torus_layout_rc _check_input(const torus_layout_input_t *in, char *err,
             return torus_layout_errf(
                 err, errlen, TORUS_LAYOUT_EINVAL,
                 "node %zu has no name or an impossible task count", i);
-    for (int k = 0; k < TORUS_LINK_COUNT; k++)
-        if (!(in->cost.latency_s[k] >= 0) || !(in->cost.bandwidth_Bps[k] > 0))
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "bad link parameters");
-    if (in->cost.bytes == 0)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "bytes must be positive");
+    if (torus_cost_check(&in->cost))
+        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "%s",
+                                 torus_error_msg());
     return TORUS_LAYOUT_OK;
 }
 
@@ -499,6 +503,7 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
             l->tpn = 0;
         }
     }
+    l->leaf_ranks = _leaf_ranks(l);
     if (l->tasks > TORUS_LAYOUT_TASKS_MAX) {
         rc = torus_layout_errf(
             err, errlen, TORUS_LAYOUT_ERANGE, "%llu tasks (at most %u)",
@@ -524,8 +529,6 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
         _choose_auto(l, &in->cost);
         l->enabled = true;
     }
-    if (l->enabled)
-        _shape(l, l->rows, l->cols, l->crossing, &l->shape);
     free(leaf);
     *out = l;
     return TORUS_LAYOUT_OK;
@@ -537,13 +540,17 @@ fail:
     return rc;
 }
 
-void torus_layout_predict(const torus_layout_t *l,
-                          const torus_layout_cost_t *cost, uint64_t bytes,
-                          torus_layout_prediction_t *out)
+void torus_layout_predict(const torus_layout_t *l, const torus_cost_t *cost,
+                          uint64_t bytes, torus_layout_prediction_t *out)
 {
     if (!l->enabled) {
         *out = (torus_layout_prediction_t){0};
         return;
     }
-    torus_layout_model(&l->shape, cost, bytes, out);
+    torus_cost_t m;
+    _model(l, cost, l->rows, l->cols, &m);
+    size_t count = (size_t)(bytes / 4);
+    out->flat_ring_s = torus_cost_time(&m, TORUS_COST_RING, count, 4);
+    out->hierarchical_s = torus_cost_time(&m, TORUS_COST_HIER, count, 4);
+    out->torus2d_s = torus_cost_time(&m, TORUS_COST_TORUS2D, count, 4);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/torus_error.h"
 #include "topology/report.h"
 #include "topology/torus_layout.h"
 
@@ -116,7 +117,7 @@ static const char _usage[] =
 
 typedef struct {
     const char *nodes, *tasks, *topology, *topology_addr, *spec;
-    torus_layout_cost_t cost;
+    torus_cost_t cost;
     uint64_t bytes;
     bool json;
     unsigned max_lines;
@@ -155,7 +156,6 @@ static int _parse_args(int argc, char **argv, _opts_t *o)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    char err[TORUS_LAYOUT_ERR_LEN];
     int c;
     while ((c = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
         switch (c) {
@@ -188,14 +188,15 @@ static int _parse_args(int argc, char **argv, _opts_t *o)
             }
             memcpy(key, optarg, (size_t)(eq - optarg));
             key[eq - optarg] = '\0';
-            if (torus_layout_cost_set(&o->cost, key, eq + 1, err, sizeof err)) {
-                fprintf(stderr, "torus-layout: --cost: %s\n", err);
+            if (torus_cost_set(&o->cost, key, eq + 1)) {
+                fprintf(stderr, "torus-layout: --cost: %s\n",
+                        torus_error_msg());
                 return 2;
             }
             break;
         }
         case O_BYTES:
-            if (torus_layout_parse_bytes(optarg, &o->bytes)) {
+            if (torus_cost_parse_bytes(optarg, &o->bytes)) {
                 fprintf(
                     stderr,
                     "torus-layout: --bytes '%s': expected a size like 64M\n",
@@ -316,7 +317,7 @@ static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
 int main(int argc, char **argv)
 {
     _opts_t o = {.max_lines = 32};
-    torus_layout_cost_defaults(&o.cost);
+    torus_cost_defaults(&o.cost);
     int rc = _parse_args(argc, argv, &o);
     if (rc)
         return rc;

@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "topology/cost_model.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -68,35 +70,9 @@ void torus_layout_spec_format(const torus_layout_spec_t *spec, char *buf,
 
 /* ------------------------------------------------------------- cost model */
 
-/* Link classes, from fastest to slowest. */
-typedef enum torus_layout_link {
-    TORUS_LINK_NODE = 0, /* two tasks on one node (shared memory / NVLink) */
-    TORUS_LINK_LEAF,     /* two nodes under one leaf switch */
-    TORUS_LINK_CROSS,    /* two nodes under different leaf switches */
-    TORUS_LINK_COUNT,
-} torus_layout_link;
-
-/* Alpha-beta parameters of each link class. */
-typedef struct torus_layout_cost {
-    double latency_s[TORUS_LINK_COUNT];     /* alpha, seconds per message */
-    double bandwidth_Bps[TORUS_LINK_COUNT]; /* 1/beta, bytes per second */
-    uint64_t bytes; /* message size `auto` optimises for */
-} torus_layout_cost_t;
-
-/* Documented defaults (see docs/env-contract.md, "Cost model"). */
-void torus_layout_cost_defaults(torus_layout_cost_t *cost);
-
-/* Set one parameter by its plugstack/tool key: node_lat_us, node_bw_gbs,
- * leaf_lat_us, leaf_bw_gbs, cross_lat_us, cross_bw_gbs, bytes.
- * Returns TORUS_LAYOUT_EINVAL for an unknown key or a bad value. */
-torus_layout_rc torus_layout_cost_set(torus_layout_cost_t *cost,
-                                      const char *key, const char *value,
-                                      char *err, size_t errlen);
-/* True when `key` names a cost parameter (lets callers reject unknown keys). */
-bool torus_layout_cost_is_key(const char *key);
-
-/* Parse a byte count with an optional K, M or G suffix (powers of 1024). */
-torus_layout_rc torus_layout_parse_bytes(const char *text, uint64_t *out);
+/* The parameters and the model are libtoruscost's (topology/cost_model.h),
+ * shared with libtcomm: torus_cost_defaults(), torus_cost_set() with the
+ * plugstack/tool keys, torus_cost_is_key(). */
 
 /* Predicted all-reduce times, in seconds, for one layout. */
 typedef struct torus_layout_prediction {
@@ -174,7 +150,7 @@ typedef struct torus_layout_input {
     const torus_layout_topo_t *topo;
     torus_layout_source source; /* what `topo` was built from */
     torus_layout_spec_t spec;
-    torus_layout_cost_t cost;
+    torus_cost_t cost; /* machine part; the layout part is filled here */
 } torus_layout_input_t;
 
 /* Where one task sits. */
@@ -222,9 +198,10 @@ torus_layout_rc torus_layout_block_task(const torus_layout_t *layout,
                                         uint32_t *local);
 /* Rows that span more than one leaf switch (0 for a clean layout). */
 uint32_t torus_layout_rows_crossing_leaves(const torus_layout_t *layout);
-/* Predicted all-reduce times of `bytes` on this layout. */
+/* Predicted all-reduce times of `bytes` (fp32) on this layout, by the one
+ * cost model with `cost`'s machine parameters. */
 void torus_layout_predict(const torus_layout_t *layout,
-                          const torus_layout_cost_t *cost, uint64_t bytes,
+                          const torus_cost_t *cost, uint64_t bytes,
                           torus_layout_prediction_t *out);
 
 #ifdef __cplusplus

@@ -74,7 +74,7 @@ int main(int argc, char **argv)
                                    .topo = topo,
                                    .source = TORUS_SOURCE_TREE,
                                    .spec = {.kind = TORUS_SPEC_AUTO}};
-        torus_layout_cost_defaults(&in.cost);
+        torus_cost_defaults(&in.cost);
         torus_layout_t *l;
         if (torus_layout_compute(&in, &l, err, sizeof err)) {
             fprintf(stderr, "bench_layout: %s\n", err);

@@ -48,7 +48,7 @@ static void _layout(const torus_layout_topo_t *topo, const char *tasks_text,
                                .tasks = tasks,
                                .topo = topo,
                                .source = TORUS_SOURCE_TREE};
-    torus_layout_cost_defaults(&in.cost);
+    torus_cost_defaults(&in.cost);
     torus_layout_spec_parse(specs[spec_byte % 6], &in.spec, err, sizeof err);
     torus_layout_t *l;
     if (torus_layout_compute(&in, &l, err, sizeof err) == TORUS_LAYOUT_OK) {
@@ -124,12 +124,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     }
     default: {
-        torus_layout_cost_t cost;
-        torus_layout_cost_defaults(&cost);
+        torus_cost_t cost;
+        torus_cost_defaults(&cost);
         char *eq = strchr(text, '=');
         if (eq) {
             *eq = '\0';
-            torus_layout_cost_set(&cost, text, eq + 1, err, sizeof err);
+            torus_cost_set(&cost, text, eq + 1);
         }
         _layout(NULL, text, data[1]);
         break;

@@ -77,7 +77,7 @@ static torus_layout_rc compute(const fixture_t *f, const char *spec,
         .topo = f->topo,
         .source = TORUS_SOURCE_TREE,
     };
-    torus_layout_cost_defaults(&in.cost);
+    torus_cost_defaults(&in.cost);
     ck_assert_int_eq(
         torus_layout_spec_parse(spec, &in.spec, err, TORUS_LAYOUT_ERR_LEN), 0);
     return torus_layout_compute(&in, out, err, TORUS_LAYOUT_ERR_LEN);
@@ -196,8 +196,8 @@ static void check_deterministic(const fixture_t *f, const size_t *leaves,
  * leaves: recompute every such shape explicitly and compare. */
 static void check_auto_optimal(const fixture_t *f, const torus_layout_t *l)
 {
-    torus_layout_cost_t cost;
-    torus_layout_cost_defaults(&cost);
+    torus_cost_t cost;
+    torus_cost_defaults(&cost);
     torus_layout_prediction_t best;
     torus_layout_predict(l, &cost, cost.bytes, &best);
     uint64_t P = torus_layout_task_count(l);
@@ -262,8 +262,8 @@ START_TEST(single_task)
     ck_assert_uint_eq(torus_layout_rows(l), 1);
     ck_assert_uint_eq(torus_layout_cols(l), 1);
     torus_layout_prediction_t p;
-    torus_layout_cost_t cost;
-    torus_layout_cost_defaults(&cost);
+    torus_cost_t cost;
+    torus_cost_defaults(&cost);
     torus_layout_predict(l, &cost, 1 << 20, &p);
     ck_assert(p.torus2d_s == 0 && p.flat_ring_s == 0 && p.hierarchical_s == 0);
     torus_layout_free(l);
@@ -398,7 +398,7 @@ START_TEST(fallbacks)
                                .tasks = f.tasks,
                                .topo = f.topo,
                                .source = TORUS_SOURCE_ADDR};
-    torus_layout_cost_defaults(&in.cost);
+    torus_cost_defaults(&in.cost);
     in.spec.kind = TORUS_SPEC_AUTO;
     ck_assert_int_eq(torus_layout_compute(&in, &l, err, sizeof err), 0);
     ck_assert_int_eq(torus_layout_source_of(l), TORUS_SOURCE_ADDR);

@@ -26,9 +26,9 @@ static int parse(torus_config_t *cfg, char *err, int ac, ...)
 START_TEST(defaults)
 {
     torus_config_t cfg;
-    torus_layout_cost_t def;
+    torus_cost_t def;
     char err[TORUS_LAYOUT_ERR_LEN];
-    torus_layout_cost_defaults(&def);
+    torus_cost_defaults(&def);
     ck_assert_int_eq(parse(&cfg, err, 0), 0);
     ck_assert_int_eq(cfg.default_spec.kind, TORUS_SPEC_OFF);
     ck_assert_int_eq(cfg.topology, TORUS_TOPO_TREE);
@@ -51,11 +51,11 @@ START_TEST(every_key)
     ck_assert_uint_eq(cfg.default_spec.cols, 2);
     ck_assert_int_eq(cfg.topology, TORUS_TOPO_ADDR);
     ck_assert(cfg.verbose);
-    ck_assert(cfg.cost.bandwidth_Bps[TORUS_LINK_NODE] == 100e9);
-    ck_assert(cfg.cost.bandwidth_Bps[TORUS_LINK_LEAF] == 25e9);
-    ck_assert(cfg.cost.bandwidth_Bps[TORUS_LINK_CROSS] == 3e9);
-    ck_assert(cfg.cost.latency_s[TORUS_LINK_CROSS] > 7.49e-6 &&
-              cfg.cost.latency_s[TORUS_LINK_CROSS] < 7.51e-6);
+    ck_assert(cfg.cost.link[TORUS_LINK_NODE].bw_Bps == 100e9);
+    ck_assert(cfg.cost.link[TORUS_LINK_LEAF].bw_Bps == 25e9);
+    ck_assert(cfg.cost.link[TORUS_LINK_CROSS].bw_Bps == 3e9);
+    ck_assert(cfg.cost.link[TORUS_LINK_CROSS].alpha_s > 7.49e-6 &&
+              cfg.cost.link[TORUS_LINK_CROSS].alpha_s < 7.51e-6);
     ck_assert_uint_eq(cfg.cost.bytes, 64u << 20);
     ck_assert_int_eq(parse(&cfg, err, 2, "default=auto", "topology=none"), 0);
     ck_assert_int_eq(cfg.default_spec.kind, TORUS_SPEC_AUTO);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "topology/torus_layout.h"
 
 START_TEST(spec_valid)
@@ -60,39 +61,32 @@ END_TEST
 
 START_TEST(cost_keys)
 {
-    torus_layout_cost_t c, d;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    torus_layout_cost_defaults(&c);
+    torus_cost_t c, d;
+    torus_cost_defaults(&c);
     d = c;
-    ck_assert_int_eq(
-        torus_layout_cost_set(&c, "leaf_bw_gbs", "25", err, sizeof err), 0);
-    ck_assert(c.bandwidth_Bps[TORUS_LINK_LEAF] == 25e9);
-    ck_assert_int_eq(
-        torus_layout_cost_set(&c, "cross_lat_us", "2.5", err, sizeof err), 0);
-    ck_assert(c.latency_s[TORUS_LINK_CROSS] > 2.49e-6 &&
-              c.latency_s[TORUS_LINK_CROSS] < 2.51e-6);
-    ck_assert_int_eq(torus_layout_cost_set(&c, "bytes", "4M", err, sizeof err),
-                     0);
+    ck_assert_int_eq(torus_cost_set(&c, "leaf_bw_gbs", "25"), 0);
+    ck_assert(c.link[TORUS_LINK_LEAF].bw_Bps == 25e9);
+    ck_assert_int_eq(torus_cost_set(&c, "cross_lat_us", "2.5"), 0);
+    ck_assert(c.link[TORUS_LINK_CROSS].alpha_s > 2.49e-6 &&
+              c.link[TORUS_LINK_CROSS].alpha_s < 2.51e-6);
+    ck_assert_int_eq(torus_cost_set(&c, "bytes", "4M"), 0);
     ck_assert_uint_eq(c.bytes, 4u << 20);
-    ck_assert(d.bandwidth_Bps[TORUS_LINK_LEAF] !=
-              c.bandwidth_Bps[TORUS_LINK_LEAF]);
-    ck_assert_int_ne(
-        torus_layout_cost_set(&c, "leaf_bw", "25", err, sizeof err), 0);
-    ck_assert_ptr_nonnull(strstr(err, "leaf_bw"));
+    ck_assert(d.link[TORUS_LINK_LEAF].bw_Bps != c.link[TORUS_LINK_LEAF].bw_Bps);
+    ck_assert_int_ne(torus_cost_set(&c, "leaf_bw", "25"), 0);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "leaf_bw"));
     static const char *badval[] = {"",    "0",    "-1",     "1e3",
                                    "abc", "1..2", "2000000"};
     for (size_t i = 0; i < sizeof badval / sizeof badval[0]; i++)
-        ck_assert_msg(torus_layout_cost_set(&c, "node_lat_us", badval[i], err,
-                                            sizeof err) != 0,
+        ck_assert_msg(torus_cost_set(&c, "node_lat_us", badval[i]) != 0,
                       "node_lat_us=%s accepted", badval[i]);
-    ck_assert(torus_layout_cost_is_key("node_bw_gbs"));
-    ck_assert(!torus_layout_cost_is_key("verbose"));
+    ck_assert(torus_cost_is_key("node_bw_gbs"));
+    ck_assert(!torus_cost_is_key("verbose"));
     uint64_t b;
-    ck_assert_int_eq(torus_layout_parse_bytes("1G", &b), 0);
+    ck_assert_int_eq(torus_cost_parse_bytes("1G", &b), 0);
     ck_assert_uint_eq(b, 1ull << 30);
-    ck_assert_int_ne(torus_layout_parse_bytes("0", &b), 0);
-    ck_assert_int_ne(torus_layout_parse_bytes("2T", &b), 0);
-    ck_assert_int_ne(torus_layout_parse_bytes("4096G", &b), 0);
+    ck_assert_int_ne(torus_cost_parse_bytes("0", &b), 0);
+    ck_assert_int_ne(torus_cost_parse_bytes("2T", &b), 0);
+    ck_assert_int_ne(torus_cost_parse_bytes("4096G", &b), 0);
 }
 END_TEST
 
@@ -233,7 +227,7 @@ START_TEST(topology_conf)
                                .tasks = tasks,
                                .topo = big,
                                .spec = {.kind = TORUS_SPEC_AUTO}};
-    torus_layout_cost_defaults(&in.cost);
+    torus_cost_defaults(&in.cost);
     torus_layout_t *l;
     ck_assert_int_eq(torus_layout_compute(&in, &l, err, sizeof err),
                      TORUS_LAYOUT_ERANGE);

@@ -404,7 +404,11 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
         }
     }
     c->info.source = c->source;
-    tcomm_model_defaults(&c->model, c->info.size, c->info.local_size);
+    if ((rc = tcomm_model_defaults_env(&c->model, c->info.size,
+                                       c->info.local_size))) {
+        tcomm_finalize(c);
+        return rc;
+    }
     c->model.rows = c->info.rows;
     c->model.cols = c->info.cols;
     c->model.group_size = c->info.groups_uniform ? c->info.group_size : -1;

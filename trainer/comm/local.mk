@@ -38,7 +38,9 @@ trainer_comm_libtcomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS) 
 # without the full vectoriser they stayed scalar (fused ResNet-50 sync 58
 # ms against 36).
 trainer_comm_libtcomm_la_CFLAGS = $(AM_CFLAGS) -O2 $(VECTORIZE_CFLAGS)
-trainer_comm_libtcomm_la_LIBADD = $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
+# The one cost model (hybrid, torus-bench --model) is topology/'s, without Slurm.
+trainer_comm_libtcomm_la_LIBADD = topology/libtoruscost.la common/libtoruscommon.la \
+	$(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
 noinst_HEADERS += trainer/comm/nccl_kernels.h
 EXTRA_DIST += trainer/comm/nccl_kernels.cu
 

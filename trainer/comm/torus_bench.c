@@ -425,17 +425,19 @@ int main(int argc, char **argv)
         if (!strcmp(preset, "abci")) {
             /* Sony's ABCI runs: 4 V100 per node on NVLink, two InfiniBand
              * EDR rails (12.5 GB/s each), NCCL-class per-step latency. */
-            o.model.intra.alpha_s = 8e-6;
-            o.model.intra.bw_Bps = 60e9;
-            o.model.inter.alpha_s = 12e-6;
-            o.model.inter.bw_Bps = 11e9;
+            o.model.link[TORUS_LINK_NODE].alpha_s = 8e-6;
+            o.model.link[TORUS_LINK_NODE].bw_Bps = 60e9;
+            o.model.link[TORUS_LINK_LEAF].alpha_s = 12e-6;
+            o.model.link[TORUS_LINK_LEAF].bw_Bps = 11e9;
             o.model.reduce_Bps = 400e9;
             o.model.convert_Bps = 400e9;
             if (rails == 1)
                 rails = 2;
         }
-        double *fields[5] = {&o.model.intra.alpha_s, &o.model.intra.bw_Bps,
-                             &o.model.inter.alpha_s, &o.model.inter.bw_Bps,
+        double *fields[5] = {&o.model.link[TORUS_LINK_NODE].alpha_s,
+                             &o.model.link[TORUS_LINK_NODE].bw_Bps,
+                             &o.model.link[TORUS_LINK_LEAF].alpha_s,
+                             &o.model.link[TORUS_LINK_LEAF].bw_Bps,
                              &o.model.reduce_Bps};
         for (int i = 0; i < 5; i++)
             if (over[i] > 0)
