@@ -1,18 +1,13 @@
 /*
  * internal.h: helpers shared between the files of libtoruslayout but not
- * part of its public API (error formatting, strict number parsing, and the
+ * part of its public API (strict number parsing, and the
  * switch-map queries the layout needs).
  */
 #ifndef TORUS_LAYOUT_INTERNAL_H
 #define TORUS_LAYOUT_INTERNAL_H
 
+#include "common/torus_error.h"
 #include "topology/torus_layout.h"
-
-/* printf into an optional err buffer; returns rc so callers can
- * `return torus_layout_errf(err, len, TORUS_LAYOUT_EINVAL, "...")`. */
-torus_layout_rc torus_layout_errf(char *err, size_t errlen, torus_layout_rc rc,
-                                  const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* Strict decimal parse of [p, end): digits only, no sign, no overflow of
  * `max`. Returns false on anything else. */
@@ -30,8 +25,7 @@ bool torus_layout_parse_uint(const char *p, const char *end, uint64_t max,
  * when the map does not list it. */
 torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
                                           const char *const *names,
-                                          size_t count, uint32_t *leaf,
-                                          char *err, size_t errlen);
+                                          size_t count, uint32_t *leaf);
 /* Parent of switch `sw` (TORUS_NO_SWITCH at a root) and its name. */
 uint32_t torus_layout_topo_parent(const torus_layout_topo_t *topo, uint32_t sw);
 const char *torus_layout_topo_name(const torus_layout_topo_t *topo,

@@ -387,20 +387,19 @@ static void _choose_auto(torus_layout_t *l, const torus_cost_t *cost)
 }
 
 static torus_layout_rc _apply_explicit(torus_layout_t *l,
-                                       const torus_layout_spec_t *spec,
-                                       char *err, size_t errlen)
+                                       const torus_layout_spec_t *spec)
 {
     uint64_t want = (uint64_t)spec->rows * spec->cols;
     if (want != l->tasks)
-        return torus_layout_errf(
-            err, errlen, TORUS_LAYOUT_ENOFIT,
+        return TORUS_FAIL(
+            TORUS_LAYOUT_ENOFIT,
             "%ux%u holds %llu tasks but the step has %llu (%zu nodes x %u)",
             spec->rows, spec->cols, (unsigned long long)want,
             (unsigned long long)l->tasks, l->nnodes, l->tpn);
     uint32_t c = spec->cols, t = l->tpn;
     if ((c >= t && c % t) || (c < t && t % c))
-        return torus_layout_errf(
-            err, errlen, TORUS_LAYOUT_ENOFIT,
+        return TORUS_FAIL(
+            TORUS_LAYOUT_ENOFIT,
             "%ux%u: rows of %u tasks would split the %u tasks of a node "
             "(C must be a multiple or a divisor of the tasks per node)",
             spec->rows, spec->cols, c, t);
@@ -418,42 +417,38 @@ static torus_layout_rc _apply_explicit(torus_layout_t *l,
     return TORUS_LAYOUT_OK;
 }
 
-static torus_layout_rc _check_input(const torus_layout_input_t *in, char *err,
-                                    size_t errlen)
+static torus_layout_rc _check_input(const torus_layout_input_t *in)
 {
     if (in->nnodes == 0 || !in->nodes || !in->tasks)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "no nodes in the step");
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "no nodes in the step");
     if (in->nnodes > TORUS_LAYOUT_NODES_MAX)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                 "%zu nodes (at most %u)", in->nnodes,
-                                 TORUS_LAYOUT_NODES_MAX);
+        return TORUS_FAIL(TORUS_LAYOUT_ERANGE, "%zu nodes (at most %u)",
+                          in->nnodes, TORUS_LAYOUT_NODES_MAX);
     for (size_t i = 0; i < in->nnodes; i++)
         if (!in->nodes[i] || in->tasks[i] == 0 ||
             in->tasks[i] > TORUS_LAYOUT_TASKS_MAX)
-            return torus_layout_errf(
-                err, errlen, TORUS_LAYOUT_EINVAL,
+            return TORUS_FAIL(
+                TORUS_LAYOUT_EINVAL,
                 "node %zu has no name or an impossible task count", i);
-    if (torus_cost_check(&in->cost))
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL, "%s",
-                                 torus_error_msg());
+    /* TORUS_COST_EINVAL is TORUS_LAYOUT_EINVAL: the code passes up as is. */
+    int rc = torus_cost_check(&in->cost);
+    if (rc)
+        return (torus_layout_rc)rc;
     return TORUS_LAYOUT_OK;
 }
 
 torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
-                                     torus_layout_t **out, char *err,
-                                     size_t errlen)
+                                     torus_layout_t **out)
 {
     *out = NULL;
-    torus_layout_rc rc = _check_input(in, err, errlen);
+    torus_layout_rc rc = _check_input(in);
     if (rc)
         return rc;
     size_t n = in->nnodes;
     torus_layout_t *l = calloc(1, sizeof *l);
     uint32_t *leaf = NULL;
     if (!l)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
-                                 "out of memory");
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
     l->nnodes = n;
     /* No map: nodelist, unless the caller proved the topology flat from
      * SLURM_TOPOLOGY_ADDR (then "one group" is a fact, not a guess). */
@@ -469,8 +464,7 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
     if (in->topo) {
         if (!(leaf = malloc(n * sizeof *leaf)))
             goto nomem;
-        rc = torus_layout_topo_resolve(in->topo, in->nodes, n, leaf, err,
-                                       errlen);
+        rc = torus_layout_topo_resolve(in->topo, in->nodes, n, leaf);
         if (rc)
             goto fail;
         /* One node the map does not know makes the whole map useless for
@@ -505,16 +499,14 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
     }
     l->leaf_ranks = _leaf_ranks(l);
     if (l->tasks > TORUS_LAYOUT_TASKS_MAX) {
-        rc = torus_layout_errf(
-            err, errlen, TORUS_LAYOUT_ERANGE, "%llu tasks (at most %u)",
-            (unsigned long long)l->tasks, TORUS_LAYOUT_TASKS_MAX);
+        rc = TORUS_FAIL(TORUS_LAYOUT_ERANGE, "%llu tasks (at most %u)",
+                        (unsigned long long)l->tasks, TORUS_LAYOUT_TASKS_MAX);
         goto fail;
     }
     if (l->tpn == 0) {
         /* Non-uniform: a valid "off" result, not an error. */
         if (in->spec.kind == TORUS_SPEC_EXPLICIT) {
-            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOFIT, "%s",
-                                   l->reason);
+            rc = TORUS_FAIL(TORUS_LAYOUT_ENOFIT, "%s", l->reason);
             goto fail;
         }
     } else if (in->spec.kind == TORUS_SPEC_OFF) {
@@ -522,7 +514,7 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
         snprintf(l->reason + used, sizeof l->reason - used,
                  "torus off: spec is off");
     } else if (in->spec.kind == TORUS_SPEC_EXPLICIT) {
-        if ((rc = _apply_explicit(l, &in->spec, err, errlen)))
+        if ((rc = _apply_explicit(l, &in->spec)))
             goto fail;
         l->enabled = true;
     } else {
@@ -533,7 +525,7 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
     *out = l;
     return TORUS_LAYOUT_OK;
 nomem:
-    rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "out of memory");
+    rc = TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
 fail:
     free(leaf);
     torus_layout_free(l);

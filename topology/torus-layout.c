@@ -247,7 +247,7 @@ static const char *_env(const char *a, const char *b)
 static int _load_addr(const char *path, torus_layout_topo_t **topo)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
-    char err[TORUS_LAYOUT_ERR_LEN], line[4096];
+    char line[4096];
     if (!f) {
         fprintf(stderr, "torus-layout: --topology-addr %s: %s\n", path,
                 strerror(errno));
@@ -269,8 +269,9 @@ static int _load_addr(const char *path, torus_layout_topo_t **topo)
         line[len] = '\0';
         if (len == 0)
             continue;
-        if (torus_layout_topo_add_addr(*topo, line, err, sizeof err)) {
-            fprintf(stderr, "torus-layout: %s:%u: %s\n", path, lineno, err);
+        if (torus_layout_topo_add_addr(*topo, line)) {
+            fprintf(stderr, "torus-layout: %s:%u: %s\n", path, lineno,
+                    torus_error_msg());
             rc = 1;
         }
     }
@@ -283,7 +284,7 @@ static int _load_addr(const char *path, torus_layout_topo_t **topo)
 static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
                           torus_layout_source *source)
 {
-    char err[TORUS_LAYOUT_ERR_LEN], path[4096];
+    char path[4096];
     *topo = NULL;
     *source = TORUS_SOURCE_NODELIST;
     if (o->topology_addr) {
@@ -293,8 +294,8 @@ static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
     if (o->topology && strcmp(o->topology, "none") == 0)
         return 0;
     if (o->topology) {
-        if (torus_layout_topo_load(o->topology, topo, err, sizeof err))
-            return _fail(err);
+        if (torus_layout_topo_load(o->topology, topo))
+            return _fail(torus_error_msg());
         *source = TORUS_SOURCE_TREE;
         return 0;
     }
@@ -305,9 +306,9 @@ static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
                     path);
         return 0;
     }
-    if (torus_layout_topo_load(path, topo, err, sizeof err)) {
+    if (torus_layout_topo_load(path, topo)) {
         fprintf(stderr, "torus-layout: warning: %s; using the node list\n",
-                err);
+                torus_error_msg());
         return 0;
     }
     *source = TORUS_SOURCE_TREE;
@@ -333,11 +334,9 @@ int main(int argc, char **argv)
     if (!o.spec &&
         !(o.spec = _env("SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus", NULL)))
         o.spec = "auto";
-
-    char err[TORUS_LAYOUT_ERR_LEN];
     torus_layout_input_t in = {.cost = o.cost};
-    if (torus_layout_spec_parse(o.spec, &in.spec, err, sizeof err)) {
-        fprintf(stderr, "torus-layout: --spec: %s\n", err);
+    if (torus_layout_spec_parse(o.spec, &in.spec)) {
+        fprintf(stderr, "torus-layout: --spec: %s\n", torus_error_msg());
         return 1;
     }
     char **names = NULL;
@@ -346,16 +345,17 @@ int main(int argc, char **argv)
     torus_layout_topo_t *topo = NULL;
     torus_layout_t *layout = NULL;
     rc = 1;
-    if (torus_layout_names_expand(o.nodes, &names, &n, err, sizeof err)) {
-        fprintf(stderr, "torus-layout: --nodes: %s\n", err);
+    if (torus_layout_names_expand(o.nodes, &names, &n)) {
+        fprintf(stderr, "torus-layout: --nodes: %s\n", torus_error_msg());
         goto out;
     }
     if (!(tasks = malloc(n * sizeof *tasks))) {
         _fail("out of memory");
         goto out;
     }
-    if (torus_layout_tasks_parse(o.tasks, n, tasks, err, sizeof err)) {
-        fprintf(stderr, "torus-layout: --tasks-per-node: %s\n", err);
+    if (torus_layout_tasks_parse(o.tasks, n, tasks)) {
+        fprintf(stderr, "torus-layout: --tasks-per-node: %s\n",
+                torus_error_msg());
         goto out;
     }
     if (_load_topology(&o, &topo, &in.source))
@@ -364,8 +364,9 @@ int main(int argc, char **argv)
     in.nodes = (const char *const *)names;
     in.tasks = tasks;
     in.topo = topo;
-    if (torus_layout_compute(&in, &layout, err, sizeof err)) {
-        fprintf(stderr, "torus-layout: --spec %s: %s\n", o.spec, err);
+    if (torus_layout_compute(&in, &layout)) {
+        fprintf(stderr, "torus-layout: --spec %s: %s\n", o.spec,
+                torus_error_msg());
         goto out;
     }
     if (!torus_layout_enabled(layout) ||

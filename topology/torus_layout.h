@@ -8,9 +8,10 @@
  * global state, so every slurmstepd that feeds it the same inputs gets the
  * same answer (the plugin relies on that to avoid any controller traffic).
  *
- * Conventions: functions return a torus_layout_rc (0 = success) and, where an
- * `err` buffer is given, write one human-readable sentence into it. Callers
- * report that sentence once, at their boundary.
+ * Conventions (common/torus_error.h): functions return a torus_layout_rc
+ * (0 = success); on failure they record one sentence naming the input (file
+ * and line, option, node) with TORUS_FAIL. Callers report torus_error_msg()
+ * once, at their boundary (torus-layout's main, the SPANK callback).
  */
 #ifndef TORUS_LAYOUT_H
 #define TORUS_LAYOUT_H
@@ -43,7 +44,6 @@ typedef enum torus_layout_rc {
     (1u << 20) /* a hostlist or tasks-per-node string */
 #define TORUS_LAYOUT_NODES_MAX (1u << 20) /* nodes in one step */
 #define TORUS_LAYOUT_TASKS_MAX (1u << 30) /* tasks in one step */
-#define TORUS_LAYOUT_ERR_LEN   256        /* suggested size of err buffers */
 
 const char *torus_layout_strerror(torus_layout_rc rc);
 
@@ -62,8 +62,7 @@ typedef struct torus_layout_spec {
 
 /* Parse "auto", "off" or "RxC" (R, C >= 1, decimal, no signs or spaces). */
 torus_layout_rc torus_layout_spec_parse(const char *text,
-                                        torus_layout_spec_t *out, char *err,
-                                        size_t errlen);
+                                        torus_layout_spec_t *out);
 /* Write the canonical text of a spec ("auto", "off", "4x2"). */
 void torus_layout_spec_format(const torus_layout_spec_t *spec, char *buf,
                               size_t len);
@@ -99,20 +98,17 @@ typedef struct torus_layout_topo torus_layout_topo_t;
 /* Parse a topology.conf (SwitchName=, Nodes=, Switches=; # comments;
  * trailing-backslash continuation). Errors name the file and line. */
 torus_layout_rc torus_layout_topo_load(const char *path,
-                                       torus_layout_topo_t **out, char *err,
-                                       size_t errlen);
+                                       torus_layout_topo_t **out);
 /* Same, from text already in memory (`name` is used in messages). */
 torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
                                         const char *name,
-                                        torus_layout_topo_t **out, char *err,
-                                        size_t errlen);
+                                        torus_layout_topo_t **out);
 /* An empty map, to be filled with torus_layout_topo_add_addr(). */
 torus_layout_rc torus_layout_topo_new(torus_layout_topo_t **out);
 /* Add one SLURM_TOPOLOGY_ADDR value, e.g. "spine.leaf1.n2" (root first,
  * node last). A bare "n2" adds a node under no switch. */
 torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
-                                           const char *addr, char *err,
-                                           size_t errlen);
+                                           const char *addr);
 void torus_layout_topo_free(torus_layout_topo_t *topo);
 /* The topology.conf Slurm reads: next to slurm.conf. `slurm_conf` is the
  * slurm.conf path; NULL means $SLURM_CONF, then /etc/slurm/slurm.conf. */
@@ -125,8 +121,7 @@ size_t torus_layout_topo_switch_count(const torus_layout_topo_t *topo);
 /* Expand a Slurm hostlist ("n[001-004],m7") with libslurm, in order. The
  * array and the names are freed with torus_layout_names_free(). */
 torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names,
-                                          size_t *count, char *err,
-                                          size_t errlen);
+                                          size_t *count);
 void torus_layout_names_free(char **names, size_t count);
 /* Compress names back to a ranged hostlist string (malloc'd). */
 char *torus_layout_names_compress(char *const *names, size_t count);
@@ -135,8 +130,7 @@ char *torus_layout_names_compress(char *const *names, size_t count);
  * node. `nnodes` is how many nodes the list must cover; a single bare
  * number covers every node (the tool's --tasks-per-node 8). */
 torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes,
-                                         uint32_t *counts, char *err,
-                                         size_t errlen);
+                                         uint32_t *counts);
 
 /* ---------------------------------------------------------------- layout */
 
@@ -169,8 +163,7 @@ typedef struct torus_layout torus_layout_t;
  * off (spec off, non-uniform tasks per node): check torus_layout_enabled().
  * An explicit spec that does not fit returns TORUS_LAYOUT_ENOFIT. */
 torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
-                                     torus_layout_t **out, char *err,
-                                     size_t errlen);
+                                     torus_layout_t **out);
 void torus_layout_free(torus_layout_t *layout);
 
 bool torus_layout_enabled(const torus_layout_t *layout);

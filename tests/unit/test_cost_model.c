@@ -30,13 +30,13 @@ static _grid _plugin_pick(const torus_cost_t *cost)
     static const char conf[] = "SwitchName=spine Switches=l[1-2]\n"
                                "SwitchName=l1 Nodes=n[1-4]\n"
                                "SwitchName=l2 Nodes=n[5-8]\n";
-    char err[TORUS_LAYOUT_ERR_LEN], names[NODES][8];
+    char names[NODES][8];
     const char *np[NODES];
     uint32_t tasks[NODES];
     torus_layout_topo_t *topo;
-    ck_assert_msg(torus_layout_topo_parse(conf, strlen(conf), "t.conf", &topo,
-                                          err, sizeof err) == 0,
-                  "%s", err);
+    ck_assert_msg(
+        torus_layout_topo_parse(conf, strlen(conf), "t.conf", &topo) == 0, "%s",
+        torus_error_msg());
     for (int i = 0; i < NODES; i++) {
         snprintf(names[i], sizeof names[i], "n%d", i + 1);
         np[i] = names[i];
@@ -50,8 +50,7 @@ static _grid _plugin_pick(const torus_cost_t *cost)
                                .spec = {.kind = TORUS_SPEC_AUTO},
                                .cost = *cost};
     torus_layout_t *l;
-    ck_assert_msg(torus_layout_compute(&in, &l, err, sizeof err) == 0, "%s",
-                  err);
+    ck_assert_msg(torus_layout_compute(&in, &l) == 0, "%s", torus_error_msg());
     torus_layout_prediction_t p;
     torus_layout_predict(l, cost, cost->bytes, &p);
     _grid g = {torus_layout_rows(l), torus_layout_cols(l), p.torus2d_s};
