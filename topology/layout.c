@@ -180,47 +180,76 @@ static int _leaf_cmp(const void *a, const void *b, void *arg)
     return la < lb ? -1 : (la > lb);
 }
 
-/* Fill l->group/order/pos/group_start from the per-node leaf array. */
+/* The step's distinct leaves, in torus order (into leaves[], count
+ * *nleaves), and each leaf switch's group number (rank[switch]). */
+static void _rank_leaves(const torus_layout_t *l,
+                         const torus_layout_topo_t *topo, const uint32_t *leaf,
+                         size_t *first, uint32_t *rank, uint32_t *leaves,
+                         uint32_t *nleaves)
+{
+    size_t nsw = torus_layout_topo_switch_count(topo);
+    *nleaves = 0;
+    for (size_t s = 0; s < nsw; s++) {
+        first[s] = SIZE_MAX;
+        rank[s] = UINT32_MAX; /* "not yet listed as a leaf of this step" */
+    }
+    /* Node ids grow, so the first visit of a switch is its minimum and its
+     * ancestors are already set: stop climbing there. A switch can hold
+     * nodes and also be an ancestor of another leaf, so "listed" is tracked
+     * apart from "first". */
+    for (size_t i = 0; i < l->nnodes; i++) {
+        if (rank[leaf[i]] == UINT32_MAX) {
+            rank[leaf[i]] = 0;
+            leaves[(*nleaves)++] = leaf[i];
+        }
+        for (uint32_t s = leaf[i]; s != TORUS_NO_SWITCH && first[s] == SIZE_MAX;
+             s = torus_layout_topo_parent(topo, s))
+            first[s] = i;
+    }
+    _order_ctx ctx = {topo, first};
+    qsort_r(leaves, *nleaves, sizeof *leaves, _leaf_cmp, &ctx);
+    for (uint32_t g = 0; g < *nleaves; g++)
+        rank[leaves[g]] = g;
+}
+
+/* Group start offsets, and the node order: a counting sort by group keeps
+ * Slurm order inside each group. l->group must be filled. */
+static torus_layout_rc _sort_by_group(torus_layout_t *l)
+{
+    for (size_t i = 0; i < l->nnodes; i++)
+        l->group_start[l->group[i] + 1]++;
+    for (uint32_t g = 0; g < l->ngroups; g++)
+        l->group_start[g + 1] += l->group_start[g];
+    size_t *fill = malloc((size_t)l->ngroups * sizeof *fill);
+    if (!fill)
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
+    memcpy(fill, l->group_start, (size_t)l->ngroups * sizeof *fill);
+    for (size_t i = 0; i < l->nnodes; i++) {
+        size_t p = fill[l->group[i]]++;
+        l->order[p] = i;
+        l->pos[i] = p;
+    }
+    free(fill);
+    return TORUS_LAYOUT_OK;
+}
+
+/* Fill l->group/order/pos/group_start/group_switch from the per-node leaf
+ * array (NULL: one group). */
 static torus_layout_rc _order_nodes(torus_layout_t *l,
                                     const torus_layout_topo_t *topo,
                                     const uint32_t *leaf)
 {
-    size_t n = l->nnodes, nsw = torus_layout_topo_switch_count(topo);
-    uint32_t nleaves = 0;
-    uint32_t *leaves = NULL, *rank = NULL;
+    size_t nsw = torus_layout_topo_switch_count(topo);
+    uint32_t nleaves = 1, *leaves = NULL, *rank = NULL;
     size_t *first = NULL;
     torus_layout_rc rc = TORUS_LAYOUT_ENOMEM;
-
     if (leaf) {
         first = malloc(nsw * sizeof *first);
         rank = malloc(nsw * sizeof *rank);
         leaves = malloc(nsw * sizeof *leaves);
         if (!first || !rank || !leaves)
             goto out;
-        for (size_t s = 0; s < nsw; s++) {
-            first[s] = SIZE_MAX;
-            rank[s] = UINT32_MAX; /* "not yet listed as a leaf of this step" */
-        }
-        /* Node ids grow, so the first visit of a switch is its minimum and
-         * its ancestors are already set: stop climbing there. A switch can
-         * hold nodes and also be an ancestor of another leaf, so "listed"
-         * is tracked apart from "first". */
-        for (size_t i = 0; i < n; i++) {
-            if (rank[leaf[i]] == UINT32_MAX) {
-                rank[leaf[i]] = 0;
-                leaves[nleaves++] = leaf[i];
-            }
-            for (uint32_t s = leaf[i];
-                 s != TORUS_NO_SWITCH && first[s] == SIZE_MAX;
-                 s = torus_layout_topo_parent(topo, s))
-                first[s] = i;
-        }
-        _order_ctx ctx = {topo, first};
-        qsort_r(leaves, nleaves, sizeof *leaves, _leaf_cmp, &ctx);
-        for (uint32_t g = 0; g < nleaves; g++)
-            rank[leaves[g]] = g;
-    } else {
-        nleaves = 1;
+        _rank_leaves(l, topo, leaf, first, rank, leaves, &nleaves);
     }
     l->ngroups = nleaves;
     l->group_start = calloc((size_t)nleaves + 1, sizeof *l->group_start);
@@ -231,28 +260,15 @@ static torus_layout_rc _order_nodes(torus_layout_t *l,
         if (leaf && !(l->group_switch[g] =
                           strdup(torus_layout_topo_name(topo, leaves[g]))))
             goto out;
-    /* Counting sort by group keeps Slurm order inside each group. */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < l->nnodes; i++)
         l->group[i] = leaf ? rank[leaf[i]] : 0;
-        l->group_start[l->group[i] + 1]++;
-    }
-    for (uint32_t g = 0; g < nleaves; g++)
-        l->group_start[g + 1] += l->group_start[g];
-    size_t *fill = malloc((size_t)nleaves * sizeof *fill);
-    if (!fill)
-        goto out;
-    memcpy(fill, l->group_start, (size_t)nleaves * sizeof *fill);
-    for (size_t i = 0; i < n; i++) {
-        size_t p = fill[l->group[i]]++;
-        l->order[p] = i;
-        l->pos[i] = p;
-    }
-    free(fill);
-    rc = TORUS_LAYOUT_OK;
+    rc = _sort_by_group(l);
 out:
     free(first);
     free(rank);
     free(leaves);
+    if (rc == TORUS_LAYOUT_ENOMEM)
+        return TORUS_FAIL(rc, "out of memory");
     return rc;
 }
 
@@ -437,16 +453,12 @@ static torus_layout_rc _check_input(const torus_layout_input_t *in)
     return TORUS_LAYOUT_OK;
 }
 
-torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
-                                     torus_layout_t **out)
+/* Phase 1: an empty layout with its per-node arrays. */
+static torus_layout_rc _alloc(const torus_layout_input_t *in,
+                              torus_layout_t **out)
 {
-    *out = NULL;
-    torus_layout_rc rc = _check_input(in);
-    if (rc)
-        return rc;
     size_t n = in->nnodes;
     torus_layout_t *l = calloc(1, sizeof *l);
-    uint32_t *leaf = NULL;
     if (!l)
         return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
     l->nnodes = n;
@@ -458,35 +470,53 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
     l->order = malloc(n * sizeof *l->order);
     l->pos = malloc(n * sizeof *l->pos);
     l->group = malloc(n * sizeof *l->group);
+    *out = l;
     if (!l->order || !l->pos || !l->group)
-        goto nomem;
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
+    return TORUS_LAYOUT_OK;
+}
 
-    if (in->topo) {
-        if (!(leaf = malloc(n * sizeof *leaf)))
-            goto nomem;
-        rc = torus_layout_topo_resolve(in->topo, in->nodes, n, leaf);
-        if (rc)
-            goto fail;
-        /* One node the map does not know makes the whole map useless for
-         * this step: fall back for every node alike (deterministically). */
-        for (size_t i = 0; i < n; i++) {
-            if (leaf[i] != TORUS_NO_SWITCH)
-                continue;
-            snprintf(
-                l->reason, sizeof l->reason,
-                "node %.64s is not in the %s switch map, using the node list; ",
-                in->nodes[i], torus_layout_source_name(in->source));
-            free(leaf);
-            leaf = NULL;
-            l->source = TORUS_SOURCE_NODELIST;
-            break;
-        }
+/* Phase 2: each node's leaf switch (*leaf stays NULL without a map, or when
+ * the map does not know one of the nodes). */
+static torus_layout_rc _resolve_leaves(torus_layout_t *l,
+                                       const torus_layout_input_t *in,
+                                       uint32_t **leaf)
+{
+    size_t n = in->nnodes;
+    *leaf = NULL;
+    if (!in->topo)
+        return TORUS_LAYOUT_OK;
+    uint32_t *lf = malloc(n * sizeof *lf);
+    if (!lf)
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
+    torus_layout_rc rc = torus_layout_topo_resolve(in->topo, in->nodes, n, lf);
+    if (rc) {
+        free(lf);
+        return rc;
     }
-    if ((rc = _order_nodes(l, leaf ? in->topo : NULL, leaf)))
-        goto fail;
-
-    l->tpn = in->tasks[0];
+    /* One node the map does not know makes the whole map useless for this
+     * step: fall back for every node alike (deterministically). */
     for (size_t i = 0; i < n; i++) {
+        if (lf[i] != TORUS_NO_SWITCH)
+            continue;
+        snprintf(l->reason, sizeof l->reason,
+                 "node %.64s is not in the %s switch map, using the node "
+                 "list; ",
+                 in->nodes[i], torus_layout_source_name(in->source));
+        free(lf);
+        l->source = TORUS_SOURCE_NODELIST;
+        return TORUS_LAYOUT_OK;
+    }
+    *leaf = lf;
+    return TORUS_LAYOUT_OK;
+}
+
+/* Phase 3: total tasks and tasks per node (0 when not uniform). */
+static torus_layout_rc _count_tasks(torus_layout_t *l,
+                                    const torus_layout_input_t *in)
+{
+    l->tpn = in->tasks[0];
+    for (size_t i = 0; i < in->nnodes; i++) {
         l->tasks += in->tasks[i];
         if (in->tasks[i] != l->tpn && l->tpn) {
             size_t used = strlen(l->reason);
@@ -498,38 +528,60 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
         }
     }
     l->leaf_ranks = _leaf_ranks(l);
-    if (l->tasks > TORUS_LAYOUT_TASKS_MAX) {
-        rc = TORUS_FAIL(TORUS_LAYOUT_ERANGE, "%llu tasks (at most %u)",
-                        (unsigned long long)l->tasks, TORUS_LAYOUT_TASKS_MAX);
-        goto fail;
-    }
+    if (l->tasks > TORUS_LAYOUT_TASKS_MAX)
+        return TORUS_FAIL(TORUS_LAYOUT_ERANGE, "%llu tasks (at most %u)",
+                          (unsigned long long)l->tasks, TORUS_LAYOUT_TASKS_MAX);
+    return TORUS_LAYOUT_OK;
+}
+
+/* Phase 4: the grid the spec asks for (off, explicit RxC or auto). */
+static torus_layout_rc _apply_spec(torus_layout_t *l,
+                                   const torus_layout_input_t *in)
+{
     if (l->tpn == 0) {
         /* Non-uniform: a valid "off" result, not an error. */
-        if (in->spec.kind == TORUS_SPEC_EXPLICIT) {
-            rc = TORUS_FAIL(TORUS_LAYOUT_ENOFIT, "%s", l->reason);
-            goto fail;
-        }
+        if (in->spec.kind == TORUS_SPEC_EXPLICIT)
+            return TORUS_FAIL(TORUS_LAYOUT_ENOFIT, "%s", l->reason);
     } else if (in->spec.kind == TORUS_SPEC_OFF) {
         size_t used = strlen(l->reason);
         snprintf(l->reason + used, sizeof l->reason - used,
                  "torus off: spec is off");
     } else if (in->spec.kind == TORUS_SPEC_EXPLICIT) {
-        if ((rc = _apply_explicit(l, &in->spec)))
-            goto fail;
+        torus_layout_rc rc = _apply_explicit(l, &in->spec);
+        if (rc)
+            return rc;
         l->enabled = true;
     } else {
         _choose_auto(l, &in->cost);
         l->enabled = true;
     }
+    return TORUS_LAYOUT_OK;
+}
+
+torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
+                                     torus_layout_t **out)
+{
+    *out = NULL;
+    torus_layout_t *l = NULL;
+    uint32_t *leaf = NULL;
+    torus_layout_rc rc = _check_input(in);
+    if (!rc)
+        rc = _alloc(in, &l);
+    if (!rc)
+        rc = _resolve_leaves(l, in, &leaf);
+    if (!rc)
+        rc = _order_nodes(l, leaf ? in->topo : NULL, leaf);
+    if (!rc)
+        rc = _count_tasks(l, in);
+    if (!rc)
+        rc = _apply_spec(l, in);
     free(leaf);
+    if (rc) {
+        torus_layout_free(l);
+        return rc;
+    }
     *out = l;
     return TORUS_LAYOUT_OK;
-nomem:
-    rc = TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
-fail:
-    free(leaf);
-    torus_layout_free(l);
-    return rc;
 }
 
 void torus_layout_predict(const torus_layout_t *l, const torus_cost_t *cost,
