@@ -76,7 +76,8 @@ FUZZ_SRCS = tests/fuzz/fuzz_parsers.c plugins/args.c topology/spec.c topology/co
 FUZZ_SEEDS = tests/fuzz/corpus/spec-auto tests/fuzz/corpus/spec-4x8 tests/fuzz/corpus/args \
 	tests/fuzz/corpus/tasks tests/fuzz/corpus/addr tests/fuzz/corpus/topo tests/fuzz/corpus/cost
 EXTRA_DIST += tests/fuzz/fuzz_parsers.c tests/fuzz/lsan.supp $(FUZZ_SEEDS)
-fuzz-parsers: $(FUZZ_SRCS:%=$(top_srcdir)/%) topology/torus_layout.h plugins/torus_plugin.h
+fuzz-parsers: $(FUZZ_SRCS:%=$(top_srcdir)/%) topology/torus_layout.h topology/cost_model.h \
+		plugins/torus_plugin.h common/torus_error.h
 	$(MKDIR_P) tests/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -D_GNU_SOURCE -I$(top_srcdir) -I$(top_builddir) $(SLURM_CFLAGS) \
 		$(FUZZ_SRCS:%=$(top_srcdir)/%) -o tests/fuzz/fuzz_parsers $(SLURM_LIBS) -lm
