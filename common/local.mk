@@ -4,3 +4,5 @@
 noinst_LTLIBRARIES += common/libtoruscommon.la
 common_libtoruscommon_la_SOURCES = common/torus_error.h common/torus_error.c
 common_libtoruscommon_la_CFLAGS = $(AM_CFLAGS)
+# The TORUS_* names of the env contract (plugin writes, libtcomm reads).
+noinst_HEADERS += common/torus_env.h

@@ -11,26 +11,26 @@
 
 #include "plugins/torus_plugin.h"
 
-int torus_local_option(int val, const char *optarg, int remote)
+int torus_plugin_local_option(int val, const char *optarg, int remote)
 {
     (void)val;
     (void)remote;
     /* `--torus` without a value means auto. */
     const char *text = optarg && *optarg ? optarg : "auto";
-    char err[TORUS_LAYOUT_ERR_LEN];
     torus_layout_spec_t spec;
-    if (torus_layout_spec_parse(text, &spec, err, sizeof err)) {
-        slurm_error(TORUS_MSG "--torus=%.40s: %s", text, err);
-        return -1;
+    if (torus_layout_spec_parse(text, &spec)) {
+        slurm_error(TORUS_PLUGIN_MSG "--torus=%.40s: %s", text,
+                    torus_error_msg());
+        return TORUS_PLUGIN_FAIL;
     }
-    torus_plugin.spec = spec;
-    torus_plugin.spec_given = true;
-    torus_layout_spec_format(&spec, torus_plugin.spec_text,
-                             sizeof torus_plugin.spec_text);
+    torus_plugin_state.spec = spec;
+    torus_plugin_state.spec_given = true;
+    torus_layout_spec_format(&spec, torus_plugin_state.spec_text,
+                             sizeof torus_plugin_state.spec_text);
     return ESPANK_SUCCESS;
 }
 
-int torus_local_user_init(spank_t sp)
+int torus_plugin_local_user_init(spank_t sp)
 {
     const torus_layout_spec_t *spec = torus_plugin_spec();
     if (spec->kind != TORUS_SPEC_EXPLICIT)
@@ -44,28 +44,28 @@ int torus_local_user_init(spank_t sp)
     uint64_t want = (uint64_t)spec->rows * spec->cols;
     if (want != ntasks) {
         slurm_error(
-            TORUS_MSG
+            TORUS_PLUGIN_MSG
             "--torus=%ux%u: the grid holds %llu tasks but the step has %u "
             "(on %u nodes)",
             spec->rows, spec->cols, (unsigned long long)want, ntasks, nnodes);
-        return -1;
+        return TORUS_PLUGIN_FAIL;
     }
     if (nnodes && ntasks % nnodes) {
         slurm_error(
-            TORUS_MSG
+            TORUS_PLUGIN_MSG
             "--torus=%ux%u: %u tasks cannot spread evenly over %u nodes, "
             "and an explicit grid needs the same task count on every node",
             spec->rows, spec->cols, ntasks, nnodes);
-        return -1;
+        return TORUS_PLUGIN_FAIL;
     }
     uint32_t tpn = nnodes ? ntasks / nnodes : 0, c = spec->cols;
     if (tpn && ((c >= tpn && c % tpn) || (c < tpn && tpn % c))) {
         slurm_error(
-            TORUS_MSG
+            TORUS_PLUGIN_MSG
             "--torus=%ux%u: rows of %u tasks would split the %u tasks of a "
             "node (C must be a multiple or a divisor of the tasks per node)",
             spec->rows, c, c, tpn);
-        return -1;
+        return TORUS_PLUGIN_FAIL;
     }
     return ESPANK_SUCCESS;
 }

@@ -1,7 +1,9 @@
 # plugins/local.mk: the SPANK plugin spank_torus.so (the --torus option).
 # Built pyxis-style: one file per SPANK context, hardened, and a version
 # script so that only the symbols Slurm looks up (slurm_spank_*, plugin_*,
-# spank_*) leave the object. The layout itself is libtoruslayout.
+# spank_*) leave the object. The layout itself is libtoruslayout (with the
+# cost model, libtoruscost, and common/), all kept local by the script.
+# Files call downward only: spank_torus.c -> local.c, remote.c -> args.c.
 
 spank_LTLIBRARIES += plugins/spank_torus.la
 plugins_spank_torus_la_SOURCES = \

@@ -2,41 +2,34 @@
  * spank_torus.c: entry points of spank_torus.so, the --torus SPANK plugin.
  * Shaped like pyxis: this file holds the plugin identity, the option table
  * and the dispatch to one file per SPANK context (local.c for srun, sbatch
- * and salloc; remote.c for slurmstepd). What it does is in torus(7).
+ * and salloc; remote.c for slurmstepd); the arguments and the state are
+ * args.c's. It is the top of the plugin: nothing includes or calls back
+ * into it. What the plugin does is in torus(7).
  */
 #include "config.h"
 
 #include <string.h>
 
+#include "common/torus_env.h"
 #include "plugins/torus_plugin.h"
 
 SPANK_PLUGIN(torus, 1);
-
-torus_plugin_state_t torus_plugin;
 
 static struct spank_option _options[] = {
     {
         "torus",
         "auto|off|RxC",
-        "Lay the step's tasks out on a topology-aware 2D torus and export "
-        "TORUS_DIMS, "
-        "TORUS_COORD, TORUS_GROUP, ... to every task. auto (the default with "
-        "no value) "
-        "picks the grid from the switch topology, RxC fixes it, off disables "
-        "it. "
+        "Lay the step's tasks out on a topology-aware 2D torus and "
+        "export " TORUS_ENV_DIMS ", " TORUS_ENV_COORD ", " TORUS_ENV_GROUP
+        ", ... to every task. auto (the default with no value) picks the "
+        "grid from the switch topology, RxC fixes it, off disables it. "
         "See torus(7).",
         2,
         0,
-        torus_local_option,
+        torus_plugin_local_option,
     },
     SPANK_OPTIONS_TABLE_END,
 };
-
-const torus_layout_spec_t *torus_plugin_spec(void)
-{
-    return torus_plugin.spec_given ? &torus_plugin.spec
-                                   : &torus_plugin.cfg.default_spec;
-}
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
@@ -44,17 +37,16 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
     /* slurmd loads plugstack plugins too; nothing to do there. */
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_REMOTE && ctx != S_CTX_ALLOCATOR)
         return ESPANK_SUCCESS;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    if (torus_args_parse(ac, av, &torus_plugin.cfg, err, sizeof err)) {
-        slurm_error(TORUS_MSG "%s", err);
-        return -1;
+    if (torus_plugin_args_parse(ac, av, &torus_plugin_state.cfg)) {
+        slurm_error(TORUS_PLUGIN_MSG "%s", torus_error_msg());
+        return TORUS_PLUGIN_FAIL;
     }
     for (struct spank_option *o = _options; o->name; o++) {
         spank_err_t rc = spank_option_register(sp, o);
         if (rc != ESPANK_SUCCESS) {
-            slurm_error(TORUS_MSG "cannot register --%s: %s", o->name,
+            slurm_error(TORUS_PLUGIN_MSG "cannot register --%s: %s", o->name,
                         spank_strerror(rc));
-            return -1;
+            return TORUS_PLUGIN_FAIL;
         }
     }
     return ESPANK_SUCCESS;
@@ -64,7 +56,7 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
-    return torus_local_user_init(sp);
+    return torus_plugin_local_user_init(sp);
 }
 
 /* Remote: options have been delivered by now, so the layout can be made
@@ -75,14 +67,14 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     (void)av;
     if (spank_context() != S_CTX_REMOTE)
         return ESPANK_SUCCESS;
-    return torus_remote_init(sp);
+    return torus_plugin_remote_init(sp);
 }
 
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
-    return torus_remote_task_init(sp);
+    return torus_plugin_remote_task_init(sp);
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)
@@ -91,6 +83,6 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
     (void)ac;
     (void)av;
     if (spank_context() == S_CTX_REMOTE)
-        torus_remote_exit();
+        torus_plugin_remote_exit();
     return ESPANK_SUCCESS;
 }

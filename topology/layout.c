@@ -1,8 +1,9 @@
 /*
  * layout.c: the 2D-torus layout itself. Orders the step's nodes so that
  * nodes under one leaf switch are adjacent, lays tasks out row-major over
- * that order, and picks the number of columns C (for `auto`) by the
- * alpha-beta model in cost.c.
+ * that order, and picks the number of columns C (for `auto`) by the one
+ * alpha-beta model, libtoruscost (cost_model.c), that libtcomm's hybrid
+ * algorithm prices with too.
  *
  * Rules it enforces (issue 3): a row never splits a node's tasks unless
  * C < tasks per node, in which case a node holds whole rows; `auto` only
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "topology/internal.h"
 
 struct torus_layout {
@@ -29,7 +31,8 @@ struct torus_layout {
     uint32_t *group;     /* Slurm node id -> group */
     size_t *group_start; /* group -> first torus position; [ngroups] = nnodes */
     char **group_switch; /* group -> leaf switch name */
-    torus_layout_shape_t shape;
+    uint32_t
+        leaf_ranks; /* tasks per leaf the model may assume (see _leaf_ranks) */
     char reason[512];
 };
 
@@ -177,47 +180,76 @@ static int _leaf_cmp(const void *a, const void *b, void *arg)
     return la < lb ? -1 : (la > lb);
 }
 
-/* Fill l->group/order/pos/group_start from the per-node leaf array. */
+/* The step's distinct leaves, in torus order (into leaves[], count
+ * *nleaves), and each leaf switch's group number (rank[switch]). */
+static void _rank_leaves(const torus_layout_t *l,
+                         const torus_layout_topo_t *topo, const uint32_t *leaf,
+                         size_t *first, uint32_t *rank, uint32_t *leaves,
+                         uint32_t *nleaves)
+{
+    size_t nsw = torus_layout_topo_switch_count(topo);
+    *nleaves = 0;
+    for (size_t s = 0; s < nsw; s++) {
+        first[s] = SIZE_MAX;
+        rank[s] = UINT32_MAX; /* "not yet listed as a leaf of this step" */
+    }
+    /* Node ids grow, so the first visit of a switch is its minimum and its
+     * ancestors are already set: stop climbing there. A switch can hold
+     * nodes and also be an ancestor of another leaf, so "listed" is tracked
+     * apart from "first". */
+    for (size_t i = 0; i < l->nnodes; i++) {
+        if (rank[leaf[i]] == UINT32_MAX) {
+            rank[leaf[i]] = 0;
+            leaves[(*nleaves)++] = leaf[i];
+        }
+        for (uint32_t s = leaf[i]; s != TORUS_NO_SWITCH && first[s] == SIZE_MAX;
+             s = torus_layout_topo_parent(topo, s))
+            first[s] = i;
+    }
+    _order_ctx ctx = {topo, first};
+    qsort_r(leaves, *nleaves, sizeof *leaves, _leaf_cmp, &ctx);
+    for (uint32_t g = 0; g < *nleaves; g++)
+        rank[leaves[g]] = g;
+}
+
+/* Group start offsets, and the node order: a counting sort by group keeps
+ * Slurm order inside each group. l->group must be filled. */
+static torus_layout_rc _sort_by_group(torus_layout_t *l)
+{
+    for (size_t i = 0; i < l->nnodes; i++)
+        l->group_start[l->group[i] + 1]++;
+    for (uint32_t g = 0; g < l->ngroups; g++)
+        l->group_start[g + 1] += l->group_start[g];
+    size_t *fill = malloc((size_t)l->ngroups * sizeof *fill);
+    if (!fill)
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
+    memcpy(fill, l->group_start, (size_t)l->ngroups * sizeof *fill);
+    for (size_t i = 0; i < l->nnodes; i++) {
+        size_t p = fill[l->group[i]]++;
+        l->order[p] = i;
+        l->pos[i] = p;
+    }
+    free(fill);
+    return TORUS_LAYOUT_OK;
+}
+
+/* Fill l->group/order/pos/group_start/group_switch from the per-node leaf
+ * array (NULL: one group). */
 static torus_layout_rc _order_nodes(torus_layout_t *l,
                                     const torus_layout_topo_t *topo,
                                     const uint32_t *leaf)
 {
-    size_t n = l->nnodes, nsw = torus_layout_topo_switch_count(topo);
-    uint32_t nleaves = 0;
-    uint32_t *leaves = NULL, *rank = NULL;
+    size_t nsw = torus_layout_topo_switch_count(topo);
+    uint32_t nleaves = 1, *leaves = NULL, *rank = NULL;
     size_t *first = NULL;
     torus_layout_rc rc = TORUS_LAYOUT_ENOMEM;
-
     if (leaf) {
         first = malloc(nsw * sizeof *first);
         rank = malloc(nsw * sizeof *rank);
         leaves = malloc(nsw * sizeof *leaves);
         if (!first || !rank || !leaves)
             goto out;
-        for (size_t s = 0; s < nsw; s++) {
-            first[s] = SIZE_MAX;
-            rank[s] = UINT32_MAX; /* "not yet listed as a leaf of this step" */
-        }
-        /* Node ids grow, so the first visit of a switch is its minimum and
-         * its ancestors are already set: stop climbing there. A switch can
-         * hold nodes and also be an ancestor of another leaf, so "listed"
-         * is tracked apart from "first". */
-        for (size_t i = 0; i < n; i++) {
-            if (rank[leaf[i]] == UINT32_MAX) {
-                rank[leaf[i]] = 0;
-                leaves[nleaves++] = leaf[i];
-            }
-            for (uint32_t s = leaf[i];
-                 s != TORUS_NO_SWITCH && first[s] == SIZE_MAX;
-                 s = torus_layout_topo_parent(topo, s))
-                first[s] = i;
-        }
-        _order_ctx ctx = {topo, first};
-        qsort_r(leaves, nleaves, sizeof *leaves, _leaf_cmp, &ctx);
-        for (uint32_t g = 0; g < nleaves; g++)
-            rank[leaves[g]] = g;
-    } else {
-        nleaves = 1;
+        _rank_leaves(l, topo, leaf, first, rank, leaves, &nleaves);
     }
     l->ngroups = nleaves;
     l->group_start = calloc((size_t)nleaves + 1, sizeof *l->group_start);
@@ -228,28 +260,15 @@ static torus_layout_rc _order_nodes(torus_layout_t *l,
         if (leaf && !(l->group_switch[g] =
                           strdup(torus_layout_topo_name(topo, leaves[g]))))
             goto out;
-    /* Counting sort by group keeps Slurm order inside each group. */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < l->nnodes; i++)
         l->group[i] = leaf ? rank[leaf[i]] : 0;
-        l->group_start[l->group[i] + 1]++;
-    }
-    for (uint32_t g = 0; g < nleaves; g++)
-        l->group_start[g + 1] += l->group_start[g];
-    size_t *fill = malloc((size_t)nleaves * sizeof *fill);
-    if (!fill)
-        goto out;
-    memcpy(fill, l->group_start, (size_t)nleaves * sizeof *fill);
-    for (size_t i = 0; i < n; i++) {
-        size_t p = fill[l->group[i]]++;
-        l->order[p] = i;
-        l->pos[i] = p;
-    }
-    free(fill);
-    rc = TORUS_LAYOUT_OK;
+    rc = _sort_by_group(l);
 out:
     free(first);
     free(rank);
     free(leaves);
+    if (rc == TORUS_LAYOUT_ENOMEM)
+        return TORUS_FAIL(rc, "out of memory");
     return rc;
 }
 
@@ -266,51 +285,56 @@ static uint32_t _crossing_rows(const torus_layout_t *l, size_t m)
     return crossing;
 }
 
-/* The model's view of shape R x C on this node order. */
-static void _shape(const torus_layout_t *l, uint32_t rows, uint32_t cols,
-                   uint32_t crossing, torus_layout_shape_t *s)
+static size_t _gcd(size_t a, size_t b)
 {
-    bool one_node = l->nnodes == 1, one_group = l->ngroups == 1;
-    torus_layout_link between = one_node    ? TORUS_LINK_NODE
-                                : one_group ? TORUS_LINK_LEAF
-                                            : TORUS_LINK_CROSS;
-    size_t biggest = 0, multi_node_group = 0;
-    for (uint32_t g = 0; g < l->ngroups; g++) {
-        size_t sz = l->group_start[g + 1] - l->group_start[g];
-        if (sz > biggest)
-            biggest = sz;
-        if (sz > 1)
-            multi_node_group = 1;
+    while (b) {
+        size_t t = a % b;
+        a = b;
+        b = t;
     }
-    *s = (torus_layout_shape_t){
-        .tasks = l->tasks,
-        .rows = rows,
-        .cols = cols,
-        .ngroups = l->ngroups,
-        .max_group_tasks = (uint32_t)(biggest * l->tpn),
-        .row_link = cols <= l->tpn ? TORUS_LINK_NODE
-                    : crossing     ? TORUS_LINK_CROSS
-                                   : TORUS_LINK_LEAF,
-        .col_link = between,
-        .flat_link = between,
-        .group_link = multi_node_group ? TORUS_LINK_LEAF : TORUS_LINK_NODE,
-        /* Rows inside a node share its memory bandwidth; a multi-node row
-         * sends through each node's port once. Every column with a task on
-         * a node leaves that node once per step. */
-        .row_flows = cols <= l->tpn ? l->tpn / cols : 1,
-        .col_flows = cols < l->tpn ? cols : l->tpn,
-    };
+    return a;
 }
 
-static double _predict_2d(const torus_layout_t *l,
-                          const torus_layout_cost_t *cost, uint32_t rows,
-                          uint32_t cols, uint32_t crossing)
+/* The model sees ranks contiguously and leaves of leaf_ranks tasks each. With
+ * uneven leaves, the gcd of their node counts is the right size: a row of m
+ * nodes stays inside leaves exactly when m divides every leaf's node count
+ * (groups are contiguous in torus order), i.e. divides the gcd. One leaf:
+ * 0, nothing crosses the spine. */
+static uint32_t _leaf_ranks(const torus_layout_t *l)
 {
-    torus_layout_shape_t s;
-    torus_layout_prediction_t p;
-    _shape(l, rows, cols, crossing, &s);
-    torus_layout_model(&s, cost, cost->bytes, &p);
-    return p.torus2d_s;
+    if (l->ngroups <= 1)
+        return 0;
+    size_t g = 0;
+    for (uint32_t i = 0; i < l->ngroups; i++)
+        g = _gcd(g, l->group_start[i + 1] - l->group_start[i]);
+    return (uint32_t)(g * l->tpn);
+}
+
+/* The one cost model's view of shape R x C on this layout: `cost`'s machine
+ * part, this step's ranks, grid and leaves. Groups are the leaves, as in
+ * TORUS_GROUP. The plugin does not know how the trainer will run (shared
+ * memory, pipelining, in-place sums), so it prices the plain schedules. */
+static void _model(const torus_layout_t *l, const torus_cost_t *cost,
+                   uint32_t rows, uint32_t cols, torus_cost_t *m)
+{
+    *m = *cost;
+    m->P = (int)l->tasks;
+    m->ranks_per_node = (int)l->tpn;
+    m->rows = (int)rows;
+    m->cols = (int)cols;
+    m->leaf_ranks = (int)l->leaf_ranks;
+    m->group_size = l->leaf_ranks ? (int)l->leaf_ranks : (int)l->tasks;
+    m->shm = 0;
+    m->pipeline = 1;
+    m->in_place = 0;
+}
+
+static double _predict_2d(const torus_layout_t *l, const torus_cost_t *cost,
+                          uint32_t rows, uint32_t cols)
+{
+    torus_cost_t m;
+    _model(l, cost, rows, cols, &m);
+    return torus_cost_time(&m, TORUS_COST_TORUS2D, cost->bytes / 4, 4);
 }
 
 /* Is candidate (c, t) better than the incumbent (bc, bt)? Costs within one
@@ -332,7 +356,7 @@ static bool _better(double t, uint32_t c, uint64_t p, double bt, uint32_t bc)
 }
 
 /* Pick C for `auto`: every C = T*m with m | N, and every C | T. */
-static void _choose_auto(torus_layout_t *l, const torus_layout_cost_t *cost)
+static void _choose_auto(torus_layout_t *l, const torus_cost_t *cost)
 {
     uint32_t best_c = 0;
     double best_t = INFINITY;
@@ -346,7 +370,7 @@ static void _choose_auto(torus_layout_t *l, const torus_layout_cost_t *cost)
             uint32_t c = pair[k];
             if (c == l->tpn)
                 continue;
-            double t = _predict_2d(l, cost, (uint32_t)(l->tasks / c), c, 0);
+            double t = _predict_2d(l, cost, (uint32_t)(l->tasks / c), c);
             if (best_c == 0 || _better(t, c, l->tasks, best_t, best_c))
                 best_c = c, best_t = t;
         }
@@ -358,7 +382,7 @@ static void _choose_auto(torus_layout_t *l, const torus_layout_cost_t *cost)
             continue;
         best_clean_m = m;
         uint32_t c = (uint32_t)(m * l->tpn);
-        double t = _predict_2d(l, cost, (uint32_t)(l->nnodes / m), c, 0);
+        double t = _predict_2d(l, cost, (uint32_t)(l->nnodes / m), c);
         if (best_c == 0 || _better(t, c, l->tasks, best_t, best_c))
             best_c = c, best_t = t;
     }
@@ -379,20 +403,19 @@ static void _choose_auto(torus_layout_t *l, const torus_layout_cost_t *cost)
 }
 
 static torus_layout_rc _apply_explicit(torus_layout_t *l,
-                                       const torus_layout_spec_t *spec,
-                                       char *err, size_t errlen)
+                                       const torus_layout_spec_t *spec)
 {
     uint64_t want = (uint64_t)spec->rows * spec->cols;
     if (want != l->tasks)
-        return torus_layout_errf(
-            err, errlen, TORUS_LAYOUT_ENOFIT,
+        return TORUS_FAIL(
+            TORUS_LAYOUT_ENOFIT,
             "%ux%u holds %llu tasks but the step has %llu (%zu nodes x %u)",
             spec->rows, spec->cols, (unsigned long long)want,
             (unsigned long long)l->tasks, l->nnodes, l->tpn);
     uint32_t c = spec->cols, t = l->tpn;
     if ((c >= t && c % t) || (c < t && t % c))
-        return torus_layout_errf(
-            err, errlen, TORUS_LAYOUT_ENOFIT,
+        return TORUS_FAIL(
+            TORUS_LAYOUT_ENOFIT,
             "%ux%u: rows of %u tasks would split the %u tasks of a node "
             "(C must be a multiple or a divisor of the tasks per node)",
             spec->rows, spec->cols, c, t);
@@ -410,46 +433,34 @@ static torus_layout_rc _apply_explicit(torus_layout_t *l,
     return TORUS_LAYOUT_OK;
 }
 
-static torus_layout_rc _check_input(const torus_layout_input_t *in, char *err,
-                                    size_t errlen)
+static torus_layout_rc _check_input(const torus_layout_input_t *in)
 {
     if (in->nnodes == 0 || !in->nodes || !in->tasks)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "no nodes in the step");
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "no nodes in the step");
     if (in->nnodes > TORUS_LAYOUT_NODES_MAX)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                 "%zu nodes (at most %u)", in->nnodes,
-                                 TORUS_LAYOUT_NODES_MAX);
+        return TORUS_FAIL(TORUS_LAYOUT_ERANGE, "%zu nodes (at most %u)",
+                          in->nnodes, TORUS_LAYOUT_NODES_MAX);
     for (size_t i = 0; i < in->nnodes; i++)
         if (!in->nodes[i] || in->tasks[i] == 0 ||
             in->tasks[i] > TORUS_LAYOUT_TASKS_MAX)
-            return torus_layout_errf(
-                err, errlen, TORUS_LAYOUT_EINVAL,
+            return TORUS_FAIL(
+                TORUS_LAYOUT_EINVAL,
                 "node %zu has no name or an impossible task count", i);
-    for (int k = 0; k < TORUS_LINK_COUNT; k++)
-        if (!(in->cost.latency_s[k] >= 0) || !(in->cost.bandwidth_Bps[k] > 0))
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "bad link parameters");
-    if (in->cost.bytes == 0)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "bytes must be positive");
+    /* TORUS_COST_EINVAL is TORUS_LAYOUT_EINVAL: the code passes up as is. */
+    int rc = torus_cost_check(&in->cost);
+    if (rc)
+        return (torus_layout_rc)rc;
     return TORUS_LAYOUT_OK;
 }
 
-torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
-                                     torus_layout_t **out, char *err,
-                                     size_t errlen)
+/* Phase 1: an empty layout with its per-node arrays. */
+static torus_layout_rc _alloc(const torus_layout_input_t *in,
+                              torus_layout_t **out)
 {
-    *out = NULL;
-    torus_layout_rc rc = _check_input(in, err, errlen);
-    if (rc)
-        return rc;
     size_t n = in->nnodes;
     torus_layout_t *l = calloc(1, sizeof *l);
-    uint32_t *leaf = NULL;
     if (!l)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
-                                 "out of memory");
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
     l->nnodes = n;
     /* No map: nodelist, unless the caller proved the topology flat from
      * SLURM_TOPOLOGY_ADDR (then "one group" is a fact, not a guess). */
@@ -459,36 +470,53 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
     l->order = malloc(n * sizeof *l->order);
     l->pos = malloc(n * sizeof *l->pos);
     l->group = malloc(n * sizeof *l->group);
+    *out = l;
     if (!l->order || !l->pos || !l->group)
-        goto nomem;
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
+    return TORUS_LAYOUT_OK;
+}
 
-    if (in->topo) {
-        if (!(leaf = malloc(n * sizeof *leaf)))
-            goto nomem;
-        rc = torus_layout_topo_resolve(in->topo, in->nodes, n, leaf, err,
-                                       errlen);
-        if (rc)
-            goto fail;
-        /* One node the map does not know makes the whole map useless for
-         * this step: fall back for every node alike (deterministically). */
-        for (size_t i = 0; i < n; i++) {
-            if (leaf[i] != TORUS_NO_SWITCH)
-                continue;
-            snprintf(
-                l->reason, sizeof l->reason,
-                "node %.64s is not in the %s switch map, using the node list; ",
-                in->nodes[i], torus_layout_source_name(in->source));
-            free(leaf);
-            leaf = NULL;
-            l->source = TORUS_SOURCE_NODELIST;
-            break;
-        }
+/* Phase 2: each node's leaf switch (*leaf stays NULL without a map, or when
+ * the map does not know one of the nodes). */
+static torus_layout_rc _resolve_leaves(torus_layout_t *l,
+                                       const torus_layout_input_t *in,
+                                       uint32_t **leaf)
+{
+    size_t n = in->nnodes;
+    *leaf = NULL;
+    if (!in->topo)
+        return TORUS_LAYOUT_OK;
+    uint32_t *lf = malloc(n * sizeof *lf);
+    if (!lf)
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
+    torus_layout_rc rc = torus_layout_topo_resolve(in->topo, in->nodes, n, lf);
+    if (rc) {
+        free(lf);
+        return rc;
     }
-    if ((rc = _order_nodes(l, leaf ? in->topo : NULL, leaf)))
-        goto fail;
-
-    l->tpn = in->tasks[0];
+    /* One node the map does not know makes the whole map useless for this
+     * step: fall back for every node alike (deterministically). */
     for (size_t i = 0; i < n; i++) {
+        if (lf[i] != TORUS_NO_SWITCH)
+            continue;
+        snprintf(l->reason, sizeof l->reason,
+                 "node %.64s is not in the %s switch map, using the node "
+                 "list; ",
+                 in->nodes[i], torus_layout_source_name(in->source));
+        free(lf);
+        l->source = TORUS_SOURCE_NODELIST;
+        return TORUS_LAYOUT_OK;
+    }
+    *leaf = lf;
+    return TORUS_LAYOUT_OK;
+}
+
+/* Phase 3: total tasks and tasks per node (0 when not uniform). */
+static torus_layout_rc _count_tasks(torus_layout_t *l,
+                                    const torus_layout_input_t *in)
+{
+    l->tpn = in->tasks[0];
+    for (size_t i = 0; i < in->nnodes; i++) {
         l->tasks += in->tasks[i];
         if (in->tasks[i] != l->tpn && l->tpn) {
             size_t used = strlen(l->reason);
@@ -499,51 +527,74 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
             l->tpn = 0;
         }
     }
-    if (l->tasks > TORUS_LAYOUT_TASKS_MAX) {
-        rc = torus_layout_errf(
-            err, errlen, TORUS_LAYOUT_ERANGE, "%llu tasks (at most %u)",
-            (unsigned long long)l->tasks, TORUS_LAYOUT_TASKS_MAX);
-        goto fail;
-    }
+    l->leaf_ranks = _leaf_ranks(l);
+    if (l->tasks > TORUS_LAYOUT_TASKS_MAX)
+        return TORUS_FAIL(TORUS_LAYOUT_ERANGE, "%llu tasks (at most %u)",
+                          (unsigned long long)l->tasks, TORUS_LAYOUT_TASKS_MAX);
+    return TORUS_LAYOUT_OK;
+}
+
+/* Phase 4: the grid the spec asks for (off, explicit RxC or auto). */
+static torus_layout_rc _apply_spec(torus_layout_t *l,
+                                   const torus_layout_input_t *in)
+{
     if (l->tpn == 0) {
         /* Non-uniform: a valid "off" result, not an error. */
-        if (in->spec.kind == TORUS_SPEC_EXPLICIT) {
-            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOFIT, "%s",
-                                   l->reason);
-            goto fail;
-        }
+        if (in->spec.kind == TORUS_SPEC_EXPLICIT)
+            return TORUS_FAIL(TORUS_LAYOUT_ENOFIT, "%s", l->reason);
     } else if (in->spec.kind == TORUS_SPEC_OFF) {
         size_t used = strlen(l->reason);
         snprintf(l->reason + used, sizeof l->reason - used,
                  "torus off: spec is off");
     } else if (in->spec.kind == TORUS_SPEC_EXPLICIT) {
-        if ((rc = _apply_explicit(l, &in->spec, err, errlen)))
-            goto fail;
+        torus_layout_rc rc = _apply_explicit(l, &in->spec);
+        if (rc)
+            return rc;
         l->enabled = true;
     } else {
         _choose_auto(l, &in->cost);
         l->enabled = true;
     }
-    if (l->enabled)
-        _shape(l, l->rows, l->cols, l->crossing, &l->shape);
-    free(leaf);
-    *out = l;
     return TORUS_LAYOUT_OK;
-nomem:
-    rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM, "out of memory");
-fail:
-    free(leaf);
-    torus_layout_free(l);
-    return rc;
 }
 
-void torus_layout_predict(const torus_layout_t *l,
-                          const torus_layout_cost_t *cost, uint64_t bytes,
-                          torus_layout_prediction_t *out)
+torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
+                                     torus_layout_t **out)
+{
+    *out = NULL;
+    torus_layout_t *l = NULL;
+    uint32_t *leaf = NULL;
+    torus_layout_rc rc = _check_input(in);
+    if (!rc)
+        rc = _alloc(in, &l);
+    if (!rc)
+        rc = _resolve_leaves(l, in, &leaf);
+    if (!rc)
+        rc = _order_nodes(l, leaf ? in->topo : NULL, leaf);
+    if (!rc)
+        rc = _count_tasks(l, in);
+    if (!rc)
+        rc = _apply_spec(l, in);
+    free(leaf);
+    if (rc) {
+        torus_layout_free(l);
+        return rc;
+    }
+    *out = l;
+    return TORUS_LAYOUT_OK;
+}
+
+void torus_layout_predict(const torus_layout_t *l, const torus_cost_t *cost,
+                          uint64_t bytes, torus_layout_prediction_t *out)
 {
     if (!l->enabled) {
         *out = (torus_layout_prediction_t){0};
         return;
     }
-    torus_layout_model(&l->shape, cost, bytes, out);
+    torus_cost_t m;
+    _model(l, cost, l->rows, l->cols, &m);
+    size_t count = (size_t)(bytes / 4);
+    out->flat_ring_s = torus_cost_time(&m, TORUS_COST_RING, count, 4);
+    out->hierarchical_s = torus_cost_time(&m, TORUS_COST_HIER, count, 4);
+    out->torus2d_s = torus_cost_time(&m, TORUS_COST_TORUS2D, count, 4);
 }

@@ -1,6 +1,18 @@
 # topology/local.mk: libtoruslayout (the 2D-torus layout), the torus-layout
 # admin tool, their unit tests, the scale bench and the by-hand fuzz target.
 
+# libtoruscost: the one alpha-beta cost model (cost_model.h), pure C with no
+# Slurm, so that libtcomm links it too (hybrid, torus-bench --model) and the
+# plugin and the trainer price with the same numbers. Hardened: it ends up
+# in spank_torus.so.
+noinst_LTLIBRARIES += topology/libtoruscost.la
+topology_libtoruscost_la_SOURCES = \
+	topology/cost_model.h \
+	topology/cost_model.c \
+	topology/cost_params.c
+topology_libtoruscost_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
+topology_libtoruscost_la_LIBADD = -lm
+
 # The library is linked into both the tool and spank_torus.so, so it is
 # built with the plugin's hardening flags. It does not link libslurm itself:
 # the tool adds $(SLURM_LIBS), the plugin borrows srun/slurmstepd's copy.
@@ -9,13 +21,12 @@ topology_libtoruslayout_la_SOURCES = \
 	topology/torus_layout.h \
 	topology/internal.h \
 	topology/spec.c \
-	topology/cost.c \
 	topology/names.c \
 	topology/switchmap.c \
 	topology/layout.c
 topology_libtoruslayout_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CFLAGS)
 topology_libtoruslayout_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
-topology_libtoruslayout_la_LIBADD = -lm
+topology_libtoruslayout_la_LIBADD = topology/libtoruscost.la common/libtoruscommon.la -lm
 
 TOPOLOGY_TEST_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) $(CHECK_LIBS) -lm
 
@@ -27,6 +38,15 @@ tests_unit_test_layout_LDADD = $(TOPOLOGY_TEST_LDADD)
 tests_unit_test_layout_parse_SOURCES = tests/unit/test_layout_parse.c
 tests_unit_test_layout_parse_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
 tests_unit_test_layout_parse_LDADD = $(TOPOLOGY_TEST_LDADD)
+
+# One model for both consumers: the plugin's grid and tcomm's hybrid pick
+# move together (links libtcomm too, hence TCOMM_*, from trainer/comm).
+check_PROGRAMS += tests/unit/test_cost_model
+TESTS += tests/unit/test_cost_model
+tests_unit_test_cost_model_SOURCES = tests/unit/test_cost_model.c
+tests_unit_test_cost_model_CPPFLAGS = $(TCOMM_CPPFLAGS) $(SLURM_CFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_cost_model_LDADD = topology/libtoruslayout.la $(TCOMM_LIBS) $(SLURM_LIBS) \
+	$(CHECK_LIBS) -lm
 
 # The real 4096 x 8 number: tests/bench/bench_layout (built, not run, by check).
 check_PROGRAMS += tests/bench/bench_layout
@@ -50,12 +70,14 @@ EXTRA_DIST += tests/unit/torus_layout_cli.sh tests/integration/torus_check.py
 FUZZ_CC = clang
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_SECONDS = 60
-FUZZ_SRCS = tests/fuzz/fuzz_parsers.c plugins/args.c topology/spec.c topology/cost.c \
+FUZZ_SRCS = tests/fuzz/fuzz_parsers.c plugins/args.c topology/spec.c topology/cost_model.c \
+	topology/cost_params.c common/torus_error.c \
 	topology/names.c topology/switchmap.c topology/layout.c
 FUZZ_SEEDS = tests/fuzz/corpus/spec-auto tests/fuzz/corpus/spec-4x8 tests/fuzz/corpus/args \
 	tests/fuzz/corpus/tasks tests/fuzz/corpus/addr tests/fuzz/corpus/topo tests/fuzz/corpus/cost
 EXTRA_DIST += tests/fuzz/fuzz_parsers.c tests/fuzz/lsan.supp $(FUZZ_SEEDS)
-fuzz-parsers: $(FUZZ_SRCS:%=$(top_srcdir)/%) topology/torus_layout.h plugins/torus_plugin.h
+fuzz-parsers: $(FUZZ_SRCS:%=$(top_srcdir)/%) topology/torus_layout.h topology/cost_model.h \
+		plugins/torus_plugin.h common/torus_error.h
 	$(MKDIR_P) tests/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -D_GNU_SOURCE -I$(top_srcdir) -I$(top_builddir) $(SLURM_CFLAGS) \
 		$(FUZZ_SRCS:%=$(top_srcdir)/%) -o tests/fuzz/fuzz_parsers $(SLURM_LIBS) -lm

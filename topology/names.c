@@ -56,40 +56,35 @@ void torus_layout_names_free(char **names, size_t count)
 }
 
 torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names,
-                                          size_t *count, char *err,
-                                          size_t errlen)
+                                          size_t *count)
 {
     *names = NULL;
     *count = 0;
     size_t len = strnlen(hostlist, TORUS_LAYOUT_LIST_MAX + 1);
     if (len == 0)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "empty node list");
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "empty node list");
     if (len > TORUS_LAYOUT_LIST_MAX)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                 "node list longer than %u bytes",
-                                 TORUS_LAYOUT_LIST_MAX);
+        return TORUS_FAIL(TORUS_LAYOUT_ERANGE, "node list longer than %u bytes",
+                          TORUS_LAYOUT_LIST_MAX);
     hostlist_t hl = torus_layout_hostlist_sane(hostlist)
                         ? slurm_hostlist_create(hostlist)
                         : NULL;
     if (!hl)
-        return torus_layout_errf(
-            err, errlen, TORUS_LAYOUT_EINVAL,
+        return TORUS_FAIL(
+            TORUS_LAYOUT_EINVAL,
             "'%.80s' is not a valid Slurm node list (one [range] per name)",
             hostlist);
     int n = slurm_hostlist_count(hl);
     if (n <= 0 || (size_t)n > TORUS_LAYOUT_NODES_MAX) {
         slurm_hostlist_destroy(hl);
-        return torus_layout_errf(
-            err, errlen, n <= 0 ? TORUS_LAYOUT_EINVAL : TORUS_LAYOUT_ERANGE,
-            "node list '%.80s' holds %d nodes (1 to %u allowed)", hostlist, n,
-            TORUS_LAYOUT_NODES_MAX);
+        return TORUS_FAIL(n <= 0 ? TORUS_LAYOUT_EINVAL : TORUS_LAYOUT_ERANGE,
+                          "node list '%.80s' holds %d nodes (1 to %u allowed)",
+                          hostlist, n, TORUS_LAYOUT_NODES_MAX);
     }
     char **out = calloc((size_t)n, sizeof *out);
     if (!out) {
         slurm_hostlist_destroy(hl);
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
-                                 "out of memory");
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
     }
     size_t got = 0;
     char *h;
@@ -99,25 +94,23 @@ torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names,
          * today, but the API does not promise it, and we free with free(). */
         size_t hl_len = strnlen(h, TORUS_LAYOUT_NAME_MAX);
         if (hl_len == 0 || hl_len >= TORUS_LAYOUT_NAME_MAX) {
-            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                   "node name longer than %d bytes",
-                                   TORUS_LAYOUT_NAME_MAX - 1);
+            rc = TORUS_FAIL(TORUS_LAYOUT_ERANGE,
+                            "node name longer than %d bytes",
+                            TORUS_LAYOUT_NAME_MAX - 1);
             free(h);
             break;
         }
         out[got] = strdup(h);
         free(h);
         if (!out[got]) {
-            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
-                                   "out of memory");
+            rc = TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
             break;
         }
         got++;
     }
     slurm_hostlist_destroy(hl);
     if (rc == TORUS_LAYOUT_OK && got != (size_t)n)
-        rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
-                               "out of memory");
+        rc = TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
     if (rc) {
         torus_layout_names_free(out, got);
         return rc;
@@ -140,18 +133,15 @@ char *torus_layout_names_compress(char *const *names, size_t count)
 }
 
 torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes,
-                                         uint32_t *counts, char *err,
-                                         size_t errlen)
+                                         uint32_t *counts)
 {
     if (nnodes == 0)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "tasks per node: no nodes");
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "tasks per node: no nodes");
     size_t len = strnlen(text, TORUS_LAYOUT_LIST_MAX + 1);
     if (len == 0 || len > TORUS_LAYOUT_LIST_MAX)
-        return torus_layout_errf(
-            err, errlen, TORUS_LAYOUT_EINVAL,
-            "tasks per node: empty or longer than %u bytes",
-            TORUS_LAYOUT_LIST_MAX);
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "tasks per node: empty or longer than %u bytes",
+                          TORUS_LAYOUT_LIST_MAX);
     const char *p = text, *end = text + len;
     size_t filled = 0;
     bool bare = true;
@@ -176,8 +166,8 @@ torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes,
         if (comma || p != text)
             bare = false;
         if (rep > nnodes - filled)
-            return torus_layout_errf(
-                err, errlen, TORUS_LAYOUT_EINVAL,
+            return TORUS_FAIL(
+                TORUS_LAYOUT_EINVAL,
                 "tasks per node '%.80s' covers more than %zu nodes", text,
                 nnodes);
         for (uint64_t i = 0; i < rep; i++)
@@ -194,14 +184,13 @@ torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes,
             counts[filled] = counts[0];
     }
     if (filled != nnodes)
-        return torus_layout_errf(
-            err, errlen, TORUS_LAYOUT_EINVAL,
-            "tasks per node '%.80s' covers %zu of %zu nodes", text, filled,
-            nnodes);
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "tasks per node '%.80s' covers %zu of %zu nodes",
+                          text, filled, nnodes);
     return TORUS_LAYOUT_OK;
 bad:
-    return torus_layout_errf(
-        err, errlen, TORUS_LAYOUT_EINVAL,
+    return TORUS_FAIL(
+        TORUS_LAYOUT_EINVAL,
         "tasks per node '%.80s': expected N or N(xM) items separated by "
         "commas, N >= 1",
         text);

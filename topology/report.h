@@ -11,7 +11,7 @@
 typedef struct torus_report_input {
     const torus_layout_t *layout;
     char *const *names; /* Slurm node order */
-    const torus_layout_cost_t *cost;
+    const torus_cost_t *cost;
     uint64_t bytes;     /* message size for the predictions */
     unsigned max_lines; /* rows/columns to print before eliding */
 } torus_report_input_t;

@@ -7,7 +7,6 @@
  */
 #include "config.h"
 
-#include <stdarg.h>
 #include <string.h>
 
 #include "topology/internal.h"
@@ -29,18 +28,6 @@ const char *torus_layout_strerror(torus_layout_rc rc)
         return "input too large";
     }
     return "unknown error";
-}
-
-torus_layout_rc torus_layout_errf(char *err, size_t errlen, torus_layout_rc rc,
-                                  const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
 }
 
 bool torus_layout_parse_uint(const char *p, const char *end, uint64_t max,
@@ -66,17 +53,15 @@ bool torus_layout_parse_uint(const char *p, const char *end, uint64_t max,
 }
 
 torus_layout_rc torus_layout_spec_parse(const char *text,
-                                        torus_layout_spec_t *out, char *err,
-                                        size_t errlen)
+                                        torus_layout_spec_t *out)
 {
     if (!text || !*text)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "empty spec (expected auto, off or RxC)");
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "empty spec (expected auto, off or RxC)");
     size_t len = strnlen(text, TORUS_LAYOUT_SPEC_MAX + 1);
     if (len > TORUS_LAYOUT_SPEC_MAX)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "spec longer than %d characters",
-                                 TORUS_LAYOUT_SPEC_MAX);
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "spec longer than %d characters",
+                          TORUS_LAYOUT_SPEC_MAX);
     if (strcmp(text, "auto") == 0) {
         *out = (torus_layout_spec_t){.kind = TORUS_SPEC_AUTO};
         return TORUS_LAYOUT_OK;
@@ -89,17 +74,14 @@ torus_layout_rc torus_layout_spec_parse(const char *text,
     uint64_t r, c;
     if (!x || !torus_layout_parse_uint(text, x, TORUS_LAYOUT_TASKS_MAX, &r) ||
         !torus_layout_parse_uint(x + 1, text + len, TORUS_LAYOUT_TASKS_MAX, &c))
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "'%s' is not auto, off or RxC (e.g. 4x8)",
-                                 text);
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "'%s' is not auto, off or RxC (e.g. 4x8)", text);
     if (r == 0 || c == 0)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "'%s': rows and columns must be at least 1",
-                                 text);
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "'%s': rows and columns must be at least 1", text);
     if (r * c > TORUS_LAYOUT_TASKS_MAX)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                 "'%s': more than %u tasks", text,
-                                 TORUS_LAYOUT_TASKS_MAX);
+        return TORUS_FAIL(TORUS_LAYOUT_ERANGE, "'%s': more than %u tasks", text,
+                          TORUS_LAYOUT_TASKS_MAX);
     *out = (torus_layout_spec_t){
         .kind = TORUS_SPEC_EXPLICIT, .rows = (uint32_t)r, .cols = (uint32_t)c};
     return TORUS_LAYOUT_OK;

@@ -19,12 +19,14 @@
 
 #include "topology/internal.h"
 
-#define _FILE_MAX (64u << 20) /* a topology.conf bigger than this is not one \
-                               */
-#define _LINE_MAX       (1u << 20) /* one logical line, continuations included */
-#define _SWITCH_MAX     (1u << 20)
-#define _TOPO_NODES_MAX (1u << 22) /* nodes of the whole cluster, all leaves \
-                                    */
+#define _FILE_MAX                                                             \
+    (64u << 20)                /* a topology.conf bigger than this is not one \
+                                */
+#define _LINE_MAX   (1u << 20) /* one logical line, continuations included */
+#define _SWITCH_MAX (1u << 20)
+#define _TOPO_NODES_MAX                                  \
+    (1u << 22) /* nodes of the whole cluster, all leaves \
+                */
 
 typedef struct {
     char *name;
@@ -172,28 +174,26 @@ static torus_layout_rc _append(char **list, const char *name)
 }
 
 torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
-                                           const char *addr, char *err,
-                                           size_t errlen)
+                                           const char *addr)
 {
     size_t len = strnlen(addr, TORUS_LAYOUT_LIST_MAX + 1);
     if (len == 0 || len > 16 * TORUS_LAYOUT_NAME_MAX)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                 "SLURM_TOPOLOGY_ADDR: empty or too long");
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "SLURM_TOPOLOGY_ADDR: empty or too long");
     char name[TORUS_LAYOUT_NAME_MAX];
     uint32_t parent = TORUS_NO_SWITCH;
     const char *p = addr, *end = addr + len;
     for (int depth = 0; p <= end; depth++) {
         if (depth > TORUS_LAYOUT_DEPTH_MAX)
-            return torus_layout_errf(
-                err, errlen, TORUS_LAYOUT_EINVAL,
-                "SLURM_TOPOLOGY_ADDR: more than %d switch levels",
-                TORUS_LAYOUT_DEPTH_MAX);
+            return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                              "SLURM_TOPOLOGY_ADDR: more than %d switch levels",
+                              TORUS_LAYOUT_DEPTH_MAX);
         const char *dot = memchr(p, '.', (size_t)(end - p));
         const char *stop = dot ? dot : end;
         size_t n = (size_t)(stop - p);
         if (!_valid_name(p, n))
-            return torus_layout_errf(
-                err, errlen, TORUS_LAYOUT_EINVAL,
+            return TORUS_FAIL(
+                TORUS_LAYOUT_EINVAL,
                 "SLURM_TOPOLOGY_ADDR '%.80s': bad component at offset %zu",
                 addr, (size_t)(p - addr));
         memcpy(name, p, n);
@@ -203,22 +203,21 @@ torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
             if (parent == TORUS_NO_SWITCH)
                 return TORUS_LAYOUT_OK;
             torus_layout_rc rc = _append(&topo->sw[parent].nodes, name);
-            return rc ? torus_layout_errf(err, errlen, rc,
-                                          "SLURM_TOPOLOGY_ADDR: %s",
-                                          torus_layout_strerror(rc))
+            return rc ? TORUS_FAIL(rc, "SLURM_TOPOLOGY_ADDR: %s",
+                                   torus_layout_strerror(rc))
                       : TORUS_LAYOUT_OK;
         }
         uint32_t idx;
         bool created;
         torus_layout_rc rc = _get_or_add(topo, name, 0, &idx, &created);
         if (rc)
-            return torus_layout_errf(err, errlen, rc, "SLURM_TOPOLOGY_ADDR: %s",
-                                     torus_layout_strerror(rc));
+            return TORUS_FAIL(rc, "SLURM_TOPOLOGY_ADDR: %s",
+                              torus_layout_strerror(rc));
         if (created)
             topo->sw[idx].parent = parent;
         else if (topo->sw[idx].parent != parent)
-            return torus_layout_errf(
-                err, errlen, TORUS_LAYOUT_EINVAL,
+            return TORUS_FAIL(
+                TORUS_LAYOUT_EINVAL,
                 "SLURM_TOPOLOGY_ADDR '%.80s': switch %s has two parents", addr,
                 name);
         parent = idx;
@@ -250,8 +249,7 @@ static torus_layout_rc _apply(torus_layout_topo_t *topo, uint32_t sw,
 
 /* One logical line, comments and continuations already removed. */
 static torus_layout_rc _parse_line(torus_layout_topo_t *topo, char *line,
-                                   const char *name, uint32_t lineno, char *err,
-                                   size_t errlen)
+                                   const char *name, uint32_t lineno)
 {
     uint32_t sw = TORUS_NO_SWITCH;
     char *p = line;
@@ -266,19 +264,18 @@ static torus_layout_rc _parse_line(torus_layout_topo_t *topo, char *line,
         size_t tlen = (size_t)(p - tok);
         char *eq = memchr(tok, '=', tlen);
         if (!eq)
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "%s:%u: '%.40s' is not Key=Value", name,
-                                     lineno, tok);
+            return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                              "%s:%u: '%.40s' is not Key=Value", name, lineno,
+                              tok);
         size_t klen = (size_t)(eq - tok), vlen = tlen - klen - 1;
         if (sw == TORUS_NO_SWITCH) {
             if (klen != 10 || strncasecmp(tok, "SwitchName", 10) != 0)
-                return torus_layout_errf(
-                    err, errlen, TORUS_LAYOUT_EINVAL,
+                return TORUS_FAIL(
+                    TORUS_LAYOUT_EINVAL,
                     "%s:%u: a line must start with SwitchName=", name, lineno);
             if (!_valid_name(eq + 1, vlen))
-                return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                         "%s:%u: bad switch name", name,
-                                         lineno);
+                return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "%s:%u: bad switch name",
+                                  name, lineno);
             char sname[TORUS_LAYOUT_NAME_MAX];
             memcpy(sname, eq + 1, vlen);
             sname[vlen] = '\0';
@@ -286,22 +283,20 @@ static torus_layout_rc _parse_line(torus_layout_topo_t *topo, char *line,
             torus_layout_rc rc =
                 _get_or_add(topo, sname, lineno, &sw, &created);
             if (rc)
-                return torus_layout_errf(err, errlen, rc, "%s:%u: %s", name,
-                                         lineno, torus_layout_strerror(rc));
+                return TORUS_FAIL(rc, "%s:%u: %s", name, lineno,
+                                  torus_layout_strerror(rc));
             if (!created)
-                return torus_layout_errf(
-                    err, errlen, TORUS_LAYOUT_EINVAL,
-                    "%s:%u: switch %s already defined on line %u", name, lineno,
-                    sname, topo->sw[sw].line);
+                return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                                  "%s:%u: switch %s already defined on line %u",
+                                  name, lineno, sname, topo->sw[sw].line);
             continue;
         }
         torus_layout_rc rc = _apply(topo, sw, tok, klen, eq + 1, vlen);
         if (rc == TORUS_LAYOUT_ENOMEM)
-            return torus_layout_errf(err, errlen, rc, "%s:%u: out of memory",
-                                     name, lineno);
+            return TORUS_FAIL(rc, "%s:%u: out of memory", name, lineno);
         if (rc)
-            return torus_layout_errf(
-                err, errlen, rc,
+            return TORUS_FAIL(
+                rc,
                 "%s:%u: unexpected or repeated '%.*s' (expected Nodes=, "
                 "Switches= or LinkSpeed=)",
                 name, lineno, (int)(klen < 40 ? klen : 40), tok);
@@ -310,8 +305,7 @@ static torus_layout_rc _parse_line(torus_layout_topo_t *topo, char *line,
 }
 
 /* After all lines: point every child switch at its parent, reject cycles. */
-static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name,
-                             char *err, size_t errlen)
+static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name)
 {
     for (size_t s = 0; s < topo->count; s++) {
         if (!topo->sw[s].children)
@@ -320,30 +314,28 @@ static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name,
                             ? slurm_hostlist_create(topo->sw[s].children)
                             : NULL;
         if (!hl)
-            return torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                     "%s:%u: Switches= is not a valid hostlist",
-                                     name, topo->sw[s].line);
+            return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                              "%s:%u: Switches= is not a valid hostlist", name,
+                              topo->sw[s].line);
         /* Bound before expanding: "s[1-99999999]" is short to write. */
         if (slurm_hostlist_count(hl) > (int)_SWITCH_MAX) {
             slurm_hostlist_destroy(hl);
-            return torus_layout_errf(
-                err, errlen, TORUS_LAYOUT_ERANGE,
-                "%s:%u: Switches= lists more than %u switches", name,
-                topo->sw[s].line, _SWITCH_MAX);
+            return TORUS_FAIL(TORUS_LAYOUT_ERANGE,
+                              "%s:%u: Switches= lists more than %u switches",
+                              name, topo->sw[s].line, _SWITCH_MAX);
         }
         char *child;
         torus_layout_rc rc = TORUS_LAYOUT_OK;
         while (rc == TORUS_LAYOUT_OK && (child = slurm_hostlist_shift(hl))) {
             uint32_t c = _find(topo, child);
             if (c == TORUS_NO_SWITCH)
-                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                       "%s:%u: switch %.64s is not defined",
-                                       name, topo->sw[s].line, child);
+                rc = TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                                "%s:%u: switch %.64s is not defined", name,
+                                topo->sw[s].line, child);
             else if (topo->sw[c].parent != TORUS_NO_SWITCH || c == s)
-                rc = torus_layout_errf(
-                    err, errlen, TORUS_LAYOUT_EINVAL,
-                    "%s:%u: switch %.64s has more than one parent", name,
-                    topo->sw[s].line, child);
+                rc = TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                                "%s:%u: switch %.64s has more than one parent",
+                                name, topo->sw[s].line, child);
             else
                 topo->sw[c].parent = (uint32_t)s;
             free(child);
@@ -358,8 +350,8 @@ static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name,
         uint32_t p = topo->sw[s].parent;
         for (size_t steps = 0; p != TORUS_NO_SWITCH; steps++) {
             if (p == s || steps >= TORUS_LAYOUT_DEPTH_MAX)
-                return torus_layout_errf(
-                    err, errlen, TORUS_LAYOUT_EINVAL,
+                return TORUS_FAIL(
+                    TORUS_LAYOUT_EINVAL,
                     "%s:%u: switch %s is its own ancestor or more than "
                     "%d levels deep",
                     name, topo->sw[s].line, topo->sw[s].name,
@@ -372,18 +364,15 @@ static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name,
 
 torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
                                         const char *name,
-                                        torus_layout_topo_t **out, char *err,
-                                        size_t errlen)
+                                        torus_layout_topo_t **out)
 {
     torus_layout_topo_t *topo;
     if (torus_layout_topo_new(&topo))
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
-                                 "%s: out of memory", name);
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "%s: out of memory", name);
     char *line = malloc(_LINE_MAX + 1);
     if (!line) {
         torus_layout_topo_free(topo);
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
-                                 "%s: out of memory", name);
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "%s: out of memory", name);
     }
     torus_layout_rc rc = TORUS_LAYOUT_OK;
     size_t pos = 0, used = 0;
@@ -393,8 +382,8 @@ torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
         char ch = pos < len ? text[pos] : '\n';
         pos++;
         if (ch == '\0') {
-            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                   "%s:%u: NUL byte", name, lineno + 1);
+            rc = TORUS_FAIL(TORUS_LAYOUT_EINVAL, "%s:%u: NUL byte", name,
+                            lineno + 1);
             break;
         }
         if (ch != '\n') {
@@ -403,9 +392,9 @@ torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
             if (comment)
                 continue;
             if (used >= _LINE_MAX) {
-                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                       "%s:%u: line longer than %u bytes", name,
-                                       lineno + 1, _LINE_MAX);
+                rc = TORUS_FAIL(TORUS_LAYOUT_ERANGE,
+                                "%s:%u: line longer than %u bytes", name,
+                                lineno + 1, _LINE_MAX);
                 break;
             }
             line[used++] = ch;
@@ -419,13 +408,13 @@ torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
             continue;
         }
         line[used] = '\0';
-        rc = _parse_line(topo, line, name, start, err, errlen);
+        rc = _parse_line(topo, line, name, start);
         used = 0;
         start = lineno + 1;
     }
     free(line);
     if (rc == TORUS_LAYOUT_OK)
-        rc = _link(topo, name, err, errlen);
+        rc = _link(topo, name);
     if (rc) {
         torus_layout_topo_free(topo);
         return rc;
@@ -435,29 +424,25 @@ torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
 }
 
 torus_layout_rc torus_layout_topo_load(const char *path,
-                                       torus_layout_topo_t **out, char *err,
-                                       size_t errlen)
+                                       torus_layout_topo_t **out)
 {
     FILE *f = fopen(path, "re");
     if (!f)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_EIO, "%s: %s", path,
-                                 strerror(errno));
+        return TORUS_FAIL(TORUS_LAYOUT_EIO, "%s: %s", path, strerror(errno));
     char *buf = NULL;
     size_t len = 0, cap = 0;
     torus_layout_rc rc = TORUS_LAYOUT_OK;
     for (;;) {
         if (len == cap) {
             if (cap >= _FILE_MAX) {
-                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                       "%s: larger than %u bytes", path,
-                                       _FILE_MAX);
+                rc = TORUS_FAIL(TORUS_LAYOUT_ERANGE, "%s: larger than %u bytes",
+                                path, _FILE_MAX);
                 break;
             }
             cap = cap ? cap * 2 : 65536;
             char *nb = realloc(buf, cap);
             if (!nb) {
-                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
-                                       "%s: out of memory", path);
+                rc = TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "%s: out of memory", path);
                 break;
             }
             buf = nb;
@@ -466,23 +451,20 @@ torus_layout_rc torus_layout_topo_load(const char *path,
         len += got;
         if (got == 0) {
             if (ferror(f))
-                rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EIO,
-                                       "%s: read error", path);
+                rc = TORUS_FAIL(TORUS_LAYOUT_EIO, "%s: read error", path);
             break;
         }
     }
     fclose(f);
     if (rc == TORUS_LAYOUT_OK)
-        rc = torus_layout_topo_parse(buf ? buf : "", len, path, out, err,
-                                     errlen);
+        rc = torus_layout_topo_parse(buf ? buf : "", len, path, out);
     free(buf);
     return rc;
 }
 
 torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
                                           const char *const *names,
-                                          size_t count, uint32_t *leaf,
-                                          char *err, size_t errlen)
+                                          size_t count, uint32_t *leaf)
 {
     /* Hash the step's nodes, then walk every leaf's node list once: memory
      * stays linear in the step, time linear in the topology file. */
@@ -491,8 +473,7 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
         nslots *= 2;
     uint32_t *slots = calloc(nslots, sizeof *slots);
     if (!slots)
-        return torus_layout_errf(err, errlen, TORUS_LAYOUT_ENOMEM,
-                                 "out of memory");
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
     for (size_t n = 0; n < count; n++) {
         leaf[n] = TORUS_NO_SWITCH;
         size_t i = torus_layout_hash(names[n]) & (nslots - 1);
@@ -509,17 +490,17 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
                             ? slurm_hostlist_create(topo->sw[s].nodes)
                             : NULL;
         if (!hl) {
-            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_EINVAL,
-                                   "switch %s: Nodes= is not a valid hostlist",
-                                   topo->sw[s].name);
+            rc = TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                            "switch %s: Nodes= is not a valid hostlist",
+                            topo->sw[s].name);
             break;
         }
         total += (size_t)slurm_hostlist_count(hl);
         if (total > _TOPO_NODES_MAX) {
             slurm_hostlist_destroy(hl);
-            rc = torus_layout_errf(err, errlen, TORUS_LAYOUT_ERANGE,
-                                   "switch map lists more than %u nodes",
-                                   _TOPO_NODES_MAX);
+            rc = TORUS_FAIL(TORUS_LAYOUT_ERANGE,
+                            "switch map lists more than %u nodes",
+                            _TOPO_NODES_MAX);
             break;
         }
         char *node;

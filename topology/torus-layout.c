@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/torus_error.h"
 #include "topology/report.h"
 #include "topology/torus_layout.h"
 
@@ -116,7 +117,7 @@ static const char _usage[] =
 
 typedef struct {
     const char *nodes, *tasks, *topology, *topology_addr, *spec;
-    torus_layout_cost_t cost;
+    torus_cost_t cost;
     uint64_t bytes;
     bool json;
     unsigned max_lines;
@@ -128,104 +129,115 @@ static int _fail(const char *what)
     return 1;
 }
 
+enum {
+    O_NODES = 256,
+    O_TASKS,
+    O_TOPO,
+    O_ADDR,
+    O_SPEC,
+    O_COST,
+    O_BYTES,
+    O_JSON,
+    O_MAX
+};
+static const struct option _longopts[] = {
+    {"nodes", required_argument, NULL, O_NODES},
+    {"tasks-per-node", required_argument, NULL, O_TASKS},
+    {"topology", required_argument, NULL, O_TOPO},
+    {"topology-addr", required_argument, NULL, O_ADDR},
+    {"spec", required_argument, NULL, O_SPEC},
+    {"cost", required_argument, NULL, O_COST},
+    {"bytes", required_argument, NULL, O_BYTES},
+    {"json", no_argument, NULL, O_JSON},
+    {"max-lines", required_argument, NULL, O_MAX},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+/* --cost KEY=VALUE: the cost model's keys, as in plugstack.conf. */
+static int _opt_cost(_opts_t *o, const char *arg)
+{
+    char key[32];
+    const char *eq = strchr(arg, '=');
+    if (!eq || (size_t)(eq - arg) >= sizeof key) {
+        fprintf(stderr, "torus-layout: --cost '%s': expected KEY=VALUE\n", arg);
+        return 2;
+    }
+    memcpy(key, arg, (size_t)(eq - arg));
+    key[eq - arg] = '\0';
+    if (torus_cost_set(&o->cost, key, eq + 1)) {
+        fprintf(stderr, "torus-layout: --cost: %s\n", torus_error_msg());
+        return 2;
+    }
+    return 0;
+}
+
+static int _opt_max_lines(_opts_t *o, const char *arg)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(arg, &end, 10);
+    if (errno || *end || !*arg || v > 1000000) {
+        fprintf(stderr, "torus-layout: --max-lines '%s': expected 0..1000000\n",
+                arg);
+        return 2;
+    }
+    o->max_lines = v ? (unsigned)v : UINT32_MAX - 1;
+    return 0;
+}
+
+/* One option (getopt's c and optarg): 0, or 2 after the message. */
+static int _opt(_opts_t *o, int c, const char *arg)
+{
+    switch (c) {
+    case O_NODES:
+        o->nodes = arg;
+        return 0;
+    case O_TASKS:
+        o->tasks = arg;
+        return 0;
+    case O_TOPO:
+        o->topology = arg;
+        return 0;
+    case O_ADDR:
+        o->topology_addr = arg;
+        return 0;
+    case O_SPEC:
+        o->spec = arg;
+        return 0;
+    case O_JSON:
+        o->json = true;
+        return 0;
+    case O_COST:
+        return _opt_cost(o, arg);
+    case O_BYTES:
+        if (!torus_cost_parse_bytes(arg, &o->bytes))
+            return 0;
+        fprintf(stderr,
+                "torus-layout: --bytes '%s': expected a size like 64M\n", arg);
+        return 2;
+    case O_MAX:
+        return _opt_max_lines(o, arg);
+    case 'h':
+        fputs(_usage, stdout);
+        exit(0);
+    case 'V':
+        printf("torus-layout %s\n", PACKAGE_VERSION);
+        exit(0);
+    default:
+        fprintf(stderr, "torus-layout: see --help\n");
+        return 2;
+    }
+}
+
 static int _parse_args(int argc, char **argv, _opts_t *o)
 {
-    enum {
-        O_NODES = 256,
-        O_TASKS,
-        O_TOPO,
-        O_ADDR,
-        O_SPEC,
-        O_COST,
-        O_BYTES,
-        O_JSON,
-        O_MAX
-    };
-    static const struct option longopts[] = {
-        {"nodes", required_argument, NULL, O_NODES},
-        {"tasks-per-node", required_argument, NULL, O_TASKS},
-        {"topology", required_argument, NULL, O_TOPO},
-        {"topology-addr", required_argument, NULL, O_ADDR},
-        {"spec", required_argument, NULL, O_SPEC},
-        {"cost", required_argument, NULL, O_COST},
-        {"bytes", required_argument, NULL, O_BYTES},
-        {"json", no_argument, NULL, O_JSON},
-        {"max-lines", required_argument, NULL, O_MAX},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
-    };
-    char err[TORUS_LAYOUT_ERR_LEN];
     int c;
-    while ((c = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
-        switch (c) {
-        case O_NODES:
-            o->nodes = optarg;
-            break;
-        case O_TASKS:
-            o->tasks = optarg;
-            break;
-        case O_TOPO:
-            o->topology = optarg;
-            break;
-        case O_ADDR:
-            o->topology_addr = optarg;
-            break;
-        case O_SPEC:
-            o->spec = optarg;
-            break;
-        case O_JSON:
-            o->json = true;
-            break;
-        case O_COST: {
-            char key[32];
-            const char *eq = strchr(optarg, '=');
-            if (!eq || (size_t)(eq - optarg) >= sizeof key) {
-                fprintf(stderr,
-                        "torus-layout: --cost '%s': expected KEY=VALUE\n",
-                        optarg);
-                return 2;
-            }
-            memcpy(key, optarg, (size_t)(eq - optarg));
-            key[eq - optarg] = '\0';
-            if (torus_layout_cost_set(&o->cost, key, eq + 1, err, sizeof err)) {
-                fprintf(stderr, "torus-layout: --cost: %s\n", err);
-                return 2;
-            }
-            break;
-        }
-        case O_BYTES:
-            if (torus_layout_parse_bytes(optarg, &o->bytes)) {
-                fprintf(
-                    stderr,
-                    "torus-layout: --bytes '%s': expected a size like 64M\n",
-                    optarg);
-                return 2;
-            }
-            break;
-        case O_MAX: {
-            char *end;
-            errno = 0;
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (errno || *end || !*optarg || v > 1000000) {
-                fprintf(stderr,
-                        "torus-layout: --max-lines '%s': expected 0..1000000\n",
-                        optarg);
-                return 2;
-            }
-            o->max_lines = v ? (unsigned)v : UINT32_MAX - 1;
-            break;
-        }
-        case 'h':
-            fputs(_usage, stdout);
-            exit(0);
-        case 'V':
-            printf("torus-layout %s\n", PACKAGE_VERSION);
-            exit(0);
-        default:
-            fprintf(stderr, "torus-layout: see --help\n");
-            return 2;
-        }
+    while ((c = getopt_long(argc, argv, "hV", _longopts, NULL)) != -1) {
+        int rc = _opt(o, c, optarg);
+        if (rc)
+            return rc;
     }
     if (optind < argc) {
         fprintf(stderr, "torus-layout: unexpected argument '%s' (see --help)\n",
@@ -246,7 +258,7 @@ static const char *_env(const char *a, const char *b)
 static int _load_addr(const char *path, torus_layout_topo_t **topo)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
-    char err[TORUS_LAYOUT_ERR_LEN], line[4096];
+    char line[4096];
     if (!f) {
         fprintf(stderr, "torus-layout: --topology-addr %s: %s\n", path,
                 strerror(errno));
@@ -268,8 +280,9 @@ static int _load_addr(const char *path, torus_layout_topo_t **topo)
         line[len] = '\0';
         if (len == 0)
             continue;
-        if (torus_layout_topo_add_addr(*topo, line, err, sizeof err)) {
-            fprintf(stderr, "torus-layout: %s:%u: %s\n", path, lineno, err);
+        if (torus_layout_topo_add_addr(*topo, line)) {
+            fprintf(stderr, "torus-layout: %s:%u: %s\n", path, lineno,
+                    torus_error_msg());
             rc = 1;
         }
     }
@@ -282,7 +295,7 @@ static int _load_addr(const char *path, torus_layout_topo_t **topo)
 static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
                           torus_layout_source *source)
 {
-    char err[TORUS_LAYOUT_ERR_LEN], path[4096];
+    char path[4096];
     *topo = NULL;
     *source = TORUS_SOURCE_NODELIST;
     if (o->topology_addr) {
@@ -292,8 +305,8 @@ static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
     if (o->topology && strcmp(o->topology, "none") == 0)
         return 0;
     if (o->topology) {
-        if (torus_layout_topo_load(o->topology, topo, err, sizeof err))
-            return _fail(err);
+        if (torus_layout_topo_load(o->topology, topo))
+            return _fail(torus_error_msg());
         *source = TORUS_SOURCE_TREE;
         return 0;
     }
@@ -304,39 +317,68 @@ static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
                     path);
         return 0;
     }
-    if (torus_layout_topo_load(path, topo, err, sizeof err)) {
+    if (torus_layout_topo_load(path, topo)) {
         fprintf(stderr, "torus-layout: warning: %s; using the node list\n",
-                err);
+                torus_error_msg());
         return 0;
     }
     *source = TORUS_SOURCE_TREE;
     return 0;
 }
 
+/* What the options leave out comes from the Slurm step we run in, as the
+ * plugin would see it. 0, or 1 after the message. */
+static int _inherit(_opts_t *o)
+{
+    if (!o->bytes)
+        o->bytes = o->cost.bytes;
+    if (!o->nodes &&
+        !(o->nodes = _env("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")))
+        return _fail(
+            "no --nodes given and not inside a Slurm step (see --help)");
+    if (!o->tasks &&
+        !(o->tasks = _env("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")))
+        o->tasks = "1";
+    if (!o->spec &&
+        !(o->spec = _env("SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus", NULL)))
+        o->spec = "auto";
+    return 0;
+}
+
+/* The node names (*names, *n) and a fresh array of tasks per node; NULL
+ * after the message. */
+static uint32_t *_read_nodes(const _opts_t *o, char ***names, size_t *n)
+{
+    if (torus_layout_names_expand(o->nodes, names, n)) {
+        fprintf(stderr, "torus-layout: --nodes: %s\n", torus_error_msg());
+        return NULL;
+    }
+    uint32_t *tasks = malloc(*n * sizeof *tasks);
+    if (!tasks) {
+        _fail("out of memory");
+        return NULL;
+    }
+    if (torus_layout_tasks_parse(o->tasks, *n, tasks)) {
+        fprintf(stderr, "torus-layout: --tasks-per-node: %s\n",
+                torus_error_msg());
+        free(tasks);
+        return NULL;
+    }
+    return tasks;
+}
+
 int main(int argc, char **argv)
 {
     _opts_t o = {.max_lines = 32};
-    torus_layout_cost_defaults(&o.cost);
+    torus_cost_defaults(&o.cost);
     int rc = _parse_args(argc, argv, &o);
     if (rc)
         return rc;
-    if (!o.bytes)
-        o.bytes = o.cost.bytes;
-    if (!o.nodes &&
-        !(o.nodes = _env("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST")))
-        return _fail(
-            "no --nodes given and not inside a Slurm step (see --help)");
-    if (!o.tasks &&
-        !(o.tasks = _env("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE")))
-        o.tasks = "1";
-    if (!o.spec &&
-        !(o.spec = _env("SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus", NULL)))
-        o.spec = "auto";
-
-    char err[TORUS_LAYOUT_ERR_LEN];
+    if ((rc = _inherit(&o)))
+        return rc;
     torus_layout_input_t in = {.cost = o.cost};
-    if (torus_layout_spec_parse(o.spec, &in.spec, err, sizeof err)) {
-        fprintf(stderr, "torus-layout: --spec: %s\n", err);
+    if (torus_layout_spec_parse(o.spec, &in.spec)) {
+        fprintf(stderr, "torus-layout: --spec: %s\n", torus_error_msg());
         return 1;
     }
     char **names = NULL;
@@ -345,26 +387,16 @@ int main(int argc, char **argv)
     torus_layout_topo_t *topo = NULL;
     torus_layout_t *layout = NULL;
     rc = 1;
-    if (torus_layout_names_expand(o.nodes, &names, &n, err, sizeof err)) {
-        fprintf(stderr, "torus-layout: --nodes: %s\n", err);
-        goto out;
-    }
-    if (!(tasks = malloc(n * sizeof *tasks))) {
-        _fail("out of memory");
-        goto out;
-    }
-    if (torus_layout_tasks_parse(o.tasks, n, tasks, err, sizeof err)) {
-        fprintf(stderr, "torus-layout: --tasks-per-node: %s\n", err);
-        goto out;
-    }
-    if (_load_topology(&o, &topo, &in.source))
+    if (!(tasks = _read_nodes(&o, &names, &n)) ||
+        _load_topology(&o, &topo, &in.source))
         goto out;
     in.nnodes = n;
     in.nodes = (const char *const *)names;
     in.tasks = tasks;
     in.topo = topo;
-    if (torus_layout_compute(&in, &layout, err, sizeof err)) {
-        fprintf(stderr, "torus-layout: --spec %s: %s\n", o.spec, err);
+    if (torus_layout_compute(&in, &layout)) {
+        fprintf(stderr, "torus-layout: --spec %s: %s\n", o.spec,
+                torus_error_msg());
         goto out;
     }
     if (!torus_layout_enabled(layout) ||

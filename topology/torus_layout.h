@@ -8,9 +8,10 @@
  * global state, so every slurmstepd that feeds it the same inputs gets the
  * same answer (the plugin relies on that to avoid any controller traffic).
  *
- * Conventions: functions return a torus_layout_rc (0 = success) and, where an
- * `err` buffer is given, write one human-readable sentence into it. Callers
- * report that sentence once, at their boundary.
+ * Conventions (common/torus_error.h): functions return a torus_layout_rc
+ * (0 = success); on failure they record one sentence naming the input (file
+ * and line, option, node) with TORUS_FAIL. Callers report torus_error_msg()
+ * once, at their boundary (torus-layout's main, the SPANK callback).
  */
 #ifndef TORUS_LAYOUT_H
 #define TORUS_LAYOUT_H
@@ -19,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "topology/cost_model.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,7 +44,6 @@ typedef enum torus_layout_rc {
     (1u << 20) /* a hostlist or tasks-per-node string */
 #define TORUS_LAYOUT_NODES_MAX (1u << 20) /* nodes in one step */
 #define TORUS_LAYOUT_TASKS_MAX (1u << 30) /* tasks in one step */
-#define TORUS_LAYOUT_ERR_LEN   256        /* suggested size of err buffers */
 
 const char *torus_layout_strerror(torus_layout_rc rc);
 
@@ -60,43 +62,16 @@ typedef struct torus_layout_spec {
 
 /* Parse "auto", "off" or "RxC" (R, C >= 1, decimal, no signs or spaces). */
 torus_layout_rc torus_layout_spec_parse(const char *text,
-                                        torus_layout_spec_t *out, char *err,
-                                        size_t errlen);
+                                        torus_layout_spec_t *out);
 /* Write the canonical text of a spec ("auto", "off", "4x2"). */
 void torus_layout_spec_format(const torus_layout_spec_t *spec, char *buf,
                               size_t len);
 
 /* ------------------------------------------------------------- cost model */
 
-/* Link classes, from fastest to slowest. */
-typedef enum torus_layout_link {
-    TORUS_LINK_NODE = 0, /* two tasks on one node (shared memory / NVLink) */
-    TORUS_LINK_LEAF,     /* two nodes under one leaf switch */
-    TORUS_LINK_CROSS,    /* two nodes under different leaf switches */
-    TORUS_LINK_COUNT,
-} torus_layout_link;
-
-/* Alpha-beta parameters of each link class. */
-typedef struct torus_layout_cost {
-    double latency_s[TORUS_LINK_COUNT];     /* alpha, seconds per message */
-    double bandwidth_Bps[TORUS_LINK_COUNT]; /* 1/beta, bytes per second */
-    uint64_t bytes; /* message size `auto` optimises for */
-} torus_layout_cost_t;
-
-/* Documented defaults (see docs/env-contract.md, "Cost model"). */
-void torus_layout_cost_defaults(torus_layout_cost_t *cost);
-
-/* Set one parameter by its plugstack/tool key: node_lat_us, node_bw_gbs,
- * leaf_lat_us, leaf_bw_gbs, cross_lat_us, cross_bw_gbs, bytes.
- * Returns TORUS_LAYOUT_EINVAL for an unknown key or a bad value. */
-torus_layout_rc torus_layout_cost_set(torus_layout_cost_t *cost,
-                                      const char *key, const char *value,
-                                      char *err, size_t errlen);
-/* True when `key` names a cost parameter (lets callers reject unknown keys). */
-bool torus_layout_cost_is_key(const char *key);
-
-/* Parse a byte count with an optional K, M or G suffix (powers of 1024). */
-torus_layout_rc torus_layout_parse_bytes(const char *text, uint64_t *out);
+/* The parameters and the model are libtoruscost's (topology/cost_model.h),
+ * shared with libtcomm: torus_cost_defaults(), torus_cost_set() with the
+ * plugstack/tool keys, torus_cost_is_key(). */
 
 /* Predicted all-reduce times, in seconds, for one layout. */
 typedef struct torus_layout_prediction {
@@ -123,20 +98,17 @@ typedef struct torus_layout_topo torus_layout_topo_t;
 /* Parse a topology.conf (SwitchName=, Nodes=, Switches=; # comments;
  * trailing-backslash continuation). Errors name the file and line. */
 torus_layout_rc torus_layout_topo_load(const char *path,
-                                       torus_layout_topo_t **out, char *err,
-                                       size_t errlen);
+                                       torus_layout_topo_t **out);
 /* Same, from text already in memory (`name` is used in messages). */
 torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
                                         const char *name,
-                                        torus_layout_topo_t **out, char *err,
-                                        size_t errlen);
+                                        torus_layout_topo_t **out);
 /* An empty map, to be filled with torus_layout_topo_add_addr(). */
 torus_layout_rc torus_layout_topo_new(torus_layout_topo_t **out);
 /* Add one SLURM_TOPOLOGY_ADDR value, e.g. "spine.leaf1.n2" (root first,
  * node last). A bare "n2" adds a node under no switch. */
 torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
-                                           const char *addr, char *err,
-                                           size_t errlen);
+                                           const char *addr);
 void torus_layout_topo_free(torus_layout_topo_t *topo);
 /* The topology.conf Slurm reads: next to slurm.conf. `slurm_conf` is the
  * slurm.conf path; NULL means $SLURM_CONF, then /etc/slurm/slurm.conf. */
@@ -149,8 +121,7 @@ size_t torus_layout_topo_switch_count(const torus_layout_topo_t *topo);
 /* Expand a Slurm hostlist ("n[001-004],m7") with libslurm, in order. The
  * array and the names are freed with torus_layout_names_free(). */
 torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names,
-                                          size_t *count, char *err,
-                                          size_t errlen);
+                                          size_t *count);
 void torus_layout_names_free(char **names, size_t count);
 /* Compress names back to a ranged hostlist string (malloc'd). */
 char *torus_layout_names_compress(char *const *names, size_t count);
@@ -159,8 +130,7 @@ char *torus_layout_names_compress(char *const *names, size_t count);
  * node. `nnodes` is how many nodes the list must cover; a single bare
  * number covers every node (the tool's --tasks-per-node 8). */
 torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes,
-                                         uint32_t *counts, char *err,
-                                         size_t errlen);
+                                         uint32_t *counts);
 
 /* ---------------------------------------------------------------- layout */
 
@@ -174,7 +144,7 @@ typedef struct torus_layout_input {
     const torus_layout_topo_t *topo;
     torus_layout_source source; /* what `topo` was built from */
     torus_layout_spec_t spec;
-    torus_layout_cost_t cost;
+    torus_cost_t cost; /* machine part; the layout part is filled here */
 } torus_layout_input_t;
 
 /* Where one task sits. */
@@ -193,8 +163,7 @@ typedef struct torus_layout torus_layout_t;
  * off (spec off, non-uniform tasks per node): check torus_layout_enabled().
  * An explicit spec that does not fit returns TORUS_LAYOUT_ENOFIT. */
 torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
-                                     torus_layout_t **out, char *err,
-                                     size_t errlen);
+                                     torus_layout_t **out);
 void torus_layout_free(torus_layout_t *layout);
 
 bool torus_layout_enabled(const torus_layout_t *layout);
@@ -222,9 +191,10 @@ torus_layout_rc torus_layout_block_task(const torus_layout_t *layout,
                                         uint32_t *local);
 /* Rows that span more than one leaf switch (0 for a clean layout). */
 uint32_t torus_layout_rows_crossing_leaves(const torus_layout_t *layout);
-/* Predicted all-reduce times of `bytes` on this layout. */
+/* Predicted all-reduce times of `bytes` (fp32) on this layout, by the one
+ * cost model with `cost`'s machine parameters. */
 void torus_layout_predict(const torus_layout_t *layout,
-                          const torus_layout_cost_t *cost, uint64_t bytes,
+                          const torus_cost_t *cost, uint64_t bytes,
                           torus_layout_prediction_t *out);
 
 #ifdef __cplusplus

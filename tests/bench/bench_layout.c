@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/torus_error.h"
 #include "topology/torus_layout.h"
 
 static double _now_ms(void)
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
                                  l + 1, l * per + 1, (l + 1) * per);
     used += (size_t)snprintf(conf + used, cap - used,
                              "SwitchName=spine Switches=leaf[1-%u]\n", nleaves);
-    char hostlist[64], tasks[64], err[TORUS_LAYOUT_ERR_LEN];
+    char hostlist[64], tasks[64];
     snprintf(hostlist, sizeof hostlist, "n[00001-%05u]", nodes);
     snprintf(tasks, sizeof tasks, "%u(x%u)", tpn, nodes);
 
@@ -61,11 +62,10 @@ int main(int argc, char **argv)
         size_t n;
         torus_layout_topo_t *topo;
         uint32_t *counts = malloc(nodes * sizeof *counts);
-        if (torus_layout_names_expand(hostlist, &names, &n, err, sizeof err) ||
-            torus_layout_tasks_parse(tasks, n, counts, err, sizeof err) ||
-            torus_layout_topo_parse(conf, used, "bench.conf", &topo, err,
-                                    sizeof err)) {
-            fprintf(stderr, "bench_layout: %s\n", err);
+        if (torus_layout_names_expand(hostlist, &names, &n) ||
+            torus_layout_tasks_parse(tasks, n, counts) ||
+            torus_layout_topo_parse(conf, used, "bench.conf", &topo)) {
+            fprintf(stderr, "bench_layout: %s\n", torus_error_msg());
             return 1;
         }
         torus_layout_input_t in = {.nnodes = n,
@@ -74,10 +74,10 @@ int main(int argc, char **argv)
                                    .topo = topo,
                                    .source = TORUS_SOURCE_TREE,
                                    .spec = {.kind = TORUS_SPEC_AUTO}};
-        torus_layout_cost_defaults(&in.cost);
+        torus_cost_defaults(&in.cost);
         torus_layout_t *l;
-        if (torus_layout_compute(&in, &l, err, sizeof err)) {
-            fprintf(stderr, "bench_layout: %s\n", err);
+        if (torus_layout_compute(&in, &l)) {
+            fprintf(stderr, "bench_layout: %s\n", torus_error_msg());
             return 1;
         }
         for (size_t i = 0; i < n; i++)

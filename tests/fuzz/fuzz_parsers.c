@@ -39,8 +39,7 @@ static void _layout(const torus_layout_topo_t *topo, const char *tasks_text,
                                         "2x4",  "8x2", "3x5"};
     size_t n = 1 + spec_byte % 8;
     uint32_t tasks[8];
-    char err[TORUS_LAYOUT_ERR_LEN];
-    if (torus_layout_tasks_parse(tasks_text, n, tasks, err, sizeof err))
+    if (torus_layout_tasks_parse(tasks_text, n, tasks))
         for (size_t i = 0; i < n; i++)
             tasks[i] = 1 + (spec_byte >> 5);
     torus_layout_input_t in = {.nnodes = n,
@@ -48,10 +47,10 @@ static void _layout(const torus_layout_topo_t *topo, const char *tasks_text,
                                .tasks = tasks,
                                .topo = topo,
                                .source = TORUS_SOURCE_TREE};
-    torus_layout_cost_defaults(&in.cost);
-    torus_layout_spec_parse(specs[spec_byte % 6], &in.spec, err, sizeof err);
+    torus_cost_defaults(&in.cost);
+    torus_layout_spec_parse(specs[spec_byte % 6], &in.spec);
     torus_layout_t *l;
-    if (torus_layout_compute(&in, &l, err, sizeof err) == TORUS_LAYOUT_OK) {
+    if (torus_layout_compute(&in, &l) == TORUS_LAYOUT_OK) {
         if (torus_layout_enabled(l)) {
             /* Coordinates must stay inside the grid: abort() tells libFuzzer.
              */
@@ -74,17 +73,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *text = malloc(size);
     memcpy(text, data + 1, size - 1);
     text[size - 1] = '\0';
-    char err[TORUS_LAYOUT_ERR_LEN];
     switch (data[0] % 6) {
     case 0: {
         torus_layout_spec_t s;
-        if (torus_layout_spec_parse(text, &s, err, sizeof err) ==
-            TORUS_LAYOUT_OK) {
+        if (torus_layout_spec_parse(text, &s) == TORUS_LAYOUT_OK) {
             char back[64];
             torus_layout_spec_format(&s, back, sizeof back);
             torus_layout_spec_t again;
             /* What we print must parse back to the same spec. */
-            if (torus_layout_spec_parse(back, &again, err, sizeof err) ||
+            if (torus_layout_spec_parse(back, &again) ||
                 memcmp(&s, &again, sizeof s))
                 abort();
         }
@@ -93,14 +90,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 1: {
         char *av[16];
         int ac = _split(text, av);
-        torus_config_t cfg;
-        torus_args_parse(ac, av, &cfg, err, sizeof err);
+        torus_plugin_config_t cfg;
+        torus_plugin_args_parse(ac, av, &cfg);
         break;
     }
     case 2: {
         uint32_t counts[64];
-        torus_layout_tasks_parse(text, 1 + data[1] % 64, counts, err,
-                                 sizeof err);
+        torus_layout_tasks_parse(text, 1 + data[1] % 64, counts);
         break;
     }
     case 3: {
@@ -108,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (torus_layout_topo_new(&topo) == TORUS_LAYOUT_OK) {
             for (char *line = strtok(text, "\n"); line;
                  line = strtok(NULL, "\n"))
-                torus_layout_topo_add_addr(topo, line, err, sizeof err);
+                torus_layout_topo_add_addr(topo, line);
             _layout(topo, "1", data[1]);
             torus_layout_topo_free(topo);
         }
@@ -116,20 +112,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 4: {
         torus_layout_topo_t *topo;
-        if (torus_layout_topo_parse(text, size - 1, "fuzz", &topo, err,
-                                    sizeof err) == TORUS_LAYOUT_OK) {
+        if (torus_layout_topo_parse(text, size - 1, "fuzz", &topo) ==
+            TORUS_LAYOUT_OK) {
             _layout(topo, "2", data[1]);
             torus_layout_topo_free(topo);
         }
         break;
     }
     default: {
-        torus_layout_cost_t cost;
-        torus_layout_cost_defaults(&cost);
+        torus_cost_t cost;
+        torus_cost_defaults(&cost);
         char *eq = strchr(text, '=');
         if (eq) {
             *eq = '\0';
-            torus_layout_cost_set(&cost, text, eq + 1, err, sizeof err);
+            torus_cost_set(&cost, text, eq + 1);
         }
         _layout(NULL, text, data[1]);
         break;

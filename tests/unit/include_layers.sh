@@ -27,15 +27,14 @@ data/format/
 data/image/
 data/pack/ data/read/
 data/ data/tools/
-trainer/comm/tcomm trainer/comm/cost_model
+trainer/comm/tcomm
 trainer/comm/core/
-trainer/comm/layout_env
 trainer/comm/transport/
 trainer/comm/algo/
 trainer/comm/fusion/
 trainer/comm/bootstrap/
 trainer/engine/
-trainer/backends/dnnl/
+trainer/backends/dnnl/ trainer/backends/cuda/
 trainer/backends/
 trainer/models/
 trainer/optim/

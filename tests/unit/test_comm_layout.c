@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/comm/layout_env.h"
+#include "trainer/comm/core/layout_env.h"
 
 /* A fake environment: NULL-terminated name=value pairs. */
 static const char *const *_env;

@@ -7,7 +7,7 @@
 #include <check.h>
 #include <math.h>
 
-#include "trainer/comm/cost_model.h"
+#include "trainer/comm/core/model.h"
 
 static tcomm_model_params _cluster(int nodes, int q)
 {
@@ -24,10 +24,10 @@ START_TEST(test_link_limit)
     /* Bandwidth only, infinitely fast intra-node: torus2d with rows inside
      * nodes sends exactly the least a node must send. */
     tcomm_model_params m = _cluster(4, 2);
-    m.inter.alpha_s = m.intra.alpha_s = 0;
-    m.intra.bw_Bps = m.reduce_Bps = m.convert_Bps = INFINITY;
-    m.inter.bw_Bps = 125e6; /* 1 Gbit/s */
-    size_t n = 16u << 20;   /* 64 MiB fp32 */
+    m.link[TORUS_LINK_LEAF].alpha_s = m.link[TORUS_LINK_NODE].alpha_s = 0;
+    m.link[TORUS_LINK_NODE].bw_Bps = m.reduce_Bps = m.convert_Bps = INFINITY;
+    m.link[TORUS_LINK_LEAF].bw_Bps = 125e6; /* 1 Gbit/s */
+    size_t n = 16u << 20;                   /* 64 MiB fp32 */
     double lim = tcomm_model_link_limit(&m, n, TCOMM_WIRE_FP32);
     ck_assert(fabs(lim - 2.0 * 3 / 4 * (64u << 20) / 125e6) < 1e-9);
     ck_assert(
@@ -57,8 +57,8 @@ START_TEST(test_pipeline)
      * messages under two pieces' worth are not cut at all. */
     tcomm_model_params m = _cluster(4, 2);
     m.shm = 1;
-    m.inter.bw_Bps = 125e6;
-    m.intra.bw_Bps = 2e9;
+    m.link[TORUS_LINK_LEAF].bw_Bps = 125e6;
+    m.link[TORUS_LINK_NODE].bw_Bps = 2e9;
     size_t n = 16u << 20;
     double t1 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32);
     double h1 = tcomm_model_time(&m, TCOMM_ALGO_HIER, n, TCOMM_WIRE_FP32);
@@ -106,7 +106,8 @@ START_TEST(test_in_place)
         tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
     m.in_place = TCOMM_MODEL_INPLACE_ROWS;
     double t = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
-    ck_assert(fabs(t - 2 * (m.intra.alpha_s + F / m.reduce_Bps)) < 1e-12);
+    ck_assert(fabs(t - 2 * (m.link[TORUS_LINK_NODE].alpha_s +
+                            F / m.reduce_Bps)) < 1e-12);
     ck_assert(t < packed);
     ck_assert(
         fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) - t) <

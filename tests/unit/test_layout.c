@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/torus_error.h"
 #include "topology/torus_layout.h"
 
 /* A step of `nnodes` nodes n1..nN, `tpn` tasks each, split over leaf
@@ -51,10 +52,9 @@ static void fixture_init(fixture_t *f, size_t nnodes, uint32_t tpn,
     used +=
         (size_t)snprintf(conf + used, cap - used,
                          "SwitchName=spine Switches=leaf[1-%zu]\n", nleaves);
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_msg(torus_layout_topo_parse(conf, used, "test.conf", &f->topo,
-                                          err, sizeof err) == TORUS_LAYOUT_OK,
-                  "%s", err);
+    ck_assert_msg(torus_layout_topo_parse(conf, used, "test.conf", &f->topo) ==
+                      TORUS_LAYOUT_OK,
+                  "%s", torus_error_msg());
     free(conf);
 }
 
@@ -68,7 +68,7 @@ static void fixture_done(fixture_t *f)
 }
 
 static torus_layout_rc compute(const fixture_t *f, const char *spec,
-                               torus_layout_t **out, char *err)
+                               torus_layout_t **out)
 {
     torus_layout_input_t in = {
         .nnodes = f->nnodes,
@@ -77,10 +77,9 @@ static torus_layout_rc compute(const fixture_t *f, const char *spec,
         .topo = f->topo,
         .source = TORUS_SOURCE_TREE,
     };
-    torus_layout_cost_defaults(&in.cost);
-    ck_assert_int_eq(
-        torus_layout_spec_parse(spec, &in.spec, err, TORUS_LAYOUT_ERR_LEN), 0);
-    return torus_layout_compute(&in, out, err, TORUS_LAYOUT_ERR_LEN);
+    torus_cost_defaults(&in.cost);
+    ck_assert_int_eq(torus_layout_spec_parse(spec, &in.spec), 0);
+    return torus_layout_compute(&in, out);
 }
 
 /* Every invariant of one enabled layout; `auto_rules` adds the ones only
@@ -177,8 +176,7 @@ static void check_deterministic(const fixture_t *f, const size_t *leaves,
     fixture_t g;
     fixture_init(&g, f->nnodes, f->tasks[0], leaves, nleaves);
     torus_layout_t *m;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_int_eq(compute(&g, spec, &m, err), 0);
+    ck_assert_int_eq(compute(&g, spec, &m), 0);
     ck_assert_uint_eq(torus_layout_rows(m), torus_layout_rows(l));
     ck_assert_uint_eq(torus_layout_cols(m), torus_layout_cols(l));
     for (size_t n = 0; n < f->nnodes; n++)
@@ -196,19 +194,19 @@ static void check_deterministic(const fixture_t *f, const size_t *leaves,
  * leaves: recompute every such shape explicitly and compare. */
 static void check_auto_optimal(const fixture_t *f, const torus_layout_t *l)
 {
-    torus_layout_cost_t cost;
-    torus_layout_cost_defaults(&cost);
+    torus_cost_t cost;
+    torus_cost_defaults(&cost);
     torus_layout_prediction_t best;
     torus_layout_predict(l, &cost, cost.bytes, &best);
     uint64_t P = torus_layout_task_count(l);
     for (uint64_t c = 1; c <= P; c++) {
         if (P % c)
             continue;
-        char spec[64], err[TORUS_LAYOUT_ERR_LEN];
+        char spec[64];
         snprintf(spec, sizeof spec, "%llux%llu", (unsigned long long)(P / c),
                  (unsigned long long)c);
         torus_layout_t *e;
-        if (compute(f, spec, &e, err) != TORUS_LAYOUT_OK)
+        if (compute(f, spec, &e) != TORUS_LAYOUT_OK)
             continue; /* splits nodes: not a candidate */
         if (torus_layout_rows_crossing_leaves(e) == 0) {
             torus_layout_prediction_t p;
@@ -228,8 +226,8 @@ static void run_auto(size_t nnodes, uint32_t tpn, const size_t *leaves,
     fixture_t f;
     fixture_init(&f, nnodes, tpn, leaves, nleaves);
     torus_layout_t *l;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_msg(compute(&f, "auto", &l, err) == TORUS_LAYOUT_OK, "%s", err);
+    ck_assert_msg(compute(&f, "auto", &l) == TORUS_LAYOUT_OK, "%s",
+                  torus_error_msg());
     ck_assert_uint_eq(torus_layout_group_count(l), nleaves ? nleaves : 1);
     ck_assert_str_eq(torus_layout_source_name(torus_layout_source_of(l)),
                      nleaves ? "topology/tree" : "nodelist");
@@ -257,13 +255,12 @@ START_TEST(single_task)
     fixture_t f;
     fixture_init(&f, 1, 1, one, 1);
     torus_layout_t *l;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_int_eq(compute(&f, "auto", &l, err), 0);
+    ck_assert_int_eq(compute(&f, "auto", &l), 0);
     ck_assert_uint_eq(torus_layout_rows(l), 1);
     ck_assert_uint_eq(torus_layout_cols(l), 1);
     torus_layout_prediction_t p;
-    torus_layout_cost_t cost;
-    torus_layout_cost_defaults(&cost);
+    torus_cost_t cost;
+    torus_cost_defaults(&cost);
     torus_layout_predict(l, &cost, 1 << 20, &p);
     ck_assert(p.torus2d_s == 0 && p.flat_ring_s == 0 && p.hierarchical_s == 0);
     torus_layout_free(l);
@@ -296,8 +293,7 @@ START_TEST(uneven_leaves)
     fixture_t f;
     fixture_init(&f, 8, 8, five_three, 2);
     torus_layout_t *l;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_int_eq(compute(&f, "auto", &l, err), 0);
+    ck_assert_int_eq(compute(&f, "auto", &l), 0);
     ck_assert_uint_le(torus_layout_cols(l), 8);
     ck_assert_ptr_nonnull(strstr(torus_layout_reason(l), "uneven"));
     torus_layout_free(l);
@@ -330,12 +326,11 @@ START_TEST(three_level_tree)
         "SwitchName=core Switches=s[1-2]\n";
     fixture_t f;
     fixture_init(&f, 8, 4, NULL, 0);
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_msg(torus_layout_topo_parse(conf, strlen(conf), "t.conf", &f.topo,
-                                          err, sizeof err) == 0,
-                  "%s", err);
+    ck_assert_msg(
+        torus_layout_topo_parse(conf, strlen(conf), "t.conf", &f.topo) == 0,
+        "%s", torus_error_msg());
     torus_layout_t *l;
-    ck_assert_int_eq(compute(&f, "auto", &l, err), 0);
+    ck_assert_int_eq(compute(&f, "auto", &l), 0);
     check_invariants(&f, l, true);
     /* Torus order: l1 (n1,n2), l2 (n5,n6) under s1, then l3, l4 under s2. */
     static const size_t want[] = {0, 1, 4, 5, 2, 3, 6, 7};
@@ -355,12 +350,10 @@ START_TEST(nodes_on_inner_switch)
                        "SwitchName=sub Nodes=n[1-2]\n";
     fixture_t f;
     fixture_init(&f, 4, 2, NULL, 0);
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_int_eq(torus_layout_topo_parse(conf, strlen(conf), "t.conf",
-                                             &f.topo, err, sizeof err),
-                     0);
+    ck_assert_int_eq(
+        torus_layout_topo_parse(conf, strlen(conf), "t.conf", &f.topo), 0);
     torus_layout_t *l;
-    ck_assert_int_eq(compute(&f, "auto", &l, err), 0);
+    ck_assert_int_eq(compute(&f, "auto", &l), 0);
     ck_assert_uint_eq(torus_layout_group_count(l), 2);
     check_invariants(&f, l, true);
     torus_layout_free(l);
@@ -377,8 +370,7 @@ START_TEST(fallbacks)
     free(f.names[3]);
     f.names[3] = strdup("other9");
     torus_layout_t *l;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_int_eq(compute(&f, "auto", &l, err), 0);
+    ck_assert_int_eq(compute(&f, "auto", &l), 0);
     ck_assert_int_eq(torus_layout_source_of(l), TORUS_SOURCE_NODELIST);
     ck_assert_ptr_nonnull(strstr(torus_layout_reason(l), "other9"));
     check_invariants(&f, l, true);
@@ -391,16 +383,15 @@ START_TEST(fallbacks)
     const char *addr[] = {"spine.leafB.n1", "spine.leafA.n2", "spine.leafB.n3",
                           "spine.leafA.n4"};
     for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(
-            torus_layout_topo_add_addr(f.topo, addr[i], err, sizeof err), 0);
+        ck_assert_int_eq(torus_layout_topo_add_addr(f.topo, addr[i]), 0);
     torus_layout_input_t in = {.nnodes = 4,
                                .nodes = (const char *const *)f.names,
                                .tasks = f.tasks,
                                .topo = f.topo,
                                .source = TORUS_SOURCE_ADDR};
-    torus_layout_cost_defaults(&in.cost);
+    torus_cost_defaults(&in.cost);
     in.spec.kind = TORUS_SPEC_AUTO;
-    ck_assert_int_eq(torus_layout_compute(&in, &l, err, sizeof err), 0);
+    ck_assert_int_eq(torus_layout_compute(&in, &l), 0);
     ck_assert_int_eq(torus_layout_source_of(l), TORUS_SOURCE_ADDR);
     ck_assert_uint_eq(torus_layout_group_count(l), 2);
     ck_assert_uint_eq(torus_layout_node_at(l, 1),
@@ -410,7 +401,7 @@ START_TEST(fallbacks)
     /* No map but a topology proven flat by SLURM_TOPOLOGY_ADDR: one group,
      * and the source says where that fact came from. */
     in.topo = NULL;
-    ck_assert_int_eq(torus_layout_compute(&in, &l, err, sizeof err), 0);
+    ck_assert_int_eq(torus_layout_compute(&in, &l), 0);
     ck_assert_int_eq(torus_layout_source_of(l), TORUS_SOURCE_ADDR);
     ck_assert_uint_eq(torus_layout_group_count(l), 1);
     torus_layout_free(l);
@@ -425,16 +416,15 @@ START_TEST(non_uniform_is_off)
     fixture_init(&f, 3, 4, two, 2);
     f.tasks[2] = 2;
     torus_layout_t *l;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_int_eq(compute(&f, "auto", &l, err), 0);
+    ck_assert_int_eq(compute(&f, "auto", &l), 0);
     ck_assert(!torus_layout_enabled(l));
     ck_assert_ptr_nonnull(strstr(torus_layout_reason(l), "not uniform"));
     torus_layout_task_t pl;
     ck_assert_int_ne(torus_layout_place(l, 0, 0, &pl), 0);
     torus_layout_free(l);
     /* An explicit spec on a non-uniform step is an error, not silence. */
-    ck_assert_int_eq(compute(&f, "2x5", &l, err), TORUS_LAYOUT_ENOFIT);
-    ck_assert_ptr_nonnull(strstr(err, "not uniform"));
+    ck_assert_int_eq(compute(&f, "2x5", &l), TORUS_LAYOUT_ENOFIT);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "not uniform"));
     fixture_done(&f);
 }
 END_TEST
@@ -445,10 +435,10 @@ START_TEST(explicit_specs)
     fixture_t f;
     fixture_init(&f, 4, 4, even, 2);
     torus_layout_t *l;
-    char err[TORUS_LAYOUT_ERR_LEN];
     static const char *fit[] = {"1x16", "2x8", "4x4", "8x2", "16x1"};
     for (size_t i = 0; i < 5; i++) {
-        ck_assert_msg(compute(&f, fit[i], &l, err) == 0, "%s: %s", fit[i], err);
+        ck_assert_msg(compute(&f, fit[i], &l) == 0, "%s: %s", fit[i],
+                      torus_error_msg());
         check_invariants(&f, l, false);
         check_deterministic(&f, even, 2, fit[i], l);
         char buf[32];
@@ -459,22 +449,22 @@ START_TEST(explicit_specs)
         torus_layout_free(l);
     }
     /* 1x16 spans both leaves: allowed when asked for, and reported. */
-    ck_assert_int_eq(compute(&f, "1x16", &l, err), 0);
+    ck_assert_int_eq(compute(&f, "1x16", &l), 0);
     ck_assert_uint_eq(torus_layout_rows_crossing_leaves(l), 1);
     ck_assert_ptr_nonnull(strstr(torus_layout_reason(l), "span"));
     torus_layout_free(l);
     /* Wrong task count, and rows that would split a node. */
-    ck_assert_int_eq(compute(&f, "4x8", &l, err), TORUS_LAYOUT_ENOFIT);
-    ck_assert_ptr_nonnull(strstr(err, "16"));
-    ck_assert_int_eq(compute(&f, "3x6", &l, err), TORUS_LAYOUT_ENOFIT);
-    ck_assert_int_eq(compute(&f, "16x1", &l, err), 0);
+    ck_assert_int_eq(compute(&f, "4x8", &l), TORUS_LAYOUT_ENOFIT);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "16"));
+    ck_assert_int_eq(compute(&f, "3x6", &l), TORUS_LAYOUT_ENOFIT);
+    ck_assert_int_eq(compute(&f, "16x1", &l), 0);
     torus_layout_free(l);
     fixture_done(&f);
 
     fixture_init(&f, 3, 4, NULL, 0);
-    ck_assert_int_eq(compute(&f, "2x6", &l, err), TORUS_LAYOUT_ENOFIT);
-    ck_assert_ptr_nonnull(strstr(err, "split"));
-    ck_assert_int_eq(compute(&f, "off", &l, err), 0);
+    ck_assert_int_eq(compute(&f, "2x6", &l), TORUS_LAYOUT_ENOFIT);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "split"));
+    ck_assert_int_eq(compute(&f, "off", &l), 0);
     ck_assert(!torus_layout_enabled(l));
     torus_layout_free(l);
     fixture_done(&f);
@@ -494,8 +484,7 @@ START_TEST(large_4096x8)
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     torus_layout_t *l;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_int_eq(compute(&f, "auto", &l, err), 0);
+    ck_assert_int_eq(compute(&f, "auto", &l), 0);
     clock_gettime(CLOCK_MONOTONIC, &b);
     double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 +
                 (double)(b.tv_nsec - a.tv_nsec) / 1e6;

@@ -12,7 +12,7 @@
 
 #include "plugins/torus_plugin.h"
 
-static int parse(torus_config_t *cfg, char *err, int ac, ...)
+static int parse(torus_plugin_config_t *cfg, int ac, ...)
 {
     char *av[16];
     va_list ap;
@@ -20,18 +20,17 @@ static int parse(torus_config_t *cfg, char *err, int ac, ...)
     for (int i = 0; i < ac; i++)
         av[i] = va_arg(ap, char *);
     va_end(ap);
-    return torus_args_parse(ac, av, cfg, err, TORUS_LAYOUT_ERR_LEN);
+    return torus_plugin_args_parse(ac, av, cfg);
 }
 
 START_TEST(defaults)
 {
-    torus_config_t cfg;
-    torus_layout_cost_t def;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    torus_layout_cost_defaults(&def);
-    ck_assert_int_eq(parse(&cfg, err, 0), 0);
+    torus_plugin_config_t cfg;
+    torus_cost_t def;
+    torus_cost_defaults(&def);
+    ck_assert_int_eq(parse(&cfg, 0), 0);
     ck_assert_int_eq(cfg.default_spec.kind, TORUS_SPEC_OFF);
-    ck_assert_int_eq(cfg.topology, TORUS_TOPO_TREE);
+    ck_assert_int_eq(cfg.topology, TORUS_PLUGIN_TOPO_TREE);
     ck_assert(!cfg.verbose);
     ck_assert_mem_eq(&cfg.cost, &def, sizeof def);
 }
@@ -39,27 +38,26 @@ END_TEST
 
 START_TEST(every_key)
 {
-    torus_config_t cfg;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_msg(parse(&cfg, err, 10, "default=4x2", "topology=addr",
-                        "verbose", "node_lat_us=2", "node_bw_gbs=100",
-                        "leaf_lat_us=3", "leaf_bw_gbs=25", "cross_lat_us=7.5",
-                        "cross_bw_gbs=3", "bytes=64M") == 0,
-                  "%s", err);
+    torus_plugin_config_t cfg;
+    ck_assert_msg(parse(&cfg, 10, "default=4x2", "topology=addr", "verbose",
+                        "node_lat_us=2", "node_bw_gbs=100", "leaf_lat_us=3",
+                        "leaf_bw_gbs=25", "cross_lat_us=7.5", "cross_bw_gbs=3",
+                        "bytes=64M") == 0,
+                  "%s", torus_error_msg());
     ck_assert_int_eq(cfg.default_spec.kind, TORUS_SPEC_EXPLICIT);
     ck_assert_uint_eq(cfg.default_spec.rows, 4);
     ck_assert_uint_eq(cfg.default_spec.cols, 2);
-    ck_assert_int_eq(cfg.topology, TORUS_TOPO_ADDR);
+    ck_assert_int_eq(cfg.topology, TORUS_PLUGIN_TOPO_ADDR);
     ck_assert(cfg.verbose);
-    ck_assert(cfg.cost.bandwidth_Bps[TORUS_LINK_NODE] == 100e9);
-    ck_assert(cfg.cost.bandwidth_Bps[TORUS_LINK_LEAF] == 25e9);
-    ck_assert(cfg.cost.bandwidth_Bps[TORUS_LINK_CROSS] == 3e9);
-    ck_assert(cfg.cost.latency_s[TORUS_LINK_CROSS] > 7.49e-6 &&
-              cfg.cost.latency_s[TORUS_LINK_CROSS] < 7.51e-6);
+    ck_assert(cfg.cost.link[TORUS_LINK_NODE].bw_Bps == 100e9);
+    ck_assert(cfg.cost.link[TORUS_LINK_LEAF].bw_Bps == 25e9);
+    ck_assert(cfg.cost.link[TORUS_LINK_CROSS].bw_Bps == 3e9);
+    ck_assert(cfg.cost.link[TORUS_LINK_CROSS].alpha_s > 7.49e-6 &&
+              cfg.cost.link[TORUS_LINK_CROSS].alpha_s < 7.51e-6);
     ck_assert_uint_eq(cfg.cost.bytes, 64u << 20);
-    ck_assert_int_eq(parse(&cfg, err, 2, "default=auto", "topology=none"), 0);
+    ck_assert_int_eq(parse(&cfg, 2, "default=auto", "topology=none"), 0);
     ck_assert_int_eq(cfg.default_spec.kind, TORUS_SPEC_AUTO);
-    ck_assert_int_eq(cfg.topology, TORUS_TOPO_NONE);
+    ck_assert_int_eq(cfg.topology, TORUS_PLUGIN_TOPO_NONE);
 }
 END_TEST
 
@@ -80,24 +78,22 @@ START_TEST(rejects)
         {"=auto", "not key=value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        torus_config_t cfg;
-        char err[TORUS_LAYOUT_ERR_LEN] = "";
-        ck_assert_msg(parse(&cfg, err, 2, "verbose", bad[i].arg) != 0,
+        torus_plugin_config_t cfg;
+        ck_assert_msg(parse(&cfg, 2, "verbose", bad[i].arg) != 0,
                       "'%s' accepted", bad[i].arg);
-        ck_assert_msg(strstr(err, bad[i].needle) != NULL, "'%s': message '%s'",
-                      bad[i].arg, err);
-        ck_assert_msg(strncmp(err, "plugstack.conf: ", 16) == 0, "message '%s'",
-                      err);
+        ck_assert_msg(strstr(torus_error_msg(), bad[i].needle) != NULL,
+                      "'%s': message '%s'", bad[i].arg, torus_error_msg());
+        ck_assert_msg(strncmp(torus_error_msg(), "plugstack.conf: ", 16) == 0,
+                      "message '%s'", torus_error_msg());
     }
     /* Overlong arguments are refused, not truncated. */
     char big[300];
     memset(big, 'a', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     memcpy(big, "bytes=", 6);
-    torus_config_t cfg;
-    char err[TORUS_LAYOUT_ERR_LEN];
-    ck_assert_int_ne(parse(&cfg, err, 1, big), 0);
-    ck_assert_ptr_nonnull(strstr(err, "too long"));
+    torus_plugin_config_t cfg;
+    ck_assert_int_ne(parse(&cfg, 1, big), 0);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "too long"));
 }
 END_TEST
 

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "trainer/comm/cost_model.h"
+#include "trainer/comm/core/model.h"
 #include "trainer/comm/tcomm.h"
 
 typedef struct {

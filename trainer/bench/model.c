@@ -24,8 +24,10 @@ static void _params(const tcomm_model_params *m)
     printf("# intra-node: alpha %.2f us, %.2f GB/s; inter-node: alpha %.2f us, "
            "%.2f GB/s "
            "per rail; reduce %.1f GB/s\n",
-           m->intra.alpha_s * 1e6, m->intra.bw_Bps / 1e9,
-           m->inter.alpha_s * 1e6, m->inter.bw_Bps / 1e9, m->reduce_Bps / 1e9);
+           m->link[TORUS_LINK_NODE].alpha_s * 1e6,
+           m->link[TORUS_LINK_NODE].bw_Bps / 1e9,
+           m->link[TORUS_LINK_LEAF].alpha_s * 1e6,
+           m->link[TORUS_LINK_LEAF].bw_Bps / 1e9, m->reduce_Bps / 1e9);
 }
 
 /* The predicted time of every algorithm, in ms ("n/a": cannot run). */

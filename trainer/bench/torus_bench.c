@@ -492,17 +492,17 @@ static void _model_links(_cli *k)
     if (!strcmp(k->preset, "abci")) {
         /* Sony's ABCI runs: 4 V100 per node on NVLink, two InfiniBand
          * EDR rails (12.5 GB/s each), NCCL-class per-step latency. */
-        m->intra.alpha_s = 8e-6;
-        m->intra.bw_Bps = 60e9;
-        m->inter.alpha_s = 12e-6;
-        m->inter.bw_Bps = 11e9;
+        m->link[TORUS_LINK_NODE].alpha_s = 8e-6;
+        m->link[TORUS_LINK_NODE].bw_Bps = 60e9;
+        m->link[TORUS_LINK_LEAF].alpha_s = 12e-6;
+        m->link[TORUS_LINK_LEAF].bw_Bps = 11e9;
         m->reduce_Bps = 400e9;
         m->convert_Bps = 400e9;
         if (k->rails == 1)
             k->rails = 2;
     }
-    double *fields[5] = {&m->intra.alpha_s, &m->intra.bw_Bps, &m->inter.alpha_s,
-                         &m->inter.bw_Bps, &m->reduce_Bps};
+    double *fields[5] = {&m->link[TORUS_LINK_NODE].alpha_s, &m->link[TORUS_LINK_NODE].bw_Bps, &m->link[TORUS_LINK_LEAF].alpha_s,
+                         &m->link[TORUS_LINK_LEAF].bw_Bps, &m->reduce_Bps};
     for (int i = 0; i < 5; i++)
         if (k->over[i] > 0)
             *fields[i] =

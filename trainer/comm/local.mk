@@ -11,10 +11,10 @@ noinst_LTLIBRARIES += trainer/comm/libtcomm.la
 trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/tcomm.h \
 	trainer/comm/tcomm_fusion.h \
-	trainer/comm/cost_model.h \
-	trainer/comm/cost_model.c \
-	trainer/comm/layout_env.h \
-	trainer/comm/layout_env.c \
+	trainer/comm/core/model.h \
+	trainer/comm/core/model.c \
+	trainer/comm/core/layout_env.h \
+	trainer/comm/core/layout_env.c \
 	trainer/comm/core/error.h \
 	trainer/comm/core/error.c \
 	trainer/comm/core/comm.h \
@@ -49,7 +49,9 @@ trainer_comm_libtcomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS) 
 # sync on 4 ranks, tests/bench/comm/node.sh, 2026-11-29: 58 ms scalar
 # against 36 ms vectorised).
 trainer_comm_libtcomm_la_CFLAGS = $(AM_CFLAGS) -O2 $(VECTORIZE_CFLAGS)
-trainer_comm_libtcomm_la_LIBADD = common/libtoruscommon.la $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
+# The one cost model (hybrid, torus-bench --model) is topology/'s, without Slurm.
+trainer_comm_libtcomm_la_LIBADD = topology/libtoruscost.la common/libtoruscommon.la \
+	$(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
 noinst_HEADERS += trainer/comm/transport/nccl_kernels.h
 EXTRA_DIST += trainer/comm/transport/nccl_kernels.cu
 

@@ -12,7 +12,7 @@
 
 #include "trainer/comm/algo/algo.h"
 #include "trainer/comm/bootstrap/bootstrap.h"
-#include "trainer/comm/layout_env.h"
+#include "trainer/comm/core/layout_env.h"
 
 /* Read an integer PMIx value whatever width the server chose. */
 static int _pmix_int(const pmix_proc_t *p, const char *key, long *out)
@@ -437,16 +437,21 @@ static tcomm_rc _groups(tcomm_t *c)
     return _warm_up(c);
 }
 
-/* The cost model hybrid picks by: defaults for this layout. */
-static void _model(tcomm_t *c)
+/* The cost model hybrid picks by: defaults for this layout, then the
+ * TCOMM_COST overrides. */
+static tcomm_rc _model(tcomm_t *c)
 {
     c->info.source = c->source;
-    tcomm_model_defaults(&c->model, c->info.size, c->info.local_size);
+    tcomm_rc rc = tcomm_model_defaults_env(&c->model, c->info.size,
+                                           c->info.local_size);
+    if (rc)
+        return rc;
     c->model.rows = c->info.rows;
     c->model.cols = c->info.cols;
     c->model.group_size = c->info.groups_uniform ? c->info.group_size : -1;
     c->model.shm = c->row.on_node;
     c->model.pipeline = c->thread_multiple ? c->pipeline : 1;
+    return TCOMM_OK;
 }
 
 tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
@@ -475,11 +480,12 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     else if (!rc)
         rc = _groups(c);
     tc_watchdog_disarm(&startup);
+    if (!rc)
+        rc = _model(c);
     if (rc) {
         tcomm_finalize(c);
         return rc;
     }
-    _model(c);
     *out = c;
     return TCOMM_OK;
 }

@@ -89,11 +89,11 @@ tcomm_rc tcomm_probe_links(tcomm_t *c)
             c->model.convert_Bps = 4.0 * (double)n * 4 / t;
     }
     if (intra > 0 && (c->info.rank == 0 || c->info.rank == intra))
-        rc = _measure(c, intra, buf, big, &c->model.intra);
+        rc = _measure(c, intra, buf, big, &c->model.link[TORUS_LINK_NODE]);
     if (!rc && inter > 0 && (c->info.rank == 0 || c->info.rank == inter))
-        rc = _measure(c, inter, buf, big, &c->model.inter);
+        rc = _measure(c, inter, buf, big, &c->model.link[TORUS_LINK_LEAF]);
     if (inter < 0 && c->info.rank == 0) /* one node: no inter links to use */
-        c->model.inter = c->model.intra;
+        c->model.link[TORUS_LINK_LEAF] = c->model.link[TORUS_LINK_NODE];
     if (!rc)
         rc = tcomm_bcast_bytes(c, &c->model, sizeof c->model, 0);
     free(nodes);

@@ -13,7 +13,7 @@
 #include <pthread.h>
 
 #include "trainer/comm/core/error.h"
-#include "trainer/comm/cost_model.h"
+#include "trainer/comm/core/model.h"
 #include "trainer/comm/tcomm.h"
 
 /* A shared-memory segment per member of an on-node group

@@ -9,8 +9,4 @@
 #include "common/torus_error.h"
 #include "trainer/comm/tcomm.h"
 
-/* The old name, kept only for trainer/comm/layout_env.c, which another
- * change converts; new code writes TORUS_FAIL. */
-#define TC_FAIL(rc, ...) TORUS_FAIL((rc), __VA_ARGS__)
-
 #endif

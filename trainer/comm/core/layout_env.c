@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/comm/layout_env.h"
+#include "common/torus_env.h"
+#include "trainer/comm/core/layout_env.h"
 #include "trainer/comm/core/error.h"
 
 /* Bigger than any job we plan for, small enough that R*C fits an int. */
@@ -32,7 +33,7 @@ static int _parse_uint(const char *s, size_t len, int *v)
 tcomm_rc tcomm_parse_count(const char *what, const char *s, int max, int *v)
 {
     if (!s || _parse_uint(s, strlen(s), v) != 0 || *v > max)
-        return TC_FAIL(TCOMM_ERR_ENV, "%s='%s': expected an integer 0..%d",
+        return TORUS_FAIL(TCOMM_ERR_ENV, "%s='%s': expected an integer 0..%d",
                        what, s ? s : "", max);
     return TCOMM_OK;
 }
@@ -43,7 +44,7 @@ tcomm_rc tcomm_parse_dims(const char *what, const char *s, int *r, int *c)
     if (!x || _parse_uint(s, (size_t)(x - s), r) != 0 ||
         _parse_uint(x + 1, strlen(x + 1), c) != 0 || *r < 1 || *c < 1 ||
         *r > TC_MAX_DIM || *c > TC_MAX_DIM || (long)*r * *c > TC_MAX_DIM)
-        return TC_FAIL(
+        return TORUS_FAIL(
             TCOMM_ERR_ENV,
             "%s='%s': expected RxC with positive integers (e.g. 4x2), "
             "R*C at most %d",
@@ -56,17 +57,18 @@ static tcomm_rc _parse_coord(const char *s, int *r, int *c)
     const char *comma = strchr(s, ',');
     if (!comma || _parse_uint(s, (size_t)(comma - s), r) != 0 ||
         _parse_uint(comma + 1, strlen(comma + 1), c) != 0)
-        return TC_FAIL(
-            TCOMM_ERR_ENV,
-            "TORUS_COORD='%s': expected r,c with non-negative integers", s);
+        return TORUS_FAIL(TCOMM_ERR_ENV,
+                       TORUS_ENV_COORD
+                       "='%s': expected r,c with non-negative integers",
+                       s);
     return TCOMM_OK;
 }
 
 tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
 {
-    static const char *const names[] = {"TORUS_DIMS",       "TORUS_COORD",
-                                        "TORUS_GROUP",      "TORUS_NGROUPS",
-                                        "TORUS_NODE_INDEX", "TORUS_VERSION"};
+    static const char *const names[] = {
+        TORUS_ENV_DIMS,    TORUS_ENV_COORD,      TORUS_ENV_GROUP,
+        TORUS_ENV_NGROUPS, TORUS_ENV_NODE_INDEX, TORUS_ENV_VERSION};
     const char *v[6];
     int any = 0;
     memset(out, 0, sizeof *out);
@@ -74,7 +76,7 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
     for (int i = 0; i < 6; i++) {
         v[i] = get(names[i]);
         if (v[i] && strlen(v[i]) > 64)
-            return TC_FAIL(TCOMM_ERR_ENV,
+            return TORUS_FAIL(TCOMM_ERR_ENV,
                            "%s is %zu characters long: not a "
                            "torus value",
                            names[i], strlen(v[i]));
@@ -82,14 +84,14 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
     }
     if (!any)
         return TCOMM_OK;
-    if (v[5] && strcmp(v[5], "1") != 0) {
+    if (v[5] && strcmp(v[5], TORUS_ENV_VERSION_VALUE) != 0) {
         /* The contract: a consumer that does not know the version ignores
          * the other variables (and falls back to one row per node). */
         tcomm_env_layout ignored = {
             .group = -1, .ngroups = -1, .node_index = -1};
         *out = ignored;
-        snprintf(out->source, sizeof out->source, "TORUS_VERSION=%.8s ignored",
-                 v[5]);
+        snprintf(out->source, sizeof out->source,
+                 TORUS_ENV_VERSION "=%.8s ignored", v[5]);
         for (char *p = out->source; *p; p++)
             if (!isprint((unsigned char)*p))
                 *p = '?';
@@ -100,36 +102,38 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
      * mix guessed values with given ones. */
     for (int i = 0; i < 6; i++)
         if (!v[i] && i != 4)
-            return TC_FAIL(TCOMM_ERR_ENV,
+            return TORUS_FAIL(TCOMM_ERR_ENV,
                            "%s is not set but other TORUS_* "
                            "variables are: the env contract is incomplete",
                            names[i]);
 
-    tcomm_rc rc = tcomm_parse_dims("TORUS_DIMS", v[0], &out->rows, &out->cols);
+    tcomm_rc rc =
+        tcomm_parse_dims(TORUS_ENV_DIMS, v[0], &out->rows, &out->cols);
     if (rc)
         return rc;
     if ((rc = _parse_coord(v[1], &out->row, &out->col)))
         return rc;
     if (out->row >= out->rows || out->col >= out->cols)
-        return TC_FAIL(TCOMM_ERR_ENV,
-                       "TORUS_COORD='%s' lies outside "
-                       "TORUS_DIMS='%s'",
+        return TORUS_FAIL(TCOMM_ERR_ENV,
+                       TORUS_ENV_COORD "='%s' lies outside " TORUS_ENV_DIMS
+                                       "='%s'",
                        v[1], v[0]);
-    if ((rc = tcomm_parse_count("TORUS_NGROUPS", v[3], TC_MAX_DIM,
+    if ((rc = tcomm_parse_count(TORUS_ENV_NGROUPS, v[3], TC_MAX_DIM,
                                 &out->ngroups)))
         return rc;
-    if ((rc = tcomm_parse_count("TORUS_GROUP", v[2], TC_MAX_DIM, &out->group)))
+    if ((rc =
+             tcomm_parse_count(TORUS_ENV_GROUP, v[2], TC_MAX_DIM, &out->group)))
         return rc;
     if (out->ngroups < 1 || out->group >= out->ngroups)
-        return TC_FAIL(TCOMM_ERR_ENV,
-                       "TORUS_GROUP='%s' is not below "
-                       "TORUS_NGROUPS='%s'",
+        return TORUS_FAIL(TCOMM_ERR_ENV,
+                       TORUS_ENV_GROUP "='%s' is not below " TORUS_ENV_NGROUPS
+                                       "='%s'",
                        v[2], v[3]);
-    if (v[4] && (rc = tcomm_parse_count("TORUS_NODE_INDEX", v[4], TC_MAX_DIM,
+    if (v[4] && (rc = tcomm_parse_count(TORUS_ENV_NODE_INDEX, v[4], TC_MAX_DIM,
                                         &out->node_index)))
         return rc;
     /* TORUS_SOURCE is informational: keep a bounded, printable copy. */
-    const char *src = get("TORUS_SOURCE");
+    const char *src = get(TORUS_ENV_SOURCE);
     snprintf(out->source, sizeof out->source, "%s", src ? src : "env");
     for (char *p = out->source; *p; p++)
         if (!isprint((unsigned char)*p))
@@ -146,11 +150,11 @@ tcomm_rc tcomm_options_set(tcomm_options *o, const char *name,
         tcomm_rc rc = tcomm_parse_count("--group-size", value, TC_MAX_DIM,
                                         &o->group_size);
         if (!rc && o->group_size < 1)
-            return TC_FAIL(TCOMM_ERR_ENV,
+            return TORUS_FAIL(TCOMM_ERR_ENV,
                            "--group-size='%s': must be at least 1", value);
         return rc;
     }
-    return TC_FAIL(TCOMM_ERR_ARG, "unknown layout option '%s'", name);
+    return TORUS_FAIL(TCOMM_ERR_ARG, "unknown layout option '%s'", name);
 }
 
 tcomm_rc tcomm_layout_place(const tcomm_env_layout *env,
@@ -167,7 +171,7 @@ tcomm_rc tcomm_layout_place(const tcomm_env_layout *env,
     *src = 0;
     if (opt && opt->grid_rows > 0) {
         if ((long)opt->grid_rows * opt->grid_cols != size)
-            return TC_FAIL(TCOMM_ERR_ENV,
+            return TORUS_FAIL(TCOMM_ERR_ENV,
                            "--grid %dx%d does not match %d ranks",
                            opt->grid_rows, opt->grid_cols, size);
         me->rows = opt->grid_rows;
@@ -234,7 +238,7 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src, char *note,
     int *nodeix = malloc(sizeof(int) * (size_t)size);
     char *seen = NULL;
     if (!nodeix)
-        return TC_FAIL(TCOMM_ERR_NOMEM, "out of memory for %d ranks", size);
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "out of memory for %d ranks", size);
     int nnodes = _number_nodes(all, size, nodeix);
     if (note && notelen)
         note[0] = 0;
@@ -271,9 +275,9 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src, char *note,
 
     /* The same checks for every source: they cost O(P) once at start-up. */
     int R = all[0].rows, C = all[0].cols;
-    const char *what = (src & TCOMM_SRC_ENV) ? "TORUS_DIMS" : "grid";
+    const char *what = (src & TCOMM_SRC_ENV) ? TORUS_ENV_DIMS : "grid";
     if ((long)R * C != size) {
-        rc = TC_FAIL(TCOMM_ERR_ENV,
+        rc = TORUS_FAIL(TCOMM_ERR_ENV,
                      "%s=%dx%d does not match the %d ranks "
                      "of this job",
                      what, R, C, size);
@@ -281,13 +285,13 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src, char *note,
     }
     seen = calloc((size_t)size, 1);
     if (!seen) {
-        rc = TC_FAIL(TCOMM_ERR_NOMEM, "out of memory for %d ranks", size);
+        rc = TORUS_FAIL(TCOMM_ERR_NOMEM, "out of memory for %d ranks", size);
         goto out;
     }
     for (int i = 0; i < size; i++) {
         const tcomm_place *p = &all[i];
         if (p->rows != R || p->cols != C) {
-            rc = TC_FAIL(TCOMM_ERR_ENV,
+            rc = TORUS_FAIL(TCOMM_ERR_ENV,
                          "rank %d has %s=%dx%d but rank 0 has "
                          "%dx%d",
                          i, what, p->rows, p->cols, R, C);
@@ -295,7 +299,7 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src, char *note,
         }
         if (p->ngroups != all[0].ngroups || p->group < 0 ||
             p->group >= p->ngroups) {
-            rc = TC_FAIL(TCOMM_ERR_ENV,
+            rc = TORUS_FAIL(TCOMM_ERR_ENV,
                          "rank %d has group %d of %d, rank 0 has "
                          "%d groups",
                          i, p->group, p->ngroups, all[0].ngroups);
@@ -306,7 +310,7 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src, char *note,
             int j = 0;
             while (all[j].row != p->row || all[j].col != p->col)
                 j++;
-            rc = TC_FAIL(TCOMM_ERR_ENV,
+            rc = TORUS_FAIL(TCOMM_ERR_ENV,
                          "ranks %d and %d both claim grid "
                          "coordinate %d,%d",
                          j, i, p->row, p->col);
@@ -318,7 +322,7 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src, char *note,
     memset(seen, 0, (size_t)size);
     int ng = all[0].ngroups;
     if (ng > size) {
-        rc = TC_FAIL(TCOMM_ERR_ENV,
+        rc = TORUS_FAIL(TCOMM_ERR_ENV,
                      "%d groups for %d ranks: some group is empty", ng, size);
         goto out;
     }
@@ -326,7 +330,7 @@ tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src, char *note,
         seen[all[i].group] = 1;
     for (int g = 0; g < ng; g++)
         if (!seen[g]) {
-            rc = TC_FAIL(TCOMM_ERR_ENV, "group %d of %d has no rank", g, ng);
+            rc = TORUS_FAIL(TCOMM_ERR_ENV, "group %d of %d has no rank", g, ng);
             goto out;
         }
 out:
