@@ -3,6 +3,12 @@
  * - the multi-tensor chunk plan (trainer/backends/cuda/chunk_plan.c):
  *   every element of every param in exactly one chunk, chunk bounds, the
  *   per-param chunk ranges, and refused plans;
+ * - the kernels' per-thread loops (optim_math.h) run for every (chunk,
+ *   thread) of a plan over an arena with padding, as the GPU grid runs
+ *   them: the update equals teng_host_sgd per param bit for bit, working
+ *   copies are the rounded masters, nothing outside the params changes,
+ *   and the sums of squares (per-thread, block tree, per-param fold) are
+ *   within their rounding bound of a double sum;
  * - the per-element maths the kernels run (optim_math.h), bit for bit:
  *   tcuda_sgd_elem against teng_host_sgd (trainer/engine/host_kernels.c),
  *   tcuda_lars_trust against topt_lars_trust (trainer/optim/sgd.c), and
@@ -87,6 +93,151 @@ START_TEST(plan_refuses)
     ck_assert_int_eq(tcuda_plan_build(NULL, 0, 16, &p), 0);
     ck_assert_uint_eq(p.nchunks, 0);
     tcuda_plan_free(&p);
+}
+END_TEST
+
+/* ------------------------------------- the kernels' loops on the CPU */
+
+enum { NT = 256 }; /* threads per block, as cuda_optim.cu launches */
+static const size_t _counts[] = {5000, 0, 16384, 40000, 3, 70001, 16385};
+#define NP ((int)(sizeof _counts / sizeof _counts[0]))
+
+typedef struct {
+    size_t off[NP], total; /* float offsets, 64-float aligned, padded */
+    tcuda_dparam p[NP];
+    float *w, *g, *v;
+    uint16_t *h; /* working copies: the same offsets in halves */
+} _arena;
+
+static void _arena_make(_arena *a, uint64_t seed)
+{
+    a->total = 0;
+    for (int i = 0; i < NP; i++) {
+        a->off[i] = a->total;
+        a->total += (_counts[i] + 63) / 64 * 64 + 64; /* padding after */
+    }
+    a->w = malloc(a->total * 4), a->g = malloc(a->total * 4);
+    a->v = malloc(a->total * 4), a->h = malloc(a->total * 2);
+    ck_assert(a->w && a->g && a->v && a->h);
+    for (size_t k = 0; k < a->total; k++) {
+        a->w[k] = (float)(_xs(&seed) >> 8) / 8388608.f - 1.f;
+        a->g[k] = ((float)(_xs(&seed) >> 8) / 8388608.f - 1.f) * 1e-3f;
+        a->v[k] = ((float)(_xs(&seed) >> 8) / 8388608.f - 1.f) * 1e-2f;
+        a->h[k] = 0xabcd;
+    }
+    for (int i = 0; i < NP; i++) {
+        int dt = i % 3 == 0 ? TENG_F16 : i % 3 == 1 ? TENG_BF16 : TENG_F32;
+        float *m = a->w + a->off[i];
+        a->p[i] = (tcuda_dparam){
+            m, dt == TENG_F32 ? (void *)m : (void *)(a->h + a->off[i]),
+            a->g + a->off[i], a->off[i] * sizeof(float), dt};
+    }
+}
+
+static void _arena_free(_arena *a)
+{
+    free(a->w), free(a->g), free(a->v), free(a->h);
+}
+
+/* Working copies are the rounded masters; the rest keeps 0xabcd. */
+static void _check_work(const _arena *a)
+{
+    for (int i = 0; i < NP; i++)
+        for (size_t k = 0; k < _counts[i] && a->p[i].dtype != TENG_F32; k++) {
+            float w = a->w[a->off[i] + k];
+            uint16_t want = a->p[i].dtype == TENG_F16 ? tcuda_f16_rne(w)
+                                                      : tcuda_bf16_rne(w);
+            ck_assert_uint_eq(a->h[a->off[i] + k], want);
+        }
+    size_t untouched = 0;
+    for (size_t k = 0; k < a->total; k++)
+        untouched += a->h[k] == 0xabcd;
+    size_t written = 0;
+    for (int i = 0; i < NP; i++)
+        written += a->p[i].dtype == TENG_F32 ? 0 : _counts[i];
+    ck_assert_uint_eq(untouched, a->total - written);
+}
+
+START_TEST(kernel_loops_over_a_plan_are_host_sgd)
+{
+    _arena gpu, host;
+    _arena_make(&gpu, 11);
+    _arena_make(&host, 11);
+    tcuda_plan plan;
+    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, &plan), 0);
+    teng_sgd_args args[NP];
+    for (int i = 0; i < NP; i++)
+        args[i] =
+            (teng_sgd_args){0.1f * (float)(i + 1), 0.9f, i % 2 ? 0.f : 5e-5f};
+    for (int step = 0; step < 2; step++) {
+        /* Blocks in reverse, threads in order: no chunk relies on another. */
+        for (uint32_t c = plan.nchunks; c-- > 0;) {
+            const tcuda_chunk *k = &plan.chunks[c];
+            for (unsigned t = 0; t < NT; t++)
+                tcuda_sgd_thread(&gpu.p[k->param], (char *)gpu.v,
+                                 &args[k->param], k->begin, k->end, t, NT);
+        }
+        for (int i = 0; i < NP; i++)
+            teng_host_sgd(host.w + host.off[i], host.g + host.off[i],
+                          host.v + host.off[i], _counts[i], args[i].lr,
+                          args[i].momentum, args[i].wd);
+    }
+    ck_assert(!memcmp(gpu.w, host.w, host.total * 4));
+    ck_assert(!memcmp(gpu.v, host.v, host.total * 4));
+    _check_work(&gpu);
+    /* Refresh after the masters change behind the kernels' back. */
+    for (size_t k = 0; k < gpu.total; k++)
+        gpu.w[k] *= -3.f;
+    for (uint32_t c = 0; c < plan.nchunks; c++)
+        for (unsigned t = 0; t < NT; t++)
+            tcuda_refresh_thread(&gpu.p[plan.chunks[c].param],
+                                 plan.chunks[c].begin, plan.chunks[c].end, t,
+                                 NT);
+    _check_work(&gpu);
+    tcuda_plan_free(&plan);
+    _arena_free(&gpu);
+    _arena_free(&host);
+}
+END_TEST
+
+START_TEST(kernel_sumsq_over_a_plan_within_rounding)
+{
+    _arena a;
+    _arena_make(&a, 5);
+    tcuda_plan plan;
+    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, &plan), 0);
+    float *part = malloc((plan.nchunks + 1) * sizeof *part), red[NT];
+    for (uint32_t c = 0; c < plan.nchunks; c++) { /* _k_sumsq */
+        const tcuda_chunk *k = &plan.chunks[c];
+        for (unsigned t = 0; t < NT; t++)
+            red[t] = tcuda_sumsq_thread(&a.p[k->param], (const char *)a.g,
+                                        k->begin, k->end, t, NT);
+        for (int w = NT / 2; w > 0; w /= 2)
+            for (int t = 0; t < w; t++)
+                red[t] += red[t + w];
+        part[c] = red[0];
+    }
+    for (int i = 0; i < NP; i++) { /* _k_sumsq_param, lanes in turn */
+        float lane[32] = {0};
+        for (uint32_t c = plan.first[i]; c < plan.first[i + 1]; c++)
+            lane[(c - plan.first[i]) % 32] += part[c];
+        for (int off = 16; off > 0; off /= 2)
+            for (int l = 0; l < off; l++)
+                lane[l] += lane[l + off];
+        double exact = 0;
+        for (size_t k = 0; k < _counts[i]; k++)
+            exact += (double)a.g[a.off[i] + k] * a.g[a.off[i] + k];
+        double depth = 2 * (TCUDA_PLAN_CHUNK / NT) + 8 + 1 + 5;
+        ck_assert_msg(fabs(lane[0] - exact) <= depth * 0x1p-24 * exact,
+                      "param %d: %a vs %a", i, lane[0], exact);
+        ck_assert_msg(
+            fabs(lane[0] - teng_host_sumsq(a.g + a.off[i], _counts[i])) <=
+                (depth + _counts[i] / 16 + 6) * 0x1p-24 * exact,
+            "param %d vs teng_host_sumsq", i);
+    }
+    free(part);
+    tcuda_plan_free(&plan);
+    _arena_free(&a);
 }
 END_TEST
 
@@ -271,6 +422,8 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, plan_covers_every_element_once);
     tcase_add_test(tc, plan_refuses);
+    tcase_add_test(tc, kernel_loops_over_a_plan_are_host_sgd);
+    tcase_add_test(tc, kernel_sumsq_over_a_plan_within_rounding);
     tcase_add_test(tc, sgd_elem_is_host_sgd_bit_for_bit);
     tcase_add_test(tc, lars_trust_is_host_bit_for_bit);
     tcase_add_test(tc, f16_rounding_matches_reference);

@@ -13,6 +13,8 @@
  *   tcuda_sgd_elem and writes the rounded working copy (optim_math.h: the
  *   maths the CPU tests check).
  * - refresh: one kernel, working copies := rounded masters.
+ * The per-thread loops are optim_math.h's, which the CPU tests run over
+ * the same plan.
  * Every CUDA error becomes TENG_EBACKEND after TORUS_FAIL naming the call. */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -29,20 +31,11 @@ extern "C" {
 #define THREADS 256 /* per block; 64 elements per thread in a full chunk */
 #define SLOTS   4   /* pinned argument slots in flight */
 
-/* A param as the kernels read it (a device table, one entry per param). */
-typedef struct {
-    float *master;
-    void *work;
-    const float *grad;
-    size_t offset;
-    int dtype;
-} _dparam;
-
 struct tcuda_optim {
     cudaStream_t stream;
     int np;
     uint32_t nchunks;
-    _dparam *d_params;
+    tcuda_dparam *d_params;
     tcuda_chunk *d_chunks;
     uint32_t *d_first; /* np + 1: param i owns chunks [first[i], first[i+1]) */
     float *d_part;     /* nchunks partial sums */
@@ -65,24 +58,14 @@ struct tcuda_optim {
 
 /* ------------------------------------------------------------- kernels */
 
-__device__ static void _store_work(const _dparam &p, uint64_t i, float w)
-{
-    if (p.dtype == TENG_F16)
-        ((uint16_t *)p.work)[i] = tcuda_f16_rne(w);
-    else if (p.dtype == TENG_BF16)
-        ((uint16_t *)p.work)[i] = tcuda_bf16_rne(w);
-}
-
-__global__ static void _k_sumsq(const tcuda_chunk *chunks, const _dparam *ps,
-                                const char *buf, float *part)
+__global__ static void _k_sumsq(const tcuda_chunk *chunks,
+                                const tcuda_dparam *ps, const char *buf,
+                                float *part)
 {
     __shared__ float red[THREADS];
     tcuda_chunk c = chunks[blockIdx.x];
-    const float *x = (const float *)(buf + ps[c.param].offset);
-    float s = 0.f;
-    for (uint64_t i = c.begin + threadIdx.x; i < c.end; i += THREADS)
-        s += x[i] * x[i];
-    red[threadIdx.x] = s;
+    red[threadIdx.x] = tcuda_sumsq_thread(&ps[c.param], buf, c.begin, c.end,
+                                          threadIdx.x, THREADS);
     __syncthreads();
     for (int w = THREADS / 2; w > 0; w /= 2) {
         if ((int)threadIdx.x < w)
@@ -107,30 +90,21 @@ __global__ static void _k_sumsq_param(const uint32_t *first, const float *part,
         sums[p] = s;
 }
 
-__global__ static void _k_sgd(const tcuda_chunk *chunks, const _dparam *ps,
+__global__ static void _k_sgd(const tcuda_chunk *chunks, const tcuda_dparam *ps,
                               char *vel, const teng_sgd_args *args)
 {
     tcuda_chunk c = chunks[blockIdx.x];
-    _dparam p = ps[c.param];
+    tcuda_dparam p = ps[c.param];
     teng_sgd_args a = args[c.param];
-    float *v = (float *)(vel + p.offset);
-    for (uint64_t i = c.begin + threadIdx.x; i < c.end; i += THREADS) {
-        float wi = p.master[i], vi = v[i];
-        tcuda_sgd_elem(&wi, &vi, p.grad[i], a.lr, a.momentum, a.wd);
-        p.master[i] = wi;
-        v[i] = vi;
-        _store_work(p, i, wi);
-    }
+    tcuda_sgd_thread(&p, vel, &a, c.begin, c.end, threadIdx.x, THREADS);
 }
 
-__global__ static void _k_refresh(const tcuda_chunk *chunks, const _dparam *ps)
+__global__ static void _k_refresh(const tcuda_chunk *chunks,
+                                  const tcuda_dparam *ps)
 {
     tcuda_chunk c = chunks[blockIdx.x];
-    _dparam p = ps[c.param];
-    if (p.dtype == TENG_F32)
-        return;
-    for (uint64_t i = c.begin + threadIdx.x; i < c.end; i += THREADS)
-        _store_work(p, i, p.master[i]);
+    tcuda_dparam p = ps[c.param];
+    tcuda_refresh_thread(&p, c.begin, c.end, threadIdx.x, THREADS);
 }
 
 /* ---------------------------------------------------------------- host */
@@ -164,12 +138,12 @@ static int _upload(tcuda_optim *o, const tcuda_optim_param *p,
                    const tcuda_plan *plan)
 {
     size_t np = (size_t)o->np, nc = plan->nchunks ? plan->nchunks : 1;
-    _dparam *h = (_dparam *)calloc(np ? np : 1, sizeof *h);
+    tcuda_dparam *h = (tcuda_dparam *)calloc(np ? np : 1, sizeof *h);
     if (!h)
         return TORUS_FAIL(TENG_ENOMEM, "cuda optimizer: no host memory");
     for (size_t i = 0; i < np; i++)
-        h[i] = (_dparam){p[i].master, p[i].work, p[i].grad, p[i].offset,
-                         (int)p[i].work_dtype};
+        h[i] = (tcuda_dparam){p[i].master, p[i].work, p[i].grad, p[i].offset,
+                              (int)p[i].work_dtype};
     cudaError_t e =
         cudaMalloc((void **)&o->d_params, (np ? np : 1) * sizeof *h);
     if (e == cudaSuccess)

@@ -16,15 +16,22 @@
  *   stays a quiet NaN of the same sign.
  * - tcuda_lars_trust is topt_lars_trust (trainer/optim/sgd.c), bit for bit,
  *   for a device that forms the trust ratios itself.
+ * - tcuda_sgd_thread / tcuda_refresh_thread / tcuda_sumsq_thread are one
+ *   GPU thread's share of one chunk (elements begin + t, begin + t + nt,
+ *   ... below end) exactly as the kernels run it, so a CPU test that runs
+ *   every (chunk, t) of a plan runs the kernels' indexing too.
  * Only integer and correctly rounded fp32 operations are used, so host and
  * device agree exactly. */
 #ifndef TORUS_TRAINER_BACKENDS_CUDA_OPTIM_MATH_H
 #define TORUS_TRAINER_BACKENDS_CUDA_OPTIM_MATH_H
 
+#include <stddef.h>
 #include <stdint.h>
 #ifndef __CUDACC__
 #include <string.h>
 #endif
+
+#include "trainer/engine/engine.h"
 
 #ifdef __CUDACC__
 #define TCUDA_HD __host__ __device__
@@ -113,6 +120,62 @@ static inline TCUDA_HD float tcuda_lars_trust(float wnorm, float gnorm,
         return 1.f;
     return TCUDA_MUL(eta, wnorm) /
            TCUDA_ADD(TCUDA_ADD(gnorm, TCUDA_MUL(wd, wnorm)), eps);
+}
+
+/* A param as the kernels read it (the device table holds one per param). */
+typedef struct {
+    float *master;
+    void *work; /* == master for TENG_F32 */
+    const float *grad;
+    size_t offset; /* bytes into buffers laid out like the params arena */
+    int dtype;     /* teng_dtype of the working copy */
+} tcuda_dparam;
+
+static inline TCUDA_HD void tcuda_store_work(const tcuda_dparam *p, uint64_t i,
+                                             float w)
+{
+    if (p->dtype == TENG_F16)
+        ((uint16_t *)p->work)[i] = tcuda_f16_rne(w);
+    else if (p->dtype == TENG_BF16)
+        ((uint16_t *)p->work)[i] = tcuda_bf16_rne(w);
+}
+
+/* The update of thread t (of nt) over [begin, end) of param p; vel is the
+ * velocity buffer laid out like the params arena. */
+static inline TCUDA_HD void tcuda_sgd_thread(const tcuda_dparam *p, char *vel,
+                                             const teng_sgd_args *a,
+                                             uint64_t begin, uint64_t end,
+                                             unsigned t, unsigned nt)
+{
+    float *v = (float *)(vel + p->offset);
+    for (uint64_t i = begin + t; i < end; i += nt) {
+        float wi = p->master[i], vi = v[i];
+        tcuda_sgd_elem(&wi, &vi, p->grad[i], a->lr, a->momentum, a->wd);
+        p->master[i] = wi;
+        v[i] = vi;
+        tcuda_store_work(p, i, wi);
+    }
+}
+
+static inline TCUDA_HD void tcuda_refresh_thread(const tcuda_dparam *p,
+                                                 uint64_t begin, uint64_t end,
+                                                 unsigned t, unsigned nt)
+{
+    for (uint64_t i = begin + t; i < end && p->dtype != TENG_F32; i += nt)
+        tcuda_store_work(p, i, p->master[i]);
+}
+
+/* Thread t's fp32 partial sum of squares of param p's slice of buf. */
+static inline TCUDA_HD float tcuda_sumsq_thread(const tcuda_dparam *p,
+                                                const char *buf, uint64_t begin,
+                                                uint64_t end, unsigned t,
+                                                unsigned nt)
+{
+    const float *x = (const float *)(buf + p->offset);
+    float s = 0.f;
+    for (uint64_t i = begin + t; i < end; i += nt)
+        s += x[i] * x[i];
+    return s;
 }
 
 #endif
