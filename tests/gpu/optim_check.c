@@ -167,19 +167,52 @@ static long _work_wrong(const _net *n, const uint16_t *h)
     return bad;
 }
 
+/* Per-param host buffers: host and GPU norms, trusts and args. */
+typedef struct {
+    float *w2, *g2, *gw2, *gg2, *tr, *gtr;
+    teng_sgd_args *a, *ga;
+} _bufs;
+
+/* One LARS step on the GPU and on the host: 1 the norms agree, 0 not,
+ * -1 an error. Step 1 changes the LR, with the momentum correction. */
+static int _step(_net *n, tcuda_optim *o, _bufs *b, int step, float *d_w,
+                 float *d_g, float *d_v, double *worst, double *trust_err)
+{
+    if (tcuda_optim_sumsq(o, d_w, b->gw2) || tcuda_optim_sumsq(o, d_g, b->gg2))
+        return -1;
+    int pass =
+        _sums_ok(n, n->w, b->gw2, worst) && _sums_ok(n, n->g, b->gg2, worst);
+    for (int i = 0; i < n->np; i++) {
+        b->w2[i] = teng_host_sumsq(n->w + n->off[i], n->count[i]);
+        b->g2[i] = teng_host_sumsq(n->g + n->off[i], n->count[i]);
+    }
+    float lr = step ? 2.0f : 1.5f, mom = step ? 0.9f * 2.0f / 1.5f : 0.9f;
+    _args(n, b->w2, b->g2, lr, mom, b->a, b->tr);
+    _args(n, b->gw2, b->gg2, lr, mom, b->ga, b->gtr);
+    for (int i = 0; i < n->np; i++) {
+        double e = fabs((double)b->gtr[i] - b->tr[i]) / b->tr[i];
+        *trust_err = e > *trust_err ? e : *trust_err;
+    }
+    if (tcuda_optim_sgd(o, d_v, b->a))
+        return -1;
+    for (int i = 0; i < n->np; i++)
+        teng_host_sgd(n->w + n->off[i], n->g + n->off[i], n->v + n->off[i],
+                      n->count[i], b->a[i].lr, b->a[i].momentum, b->a[i].wd);
+    return pass;
+}
+
 /* Two LARS steps on the GPU and on the host; 1 pass, 0 fail, -1 error. */
 static int _lars_row(_net *n, cudaStream_t st, tcuda_optim_param *p, float *d_w,
                      float *d_g, float *d_v, uint16_t *d_h)
 {
     int np = n->np, pass = 1;
     tcuda_optim *o = NULL;
-    float *w2 = calloc(np, 4), *g2 = calloc(np, 4), *gw2 = calloc(np, 4),
-          *gg2 = calloc(np, 4), *tr = calloc(np, 4), *gtr = calloc(np, 4);
-    teng_sgd_args *a = calloc(np, sizeof *a), *ga = calloc(np, sizeof *a);
+    _bufs b = {calloc(np, 4),           calloc(np, 4),          calloc(np, 4),
+               calloc(np, 4),           calloc(np, 4),          calloc(np, 4),
+               calloc(np, sizeof *b.a), calloc(np, sizeof *b.a)};
     float *bw = malloc(n->total * 4), *bv = malloc(n->total * 4);
     uint16_t *bh = malloc(n->total * 2);
     double worst = 0, trust_err = 0;
-    long work_bad = 0;
     for (int i = 0; i < np; i++)
         p[i] = (tcuda_optim_param){d_w + n->off[i],
                                    n->type[i] == TENG_F32
@@ -191,26 +224,9 @@ static int _lars_row(_net *n, cudaStream_t st, tcuda_optim_param *p, float *d_w,
                                    n->count[i]};
     OK(tcuda_optim_create(p, np, st, &o));
     for (int step = 0; step < 2; step++) {
-        OK(tcuda_optim_sumsq(o, d_w, gw2));
-        OK(tcuda_optim_sumsq(o, d_g, gg2));
-        pass &=
-            _sums_ok(n, n->w, gw2, &worst) && _sums_ok(n, n->g, gg2, &worst);
-        for (int i = 0; i < np; i++) {
-            w2[i] = teng_host_sumsq(n->w + n->off[i], n->count[i]);
-            g2[i] = teng_host_sumsq(n->g + n->off[i], n->count[i]);
-        }
-        /* Step 2 changes the LR, with the momentum correction. */
-        float lr = step ? 2.0f : 1.5f, mom = step ? 0.9f * 2.0f / 1.5f : 0.9f;
-        _args(n, w2, g2, lr, mom, a, tr);
-        _args(n, gw2, gg2, lr, mom, ga, gtr);
-        for (int i = 0; i < np; i++) {
-            double e = fabs((double)gtr[i] - tr[i]) / tr[i];
-            trust_err = e > trust_err ? e : trust_err;
-        }
-        OK(tcuda_optim_sgd(o, d_v, a));
-        for (int i = 0; i < np; i++)
-            teng_host_sgd(n->w + n->off[i], n->g + n->off[i], n->v + n->off[i],
-                          n->count[i], a[i].lr, a[i].momentum, a[i].wd);
+        int r = _step(n, o, &b, step, d_w, d_g, d_v, &worst, &trust_err);
+        OK(r < 0);
+        pass &= r;
     }
     CK(cudaMemcpyAsync(bw, d_w, n->total * 4, cudaMemcpyDeviceToHost, st));
     CK(cudaMemcpyAsync(bv, d_v, n->total * 4, cudaMemcpyDeviceToHost, st));
@@ -219,7 +235,7 @@ static int _lars_row(_net *n, cudaStream_t st, tcuda_optim_param *p, float *d_w,
     /* Whole arenas: the padding between params must be untouched too. */
     int w_same = !memcmp(bw, n->w, n->total * 4);
     int v_same = !memcmp(bv, n->v, n->total * 4);
-    work_bad = _work_wrong(n, bh);
+    long work_bad = _work_wrong(n, bh);
     /* The trust ratios from the GPU's norms only differ from the host's by
      * the norms' summation-order rounding (the host sums up to 128000
      * terms in a row for the fc weights). */
@@ -230,14 +246,13 @@ static int _lars_row(_net *n, cudaStream_t st, tcuda_optim_param *p, float *d_w,
              pass ? "PASS" : "FAIL", np, w_same ? "exact" : "DIFFER",
              v_same ? "exact" : "DIFFER", work_bad, worst, trust_err);
     tcuda_optim_destroy(o);
-    free(w2), free(g2), free(gw2), free(gg2), free(tr), free(gtr), free(a);
-    free(ga), free(bw), free(bv), free(bh);
+    free(b.w2), free(b.g2), free(b.gw2), free(b.gg2), free(b.tr), free(b.gtr);
+    free(b.a), free(b.ga), free(bw), free(bv), free(bh);
     return pass;
 fail:
     tcuda_optim_destroy(o);
     snprintf(_rows[0], sizeof _rows[0],
-             "FAIL   CUDA or optimizer error (see "
-             "stderr)");
+             "FAIL   CUDA or optimizer error (see stderr)");
     return -1;
 }
 
