@@ -34,6 +34,8 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/optim/optim.h \
 	trainer/optim/schedule.c \
 	trainer/optim/sgd.c \
+	trainer/optim/loss_scale.h \
+	trainer/optim/loss_scale.c \
 	trainer/train/options.h \
 	trainer/train/options.c \
 	trainer/train/source.h \
@@ -57,6 +59,34 @@ EXTRA_DIST += \
 	trainer/backends/dnnl/dnnl_internal.h \
 	trainer/backends/dnnl/dnnl_backend.c \
 	trainer/backends/dnnl/dnnl_layers.c
+endif
+
+# The cuda backend's optimizer kernels (trainer/backends/cuda/, see
+# cuda_optim.h): the chunk plan is plain C and goes into the library with
+# CUDA; cuda_optim.cu is an nvcc object (warnings are errors under
+# --enable-werror, host and device side). A program that calls
+# tcuda_optim_* adds $(TCUDA_OPTIM_OBJS) to its LDADD.
+TCUDA_OPTIM_HDRS = trainer/backends/cuda/cuda_optim.h \
+	trainer/backends/cuda/optim_math.h trainer/backends/cuda/chunk_plan.h
+noinst_HEADERS += $(TCUDA_OPTIM_HDRS)
+EXTRA_DIST += trainer/backends/cuda/cuda_optim.cu
+TCUDA_NVCC_WARN = $(if $(findstring -Werror,$(WARN_CFLAGS)),-Werror all-warnings \
+	-Xcompiler -Wall$(comma)-Wextra$(comma)-Werror)
+comma = ,
+if HAVE_CUDA
+trainer_libtorustrain_la_SOURCES += trainer/backends/cuda/chunk_plan.c
+TCUDA_OPTIM_OBJS = trainer/backends/cuda/cuda_optim.o $(CUDA_LIBS) -lstdc++
+# Built with the library, so make compiles it before any program needs it.
+EXTRA_trainer_libtorustrain_la_DEPENDENCIES = trainer/backends/cuda/cuda_optim.o
+CLEANFILES += trainer/backends/cuda/cuda_optim.o
+trainer/backends/cuda/cuda_optim.o: $(srcdir)/trainer/backends/cuda/cuda_optim.cu \
+		$(addprefix $(srcdir)/,$(TCUDA_OPTIM_HDRS))
+	@$(MKDIR_P) trainer/backends/cuda
+	$(AM_V_GEN)$(NVCC_COMPILE) $(TCUDA_NVCC_WARN) \
+		-c $(srcdir)/trainer/backends/cuda/cuda_optim.cu -o $@
+else
+TCUDA_OPTIM_OBJS =
+EXTRA_DIST += trainer/backends/cuda/chunk_plan.c
 endif
 
 # torus-train: the training program (one process, or ranks bootstrapped
@@ -105,6 +135,34 @@ tests_unit_test_layers_ref_SOURCES = tests/unit/test_layers_ref.c \
 	tests/unit/layer_harness.c tests/unit/layer_harness.h
 tests_unit_test_layers_ref_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_layers_ref_LDADD = $(TRAINER_TEST_LDADD)
+
+# The cuda optimizer's host side on the CPU (chunk plan, per-element maths
+# against the host maths, fp16/bf16 rounding) and the loss-scale machine.
+# Without CUDA the library lacks the chunk plan, so the test compiles it.
+check_PROGRAMS += tests/unit/test_cuda_optim tests/unit/test_loss_scale
+TESTS += tests/unit/test_cuda_optim tests/unit/test_loss_scale
+tests_unit_test_cuda_optim_SOURCES = tests/unit/test_cuda_optim.c
+if !HAVE_CUDA
+tests_unit_test_cuda_optim_SOURCES += trainer/backends/cuda/chunk_plan.c
+endif
+tests_unit_test_cuda_optim_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_cuda_optim_LDADD = $(TRAINER_TEST_LDADD)
+tests_unit_test_loss_scale_SOURCES = tests/unit/test_loss_scale.c
+tests_unit_test_loss_scale_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_loss_scale_LDADD = $(TRAINER_TEST_LDADD)
+
+# The GPU check of the optimizer kernels (tests/gpu/run runs it): the
+# multi-tensor sums of squares and update over ResNet-50's tensors against
+# the host maths, and the fp16/bf16 working copies over every fp32 pattern.
+# Built wherever CUDA is found; without a device it prints SKIP.
+if HAVE_CUDA
+check_PROGRAMS += tests/gpu/optim_check
+tests_gpu_optim_check_SOURCES = tests/gpu/optim_check.c
+tests_gpu_optim_check_CFLAGS = $(AM_CFLAGS) $(CUDA_CFLAGS)
+tests_gpu_optim_check_LDADD = trainer/libtorustrain.la $(TCUDA_OPTIM_OBJS) -lm
+else
+EXTRA_DIST += tests/gpu/optim_check.c
+endif
 
 # CPU training bench (built by check, run by hand: tests/bench/train/run_bench.sh).
 check_PROGRAMS += tests/bench/train/bench_train

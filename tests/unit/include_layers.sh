@@ -49,6 +49,7 @@ tests/**
 # that both build on what lies below them), one group per line.
 APART='
 data/pack/ data/read/
+trainer/backends/dnnl/ trainer/backends/cuda/
 '
 
 # Known upward includes, each with the reason it is still there; remove a

@@ -1,0 +1,193 @@
+/* test_loss_scale.c: every transition of the dynamic loss-scale state
+ * machine (trainer/optim/loss_scale.c): start, overflow back-off and skip,
+ * growth after N clean steps in a row, a clean run broken by an overflow,
+ * both bounds, config validation, and restoring checkpointed state
+ * (in-range values come back, hostile ones are refused and change
+ * nothing). */
+#include <check.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/torus_error.h"
+#include "trainer/engine/engine.h"
+#include "trainer/optim/loss_scale.h"
+
+static topt_loss_scale_config _cfg(long interval)
+{
+    topt_loss_scale_config c;
+    topt_loss_scale_defaults(&c);
+    c.interval = interval;
+    return c;
+}
+
+START_TEST(defaults_and_start)
+{
+    topt_loss_scale_config c;
+    topt_loss_scale_state s;
+    char err[200];
+    topt_loss_scale_defaults(&c);
+    ck_assert_int_eq(topt_loss_scale_validate(&c, err, sizeof err), TENG_OK);
+    ck_assert_double_eq(c.init, 65536.0);
+    ck_assert_int_eq(c.interval, 2000);
+    topt_loss_scale_init(&s, &c);
+    ck_assert_double_eq(s.scale, 65536.0);
+    ck_assert_int_eq(s.clean, 0);
+    ck_assert_int_eq(s.overflows, 0);
+}
+END_TEST
+
+START_TEST(overflow_backs_off_and_skips)
+{
+    topt_loss_scale_config c = _cfg(3);
+    topt_loss_scale_state s;
+    topt_loss_scale_init(&s, &c);
+    ck_assert_int_eq(topt_loss_scale_update(&s, &c, 1), 1);
+    ck_assert_int_eq(s.clean, 1);
+    ck_assert_int_eq(topt_loss_scale_update(&s, &c, 0), 0);
+    ck_assert_double_eq(s.scale, 32768.0);
+    ck_assert_int_eq(s.clean, 0);
+    ck_assert_int_eq(s.overflows, 1);
+    ck_assert_int_eq(topt_loss_scale_update(&s, &c, 0), 0);
+    ck_assert_double_eq(s.scale, 16384.0);
+    ck_assert_int_eq(s.overflows, 2);
+}
+END_TEST
+
+START_TEST(grows_after_interval_clean_steps)
+{
+    topt_loss_scale_config c = _cfg(3);
+    topt_loss_scale_state s;
+    topt_loss_scale_init(&s, &c);
+    /* Two clean, an overflow: the run restarts, so growth needs 3 more. */
+    topt_loss_scale_update(&s, &c, 1);
+    topt_loss_scale_update(&s, &c, 1);
+    topt_loss_scale_update(&s, &c, 0);
+    ck_assert_double_eq(s.scale, 32768.0);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(topt_loss_scale_update(&s, &c, 1), 1);
+        ck_assert_double_eq(s.scale, 32768.0);
+    }
+    ck_assert_int_eq(topt_loss_scale_update(&s, &c, 1), 1);
+    ck_assert_double_eq(s.scale, 65536.0);
+    ck_assert_int_eq(s.clean, 0);
+    for (int i = 0; i < 3; i++)
+        topt_loss_scale_update(&s, &c, 1);
+    ck_assert_double_eq(s.scale, 131072.0);
+}
+END_TEST
+
+START_TEST(bounds_hold)
+{
+    topt_loss_scale_config c = _cfg(1);
+    c.init = 4.0;
+    c.min_scale = 2.0;
+    c.max_scale = 8.0;
+    topt_loss_scale_state s;
+    topt_loss_scale_init(&s, &c);
+    topt_loss_scale_update(&s, &c, 0);
+    ck_assert_double_eq(s.scale, 2.0);
+    /* At the floor an overflow still skips the step. */
+    ck_assert_int_eq(topt_loss_scale_update(&s, &c, 0), 0);
+    ck_assert_double_eq(s.scale, 2.0);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(topt_loss_scale_update(&s, &c, 1), 1);
+    ck_assert_double_eq(s.scale, 8.0);
+    ck_assert_int_eq(s.clean, 0);
+    /* A non-power-of-two factor is clamped to the bound, not past it. */
+    c.growth = 3.0;
+    topt_loss_scale_restore(&s, &c, 6.0, 0, 0);
+    topt_loss_scale_update(&s, &c, 1);
+    ck_assert_double_eq(s.scale, 8.0);
+}
+END_TEST
+
+START_TEST(bad_configs)
+{
+    char err[200];
+    struct {
+        const char *field;
+        double value;
+        const char *words;
+    } bad[] = {
+        {"min", 0.0, "finite and > 0"},    {"max", INFINITY, "finite"},
+        {"max", 0.5, "above the maximum"}, {"init", 1e9, "initial scale"},
+        {"growth", 1.0, "growth"},         {"backoff", 1.0, "backoff"},
+        {"backoff", 0.0, "backoff"},       {"interval", 0, "interval"},
+        {"init", NAN, "initial scale"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        topt_loss_scale_config c = _cfg(2000);
+        const char *f = bad[i].field;
+        double v = bad[i].value;
+        if (!strcmp(f, "min"))
+            c.min_scale = v;
+        else if (!strcmp(f, "max"))
+            c.max_scale = v;
+        else if (!strcmp(f, "init"))
+            c.init = v;
+        else if (!strcmp(f, "growth"))
+            c.growth = v;
+        else if (!strcmp(f, "backoff"))
+            c.backoff = v;
+        else
+            c.interval = (long)v;
+        err[0] = 0;
+        ck_assert_int_eq(topt_loss_scale_validate(&c, err, sizeof err),
+                         TENG_EINVAL);
+        ck_assert_msg(strstr(err, bad[i].words), "%s=%g: '%s'", f, v, err);
+    }
+}
+END_TEST
+
+START_TEST(restore_checks_saved_state)
+{
+    topt_loss_scale_config c = _cfg(2000);
+    topt_loss_scale_state s;
+    topt_loss_scale_init(&s, &c);
+    ck_assert_int_eq(topt_loss_scale_restore(&s, &c, 1024.0, 1999, 7), TENG_OK);
+    ck_assert_double_eq(s.scale, 1024.0);
+    ck_assert_int_eq(s.clean, 1999);
+    ck_assert_int_eq(s.overflows, 7);
+    /* The restored counter carries on: one clean step grows the scale. */
+    topt_loss_scale_update(&s, &c, 1);
+    ck_assert_double_eq(s.scale, 2048.0);
+    const struct {
+        double scale;
+        long clean, overflows;
+        const char *words;
+    } bad[] = {
+        {NAN, 0, 0, "saved scale"},      {INFINITY, 0, 0, "saved scale"},
+        {0.5, 0, 0, "saved scale"},      {1e30, 0, 0, "saved scale"},
+        {1024, -1, 0, "clean-step"},     {1024, 2000, 0, "clean-step"},
+        {1024, 0, -3, "overflow count"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        topt_loss_scale_state before = s;
+        ck_assert_int_eq(topt_loss_scale_restore(&s, &c, bad[i].scale,
+                                                 bad[i].clean,
+                                                 bad[i].overflows),
+                         TENG_EINVAL);
+        ck_assert_msg(strstr(torus_error_msg(), bad[i].words), "%zu: %s", i,
+                      torus_error_msg());
+        ck_assert(!memcmp(&before, &s, sizeof s));
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("loss_scale");
+    TCase *tc = tcase_create("loss_scale");
+    tcase_add_test(tc, defaults_and_start);
+    tcase_add_test(tc, overflow_backs_off_and_skips);
+    tcase_add_test(tc, grows_after_interval_clean_steps);
+    tcase_add_test(tc, bounds_hold);
+    tcase_add_test(tc, bad_configs);
+    tcase_add_test(tc, restore_checks_saved_state);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
