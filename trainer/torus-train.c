@@ -733,17 +733,25 @@ static void *_heartbeat(void *arg)
     }
 }
 
-/* For tests: rank 0 sleeps this long before writing, like an fsync to a
- * slow shared file system (TTRAIN_TEST_CKPT_DELAY=S). */
-static void _test_delay(void)
+/* Fault injection for the tests (tests/integration/train_ckpt_dist.sh):
+ * TTRAIN_TEST_SLEEP=WHERE:RANK:STEP:S makes rank RANK sleep S seconds at
+ * global step STEP (0: every step), WHERE being "ckpt" (before writing a
+ * checkpoint: an fsync to a slow shared file system) or "step" (before the
+ * forward pass: a stalled rank). */
+static void _test_sleep(const char *where, int rank, long step)
 {
-    const char *d = getenv("TTRAIN_TEST_CKPT_DELAY");
-    double s = d ? atof(d) : 0;
-    if (s > 0 && s < 3600) {
-        struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
-        while (nanosleep(&ts, &ts) && errno == EINTR)
-            ;
-    }
+    const char *e = getenv("TTRAIN_TEST_SLEEP");
+    char w[8];
+    int r;
+    long at;
+    double s;
+    if (!e || sscanf(e, "%7[a-z]:%d:%ld:%lf", w, &r, &at, &s) != 4 ||
+        strcmp(w, where) || r != rank || (at && at != step) || !(s > 0) ||
+        s > 3600)
+        return;
+    struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) && errno == EINTR)
+        ;
 }
 
 /* Rank 0 writes, its heartbeat thread keeps the others' rounds going. */
@@ -762,7 +770,7 @@ static int _write_rank0(_run *r)
     int multi = cfg->world > 1;
     if (multi && pthread_create(&th, NULL, _heartbeat, &b))
         return _fail("checkpoint", "cannot start the heartbeat thread");
-    _test_delay();
+    _test_sleep("ckpt", 0, r->at.global_step);
     int rc =
         ttrain_ckpt_save(cfg->ckpt_dir, cfg->keep, 0, &r->meta, r->net, &r->opt,
                          &r->at, r->plan ? r->plan : "", err, sizeof(err));
@@ -822,6 +830,7 @@ static int _step_grads(_run *r, int epoch, long step, int lbatch, _window *w)
         return _fail("data", err);
     }
     w->data_s += b.wait_s;
+    _test_sleep("step", r->info.rank, r->gstep + 1);
     if (teng_net_set_input(r->net, b.x) || teng_net_set_labels(r->net, b.y))
         return _fail("data", torus_error_msg());
     if (teng_net_forward(r->net, 1) || teng_net_backward(r->net))
