@@ -109,7 +109,7 @@ static const _opt _opts[] = {
      "lost rank is still noticed within --comm-timeout [600]"},
     {"comm-timeout", _DBL, _S(comm_timeout), "S",
      "seconds without progress in a collective before a peer counts as "
-     "lost [TCOMM_TIMEOUT, else 30]"},
+     "lost [0: TCOMM_TIMEOUT if set, else 30]"},
     {"resume", _FLAG, _S(resume), NULL,
      "continue the run whose checkpoint in --checkpoint-dir was written "
      "last, from its newest checkpoint that loads (falling back to older "
