@@ -134,7 +134,8 @@ tests_integration_ckpt_attr_SOURCES = tests/integration/ckpt_attr.c
 tests_integration_ckpt_attr_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS)
 tests_integration_ckpt_attr_LDADD = $(HDF5_LIBS)
 TESTS += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh
-EXTRA_DIST += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh
+EXTRA_DIST += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh \
+	tests/integration/train_lib.sh
 
 # Data parallel: 2 ranks under mpirun equal 1 rank (BN-free tiny-cnn).
 TESTS += tests/integration/train_dist.sh

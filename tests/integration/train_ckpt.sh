@@ -16,19 +16,9 @@
 #   5. Stale temporary files of this run are removed at a resume; another
 #      run's are left alone.
 set -u
-: "${top_builddir:?run through make check}"
-bin=$top_builddir/trainer/torus-train
+. "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
 pack=$top_builddir/data/torus-pack
 forge=$top_builddir/tests/integration/ckpt_attr
-"$bin" --version | grep -q 'backends: dnnl' || { # configure requires it
-    echo "FAIL: torus-train lists no dnnl backend: $("$bin" --version)"
-    exit 1
-}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ck() { ls "$1"/ckpt-"$2"-*.h5 2>/dev/null | head -1; } # DIR STEP: the file
 steps() { ls "$1" | sed -n 's/^ckpt-\([0-9]*\)-[0-9a-f]\{8\}\.h5$/\1/p' | sort -n | tr '\n' ' '; }
 
 run=("$bin" --synthetic --model tiny-cnn --image-size 12 --dataset-size 256

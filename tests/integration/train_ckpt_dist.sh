@@ -20,30 +20,10 @@
 # picks for one small bucket, nor the in-place sum in shared memory);
 # without one, 3 would pass with or without the heartbeat rounds.
 set -u
-: "${top_builddir:?run through make check}"
-bin=$top_builddir/trainer/torus-train
-"$bin" --version | grep -q 'backends: dnnl' || { # configure requires it
-    echo "FAIL: torus-train lists no dnnl backend: $("$bin" --version)"
-    exit 1
-}
-if ! command -v mpirun >/dev/null; then
-    echo "SKIP: mpirun not found (install openmpi-bin)"
-    exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-ck() { ls "$1"/ckpt-"$2"-*.h5 2>/dev/null | head -1; } # DIR STEP: the file
-losses() { sed 's/.*"loss":\([^,]*\),.*/\1/' "$1"; }
-# mpirun with the options train_dist.sh uses; "$@": its arguments (-np N
-# PROGRAM ..., or an MPMD line).
-mpi() {
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-    OMPI_MCA_btl_vader_single_copy_mechanism=none \
-        timeout 90 mpirun --oversubscribe --bind-to none \
-        --mca mpi_yield_when_idle 1 --mca btl self,vader,tcp "$@"
-}
+. "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
+tr_need_mpirun
+export TR_MPI_TIMEOUT=90
+mpi() { tr_mpirun "$@"; }
 
 run=("$bin" --model tiny-cnn --synthetic --image-size 12 --dataset-size 256
      --epochs 1 --warmup-epochs 0 --lr 2 --print-every 1 --threads 1

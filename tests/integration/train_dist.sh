@@ -11,33 +11,13 @@
 # A single process at batch 16 (what a rank would do without the
 # gradient sum) must NOT match: that keeps the comparison honest.
 set -u
-: "${top_builddir:?run through make check}"
-bin=$top_builddir/trainer/torus-train
-if ! "$bin" --version | grep -q 'backends: dnnl'; then # configure requires it
-    echo "FAIL: torus-train lists no dnnl backend: $("$bin" --version)"
-    exit 1
-fi
-if ! command -v mpirun >/dev/null; then
-    echo "SKIP: mpirun not found (install openmpi-bin)"
-    exit 77
-fi
+. "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
+tr_need_mpirun
 if ! command -v h5diff >/dev/null; then
     echo "SKIP: h5diff not found (install hdf5-tools)"
     exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-losses() { sed 's/.*"loss":\([^,]*\),.*/\1/' "$1"; }
-ck() { ls "$1"/ckpt-"$2"-*.h5 2>/dev/null | head -1; } # DIR STEP: the file
-
-mpi2() {
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-    OMPI_MCA_btl_vader_single_copy_mechanism=none \
-        timeout 60 mpirun --oversubscribe --bind-to none \
-        --mca mpi_yield_when_idle 1 --mca btl self,vader,tcp -np 2 "$@"
-}
+mpi2() { tr_mpirun -np 2 "$@"; }
 
 # A high learning rate so 8 steps move the weights well past rounding.
 run=("$bin" --model tiny-cnn --synthetic --image-size 12 --dataset-size 256
