@@ -183,6 +183,18 @@ EXTRA_DIST += tests/integration/train_plot.sh
 TESTS += tests/integration/train_resume.sh
 EXTRA_DIST += tests/integration/train_resume.sh trainer/README.md
 
+# Checkpoints that never lose a run: run ids and pruning, the configuration
+# record and its check, hostile attributes (ckpt_attr forges them), stale
+# temporary files; under mpirun: every rank resumes from rank 0's pick, a
+# change of ranks, rank 0's slow write, --comm-timeout.
+check_PROGRAMS += tests/integration/ckpt_attr
+tests_integration_ckpt_attr_SOURCES = tests/integration/ckpt_attr.c
+tests_integration_ckpt_attr_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS)
+tests_integration_ckpt_attr_LDADD = $(HDF5_LIBS)
+TESTS += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh
+EXTRA_DIST += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh \
+	tests/integration/train_lib.sh
+
 # Data parallel: 2 ranks under mpirun equal 1 rank (BN-free tiny-cnn).
 TESTS += tests/integration/train_dist.sh
 EXTRA_DIST += tests/integration/train_dist.sh

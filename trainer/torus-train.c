@@ -10,14 +10,17 @@
  * that backward has completed; _grads_wait() waits for the rest before
  * the update). With one rank both reduce to the single-process path.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/torus_error.h"
 #include "config.h"
@@ -320,9 +323,10 @@ typedef struct {
     teng_net *net;
     topt_sgd opt;
     _exchange ex;
-    FILE *mf;           /* --metrics, rank 0 only */
-    char *plan;         /* the configuration text stored in checkpoints */
-    ttrain_progress at; /* where training (re)starts, then the next step */
+    FILE *mf;              /* --metrics, rank 0 only */
+    char *plan;            /* the configuration text stored in checkpoints */
+    ttrain_ckpt_meta meta; /* what checkpoints record and resumes compare */
+    ttrain_progress at;    /* where training (re)starts, then the next step */
     /* the training loop */
     long gstep;
     double t_start, images, best, best_at;
@@ -361,7 +365,12 @@ static int _bootstrap(_run *r)
     r->info = (tcomm_info){.size = 1};
     if (r->cfg.dry_run)
         return _GO;
-    tcomm_options to = {0};
+    /* libtcomm reads TCOMM_TIMEOUT after its options: make it say what
+     * the command line resolved, so --comm-timeout wins. */
+    char t[32];
+    snprintf(t, sizeof(t), "%.17g", r->cfg.comm_timeout);
+    setenv("TCOMM_TIMEOUT", t, 1);
+    tcomm_options to = {.timeout_s = r->cfg.comm_timeout};
     if (tcomm_init(&to, &r->comm))
         return _fail("bootstrap", tcomm_error());
     tcomm_info_get(r->comm, &r->info);
@@ -491,22 +500,145 @@ static int _eval_only(_run *r, int rc, const char *path)
     return TTRAIN_EXIT_OK;
 }
 
+/* ---- checkpoints: what they record, which one every rank resumes from
+ * (rank 0 picks, the others follow), and rank 0's write while the others
+ * wait ---- */
+
+/* The model and the global batch schedule as checkpoints record them. */
+static int _meta_text(const ttrain_config *cfg, ttrain_ckpt_meta *m)
+{
+    const tmodel_spec *ms = &cfg->model;
+    char depth[32] = "", *text = NULL;
+    size_t len = 0;
+    if (ms->kind == TMODEL_CIFAR_RESNET)
+        snprintf(depth, sizeof(depth), " depth %d", ms->depth);
+    snprintf(m->model, sizeof(m->model), "%s%s, %dx%dx%d input, %d classes",
+             tmodel_name(ms->kind), depth, ms->in_channels, ms->image_size,
+             ms->image_size, ms->classes);
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return -1;
+    for (int i = 0; i < cfg->sched.nstages; i++)
+        fprintf(f, "%s%d:%d", i ? "," : "", cfg->sched.stage[i].epoch,
+                cfg->sched.stage[i].global_batch);
+    fprintf(f, " over %ld samples per epoch", cfg->sched.dataset_size);
+    fclose(f);
+    int rc = !text || len >= sizeof(m->batch) ? -1 : 0;
+    if (!rc)
+        memcpy(m->batch, text, len + 1);
+    free(text);
+    return rc;
+}
+
+/* What checkpoints record of this run (ttrain_ckpt_meta); a fresh run
+ * id, which a resume replaces by the checkpoint's. The training data is
+ * known by its sample count and the bytes of its index. */
+static int _meta(_run *r)
+{
+    const ttrain_config *cfg = &r->cfg;
+    ttrain_ckpt_meta *m = &r->meta;
+    char err[1024], id[96], index[600];
+    ttrain_ckpt_new_run(m->run);
+    m->world = cfg->world;
+    snprintf(m->wire, sizeof(m->wire), "%s", cfg->wire);
+    if (_meta_text(cfg, m))
+        return _fail("checkpoint", "the batch schedule is too long to record");
+    if (!r->have_src) {
+        snprintf(m->data, sizeof(m->data), "synthetic data");
+        snprintf(m->data_id, sizeof(m->data_id), "synthetic");
+        return _GO;
+    }
+    snprintf(m->data, sizeof(m->data), "%s", cfg->data);
+    snprintf(index, sizeof(index), "%s/train-index.txt", cfg->data);
+    if (ttrain_ckpt_file_id(index, (uint64_t)1 << 30, id, sizeof(id), err,
+                            sizeof(err)))
+        return _fail("--data", err);
+    snprintf(m->data_id, sizeof(m->data_id), "%ld samples, train index %s",
+             cfg->sched.dataset_size, id);
+    return _GO;
+}
+
+/* Rank 0 has printed why it found nothing to load: end the job. */
+static int _follow_rank0_failure(_run *r, const char *what, const char *err)
+{
+    if (r->info.rank == 0) {
+        fflush(NULL);
+        if (_job)
+            tcomm_abort(_job, TTRAIN_EXIT_FAIL, err);
+        return TTRAIN_EXIT_FAIL;
+    }
+    char msg[256];
+    snprintf(msg, sizeof(msg), "rank %d: rank 0 found no checkpoint to use",
+             r->info.rank);
+    return _fail(what, msg);
+}
+
+/* --resume, --eval-only: rank 0 picks the newest checkpoint that loads
+ * and broadcasts its name; every other rank loads exactly that file or
+ * ends the job: no rank ever continues alone from another step. *found:
+ * 0 when the directory holds none. path: the file loaded. */
+static int _load_agreed(_run *r, char *path, size_t n, int *found)
+{
+    const ttrain_config *cfg = &r->cfg;
+    const char *what = cfg->eval_only ? "--eval-only" : "--resume";
+    struct {
+        int32_t rc;
+        char name[100];
+    } pick = {0};
+    char err[3072] = "", note[1024] = "";
+    ttrain_ckpt_meta got;
+    if (r->info.rank == 0) {
+        pick.rc = ttrain_ckpt_load_latest(
+            cfg->ckpt_dir, &r->meta, cfg->eval_only, r->net, &r->opt, &r->at,
+            &got, pick.name, sizeof(pick.name), note, sizeof(note), err,
+            sizeof(err));
+        /* Said before the others hear of it, so it is never cut off. */
+        if (pick.rc < 0)
+            fprintf(stderr, "torus-train: %s: %s\n", what, err);
+    }
+    if (cfg->world > 1 && tcomm_bcast_bytes(r->comm, &pick, sizeof(pick), 0))
+        return _fail(what, tcomm_error());
+    if (pick.rc < 0)
+        return _follow_rank0_failure(r, what, err);
+    *found = pick.rc == 0;
+    if (!*found)
+        return _GO;
+    pick.name[sizeof(pick.name) - 1] = '\0';
+    snprintf(path, n, "%s/%s", cfg->ckpt_dir, pick.name);
+    if (r->info.rank != 0 &&
+        ttrain_ckpt_load(path, &r->meta, cfg->eval_only, r->net, &r->opt,
+                         &r->at, &got, note, sizeof(note), err, sizeof(err))) {
+        char msg[4096];
+        snprintf(msg, sizeof(msg),
+                 "rank %d cannot load %s, the checkpoint rank 0 chose: %s "
+                 "(every rank must see the same --checkpoint-dir)",
+                 r->info.rank, path, err);
+        return _fail(what, msg);
+    }
+    if (note[0] && r->info.rank == 0)
+        fprintf(stderr, "torus-train: note: %s\n", note);
+    memcpy(r->meta.run, got.run, sizeof(got.run)); /* the run goes on */
+    if (!cfg->eval_only && _check_agreement(&r->ex, r->net, err, sizeof(err)))
+        return _fail(what, err);
+    return _GO;
+}
+
 /* Where to start: afresh, or from the newest checkpoint (--resume), or
  * only evaluate it (--eval-only). Then the signals that ask for a stop. */
 static int _restore(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
+    int rc, found = 0;
     r->plan = _plan_text(cfg);
+    if ((rc = _meta(r)) != _GO)
+        return rc;
     if (cfg->resume || cfg->eval_only) {
-        char path[1100], err[1024];
-        int rc = ttrain_ckpt_load_latest(cfg->ckpt_dir, r->net, &r->opt, &r->at,
-                                         tmodel_name(cfg->model.kind), path,
-                                         sizeof(path), err, sizeof(err));
-        if (rc < 0)
-            return _fail(cfg->eval_only ? "--eval-only" : "--resume", err);
+        char path[1100];
+        if ((rc = _load_agreed(r, path, sizeof(path), &found)) != _GO)
+            return rc;
         if (cfg->eval_only)
-            return _eval_only(r, rc, path);
-        if (rc == 0) {
+            return _eval_only(r, !found, path);
+        if (found) {
             if (r->src.seek(&r->src, r->at.samples))
                 return _fail("--resume", r->src.err);
             teng_net_set_dropout_step(r->net, r->at.dropout_step);
@@ -518,11 +650,164 @@ static int _restore(_run *r)
                    cfg->ckpt_dir);
         }
     }
+    /* A write of this run that a crash cut short left its temporary file;
+     * a fresh run id has none. */
+    int stale = found && r->info.rank == 0
+                    ? ttrain_ckpt_clean(cfg->ckpt_dir, r->meta.run)
+                    : 0;
+    if (stale)
+        fprintf(stderr,
+                "torus-train: removed %d unfinished checkpoint file(s) of "
+                "run %s\n",
+                stale, r->meta.run);
     struct sigaction sa = {.sa_handler = _on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     return _GO;
+}
+
+/* Rank 0's write must not make the others call it lost: a write to a
+ * shared file system can outlast --comm-timeout, and they would wait for
+ * it inside the next all-reduce. So they wait here instead, in rounds of
+ * tcomm_max_double with a heartbeat thread of rank 0 (a round every
+ * min(1 s, timeout / 4), each well within the timeout, so libtcomm still
+ * notices a rank that dies), up to --checkpoint-timeout. What the rounds
+ * carry: */
+enum { _CK_WRITING, _CK_DONE, _CK_FAILED, _CK_LATE };
+
+typedef struct {
+    tcomm_t *comm;
+    double beat, limit;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int state; /* the writer's, under mu */
+} _beat;
+
+/* What every rank says when the rounds end badly (v: _CK_FAILED/_LATE). */
+static void _wait_error(char *err, size_t n, int rank, double v, double limit)
+{
+    if (v == _CK_LATE)
+        snprintf(err, n,
+                 "rank %d: rank 0 has not finished writing the checkpoint "
+                 "within --checkpoint-timeout %g s",
+                 rank, limit);
+    else
+        snprintf(err, n, "rank %d: rank 0 could not write the checkpoint",
+                 rank);
+}
+
+/* Rank 0's heartbeat thread: a round at least every beat seconds, and one
+ * as soon as the write ends. A lost peer or the time limit end the job
+ * from here, as the writer may be stuck in the file system. */
+static void *_heartbeat(void *arg)
+{
+    _beat *b = arg;
+    double t0 = _now();
+    char err[512];
+    for (;;) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        double end = until.tv_sec + 1e-9 * until.tv_nsec + b->beat;
+        until.tv_sec = (time_t)end;
+        until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
+        pthread_mutex_lock(&b->mu);
+        while (b->state == _CK_WRITING &&
+               pthread_cond_timedwait(&b->cv, &b->mu, &until) != ETIMEDOUT)
+            ;
+        double v = b->state;
+        pthread_mutex_unlock(&b->mu);
+        if (v == _CK_WRITING && _now() - t0 > b->limit)
+            v = _CK_LATE;
+        if (tcomm_max_double(b->comm, &v)) {
+            snprintf(err, sizeof(err), "rank 0: while writing: %s",
+                     tcomm_error());
+            _fail("checkpoint", err);
+        }
+        if (v == _CK_LATE) {
+            _wait_error(err, sizeof(err), 0, v, b->limit);
+            _fail("checkpoint", err);
+        }
+        if (v != _CK_WRITING)
+            return NULL;
+    }
+}
+
+/* Fault injection for the tests (tests/integration/train_ckpt_dist.sh):
+ * TTRAIN_TEST_SLEEP=WHERE:RANK:STEP:S makes rank RANK sleep S seconds at
+ * global step STEP (0: every step), WHERE being "ckpt" (before writing a
+ * checkpoint: an fsync to a slow shared file system) or "step" (before the
+ * forward pass: a stalled rank). */
+static void _test_sleep(const char *where, int rank, long step)
+{
+    const char *e = getenv("TTRAIN_TEST_SLEEP");
+    char w[8];
+    int r;
+    long at;
+    double s;
+    if (!e || sscanf(e, "%7[a-z]:%d:%ld:%lf", w, &r, &at, &s) != 4 ||
+        strcmp(w, where) || r != rank || (at && at != step) || !(s > 0) ||
+        s > 3600)
+        return;
+    struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) && errno == EINTR)
+        ;
+}
+
+/* Rank 0 writes, its heartbeat thread keeps the others' rounds going. */
+static int _write_rank0(_run *r)
+{
+    const ttrain_config *cfg = &r->cfg;
+    char err[1024];
+    double t = cfg->comm_timeout / 4;
+    _beat b = {.comm = r->comm,
+               .beat = t < 1 ? t : 1,
+               .limit = cfg->ckpt_timeout,
+               .state = _CK_WRITING};
+    pthread_t th;
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cv, NULL);
+    int multi = cfg->world > 1;
+    if (multi && pthread_create(&th, NULL, _heartbeat, &b))
+        return _fail("checkpoint", "cannot start the heartbeat thread");
+    _test_sleep("ckpt", 0, r->at.global_step);
+    int rc =
+        ttrain_ckpt_save(cfg->ckpt_dir, cfg->keep, 0, &r->meta, r->net, &r->opt,
+                         &r->at, r->plan ? r->plan : "", err, sizeof(err));
+    if (rc && multi) /* before the others hear of it and end the job */
+        fprintf(stderr, "torus-train: checkpoint: %s\n", err);
+    pthread_mutex_lock(&b.mu);
+    b.state = rc ? _CK_FAILED : _CK_DONE;
+    pthread_cond_signal(&b.cv);
+    pthread_mutex_unlock(&b.mu);
+    if (multi)
+        pthread_join(th, NULL);
+    pthread_cond_destroy(&b.cv);
+    pthread_mutex_destroy(&b.mu);
+    if (rc && multi)
+        return _follow_rank0_failure(r, "checkpoint", err);
+    return rc ? _fail("checkpoint", err) : _GO;
+}
+
+/* The other ranks: rounds until rank 0 says how the write ended. */
+static int _wait_rank0(_run *r)
+{
+    char err[512];
+    for (;;) {
+        double v = _CK_WRITING;
+        if (tcomm_max_double(r->comm, &v)) {
+            snprintf(err, sizeof(err),
+                     "rank %d: waiting for rank 0's checkpoint: %s",
+                     r->info.rank, tcomm_error());
+            return _fail("checkpoint", err);
+        }
+        if (v == _CK_DONE)
+            return _GO;
+        if (v != _CK_WRITING) {
+            _wait_error(err, sizeof(err), r->info.rank, v, r->cfg.ckpt_timeout);
+            return _fail("checkpoint", err);
+        }
+    }
 }
 
 /* Step parts 1-3: the next batch (waiting for it counts as data time; the
@@ -545,6 +830,7 @@ static int _step_grads(_run *r, int epoch, long step, int lbatch, _window *w)
         return _fail("data", err);
     }
     w->data_s += b.wait_s;
+    _test_sleep("step", r->info.rank, r->gstep + 1);
     if (teng_net_set_input(r->net, b.x) || teng_net_set_labels(r->net, b.y))
         return _fail("data", torus_error_msg());
     if (teng_net_forward(r->net, 1) || teng_net_backward(r->net))
@@ -640,12 +926,7 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
     if (_check_agreement(&r->ex, r->net, err, sizeof(err)))
         return _fail("checkpoint", err);
     /* Only rank 0 writes; all ranks hold the same weights. */
-    if (r->info.rank == 0 &&
-        ttrain_ckpt_save(cfg->ckpt_dir, cfg->keep, r->net, &r->opt, &r->at,
-                         tmodel_name(cfg->model.kind), r->plan ? r->plan : "",
-                         err, sizeof(err)))
-        return _fail("checkpoint", err);
-    return _GO;
+    return r->info.rank == 0 ? _write_rank0(r) : _wait_rank0(r);
 }
 
 /* Evaluation on the test split at the end of an epoch. */

@@ -65,6 +65,24 @@ expect_error 2 "milestones must be positive and increasing" --synthetic --milest
 expect_error 2 "larger than the dataset" --synthetic --dataset-size 100 --batch 256
 expect_error 2 "unknown backend 'tpu'" --synthetic --backend tpu
 
+# Timeouts: --comm-timeout wins over TCOMM_TIMEOUT, which wins over 30 s;
+# the plan says which, and bad values are errors naming their source.
+for o in --comm-timeout --checkpoint-timeout TCOMM_TIMEOUT; do
+    grep -q -- "$o" "$tmp/help" || fail "--help lacks '$o'"
+done
+timeouts() { # EXPECTED ARGS...: the plan's timeouts line
+    local got
+    got=$("$bin" --synthetic --dry-run "${@:2}" | grep '^timeouts')
+    [ "$got" = "timeouts       $1" ] || fail "dry-run ${*:2}: '$got', expected '$1'"
+}
+timeouts "comm 30 s (default), checkpoint wait 600 s"
+TCOMM_TIMEOUT=9 timeouts "comm 9 s (TCOMM_TIMEOUT), checkpoint wait 600 s"
+TCOMM_TIMEOUT=9 timeouts "comm 2.5 s (--comm-timeout), checkpoint wait 60 s" \
+    --comm-timeout 2.5 --checkpoint-timeout 60
+TCOMM_TIMEOUT=soon expect_error 2 "TCOMM_TIMEOUT: 'soon' is not a positive number" --synthetic --dry-run
+expect_error 2 "comm-timeout: -1 is not in (0, 86400]" --synthetic --comm-timeout -1
+expect_error 2 "checkpoint-timeout: 0 is not in (0, 604800]" --synthetic --checkpoint-timeout 0
+
 # Config file: settings apply, the command line wins, errors name FILE:LINE.
 cat >"$tmp/good.conf" <<'CONF'
 # a comment

@@ -46,6 +46,7 @@ export OMPI_MCA_btl_vader_backing_directory="$TL_BASE/ompi-shm"
 export OMPI_MCA_orte_tmpdir_base="$TL_BASE/ompi-tmp"
 run_srun() { timeout 300 srun --mpi=pmix --torus=auto "$@"; }
 losses() { sed 's/.*"loss":\([^,]*\),.*/\1/' "$1"; }
+ck() { ls "$1"/ckpt-"$2"-*.h5 2>/dev/null | head -1; } # DIR STEP: the file
 
 # ---- 1. 2 ranks == 1 process (tiny-cnn, synthetic) ----
 tiny=("$bin" --model tiny-cnn --synthetic --image-size 12 --dataset-size 256
@@ -64,7 +65,7 @@ paste <(losses "$t/one.jsonl") <(losses "$t/two.jsonl") | awk '
           printf "FAIL: step %d loss %s (1 process) vs %s (2 ranks)\n", NR, $1, $2; bad = 1 } }
     END { exit bad }' >&2 || tl_fail "losses differ"
 for g in /params /momentum; do
-    h5diff -d 1e-5 "$t/one/ckpt-8.h5" "$t/two/ckpt-8.h5" $g $g >"$t/diff" 2>&1 ||
+    h5diff -d 1e-5 "$(ck "$t/one" 8)" "$(ck "$t/two" 8)" $g $g >"$t/diff" 2>&1 ||
         tl_fail "2 ranks: $g differ from 1 process: $(head -5 "$t/diff")"
 done
 echo "PASS: srun -N2 -n2: 8 steps of 2 ranks == 1 process (losses and weights)"
@@ -100,8 +101,8 @@ wire_ratio() { # CKPT_A CKPT_B
           if (r > m) m = r; n++ }
         END { if (n < 1000) { print "few"; exit 1 } printf "%.4f\n", m }'
 }
-r16=$(wire_ratio "$t/w1/ckpt-1.h5" "$t/w2fp16/ckpt-1.h5") || tl_fail "cannot compare the fp16 run: $r16"
-r32=$(wire_ratio "$t/w1/ckpt-1.h5" "$t/w2fp32/ckpt-1.h5") || tl_fail "cannot compare the fp32 run: $r32"
+r16=$(wire_ratio "$(ck "$t/w1" 1)" "$(ck "$t/w2fp16" 1)") || tl_fail "cannot compare the fp16 run: $r16"
+r32=$(wire_ratio "$(ck "$t/w1" 1)" "$(ck "$t/w2fp32" 1)") || tl_fail "cannot compare the fp32 run: $r32"
 echo "fp16 wire: largest error / fp16 rounding bound = $r16 (fp32 wire: $r32)"
 awk -v r="$r16" 'BEGIN { exit !(r <= 1) }' ||
     tl_fail "fp16 wire: summed gradients off by $r16 x the fp16 rounding bound"
@@ -122,7 +123,7 @@ grep -q '4 ranks on 2 nodes, grid 2x2' "$t/res.log" ||
     tl_fail "not a 2x2 grid: $(grep ranks "$t/res.log")"
 dist=$(grep '^epoch 0 test:' "$t/res.log") || tl_fail "4 ranks printed no evaluation"
 echo "$dist" | grep -q '(10000 images' || tl_fail "evaluation did not count the 10000 test images once: $dist"
-[ -f "$t/res/ckpt-30.h5" ] || tl_fail "no checkpoint at step 30: $(ls "$t/res")"
+[ -n "$(ck "$t/res" 30)" ] || tl_fail "no checkpoint at step 30: $(ls "$t/res")"
 "${res[@]}" --checkpoint-dir "$t/res" --eval-only >"$t/eval.log" 2>&1 ||
     tl_fail "--eval-only: $(tail -3 "$t/eval.log")"
 one=$(grep 'test: top-1' "$t/eval.log") || tl_fail "--eval-only printed no result"
@@ -138,7 +139,7 @@ awk -v a="$(num "$dist" top-1)" -v b="$(num "$one" top-1)" \
          (e - f) ^ 2 <= (1e-3 * f) ^ 2
     exit !ok }' || tl_fail "distributed evaluation differs from one process on the same checkpoint"
 # The statistics were trained (running mean off 0, variance off 1).
-h5dump -d /bn_stats/0 -d /bn_stats/1 "$t/res/ckpt-30.h5" |
+h5dump -d /bn_stats/0 -d /bn_stats/1 "$(ck "$t/res" 30)" |
     awk '/\(0\):/ { n++; v = $2; sub(/,/, "", v); if ((n == 1 && v == 0) || (n == 2 && v == 1)) bad = 1 }
          END { exit bad || n != 2 }' || tl_fail "BN statistics in the checkpoint look untrained"
 echo "PASS: 4 ranks on a 2x2 torus evaluate like one process on the averaged checkpoint"

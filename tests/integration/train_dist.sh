@@ -11,32 +11,13 @@
 # A single process at batch 16 (what a rank would do without the
 # gradient sum) must NOT match: that keeps the comparison honest.
 set -u
-: "${top_builddir:?run through make check}"
-bin=$top_builddir/trainer/torus-train
-if ! "$bin" --version | grep -q 'backends: dnnl'; then # configure requires it
-    echo "FAIL: torus-train lists no dnnl backend: $("$bin" --version)"
-    exit 1
-fi
-if ! command -v mpirun >/dev/null; then
-    echo "SKIP: mpirun not found (install openmpi-bin)"
-    exit 77
-fi
+. "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
+tr_need_mpirun
 if ! command -v h5diff >/dev/null; then
     echo "SKIP: h5diff not found (install hdf5-tools)"
     exit 77
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-losses() { sed 's/.*"loss":\([^,]*\),.*/\1/' "$1"; }
-
-mpi2() {
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-    OMPI_MCA_btl_vader_single_copy_mechanism=none \
-        timeout 60 mpirun --oversubscribe --bind-to none \
-        --mca mpi_yield_when_idle 1 --mca btl self,vader,tcp -np 2 "$@"
-}
+mpi2() { tr_mpirun -np 2 "$@"; }
 
 # A high learning rate so 8 steps move the weights well past rounding.
 run=("$bin" --model tiny-cnn --synthetic --image-size 12 --dataset-size 256
@@ -56,7 +37,7 @@ same() { # NAME DIR JSONL
               printf "FAIL: %s: step %d loss %s vs %s\n", n, NR, $1, $2; bad = 1 } }
         END { exit bad }' || fails=$((fails + 1))
     for g in /params /momentum; do
-        h5diff -d 1e-5 "$tmp/one/ckpt-8.h5" "$2/ckpt-8.h5" $g $g >"$tmp/diff" 2>&1 ||
+        h5diff -d 1e-5 "$(ck "$tmp/one" 8)" "$(ck "$2" 8)" $g $g >"$tmp/diff" 2>&1 ||
             fail "$1: $g differ from 1 rank: $(head -5 "$tmp/diff")"
     done
 }
@@ -85,7 +66,7 @@ done
 # Negative control: a lone rank's batch of 16 is not the global batch.
 "${run[@]}" --batch 16 --dataset-size 128 --checkpoint-dir "$tmp/half" \
     >"$tmp/log" 2>&1 || fail "batch 16: $(tail -3 "$tmp/log")"
-if h5diff -d 1e-5 "$tmp/one/ckpt-8.h5" "$tmp/half/ckpt-8.h5" /params /params >/dev/null 2>&1; then
+if h5diff -d 1e-5 "$(ck "$tmp/one" 8)" "$(ck "$tmp/half" 8)" /params /params >/dev/null 2>&1; then
     fail "control: batch 16 alone matched batch 32 (the check cannot fail)"
 fi
 

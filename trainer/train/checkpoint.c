@@ -1,18 +1,23 @@
 /* checkpoint.c: HDF5 checkpoints (see checkpoint.h). */
 #include "trainer/train/checkpoint.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#define _FORMAT "torus-checkpoint-1"
+/* 2: the configuration record and the run id; samples over all ranks. */
+#define _FORMAT "torus-checkpoint-2"
 #define _CHUNK  ((hsize_t)1 << 18) /* floats per chunk (1 MiB) */
 
 static int _err(char *err, size_t errlen, const char *fmt, ...)
@@ -58,42 +63,85 @@ static int _put_str(hid_t loc, const char *name, const char *v)
     return rc;
 }
 
-static int _get_attr(hid_t loc, const char *name, hid_t mt, void *v)
+/* Opens attribute name of loc after checking that it holds exactly one
+ * value of class cls (a scalar, or a simple dataspace of one element), no
+ * wider than 8 bytes for numbers, and for strings of fixed length below
+ * maxlen bytes: a file is hostile until checked, and HDF5 would otherwise write
+ * as many values as the file declares into the caller's buffer. Returns
+ * the attribute with its type in *ft, or -1. */
+static hid_t _attr_open(hid_t loc, const char *name, H5T_class_t cls,
+                        size_t maxlen, hid_t *ft)
 {
+    if (H5Aexists(loc, name) <= 0)
+        return -1;
     hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    herr_t rc = a < 0 ? -1 : H5Aread(a, mt, v);
-    if (a >= 0)
+    if (a < 0)
+        return -1;
+    hid_t t = H5Aget_type(a), s = H5Aget_space(a);
+    int ok = t >= 0 && s >= 0 && H5Tget_class(t) == cls;
+    if (ok) {
+        H5S_class_t sc = H5Sget_simple_extent_type(s);
+        ok = sc == H5S_SCALAR ||
+             (sc == H5S_SIMPLE && H5Sget_simple_extent_npoints(s) == 1);
+    }
+    size_t sz = ok ? H5Tget_size(t) : 0;
+    if (ok && cls == H5T_STRING)
+        ok = H5Tis_variable_str(t) == 0 && sz > 0 && sz < maxlen;
+    else if (ok)
+        ok = sz > 0 && sz <= 8;
+    if (s >= 0)
+        H5Sclose(s);
+    if (!ok) {
+        if (t >= 0)
+            H5Tclose(t);
         H5Aclose(a);
+        return -1;
+    }
+    *ft = t;
+    return a;
+}
+
+/* One number of class cls, converted by HDF5 to the memory type mt. */
+static int _get_num(hid_t loc, const char *name, H5T_class_t cls, hid_t mt,
+                    void *v)
+{
+    hid_t ft, a = _attr_open(loc, name, cls, 0, &ft);
+    if (a < 0)
+        return -1;
+    herr_t rc = H5Aread(a, mt, v);
+    H5Tclose(ft);
+    H5Aclose(a);
     return rc < 0 ? -1 : 0;
 }
 
 static int _get_i64(hid_t loc, const char *name, int64_t *v)
 {
-    return _get_attr(loc, name, H5T_NATIVE_INT64, v);
+    return _get_num(loc, name, H5T_INTEGER, H5T_NATIVE_INT64, v);
 }
 
 static int _get_f64(hid_t loc, const char *name, double *v)
 {
-    return _get_attr(loc, name, H5T_NATIVE_DOUBLE, v);
+    return _get_num(loc, name, H5T_FLOAT, H5T_NATIVE_DOUBLE, v);
 }
 
+/* A fixed-length string of at most n bytes (its terminator included)
+ * into v, NUL-terminated. */
 static int _get_str(hid_t loc, const char *name, char *v, size_t n)
 {
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    hid_t ft, a = _attr_open(loc, name, H5T_STRING, n + 1, &ft);
     if (a < 0)
         return -1;
-    hid_t ft = H5Aget_type(a);
     size_t sz = H5Tget_size(ft);
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, sz);
     char *buf = malloc(sz + 1);
-    herr_t rc = buf ? H5Aread(a, t, buf) : -1;
+    /* The file's own type: sz bytes, checked above to be at most n. */
+    herr_t rc = buf ? H5Aread(a, ft, buf) : -1;
     if (rc >= 0) {
         buf[sz] = '\0';
-        snprintf(v, n, "%s", buf);
+        rc = strlen(buf) < n ? 0 : -1;
     }
+    if (rc >= 0)
+        memcpy(v, buf, strlen(buf) + 1);
     free(buf);
-    H5Tclose(t);
     H5Tclose(ft);
     H5Aclose(a);
     return rc < 0 ? -1 : 0;
@@ -138,26 +186,35 @@ static int _get_floats(hid_t g, const char *name, float *v, size_t n)
 
 /* ---- the checkpoint contents ---- */
 
-static int _write(hid_t f, teng_net *net, topt_sgd *opt,
-                  const ttrain_progress *p, const char *model,
+static int _write_attrs(hid_t f, const ttrain_ckpt_meta *m, topt_sgd *opt,
+                        const ttrain_progress *p, const char *config_text)
+{
+    /* Samples over all ranks: a resume on another number of ranks divides
+     * them again. */
+    int64_t global = (int64_t)p->samples * m->world;
+    return _put_str(f, "format", _FORMAT) | _put_str(f, "run", m->run) |
+           _put_str(f, "model", m->model) | _put_i64(f, "world", m->world) |
+           _put_str(f, "batch_schedule", m->batch) |
+           _put_str(f, "data", m->data) | _put_str(f, "data_id", m->data_id) |
+           _put_str(f, "wire", m->wire) | _put_str(f, "config", config_text) |
+           _put_i64(f, "epoch", p->epoch) | _put_i64(f, "step", p->step) |
+           _put_i64(f, "global_step", p->global_step) |
+           _put_i64(f, "samples", global) |
+           _put_i64(f, "dropout_step", (int64_t)p->dropout_step) |
+           _put_i64(f, "optimizer_steps", opt->steps) |
+           _put_f64(f, "previous_lr", opt->prev_lr);
+}
+
+static int _write(hid_t f, const ttrain_ckpt_meta *m, teng_net *net,
+                  topt_sgd *opt, const ttrain_progress *p,
                   const char *config_text, float *buf, char *err, size_t errlen)
 {
     hid_t gp = H5Gcreate2(f, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     hid_t gm = H5Gcreate2(f, "momentum", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     hid_t gs = H5Gcreate2(f, "bn_stats", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     int rc = gp < 0 || gm < 0 || gs < 0 ? -1 : 0;
-    rc = rc ? rc
-            : _put_str(f, "format", _FORMAT) | _put_str(f, "model", model) |
-                  _put_str(f, "config", config_text) |
-                  _put_i64(f, "epoch", p->epoch) |
-                  _put_i64(f, "step", p->step) |
-                  _put_i64(f, "global_step", p->global_step) |
-                  _put_i64(f, "samples", (int64_t)p->samples) |
-                  _put_i64(f, "dropout_step", (int64_t)p->dropout_step) |
-                  _put_i64(f, "optimizer_steps", opt->steps) |
-                  _put_f64(f, "previous_lr", opt->prev_lr);
-    if (rc)
-        _err(err, errlen, "writing the checkpoint's attributes");
+    if (rc || _write_attrs(f, m, opt, p, config_text))
+        rc = _err(err, errlen, "writing the checkpoint's attributes");
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *prm = teng_net_param(net, i);
         const char *name = prm->name;
@@ -183,137 +240,406 @@ static int _write(hid_t f, teng_net *net, topt_sgd *opt,
     return rc;
 }
 
-/* fsync of a path (file or directory); 0 or -1. */
+/* fsync of a file; 0 or -1 with errno. */
 static int _fsync_path(const char *path)
 {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
     int rc = fsync(fd);
+    int e = errno;
     close(fd);
+    errno = e;
     return rc;
 }
 
-/* Steps of the checkpoints in dir, newest first; returns the count (0 when
- * dir does not exist) and a malloc'd array in *out. */
-static int _list(const char *dir, long **out)
+/* fsync of a directory, so that a rename in it survives a crash; a file
+ * system that cannot sync directories (EINVAL, ENOTSUP) has nothing to
+ * flush. 0 or -1 with errno. */
+static int _fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    if (rc && (e == EINVAL || e == ENOTSUP || e == EOPNOTSUPP))
+        return 0;
+    errno = e;
+    return rc;
+}
+
+/* ---- the files of a directory ---- */
+
+typedef struct {
+    long step;
+    char run[TTRAIN_RUN_LEN];
+    struct timespec mtime;
+} _entry;
+
+/* Parses "ckpt-<step>-<run>.h5" exactly; 0 or -1. */
+static int _parse_name(const char *name, long *step, char *run)
+{
+    const char *s = name;
+    if (strncmp(s, "ckpt-", 5))
+        return -1;
+    s += 5;
+    long v = 0;
+    int digits = 0;
+    for (; *s >= '0' && *s <= '9' && digits < 18; s++, digits++)
+        v = v * 10 + (*s - '0');
+    if (!digits || *s++ != '-')
+        return -1;
+    for (int i = 0; i < TTRAIN_RUN_LEN - 1; i++, s++) {
+        if (!isxdigit((unsigned char)*s) || isupper((unsigned char)*s))
+            return -1;
+        run[i] = *s;
+    }
+    run[TTRAIN_RUN_LEN - 1] = '\0';
+    if (strcmp(s, ".h5"))
+        return -1;
+    *step = v;
+    return 0;
+}
+
+/* The checkpoints in dir (only run's unless run is NULL), highest step
+ * first; returns the count (0 when dir does not exist or on no memory)
+ * and a malloc'd array in *out. */
+static int _list(const char *dir, const char *run, _entry **out)
 {
     DIR *d = opendir(dir);
     int n = 0, cap = 0;
-    long *v = NULL;
+    _entry *v = NULL, e;
     *out = NULL;
     if (!d)
         return 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        long s;
-        char tail[8];
-        if (sscanf(e->d_name, "ckpt-%ld.h5%7s", &s, tail) != 1 || s < 0)
+    for (struct dirent *de; (de = readdir(d));) {
+        char path[4096];
+        struct stat st;
+        if (_parse_name(de->d_name, &e.step, e.run) ||
+            (run && strcmp(run, e.run)))
             continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (stat(path, &st) || !S_ISREG(st.st_mode))
+            continue;
+        e.mtime = st.st_mtim;
         if (n == cap) {
-            long *nv =
-                realloc(v, sizeof(long) * (size_t)(cap = cap ? 2 * cap : 16));
+            _entry *nv = realloc(v, sizeof(*v) * (size_t)(cap ? 2 * cap : 16));
             if (!nv)
                 break;
             v = nv;
+            cap = cap ? 2 * cap : 16;
         }
-        v[n++] = s;
+        v[n++] = e;
     }
     closedir(d);
-    for (int i = 1; i < n; i++) /* newest first */
-        for (int j = i; j > 0 && v[j] > v[j - 1]; j--) {
-            long t = v[j];
+    for (int i = 1; i < n; i++) /* highest step first */
+        for (int j = i; j > 0 && v[j].step > v[j - 1].step; j--) {
+            e = v[j];
             v[j] = v[j - 1];
-            v[j - 1] = t;
+            v[j - 1] = e;
         }
     *out = v;
     return n;
 }
 
-int ttrain_ckpt_save(const char *dir, int keep, teng_net *net, topt_sgd *opt,
-                     const ttrain_progress *p, const char *model,
-                     const char *config_text, char *err, size_t errlen)
+static void _name(char *out, size_t n, const char *dir, long step,
+                  const char *run)
+{
+    snprintf(out, n, "%s/ckpt-%ld-%s.h5", dir, step, run);
+}
+
+/* After step was saved: keep the run's newest `keep` up to step (step
+ * itself is one of them and is never removed); remove the run's files of
+ * later steps, which a resume fell back past because they did not load. */
+static void _prune(const char *dir, const char *run, long step, int keep)
+{
+    _entry *v;
+    int n = _list(dir, run, &v), kept = 1;
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        if (v[i].step == step)
+            continue;
+        if (v[i].step < step && kept < keep) {
+            kept++;
+            continue;
+        }
+        _name(path, sizeof(path), dir, v[i].step, run);
+        if (v[i].step > step)
+            fprintf(stderr,
+                    "torus-train: removing %s: a later step of this run "
+                    "than the one it resumed from (it did not load)\n",
+                    path);
+        unlink(path);
+    }
+    free(v);
+}
+
+void ttrain_ckpt_new_run(char run[TTRAIN_RUN_LEN])
+{
+    uint32_t r;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = (uint32_t)(ts.tv_nsec ^ (ts.tv_sec << 7) ^ ((long)getpid() << 16));
+    }
+    snprintf(run, TTRAIN_RUN_LEN, "%08" PRIx32, r);
+}
+
+int ttrain_ckpt_clean(const char *dir, const char *run)
+{
+    DIR *d = opendir(dir);
+    char mark[32], path[4096];
+    int n = 0;
+    if (!d)
+        return 0;
+    snprintf(mark, sizeof(mark), "-%s.h5.", run);
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, ".ckpt-", 6) || !strstr(e->d_name, mark) ||
+            len < 4 || strcmp(e->d_name + len - 4, ".tmp"))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        n += unlink(path) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
+                        size_t idlen, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return _err(err, errlen, "'%s': %s", path,
+                    fd < 0 ? strerror(e) : "not a regular file");
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        close(fd);
+        return _err(err, errlen, "'%s' is %lld bytes, more than %" PRIu64, path,
+                    (long long)st.st_size, max_bytes);
+    }
+    uint64_t h = 0xcbf29ce484222325ULL, total = 0;
+    unsigned char buf[65536];
+    ssize_t got;
+    while ((got = read(fd, buf, sizeof(buf))) > 0)
+        for (ssize_t i = 0; i < got; i++, total++)
+            h = (h ^ buf[i]) * 0x100000001b3ULL;
+    int e = errno;
+    close(fd);
+    if (got < 0)
+        return _err(err, errlen, "reading '%s': %s", path, strerror(e));
+    snprintf(id, idlen, "%" PRIu64 " bytes, fnv1a64 %016" PRIx64, total, h);
+    return 0;
+}
+
+/* ---- saving ---- */
+
+/* Writes the checkpoint into tmp (created afresh) and makes it durable. */
+static int _write_file(const char *tmp, const ttrain_ckpt_meta *m,
+                       teng_net *net, topt_sgd *opt, const ttrain_progress *p,
+                       const char *config_text, char *err, size_t errlen)
+{
+    float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
+    if (!buf)
+        return _err(err, errlen, "out of memory");
+    hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = f < 0 ? _err(err, errlen, "cannot create '%s'", tmp)
+                   : _write(f, m, net, opt, p, config_text, buf, err, errlen);
+    if (f >= 0 && H5Fclose(f) < 0 && !rc)
+        rc = _err(err, errlen, "closing '%s'", tmp);
+    free(buf);
+    if (!rc && _fsync_path(tmp))
+        rc = _err(err, errlen, "fsync '%s': %s", tmp, strerror(errno));
+    return rc;
+}
+
+int ttrain_ckpt_save(const char *dir, int keep, int rank,
+                     const ttrain_ckpt_meta *m, teng_net *net, topt_sgd *opt,
+                     const ttrain_progress *p, const char *config_text,
+                     char *err, size_t errlen)
 {
     char tmp[4096], path[4096];
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here */
     if (mkdir(dir, 0777) && errno != EEXIST)
         return _err(err, errlen, "cannot create '%s': %s", dir,
                     strerror(errno));
-    snprintf(path, sizeof(path), "%s/ckpt-%ld.h5", dir, p->global_step);
-    snprintf(tmp, sizeof(tmp), "%s/.ckpt-%ld.h5.tmp", dir, p->global_step);
-    float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
-    if (!buf)
-        return _err(err, errlen, "out of memory");
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = f < 0
-                 ? _err(err, errlen, "cannot create '%s'", tmp)
-                 : _write(f, net, opt, p, model, config_text, buf, err, errlen);
-    if (f >= 0 && H5Fclose(f) < 0 && !rc)
-        rc = _err(err, errlen, "closing '%s'", tmp);
-    free(buf);
+    /* A name no other writer can pick: two jobs resuming one run, or a
+     * rank 0 that lingers after its job was replaced, never write into
+     * each other's file. */
+    char salt[TTRAIN_RUN_LEN];
+    ttrain_ckpt_new_run(salt);
+    _name(path, sizeof(path), dir, p->global_step, m->run);
+    int len = snprintf(tmp, sizeof(tmp), "%s/.ckpt-%ld-%s.h5.%ld-%d-%s.tmp",
+                       dir, p->global_step, m->run, (long)getpid(), rank, salt);
+    if (len < 0 || (size_t)len >= sizeof(tmp))
+        return _err(err, errlen, "--checkpoint-dir '%s' is too long", dir);
+    int rc = _write_file(tmp, m, net, opt, p, config_text, err, errlen);
     /* Durable before visible: the data, then the name, then the dir. */
-    if (!rc && _fsync_path(tmp))
-        rc = _err(err, errlen, "fsync '%s': %s", tmp, strerror(errno));
     if (!rc && rename(tmp, path))
         rc = _err(err, errlen, "rename to '%s': %s", path, strerror(errno));
-    if (!rc)
-        _fsync_path(dir);
     if (rc) {
         unlink(tmp);
         return rc;
     }
-    long *steps;
-    int n = _list(dir, &steps);
-    for (int i = keep > 0 ? keep : 1; i < n; i++) {
-        snprintf(path, sizeof(path), "%s/ckpt-%ld.h5", dir, steps[i]);
-        unlink(path);
-    }
-    free(steps);
+    if (_fsync_dir(dir))
+        return _err(err, errlen,
+                    "fsync of the directory '%s' after writing %s: %s (the "
+                    "checkpoint may not survive a crash)",
+                    dir, path, strerror(errno));
+    _prune(dir, m->run, p->global_step, keep);
     return 0;
 }
 
-int ttrain_ckpt_load(const char *path, teng_net *net, topt_sgd *opt,
-                     ttrain_progress *p, const char *model, char *err,
-                     size_t errlen)
+/* ---- the configuration check ---- */
+
+/* Appends "; " (after the first) and a formatted part to buf. */
+static void _add(char *buf, size_t n, const char *fmt, ...)
 {
-    char text[64];
-    int64_t v[7];
+    size_t len = strlen(buf);
+    if (len && len + 2 < n) {
+        memcpy(buf + len, "; ", 3);
+        len += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    if (len < n)
+        vsnprintf(buf + len, n - len, fmt, ap);
+    va_end(ap);
+}
+
+/* The differences that refuse a resume (not an evaluation). */
+static void _train_diffs(const ttrain_ckpt_meta *got,
+                         const ttrain_ckpt_meta *want, char *d, size_t n)
+{
+    if (strcmp(got->batch, want->batch))
+        _add(d, n, "its global batch schedule is %s, this run's %s", got->batch,
+             want->batch);
+    if (strcmp(got->data_id, want->data_id))
+        _add(d, n, "it was trained on %s (%s), this run on %s (%s)", got->data,
+             got->data_id, want->data, want->data_id);
+    if (strcmp(got->wire, want->wire) && got->world > 1 && want->world > 1)
+        _add(d, n,
+             "its gradients were summed over a %s wire, this run's "
+             "over %s",
+             got->wire, want->wire);
+    if (*d && got->world != want->world)
+        _add(d, n,
+             "and it was written by %d ranks, this run has %d: a change of "
+             "ranks is allowed only with the same global batch schedule, "
+             "data and wire",
+             got->world, want->world);
+}
+
+int ttrain_ckpt_check(const ttrain_ckpt_meta *got, const ttrain_ckpt_meta *want,
+                      int eval_only, int has_bn, char *note, size_t notelen,
+                      char *err, size_t errlen)
+{
+    char d[2048] = "";
+    note[0] = '\0';
+    if (strcmp(got->model, want->model))
+        _add(d, sizeof(d), "its model is %s, this run's %s", got->model,
+             want->model);
+    if (!eval_only)
+        _train_diffs(got, want, d, sizeof(d));
+    if (*d)
+        return _err(err, errlen, "written by another configuration: %s", d);
+    if (eval_only && strcmp(got->data_id, want->data_id))
+        snprintf(note, notelen,
+                 "the model was trained on %s (%s); evaluating on the test "
+                 "split of %s",
+                 got->data, got->data_id, want->data);
+    else if (!eval_only && got->world != want->world)
+        snprintf(note, notelen,
+                 "resuming on %d ranks a checkpoint written by %d: the global "
+                 "batch schedule is the same, so every step trains on the "
+                 "same global batch and the summed gradient is the same up "
+                 "to summation order and wire rounding%s",
+                 want->world, got->world,
+                 has_bn ? "; the BN layers now normalise over the global "
+                          "batch / the new number of ranks, and dropout "
+                          "masks differ"
+                        : "");
+    return 0;
+}
+
+/* ---- loading ---- */
+
+static int _read_meta(hid_t f, ttrain_ckpt_meta *m, char *err, size_t errlen)
+{
+    char format[64];
+    int64_t world;
+    if (_get_str(f, "format", format, sizeof(format)) ||
+        strcmp(format, _FORMAT))
+        return _err(err, errlen, "not a %s checkpoint", _FORMAT);
+    if (_get_str(f, "run", m->run, sizeof(m->run)) ||
+        _get_str(f, "model", m->model, sizeof(m->model)) ||
+        _get_i64(f, "world", &world) ||
+        _get_str(f, "batch_schedule", m->batch, sizeof(m->batch)) ||
+        _get_str(f, "data", m->data, sizeof(m->data)) ||
+        _get_str(f, "data_id", m->data_id, sizeof(m->data_id)) ||
+        _get_str(f, "wire", m->wire, sizeof(m->wire)))
+        return _err(err, errlen,
+                    "its configuration record is missing or malformed");
+    if (world < 1 || world > 1 << 24)
+        return _err(err, errlen, "it records %" PRId64 " ranks", world);
+    m->world = (int)world;
+    return 0;
+}
+
+/* The training position, its samples divided over world ranks. */
+static int _read_position(hid_t f, int world, ttrain_progress *p, topt_sgd *opt,
+                          char *err, size_t errlen)
+{
+    int64_t v[6];
     double prev_lr;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0)
-        return _err(err, errlen, "not a readable HDF5 file");
-    int rc = 0;
-    if (_get_str(f, "format", text, sizeof(text)) || strcmp(text, _FORMAT))
-        rc = _err(err, errlen, "not a torus checkpoint");
-    else if (_get_str(f, "model", text, sizeof(text)) || strcmp(text, model))
-        rc = _err(err, errlen, "it holds model '%s', not '%s'", text, model);
-    else if (_get_i64(f, "epoch", &v[0]) || _get_i64(f, "step", &v[1]) ||
-             _get_i64(f, "global_step", &v[2]) ||
-             _get_i64(f, "samples", &v[3]) ||
-             _get_i64(f, "dropout_step", &v[4]) ||
-             _get_i64(f, "optimizer_steps", &v[5]) ||
-             _get_f64(f, "previous_lr", &prev_lr))
-        rc = _err(err, errlen, "training position missing");
-    float *buf =
-        rc ? NULL : malloc(teng_net_largest_buffer(net) * sizeof(float));
-    if (!rc && !buf)
-        rc = _err(err, errlen, "out of memory");
-    hid_t gp = rc ? -1 : H5Gopen2(f, "params", H5P_DEFAULT);
-    hid_t gm = rc ? -1 : H5Gopen2(f, "momentum", H5P_DEFAULT);
-    hid_t gs = rc ? -1 : H5Gopen2(f, "bn_stats", H5P_DEFAULT);
-    if (!rc && (gp < 0 || gm < 0 || gs < 0))
-        rc = _err(err, errlen, "groups missing");
+    if (_get_i64(f, "epoch", &v[0]) || _get_i64(f, "step", &v[1]) ||
+        _get_i64(f, "global_step", &v[2]) || _get_i64(f, "samples", &v[3]) ||
+        _get_i64(f, "dropout_step", &v[4]) ||
+        _get_i64(f, "optimizer_steps", &v[5]) ||
+        _get_f64(f, "previous_lr", &prev_lr))
+        return _err(err, errlen, "training position missing");
+    for (int i = 0; i < 6; i++)
+        if (v[i] < 0 || (i == 0 && v[i] > INT32_MAX))
+            return _err(err, errlen, "training position out of range");
+    if (v[3] % world)
+        return _err(err, errlen,
+                    "%" PRId64 " samples served do not divide over %d ranks",
+                    v[3], world);
+    *p = (ttrain_progress){(int)v[0], (long)v[1], (long)v[2],
+                           (uint64_t)(v[3] / world), (uint64_t)v[4]};
+    opt->steps = (long)v[5];
+    opt->prev_lr = prev_lr;
+    return 0;
+}
+
+/* Params, momentum and BN statistics. */
+static int _read_state(hid_t f, teng_net *net, topt_sgd *opt, char *err,
+                       size_t errlen)
+{
+    float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
+    if (!buf)
+        return _err(err, errlen, "out of memory");
+    hid_t gp = H5Gopen2(f, "params", H5P_DEFAULT);
+    hid_t gm = H5Gopen2(f, "momentum", H5P_DEFAULT);
+    hid_t gs = H5Gopen2(f, "bn_stats", H5P_DEFAULT);
+    int rc =
+        gp < 0 || gm < 0 || gs < 0 ? _err(err, errlen, "groups missing") : 0;
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *prm = teng_net_param(net, i);
-        const char *name = prm->name;
-        if (_get_floats(gp, name, buf, prm->count) ||
+        if (_get_floats(gp, prm->name, buf, prm->count) ||
             teng_param_write(net, i, 0, buf) ||
-            _get_floats(gm, name, buf, prm->count) ||
+            _get_floats(gm, prm->name, buf, prm->count) ||
             topt_sgd_state_write(opt, i, buf))
             rc = _err(err, errlen,
-                      "param %s is missing, of another shape, "
-                      "or fails its checksum",
-                      name);
+                      "param %s is missing, of another shape, or fails its "
+                      "checksum",
+                      prm->name);
     }
     for (int i = 0; i < teng_net_nstats(net) && !rc; i++) {
         char name[16];
@@ -322,12 +648,6 @@ int ttrain_ckpt_load(const char *path, teng_net *net, topt_sgd *opt,
             teng_stats_write(net, i, buf))
             rc = _err(err, errlen, "BN statistics %d missing or damaged", i);
     }
-    if (!rc) {
-        *p = (ttrain_progress){(int)v[0], (long)v[1], (long)v[2],
-                               (uint64_t)v[3], (uint64_t)v[4]};
-        opt->steps = (long)v[5];
-        opt->prev_lr = prev_lr;
-    }
     if (gp >= 0)
         H5Gclose(gp);
     if (gm >= 0)
@@ -335,31 +655,74 @@ int ttrain_ckpt_load(const char *path, teng_net *net, topt_sgd *opt,
     if (gs >= 0)
         H5Gclose(gs);
     free(buf);
+    return rc;
+}
+
+int ttrain_ckpt_load(const char *path, const ttrain_ckpt_meta *want,
+                     int eval_only, teng_net *net, topt_sgd *opt,
+                     ttrain_progress *p, ttrain_ckpt_meta *got, char *note,
+                     size_t notelen, char *err, size_t errlen)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    note[0] = '\0';
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        return _err(err, errlen, "not a readable HDF5 file");
+    int rc = _read_meta(f, got, err, errlen);
+    if (!rc && ttrain_ckpt_check(got, want, eval_only, teng_net_nstats(net) > 0,
+                                 note, notelen, err, errlen))
+        rc = -2;
+    if (!rc)
+        rc = _read_position(f, want->world, p, opt, err, errlen);
+    if (!rc)
+        rc = _read_state(f, net, opt, err, errlen);
     H5Fclose(f);
     return rc;
 }
 
-int ttrain_ckpt_load_latest(const char *dir, teng_net *net, topt_sgd *opt,
-                            ttrain_progress *p, const char *model, char *path,
-                            size_t pathlen, char *err, size_t errlen)
+/* The run of the checkpoint written last (by modification time). */
+static const char *_latest_run(const _entry *v, int n)
 {
-    long *steps;
-    int n = _list(dir, &steps);
-    char why[256];
-    if (!n)
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i].mtime.tv_sec > v[best].mtime.tv_sec ||
+            (v[i].mtime.tv_sec == v[best].mtime.tv_sec &&
+             v[i].mtime.tv_nsec > v[best].mtime.tv_nsec))
+            best = i;
+    return v[best].run;
+}
+
+int ttrain_ckpt_load_latest(const char *dir, const ttrain_ckpt_meta *want,
+                            int eval_only, teng_net *net, topt_sgd *opt,
+                            ttrain_progress *p, ttrain_ckpt_meta *got,
+                            char *name, size_t namelen, char *note,
+                            size_t notelen, char *err, size_t errlen)
+{
+    _entry *all, *v;
+    int nall = _list(dir, NULL, &all);
+    if (!nall)
         return 1;
-    for (int i = 0; i < n; i++) {
-        snprintf(path, pathlen, "%s/ckpt-%ld.h5", dir, steps[i]);
-        if (!ttrain_ckpt_load(path, net, opt, p, model, why, sizeof(why))) {
-            free(steps);
-            return 0;
-        }
-        fprintf(stderr,
-                "torus-train: warning: checkpoint %s does not load "
-                "(%s)%s\n",
-                path, why, i + 1 < n ? "; trying the one before it" : "");
+    char run[TTRAIN_RUN_LEN], path[4096], why[2560];
+    snprintf(run, sizeof(run), "%s", _latest_run(all, nall));
+    free(all);
+    int n = _list(dir, run, &v), rc = -1;
+    for (int i = 0; i < n && rc == -1; i++) {
+        _name(path, sizeof(path), dir, v[i].step, run);
+        rc = ttrain_ckpt_load(path, want, eval_only, net, opt, p, got, note,
+                              notelen, why, sizeof(why));
+        if (rc == -1)
+            fprintf(stderr,
+                    "torus-train: warning: checkpoint %s does not load "
+                    "(%s)%s\n",
+                    path, why, i + 1 < n ? "; trying the one before it" : "");
+        else if (rc == -2)
+            _err(err, errlen, "%s: %s", path, why);
+        else
+            snprintf(name, namelen, "ckpt-%ld-%s.h5", v[i].step, run);
     }
-    free(steps);
-    return _err(err, errlen, "none of the %d checkpoints in '%s' loads", n,
-                dir);
+    free(v);
+    if (rc == -1)
+        _err(err, errlen, "none of the %d checkpoints of run %s in '%s' loads",
+             n, run, dir);
+    return rc;
 }

@@ -1,15 +1,38 @@
 /* checkpoint.h: torus-train checkpoints (prefix ttrain_ckpt_).
  *
- * One HDF5 file per checkpoint, DIR/ckpt-<global step>.h5, holding every
- * param, its momentum and the BN running statistics in canonical layout
- * (so a checkpoint outlives a change of backend or thread count), the
- * training position (epoch, step, samples served, dropout step, previous
- * LR for the momentum correction) and the resolved configuration as text.
- * Datasets carry HDF5's Fletcher32 checksum, so a damaged file fails to
- * load instead of loading garbage. Files are written atomically (a
- * temporary name, fsync, rename, fsync of the directory) and only the
- * newest `keep` are kept. Loading the newest falls back to older ones,
- * with a warning, when a file does not load.
+ * One HDF5 file per checkpoint, DIR/ckpt-<global step>-<run>.h5, holding
+ * every param, its momentum and the BN running statistics in canonical
+ * layout (so a checkpoint outlives a change of backend or thread count),
+ * the training position (epoch, step, samples served, dropout step,
+ * previous LR for the momentum correction), the resolved configuration as
+ * text, and what the run was trained under (ttrain_ckpt_meta): the run id,
+ * the model, the ranks, the global batch schedule, the training data and
+ * the wire. Datasets carry HDF5's Fletcher32 checksum, so a damaged file
+ * fails to load instead of loading garbage; every attribute is checked for
+ * type, rank and size before it is read.
+ *
+ * Runs: a fresh run draws a random run id; a resumed run carries on the id
+ * of the checkpoint it resumed from. Several runs may share a directory:
+ * a run prunes and cleans up only files with its own id, and --resume
+ * continues the run whose checkpoint was written last.
+ *
+ * Files are written atomically: a temporary name unique to the writer
+ * (.ckpt-<step>-<run>.h5.<pid>-<rank>-<random>.tmp), fsync, rename, fsync
+ * of the directory (its failure fails the save). After a save the run keeps
+ * its newest `keep` checkpoints up to the one just written, which is never
+ * removed; its files of later steps (left from before a resume that fell
+ * back past them because they did not load) are removed.
+ *
+ * Configuration check (ttrain_ckpt_check): on --resume the model, the
+ * global batch schedule (stages and samples per epoch), the training
+ * data's identity and, where both runs exchange gradients, the wire must
+ * match. A change of ranks is allowed when the schedule matches: every
+ * step then trains on the same global batch and the summed gradient is the
+ * same up to summation order and wire rounding; what changes is the batch
+ * each rank's BN layers normalise over (global batch / ranks) and the
+ * dropout masks, which the note says. On --eval-only only the model must
+ * match (evaluation sums exact counts over any ranks); other training data
+ * is a warning.
  */
 #ifndef TORUS_TRAINER_TRAIN_CHECKPOINT_H
 #define TORUS_TRAINER_TRAIN_CHECKPOINT_H
@@ -24,26 +47,70 @@ typedef struct {
     int epoch;             /* the epoch to continue in */
     long step;             /* the next step within that epoch */
     long global_step;      /* steps done */
-    uint64_t samples;      /* samples the data source has served */
+    uint64_t samples;      /* samples this rank has served */
     uint64_t dropout_step; /* the engine's step counter */
 } ttrain_progress;
 
-/* Writes a checkpoint of net, opt and p into dir (created if missing),
- * then removes all but the newest keep. Returns 0, or -1 with err set. */
-int ttrain_ckpt_save(const char *dir, int keep, teng_net *net, topt_sgd *opt,
-                     const ttrain_progress *p, const char *model,
-                     const char *config_text, char *err, size_t errlen);
+#define TTRAIN_RUN_LEN 9 /* 8 hex digits and the NUL */
 
-/* Loads one checkpoint into net, opt and p; model must match. */
-int ttrain_ckpt_load(const char *path, teng_net *net, topt_sgd *opt,
-                     ttrain_progress *p, const char *model, char *err,
-                     size_t errlen);
+/* What a checkpoint was trained under. */
+typedef struct {
+    char run[TTRAIN_RUN_LEN]; /* the run id */
+    char model[192];          /* model and shape, e.g. "tiny-cnn, 3x12x12 .." */
+    int world;                /* ranks */
+    char batch[256];          /* "0:16,1:32 over 64 samples per epoch" */
+    char data[512];           /* where the data came from (shown only) */
+    char data_id[128];        /* the training data's identity (compared) */
+    char wire[8];             /* fp16, bf16, fp32 */
+} ttrain_ckpt_meta;
 
-/* Loads the newest checkpoint of dir that loads, warning on stderr about
- * each newer one that does not. Returns 0 (path set), 1 when dir holds no
- * checkpoint, or -1 when none of them loads (err set). */
-int ttrain_ckpt_load_latest(const char *dir, teng_net *net, topt_sgd *opt,
-                            ttrain_progress *p, const char *model, char *path,
-                            size_t pathlen, char *err, size_t errlen);
+/* A fresh random run id into run. */
+void ttrain_ckpt_new_run(char run[TTRAIN_RUN_LEN]);
+
+/* Identity of the file at path: its size and a 64-bit FNV-1a hash of its
+ * bytes, as text in id ("N bytes, fnv1a64 H"). Files above max_bytes are
+ * refused. Returns 0, or -1 with err set. */
+int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
+                        size_t idlen, char *err, size_t errlen);
+
+/* Writes a checkpoint of net, opt and p into dir (created if missing) as
+ * rank `rank`, then prunes the run's files (see above). Returns 0, or -1
+ * with err set (nothing is pruned then). */
+int ttrain_ckpt_save(const char *dir, int keep, int rank,
+                     const ttrain_ckpt_meta *m, teng_net *net, topt_sgd *opt,
+                     const ttrain_progress *p, const char *config_text,
+                     char *err, size_t errlen);
+
+/* Compares a checkpoint's meta `got` with this run's `want` (see above;
+ * has_bn: the model has BN layers). Returns 0 (note set to a line to show
+ * when the ranks or the data changed, else ""), or -1 with err saying
+ * every difference. */
+int ttrain_ckpt_check(const ttrain_ckpt_meta *got, const ttrain_ckpt_meta *want,
+                      int eval_only, int has_bn, char *note, size_t notelen,
+                      char *err, size_t errlen);
+
+/* Loads one checkpoint into net, opt and p after checking its meta against
+ * want (ttrain_ckpt_check; got receives it). p->samples is converted to
+ * want->world ranks. Returns 0, -1 when it does not load (damaged, err
+ * set), or -2 when it belongs to another configuration (err set). */
+int ttrain_ckpt_load(const char *path, const ttrain_ckpt_meta *want,
+                     int eval_only, teng_net *net, topt_sgd *opt,
+                     ttrain_progress *p, ttrain_ckpt_meta *got, char *note,
+                     size_t notelen, char *err, size_t errlen);
+
+/* Loads the newest checkpoint of dir's latest run (the run of the file
+ * written last) that loads, warning on stderr about each newer one of that
+ * run that does not; name receives its file name (no directory). Returns 0,
+ * 1 when dir holds no checkpoint, -1 when none of the run's loads, or -2
+ * when one belongs to another configuration (err set). */
+int ttrain_ckpt_load_latest(const char *dir, const ttrain_ckpt_meta *want,
+                            int eval_only, teng_net *net, topt_sgd *opt,
+                            ttrain_progress *p, ttrain_ckpt_meta *got,
+                            char *name, size_t namelen, char *note,
+                            size_t notelen, char *err, size_t errlen);
+
+/* Removes the temporary files that writers of run left in dir (a crash
+ * during a save). Returns how many. */
+int ttrain_ckpt_clean(const char *dir, const char *run);
 
 #endif

@@ -100,11 +100,23 @@ static const _opt _opts[] = {
      "--checkpoint-every steps, and on SIGUSR1/SIGTERM)"},
     {"checkpoint-every", _LONG, _S(ckpt_every), "N",
      "steps between checkpoints [0: only at the end and on a signal]"},
-    {"keep", _INT, _S(keep), "K", "newest checkpoints to keep [3]"},
+    {"keep", _INT, _S(keep), "K",
+     "newest checkpoints of this run to keep; other runs' files in the "
+     "directory are never touched [3]"},
+    {"checkpoint-timeout", _DBL, _S(ckpt_timeout), "S",
+     "seconds the other ranks wait for rank 0 to write a checkpoint (a slow "
+     "shared file system); they keep exchanging heartbeats meanwhile, so a "
+     "lost rank is still noticed within --comm-timeout [600]"},
+    {"comm-timeout", _DBL, _S(comm_timeout), "S",
+     "seconds without progress in a collective before a peer counts as "
+     "lost [0: TCOMM_TIMEOUT if set, else 30]"},
     {"resume", _FLAG, _S(resume), NULL,
-     "continue from the newest checkpoint in --checkpoint-dir that loads "
-     "(falling back to older ones with a warning); start afresh if there "
-     "is none"},
+     "continue the run whose checkpoint in --checkpoint-dir was written "
+     "last, from its newest checkpoint that loads (falling back to older "
+     "ones with a warning), on every rank; refused with the differences "
+     "when the model, global batch schedule, training data or wire "
+     "differ (the number of ranks may change); start afresh if there is "
+     "none"},
     {"eval-only", _FLAG, _S(eval_only), NULL,
      "evaluate the newest checkpoint in --checkpoint-dir on the test split "
      "of --data (top-1, top-5, loss), then exit; distributed like "
@@ -136,6 +148,7 @@ void ttrain_config_defaults(ttrain_config *c)
     c->print_every = 20;
     c->keep = 3;
     c->max_nonfinite = 3;
+    c->ckpt_timeout = 600;
 }
 
 /* The setters by type: each parses v into field, or prints what is wrong
@@ -385,6 +398,43 @@ static int _read_file(ttrain_config *c, const char *path)
     return rc;
 }
 
+/* --comm-timeout, else TCOMM_TIMEOUT (which libtcomm also reads), else
+ * 30 s; --checkpoint-timeout. Prints the error and returns -1. */
+static int _resolve_timeouts(ttrain_config *c)
+{
+    const char *env = getenv("TCOMM_TIMEOUT");
+    c->comm_timeout_from = "--comm-timeout";
+    if (c->comm_timeout == 0 && env && *env) {
+        char *end;
+        errno = 0;
+        c->comm_timeout = strtod(env, &end);
+        if (end == env || *end || errno || !(c->comm_timeout > 0)) {
+            fprintf(stderr,
+                    "torus-train: TCOMM_TIMEOUT: '%s' is not a positive "
+                    "number of seconds\n",
+                    env);
+            return -1;
+        }
+        c->comm_timeout_from = "TCOMM_TIMEOUT";
+    } else if (c->comm_timeout == 0) {
+        c->comm_timeout = 30;
+        c->comm_timeout_from = "default";
+    }
+    if (!(c->comm_timeout > 0 && c->comm_timeout <= 86400)) {
+        fprintf(stderr,
+                "torus-train: --comm-timeout: %g is not in (0, 86400]\n",
+                c->comm_timeout);
+        return -1;
+    }
+    if (!(c->ckpt_timeout > 0 && c->ckpt_timeout <= 7 * 86400)) {
+        fprintf(stderr,
+                "torus-train: --checkpoint-timeout: %g is not in (0, 604800]\n",
+                c->ckpt_timeout);
+        return -1;
+    }
+    return 0;
+}
+
 int ttrain_config_parse(ttrain_config *c, int argc, char **argv)
 {
     struct option lo[_NOPTS + 3];
@@ -435,7 +485,8 @@ int ttrain_config_parse(ttrain_config *c, int argc, char **argv)
                 argv[optind]);
         return TTRAIN_EXIT_USAGE;
     }
-    return 0;
+    /* Here, not in validate: the bootstrap needs them first. */
+    return _resolve_timeouts(c) ? TTRAIN_EXIT_USAGE : 0;
 }
 
 int ttrain_config_validate(ttrain_config *c)
@@ -485,8 +536,7 @@ int ttrain_config_validate(ttrain_config *c)
     }
     if (strcmp(c->wire, "fp16") && strcmp(c->wire, "bf16") &&
         strcmp(c->wire, "fp32")) {
-        fprintf(stderr,
-                "torus-train: --wire: '%s' is not fp16, bf16 or fp32\n",
+        fprintf(stderr, "torus-train: --wire: '%s' is not fp16, bf16 or fp32\n",
                 c->wire);
         return TTRAIN_EXIT_USAGE;
     }
@@ -635,7 +685,9 @@ void ttrain_usage(FILE *f)
         "    TCOMM_TIMEOUT=S: seconds without progress before a peer counts "
         "as\n"
         "    lost (default 30; start-up may take 4x as long, at least 20 s);\n"
-        "    the other ranks then name it and the job ends.\n"
+        "    the other ranks then name it and the job ends. --comm-timeout\n"
+        "    wins over it. While rank 0 writes a checkpoint the others wait\n"
+        "    up to --checkpoint-timeout, exchanging heartbeats with it.\n"
         "    TCOMM_SHM=0: no shared memory between the ranks of a node (by\n"
         "    default the gradients live in memory they share, and each bucket\n"
         "    is summed where it lies). More in docs/comm.md.\n"
@@ -668,6 +720,10 @@ void ttrain_print_plan(const ttrain_config *c, FILE *f)
             "backend %s, seed %llu\n",
             c->world, c->algo, c->wire, c->threads, c->backend,
             (unsigned long long)c->seed);
+    fprintf(f, "timeouts       comm %g s (%s), checkpoint wait %g s\n",
+            c->comm_timeout,
+            c->comm_timeout_from ? c->comm_timeout_from : "default",
+            c->ckpt_timeout);
     fprintf(f, "optimizer      momentum %g%s,\n               weight decay %g",
             o->momentum,
             o->momentum_correction ? " (corrected on LR change)" : "",

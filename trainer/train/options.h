@@ -25,15 +25,19 @@ typedef struct {
     int synthetic;    /* synthetic data (benchmarks) */
     char data[512];   /* packed dataset (the data pipeline; later) */
     uint64_t seed;
-    long max_steps;     /* stop early (0: run all epochs) */
-    int print_every;    /* steps between progress lines */
-    char metrics[512];  /* JSON-lines metrics file ("" = none) */
-    char ckpt_dir[512]; /* checkpoints go here ("" = none) */
-    long ckpt_every;    /* steps between checkpoints (0: at the end) */
-    int keep;           /* newest checkpoints kept */
-    int resume;         /* continue from the newest checkpoint */
-    int eval_only;      /* evaluate the newest checkpoint, then exit */
-    int max_nonfinite;  /* inf/nan gradient steps skipped before failing */
+    long max_steps;      /* stop early (0: run all epochs) */
+    int print_every;     /* steps between progress lines */
+    char metrics[512];   /* JSON-lines metrics file ("" = none) */
+    char ckpt_dir[512];  /* checkpoints go here ("" = none) */
+    long ckpt_every;     /* steps between checkpoints (0: at the end) */
+    int keep;            /* newest checkpoints kept */
+    int resume;          /* continue from the newest checkpoint */
+    int eval_only;       /* evaluate the newest checkpoint, then exit */
+    int max_nonfinite;   /* inf/nan gradient steps skipped before failing */
+    double comm_timeout; /* s without progress before a peer is lost (0:
+                          * TCOMM_TIMEOUT, else 30; resolved by validate) */
+    const char *comm_timeout_from; /* where it came from, for the plan */
+    double ckpt_timeout; /* s the ranks wait for rank 0's checkpoint */
     int dry_run;
     int verbose;
 } ttrain_config;
