@@ -48,10 +48,20 @@ check_PROGRAMS += tests/integration/data_dump
 tests_integration_data_dump_SOURCES = tests/integration/data_dump.c
 tests_integration_data_dump_LDADD = data/libtdata.la
 
+# Crafts hostile inputs (rewritten HDF5 attributes, pixel-bomb JPEG/PNG
+# headers) from real files, for data_hostile.sh.
+check_PROGRAMS += tests/integration/data_craft
+tests_integration_data_craft_SOURCES = tests/integration/data_craft.c
+tests_integration_data_craft_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS) \
+	$(TURBOJPEG_CFLAGS) $(ZLIB_CFLAGS)
+tests_integration_data_craft_LDADD = $(HDF5_LIBS) $(TURBOJPEG_LIBS) \
+	$(ZLIB_LIBS)
+
 DATA_SH_TESTS = \
 	tests/integration/data_pack_idx.sh \
 	tests/integration/data_pack_jpeg.sh \
-	tests/integration/data_corrupt.sh
+	tests/integration/data_corrupt.sh \
+	tests/integration/data_hostile.sh
 TESTS += $(DATA_SH_TESTS)
 EXTRA_DIST += $(DATA_SH_TESTS)
 
