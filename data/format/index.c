@@ -137,10 +137,12 @@ static int _key_classes(_ixread *r, const char *key, const char *val)
 {
     tdata_index *ix = r->ix;
     if (!strcmp(key, "classes")) {
-        ix->num_classes = atoi(val);
-        if (ix->num_classes < 1 || ix->num_classes > TDATA_MAX_CLASSES ||
-            ix->class_ids)
+        /* A second 'classes' line must not change the count that sized
+         * the arrays: tdata_index_free walks them by it. */
+        int nc = atoi(val);
+        if (nc < 1 || nc > TDATA_MAX_CLASSES || ix->class_ids)
             return _bad_line(r->path, r->ln, "bad class count");
+        ix->num_classes = nc;
         ix->class_ids = calloc(ix->num_classes, sizeof(char *));
         ix->class_words = calloc(ix->num_classes, sizeof(char *));
         if (!ix->class_ids || !ix->class_words)
@@ -170,10 +172,10 @@ static int _key_shards(_ixread *r, const char *key, const char *val)
 {
     tdata_index *ix = r->ix;
     if (!strcmp(key, "shards")) {
-        ix->num_shards = atoi(val);
-        if (ix->num_shards < 1 || ix->num_shards > TDATA_MAX_SHARDS ||
-            ix->shards)
+        int ns = atoi(val);
+        if (ns < 1 || ns > TDATA_MAX_SHARDS || ix->shards)
             return _bad_line(r->path, r->ln, "bad shard count");
+        ix->num_shards = ns;
         ix->shards = calloc(ix->num_shards, sizeof *ix->shards);
         if (!ix->shards)
             return TORUS_FAIL(TDATA_ENOMEM, "%s:%d: no memory for %d shards",

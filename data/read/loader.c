@@ -619,7 +619,9 @@ static void *_dec_main(void *arg)
         char why[256], msg[1024];
         int rc = _decode_one(l, &d, sl, i, why, sizeof why);
         sl->ok[i] = rc == TDATA_OK;
-        if (rc)
+        if (rc == TDATA_ENOMEM)
+            snprintf(msg, sizeof msg, "decode thread: %s", why);
+        else if (rc)
             _log_bad(l, sl, i, rc, why, msg, sizeof msg);
         pthread_mutex_lock(&l->mu);
         if (rc == TDATA_ENOMEM) {

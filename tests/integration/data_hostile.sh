@@ -7,7 +7,8 @@
 # attributes and writes pixel-bomb headers; sed, head and gzip do the rest)
 # and requires, for every case: the expected exit status, an error that
 # names the file, and no sanitizer report. Cases:
-#   index:  extra 'shard' lines, 'shard' before 'shards', garbage, cut short;
+#   index:  extra 'shard' lines, a second 'classes' line, 'shard' before
+#           'shards', garbage, cut short;
 #   shard:  num_images = 2^64-1 (encoded and dense), an attribute of 4096
 #           values where one is expected, a string version, a huge
 #           image_shape_hwc, random bytes;
@@ -91,6 +92,8 @@ S0=enc/train-00000-of-00002.h5 D0=dense/train-00000-of-00001.h5
 line=$(grep '^shard 1 ' "$IX")
 for k in 1 2 3 4 5 6 7 8; do echo "$line" >> "$IX"; done
 set +e; bench enc; expect 1 "$IX:[0-9]*: more shard lines than 'shards'" "index with 8 extra shard lines"
+sed -i '/^shards /i classes 1000' "$IX"
+set +e; bench enc; expect 1 "$IX:[0-9]*: bad class count" "a second 'classes' line, larger"
 sed -i '/^shards /d' "$IX"
 set +e; bench enc; expect 1 "$IX:[0-9]*: shard line before 'shards N'" "shard line before 'shards'"
 head -c 3000 /dev/urandom > "$IX"
