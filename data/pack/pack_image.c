@@ -31,9 +31,15 @@ struct tdata_pack_worker {
 tdata_pack_worker *tdata_pack_worker_new(const tdata_pack_opts *o)
 {
     tdata_pack_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
     w->o = o;
     w->jd = tdata_jdec_new();
     w->tj = tjInitCompress();
+    if (!w->jd || !w->tj) {
+        tdata_pack_worker_free(w);
+        return NULL;
+    }
     return w;
 }
 
@@ -42,7 +48,8 @@ void tdata_pack_worker_free(tdata_pack_worker *w)
     if (!w)
         return;
     tdata_jdec_free(w->jd);
-    tjDestroy(w->tj);
+    if (w->tj)
+        tjDestroy(w->tj);
     tdata_image_free(&w->im);
     tdata_scratch_free(&w->sc);
     free(w->rs);
