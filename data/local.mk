@@ -10,7 +10,9 @@ noinst_LTLIBRARIES += data/libtdata.la
 # tools/ (the programs).
 data_libtdata_la_SOURCES = data/tdata.h \
 	data/format/tdata_format.h data/format/format.h \
+	data/format/tdata_h5attr.h \
 	data/format/error.c data/format/crc32c.c data/format/rng.c \
+	data/format/limits.c data/format/h5attr.c \
 	data/format/shard_write.c data/format/shard_read.c data/format/index.c \
 	data/image/image.h data/image/jpeg_decode.c data/image/png_decode.c \
 	data/image/resize.c \
@@ -46,10 +48,21 @@ check_PROGRAMS += tests/integration/data_dump
 tests_integration_data_dump_SOURCES = tests/integration/data_dump.c
 tests_integration_data_dump_LDADD = data/libtdata.la
 
+# Crafts hostile inputs (rewritten HDF5 attributes, pixel-bomb JPEG/PNG
+# headers) from real files, for data_hostile.sh.
+check_PROGRAMS += tests/integration/data_craft
+tests_integration_data_craft_SOURCES = tests/integration/data_craft.c
+tests_integration_data_craft_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS) \
+	$(TURBOJPEG_CFLAGS) $(ZLIB_CFLAGS)
+tests_integration_data_craft_LDADD = $(HDF5_LIBS) $(TURBOJPEG_LIBS) \
+	$(ZLIB_LIBS)
+
 DATA_SH_TESTS = \
 	tests/integration/data_pack_idx.sh \
 	tests/integration/data_pack_jpeg.sh \
-	tests/integration/data_corrupt.sh
+	tests/integration/data_corrupt.sh \
+	tests/integration/data_hostile.sh \
+	tests/integration/data_fuzz.sh
 TESTS += $(DATA_SH_TESTS)
 EXTRA_DIST += $(DATA_SH_TESTS)
 
@@ -78,3 +91,27 @@ tests_unit_test_data_shard_CFLAGS = $(DATA_TEST_CFLAGS) $(HDF5_CFLAGS)
 tests_unit_test_data_shard_LDADD = $(DATA_TEST_LDADD) $(HDF5_LIBS)
 dist_doc_DATA += docs/shard-format.md
 EXTRA_DIST += tests/bench/data/run.sh tests/bench/data/torchvision_pipeline.py
+
+# libFuzzer target for libtdata's readers of user files (index, shards,
+# JPEG, PNG, IDX). CI runs it through tests/integration/data_fuzz.sh for a
+# fixed short time; by hand:
+#   make fuzz-data && make fuzz-data-run FUZZ_SECONDS=60
+DATA_FUZZ_SRCS = tests/fuzz/fuzz_data.c tests/fuzz/fuzz_shard.c \
+	common/torus_error.c $(filter %.c,$(data_libtdata_la_SOURCES))
+DATA_FUZZ_LIBS = $(HDF5_LIBS) $(TURBOJPEG_LIBS) $(JPEG_LIBS) $(PNG_LIBS) \
+	$(ZLIB_LIBS) -lpthread -lm
+EXTRA_DIST += tests/fuzz/fuzz_data.c tests/fuzz/fuzz_shard.c \
+	tests/fuzz/corpus-data
+fuzz-data: $(DATA_FUZZ_SRCS:%=$(top_srcdir)/%)
+	$(MKDIR_P) tests/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -D_GNU_SOURCE -DHAVE_CONFIG_H -I$(top_srcdir) \
+		-I$(top_builddir) $(HDF5_CFLAGS) $(TURBOJPEG_CFLAGS) $(JPEG_CFLAGS) \
+		$(PNG_CFLAGS) $(ZLIB_CFLAGS) $(DATA_FUZZ_SRCS:%=$(top_srcdir)/%) \
+		-o tests/fuzz/fuzz_data $(DATA_FUZZ_LIBS)
+fuzz-data-run: fuzz-data
+	$(MKDIR_P) tests/fuzz/work-data
+	tests/fuzz/fuzz_data -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+		-timeout=10 -rss_limit_mb=2048 tests/fuzz/work-data \
+		$(top_srcdir)/tests/fuzz/corpus-data
+CLEANFILES += tests/fuzz/fuzz_data
+.PHONY: fuzz-data fuzz-data-run

@@ -72,6 +72,10 @@ uint32_t tdata_crc_of_crcs(const uint32_t *crcs, uint64_t n);
 long tdata_h5_fapl(void);
 
 /* ------------------------------------------------------------ index */
+/* Upper bounds on counts read from an index or a shard, far above any real
+ * dataset, so that a hostile count fails before it sizes an allocation. */
+#define TDATA_MAX_SHARDS  (1 << 20)
+#define TDATA_MAX_CLASSES (1 << 24)
 typedef struct tdata_index_shard {
     char file[256];
     uint64_t count, bytes;

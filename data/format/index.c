@@ -114,8 +114,11 @@ static int _key_dataset(_ixread *r, const char *key, const char *val)
             !strcmp(val, "dense") ? TDATA_LAYOUT_DENSE : TDATA_LAYOUT_ENCODED;
     } else if (!strcmp(key, "shape")) {
         if (sscanf(val, "%d %d %d", &ix->height, &ix->width, &ix->channels) !=
-            3)
-            return _bad_line(r->path, r->ln, "bad shape");
+                3 ||
+            ix->height < 1 || ix->width < 1 ||
+            (ix->channels != 1 && ix->channels != 3))
+            return _bad_line(r->path, r->ln,
+                             "bad shape (want H W C, C 1 or 3)");
     } else if (!strcmp(key, "images")) {
         ix->num_images = strtoull(val, NULL, 10);
     } else if (!strcmp(key, "mean") || !strcmp(key, "std")) {
@@ -134,11 +137,17 @@ static int _key_classes(_ixread *r, const char *key, const char *val)
 {
     tdata_index *ix = r->ix;
     if (!strcmp(key, "classes")) {
-        ix->num_classes = atoi(val);
-        if (ix->num_classes < 1 || ix->class_ids)
+        /* A second 'classes' line must not change the count that sized
+         * the arrays: tdata_index_free walks them by it. */
+        int nc = atoi(val);
+        if (nc < 1 || nc > TDATA_MAX_CLASSES || ix->class_ids)
             return _bad_line(r->path, r->ln, "bad class count");
+        ix->num_classes = nc;
         ix->class_ids = calloc(ix->num_classes, sizeof(char *));
         ix->class_words = calloc(ix->num_classes, sizeof(char *));
+        if (!ix->class_ids || !ix->class_words)
+            return TORUS_FAIL(TDATA_ENOMEM, "%s:%d: no memory for %d classes",
+                              r->path, r->ln, ix->num_classes);
         return TDATA_OK;
     }
     if (strcmp(key, "class"))
@@ -150,6 +159,9 @@ static int _key_classes(_ixread *r, const char *key, const char *val)
         return _bad_line(r->path, r->ln, "bad class line");
     ix->class_ids[i] = strdup(id);
     ix->class_words[i] = strdup(p2 ? val + p2 : "");
+    if (!ix->class_ids[i] || !ix->class_words[i])
+        return TORUS_FAIL(TDATA_ENOMEM, "%s:%d: no memory for a class name",
+                          r->path, r->ln);
     r->nclass++;
     return TDATA_OK;
 }
@@ -160,10 +172,14 @@ static int _key_shards(_ixread *r, const char *key, const char *val)
 {
     tdata_index *ix = r->ix;
     if (!strcmp(key, "shards")) {
-        ix->num_shards = atoi(val);
-        if (ix->num_shards < 1 || ix->shards)
+        int ns = atoi(val);
+        if (ns < 1 || ns > TDATA_MAX_SHARDS || ix->shards)
             return _bad_line(r->path, r->ln, "bad shard count");
+        ix->num_shards = ns;
         ix->shards = calloc(ix->num_shards, sizeof *ix->shards);
+        if (!ix->shards)
+            return TORUS_FAIL(TDATA_ENOMEM, "%s:%d: no memory for %d shards",
+                              r->path, r->ln, ix->num_shards);
         return TDATA_OK;
     }
     if (strcmp(key, "shard"))
@@ -171,18 +187,21 @@ static int _key_shards(_ixread *r, const char *key, const char *val)
     int i;
     unsigned long long cnt, bytes;
     unsigned crc;
-    tdata_index_shard *s = ix->shards ? &ix->shards[r->nshard] : NULL;
-    if (!s ||
-        sscanf(val, "%d %255s %llu %llu %x", &i, s->file, &cnt, &bytes, &crc) !=
+    if (!ix->shards)
+        return _bad_line(r->path, r->ln, "shard line before 'shards N'");
+    /* Check the count before sscanf writes the file name into the slot. */
+    if (r->nshard >= ix->num_shards)
+        return _bad_line(r->path, r->ln, "more shard lines than 'shards'");
+    tdata_index_shard *s = &ix->shards[r->nshard];
+    if (sscanf(val, "%d %255s %llu %llu %x", &i, s->file, &cnt, &bytes, &crc) !=
             5 ||
-        i != r->nshard || strchr(s->file, '/'))
+        i != r->nshard || strchr(s->file, '/') || !strcmp(s->file, "..") ||
+        !strcmp(s->file, "."))
         return _bad_line(r->path, r->ln, "bad shard line");
     s->count = cnt;
     s->bytes = bytes;
     s->crc = crc;
     r->nshard++;
-    if (r->nshard > ix->num_shards)
-        return _bad_line(r->path, r->ln, "more shard lines than 'shards'");
     return TDATA_OK;
 }
 
@@ -220,8 +239,15 @@ static int _check_totals(const _ixread *r)
         return TORUS_FAIL(TDATA_EFORMAT, "%s: %d shard lines for %d shards",
                           r->path, r->nshard, ix->num_shards);
     uint64_t sum = 0;
-    for (int i = 0; i < r->nshard; i++)
+    for (int i = 0; i < r->nshard; i++) {
+        if (ix->shards[i].count > UINT64_MAX - sum)
+            return TORUS_FAIL(TDATA_EFORMAT,
+                              "%s: shard counts add up past 2^64", r->path);
         sum += ix->shards[i].count;
+    }
+    if (ix->layout == TDATA_LAYOUT_DENSE && ix->height == 0)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: dense index without 'shape'",
+                          r->path);
     if (sum != ix->num_images)
         return TORUS_FAIL(TDATA_EFORMAT,
                           "%s: shard counts add up to %llu, "
@@ -306,7 +332,10 @@ int tdata_index_build(const char *dir, const char *split, int num_shards,
     ix.version = TDATA_FORMAT_VERSION;
     snprintf(ix.split, sizeof ix.split, "%s", split);
     ix.num_shards = num_shards;
-    ix.shards = calloc(num_shards, sizeof *ix.shards);
+    ix.shards = calloc(num_shards > 0 ? num_shards : 1, sizeof *ix.shards);
+    if (!ix.shards)
+        return TORUS_FAIL(TDATA_ENOMEM, "%s: no memory for %d shards", dir,
+                          num_shards);
     _pixsum px = {{0}, {0}, 0};
     int rc = TDATA_OK;
     for (int i = 0; i < num_shards && rc == TDATA_OK; i++) {

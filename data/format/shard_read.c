@@ -16,6 +16,7 @@
 
 #include "common/torus_error.h"
 #include "data/format/format.h"
+#include "data/format/tdata_h5attr.h"
 
 uint32_t tdata_crc_of_crcs(const uint32_t *crcs, uint64_t n)
 {
@@ -29,55 +30,33 @@ uint32_t tdata_crc_of_crcs(const uint32_t *crcs, uint64_t n)
     return c;
 }
 
-static int _get_attr(hid_t f, const char *name, hid_t type, void *v)
-{
-    if (H5Aexists(f, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
-    if (a < 0)
-        return -1;
-    herr_t rc = H5Aread(a, type, v);
-    H5Aclose(a);
-    return rc < 0 ? -1 : 0;
-}
-
-static int _get_attr_str(hid_t f, const char *name, char *buf, size_t n)
-{
-    buf[0] = 0;
-    if (H5Aexists(f, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
-    hid_t ft = H5Aget_type(a);
-    int rc = -1;
-    if (H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft)) {
-        size_t sz = H5Tget_size(ft);
-        char *tmp = calloc(1, sz + 1);
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, sz);
-        if (H5Aread(a, mt, tmp) >= 0) {
-            snprintf(buf, n, "%s", tmp);
-            rc = 0;
-        }
-        H5Tclose(mt);
-        free(tmp);
-    }
-    H5Tclose(ft);
-    H5Aclose(a);
-    return rc;
-}
-
-/* Read a whole 1-D dataset of n elements of TYPE into a new buffer. */
-static void *_read_1d(hid_t f, const char *name, hid_t type, uint64_t n)
+/* The length of 1-D dataset NAME, or -1 when it is absent or not 1-D. */
+static int64_t _extent_1d(hid_t f, const char *name)
 {
     hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
     if (d < 0)
-        return NULL;
+        return -1;
     hid_t sp = H5Dget_space(d);
     hsize_t dims = 0;
-    int ok = H5Sget_simple_extent_ndims(sp) == 1 &&
-             H5Sget_simple_extent_dims(sp, &dims, NULL) == 1 && dims == n;
-    H5Sclose(sp);
-    void *buf = ok ? malloc(n ? n * H5Tget_size(type) : 1) : NULL;
+    int ok = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 &&
+             H5Sget_simple_extent_dims(sp, &dims, NULL) == 1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    H5Dclose(d);
+    return ok && dims <= INT64_MAX ? (int64_t)dims : -1;
+}
+
+/* Read a whole 1-D dataset of n elements of TYPE into a new buffer; NULL
+ * when its extent is not n (checked before the allocation). */
+static void *_read_1d(hid_t f, const char *name, hid_t type, uint64_t n)
+{
+    size_t esz = H5Tget_size(type);
+    if (_extent_1d(f, name) != (int64_t)n || esz == 0 || n > SIZE_MAX / esz - 1)
+        return NULL;
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    if (d < 0)
+        return NULL;
+    void *buf = malloc(n ? n * esz : 1);
     if (buf && n && H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
         free(buf);
         buf = NULL;
@@ -96,36 +75,90 @@ static char **_read_strings(hid_t f, const char *name, uint64_t n)
         return NULL;
     /* Own the strings with malloc so callers free() them plainly. */
     char **out = calloc(n ? n : 1, sizeof *out);
+    int ok = out != NULL;
     for (uint64_t i = 0; i < n; i++) {
-        out[i] = strdup(v[i] ? v[i] : "");
+        if (ok && !(out[i] = strdup(v[i] ? v[i] : "")))
+            ok = 0;
         H5free_memory(v[i]);
     }
     free(v);
-    return out;
+    if (!ok && out) {
+        for (uint64_t i = 0; i < n; i++)
+            free(out[i]);
+        free(out);
+    }
+    return ok ? out : NULL;
+}
+
+/* The image stream's shape: 1-D bytes (encoded) or n x H x W x C (dense),
+ * uint8, chunked and unfiltered with chunks that hold whole rows, so each
+ * chunk is one contiguous byte range of the stream. *chunk_bytes is the
+ * size of one chunk. */
+static int _check_stream_shape(hid_t d, const tdata_shard *s,
+                               uint64_t *chunk_bytes)
+{
+    int dense = s->layout == TDATA_LAYOUT_DENSE;
+    int want = dense ? 4 : 1;
+    hid_t t = H5Dget_type(d), sp = H5Dget_space(d),
+          dcpl = H5Dget_create_plist(d);
+    hsize_t dims[4] = {0, 0, 0, 0}, cdims[4] = {0, 0, 0, 0};
+    int ok = t >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == 1;
+    ok = ok && sp >= 0 && H5Sget_simple_extent_ndims(sp) == want &&
+         H5Sget_simple_extent_dims(sp, dims, NULL) == want;
+    ok = ok && dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED &&
+         H5Pget_chunk(dcpl, 4, cdims) == want && H5Pget_nfilters(dcpl) == 0;
+    if (ok && dense)
+        ok = dims[0] == s->n && dims[1] == (hsize_t)s->height &&
+             dims[2] == (hsize_t)s->width && dims[3] == (hsize_t)s->channels &&
+             cdims[1] == dims[1] && cdims[2] == dims[2] && cdims[3] == dims[3];
+    uint64_t cb = 0;
+    if (ok && dense)
+        ok = !__builtin_mul_overflow(
+            (uint64_t)cdims[0], (uint64_t)s->height * s->width * s->channels,
+            &cb);
+    else if (ok)
+        cb = cdims[0];
+    *chunk_bytes = cb;
+    if (t >= 0)
+        H5Tclose(t);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (!ok || cb == 0 || cb > s->file_size)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: image stream must be a chunked, unfiltered "
+                          "uint8 dataset of the shard's shape (was it "
+                          "h5repack'ed with compression?)",
+                          s->path);
+    return TDATA_OK;
 }
 
 /* Chunk file addresses of the image stream, in stream order. */
 static int _map_chunks(hid_t d, tdata_shard *s)
 {
-    hid_t dcpl = H5Dget_create_plist(d);
-    hsize_t cdims[4] = {0, 0, 0, 0};
-    int rank = H5Pget_chunk(dcpl, 4, cdims);
-    int nfilt = H5Pget_nfilters(dcpl);
-    H5Pclose(dcpl);
-    if (rank < 1 || nfilt != 0)
-        return TORUS_FAIL(TDATA_EFORMAT,
-                          "%s: image stream must be chunked and unfiltered "
-                          "(was it h5repack'ed with compression?)",
-                          s->path);
-    uint64_t row = 1;
-    for (int i = 1; i < rank; i++)
-        row *= cdims[i];
-    s->chunk_bytes = cdims[0] * row;
+    uint64_t cb;
+    int rc = _check_stream_shape(d, s, &cb);
+    if (rc)
+        return rc;
+    s->chunk_bytes = cb;
     uint64_t total = s->offsets[s->n];
-    s->nchunks = (total + s->chunk_bytes - 1) / s->chunk_bytes;
+    s->nchunks = total / cb + (total % cb != 0);
+    /* Every chunk is stored in the file: a count beyond its size is a lie. */
+    if (s->nchunks > s->file_size)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: %llu chunks in a %llu-byte file",
+                          s->path, (unsigned long long)s->nchunks,
+                          (unsigned long long)s->file_size);
     s->chunk_addr = calloc(s->nchunks ? s->nchunks : 1, sizeof(uint64_t));
+    if (!s->chunk_addr)
+        return TORUS_FAIL(TDATA_ENOMEM,
+                          "%s: no memory for %llu chunk addresses", s->path,
+                          (unsigned long long)s->nchunks);
+    uint64_t rows = s->layout == TDATA_LAYOUT_DENSE
+                        ? cb / ((uint64_t)s->height * s->width * s->channels)
+                        : cb;
     for (uint64_t c = 0; c < s->nchunks; c++) {
-        hsize_t off[4] = {c * cdims[0], 0, 0, 0};
+        hsize_t off[4] = {c * rows, 0, 0, 0};
         unsigned mask = 0;
         haddr_t addr = HADDR_UNDEF;
         hsize_t size = 0;
@@ -140,36 +173,138 @@ static int _map_chunks(hid_t d, tdata_shard *s)
     return TDATA_OK;
 }
 
+/* A required numeric attribute; the message names the shard. */
+static int _need(hid_t f, const tdata_shard *s, const char *name, hid_t type,
+                 void *v, size_t count)
+{
+    int rc = tdata_h5_attr_read(f, s->path, name, type, v, count);
+    return rc == TDATA_EMISSING ? TORUS_FAIL(TDATA_EFORMAT,
+                                             "%s: shard attribute '%s' "
+                                             "missing",
+                                             s->path, name)
+                                : rc;
+}
+
+/* An optional one (packing statistics): absent is fine, malformed is not. */
+static int _opt(hid_t f, const tdata_shard *s, const char *name, hid_t type,
+                void *v, size_t count)
+{
+    int rc = tdata_h5_attr_read(f, s->path, name, type, v, count);
+    return rc == TDATA_EMISSING ? TDATA_OK : rc;
+}
+
+/* The layout and name attributes (strings). */
+static int _load_strings(hid_t f, tdata_shard *s)
+{
+    char layout[32] = "";
+    int rc = tdata_h5_attr_str(f, s->path, "layout", layout, sizeof layout);
+    if (rc && rc != TDATA_EMISSING)
+        return rc;
+    if (layout[0] && strcmp(layout, "dense") && strcmp(layout, "encoded"))
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: unknown layout '%s'", s->path,
+                          layout);
+    s->layout = strcmp(layout, "dense") == 0 ? TDATA_LAYOUT_DENSE
+                                             : TDATA_LAYOUT_ENCODED;
+    rc = tdata_h5_attr_str(f, s->path, "split", s->split, sizeof s->split);
+    if (rc == TDATA_OK || rc == TDATA_EMISSING)
+        rc = tdata_h5_attr_str(f, s->path, "creator", s->creator,
+                               sizeof s->creator);
+    return rc == TDATA_EMISSING ? TDATA_OK : rc;
+}
+
+/* The counts, each checked against what the file can really hold: the
+ * labels dataset's extent, and one byte of unfiltered stream per image. */
+static int _load_counts(hid_t f, tdata_shard *s)
+{
+    const char *p = s->path;
+    int rc = _need(f, s, "num_images", H5T_NATIVE_UINT64, &s->n, 1);
+    if (!rc)
+        rc = _need(f, s, "num_classes", H5T_NATIVE_INT32, &s->num_classes, 1);
+    if (!rc)
+        rc = _need(f, s, "shard_index", H5T_NATIVE_INT32, &s->shard_index, 1);
+    if (!rc)
+        rc = _need(f, s, "num_shards", H5T_NATIVE_INT32, &s->num_shards, 1);
+    if (rc)
+        return rc;
+    int64_t nl = _extent_1d(f, "labels");
+    if (s->n > s->file_size || nl < 0 || (uint64_t)nl != s->n)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: num_images %llu does not match the labels "
+                          "dataset (%lld) or the file size (%llu bytes)",
+                          p, (unsigned long long)s->n, (long long)nl,
+                          (unsigned long long)s->file_size);
+    if (s->num_classes < 1 || s->num_classes > TDATA_MAX_CLASSES ||
+        s->num_shards < 1 || s->num_shards > TDATA_MAX_SHARDS ||
+        s->shard_index < 0 || s->shard_index >= s->num_shards)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: bad counts (%d classes, shard %d of %d)", p,
+                          s->num_classes, s->shard_index, s->num_shards);
+    return TDATA_OK;
+}
+
 /* The file attributes: version, layout, counts, packing statistics. */
 static int _load_attrs(hid_t f, tdata_shard *s)
 {
     const char *p = s->path;
     int32_t v32;
-    if (_get_attr(f, "torus_format_version", H5T_NATIVE_INT32, &v32) < 0)
+    int rc = tdata_h5_attr_read(f, p, "torus_format_version", H5T_NATIVE_INT32,
+                                &v32, 1);
+    if (rc)
         return TORUS_FAIL(TDATA_EFORMAT,
-                          "%s: not a torus shard (no torus_format_version)", p);
+                          "%s: not a torus shard (no usable "
+                          "torus_format_version)",
+                          p);
     s->format_version = v32;
     if (v32 > TDATA_FORMAT_VERSION)
         return TORUS_FAIL(TDATA_EVERSION,
                           "%s: shard format version %d is newer than this "
                           "reader supports (%d); update torus",
                           p, v32, TDATA_FORMAT_VERSION);
-    char layout[32];
-    _get_attr_str(f, "layout", layout, sizeof layout);
-    _get_attr_str(f, "split", s->split, sizeof s->split);
-    _get_attr_str(f, "creator", s->creator, sizeof s->creator);
-    s->layout = strcmp(layout, "dense") == 0 ? TDATA_LAYOUT_DENSE
-                                             : TDATA_LAYOUT_ENCODED;
-    if (_get_attr(f, "num_images", H5T_NATIVE_UINT64, &s->n) < 0 ||
-        _get_attr(f, "num_classes", H5T_NATIVE_INT32, &s->num_classes) < 0 ||
-        _get_attr(f, "shard_index", H5T_NATIVE_INT32, &s->shard_index) < 0 ||
-        _get_attr(f, "num_shards", H5T_NATIVE_INT32, &s->num_shards) < 0)
-        return TORUS_FAIL(TDATA_EFORMAT, "%s: shard attributes missing", p);
-    _get_attr(f, "pixel_sum", H5T_NATIVE_DOUBLE, s->pixel_sum);
-    _get_attr(f, "pixel_sumsq", H5T_NATIVE_DOUBLE, s->pixel_sumsq);
-    _get_attr(f, "pixel_count", H5T_NATIVE_DOUBLE, &s->pixel_count);
-    _get_attr(f, "num_rejected", H5T_NATIVE_INT32, &s->num_rejected);
-    _get_attr(f, "num_reencoded", H5T_NATIVE_INT32, &s->num_reencoded);
+    if ((rc = _load_strings(f, s)) || (rc = _load_counts(f, s)))
+        return rc;
+    hid_t D = H5T_NATIVE_DOUBLE, I = H5T_NATIVE_INT32;
+    if ((rc = _opt(f, s, "pixel_sum", D, s->pixel_sum, 3)) ||
+        (rc = _opt(f, s, "pixel_sumsq", D, s->pixel_sumsq, 3)) ||
+        (rc = _opt(f, s, "pixel_count", D, &s->pixel_count, 1)) ||
+        (rc = _opt(f, s, "num_rejected", I, &s->num_rejected, 1)))
+        return rc;
+    return _opt(f, s, "num_reencoded", I, &s->num_reencoded, 1);
+}
+
+/* Dense offsets: image i starts at i * H*W*C, with the shape checked
+ * against the pixel limit first so that n * image size cannot wrap. */
+static int _dense_offsets(hid_t f, tdata_shard *s)
+{
+    const char *p = s->path;
+    int32_t shape[3];
+    int rc = _need(f, s, "image_shape_hwc", H5T_NATIVE_INT32, shape, 3);
+    if (rc)
+        return rc;
+    if (shape[0] < 1 || shape[1] < 1 ||
+        (uint64_t)shape[0] * (uint64_t)shape[1] > tdata_max_pixels() ||
+        (shape[2] != 1 && shape[2] != 3))
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: image_shape_hwc %d x %d x %d is not H x W x C "
+                          "with C 1 or 3 and H*W at most %llu "
+                          "(TDATA_MAX_PIXELS)",
+                          p, shape[0], shape[1], shape[2],
+                          (unsigned long long)tdata_max_pixels());
+    s->height = shape[0];
+    s->width = shape[1];
+    s->channels = shape[2];
+    uint64_t img = (uint64_t)shape[0] * shape[1] * shape[2];
+    if (s->n > s->file_size / img)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: %llu images of %llu bytes do not fit in its "
+                          "%llu bytes",
+                          p, (unsigned long long)s->n, (unsigned long long)img,
+                          (unsigned long long)s->file_size);
+    s->offsets = malloc((s->n + 1) * sizeof *s->offsets);
+    if (!s->offsets)
+        return TORUS_FAIL(TDATA_ENOMEM, "%s: no memory for %llu offsets", p,
+                          (unsigned long long)s->n + 1);
+    for (uint64_t i = 0; i <= s->n; i++)
+        s->offsets[i] = i * img;
     return TDATA_OK;
 }
 
@@ -178,22 +313,9 @@ static int _load_attrs(hid_t f, tdata_shard *s)
 static int _load_offsets(hid_t f, tdata_shard *s)
 {
     const char *p = s->path;
-    if (s->layout == TDATA_LAYOUT_DENSE) {
-        int32_t shape[3];
-        if (_get_attr(f, "image_shape_hwc", H5T_NATIVE_INT32, shape) < 0)
-            return TORUS_FAIL(TDATA_EFORMAT,
-                              "%s: dense shard lacks "
-                              "image_shape_hwc",
-                              p);
-        s->height = shape[0];
-        s->width = shape[1];
-        s->channels = shape[2];
-        uint64_t img = (uint64_t)shape[0] * shape[1] * shape[2];
-        s->offsets = malloc((s->n + 1) * sizeof *s->offsets);
-        for (uint64_t i = 0; i <= s->n; i++)
-            s->offsets[i] = i * img;
-        return TDATA_OK;
-    }
+    if (s->layout == TDATA_LAYOUT_DENSE)
+        return _dense_offsets(f, s);
+    /* _load_counts bounded n by the file size, so n + 1 cannot wrap. */
     s->offsets = _read_1d(f, "offsets", H5T_NATIVE_UINT64, s->n + 1);
     if (!s->offsets)
         return TORUS_FAIL(TDATA_EFORMAT, "%s: bad offsets dataset", p);
@@ -203,6 +325,10 @@ static int _load_offsets(hid_t f, tdata_shard *s)
                               "%s: offsets not monotone "
                               "at %llu",
                               p, (unsigned long long)i);
+    if (s->offsets[s->n] - s->offsets[0] > s->file_size)
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: offsets span %llu bytes, more than the file", p,
+                          (unsigned long long)s->offsets[s->n]);
     return TDATA_OK;
 }
 
@@ -231,9 +357,10 @@ static int _load_stream(hid_t f, tdata_shard *s)
     if (d < 0)
         return TORUS_FAIL(TDATA_EFORMAT, "%s: no images dataset", s->path);
     hid_t sp = H5Dget_space(d);
-    hssize_t npts = H5Sget_simple_extent_npoints(sp);
-    H5Sclose(sp);
-    int rc = (uint64_t)npts == s->offsets[s->n]
+    hssize_t npts = sp < 0 ? -1 : H5Sget_simple_extent_npoints(sp);
+    if (sp >= 0)
+        H5Sclose(sp);
+    int rc = npts >= 0 && (uint64_t)npts == s->offsets[s->n]
                  ? _map_chunks(d, s)
                  : TORUS_FAIL(TDATA_EFORMAT,
                               "%s: images dataset holds %lld bytes, "
@@ -268,6 +395,8 @@ int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
     memset(s, 0, sizeof *s);
     s->fd = -1;
     s->path = strdup(path);
+    if (!s->path)
+        return TORUS_FAIL(TDATA_ENOMEM, "%s: no memory for the path", path);
     struct stat st;
     if (stat(path, &st) != 0)
         return TORUS_FAIL(
@@ -290,7 +419,8 @@ int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
     /* Every chunk must lie inside the file: catches truncation that HDF5's
      * superblock check misses (it records the end-of-file address too). */
     for (uint64_t c = 0; c < s->nchunks; c++)
-        if (s->chunk_addr[c] + s->chunk_bytes > s->file_size)
+        if (s->chunk_addr[c] > s->file_size ||
+            s->chunk_bytes > s->file_size - s->chunk_addr[c])
             return TORUS_FAIL(TDATA_ETRUNCATED,
                               "%s: truncated: chunk %llu "
                               "ends past the file's %llu bytes",

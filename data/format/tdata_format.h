@@ -43,6 +43,24 @@ uint32_t tdata_crc32c(uint32_t crc, const void *buf, size_t len);
 /* The portable table version, exposed so tests can compare both paths. */
 uint32_t tdata_crc32c_sw(uint32_t crc, const void *buf, size_t len);
 
+/* ------------------------------------------------------------ limits */
+/* Decompression-bomb limits, process-wide (docs/shard-format.md,
+ * "Limits"). An image whose header declares more pixels than
+ * tdata_max_pixels() (width x height) is refused before its decode
+ * allocates; an IDX file that expands past tdata_max_idx_bytes() bytes is
+ * refused after reading at most that many. A value set with tdata_set_*
+ * (a program's option) wins over the environment (TDATA_MAX_PIXELS,
+ * TDATA_MAX_IDX_BYTES), which wins over the default. */
+#define TDATA_MAX_PIXELS_DEFAULT    (1ull << 27) /* 134 Mpixel */
+#define TDATA_MAX_IDX_BYTES_DEFAULT (2ull << 30) /* 2 GiB */
+uint64_t tdata_max_pixels(void);
+uint64_t tdata_max_idx_bytes(void);
+void tdata_set_max_pixels(uint64_t n);
+void tdata_set_max_idx_bytes(uint64_t n);
+/* Apply the environment variables to the limits no program set; returns
+ * TDATA_EINVAL naming the variable when one is not a positive integer. */
+int tdata_limits_env(void);
+
 /* ------------------------------------------------------------ layouts */
 enum tdata_layout { TDATA_LAYOUT_ENCODED = 0, TDATA_LAYOUT_DENSE = 1 };
 

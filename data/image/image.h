@@ -60,9 +60,11 @@ void tdata_scratch_free(tdata_scratch *s);
 
 /* Resample the box [bx0,bx1) x [by0,by1) (fractional source pixels) of src
  * (sw x sh x c, rows stride bytes apart) to dst (dw x dh x c, packed) with
- * an antialiased triangle filter, which is what PIL's BILINEAR does. */
-void tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
-                  double bx0, double by0, double bx1, double by1, uint8_t *dst,
-                  int dw, int dh, tdata_scratch *s);
+ * an antialiased triangle filter, which is what PIL's BILINEAR does.
+ * Returns TDATA_OK, or TDATA_ENOMEM when the scratch memory cannot grow
+ * (dst untouched). */
+int tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
+                 double bx0, double by0, double bx1, double by1, uint8_t *dst,
+                 int dw, int dh, tdata_scratch *s);
 
 #endif

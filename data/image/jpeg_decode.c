@@ -50,13 +50,18 @@ static void _emit_message(j_common_ptr c, int level)
 
 tdata_jdec *tdata_jdec_new(void)
 {
-    tdata_jdec *d = calloc(1, sizeof *d);
+    tdata_jdec *volatile d = calloc(1, sizeof *d);
     if (!d)
         return NULL;
     d->cinfo.err = jpeg_std_error(&d->jerr);
     d->jerr.error_exit = _error_exit;
     d->jerr.emit_message = _emit_message;
     d->cinfo.client_data = d;
+    /* libjpeg reports its own allocation failure through error_exit. */
+    if (setjmp(d->jb)) {
+        free(d);
+        return NULL;
+    }
     jpeg_create_decompress(&d->cinfo);
     return d;
 }
@@ -93,6 +98,22 @@ void tdata_image_free(tdata_image *im)
     memset(im, 0, sizeof *im);
 }
 
+/* Refuse a header that declares more pixels than tdata_max_pixels(): a
+ * few hundred bytes can declare 65535 x 65535, and the decode would then
+ * allocate its full size. Called after jpeg_read_header, under setjmp. */
+static void _check_size(tdata_jdec *d)
+{
+    uint64_t px = (uint64_t)d->cinfo.image_width * d->cinfo.image_height;
+    if (px <= tdata_max_pixels())
+        return;
+    snprintf(d->msg, sizeof d->msg,
+             "JPEG declares %u x %u pixels, more than the limit of %llu "
+             "(TDATA_MAX_PIXELS, --max-pixels)",
+             (unsigned)d->cinfo.image_width, (unsigned)d->cinfo.image_height,
+             (unsigned long long)tdata_max_pixels());
+    longjmp(d->jb, 1);
+}
+
 int tdata_jpeg_header(tdata_jdec *d, const uint8_t *buf, size_t len, int *w,
                       int *h, int *colorspace, int *progressive)
 {
@@ -106,6 +127,7 @@ int tdata_jpeg_header(tdata_jdec *d, const uint8_t *buf, size_t len, int *w,
     }
     jpeg_mem_src(ci, buf, (unsigned long)len);
     jpeg_read_header(ci, TRUE);
+    _check_size(d);
     *w = (int)ci->image_width;
     *h = (int)ci->image_height;
     if (colorspace)
@@ -137,6 +159,7 @@ static int _start(tdata_jdec *d, const uint8_t *buf, size_t len, int scale_num,
     struct jpeg_decompress_struct *ci = &d->cinfo;
     jpeg_mem_src(ci, buf, (unsigned long)len);
     jpeg_read_header(ci, TRUE);
+    _check_size(d);
     int cmyk =
         ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
     ci->out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
@@ -177,15 +200,18 @@ static _box _scaled_crop(const struct jpeg_decompress_struct *ci, int x, int y,
     return b;
 }
 
-/* Decode `rows` scanlines of xw pixels into out (CMYK through d->row). */
-static void _read_rows(tdata_jdec *d, int cmyk, int rows, JDIMENSION xw,
-                       tdata_image *out)
+/* Decode `rows` scanlines of xw pixels into out (CMYK through d->row);
+ * -1 when the CMYK row cannot be allocated. */
+static int _read_rows(tdata_jdec *d, int cmyk, int rows, JDIMENSION xw,
+                      tdata_image *out)
 {
     size_t stride = (size_t)xw * 3;
     if (cmyk && d->rowcap < (size_t)xw * 4) {
         free(d->row);
-        d->rowcap = (size_t)xw * 4;
-        d->row = malloc(d->rowcap);
+        d->row = malloc((size_t)xw * 4);
+        d->rowcap = d->row ? (size_t)xw * 4 : 0;
+        if (!d->row)
+            return -1;
     }
     for (int r = 0; r < rows; r++) {
         JSAMPROW rp = cmyk ? d->row : out->px + (size_t)r * stride;
@@ -193,6 +219,7 @@ static void _read_rows(tdata_jdec *d, int cmyk, int rows, JDIMENSION xw,
         if (cmyk)
             _cmyk_row(d->row, out->px + (size_t)r * stride, (int)xw);
     }
+    return 0;
 }
 
 /* Where the decoded region lies in the ow x oh scaled image: all of it in
@@ -243,7 +270,11 @@ int tdata_jpeg_decode_region(tdata_jdec *d, const uint8_t *buf, size_t len,
     }
     if (!strict && b.y0 > 0)
         jpeg_skip_scanlines(ci, (JDIMENSION)b.y0);
-    _read_rows(d, cmyk, rows, xw, out);
+    if (_read_rows(d, cmyk, rows, xw, out) != 0) {
+        jpeg_abort_decompress(ci);
+        snprintf(d->msg, sizeof d->msg, "out of memory for a CMYK row");
+        return TDATA_ENOMEM;
+    }
     _describe(ow, oh, strict, b, xoff, xw, out);
     if (strict)
         jpeg_finish_decompress(ci); /* sees trailing-data warnings */

@@ -24,6 +24,17 @@ int tdata_png_decode(const uint8_t *buf, size_t len, tdata_image *out,
         snprintf(msg, msgn, "PNG: %s", img.message);
         return TDATA_EDECODE;
     }
+    /* A few bytes can declare 2^31 x 2^31 pixels: refuse before the
+     * buffer for them is sized. */
+    if ((uint64_t)img.width * img.height > tdata_max_pixels()) {
+        snprintf(msg, msgn,
+                 "PNG declares %u x %u pixels, more than the limit of %llu "
+                 "(TDATA_MAX_PIXELS, --max-pixels)",
+                 (unsigned)img.width, (unsigned)img.height,
+                 (unsigned long long)tdata_max_pixels());
+        png_image_free(&img);
+        return TDATA_EDECODE;
+    }
     img.format = PNG_FORMAT_RGB;
     size_t stride = PNG_IMAGE_ROW_STRIDE(img);
     if (tdata_image_reserve(out, PNG_IMAGE_BUFFER_SIZE(img, stride)) != 0) {

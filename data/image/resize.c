@@ -152,9 +152,10 @@ typedef struct _rplan {
     size_t trow;        /* floats (and bytes) per output row */
 } _rplan;
 
-_ALWAYS_INLINE void _plan(int sw, int sh, int c, double bx0, double by0,
-                          double bx1, double by1, int dw, int dh,
-                          tdata_scratch *s, _rplan *p)
+/* Returns 0, or -1 when the scratch memory cannot grow. */
+_ALWAYS_INLINE int _plan(int sw, int sh, int c, double bx0, double by0,
+                         double bx1, double by1, int dw, int dh,
+                         tdata_scratch *s, _rplan *p)
 {
     int kxcap = (int)ceil((bx1 - bx0) / dw > 1 ? (bx1 - bx0) / dw : 1) * 2 + 1;
     int kycap = (int)ceil((by1 - by0) / dh > 1 ? (by1 - by0) / dh : 1) * 2 + 1;
@@ -173,6 +174,8 @@ _ALWAYS_INLINE void _plan(int sw, int sh, int c, double bx0, double by0,
     /* Parts at 16-byte aligned offsets of one block (uintptr_t arithmetic:
      * each part is only ever accessed as its own type). */
     uintptr_t m = (uintptr_t)tdata_scratch_get(s, need);
+    if (!m)
+        return -1;
     p->wx = (float *)m;
     p->wy = (float *)(m + o_wy);
     p->fx = (int *)(m + o_fx);
@@ -190,6 +193,7 @@ _ALWAYS_INLINE void _plan(int sw, int sh, int c, double bx0, double by0,
     p->x1 = p->fx[dw - 1] + p->kx;
     if (p->x1 > sw)
         p->x1 = sw;
+    return 0;
 }
 
 /* Horizontal pass: source rows [r0, r1) into tmp as floats. */
@@ -264,15 +268,17 @@ _ALWAYS_INLINE void _vpass(uint8_t *dst, int dh, const _rplan *p)
     }
 }
 
-_ALWAYS_INLINE void _resize_body(const uint8_t *src, int sw, int sh, int stride,
-                                 int c, double bx0, double by0, double bx1,
-                                 double by1, uint8_t *dst, int dw, int dh,
-                                 tdata_scratch *s)
+_ALWAYS_INLINE int _resize_body(const uint8_t *src, int sw, int sh, int stride,
+                                int c, double bx0, double by0, double bx1,
+                                double by1, uint8_t *dst, int dw, int dh,
+                                tdata_scratch *s)
 {
     _rplan p;
-    _plan(sw, sh, c, bx0, by0, bx1, by1, dw, dh, s, &p);
+    if (_plan(sw, sh, c, bx0, by0, bx1, by1, dw, dh, s, &p))
+        return TDATA_ENOMEM;
     _hpass(src, stride, c, dw, &p);
     _vpass(dst, dh, &p);
+    return TDATA_OK;
 }
 
 /* One body, compiled twice: for AVX2 (8-float vectors in one instruction)
@@ -280,25 +286,27 @@ _ALWAYS_INLINE void _resize_body(const uint8_t *src, int sw, int sh, int stride,
  * target_clones/ifunc, which sanitizers and static links do not support.
  * No FMA, so both give bit-identical pixels. */
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void
+__attribute__((target("avx2"))) static int
 _resize_avx2(const uint8_t *src, int sw, int sh, int stride, int c, double bx0,
              double by0, double bx1, double by1, uint8_t *dst, int dw, int dh,
              tdata_scratch *s)
 {
-    _resize_body(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh, s);
+    return _resize_body(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh,
+                        s);
 }
 #endif
 
-static void _resize_plain(const uint8_t *src, int sw, int sh, int stride, int c,
-                          double bx0, double by0, double bx1, double by1,
-                          uint8_t *dst, int dw, int dh, tdata_scratch *s)
+static int _resize_plain(const uint8_t *src, int sw, int sh, int stride, int c,
+                         double bx0, double by0, double bx1, double by1,
+                         uint8_t *dst, int dw, int dh, tdata_scratch *s)
 {
-    _resize_body(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh, s);
+    return _resize_body(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh,
+                        s);
 }
 
-void tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
-                  double bx0, double by0, double bx1, double by1, uint8_t *dst,
-                  int dw, int dh, tdata_scratch *s)
+int tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
+                 double bx0, double by0, double bx1, double by1, uint8_t *dst,
+                 int dw, int dh, tdata_scratch *s)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     static int avx2 = -1;
@@ -307,11 +315,10 @@ void tdata_resize(const uint8_t *src, int sw, int sh, int stride, int c,
         v = __builtin_cpu_supports("avx2") ? 1 : 0;
         __atomic_store_n(&avx2, v, __ATOMIC_RELAXED);
     }
-    if (v) {
-        _resize_avx2(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh,
-                     s);
-        return;
-    }
+    if (v)
+        return _resize_avx2(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw,
+                            dh, s);
 #endif
-    _resize_plain(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw, dh, s);
+    return _resize_plain(src, sw, sh, stride, c, bx0, by0, bx1, by1, dst, dw,
+                         dh, s);
 }

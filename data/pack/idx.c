@@ -10,14 +10,26 @@
 #include "common/torus_error.h"
 #include "data/pack/pack.h"
 
-static uint8_t *_slurp(const char *path, size_t *len)
+/* The whole (gunzipped) file, reading at most `limit` + 1 bytes so that a
+ * small gzip bomb cannot expand into all of memory: *over is set when the
+ * file holds more than limit bytes. NULL on a read error. */
+static uint8_t *_slurp(const char *path, uint64_t limit, size_t *len, int *over)
 {
+    *over = 0;
     gzFile g = gzopen(path, "rb");
     if (!g)
         return NULL;
     size_t cap = 1 << 20, n = 0;
     uint8_t *buf = malloc(cap);
+    if (!buf) {
+        gzclose(g);
+        return NULL;
+    }
     for (;;) {
+        if (n > limit) {
+            *over = 1;
+            break;
+        }
         if (n == cap) {
             uint8_t *nb = realloc(buf, cap * 2);
             if (!nb) {
@@ -55,16 +67,29 @@ static uint32_t _be32(const uint8_t *p)
 static int _load_images(const char *images, uint8_t **im, uint32_t dims[3])
 {
     size_t ilen = 0;
-    *im = _slurp(images, &ilen);
+    int over;
+    *im = _slurp(images, tdata_max_idx_bytes(), &ilen, &over);
     if (!*im)
         return TORUS_FAIL(TDATA_EIO, "%s: cannot read (or bad gzip)", images);
+    if (over)
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "%s: expands to more than %llu bytes "
+                          "(TDATA_MAX_IDX_BYTES, --max-idx-bytes)",
+                          images, (unsigned long long)tdata_max_idx_bytes());
     if (ilen < 16 || _be32(*im) != 0x803)
         return TORUS_FAIL(TDATA_EFORMAT,
                           "%s: not an IDX image file (magic "
                           "0x00000803)",
                           images);
     uint32_t n = _be32(*im + 4), h = _be32(*im + 8), w = _be32(*im + 12);
-    if ((uint64_t)n * h * w + 16 != ilen || !h || !w || !n)
+    uint64_t total = 0;
+    if ((uint64_t)h * w > tdata_max_pixels())
+        return TORUS_FAIL(TDATA_EFORMAT,
+                          "%s: images of %u x %u pixels exceed the limit of "
+                          "%llu (--max-pixels)",
+                          images, h, w, (unsigned long long)tdata_max_pixels());
+    if (__builtin_mul_overflow((uint64_t)n, (uint64_t)h * w, &total) ||
+        total + 16 != ilen || !h || !w || !n)
         return TORUS_FAIL(TDATA_EFORMAT,
                           "%s: header says %u x %u x %u but "
                           "the file holds %zu bytes",
@@ -80,10 +105,13 @@ static int _load_images(const char *images, uint8_t **im, uint32_t dims[3])
 static int _load_labels(const char *labels, uint32_t n, uint8_t **lb)
 {
     size_t llen = 0;
-    *lb = _slurp(labels, &llen);
+    int over;
+    /* n labels of one byte, after an 8-byte header. */
+    *lb = _slurp(labels, (uint64_t)n + 8, &llen, &over);
     if (!*lb)
         return TORUS_FAIL(TDATA_EIO, "%s: cannot read labels", labels);
-    if (llen != (size_t)n + 8 || _be32(*lb) != 0x801 || _be32(*lb + 4) != n)
+    if (over || llen != (size_t)n + 8 || _be32(*lb) != 0x801 ||
+        _be32(*lb + 4) != n)
         return TORUS_FAIL(TDATA_EFORMAT,
                           "%s: not an IDX label file for %u "
                           "images",
@@ -91,35 +119,46 @@ static int _load_labels(const char *labels, uint32_t n, uint8_t **lb)
     return TDATA_OK;
 }
 
-/* Classes "0".."max label", one item per record named FILE#NNNNNNN. */
-static void _fill(tdata_pack_src *src, const char *images, uint32_t n,
-                  uint64_t bytes, const uint8_t *lab)
+/* Classes "0".."max label", one item per record named FILE#NNNNNNN.
+ * Counts are set only once their arrays exist, so tdata_pack_src_free can
+ * undo a half-filled source. */
+static int _fill(tdata_pack_src *src, const char *images, uint32_t n,
+                 uint64_t bytes, const uint8_t *lab)
 {
     int maxl = 0;
     for (uint32_t i = 0; i < n; i++)
         if (lab[i] > maxl)
             maxl = lab[i];
+    src->class_ids = calloc(maxl + 1, sizeof(char *));
+    src->class_words = calloc(maxl + 1, sizeof(char *));
+    src->items = calloc(n, sizeof *src->items);
+    if (!src->class_ids || !src->class_words || !src->items)
+        return TORUS_FAIL(TDATA_ENOMEM, "%s: no memory for %u items", images,
+                          n);
     src->num_classes = maxl + 1;
-    src->class_ids = calloc(src->num_classes, sizeof(char *));
-    src->class_words = calloc(src->num_classes, sizeof(char *));
+    src->n = src->cap = n;
+    int ok = 1;
     for (int c = 0; c < src->num_classes; c++) {
         char b[16];
         snprintf(b, sizeof b, "%d", c);
         src->class_ids[c] = strdup(b);
         src->class_words[c] = strdup("");
+        ok &= src->class_ids[c] && src->class_words[c];
     }
     const char *base = strrchr(images, '/');
     base = base ? base + 1 : images;
-    src->items = calloc(n, sizeof *src->items);
-    src->n = src->cap = n;
     for (uint32_t i = 0; i < n; i++) {
         char nm[512];
         snprintf(nm, sizeof nm, "%s#%07u", base, i);
         src->items[i].name = strdup(nm);
+        ok &= src->items[i].name != NULL;
         src->items[i].label = lab[i];
         src->items[i].bytes = bytes;
         src->items[i].rec = i;
     }
+    return ok ? TDATA_OK
+              : TORUS_FAIL(TDATA_ENOMEM, "%s: no memory for item names",
+                           images);
 }
 
 int tdata_idx_load(const char *images, const char *labels, tdata_pack_src *src)
@@ -137,7 +176,7 @@ int tdata_idx_load(const char *images, const char *labels, tdata_pack_src *src)
     src->idx_pixels = im;
     src->idx_h = (int)dims[1];
     src->idx_w = (int)dims[2];
-    _fill(src, images, dims[0], (uint64_t)dims[1] * dims[2], lb + 8);
+    rc = _fill(src, images, dims[0], (uint64_t)dims[1] * dims[2], lb + 8);
     free(lb);
-    return TDATA_OK;
+    return rc;
 }

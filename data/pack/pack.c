@@ -112,9 +112,11 @@ static void *_worker(void *arg)
         const tdata_pack_item *it = &j->items[i];
         tdata_pack_out *out = &j->out[i];
         memset(out, 0, sizeof *out);
-        if (j->src->idx_pixels) {
+        if (j->src->idx_pixels && !(out->data = malloc(j->img_bytes))) {
+            snprintf(out->why, sizeof out->why, "no memory for %zu bytes",
+                     (size_t)j->img_bytes);
+        } else if (j->src->idx_pixels) {
             out->len = j->img_bytes;
-            out->data = malloc(out->len);
             memcpy(out->data, j->src->idx_pixels + it->rec * j->img_bytes,
                    out->len);
             uint64_t s = 0, q = 0;
@@ -127,6 +129,11 @@ static void *_worker(void *arg)
                 out->sumsq[c] = q / (255.0 * 255.0);
             }
             out->count = (double)out->len;
+        } else if (!w) {
+            /* Rejected with the reason, like any image the packer cannot
+             * take: never a NULL dereference. */
+            snprintf(out->why, sizeof out->why,
+                     "no memory for a decoder in this thread");
         } else if (_read_file(it->path, &buf, &cap, &len, out->why,
                               sizeof out->why) == 0) {
             tdata_pack_image(w, buf, len, out);

@@ -31,9 +31,15 @@ struct tdata_pack_worker {
 tdata_pack_worker *tdata_pack_worker_new(const tdata_pack_opts *o)
 {
     tdata_pack_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
     w->o = o;
     w->jd = tdata_jdec_new();
     w->tj = tjInitCompress();
+    if (!w->jd || !w->tj) {
+        tdata_pack_worker_free(w);
+        return NULL;
+    }
     return w;
 }
 
@@ -42,7 +48,8 @@ void tdata_pack_worker_free(tdata_pack_worker *w)
     if (!w)
         return;
     tdata_jdec_free(w->jd);
-    tjDestroy(w->tj);
+    if (w->tj)
+        tjDestroy(w->tj);
     tdata_image_free(&w->im);
     tdata_scratch_free(&w->sc);
     free(w->rs);
@@ -76,7 +83,7 @@ static uint8_t *_rs(tdata_pack_worker *w, size_t n)
     if (w->rscap < n) {
         free(w->rs);
         w->rs = malloc(n);
-        w->rscap = n;
+        w->rscap = w->rs ? n : 0;
     }
     return w->rs;
 }
@@ -94,10 +101,14 @@ static int _encode(tdata_pack_worker *w, const uint8_t *px, int iw, int ih,
         return TDATA_EDECODE;
     }
     out->data = malloc(js);
-    memcpy(out->data, jb, js);
-    out->len = js;
+    if (out->data) {
+        memcpy(out->data, jb, js);
+        out->len = js;
+    } else {
+        snprintf(out->why, sizeof out->why, "no memory for %lu bytes", js);
+    }
     tjFree(jb);
-    return TDATA_OK;
+    return out->data ? TDATA_OK : TDATA_ENOMEM;
 }
 
 /* The scale at which a W x H image covers w x h (resize to cover). */
@@ -152,9 +163,15 @@ static int _store_dense(tdata_pack_worker *w, tdata_pack_out *out)
     size_t n = (size_t)o->dec_h * o->dec_w * 3;
     out->data = malloc(n);
     out->len = n;
-    tdata_resize(im->px, iw, ih, im->stride, 3, (iw - bw) / 2, (ih - bh) / 2,
-                 (iw + bw) / 2, (ih + bh) / 2, out->data, o->dec_w, o->dec_h,
-                 &w->sc);
+    if (!out->data || tdata_resize(im->px, iw, ih, im->stride, 3, (iw - bw) / 2,
+                                   (ih - bh) / 2, (iw + bw) / 2, (ih + bh) / 2,
+                                   out->data, o->dec_w, o->dec_h, &w->sc)) {
+        free(out->data);
+        out->data = NULL;
+        out->len = 0;
+        snprintf(out->why, sizeof out->why, "no memory to resample");
+        return TDATA_ENOMEM;
+    }
     _stats(out->data, o->dec_w, o->dec_h, o->dec_w * 3, out);
     return TDATA_OK;
 }
@@ -168,8 +185,11 @@ static int _store_resized(tdata_pack_worker *w, tdata_pack_out *out)
     int tw = iw <= ih ? N : (int)((double)iw * N / ih + 0.5);
     int th = ih < iw ? N : (int)((double)ih * N / iw + 0.5);
     uint8_t *px = _rs(w, (size_t)tw * th * 3);
-    tdata_resize(im->px, iw, ih, im->stride, 3, 0, 0, iw, ih, px, tw, th,
-                 &w->sc);
+    if (!px || tdata_resize(im->px, iw, ih, im->stride, 3, 0, 0, iw, ih, px, tw,
+                            th, &w->sc)) {
+        snprintf(out->why, sizeof out->why, "no memory to resample");
+        return TDATA_ENOMEM;
+    }
     _stats(px, tw, th, tw * 3, out);
     return _encode(w, px, tw, th, tw * 3, out);
 }
@@ -198,6 +218,10 @@ int tdata_pack_image(tdata_pack_worker *w, const uint8_t *buf, size_t len,
     if (reencode)
         return _encode(w, im->px, im->w, im->h, im->stride, out);
     out->data = malloc(len);
+    if (!out->data) {
+        snprintf(out->why, sizeof out->why, "no memory for %zu bytes", len);
+        return TDATA_ENOMEM;
+    }
     memcpy(out->data, buf, len);
     out->len = len;
     return TDATA_OK;

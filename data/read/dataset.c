@@ -68,6 +68,16 @@ static int _check_shard(const tdata_index_shard *is, const tdata_shard *s,
                           (unsigned long long)s->file_size, s->crc_of_crcs,
                           (unsigned long long)is->count,
                           (unsigned long long)is->bytes, is->crc);
+    /* The decode threads size every dense image by the index's shape and
+     * read it from the shard: the two must agree, or they read past it. */
+    if (ix->layout == TDATA_LAYOUT_DENSE &&
+        (s->height != ix->height || s->width != ix->width ||
+         s->channels != ix->channels))
+        return TORUS_FAIL(TDATA_EMISMATCH,
+                          "%s: image shape %d x %d x %d differs from the "
+                          "index's 'shape %d %d %d'",
+                          path, s->height, s->width, s->channels, ix->height,
+                          ix->width, ix->channels);
     return TDATA_OK;
 }
 
@@ -138,10 +148,14 @@ int tdata_dataset_open(const char *index_path, tdata_dataset **out)
 {
     char path[4096];
     *out = NULL;
-    int rc = _resolve(index_path, path, sizeof path);
+    int rc = tdata_limits_env();
+    if (!rc)
+        rc = _resolve(index_path, path, sizeof path);
     if (rc)
         return rc;
     tdata_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds)
+        return TORUS_FAIL(TDATA_ENOMEM, "%s: no memory for the dataset", path);
     if ((rc = tdata_index_read(path, &ds->ix))) {
         free(ds);
         return rc;
@@ -149,16 +163,24 @@ int tdata_dataset_open(const char *index_path, tdata_dataset **out)
     char *slash = strrchr(path, '/');
     ds->dir = slash ? strndup(path, (size_t)(slash - path)) : strdup(".");
     tdata_index *ix = &ds->ix;
-    if ((rc = _fd_budget(ix->num_shards, path))) {
+    if (!ds->dir)
+        rc = TORUS_FAIL(TDATA_ENOMEM, "%s: no memory for the path", path);
+    if (rc || (rc = _fd_budget(ix->num_shards, path))) {
         tdata_index_free(ix);
         free(ds->dir);
         free(ds);
         return rc;
     }
     ds->shards = calloc(ix->num_shards, sizeof *ds->shards);
-    for (int i = 0; i < ix->num_shards; i++)
-        ds->shards[i].fd = -1;
     ds->first = calloc(ix->num_shards + 1, sizeof *ds->first);
+    for (int i = 0; ds->shards && i < ix->num_shards; i++)
+        ds->shards[i].fd = -1;
+    if (!ds->shards || !ds->first) {
+        rc = TORUS_FAIL(TDATA_ENOMEM, "%s: no memory for %d shards", path,
+                        ix->num_shards);
+        tdata_dataset_close(ds);
+        return rc;
+    }
     for (int i = 0; i < ix->num_shards && rc == TDATA_OK; i++) {
         rc = _open_shard(ds, i);
         ds->first[i + 1] = ds->first[i] + ix->shards[i].count;
@@ -281,7 +303,10 @@ int tdata_dataset_relocate(tdata_dataset *ds, const char *dir)
         tdata_shard_close(&ds->shards[i]);
         ds->shards[i] = s;
     }
+    char *nd = strdup(dir);
+    if (!nd)
+        return TORUS_FAIL(TDATA_ENOMEM, "%s: no memory for the path", dir);
     free(ds->dir);
-    ds->dir = strdup(dir);
+    ds->dir = nd;
     return TDATA_OK;
 }

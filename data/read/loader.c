@@ -160,6 +160,9 @@ static int _alloc_slots(tdata_loader *l)
     int B = l->o.batch_size;
     l->depth = l->o.prefetch;
     l->slots = calloc(l->depth, sizeof *l->slots);
+    if (!l->slots)
+        return TORUS_FAIL(TDATA_ENOMEM, "no memory for %d prefetch slots",
+                          l->depth);
     for (int s = 0; s < l->depth; s++) {
         _slot *sl = &l->slots[s];
         sl->data = _alloc(l, l->sample_bytes * B);
@@ -168,7 +171,8 @@ static int _alloc_slots(tdata_loader *l)
         sl->ok = malloc(B);
         sl->raw_off = malloc(B * sizeof *sl->raw_off);
         sl->raw_len = malloc(B * sizeof *sl->raw_len);
-        if (!sl->data || !sl->labels || !sl->ids)
+        if (!sl->data || !sl->labels || !sl->ids || !sl->ok || !sl->raw_off ||
+            !sl->raw_len)
             return TORUS_FAIL(TDATA_ENOMEM,
                               "cannot allocate %zu-byte batch "
                               "buffers",
@@ -210,6 +214,8 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
     if (rc)
         return rc;
     tdata_loader *l = calloc(1, sizeof *l);
+    if (!l)
+        return TORUS_FAIL(TDATA_ENOMEM, "no memory for the loader");
     l->ds = ds;
     l->o = *o;
     l->info = in;
@@ -373,6 +379,8 @@ static void *_io_main(void *arg)
     _read *rd = malloc(l->o.batch_size * sizeof *rd);
     _group *grp = malloc(l->o.batch_size * sizeof *grp);
     pthread_mutex_lock(&l->mu);
+    if (!rd || !grp)
+        _set_fatal(l, TDATA_ENOMEM, "I/O thread: no memory for its read list");
     for (;;) {
         while (!l->quit && !l->fatal &&
                !(l->next_read < l->limit &&
@@ -504,6 +512,13 @@ static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i, char *why,
     }
     int W = l->info->width, H = l->info->height;
     int dense = l->info->layout == TDATA_LAYOUT_DENSE;
+    /* The dataset checked every shard's shape against the index; a stored
+     * size that still differs would make the resampler read past it. */
+    if (dense && len != (size_t)W * H * l->c) {
+        snprintf(why, whyn, "dense image of %zu bytes, expected %d x %d x %d",
+                 len, H, W, l->c);
+        return TDATA_EDECODE;
+    }
     if (!dense && tdata_jpeg_header(d->jd, raw, len, &W, &H, NULL, NULL)) {
         snprintf(why, whyn, "JPEG header: %s", tdata_jdec_msg(d->jd));
         return TDATA_EDECODE;
@@ -515,8 +530,12 @@ static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i, char *why,
         snprintf(why, whyn, "JPEG decode: %s", tdata_jdec_msg(d->jd));
         return TDATA_EDECODE;
     }
-    tdata_resize(rg.px, rg.w, rg.h, rg.stride, l->c, rg.bx0, rg.by0, rg.bx1,
-                 rg.by1, d->out, o->out_w, o->out_h, &d->sc);
+    if (tdata_resize(rg.px, rg.w, rg.h, rg.stride, l->c, rg.bx0, rg.by0, rg.bx1,
+                     rg.by1, d->out, o->out_w, o->out_h, &d->sc)) {
+        snprintf(why, whyn, "no memory to resample a %d x %d region", rg.w,
+                 rg.h);
+        return TDATA_ENOMEM;
+    }
     tdata_emit(d->out, o->out_w, o->out_h, l->c, cr.flip, o->order, o->dtype,
                l->scale, l->bias,
                (uint8_t *)sl->data + (size_t)i * l->sample_bytes);
@@ -578,6 +597,9 @@ static void *_dec_main(void *arg)
     d.jd = tdata_jdec_new();
     d.out = malloc((size_t)l->o.out_w * l->o.out_h * l->c);
     pthread_mutex_lock(&l->mu);
+    if (!d.jd || !d.out)
+        _set_fatal(l, TDATA_ENOMEM,
+                   "decode thread: no memory for its decoder or output");
     for (;;) {
         _slot *sl = NULL;
         for (int s = 0; s < l->depth; s++) {
@@ -586,7 +608,7 @@ static void *_dec_main(void *arg)
                 (!sl || c->seq < sl->seq))
                 sl = c;
         }
-        if (!sl) {
+        if (!sl || l->fatal) {
             if (l->quit || l->fatal)
                 break;
             pthread_cond_wait(&l->cv_dec, &l->mu);
@@ -597,10 +619,15 @@ static void *_dec_main(void *arg)
         char why[256], msg[1024];
         int rc = _decode_one(l, &d, sl, i, why, sizeof why);
         sl->ok[i] = rc == TDATA_OK;
-        if (rc)
+        if (rc == TDATA_ENOMEM)
+            snprintf(msg, sizeof msg, "decode thread: %s", why);
+        else if (rc)
             _log_bad(l, sl, i, rc, why, msg, sizeof msg);
         pthread_mutex_lock(&l->mu);
-        if (rc) {
+        if (rc == TDATA_ENOMEM) {
+            /* Not the sample's fault: stop rather than skip good data. */
+            _set_fatal(l, rc, msg);
+        } else if (rc) {
             l->st.bad++;
             if (rc == TDATA_ECRC)
                 l->st.bad_crc++;
@@ -642,6 +669,32 @@ static void _stop(tdata_loader *l)
     l->running = 0;
 }
 
+/* The I/O and decode threads. If one cannot be created, those already
+ * running are stopped and joined, and the error names the thread. */
+static int _start_threads(tdata_loader *l)
+{
+    int want = l->o.io_threads + l->o.decode_threads;
+    l->threads = calloc(want, sizeof *l->threads);
+    if (!l->threads)
+        return TORUS_FAIL(TDATA_ENOMEM, "no memory for %d loader threads",
+                          want);
+    l->nthreads = 0;
+    l->running = 1;
+    for (int t = 0; t < want; t++) {
+        int io = t < l->o.io_threads;
+        int err =
+            pthread_create(&l->threads[t], NULL, io ? _io_main : _dec_main, l);
+        if (err) {
+            _stop(l);
+            return TORUS_FAIL(
+                TDATA_ENOMEM, "cannot start loader thread %d of %d (%s): %s",
+                t + 1, want, io ? "I/O" : "decode", strerror(err));
+        }
+        l->nthreads++;
+    }
+    return TDATA_OK;
+}
+
 int tdata_loader_start(tdata_loader *l, uint64_t epoch, uint64_t sample_offset)
 {
     _stop(l);
@@ -661,13 +714,7 @@ int tdata_loader_start(tdata_loader *l, uint64_t epoch, uint64_t sample_offset)
     l->fatal = 0;
     for (int s = 0; s < l->depth; s++)
         l->slots[s].state = _FREE;
-    l->nthreads = l->o.io_threads + l->o.decode_threads;
-    l->threads = calloc(l->nthreads, sizeof *l->threads);
-    for (int t = 0; t < l->nthreads; t++)
-        pthread_create(&l->threads[t], NULL,
-                       t < l->o.io_threads ? _io_main : _dec_main, l);
-    l->running = 1;
-    return TDATA_OK;
+    return _start_threads(l);
 }
 
 const tdata_batch *tdata_loader_next(tdata_loader *l, int *err)

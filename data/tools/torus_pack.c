@@ -3,6 +3,7 @@
  * exit status. */
 #include <getopt.h>
 #include <glob.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,13 @@ static const char _help[] =
     "        --progress, --no-progress  images/s and ETA on stderr (default: "
     "on\n"
     "                            when stderr is a terminal)\n"
+    "        --max-pixels=N      refuse images that declare more than N "
+    "pixels\n"
+    "                            (width x height; default: 134217728, or\n"
+    "                            TDATA_MAX_PIXELS): decompression bombs\n"
+    "        --max-idx-bytes=BYTES  refuse IDX files that expand past BYTES "
+    "(K,\n"
+    "                            M, G; default: 2G, or TDATA_MAX_IDX_BYTES)\n"
     "        --no-index          do not write the index at the end\n"
     "        --index-only        (re)build SPLIT-index.txt from the shards in "
     "DIR\n"
@@ -172,7 +180,9 @@ enum {
     O_NOINDEX,
     O_INDEXONLY,
     O_LISTING,
-    O_LISTONLY
+    O_LISTONLY,
+    O_MAXPIX,
+    O_MAXIDX
 };
 
 static const struct option _opts[] = {
@@ -198,6 +208,8 @@ static const struct option _opts[] = {
     {"no-progress", no_argument, 0, O_NOPROG},
     {"no-index", no_argument, 0, O_NOINDEX},
     {"index-only", no_argument, 0, O_INDEXONLY},
+    {"max-pixels", required_argument, 0, O_MAXPIX},
+    {"max-idx-bytes", required_argument, 0, O_MAXIDX},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, 'V'},
     {0, 0, 0, 0}};
@@ -251,6 +263,18 @@ static int _opt_number(int c, const char *arg, void *ctx)
             return _usage("bad --quality", arg);
         o->quality = (int)v;
         return 0;
+    case O_MAXPIX:
+        if (_num(arg, 1, LONG_MAX, &v))
+            return _usage("bad --max-pixels", arg);
+        tdata_set_max_pixels((uint64_t)v);
+        return 0;
+    case O_MAXIDX: {
+        uint64_t b;
+        if (_bytes(arg, &b) || b == 0)
+            return _usage("bad --max-idx-bytes", arg);
+        tdata_set_max_idx_bytes(b);
+        return 0;
+    }
     }
     return -1;
 }
@@ -327,6 +351,9 @@ static int _parse(int argc, char **argv, _cli *cl)
         return rc;
     if (!o->output)
         return _usage("--output=DIR is required", NULL);
+    /* After the options, which win over the environment. */
+    if (tdata_limits_env())
+        return _usage(torus_error_msg(), NULL);
     return -1;
 }
 
