@@ -58,8 +58,8 @@ if [ "$part" = speed ] || [ "$part" = both ]; then
     subnet=$(srun -N1 -n1 ip -o -4 addr show scope global | awk '{print $4}' | head -1)
     mkdir -p "$base/ompi-shm"
     export OMPI_MCA_btl_tcp_if_include=$subnet OMPI_MCA_btl_vader_backing_directory=$base/ompi-shm
-    args=(--data "$DATA" --model cifar-resnet --depth 20 --batch 128 --epochs 1
-          --lr 0.2 --warmup-epochs 1 --threads 1 --print-every 5
+    args=(--data "$DATA" --model cifar-resnet --depth 20 --batch 128 --epochs 2
+          --lr 0.2 --warmup-epochs 0 --threads 1 --print-every 5
           --max-steps "${STEPS:-60}")
     : >"$W/speed-fp32.txt"; : >"$W/speed-fp16.txt"
     for r in $(seq "${ROUNDS:-2}"); do
