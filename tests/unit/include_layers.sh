@@ -35,7 +35,7 @@ trainer/comm/algo/
 trainer/comm/fusion/
 trainer/comm/bootstrap/
 trainer/engine/
-trainer/backends/dnnl/
+trainer/backends/dnnl/ trainer/backends/cuda/
 trainer/backends/
 trainer/models/
 trainer/optim/
@@ -50,6 +50,7 @@ tests/**
 # that both build on what lies below them), one group per line.
 APART='
 data/pack/ data/read/
+trainer/backends/dnnl/ trainer/backends/cuda/
 '
 
 # Known upward includes, each with the reason it is still there; remove a

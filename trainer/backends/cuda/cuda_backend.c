@@ -1,0 +1,235 @@
+/* trainer/backends/cuda/cuda_backend.c: the cuDNN/cuBLAS GPU backend:
+ * device, stream and library handles, device memory, the canonical I/O
+ * (plain copies: the backend keeps NCHW/OIHW), the optimizer ops through
+ * the multi-tensor kernels of cuda_optim.h, and the descriptor the
+ * registry lists (tcuda_backend_desc). The layers are in cuda_layers.c.
+ *
+ * Host syncs: upload, download, tensor/param I/O and sync wait for the
+ * stream (cudaStreamSynchronize, never the whole device); they serve I/O,
+ * not the step's kernels. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/torus_error.h"
+#include "trainer/backends/cuda/cuda.h"
+#include "trainer/backends/cuda/cuda_internal.h"
+
+int _tcuda_fail_rt(const char *file, int line, const char *what, int err)
+{
+    return torus_error_set_(TENG_EBACKEND, file, line, "%s: %s", what,
+                            cudaGetErrorString((cudaError_t)err));
+}
+
+int _tcuda_fail_dnn(const char *file, int line, const char *what, int st)
+{
+    return torus_error_set_(TENG_EBACKEND, file, line, "%s: %s", what,
+                            cudnnGetErrorString((cudnnStatus_t)st));
+}
+
+int _tcuda_fail_blas(const char *file, int line, const char *what, int st)
+{
+    return torus_error_set_(TENG_EBACKEND, file, line, "%s: %s", what,
+                            cublasGetStatusString((cublasStatus_t)st));
+}
+
+static void *_alloc(teng_backend *bk, size_t bytes)
+{
+    void *p = NULL;
+    /* Arenas are allocated once at compile: zero-filling them here (and
+     * waiting for it) costs nothing per step. */
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess)
+        return NULL;
+    if (cudaMemsetAsync(p, 0, bytes ? bytes : 1, _tcuda(bk)->stream) !=
+            cudaSuccess ||
+        cudaStreamSynchronize(_tcuda(bk)->stream) != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void _free(teng_backend *bk, void *p)
+{
+    /* Work queued on the arena must finish before its memory goes. */
+    cudaStreamSynchronize(_tcuda(bk)->stream);
+    cudaFree(p);
+}
+
+/* In stream order, and complete on return: the host buffer may go. */
+static int _copy(teng_backend *bk, void *dst, const void *src, size_t n,
+                 enum cudaMemcpyKind kind)
+{
+    cudaStream_t s = _tcuda(bk)->stream;
+    TCUDA_RT(cudaMemcpyAsync(dst, src, n, kind, s));
+    TCUDA_RT(cudaStreamSynchronize(s));
+    return TENG_OK;
+}
+
+static int _upload(teng_backend *bk, void *dst, const void *src, size_t n)
+{
+    return _copy(bk, dst, src, n, cudaMemcpyHostToDevice);
+}
+
+static int _download(teng_backend *bk, void *dst, const void *src, size_t n)
+{
+    return _copy(bk, dst, src, n, cudaMemcpyDeviceToHost);
+}
+
+static int _sync(teng_backend *bk)
+{
+    TCUDA_RT(cudaStreamSynchronize(_tcuda(bk)->stream));
+    return TENG_OK;
+}
+
+/* The backend layout is the canonical one: I/O is a copy. */
+static int _tensor_io(teng_backend *bk, teng_net *net, int id, int grad,
+                      float *host, int to_device)
+{
+    void *dev = grad ? net->t[id].grad : net->t[id].data;
+    size_t n = sizeof(float) * teng_tensor_count(net, id);
+    return to_device ? _upload(bk, dev, host, n) : _download(bk, host, dev, n);
+}
+
+static int _param_io(teng_backend *bk, teng_net *net, int id, void *dev,
+                     float *host, int to_device)
+{
+    size_t n = sizeof(float) * net->p[id].count;
+    return to_device ? _upload(bk, dev, host, n) : _download(bk, host, dev, n);
+}
+
+static int _optim(const teng_net *net)
+{
+    const tcuda_net *cn = net->bkstate;
+    if (!cn || !cn->optim)
+        return TORUS_FAIL(TENG_ESTATE, "cuda optimizer ops before bind");
+    return TENG_OK;
+}
+
+static int _param_sumsq(teng_backend *bk, teng_net *net, const void *buf,
+                        float *out)
+{
+    int rc = _optim(net);
+    (void)bk;
+    if (!rc)
+        rc = tcuda_optim_sumsq(((tcuda_net *)net->bkstate)->optim, buf, out);
+    return rc;
+}
+
+static int _sgd(teng_backend *bk, teng_net *net, void *vel,
+                const teng_sgd_args *a)
+{
+    int rc = _optim(net);
+    (void)bk;
+    if (!rc)
+        rc = tcuda_optim_sgd(((tcuda_net *)net->bkstate)->optim, vel, a);
+    return rc;
+}
+
+static void _destroy(teng_backend *bk)
+{
+    tcuda_impl *im = _tcuda(bk);
+    if (im) {
+        if (im->stream)
+            cudaStreamSynchronize(im->stream);
+        if (im->blas)
+            cublasDestroy(im->blas);
+        if (im->dnn)
+            cudnnDestroy(im->dnn);
+        if (im->stream)
+            cudaStreamDestroy(im->stream);
+        if (bk->opts.verbose)
+            fprintf(stderr,
+                    "cuda: convolution algorithms: %zu shapes, %zu "
+                    "lookups found, %zu asked cuDNN\n",
+                    im->algos.n, im->algos.hits, im->algos.misses);
+        tcuda_algo_free(&im->algos);
+        free(im);
+    }
+    free(bk);
+}
+
+static const teng_backend_ops _ops = {
+    .name = "cuda",
+    .host_memory = 0,
+    .destroy = _destroy,
+    .alloc = _alloc,
+    .free = _free,
+    .upload = _upload,
+    .download = _download,
+    .sync = _sync,
+    .plan = _tcuda_plan,
+    .bind = _tcuda_bind,
+    .release = _tcuda_release,
+    .forward = _tcuda_forward,
+    .backward = _tcuda_backward,
+    .bwd_reads = _tcuda_bwd_reads,
+    .grad_sum = _tcuda_grad_sum,
+    .tensor_io = _tensor_io,
+    .param_io = _param_io,
+    .param_sumsq = _param_sumsq,
+    .sgd_update = _sgd,
+    .refresh_work = NULL, /* FP32: every working copy is its master */
+};
+
+/* Device, stream, handles; the handles work on the stream. */
+static int _open(tcuda_impl *im, int device)
+{
+    TCUDA_RT(cudaSetDevice(device));
+    TCUDA_RT(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
+    TCUDA_DNN(cudnnCreate(&im->dnn));
+    TCUDA_DNN(cudnnSetStream(im->dnn, im->stream));
+    TCUDA_BLAS(cublasCreate(&im->blas));
+    TCUDA_BLAS(cublasSetStream(im->blas, im->stream));
+    /* True FP32 (no TF32): the FP32 mode is checked against oneDNN. */
+    TCUDA_BLAS(cublasSetMathMode(im->blas, CUBLAS_PEDANTIC_MATH));
+    return TENG_OK;
+}
+
+static int _create(const teng_backend_opts *opts, teng_backend **out)
+{
+    int ndev = 0;
+    teng_backend *bk = calloc(1, sizeof(*bk));
+    tcuda_impl *im = calloc(1, sizeof(*im));
+    *out = NULL;
+    if (!bk || !im) {
+        free(bk);
+        free(im);
+        return TORUS_FAIL(TENG_ENOMEM, "cuda backend: out of memory");
+    }
+    bk->ops = &_ops;
+    bk->opts = *opts;
+    bk->impl = im;
+    im->device = opts->device;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    int rc = e != cudaSuccess
+                 ? TORUS_FAIL(TENG_EBACKEND, "no usable GPU: %s",
+                              cudaGetErrorString(e))
+             : opts->device < 0 || opts->device >= ndev
+                 ? TORUS_FAIL(TENG_EINVAL,
+                              "device %d does not exist (%d visible)",
+                              opts->device, ndev)
+                 : _open(im, opts->device);
+    if (rc) {
+        _destroy(bk);
+        return torus_error_prefix(rc, "cuda backend");
+    }
+    bk->stream = im->stream;
+    *out = bk;
+    return TENG_OK;
+}
+
+static int _probe(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+static const char *const _aliases[] = {"gpu", NULL};
+
+const teng_backend_desc tcuda_backend_desc = {
+    .name = "cuda",
+    .aliases = _aliases,
+    .probe = _probe,
+    .create = _create,
+};

@@ -1,0 +1,95 @@
+/* trainer/backends/cuda/cuda_internal.h: state shared by the cuda
+ * backend's source files (cuda_backend.c: device, memory, I/O, optimizer
+ * ops; cuda_layers.c: the layers).
+ *
+ * The backend owns one device, one non-blocking stream (bk->stream) that
+ * every call of a step goes to, one cuDNN and one cuBLAS handle bound to
+ * that stream, and the convolution algorithm cache (cuda_algo.h), which
+ * outlives nets. Per net (net->bkstate) it keeps, per layer, the cuDNN
+ * descriptors and chosen algorithms built at plan, and the optimizer plan
+ * (cuda_optim.h) built at bind. Memory layout: FP32 NCHW tensors and
+ * OIHW/OI/C params, the canonical layouts, so tensor and param I/O are
+ * plain copies. */
+#ifndef TORUS_TRAINER_BACKENDS_CUDA_INTERNAL_H
+#define TORUS_TRAINER_BACKENDS_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "trainer/backends/cuda/cuda_algo.h"
+#include "trainer/backends/cuda/cuda_optim.h"
+#include "trainer/engine/backend.h"
+
+typedef struct {
+    int device;
+    cudaStream_t stream;
+    cudnnHandle_t dnn;
+    cublasHandle_t blas;
+    tcuda_algo_cache algos;
+} tcuda_impl;
+
+typedef struct {
+    cudnnTensorDescriptor_t x, y, b; /* input, output, bias/BN params */
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    cudnnPoolingDescriptor_t pool;
+    cudnnActivationDescriptor_t act;
+    tcuda_algo_val fwd, bwd, bwf; /* conv: forward, data, filter */
+    size_t ws_off[2];             /* BN: saved mean, saved 1/std */
+} tcuda_layer;
+
+typedef struct {
+    tcuda_layer *l;      /* per layer */
+    double *host_loss;   /* pinned: the loss layer's per-row losses */
+    int host_loss_n;     /* rows it holds */
+    tcuda_optim *optim;  /* from bind to release */
+} tcuda_net;
+
+static inline tcuda_impl *_tcuda(teng_backend *bk)
+{
+    return bk->impl;
+}
+
+/* Records "what: error string" (TORUS_FAIL with the caller's file:line)
+ * and returns TENG_EBACKEND. */
+int _tcuda_fail_rt(const char *file, int line, const char *what, int err);
+int _tcuda_fail_dnn(const char *file, int line, const char *what, int st);
+int _tcuda_fail_blas(const char *file, int line, const char *what, int st);
+
+#define TCUDA_RT(call)                                                  \
+    do {                                                                \
+        cudaError_t _e = (call);                                        \
+        if (_e != cudaSuccess)                                          \
+            return _tcuda_fail_rt(__FILE__, __LINE__, #call, (int)_e);  \
+    } while (0)
+#define TCUDA_DNN(call)                                                 \
+    do {                                                                \
+        cudnnStatus_t _s = (call);                                      \
+        if (_s != CUDNN_STATUS_SUCCESS)                                 \
+            return _tcuda_fail_dnn(__FILE__, __LINE__, #call, (int)_s); \
+    } while (0)
+#define TCUDA_BLAS(call)                                                 \
+    do {                                                                 \
+        cublasStatus_t _s = (call);                                      \
+        if (_s != CUBLAS_STATUS_SUCCESS)                                 \
+            return _tcuda_fail_blas(__FILE__, __LINE__, #call, (int)_s); \
+    } while (0)
+/* A kernel launcher's result (cuda_kernels.h). */
+#define TCUDA_K(call)                                                  \
+    do {                                                               \
+        int _e = (call);                                               \
+        if (_e)                                                        \
+            return _tcuda_fail_rt(__FILE__, __LINE__, #call, _e);      \
+    } while (0)
+
+/* Layer lifecycle (cuda_layers.c). */
+int _tcuda_plan(teng_backend *bk, teng_net *net, int batch);
+int _tcuda_bind(teng_backend *bk, teng_net *net);
+void _tcuda_release(teng_backend *bk, teng_net *net);
+int _tcuda_forward(teng_backend *bk, teng_net *net, int layer, int training);
+int _tcuda_backward(teng_backend *bk, teng_net *net, int layer);
+int _tcuda_grad_sum(teng_backend *bk, teng_net *net, int tensor);
+unsigned _tcuda_bwd_reads(teng_backend *bk, const teng_net *net, int layer);
+
+#endif
