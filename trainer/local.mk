@@ -73,14 +73,14 @@ TCUDA_C = \
 # (the multi-tensor kernels behind cuda_optim.h) when that is merged.
 TCUDA_CU = trainer/backends/cuda/cuda_kernels.cu \
 	trainer/backends/cuda/cuda_optim_tmp.cu
-TCUDA_CU_HEADERS = trainer/backends/cuda/cuda_kernels.h \
+TCUDA_KDEPS = trainer/backends/cuda/cuda_kernels.h \
 	trainer/backends/cuda/cuda_math.h trainer/backends/cuda/cuda_optim.h \
 	trainer/engine/engine.h common/torus_error.h
 # The algorithm cache is plain C: built everywhere (its unit test runs
 # without CUDA).
 trainer_libtorustrain_la_SOURCES += trainer/backends/cuda/cuda_algo.h \
 	trainer/backends/cuda/cuda_algo.c
-noinst_HEADERS += $(TCUDA_CU_HEADERS)
+noinst_HEADERS += $(TCUDA_KDEPS)
 EXTRA_DIST += $(TCUDA_CU)
 if HAVE_CUDNN
 trainer_libtorustrain_la_SOURCES += $(TCUDA_C)
@@ -93,7 +93,7 @@ CLEANFILES += $(TCUDA_LO) $(TCUDA_CU:.cu=.o) $(TCUDA_CU:.cu=.pic.o)
 # CUDA code is kept warning-free on both compilers).
 TCUDA_NVCC = $(NVCC_COMPILE) -Werror all-warnings \
 	-Xcompiler -Wall,-Wextra,-Werror
-$(TCUDA_LO): $(TCUDA_CU_HEADERS)
+$(TCUDA_LO): $(TCUDA_KDEPS)
 .cu.lo:
 	@$(MKDIR_P) $(@D)
 	$(AM_V_GEN)$(TCUDA_NVCC) -c $< -o $*.pic.o && \
@@ -179,3 +179,11 @@ EXTRA_DIST += tests/integration/train_dist.sh
 TESTS += tests/integration/train_cluster.sh
 EXTRA_DIST += tests/integration/train_cluster.sh tests/bench/train/fmnist_common.sh \
 	tests/bench/train/fmnist_long.sh tests/bench/train/large_batch.sh
+
+# The cuda backend's host-side parts (algorithm cache, kernel maths
+# against the host kernels): plain C, no GPU, built everywhere.
+check_PROGRAMS += tests/unit/test_cuda_host
+TESTS += tests/unit/test_cuda_host
+tests_unit_test_cuda_host_SOURCES = tests/unit/test_cuda_host.c
+tests_unit_test_cuda_host_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_cuda_host_LDADD = $(TRAINER_TEST_LDADD)
