@@ -187,3 +187,15 @@ TESTS += tests/unit/test_cuda_host
 tests_unit_test_cuda_host_SOURCES = tests/unit/test_cuda_host.c
 tests_unit_test_cuda_host_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_cuda_host_LDADD = $(TRAINER_TEST_LDADD)
+
+# The cuda backend against the oneDNN backend on a GPU (tests/gpu/run runs
+# it with --bench; here it skips without a GPU).
+if HAVE_CUDNN
+check_PROGRAMS += tests/gpu/cuda_check
+TESTS += tests/gpu/cuda_check
+tests_gpu_cuda_check_SOURCES = tests/gpu/cuda_check.c
+tests_gpu_cuda_check_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CFLAGS)
+tests_gpu_cuda_check_LDADD = trainer/libtorustrain.la $(CUDA_LIBS) -lm
+else
+EXTRA_DIST += tests/gpu/cuda_check.c
+endif

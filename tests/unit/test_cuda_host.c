@@ -15,11 +15,10 @@
 #include "trainer/engine/host_kernels.h"
 #include "trainer/engine/rng.h"
 
-static tcuda_algo_key _key(int dir, int n, int c, int hw, int k, int ks,
-                           int s)
+static tcuda_algo_key _key(int dir, int n, int c, int hw, int k, int ks, int s)
 {
-    tcuda_algo_key key = {dir, n, c, hw, hw, k, ks, ks, s, s, ks / 2, ks / 2,
-                          0,   0};
+    tcuda_algo_key key = {dir, n, c, hw,     hw,     k, ks,
+                          ks,  s, s, ks / 2, ks / 2, 0, 0};
     return key;
 }
 
@@ -36,9 +35,9 @@ START_TEST(algo_cache_keys)
     /* Every field is part of the key: change each one alone. */
     for (int f = 0; f < 14; f++) {
         tcuda_algo_key b = a;
-        int *fields[] = {&b.dir, &b.n,  &b.c,  &b.h,  &b.w,     &b.k,
-                         &b.kh,  &b.kw, &b.sh, &b.sw, &b.ph,    &b.pw,
-                         &b.dtype, &b.layout};
+        int *fields[] = {&b.dir, &b.n,  &b.c,     &b.h,     &b.w,
+                         &b.k,   &b.kh, &b.kw,    &b.sh,    &b.sw,
+                         &b.ph,  &b.pw, &b.dtype, &b.layout};
         (*fields[f])++;
         ck_assert_msg(!tcuda_algo_key_equal(&a, &b), "field %d ignored", f);
         ck_assert_msg(!tcuda_algo_get(&c, &b, &v), "field %d hit", f);

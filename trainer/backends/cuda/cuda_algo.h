@@ -22,17 +22,17 @@
 typedef enum { TCUDA_FWD, TCUDA_BWD_DATA, TCUDA_BWD_FILTER } tcuda_dir;
 
 typedef struct {
-    int dir;          /* tcuda_dir */
-    int n, c, h, w;   /* input */
-    int k, kh, kw;    /* filter */
+    int dir;        /* tcuda_dir */
+    int n, c, h, w; /* input */
+    int k, kh, kw;  /* filter */
     int sh, sw, ph, pw;
-    int dtype;        /* cudnnDataType_t */
-    int layout;       /* cudnnTensorFormat_t */
+    int dtype;  /* cudnnDataType_t */
+    int layout; /* cudnnTensorFormat_t */
 } tcuda_algo_key;
 
 typedef struct {
-    int algo;           /* the cuDNN algorithm enum of the direction */
-    size_t workspace;   /* bytes it needs */
+    int algo;         /* the cuDNN algorithm enum of the direction */
+    size_t workspace; /* bytes it needs */
 } tcuda_algo_val;
 
 typedef struct {

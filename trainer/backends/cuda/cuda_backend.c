@@ -202,14 +202,13 @@ static int _create(const teng_backend_opts *opts, teng_backend **out)
     bk->impl = im;
     im->device = opts->device;
     cudaError_t e = cudaGetDeviceCount(&ndev);
-    int rc = e != cudaSuccess
-                 ? TORUS_FAIL(TENG_EBACKEND, "no usable GPU: %s",
-                              cudaGetErrorString(e))
-             : opts->device < 0 || opts->device >= ndev
-                 ? TORUS_FAIL(TENG_EINVAL,
-                              "device %d does not exist (%d visible)",
-                              opts->device, ndev)
-                 : _open(im, opts->device);
+    int rc =
+        e != cudaSuccess ? TORUS_FAIL(TENG_EBACKEND, "no usable GPU: %s",
+                                      cudaGetErrorString(e))
+        : opts->device < 0 || opts->device >= ndev
+            ? TORUS_FAIL(TENG_EINVAL, "device %d does not exist (%d visible)",
+                         opts->device, ndev)
+            : _open(im, opts->device);
     if (rc) {
         _destroy(bk);
         return torus_error_prefix(rc, "cuda backend");

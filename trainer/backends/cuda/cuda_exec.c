@@ -34,8 +34,8 @@ static int _conv_fwd(teng_backend *bk, teng_net *net, int li)
     const teng_param *p = &net->p[l->param0];
     TCUDA_DNN(cudnnConvolutionForward(
         im->dnn, &_one, d->x, net->t[l->in[0]].data, d->w, p->work, d->conv,
-        (cudnnConvolutionFwdAlgo_t)d->fwd.algo, net->scratch,
-        d->fwd.workspace, &_zero, d->y, net->t[l->out].data));
+        (cudnnConvolutionFwdAlgo_t)d->fwd.algo, net->scratch, d->fwd.workspace,
+        &_zero, d->y, net->t[l->out].data));
     if (l->bias)
         TCUDA_DNN(cudnnAddTensor(im->dnn, &_one, d->b, p[1].work, &_one, d->y,
                                  net->t[l->out].data));
@@ -55,8 +55,8 @@ static int _conv_bwd(teng_backend *bk, teng_net *net, int li)
         (cudnnConvolutionBwdFilterAlgo_t)d->bwf.algo, net->scratch,
         d->bwf.workspace, &_zero, d->w, p->grad));
     if (l->bias)
-        TCUDA_DNN(cudnnConvolutionBackwardBias(im->dnn, &_one, d->y, dy,
-                                               &_zero, d->b, p[1].grad));
+        TCUDA_DNN(cudnnConvolutionBackwardBias(im->dnn, &_one, d->y, dy, &_zero,
+                                               d->b, p[1].grad));
     if (l->in_grad[0])
         TCUDA_DNN(cudnnConvolutionBackwardData(
             im->dnn, &_one, d->w, p->work, d->y, dy, d->conv,
@@ -107,8 +107,8 @@ static int _bn_bwd(teng_backend *bk, teng_net *net, int li)
     }
     TCUDA_DNN(cudnnBatchNormalizationBackward(
         im->dnn, CUDNN_BATCHNORM_SPATIAL, &_one, &_zero, &_one, &_zero, d->x,
-        net->t[l->in[0]].data, d->x, dy, d->x, l->in_grad[0], d->b,
-        p[0].work, p[0].grad, p[1].grad, (double)l->eps, ws + d->ws_off[0],
+        net->t[l->in[0]].data, d->x, dy, d->x, l->in_grad[0], d->b, p[0].work,
+        p[0].grad, p[1].grad, (double)l->eps, ws + d->ws_off[0],
         ws + d->ws_off[1]));
     return TENG_OK;
 }
@@ -122,8 +122,7 @@ static int _fc_fwd(teng_backend *bk, teng_net *net, int li)
     int c = (int)(_count(net, l->in[0]) / (size_t)n);
     float *y = net->t[l->out].data;
     TCUDA_BLAS(cublasSgemm(im->blas, CUBLAS_OP_T, CUBLAS_OP_N, k, n, c, &_one,
-                           p->work, c, net->t[l->in[0]].data, c, &_zero, y,
-                           k));
+                           p->work, c, net->t[l->in[0]].data, c, &_zero, y, k));
     if (l->bias)
         TCUDA_K(tcuda_k_bias_add(im->stream, y, p[1].work, n, k));
     return TENG_OK;
@@ -144,8 +143,8 @@ static int _fc_bwd(teng_backend *bk, teng_net *net, int li)
         TCUDA_K(tcuda_k_bias_grad(im->stream, dy, p[1].grad, n, k));
     if (l->in_grad[0])
         TCUDA_BLAS(cublasSgemm(im->blas, CUBLAS_OP_N, CUBLAS_OP_N, c, n, k,
-                               &_one, p->work, c, dy, k, &_zero,
-                               l->in_grad[0], c));
+                               &_one, p->work, c, dy, k, &_zero, l->in_grad[0],
+                               c));
     return TENG_OK;
 }
 
@@ -214,8 +213,8 @@ int _tcuda_forward(teng_backend *bk, teng_net *net, int li, int training)
     case TENG_L_MAXPOOL:
     case TENG_L_AVGPOOL:
     case TENG_L_GAP:
-        TCUDA_DNN(cudnnPoolingForward(im->dnn, d->pool, &_one, d->x, x,
-                                      &_zero, d->y, y));
+        TCUDA_DNN(cudnnPoolingForward(im->dnn, d->pool, &_one, d->x, x, &_zero,
+                                      d->y, y));
         return TENG_OK;
     case TENG_L_FC:
         return _fc_fwd(bk, net, li);
@@ -241,16 +240,15 @@ static int _simple_bwd(teng_backend *bk, teng_net *net, int li)
     size_t n = _count(net, l->out);
     switch (l->kind) {
     case TENG_L_RELU:
-        TCUDA_K(tcuda_k_relu_bwd(im->stream, y->data, y->grad, l->in_grad[0],
-                                 n));
+        TCUDA_K(
+            tcuda_k_relu_bwd(im->stream, y->data, y->grad, l->in_grad[0], n));
         return TENG_OK;
     case TENG_L_DROPOUT:
         if (l->p > 0.f)
             TCUDA_K(tcuda_k_dropout_bwd(im->stream, y->grad, l->in_grad[0],
                                         l->ws, n, l->p));
         else
-            TCUDA_RT(cudaMemcpyAsync(l->in_grad[0], y->grad,
-                                     sizeof(float) * n,
+            TCUDA_RT(cudaMemcpyAsync(l->in_grad[0], y->grad, sizeof(float) * n,
                                      cudaMemcpyDeviceToDevice, im->stream));
         return TENG_OK;
     default: /* pooling */
@@ -285,10 +283,9 @@ int _tcuda_backward(teng_backend *bk, teng_net *net, int li)
     case TENG_L_XENT: {
         teng_shape s = net->t[l->in[0]].shape;
         if (l->in_grad[0])
-            TCUDA_K(tcuda_k_xent(im->stream, net->t[l->in[0]].data,
-                                 net->labels, s.n, s.c, l->smoothing,
-                                 (float)net->global_batch, l->ws,
-                                 l->in_grad[0]));
+            TCUDA_K(tcuda_k_xent(
+                im->stream, net->t[l->in[0]].data, net->labels, s.n, s.c,
+                l->smoothing, (float)net->global_batch, l->ws, l->in_grad[0]));
         return TENG_OK;
     }
     default:

@@ -40,10 +40,10 @@ typedef struct {
 } tcuda_layer;
 
 typedef struct {
-    tcuda_layer *l;      /* per layer */
-    double *host_loss;   /* pinned: the loss layer's per-row losses */
-    int host_loss_n;     /* rows it holds */
-    tcuda_optim *optim;  /* from bind to release */
+    tcuda_layer *l;     /* per layer */
+    double *host_loss;  /* pinned: the loss layer's per-row losses */
+    int host_loss_n;    /* rows it holds */
+    tcuda_optim *optim; /* from bind to release */
 } tcuda_net;
 
 static inline tcuda_impl *_tcuda(teng_backend *bk)
@@ -57,11 +57,11 @@ int _tcuda_fail_rt(const char *file, int line, const char *what, int err);
 int _tcuda_fail_dnn(const char *file, int line, const char *what, int st);
 int _tcuda_fail_blas(const char *file, int line, const char *what, int st);
 
-#define TCUDA_RT(call)                                                  \
-    do {                                                                \
-        cudaError_t _e = (call);                                        \
-        if (_e != cudaSuccess)                                          \
-            return _tcuda_fail_rt(__FILE__, __LINE__, #call, (int)_e);  \
+#define TCUDA_RT(call)                                                 \
+    do {                                                               \
+        cudaError_t _e = (call);                                       \
+        if (_e != cudaSuccess)                                         \
+            return _tcuda_fail_rt(__FILE__, __LINE__, #call, (int)_e); \
     } while (0)
 #define TCUDA_DNN(call)                                                 \
     do {                                                                \
@@ -76,11 +76,11 @@ int _tcuda_fail_blas(const char *file, int line, const char *what, int st);
             return _tcuda_fail_blas(__FILE__, __LINE__, #call, (int)_s); \
     } while (0)
 /* A kernel launcher's result (cuda_kernels.h). */
-#define TCUDA_K(call)                                                  \
-    do {                                                               \
-        int _e = (call);                                               \
-        if (_e)                                                        \
-            return _tcuda_fail_rt(__FILE__, __LINE__, #call, _e);      \
+#define TCUDA_K(call)                                             \
+    do {                                                          \
+        int _e = (call);                                          \
+        if (_e)                                                   \
+            return _tcuda_fail_rt(__FILE__, __LINE__, #call, _e); \
     } while (0)
 
 /* Layer lifecycle (cuda_layers.c). */

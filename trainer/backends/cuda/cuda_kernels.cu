@@ -16,7 +16,7 @@ static unsigned _blocks(size_t n)
     return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
 }
 
-#define _FOR(i, n)                                                        \
+#define _FOR(i, n)                                                          \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
          i += (size_t)gridDim.x * blockDim.x)
 
@@ -46,8 +46,7 @@ __global__ void _relu_bwd(const float *y, const float *dy, float *dx, size_t n)
 extern "C" int tcuda_k_relu_bwd(void *stream, const float *y, const float *dy,
                                 float *dx, size_t n)
 {
-    _relu_bwd<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(y, dy, dx,
-                                                                 n);
+    _relu_bwd<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(y, dy, dx, n);
     return _launched();
 }
 
@@ -69,13 +68,12 @@ extern "C" int tcuda_k_grad_sum(void *stream, float *const *c, int nc,
         return (int)cudaErrorInvalidValue;
     for (int k = 0; k < nc; k++)
         s.c[k] = c[k];
-    _grad_sum<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(s, nc, dst,
-                                                                 n);
+    _grad_sum<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(s, nc, dst, n);
     return _launched();
 }
 
-__global__ void _dropout_fwd(const float *x, float *y, uint8_t *mask,
-                             size_t n, float p, uint64_t key, uint64_t cut)
+__global__ void _dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n,
+                             float p, uint64_t key, uint64_t cut)
 {
     _FOR(i, n)
     {
@@ -120,9 +118,9 @@ __global__ void _xent(const float *z, const int32_t *labels, int n, int k,
     }
 }
 
-extern "C" int tcuda_k_xent(void *stream, const float *z,
-                            const int32_t *labels, int n, int k, float s,
-                            float norm, double *loss, float *dz)
+extern "C" int tcuda_k_xent(void *stream, const float *z, const int32_t *labels,
+                            int n, int k, float s, float norm, double *loss,
+                            float *dz)
 {
     _xent<<<_blocks((size_t)n), _THREADS, 0, (cudaStream_t)stream>>>(
         z, labels, n, k, s, norm, loss, dz);

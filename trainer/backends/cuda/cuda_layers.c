@@ -26,7 +26,6 @@
 /* The most workspace one convolution algorithm may ask for. */
 #define _WS_MAX ((size_t)1 << 30)
 
-
 static int _einval(const char *msg)
 {
     return TORUS_FAIL(TENG_EINVAL, "%s", msg);
@@ -49,8 +48,8 @@ static int _tshape(cudnnTensorDescriptor_t *d, teng_shape s)
 /* ---- convolution algorithms: cache, else cuDNN's heuristics ---- */
 
 /* The first usable choice, preferring FP32 FMA kernels (no TF32). */
-static int _pick(int n, const int *algo, const int *status,
-                 const size_t *mem, const int *math, tcuda_algo_val *out)
+static int _pick(int n, const int *algo, const int *status, const size_t *mem,
+                 const int *math, tcuda_algo_val *out)
 {
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < n; i++)
@@ -67,16 +66,16 @@ static int _pick(int n, const int *algo, const int *status,
 #define _NPERF 16
 
 /* Asks cuDNN for direction dir of layer d; fills the arrays _pick reads. */
-#define _ASK(fn, type, ...)                                             \
-    do {                                                                \
-        type perf[_NPERF];                                              \
-        TCUDA_DNN(fn(__VA_ARGS__, _NPERF, &n, perf));                   \
-        for (int i = 0; i < n; i++) {                                   \
-            algo[i] = (int)perf[i].algo;                                \
-            status[i] = (int)perf[i].status;                            \
-            mem[i] = perf[i].memory;                                    \
-            math[i] = (int)perf[i].mathType;                            \
-        }                                                               \
+#define _ASK(fn, type, ...)                           \
+    do {                                              \
+        type perf[_NPERF];                            \
+        TCUDA_DNN(fn(__VA_ARGS__, _NPERF, &n, perf)); \
+        for (int i = 0; i < n; i++) {                 \
+            algo[i] = (int)perf[i].algo;              \
+            status[i] = (int)perf[i].status;          \
+            mem[i] = perf[i].memory;                  \
+            math[i] = (int)perf[i].mathType;          \
+        }                                             \
     } while (0)
 
 static int _ask(teng_backend *bk, tcuda_layer *d, int dir, tcuda_algo_val *out)
@@ -92,17 +91,26 @@ static int _ask(teng_backend *bk, tcuda_layer *d, int dir, tcuda_algo_val *out)
              cudnnConvolutionBwdDataAlgoPerf_t, h, d->w, d->y, d->conv, d->x);
     else
         _ASK(cudnnGetConvolutionBackwardFilterAlgorithm_v7,
-             cudnnConvolutionBwdFilterAlgoPerf_t, h, d->x, d->y, d->conv,
-             d->w);
+             cudnnConvolutionBwdFilterAlgoPerf_t, h, d->x, d->y, d->conv, d->w);
     return _pick(n, algo, status, mem, math, out);
 }
 
 static int _algo(teng_backend *bk, const teng_layer *l, teng_shape si,
                  tcuda_layer *d, int dir, tcuda_algo_val *out)
 {
-    tcuda_algo_key key = {dir,   si.n,  si.c,  si.h,  si.w,
-                          l->k,  l->kh, l->kw, l->sh, l->sw,
-                          l->ph, l->pw, (int)CUDNN_DATA_FLOAT,
+    tcuda_algo_key key = {dir,
+                          si.n,
+                          si.c,
+                          si.h,
+                          si.w,
+                          l->k,
+                          l->kh,
+                          l->kw,
+                          l->sh,
+                          l->sw,
+                          l->ph,
+                          l->pw,
+                          (int)CUDNN_DATA_FLOAT,
                           (int)CUDNN_TENSOR_NCHW};
     int rc;
     if (tcuda_algo_get(&_tcuda(bk)->algos, &key, out))
@@ -111,8 +119,9 @@ static int _algo(teng_backend *bk, const teng_layer *l, teng_shape si,
         return rc;
     if (bk->opts.verbose)
         fprintf(stderr, "cuda: %s %dx%dx%dx%d k%d %dx%d/%d: algo %d, %zu B\n",
-                dir == TCUDA_FWD ? "fwd" : dir == TCUDA_BWD_DATA ? "bwd-data"
-                                                                 : "bwd-filter",
+                dir == TCUDA_FWD        ? "fwd"
+                : dir == TCUDA_BWD_DATA ? "bwd-data"
+                                        : "bwd-filter",
                 si.n, si.c, si.h, si.w, l->k, l->kh, l->kw, l->sh, out->algo,
                 out->workspace);
     return tcuda_algo_put(&_tcuda(bk)->algos, &key, out);
@@ -128,17 +137,15 @@ static int _plan_conv(teng_backend *bk, teng_net *net, tcuda_layer *d, int li)
     if ((rc = _tshape(&d->x, si)) || (rc = _tshape(&d->y, so)))
         return rc;
     TCUDA_DNN(cudnnCreateFilterDescriptor(&d->w));
-    TCUDA_DNN(cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT,
-                                         CUDNN_TENSOR_NCHW, l->k, si.c, l->kh,
-                                         l->kw));
+    TCUDA_DNN(cudnnSetFilter4dDescriptor(
+        d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, l->k, si.c, l->kh, l->kw));
     TCUDA_DNN(cudnnCreateConvolutionDescriptor(&d->conv));
-    TCUDA_DNN(cudnnSetConvolution2dDescriptor(d->conv, l->ph, l->pw, l->sh,
-                                              l->sw, 1, 1,
-                                              CUDNN_CROSS_CORRELATION,
-                                              CUDNN_DATA_FLOAT));
+    TCUDA_DNN(cudnnSetConvolution2dDescriptor(
+        d->conv, l->ph, l->pw, l->sh, l->sw, 1, 1, CUDNN_CROSS_CORRELATION,
+        CUDNN_DATA_FLOAT));
     TCUDA_DNN(cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH));
-    TCUDA_DNN(cudnnGetConvolution2dForwardOutputDim(d->conv, d->x, d->w, &n,
-                                                    &c, &h, &w));
+    TCUDA_DNN(cudnnGetConvolution2dForwardOutputDim(d->conv, d->x, d->w, &n, &c,
+                                                    &h, &w));
     if (n != so.n || c != so.c || h != so.h || w != so.w)
         return _einval("cuDNN's convolution output shape is not the "
                        "engine's");
@@ -206,8 +213,8 @@ static int _plan_pool(tcuda_layer *d, teng_net *net, int li)
         return rc;
     TCUDA_DNN(cudnnCreatePoolingDescriptor(&d->pool));
     TCUDA_DNN(cudnnSetPooling2dDescriptor(d->pool, mode,
-                                          CUDNN_NOT_PROPAGATE_NAN, l->kh,
-                                          l->kw, l->ph, l->pw, l->sh, l->sw));
+                                          CUDNN_NOT_PROPAGATE_NAN, l->kh, l->kw,
+                                          l->ph, l->pw, l->sh, l->sw));
     return TENG_OK;
 }
 
@@ -293,7 +300,7 @@ int _tcuda_bind(teng_backend *bk, teng_net *net)
         return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     for (int i = 0; i < net->np; i++) {
         const teng_param *p = &net->p[i];
-        op[i] = (tcuda_optim_param){p->master, p->work, p->dtype,
+        op[i] = (tcuda_optim_param){p->master, p->work,   p->dtype,
                                     p->grad,   p->offset, p->count};
     }
     int rc = tcuda_optim_create(op, net->np, _tcuda(bk)->stream, &cn->optim);

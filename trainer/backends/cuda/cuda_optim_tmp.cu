@@ -22,11 +22,11 @@ struct tcuda_optim {
     tcuda_optim_param *p;
     int np;
     cudaStream_t stream;
-    float *dsum;  /* device, np */
-    float *hsum;  /* pinned, np */
+    float *dsum; /* device, np */
+    float *hsum; /* pinned, np */
 };
 
-#define _FOR(i, n)                                                        \
+#define _FOR(i, n)                                                          \
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
          i += (size_t)gridDim.x * blockDim.x)
 
@@ -94,14 +94,12 @@ extern "C" int tcuda_optim_create(const tcuda_optim_param *p, int np,
 
 extern "C" int tcuda_optim_sumsq(tcuda_optim *o, const void *buf, float *out)
 {
-    int rc = _err(cudaMemsetAsync(o->dsum, 0, sizeof(float) * o->np,
-                                  o->stream),
+    int rc = _err(cudaMemsetAsync(o->dsum, 0, sizeof(float) * o->np, o->stream),
                   "cudaMemsetAsync");
     for (int i = 0; !rc && i < o->np; i++) {
-        const float *x =
-            (const float *)((const char *)buf + o->p[i].offset);
-        _sumsq<<<_blocks(o->p[i].count), 256, 0, o->stream>>>(
-            x, o->p[i].count, o->dsum + i);
+        const float *x = (const float *)((const char *)buf + o->p[i].offset);
+        _sumsq<<<_blocks(o->p[i].count), 256, 0, o->stream>>>(x, o->p[i].count,
+                                                              o->dsum + i);
         rc = _err(cudaGetLastError(), "sum of squares kernel");
     }
     if (!rc)
