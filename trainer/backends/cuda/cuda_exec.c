@@ -197,8 +197,9 @@ int _tcuda_forward(teng_backend *bk, teng_net *net, int li, int training)
     tcuda_impl *im = _tcuda(bk);
     teng_layer *l = &net->l[li];
     tcuda_layer *d = _d(net, li);
-    void *x = l->kind == TENG_L_INPUT ? NULL : net->t[l->in[0]].data;
-    void *y = net->t[l->out].data;
+    /* The input layer has no input, the loss layer no output. */
+    void *x = l->in[0] >= 0 ? net->t[l->in[0]].data : NULL;
+    void *y = l->out >= 0 ? net->t[l->out].data : NULL;
     switch (l->kind) {
     case TENG_L_INPUT:
         return TENG_OK;
@@ -263,7 +264,7 @@ int _tcuda_backward(teng_backend *bk, teng_net *net, int li)
 {
     tcuda_impl *im = _tcuda(bk);
     teng_layer *l = &net->l[li];
-    teng_tensor *y = &net->t[l->out];
+    teng_tensor *y = l->out >= 0 ? &net->t[l->out] : NULL;
     switch (l->kind) {
     case TENG_L_INPUT:
         return TENG_OK;

@@ -196,8 +196,9 @@ static int _plan_bn(teng_backend *bk, teng_net *net, tcuda_layer *d, int li)
     l->ws_bytes = 2 * d->ws_off[1];
     /* The fused ReLU's masked gradient goes through scratch: the output
      * gradient may be shared (a residual's), so it is not masked in place. */
-    if (l->relu && x->bytes > net->scratch_bytes)
-        net->scratch_bytes = x->bytes;
+    size_t bytes = sizeof(float) * teng_tensor_count(net, l->in[0]);
+    if (l->relu && bytes > net->scratch_bytes)
+        net->scratch_bytes = bytes;
     return TENG_OK;
 }
 
