@@ -73,14 +73,14 @@ TCUDA_C = \
 # (the multi-tensor kernels behind cuda_optim.h) when that is merged.
 TCUDA_CU = trainer/backends/cuda/cuda_kernels.cu \
 	trainer/backends/cuda/cuda_optim_tmp.cu
-TCUDA_KDEPS = trainer/backends/cuda/cuda_kernels.h \
-	trainer/backends/cuda/cuda_math.h trainer/backends/cuda/cuda_optim.h \
-	trainer/engine/engine.h common/torus_error.h
+TCUDA_KHDR = trainer/backends/cuda/cuda_kernels.h \
+	trainer/backends/cuda/cuda_math.h trainer/backends/cuda/cuda_optim.h
+TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/engine.h common/torus_error.h
 # The algorithm cache is plain C: built everywhere (its unit test runs
 # without CUDA).
 trainer_libtorustrain_la_SOURCES += trainer/backends/cuda/cuda_algo.h \
 	trainer/backends/cuda/cuda_algo.c
-noinst_HEADERS += $(TCUDA_KDEPS)
+noinst_HEADERS += $(TCUDA_KHDR)
 EXTRA_DIST += $(TCUDA_CU)
 if HAVE_CUDNN
 trainer_libtorustrain_la_SOURCES += $(TCUDA_C)
