@@ -199,3 +199,11 @@ tests_gpu_cuda_check_LDADD = trainer/libtorustrain.la $(CUDA_LIBS) -lm
 else
 EXTRA_DIST += tests/gpu/cuda_check.c
 endif
+
+# The engine's placement of f16/bf16 working copies (a test backend on host
+# memory plans them; no GPU).
+check_PROGRAMS += tests/unit/test_engine_f16
+TESTS += tests/unit/test_engine_f16
+tests_unit_test_engine_f16_SOURCES = tests/unit/test_engine_f16.c
+tests_unit_test_engine_f16_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_engine_f16_LDADD = $(TRAINER_TEST_LDADD)
