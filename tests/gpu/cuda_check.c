@@ -13,8 +13,12 @@
  *   tiny-cnn  50 steps of momentum SGD with LARS on the BN-free tiny-cnn,
  *             both backends from the same weights and batches: final
  *             weights within rounding (TOL_TRAIN) of each other;
+ *   layers    the same on the FP16 mode ("cuda-fp16": fp16 activations and
+ *   fp16      weights, fp32 masters, BN and gradients of params), to
+ *             TOL_F16;
  *   resnet50  (with --bench) ResNet-50 v1.5 synthetic training at a batch,
- *             FP32: img/s and the device memory in use (informational).
+ *             FP32 and FP16: img/s and the device memory in use
+ *             (informational).
  * Exit 0 all passed, 1 a failure, 77 no usable GPU ("SKIP: reason").
  *
  * Usage: cuda_check [--bench BATCH]
@@ -35,12 +39,11 @@
 #include "trainer/optim/optim.h"
 
 #define TOL_LAYER 2e-4
+#define TOL_F16   3e-2 /* fp16 activations and weights: 11-bit mantissas */
 #define TOL_TRAIN 2e-3
 #define N         4
 #define C         8
 #define HW        9
-
-static int _failed;
 
 #define _OK(call)                                                              \
     do {                                                                       \
@@ -255,7 +258,7 @@ static int _compare(_side *g, _side *c, float *a, float *b, double *worst,
     return 0;
 }
 
-static int _layer_case(int k, teng_backend *gpu, teng_backend *cpu)
+static int _layer_case(int k, teng_backend *gpu, teng_backend *cpu, double tol)
 {
     _side g = {0}, c = {0};
     float *a = malloc(sizeof(float) * 65536),
@@ -265,7 +268,7 @@ static int _layer_case(int k, teng_backend *gpu, teng_backend *cpu)
     int rc = !a || !b || _make(&g, gpu, _cases[k].fn) ||
              _make(&c, cpu, _cases[k].fn) || _feed(&g, a) || _feed(&c, a) ||
              _compare(&g, &c, a, b, &worst, what, sizeof(what));
-    int pass = !rc && worst <= TOL_LAYER;
+    int pass = !rc && worst <= tol;
     printf("  %-18s %s  worst %.2e (%s)%s\n", _cases[k].name,
            pass ? "ok  " : "FAIL", worst, what, rc ? ": error above" : "");
     teng_net_destroy(g.net);
@@ -375,7 +378,8 @@ static double _now(void)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-static int _bench(teng_backend *gpu, int batch, char *out, size_t len)
+static int _bench(teng_backend *gpu, int batch, const char *mode, char *out,
+                  size_t len)
 {
     enum { WARM = 3, STEPS = 20 };
     tmodel_spec s = tmodel_defaults(TMODEL_RESNET50);
@@ -399,12 +403,26 @@ static int _bench(teng_backend *gpu, int batch, char *out, size_t len)
     size_t fr = 0, tot = 0;
     cudaMemGetInfo(&fr, &tot);
     if (!rc)
-        snprintf(out, len, "%.0f img/s at batch %d FP32, %.2f GiB in use",
-                 STEPS * batch / dt, batch, (double)(tot - fr) / (1 << 30));
+        snprintf(out, len, "%.0f img/s at batch %d %s, %.2f GiB in use",
+                 STEPS * batch / dt, batch, mode,
+                 (double)(tot - fr) / (1 << 30));
     _trainer_close(&g);
     free(x);
     free(y);
     return rc ? 0 : 1;
+}
+
+/* Every layer case on gpu against cpu; the row's line. */
+static int _layers_row(teng_backend *gpu, teng_backend *cpu, double tol,
+                       const char *mode, char *row, size_t len)
+{
+    int ncase = (int)(sizeof(_cases) / sizeof(_cases[0])), nok = 0;
+    printf("every layer, %s vs dnnl (tolerance %.0e):\n", mode, tol);
+    for (int k = 0; k < ncase; k++)
+        nok += _layer_case(k, gpu, cpu, tol);
+    snprintf(row, len, "%-28s %s  %d of %d layer cases within %.0e", mode,
+             nok == ncase ? "PASS" : "FAIL", nok, ncase, tol);
+    return nok == ncase;
 }
 
 int main(int argc, char **argv)
@@ -422,31 +440,37 @@ int main(int argc, char **argv)
                e != cudaSuccess ? cudaGetErrorString(e) : "no device");
         return 77;
     }
-    teng_backend *gpu = NULL, *cpu = NULL;
+    teng_backend *gpu = NULL, *g16 = NULL, *cpu = NULL;
     teng_backend_opts o = {0};
-    if (tbackends_open("cuda", &o, &gpu) || tbackends_open("dnnl", &o, &cpu)) {
+    if (tbackends_open("cuda", &o, &gpu) ||
+        tbackends_open("cuda-fp16", &o, &g16) ||
+        tbackends_open("dnnl", &o, &cpu)) {
         fprintf(stderr, "cuda_check: cannot open the backends\n");
         return 1;
     }
-    int ncase = (int)(sizeof(_cases) / sizeof(_cases[0])), nok = 0;
-    printf("every layer, cuda vs dnnl (FP32, tolerance %.0e):\n", TOL_LAYER);
-    for (int k = 0; k < ncase; k++)
-        nok += _layer_case(k, gpu, cpu);
+    char r32[160], r16[160], b32[128] = "not run (--bench BATCH)",
+                             b16[128] = "not run (--bench BATCH)";
+    int ok = _layers_row(gpu, cpu, TOL_LAYER, "layers cuda (FP32)", r32,
+                         sizeof(r32));
+    ok &= _layers_row(g16, cpu, TOL_F16, "layers cuda-fp16", r16, sizeof(r16));
     int train = _train_row(gpu, cpu);
-    char bres[128] = "not run (--bench BATCH)";
-    int bok = bench ? _bench(gpu, bench, bres, sizeof(bres)) : 1;
-    _failed = nok != ncase || !train || !bok;
-    printf("%-28s %s  %d of %d layer cases within %.0e\n",
-           "layers cuda vs dnnl", nok == ncase ? "PASS" : "FAIL", nok, ncase,
-           TOL_LAYER);
-    printf("%-28s %s  final weights within %.0e\n", "tiny-cnn 50 steps",
+    int bok32 = bench ? _bench(gpu, bench, "FP32", b32, sizeof(b32)) : 1;
+    int bok16 = bench ? _bench(g16, bench, "FP16", b16, sizeof(b16)) : 1;
+    printf("%s\n%s\n", r32, r16);
+    printf("%-28s %s  final weights within %.0e\n", "tiny-cnn 50 steps FP32",
            train ? "PASS" : "FAIL", TOL_TRAIN);
     printf("%-28s %s  %s\n", "resnet50 synthetic cuda",
-           !bench ? "SKIP"
-           : bok  ? "INFO"
-                  : "FAIL",
-           bres);
+           !bench  ? "SKIP"
+           : bok32 ? "INFO"
+                   : "FAIL",
+           b32);
+    printf("%-28s %s  %s\n", "resnet50 synthetic cuda-fp16",
+           !bench  ? "SKIP"
+           : bok16 ? "INFO"
+                   : "FAIL",
+           b16);
     teng_backend_close(gpu);
+    teng_backend_close(g16);
     teng_backend_close(cpu);
-    return _failed ? 1 : 0;
+    return ok && train && bok32 && bok16 ? 0 : 1;
 }

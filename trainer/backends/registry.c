@@ -18,6 +18,7 @@
 static const teng_backend_desc *const _table[] = {
 #ifdef TORUS_HAVE_CUDNN
     &tcuda_backend_desc,
+    &tcuda_backend_fp16_desc,
 #endif
 #ifdef TORUS_HAVE_DNNL
     &tdnnl_backend_desc,

@@ -9,5 +9,8 @@
 /* "cuda" (alias "gpu"); its probe is 1 when cudaGetDeviceCount finds a
  * device. */
 extern const teng_backend_desc tcuda_backend_desc;
+/* "cuda-fp16": fp16 activations and working copies, fp32 masters (see
+ * cuda_internal.h); never chosen by "auto". */
+extern const teng_backend_desc tcuda_backend_fp16_desc;
 
 #endif

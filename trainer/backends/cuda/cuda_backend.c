@@ -14,6 +14,7 @@
 #include "common/torus_error.h"
 #include "trainer/backends/cuda/cuda.h"
 #include "trainer/backends/cuda/cuda_internal.h"
+#include "trainer/backends/cuda/cuda_kernels.h"
 
 int _tcuda_fail_rt(const char *file, int line, const char *what, int err)
 {
@@ -82,13 +83,26 @@ static int _sync(teng_backend *bk)
     return TENG_OK;
 }
 
-/* The backend layout is the canonical one: I/O is a copy. */
+/* The backend layout is the canonical one: I/O is a copy, in FP16 mode
+ * through fp32 staging in the scratch arena's temporary region and a
+ * conversion on the device. */
 static int _tensor_io(teng_backend *bk, teng_net *net, int id, int grad,
                       float *host, int to_device)
 {
+    tcuda_impl *im = _tcuda(bk);
     void *dev = grad ? net->t[id].grad : net->t[id].data;
-    size_t n = sizeof(float) * teng_tensor_count(net, id);
-    return to_device ? _upload(bk, dev, host, n) : _download(bk, host, dev, n);
+    size_t n = teng_tensor_count(net, id);
+    float *stage = im->half ? _tcuda_tmp(net) : dev;
+    int rc;
+    if (to_device) {
+        if ((rc = _upload(bk, stage, host, sizeof(float) * n)) || !im->half)
+            return rc;
+        TCUDA_K(tcuda_k_to_f16(im->stream, stage, dev, n));
+        return _sync(bk);
+    }
+    if (im->half)
+        TCUDA_K(tcuda_k_to_f32(im->stream, dev, stage, n));
+    return _download(bk, host, stage, sizeof(float) * n);
 }
 
 static int _param_io(teng_backend *bk, teng_net *net, int id, void *dev,
@@ -123,6 +137,16 @@ static int _sgd(teng_backend *bk, teng_net *net, void *vel,
     (void)bk;
     if (!rc)
         rc = tcuda_optim_sgd(((tcuda_net *)net->bkstate)->optim, vel, a);
+    return rc;
+}
+
+/* FP16 mode: the working copies follow the masters. */
+static int _refresh(teng_backend *bk, teng_net *net)
+{
+    int rc = _optim(net);
+    (void)bk;
+    if (!rc)
+        rc = tcuda_optim_refresh(((tcuda_net *)net->bkstate)->optim);
     return rc;
 }
 
@@ -172,6 +196,29 @@ static const teng_backend_ops _ops = {
     .refresh_work = NULL, /* FP32: every working copy is its master */
 };
 
+static const teng_backend_ops _ops16 = {
+    .name = "cuda-fp16",
+    .host_memory = 0,
+    .destroy = _destroy,
+    .alloc = _alloc,
+    .free = _free,
+    .upload = _upload,
+    .download = _download,
+    .sync = _sync,
+    .plan = _tcuda_plan,
+    .bind = _tcuda_bind,
+    .release = _tcuda_release,
+    .forward = _tcuda_forward,
+    .backward = _tcuda_backward,
+    .bwd_reads = _tcuda_bwd_reads,
+    .grad_sum = _tcuda_grad_sum,
+    .tensor_io = _tensor_io,
+    .param_io = _param_io, /* masters, grads and state are fp32 */
+    .param_sumsq = _param_sumsq,
+    .sgd_update = _sgd,
+    .refresh_work = _refresh,
+};
+
 /* Device, stream, handles; the handles work on the stream. */
 static int _open(tcuda_impl *im, int device)
 {
@@ -181,12 +228,15 @@ static int _open(tcuda_impl *im, int device)
     TCUDA_DNN(cudnnSetStream(im->dnn, im->stream));
     TCUDA_BLAS(cublasCreate(&im->blas));
     TCUDA_BLAS(cublasSetStream(im->blas, im->stream));
-    /* True FP32 (no TF32): the FP32 mode is checked against oneDNN. */
-    TCUDA_BLAS(cublasSetMathMode(im->blas, CUBLAS_PEDANTIC_MATH));
+    /* FP32 mode: true FP32 (no TF32), as it is checked against oneDNN;
+     * FP16 mode: tensor cores. */
+    TCUDA_BLAS(cublasSetMathMode(im->blas, im->half ? CUBLAS_DEFAULT_MATH
+                                                    : CUBLAS_PEDANTIC_MATH));
     return TENG_OK;
 }
 
-static int _create(const teng_backend_opts *opts, teng_backend **out)
+static int _create_mode(const teng_backend_opts *opts, int half,
+                        teng_backend **out)
 {
     int ndev = 0;
     teng_backend *bk = calloc(1, sizeof(*bk));
@@ -197,10 +247,11 @@ static int _create(const teng_backend_opts *opts, teng_backend **out)
         free(im);
         return TORUS_FAIL(TENG_ENOMEM, "cuda backend: out of memory");
     }
-    bk->ops = &_ops;
+    bk->ops = half ? &_ops16 : &_ops;
     bk->opts = *opts;
     bk->impl = im;
     im->device = opts->device;
+    im->half = half;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     int rc =
         e != cudaSuccess ? TORUS_FAIL(TENG_EBACKEND, "no usable GPU: %s",
@@ -218,6 +269,16 @@ static int _create(const teng_backend_opts *opts, teng_backend **out)
     return TENG_OK;
 }
 
+static int _create(const teng_backend_opts *opts, teng_backend **out)
+{
+    return _create_mode(opts, 0, out);
+}
+
+static int _create16(const teng_backend_opts *opts, teng_backend **out)
+{
+    return _create_mode(opts, 1, out);
+}
+
 static int _probe(void)
 {
     int n = 0;
@@ -231,4 +292,11 @@ const teng_backend_desc tcuda_backend_desc = {
     .aliases = _aliases,
     .probe = _probe,
     .create = _create,
+};
+
+const teng_backend_desc tcuda_backend_fp16_desc = {
+    .name = "cuda-fp16",
+    .aliases = NULL,
+    .probe = _probe,
+    .create = _create16,
 };

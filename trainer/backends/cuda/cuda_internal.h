@@ -7,9 +7,19 @@
  * that stream, and the convolution algorithm cache (cuda_algo.h), which
  * outlives nets. Per net (net->bkstate) it keeps, per layer, the cuDNN
  * descriptors and chosen algorithms built at plan, and the optimizer plan
- * (cuda_optim.h) built at bind. Memory layout: FP32 NCHW tensors and
- * OIHW/OI/C params, the canonical layouts, so tensor and param I/O are
- * plain copies. */
+ * (cuda_optim.h) built at bind. Memory layout: NCHW tensors and OIHW/OI/C
+ * params, the canonical layouts. Two modes: FP32 (backend "cuda": every
+ * tensor and param fp32, so I/O is a plain copy) and FP16 ("cuda-fp16":
+ * activations and their gradients fp16, convolution and FC weights with
+ * fp16 working copies of their fp32 masters, tensor cores; BN parameters,
+ * statistics, every gradient of a param, and the loss in fp32; tensor I/O
+ * converts through the scratch arena).
+ *
+ * The scratch arena: [0, ws) the largest convolution workspace, then at
+ * tmp_off a temporary region (tmp_bytes) that one call at a time uses:
+ * the BN+ReLU masked gradient, the fp16 weight and bias gradients before
+ * their conversion to fp32, fp32 logits and their gradient, and the fp32
+ * staging of tensor I/O in FP16 mode. */
 #ifndef TORUS_TRAINER_BACKENDS_CUDA_INTERNAL_H
 #define TORUS_TRAINER_BACKENDS_CUDA_INTERNAL_H
 
@@ -23,6 +33,7 @@
 
 typedef struct {
     int device;
+    int half; /* FP16 mode */
     cudaStream_t stream;
     cudnnHandle_t dnn;
     cublasHandle_t blas;
@@ -44,11 +55,28 @@ typedef struct {
     double *host_loss;  /* pinned: the loss layer's per-row losses */
     int host_loss_n;    /* rows it holds */
     tcuda_optim *optim; /* from bind to release */
+    size_t tmp_off;     /* the scratch arena's temporary region */
+    size_t tmp_bytes;
 } tcuda_net;
 
 static inline tcuda_impl *_tcuda(teng_backend *bk)
 {
     return bk->impl;
+}
+
+/* Offsets inside the workspaces and the scratch arena. */
+#define TCUDA_ALIGN(n) (((n) + 255) & ~(size_t)255)
+
+/* Bytes of an activation element in the backend's mode. */
+static inline size_t _tcuda_esz(teng_backend *bk)
+{
+    return _tcuda(bk)->half ? 2 : 4;
+}
+
+/* The temporary region of the scratch arena (see above). */
+static inline void *_tcuda_tmp(const teng_net *net)
+{
+    return (char *)net->scratch + ((const tcuda_net *)net->bkstate)->tmp_off;
 }
 
 /* Records "what: error string" (TORUS_FAIL with the caller's file:line)

@@ -1,12 +1,15 @@
 /* trainer/backends/cuda/cuda_kernels.cu: the cuda backend's own kernels
- * (see cuda_kernels.h). Grid-stride loops over elements or rows; the
- * maths of each element is one call into cuda_math.h, shared with the
- * CPU tests. */
+ * (see cuda_kernels.h). Grid-stride loops over elements or rows, templated
+ * on the activation type (float, or fp16 bits in uint16_t); loads and
+ * stores convert through cuda_math.h, and the maths of each element is one
+ * call into cuda_math.h, shared with the CPU tests. */
 #include "trainer/backends/cuda/cuda_kernels.h"
 #include "trainer/backends/cuda/cuda_math.h"
 
 #include <cuda_runtime.h>
 
+/* Kernels are static: the library links other .cu objects (the optimizer
+ * kernels), and kernel names must not meet there. */
 #define _THREADS 256
 
 static unsigned _blocks(size_t n)
@@ -20,95 +23,137 @@ static unsigned _blocks(size_t n)
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
          i += (size_t)gridDim.x * blockDim.x)
 
+/* Dispatch a templated kernel on the activation type. */
+#define _LAUNCH(half, kern, n, ...)                                            \
+    do {                                                                       \
+        if (half)                                                              \
+            kern<uint16_t><<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>( \
+                __VA_ARGS__);                                                  \
+        else                                                                   \
+            kern<float><<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(    \
+                __VA_ARGS__);                                                  \
+    } while (0)
+
 static int _launched(void)
 {
     return (int)cudaGetLastError();
 }
 
-__global__ void _add(const float *a, const float *b, float *y, size_t n,
-                     int relu)
+__device__ static inline float _ld(const float *p, size_t i)
 {
-    _FOR(i, n) y[i] = tcuda_add(a[i], b[i], relu);
+    return p[i];
+}
+__device__ static inline float _ld(const uint16_t *p, size_t i)
+{
+    return tcuda_f32_from_f16(p[i]);
+}
+__device__ static inline void _st(float *p, size_t i, float v)
+{
+    p[i] = v;
+}
+__device__ static inline void _st(uint16_t *p, size_t i, float v)
+{
+    p[i] = tcuda_f16_from_f32(v);
 }
 
-extern "C" int tcuda_k_add(void *stream, const float *a, const float *b,
-                           float *y, size_t n, int relu)
+template <typename T>
+static __global__ void _add(const void *a, const void *b, void *y, size_t n, int relu)
 {
-    _add<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(a, b, y, n, relu);
+    _FOR(i, n)
+    _st((T *)y, i, tcuda_add(_ld((const T *)a, i), _ld((const T *)b, i), relu));
+}
+
+extern "C" int tcuda_k_add(void *stream, int half, const void *a, const void *b,
+                           void *y, size_t n, int relu)
+{
+    _LAUNCH(half, _add, n, a, b, y, n, relu);
     return _launched();
 }
 
-__global__ void _relu_bwd(const float *y, const float *dy, float *dx, size_t n)
+template <typename T>
+static __global__ void _relu_bwd(const void *y, const void *dy, void *dx, size_t n)
 {
-    _FOR(i, n) dx[i] = tcuda_relu_bwd(y[i], dy[i]);
+    _FOR(i, n)
+    _st((T *)dx, i,
+        tcuda_relu_bwd(_ld((const T *)y, i), _ld((const T *)dy, i)));
 }
 
-extern "C" int tcuda_k_relu_bwd(void *stream, const float *y, const float *dy,
-                                float *dx, size_t n)
+extern "C" int tcuda_k_relu_bwd(void *stream, int half, const void *y,
+                                const void *dy, void *dx, size_t n)
 {
-    _relu_bwd<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(y, dy, dx, n);
+    _LAUNCH(half, _relu_bwd, n, y, dy, dx, n);
     return _launched();
 }
 
 /* The pointers travel by value: no device array to fill per call. */
 struct _srcs {
-    const float *c[4];
+    const void *c[4];
 };
 
-__global__ void _grad_sum(_srcs s, int nc, float *dst, size_t n)
+template <typename T>
+static __global__ void _grad_sum(_srcs s, int nc, void *dst, size_t n)
 {
-    _FOR(i, n) dst[i] = tcuda_sum4(s.c, nc, i);
+    _FOR(i, n)
+    {
+        float v[4];
+        const float *vp[4] = {&v[0], &v[1], &v[2], &v[3]};
+        for (int k = 0; k < nc; k++)
+            v[k] = _ld((const T *)s.c[k], i);
+        _st((T *)dst, i, tcuda_sum4(vp, nc, 0));
+    }
 }
 
-extern "C" int tcuda_k_grad_sum(void *stream, float *const *c, int nc,
-                                float *dst, size_t n)
+extern "C" int tcuda_k_grad_sum(void *stream, int half, void *const *c, int nc,
+                                void *dst, size_t n)
 {
     _srcs s = {};
     if (nc < 1 || nc > 4)
         return (int)cudaErrorInvalidValue;
     for (int k = 0; k < nc; k++)
         s.c[k] = c[k];
-    _grad_sum<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(s, nc, dst, n);
+    _LAUNCH(half, _grad_sum, n, s, nc, dst, n);
     return _launched();
 }
 
-__global__ void _dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n,
+template <typename T>
+static __global__ void _dropout_fwd(const void *x, void *y, uint8_t *mask, size_t n,
                              float p, uint64_t key, uint64_t cut)
 {
     _FOR(i, n)
     {
         int keep = tcuda_dropout_keep(key, i, cut);
         mask[i] = (uint8_t)keep;
-        y[i] = tcuda_dropout_fwd(x[i], keep, p);
+        _st((T *)y, i, tcuda_dropout_fwd(_ld((const T *)x, i), keep, p));
     }
 }
 
-extern "C" int tcuda_k_dropout_fwd(void *stream, const float *x, float *y,
-                                   uint8_t *mask, size_t n, float p,
+extern "C" int tcuda_k_dropout_fwd(void *stream, int half, const void *x,
+                                   void *y, uint8_t *mask, size_t n, float p,
                                    uint64_t key)
 {
-    _dropout_fwd<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(
-        x, y, mask, n, p, key, tcuda_dropout_cut(p));
+    _LAUNCH(half, _dropout_fwd, n, x, y, mask, n, p, key, tcuda_dropout_cut(p));
     return _launched();
 }
 
-__global__ void _dropout_bwd(const float *dy, float *dx, const uint8_t *mask,
+template <typename T>
+static __global__ void _dropout_bwd(const void *dy, void *dx, const uint8_t *mask,
                              size_t n, float p)
 {
-    _FOR(i, n) dx[i] = tcuda_dropout_fwd(dy[i], mask[i], p);
+    _FOR(i, n)
+    _st((T *)dx, i, tcuda_dropout_fwd(_ld((const T *)dy, i), mask[i], p));
 }
 
-extern "C" int tcuda_k_dropout_bwd(void *stream, const float *dy, float *dx,
-                                   const uint8_t *mask, size_t n, float p)
+extern "C" int tcuda_k_dropout_bwd(void *stream, int half, const void *dy,
+                                   void *dx, const uint8_t *mask, size_t n,
+                                   float p)
 {
-    _dropout_bwd<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(dy, dx,
-                                                                    mask, n, p);
+    _LAUNCH(half, _dropout_bwd, n, dy, dx, mask, n, p);
     return _launched();
 }
 
 /* One thread per row: rows are few (the batch) and the row loop is the
  * host's, so the loss matches it to double rounding. */
-__global__ void _xent(const float *z, const int32_t *labels, int n, int k,
+static __global__ void _xent(const float *z, const int32_t *labels, int n, int k,
                       float s, float norm, double *loss, float *dz)
 {
     _FOR(i, (size_t)n)
@@ -127,35 +172,60 @@ extern "C" int tcuda_k_xent(void *stream, const float *z, const int32_t *labels,
     return _launched();
 }
 
-__global__ void _bias_add(float *y, const float *b, int n, int k)
+template <typename T>
+static __global__ void _bias_add(void *y, const float *b, int n, int k)
 {
-    _FOR(i, (size_t)n * k) y[i] += b[i % (size_t)k];
+    _FOR(i, (size_t)n * k)
+    _st((T *)y, i, _ld((const T *)y, i) + b[i % (size_t)k]);
 }
 
-extern "C" int tcuda_k_bias_add(void *stream, float *y, const float *b, int n,
-                                int k)
+extern "C" int tcuda_k_bias_add(void *stream, int half, void *y, const float *b,
+                                int n, int k)
 {
-    _bias_add<<<_blocks((size_t)n * k), _THREADS, 0, (cudaStream_t)stream>>>(
-        y, b, n, k);
+    _LAUNCH(half, _bias_add, (size_t)n * k, y, b, n, k);
     return _launched();
 }
 
 /* One thread per output column, summing down the rows in order. */
-__global__ void _bias_grad(const float *dy, float *db, int n, int k)
+template <typename T>
+static __global__ void _bias_grad(const void *dy, float *db, int n, int k)
 {
     _FOR(j, (size_t)k)
     {
         float s = 0.0f;
         for (int i = 0; i < n; i++)
-            s += dy[(size_t)i * k + j];
+            s += _ld((const T *)dy, (size_t)i * k + j);
         db[j] = s;
     }
 }
 
-extern "C" int tcuda_k_bias_grad(void *stream, const float *dy, float *db,
-                                 int n, int k)
+extern "C" int tcuda_k_bias_grad(void *stream, int half, const void *dy,
+                                 float *db, int n, int k)
 {
-    _bias_grad<<<_blocks((size_t)k), _THREADS, 0, (cudaStream_t)stream>>>(
-        dy, db, n, k);
+    _LAUNCH(half, _bias_grad, (size_t)k, dy, db, n, k);
+    return _launched();
+}
+
+static __global__ void _to_f16(const float *src, uint16_t *dst, size_t n)
+{
+    _FOR(i, n) dst[i] = tcuda_f16_from_f32(src[i]);
+}
+
+static __global__ void _to_f32(const uint16_t *src, float *dst, size_t n)
+{
+    _FOR(i, n) dst[i] = tcuda_f32_from_f16(src[i]);
+}
+
+extern "C" int tcuda_k_to_f16(void *stream, const float *src, uint16_t *dst,
+                              size_t n)
+{
+    _to_f16<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(src, dst, n);
+    return _launched();
+}
+
+extern "C" int tcuda_k_to_f32(void *stream, const uint16_t *src, float *dst,
+                              size_t n)
+{
+    _to_f32<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(src, dst, n);
     return _launched();
 }

@@ -7,7 +7,7 @@
  * It honours cuda_optim.h's contract except "a fixed, small number of
  * kernels": it launches one kernel per param (sums of squares by atomic
  * fp32 adds, then one wait), which is correct but slow for 161 tensors.
- * FP32 working copies only (TENG_F32). */
+ * Working copies in fp32 (the master itself) or fp16 (TENG_F16). */
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +16,7 @@
 extern "C" {
 #include "common/torus_error.h"
 }
+#include "trainer/backends/cuda/cuda_math.h"
 #include "trainer/backends/cuda/cuda_optim.h"
 
 struct tcuda_optim {
@@ -36,14 +37,14 @@ static unsigned _blocks(size_t n)
     return (unsigned)(b < 1 ? 1 : b > 4096 ? 4096 : b);
 }
 
-__global__ void _sumsq(const float *x, size_t n, float *out)
+static __global__ void _sumsq(const float *x, size_t n, float *out)
 {
     float s = 0.0f;
     _FOR(i, n) s += x[i] * x[i];
     atomicAdd(out, s);
 }
 
-__global__ void _sgd(float *w, const float *g, float *v, size_t n, float lr,
+static __global__ void _sgd(float *w, const float *g, float *v, size_t n, float lr,
                      float momentum, float wd)
 {
     _FOR(i, n)
@@ -52,6 +53,11 @@ __global__ void _sgd(float *w, const float *g, float *v, size_t n, float lr,
         v[i] = vi;
         w[i] -= vi;
     }
+}
+
+static __global__ void _to_f16(const float *w, uint16_t *h, size_t n)
+{
+    _FOR(i, n) h[i] = tcuda_f16_from_f32(w[i]);
 }
 
 static int _err(cudaError_t e, const char *what)
@@ -73,9 +79,9 @@ extern "C" int tcuda_optim_create(const tcuda_optim_param *p, int np,
     o->p = (tcuda_optim_param *)calloc((size_t)np + 1, sizeof(*p));
     int rc = o->p ? TENG_OK : TORUS_FAIL(TENG_ENOMEM, "out of memory");
     for (int i = 0; !rc && i < np; i++)
-        if (p[i].work_dtype != TENG_F32)
+        if (p[i].work_dtype != TENG_F32 && p[i].work_dtype != TENG_F16)
             rc = TORUS_FAIL(TENG_EINVAL, "temporary optimizer kernels: fp32 "
-                                         "working copies only");
+                                         "or fp16 working copies only");
     if (!rc) {
         memcpy(o->p, p, sizeof(*p) * (size_t)np);
         rc = _err(cudaMalloc((void **)&o->dsum, sizeof(float) * (np + 1)),
@@ -113,6 +119,17 @@ extern "C" int tcuda_optim_sumsq(tcuda_optim *o, const void *buf, float *out)
     return rc;
 }
 
+/* Param i's fp16 working copy := its rounded master. */
+static int _refresh_one(tcuda_optim *o, int i)
+{
+    const tcuda_optim_param *p = &o->p[i];
+    if (p->work_dtype == TENG_F32)
+        return TENG_OK;
+    _to_f16<<<_blocks(p->count), 256, 0, o->stream>>>(
+        p->master, (uint16_t *)p->work, p->count);
+    return _err(cudaGetLastError(), "working copy kernel");
+}
+
 extern "C" int tcuda_optim_sgd(tcuda_optim *o, void *vel,
                                const teng_sgd_args *a)
 {
@@ -122,7 +139,7 @@ extern "C" int tcuda_optim_sgd(tcuda_optim *o, void *vel,
             p->master, p->grad, (float *)((char *)vel + p->offset), p->count,
             a[i].lr, a[i].momentum, a[i].wd);
         int rc = _err(cudaGetLastError(), "SGD kernel");
-        if (rc)
+        if (rc || (rc = _refresh_one(o, i)))
             return rc;
     }
     return TENG_OK;
@@ -130,7 +147,11 @@ extern "C" int tcuda_optim_sgd(tcuda_optim *o, void *vel,
 
 extern "C" int tcuda_optim_refresh(tcuda_optim *o)
 {
-    (void)o; /* fp32 only: every working copy is its master */
+    for (int i = 0; i < o->np; i++) {
+        int rc = _refresh_one(o, i);
+        if (rc)
+            return rc;
+    }
     return TENG_OK;
 }
 
