@@ -184,7 +184,8 @@ EXTRA_DIST += tests/integration/train_cluster.sh tests/bench/train/fmnist_common
 # against the host kernels): plain C, no GPU, built everywhere.
 check_PROGRAMS += tests/unit/test_cuda_host
 TESTS += tests/unit/test_cuda_host
-tests_unit_test_cuda_host_SOURCES = tests/unit/test_cuda_host.c
+tests_unit_test_cuda_host_SOURCES = tests/unit/test_cuda_host.c \
+	tests/unit/layer_harness.c tests/unit/layer_harness.h
 tests_unit_test_cuda_host_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_cuda_host_LDADD = $(TRAINER_TEST_LDADD)
 
@@ -204,6 +205,7 @@ endif
 # memory plans them; no GPU).
 check_PROGRAMS += tests/unit/test_engine_f16
 TESTS += tests/unit/test_engine_f16
-tests_unit_test_engine_f16_SOURCES = tests/unit/test_engine_f16.c
+tests_unit_test_engine_f16_SOURCES = tests/unit/test_engine_f16.c \
+	tests/unit/layer_harness.c tests/unit/layer_harness.h
 tests_unit_test_engine_f16_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_engine_f16_LDADD = $(TRAINER_TEST_LDADD)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/unit/layer_harness.h"
 #include "trainer/backends/cuda/cuda_algo.h"
 #include "trainer/backends/cuda/cuda_math.h"
 #include "trainer/engine/host_kernels.h"
@@ -170,8 +171,8 @@ START_TEST(fp16_conversions)
         uint16_t rb, got = tcuda_f16_from_f32(f);
         memcpy(&rb, &ref, 2);
         /* ck_assert per value is too slow for this many: test, then say. */
-        int ok = isnan(f) ? (got & 0x7c00) == 0x7c00 && (got & 0x3ff)
-                          : got == rb;
+        int ok =
+            isnan(f) ? (got & 0x7c00) == 0x7c00 && (got & 0x3ff) : got == rb;
         if (!ok)
             ck_abort_msg("%a (%08x) -> %04x, want %04x", f, u, got, rb);
     }
@@ -189,9 +190,5 @@ int main(void)
     tcase_add_test(tc, elementwise_maths);
     tcase_add_test(tc, fp16_conversions);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return lh_run(s);
 }

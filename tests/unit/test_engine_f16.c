@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/unit/layer_harness.h"
 #include "trainer/engine/backend.h"
 #include "trainer/engine/engine.h"
 #include "trainer/engine/graph.h"
@@ -227,9 +228,5 @@ int main(void)
     tcase_add_loop_test(tc, places_working_copies, 0, 2);
     tcase_add_test(tc, refuses_without_refresh);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return lh_run(s);
 }

@@ -196,29 +196,6 @@ static const teng_backend_ops _ops = {
     .refresh_work = NULL, /* FP32: every working copy is its master */
 };
 
-static const teng_backend_ops _ops16 = {
-    .name = "cuda-fp16",
-    .host_memory = 0,
-    .destroy = _destroy,
-    .alloc = _alloc,
-    .free = _free,
-    .upload = _upload,
-    .download = _download,
-    .sync = _sync,
-    .plan = _tcuda_plan,
-    .bind = _tcuda_bind,
-    .release = _tcuda_release,
-    .forward = _tcuda_forward,
-    .backward = _tcuda_backward,
-    .bwd_reads = _tcuda_bwd_reads,
-    .grad_sum = _tcuda_grad_sum,
-    .tensor_io = _tensor_io,
-    .param_io = _param_io, /* masters, grads and state are fp32 */
-    .param_sumsq = _param_sumsq,
-    .sgd_update = _sgd,
-    .refresh_work = _refresh,
-};
-
 /* Device, stream, handles; the handles work on the stream. */
 static int _open(tcuda_impl *im, int device)
 {
@@ -247,7 +224,13 @@ static int _create_mode(const teng_backend_opts *opts, int half,
         free(im);
         return TORUS_FAIL(TENG_ENOMEM, "cuda backend: out of memory");
     }
-    bk->ops = half ? &_ops16 : &_ops;
+    /* The FP16 mode's ops: FP32's, with the working copies refreshed. */
+    im->ops = _ops;
+    if (half) {
+        im->ops.name = "cuda-fp16";
+        im->ops.refresh_work = _refresh;
+    }
+    bk->ops = &im->ops;
     bk->opts = *opts;
     bk->impl = im;
     im->device = opts->device;

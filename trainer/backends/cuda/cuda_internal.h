@@ -32,6 +32,7 @@
 #include "trainer/engine/backend.h"
 
 typedef struct {
+    teng_backend_ops ops; /* the mode's: FP16 adds refresh_work */
     int device;
     int half; /* FP16 mode */
     cudaStream_t stream;
