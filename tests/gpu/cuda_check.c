@@ -15,13 +15,15 @@
  *             weights within rounding (TOL_TRAIN) of each other;
  *   layers    the same on the FP16 mode ("cuda-fp16": fp16 activations and
  *   fp16      weights, fp32 masters, BN and gradients of params), to
- *             TOL_F16;
+ *             TOL_F16, or with at most OUTLIERS_F16 of the elements past
+ *             it (ReLU inputs that round across zero);
  *   resnet50  (with --bench) ResNet-50 v1.5 synthetic training at a batch,
  *             FP32 and FP16: img/s and the device memory in use
  *             (informational).
  * Exit 0 all passed, 1 a failure, 77 no usable GPU ("SKIP: reason").
  *
- * Usage: cuda_check [--bench BATCH]
+ * Usage: cuda_check [--bench BATCH | --self NAME]   (--self: NAME, e.g.
+ * dnnl, in place of both cuda modes: checks this program on any machine)
  */
 #include "config.h"
 
@@ -32,25 +34,27 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/torus_error.h"
 #include "trainer/backends/backends.h"
 #include "trainer/engine/engine.h"
 #include "trainer/engine/rng.h"
 #include "trainer/models/models.h"
 #include "trainer/optim/optim.h"
 
-#define TOL_LAYER 2e-4
-#define TOL_F16   3e-2 /* fp16 activations and weights: 11-bit mantissas */
-#define TOL_TRAIN 2e-3
-#define N         4
-#define C         8
-#define HW        9
+#define TOL_LAYER    2e-4
+#define TOL_F16      3e-2  /* fp16 activations and weights: 11-bit mantissas */
+#define OUTLIERS_F16 0.005 /* fraction of elements past TOL_F16 */
+#define TOL_TRAIN    2e-3
+#define N            4
+#define C            8
+#define HW           9
 
 #define _OK(call)                                                              \
     do {                                                                       \
         int _rc = (call);                                                      \
         if (_rc < 0) {                                                         \
             fprintf(stderr, "cuda_check: %s:%d: %s: %s\n", __FILE__, __LINE__, \
-                    #call, teng_strerror(_rc));                                \
+                    #call, torus_error_msg());                                 \
             return -1;                                                         \
         }                                                                      \
     } while (0)
@@ -63,6 +67,30 @@ static void _fill(float *v, size_t n, uint64_t seed, float lo, float hi)
         v[i] = lo + (hi - lo) * teng_rng_uniform(&r);
 }
 
+/* Distinct values that fp16 holds exactly, (j - n/2) / 512 for j a
+ * permutation of 0..n-1: no ties for max pooling and no rounding of the
+ * input in either mode. */
+static void _fill_exact(float *v, size_t n, uint64_t seed)
+{
+    teng_rng r;
+    teng_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++)
+        v[i] = ((float)i - (float)(n / 2)) / 512.0f;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(teng_rng_next(&r) % (i + 1));
+        float t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
+/* Elements whose error is above _tol times their array's largest
+ * reference magnitude, out of _seen, since the last reset: FP16 passes
+ * with a few of them (a ReLU whose input rounds across zero passes or
+ * stops a whole gradient), FP32 with none. */
+static size_t _bad, _seen;
+static double _tol;
+
 /* max |a - b| / max(max |b|, tiny): the error against the reference b. */
 static double _err(const float *a, const float *b, size_t n)
 {
@@ -72,6 +100,11 @@ static double _err(const float *a, const float *b, size_t n)
         d = e > d || isnan(e) ? e : d;
         m = fabs(b[i]) > m ? fabs(b[i]) : m;
     }
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        _bad += e > _tol * m || isnan(e);
+    }
+    _seen += n;
     return d / m;
 }
 
@@ -132,8 +165,8 @@ static int _fc(teng_net *n, int x, int *l)
 static int _add(teng_net *n, int x, int *l)
 {
     (void)l;
-    return teng_add_residual(n, "a", x, teng_add_conv(n, "c", x, C, 3, 1, 1, 0),
-                             0);
+    return teng_add_residual(n, "a", teng_add_conv(n, "c", x, C, 3, 1, 1, 0),
+                             teng_add_conv(n, "d", x, C, 1, 1, 0, 0), 0);
 }
 static int _addrelu(teng_net *n, int x, int *l)
 {
@@ -201,7 +234,7 @@ static int _feed(_side *s, float *buf)
               gamma ? 1.5f : 0.5f);
         _OK(teng_param_write(s->net, i, 0, buf));
     }
-    _fill(buf, teng_tensor_count(s->net, s->x), 7, -2.f, 2.f);
+    _fill_exact(buf, teng_tensor_count(s->net, s->x), 7);
     _OK(teng_net_set_input(s->net, buf));
     if (s->loss >= 0) {
         int32_t lab[N] = {3, 0, 9, 3};
@@ -258,19 +291,24 @@ static int _compare(_side *g, _side *c, float *a, float *b, double *worst,
     return 0;
 }
 
-static int _layer_case(int k, teng_backend *gpu, teng_backend *cpu, double tol)
+static int _layer_case(int k, teng_backend *gpu, teng_backend *cpu, double tol,
+                       double outliers)
 {
     _side g = {0}, c = {0};
     float *a = malloc(sizeof(float) * 65536),
           *b = malloc(sizeof(float) * 65536);
     double worst = -1.0;
     char what[64] = "-";
+    _tol = tol;
+    _bad = _seen = 0;
     int rc = !a || !b || _make(&g, gpu, _cases[k].fn) ||
              _make(&c, cpu, _cases[k].fn) || _feed(&g, a) || _feed(&c, a) ||
              _compare(&g, &c, a, b, &worst, what, sizeof(what));
-    int pass = !rc && worst <= tol;
-    printf("  %-18s %s  worst %.2e (%s)%s\n", _cases[k].name,
-           pass ? "ok  " : "FAIL", worst, what, rc ? ": error above" : "");
+    int pass = !rc && (worst <= tol ||
+                       (!isnan(worst) && _bad <= outliers * (double)_seen));
+    printf("  %-18s %s  worst %.2e (%s), %zu of %zu above%s\n", _cases[k].name,
+           pass ? "ok  " : "FAIL", worst, what, _bad, _seen,
+           rc ? ": error above" : "");
     teng_net_destroy(g.net);
     teng_net_destroy(c.net);
     free(a);
@@ -414,12 +452,12 @@ static int _bench(teng_backend *gpu, int batch, const char *mode, char *out,
 
 /* Every layer case on gpu against cpu; the row's line. */
 static int _layers_row(teng_backend *gpu, teng_backend *cpu, double tol,
-                       const char *mode, char *row, size_t len)
+                       double outliers, const char *mode, char *row, size_t len)
 {
     int ncase = (int)(sizeof(_cases) / sizeof(_cases[0])), nok = 0;
-    printf("every layer, %s vs dnnl (tolerance %.0e):\n", mode, tol);
+    printf("every layer, %s against dnnl (tolerance %.0e):\n", mode, tol);
     for (int k = 0; k < ncase; k++)
-        nok += _layer_case(k, gpu, cpu, tol);
+        nok += _layer_case(k, gpu, cpu, tol, outliers);
     snprintf(row, len, "%-28s %s  %d of %d layer cases within %.0e", mode,
              nok == ncase ? "PASS" : "FAIL", nok, ncase, tol);
     return nok == ncase;
@@ -428,31 +466,34 @@ static int _layers_row(teng_backend *gpu, teng_backend *cpu, double tol,
 int main(int argc, char **argv)
 {
     int ndev = 0, bench = 0;
+    const char *b32n = "cuda", *b16n = "cuda-fp16";
     if (argc == 3 && !strcmp(argv[1], "--bench"))
         bench = atoi(argv[2]);
+    else if (argc == 3 && !strcmp(argv[1], "--self"))
+        b32n = b16n = argv[2]; /* the harness itself, on any backend */
     else if (argc != 1) {
-        fprintf(stderr, "usage: cuda_check [--bench BATCH]\n");
+        fprintf(stderr, "usage: cuda_check [--bench BATCH | --self NAME]\n");
         return 2;
     }
     cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess || ndev < 1) {
+    if (strcmp(b32n, "cuda") == 0 && (e != cudaSuccess || ndev < 1)) {
         printf("SKIP: no usable GPU (%s)\n",
                e != cudaSuccess ? cudaGetErrorString(e) : "no device");
         return 77;
     }
     teng_backend *gpu = NULL, *g16 = NULL, *cpu = NULL;
     teng_backend_opts o = {0};
-    if (tbackends_open("cuda", &o, &gpu) ||
-        tbackends_open("cuda-fp16", &o, &g16) ||
+    if (tbackends_open(b32n, &o, &gpu) || tbackends_open(b16n, &o, &g16) ||
         tbackends_open("dnnl", &o, &cpu)) {
         fprintf(stderr, "cuda_check: cannot open the backends\n");
         return 1;
     }
     char r32[160], r16[160], b32[128] = "not run (--bench BATCH)",
                              b16[128] = "not run (--bench BATCH)";
-    int ok = _layers_row(gpu, cpu, TOL_LAYER, "layers cuda (FP32)", r32,
+    int ok = _layers_row(gpu, cpu, TOL_LAYER, 0.0, "layers cuda (FP32)", r32,
                          sizeof(r32));
-    ok &= _layers_row(g16, cpu, TOL_F16, "layers cuda-fp16", r16, sizeof(r16));
+    ok &= _layers_row(g16, cpu, TOL_F16, OUTLIERS_F16, "layers cuda-fp16", r16,
+                      sizeof(r16));
     int train = _train_row(gpu, cpu);
     int bok32 = bench ? _bench(gpu, bench, "FP32", b32, sizeof(b32)) : 1;
     int bok16 = bench ? _bench(g16, bench, "FP16", b16, sizeof(b16)) : 1;
