@@ -74,7 +74,8 @@ TCUDA_C = \
 TCUDA_CU = trainer/backends/cuda/cuda_kernels.cu \
 	trainer/backends/cuda/cuda_optim_tmp.cu
 TCUDA_KHDR = trainer/backends/cuda/cuda_kernels.h \
-	trainer/backends/cuda/cuda_math.h trainer/backends/cuda/cuda_optim.h
+	trainer/backends/cuda/cuda_math.h trainer/backends/cuda/cuda_layout.h \
+	trainer/backends/cuda/cuda_optim.h
 TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/engine.h common/torus_error.h
 # The algorithm cache is plain C: built everywhere (its unit test runs
 # without CUDA).

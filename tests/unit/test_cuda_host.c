@@ -12,6 +12,7 @@
 
 #include "tests/unit/layer_harness.h"
 #include "trainer/backends/cuda/cuda_algo.h"
+#include "trainer/backends/cuda/cuda_layout.h"
 #include "trainer/backends/cuda/cuda_math.h"
 #include "trainer/engine/host_kernels.h"
 #include "trainer/engine/rng.h"
@@ -179,6 +180,34 @@ START_TEST(fp16_conversions)
 }
 END_TEST
 
+/* NHWC offsets against nested loops, both directions, odd sizes. */
+START_TEST(layout_index_maths)
+{
+    enum { N = 3, C = 5, H = 4, W = 7, T = N * C * H * W };
+    static float nchw[T], nhwc[T], back[T], loops[T];
+    for (int i = 0; i < T; i++)
+        nchw[i] = (float)i;
+    size_t k = 0;
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++)
+            for (int w = 0; w < W; w++)
+                for (int c = 0; c < C; c++, k++) {
+                    size_t src = tcuda_nchw(n, c, h, w, C, H, W);
+                    ck_assert_uint_eq(src, ((n * C + c) * H + h) * W + w);
+                    ck_assert_uint_eq(tcuda_nhwc(n, c, h, w, C, H, W), k);
+                    ck_assert_uint_eq(tcuda_nchw_of_nhwc(k, C, H, W), src);
+                    loops[k] = nchw[src];
+                }
+    tcuda_relayout(nchw, nhwc, N, C, H, W, 1);
+    ck_assert(!memcmp(nhwc, loops, sizeof(loops)));
+    tcuda_relayout(nhwc, back, N, C, H, W, 0);
+    ck_assert(!memcmp(back, nchw, sizeof(nchw)));
+    /* 1 x 1 images (FC outputs): both layouts are the same. */
+    for (size_t i = 0; i < 60; i++)
+        ck_assert_uint_eq(tcuda_nchw_of_nhwc(i, 12, 1, 1), i);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_host");
@@ -189,6 +218,7 @@ int main(void)
     tcase_add_test(tc, xent_rows_match_host);
     tcase_add_test(tc, elementwise_maths);
     tcase_add_test(tc, fp16_conversions);
+    tcase_add_test(tc, layout_index_maths);
     suite_add_tcase(s, tc);
     return lh_run(s);
 }

@@ -15,6 +15,7 @@
 #include "trainer/backends/cuda/cuda.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
+#include "trainer/backends/cuda/cuda_layout.h"
 
 int _tcuda_fail_rt(const char *file, int line, const char *what, int err)
 {
@@ -83,33 +84,73 @@ static int _sync(teng_backend *bk)
     return TENG_OK;
 }
 
-/* The backend layout is the canonical one: I/O is a copy, in FP16 mode
- * through fp32 staging in the scratch arena's temporary region and a
- * conversion on the device. */
+/* FP32 mode: the canonical layout, I/O is a copy. FP16 mode: fp32 NCHW
+ * staged in the scratch arena's temporary region, converted on the device
+ * to fp16 NHWC (and back). */
 static int _tensor_io(teng_backend *bk, teng_net *net, int id, int grad,
                       float *host, int to_device)
 {
     tcuda_impl *im = _tcuda(bk);
     void *dev = grad ? net->t[id].grad : net->t[id].data;
     size_t n = teng_tensor_count(net, id);
+    teng_shape s = net->t[id].shape;
+    int chw[3] = {s.c, s.h, s.w}, rc;
     float *stage = im->half ? _tcuda_tmp(net) : dev;
-    int rc;
     if (to_device) {
         if ((rc = _upload(bk, stage, host, sizeof(float) * n)) || !im->half)
             return rc;
-        TCUDA_K(tcuda_k_to_f16(im->stream, stage, dev, n));
+        TCUDA_K(tcuda_k_to_f16_nhwc(im->stream, stage, dev, n, chw));
         return _sync(bk);
     }
     if (im->half)
-        TCUDA_K(tcuda_k_to_f32(im->stream, dev, stage, n));
+        TCUDA_K(tcuda_k_to_f32_nchw(im->stream, dev, stage, n, chw));
     return _download(bk, host, stage, sizeof(float) * n);
 }
 
+/* FP16 mode keeps weights OHWI: the image shape {C, H, W} a weight's rows
+ * are laid out over, and 1; 0 where the backend layout is the canonical
+ * one (FP32 mode, vectors, 1 x 1 images). */
+static int _param_chw(teng_backend *bk, const teng_net *net, int id, int chw[3])
+{
+    const teng_param *p = &net->p[id];
+    const teng_layer *l = &net->l[p->layer];
+    if (!_tcuda(bk)->half || p->kind != TENG_P_WEIGHT)
+        return 0;
+    if (l->kind == TENG_L_CONV) {
+        chw[0] = p->dims[1];
+        chw[1] = p->dims[2];
+        chw[2] = p->dims[3];
+    } else if (l->kind == TENG_L_FC) {
+        teng_shape s = net->t[l->in[0]].shape;
+        chw[0] = s.c;
+        chw[1] = s.h;
+        chw[2] = s.w;
+    } else
+        return 0;
+    return chw[1] * chw[2] > 1;
+}
+
+/* Masters, gradients and optimizer state are fp32 in both modes; in FP16
+ * mode weights change layout on the host (I/O only, never in a step). */
 static int _param_io(teng_backend *bk, teng_net *net, int id, void *dev,
                      float *host, int to_device)
 {
-    size_t n = sizeof(float) * net->p[id].count;
-    return to_device ? _upload(bk, dev, host, n) : _download(bk, host, dev, n);
+    size_t n = net->p[id].count, bytes = sizeof(float) * n;
+    int chw[3], rc;
+    if (!_param_chw(bk, net, id, chw))
+        return to_device ? _upload(bk, dev, host, bytes)
+                         : _download(bk, host, dev, bytes);
+    size_t rows = n / ((size_t)chw[0] * chw[1] * chw[2]);
+    float *tmp = malloc(bytes);
+    if (!tmp)
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    if (to_device) {
+        tcuda_relayout(host, tmp, rows, chw[0], chw[1], chw[2], 1);
+        rc = _upload(bk, dev, tmp, bytes);
+    } else if (!(rc = _download(bk, tmp, dev, bytes)))
+        tcuda_relayout(tmp, host, rows, chw[0], chw[1], chw[2], 0);
+    free(tmp);
+    return rc;
 }
 
 static int _optim(const teng_net *net)

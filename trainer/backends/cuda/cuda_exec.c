@@ -261,9 +261,12 @@ static int _dropout_fwd(teng_backend *bk, teng_net *net, int li, int training)
     teng_layer *l = &net->l[li];
     teng_tensor *x = &net->t[l->in[0]], *y = &net->t[l->out];
     size_t n = _count(net, l->in[0]);
+    /* FP16 is NHWC: masks hash the NCHW offsets, as the oneDNN backend's. */
+    int chw[3] = {x->shape.c, x->shape.h, x->shape.w};
     if (training && l->p > 0.f)
         TCUDA_K(tcuda_k_dropout_fwd(im->stream, im->half, x->data, y->data,
-                                    l->ws, n, l->p, _dropout_key(net, li)));
+                                    l->ws, n, l->p, _dropout_key(net, li),
+                                    im->half, chw));
     else
         TCUDA_RT(cudaMemcpyAsync(y->data, x->data, _tcuda_esz(bk) * n,
                                  cudaMemcpyDeviceToDevice, im->stream));

@@ -7,13 +7,14 @@
  * that stream, and the convolution algorithm cache (cuda_algo.h), which
  * outlives nets. Per net (net->bkstate) it keeps, per layer, the cuDNN
  * descriptors and chosen algorithms built at plan, and the optimizer plan
- * (cuda_optim.h) built at bind. Memory layout: NCHW tensors and OIHW/OI/C
- * params, the canonical layouts. Two modes: FP32 (backend "cuda": every
- * tensor and param fp32, so I/O is a plain copy) and FP16 ("cuda-fp16":
- * activations and their gradients fp16, convolution and FC weights with
- * fp16 working copies of their fp32 masters, tensor cores; BN parameters,
- * statistics, every gradient of a param, and the loss in fp32; tensor I/O
- * converts through the scratch arena).
+ * (cuda_optim.h) built at bind. Two modes: FP32 (backend "cuda": NCHW
+ * tensors and OIHW/OI/C params, the canonical layouts, every one fp32, so
+ * I/O is a plain copy) and FP16 ("cuda-fp16": NHWC activations and their
+ * gradients in fp16, convolution and FC weights in OHWI with fp16 working
+ * copies of their fp32 masters, tensor cores; BN parameters, statistics,
+ * every gradient of a param, and the loss in fp32; tensor I/O converts
+ * layout and type on the device through the scratch arena, param I/O the
+ * layout on the host; cuda_layout.h has the index maths).
  *
  * The scratch arena: [0, ws) the largest convolution workspace, then at
  * tmp_off a temporary region (tmp_bytes) that one call at a time uses:
@@ -67,6 +68,12 @@ static inline tcuda_impl *_tcuda(teng_backend *bk)
 
 /* Offsets inside the workspaces and the scratch arena. */
 #define TCUDA_ALIGN(n) (((n) + 255) & ~(size_t)255)
+
+/* The mode's layout of activations and filters. */
+static inline cudnnTensorFormat_t _tcuda_fmt(teng_backend *bk)
+{
+    return _tcuda(bk)->half ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+}
 
 /* Bytes of an activation element in the backend's mode. */
 static inline size_t _tcuda_esz(teng_backend *bk)

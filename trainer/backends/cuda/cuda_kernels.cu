@@ -4,6 +4,7 @@
  * stores convert through cuda_math.h, and the maths of each element is one
  * call into cuda_math.h, shared with the CPU tests. */
 #include "trainer/backends/cuda/cuda_kernels.h"
+#include "trainer/backends/cuda/cuda_layout.h"
 #include "trainer/backends/cuda/cuda_math.h"
 
 #include <cuda_runtime.h>
@@ -57,7 +58,8 @@ __device__ static inline void _st(uint16_t *p, size_t i, float v)
 }
 
 template <typename T>
-static __global__ void _add(const void *a, const void *b, void *y, size_t n, int relu)
+static __global__ void _add(const void *a, const void *b, void *y, size_t n,
+                            int relu)
 {
     _FOR(i, n)
     _st((T *)y, i, tcuda_add(_ld((const T *)a, i), _ld((const T *)b, i), relu));
@@ -71,7 +73,8 @@ extern "C" int tcuda_k_add(void *stream, int half, const void *a, const void *b,
 }
 
 template <typename T>
-static __global__ void _relu_bwd(const void *y, const void *dy, void *dx, size_t n)
+static __global__ void _relu_bwd(const void *y, const void *dy, void *dx,
+                                 size_t n)
 {
     _FOR(i, n)
     _st((T *)dx, i,
@@ -116,12 +119,14 @@ extern "C" int tcuda_k_grad_sum(void *stream, int half, void *const *c, int nc,
 }
 
 template <typename T>
-static __global__ void _dropout_fwd(const void *x, void *y, uint8_t *mask, size_t n,
-                             float p, uint64_t key, uint64_t cut)
+static __global__ void _dropout_fwd(const void *x, void *y, uint8_t *mask,
+                                    size_t n, float p, uint64_t key,
+                                    uint64_t cut, int nhwc, int C, int H, int W)
 {
     _FOR(i, n)
     {
-        int keep = tcuda_dropout_keep(key, i, cut);
+        size_t at = nhwc ? tcuda_nchw_of_nhwc(i, C, H, W) : i;
+        int keep = tcuda_dropout_keep(key, at, cut);
         mask[i] = (uint8_t)keep;
         _st((T *)y, i, tcuda_dropout_fwd(_ld((const T *)x, i), keep, p));
     }
@@ -129,15 +134,16 @@ static __global__ void _dropout_fwd(const void *x, void *y, uint8_t *mask, size_
 
 extern "C" int tcuda_k_dropout_fwd(void *stream, int half, const void *x,
                                    void *y, uint8_t *mask, size_t n, float p,
-                                   uint64_t key)
+                                   uint64_t key, int nhwc, const int chw[3])
 {
-    _LAUNCH(half, _dropout_fwd, n, x, y, mask, n, p, key, tcuda_dropout_cut(p));
+    _LAUNCH(half, _dropout_fwd, n, x, y, mask, n, p, key, tcuda_dropout_cut(p),
+            nhwc, chw[0], chw[1], chw[2]);
     return _launched();
 }
 
 template <typename T>
-static __global__ void _dropout_bwd(const void *dy, void *dx, const uint8_t *mask,
-                             size_t n, float p)
+static __global__ void _dropout_bwd(const void *dy, void *dx,
+                                    const uint8_t *mask, size_t n, float p)
 {
     _FOR(i, n)
     _st((T *)dx, i, tcuda_dropout_fwd(_ld((const T *)dy, i), mask[i], p));
@@ -153,8 +159,9 @@ extern "C" int tcuda_k_dropout_bwd(void *stream, int half, const void *dy,
 
 /* One thread per row: rows are few (the batch) and the row loop is the
  * host's, so the loss matches it to double rounding. */
-static __global__ void _xent(const float *z, const int32_t *labels, int n, int k,
-                      float s, float norm, double *loss, float *dz)
+static __global__ void _xent(const float *z, const int32_t *labels, int n,
+                             int k, float s, float norm, double *loss,
+                             float *dz)
 {
     _FOR(i, (size_t)n)
     {
@@ -227,5 +234,33 @@ extern "C" int tcuda_k_to_f32(void *stream, const uint16_t *src, float *dst,
                               size_t n)
 {
     _to_f32<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(src, dst, n);
+    return _launched();
+}
+
+static __global__ void _to_f16_nhwc(const float *src, uint16_t *dst, size_t n,
+                                    int C, int H, int W)
+{
+    _FOR(i, n) dst[i] = tcuda_f16_from_f32(src[tcuda_nchw_of_nhwc(i, C, H, W)]);
+}
+
+static __global__ void _to_f32_nchw(const uint16_t *src, float *dst, size_t n,
+                                    int C, int H, int W)
+{
+    _FOR(i, n) dst[tcuda_nchw_of_nhwc(i, C, H, W)] = tcuda_f32_from_f16(src[i]);
+}
+
+extern "C" int tcuda_k_to_f16_nhwc(void *stream, const float *src,
+                                   uint16_t *dst, size_t n, const int chw[3])
+{
+    _to_f16_nhwc<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(
+        src, dst, n, chw[0], chw[1], chw[2]);
+    return _launched();
+}
+
+extern "C" int tcuda_k_to_f32_nchw(void *stream, const uint16_t *src,
+                                   float *dst, size_t n, const int chw[3])
+{
+    _to_f32_nchw<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(
+        src, dst, n, chw[0], chw[1], chw[2]);
     return _launched();
 }

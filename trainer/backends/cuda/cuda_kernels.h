@@ -28,9 +28,12 @@ int tcuda_k_relu_bwd(void *stream, int half, const void *y, const void *dy,
  * fp32. */
 int tcuda_k_grad_sum(void *stream, int half, void *const *c, int nc, void *dst,
                      size_t n);
-/* Inverted dropout with teng_host_dropout_fwd's masks. */
+/* Inverted dropout with teng_host_dropout_fwd's masks; with nhwc, x and y
+ * are NHWC images of chw = {C, H, W} and each element's mask is hashed
+ * from its NCHW offset, so both layouts drop the same elements. */
 int tcuda_k_dropout_fwd(void *stream, int half, const void *x, void *y,
-                        uint8_t *mask, size_t n, float p, uint64_t key);
+                        uint8_t *mask, size_t n, float p, uint64_t key,
+                        int nhwc, const int chw[3]);
 int tcuda_k_dropout_bwd(void *stream, int half, const void *dy, void *dx,
                         const uint8_t *mask, size_t n, float p);
 /* Per row of n rows of k fp32 logits: loss[i] (device doubles) and, if dz
@@ -45,6 +48,12 @@ int tcuda_k_bias_grad(void *stream, int half, const void *dy, float *db, int n,
 /* fp32 -> fp16 (round to nearest even) and fp16 -> fp32. */
 int tcuda_k_to_f16(void *stream, const float *src, uint16_t *dst, size_t n);
 int tcuda_k_to_f32(void *stream, const uint16_t *src, float *dst, size_t n);
+/* The same with the layout change of tensor I/O in FP16 mode: fp32 NCHW
+ * images of chw = {C, H, W} to fp16 NHWC, and back. */
+int tcuda_k_to_f16_nhwc(void *stream, const float *src, uint16_t *dst, size_t n,
+                        const int chw[3]);
+int tcuda_k_to_f32_nchw(void *stream, const uint16_t *src, float *dst, size_t n,
+                        const int chw[3]);
 
 #ifdef __cplusplus
 }

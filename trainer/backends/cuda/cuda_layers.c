@@ -38,19 +38,18 @@ static cudnnDataType_t _dt(teng_backend *bk)
     return _tcuda(bk)->half ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
 }
 
-static int _tensor4(cudnnTensorDescriptor_t *d, cudnnDataType_t dt, int n,
-                    int c, int h, int w)
+static int _tensor4(cudnnTensorDescriptor_t *d, cudnnTensorFormat_t fmt,
+                    cudnnDataType_t dt, int n, int c, int h, int w)
 {
     if (!*d)
         TCUDA_DNN(cudnnCreateTensorDescriptor(d));
-    TCUDA_DNN(
-        cudnnSetTensor4dDescriptor(*d, CUDNN_TENSOR_NCHW, dt, n, c, h, w));
+    TCUDA_DNN(cudnnSetTensor4dDescriptor(*d, fmt, dt, n, c, h, w));
     return TENG_OK;
 }
 
 static int _tshape(teng_backend *bk, cudnnTensorDescriptor_t *d, teng_shape s)
 {
-    return _tensor4(d, _dt(bk), s.n, s.c, s.h, s.w);
+    return _tensor4(d, _tcuda_fmt(bk), _dt(bk), s.n, s.c, s.h, s.w);
 }
 
 /* The scratch arena's temporary region holds at least bytes. */
@@ -116,13 +115,9 @@ static int _ask(teng_backend *bk, tcuda_layer *d, int dir, tcuda_algo_val *out)
 static int _algo(teng_backend *bk, const teng_layer *l, teng_shape si,
                  tcuda_layer *d, int dir, tcuda_algo_val *out)
 {
-    tcuda_algo_key key = {dir,          si.n,
-                          si.c,         si.h,
-                          si.w,         l->k,
-                          l->kh,        l->kw,
-                          l->sh,        l->sw,
-                          l->ph,        l->pw,
-                          (int)_dt(bk), (int)CUDNN_TENSOR_NCHW};
+    tcuda_algo_key key = {
+        dir,   si.n,  si.c,  si.h,  si.w,  l->k,         l->kh,
+        l->kw, l->sh, l->sw, l->ph, l->pw, (int)_dt(bk), (int)_tcuda_fmt(bk)};
     int rc;
     if (tcuda_algo_get(&_tcuda(bk)->algos, &key, out))
         return TENG_OK;
@@ -149,7 +144,7 @@ static int _conv_descs(teng_backend *bk, teng_net *net, tcuda_layer *d, int li)
     if ((rc = _tshape(bk, &d->x, si)) || (rc = _tshape(bk, &d->y, so)))
         return rc;
     TCUDA_DNN(cudnnCreateFilterDescriptor(&d->w));
-    TCUDA_DNN(cudnnSetFilter4dDescriptor(d->w, _dt(bk), CUDNN_TENSOR_NCHW, l->k,
+    TCUDA_DNN(cudnnSetFilter4dDescriptor(d->w, _dt(bk), _tcuda_fmt(bk), l->k,
                                          si.c, l->kh, l->kw));
     TCUDA_DNN(cudnnCreateConvolutionDescriptor(&d->conv));
     /* Accumulation in fp32 in both modes. */
@@ -163,7 +158,8 @@ static int _conv_descs(teng_backend *bk, teng_net *net, tcuda_layer *d, int li)
     if (n != so.n || c != so.c || h != so.h || w != so.w)
         return _einval("cuDNN's convolution output shape is not the "
                        "engine's");
-    if (l->bias && (rc = _tensor4(&d->b, _dt(bk), 1, l->k, 1, 1)))
+    if (l->bias &&
+        (rc = _tensor4(&d->b, _tcuda_fmt(bk), _dt(bk), 1, l->k, 1, 1)))
         return rc;
     return TENG_OK;
 }
