@@ -7,11 +7,19 @@
 #include "config.h"
 #include "trainer/backends/backends.h"
 #include "trainer/engine/backend.h"
+#ifdef TORUS_HAVE_CUDNN
+#include "trainer/backends/cuda/cuda.h"
+#endif
 #ifdef TORUS_HAVE_DNNL
 #include "trainer/backends/dnnl/dnnl.h"
 #endif
 
+/* Best first: "auto" takes the GPU when its probe sees one. */
 static const teng_backend_desc *const _table[] = {
+#ifdef TORUS_HAVE_CUDNN
+    &tcuda_backend_desc,
+    &tcuda_backend_fp16_desc,
+#endif
 #ifdef TORUS_HAVE_DNNL
     &tdnnl_backend_desc,
 #endif

@@ -212,21 +212,68 @@ static int _init_stats(teng_net *net)
     return TENG_OK;
 }
 
+/* Bytes of param p's working copy in its own arena: none when it is the
+ * master (fp32); else 2-byte elements in the master's layout. */
+static size_t _work_bytes(const teng_param *p)
+{
+    return p->dtype == TENG_F32 ? 0 : p->bytes / sizeof(float) * 2;
+}
+
+/* The working-copies arena: laid out in param order from offset 0, so its
+ * base is the first param's working copy that is not its master. */
+static void *_work_arena(const teng_net *net)
+{
+    for (int i = 0; i < net->np; i++)
+        if (net->p[i].dtype != TENG_F32)
+            return net->p[i].work;
+    return NULL;
+}
+
+/* Every param's working dtype is one the engine places, and a backend
+ * that plans other than fp32 can refresh them (refresh_work). */
+static int _check_dtypes(const teng_net *net, size_t *wbytes)
+{
+    *wbytes = 0;
+    for (int i = 0; i < net->np; i++) {
+        const teng_param *p = &net->p[i];
+        if (p->dtype != TENG_F32 && p->dtype != TENG_F16 &&
+            p->dtype != TENG_BF16)
+            return TORUS_FAIL(TENG_EINVAL,
+                              "param '%s': unknown working dtype "
+                              "%d",
+                              p->name, (int)p->dtype);
+        if (p->dtype != TENG_F32 && !net->bk->ops->refresh_work)
+            return TORUS_FAIL(TENG_EINVAL,
+                              "param '%s': the backend planned a working copy "
+                              "that is not fp32 but cannot refresh it "
+                              "(no refresh_work)",
+                              p->name);
+        *wbytes += _teng_align(_work_bytes(p));
+    }
+    return TENG_OK;
+}
+
 /* Points every param at its master, working copy and gradient. Working
- * copies in another dtype than the master need a working arena that no
- * backend asks for yet: refused rather than silently aliased. */
+ * copies in another dtype than the master (f16/bf16, planned by a GPU
+ * backend) get one arena of their own, param order, 64-byte aligned; the
+ * backend fills them from the masters (refresh_work) when these are
+ * written. */
 static int _place_params(teng_net *net)
 {
+    size_t wbytes, off = 0;
+    char *work = NULL;
+    int rc = _check_dtypes(net, &wbytes);
+    if (rc ||
+        (rc = _alloc(net, (void **)&work, wbytes, "param working copies")))
+        return rc;
     for (int i = 0; i < net->np; i++) {
         teng_param *p = &net->p[i];
-        if (p->dtype != TENG_F32)
-            return TORUS_FAIL(TENG_EINVAL,
-                              "param '%s': the backend planned a working "
-                              "copy that is not fp32, which the engine does "
-                              "not place yet",
-                              p->name);
         p->master = (float *)((char *)net->params + p->offset);
         p->work = p->master;
+        if (p->dtype != TENG_F32) {
+            p->work = work + off;
+            off += _teng_align(_work_bytes(p));
+        }
         p->grad = (float *)((char *)net->grads + p->offset);
     }
     net->host_sumsq = calloc((size_t)net->np + 1, sizeof(float));
@@ -412,8 +459,9 @@ void teng_net_free(teng_net *net)
     if (bk && net->bkstate) /* also after a compile that failed midway */
         bk->ops->release(bk, net);
     if (bk) {
-        void *arenas[] = {net->params, net->grads_external ? NULL : net->grads,
-                          net->stats, net->acts, net->scratch};
+        void *arenas[] = {net->params,  net->grads_external ? NULL : net->grads,
+                          net->stats,   net->acts,
+                          net->scratch, _work_arena(net)};
         for (size_t i = 0; i < sizeof(arenas) / sizeof(arenas[0]); i++)
             if (arenas[i])
                 bk->ops->free(bk, arenas[i]);

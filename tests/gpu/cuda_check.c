@@ -1,0 +1,517 @@
+/*
+ * cuda_check.c: the cuda engine backend against the oneDNN backend, on a
+ * GPU (tests/gpu/run runs it; make check runs it too, and it skips
+ * without a GPU). Rows, each PASS or FAIL, then a table:
+ *   layers    every layer kind's forward and backward (conv with and
+ *             without bias and stride, BN with and without its ReLU and
+ *             its running statistics, ReLU, max/avg/global pooling, FC,
+ *             residual add with and without ReLU and the gradient fan-in
+ *             sum, dropout, softmax cross-entropy with label smoothing) on
+ *             random inputs and params, the same on both backends, FP32;
+ *             outputs, input gradients, param gradients and BN statistics
+ *             compared to the largest reference magnitude (TOL_LAYER);
+ *   tiny-cnn  50 steps of momentum SGD with LARS on the BN-free tiny-cnn,
+ *             both backends from the same weights and batches: final
+ *             weights within rounding (TOL_TRAIN) of each other;
+ *   layers    the same on the FP16 mode ("cuda-fp16": fp16 activations and
+ *   fp16      weights, fp32 masters, BN and gradients of params), to
+ *             TOL_F16, or with at most OUTLIERS_F16 of the elements past
+ *             it (ReLU inputs that round across zero);
+ *   resnet50  (with --bench) ResNet-50 v1.5 synthetic training at a batch,
+ *             FP32 and FP16: img/s and the device memory in use
+ *             (informational).
+ * Exit 0 all passed, 1 a failure, 77 no usable GPU ("SKIP: reason").
+ *
+ * Usage: cuda_check [--bench BATCH | --self NAME]   (--self: NAME, e.g.
+ * dnnl, in place of both cuda modes: checks this program on any machine)
+ */
+#include "config.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/torus_error.h"
+#include "trainer/backends/backends.h"
+#include "trainer/engine/engine.h"
+#include "trainer/engine/rng.h"
+#include "trainer/models/models.h"
+#include "trainer/optim/optim.h"
+
+#define TOL_LAYER    2e-4
+#define TOL_F16      3e-2  /* fp16 activations and weights: 11-bit mantissas */
+#define OUTLIERS_F16 0.005 /* fraction of elements past TOL_F16 */
+#define TOL_TRAIN    2e-3
+#define N            4
+#define C            8
+#define HW           9
+
+#define _OK(call)                                                              \
+    do {                                                                       \
+        int _rc = (call);                                                      \
+        if (_rc < 0) {                                                         \
+            fprintf(stderr, "cuda_check: %s:%d: %s: %s\n", __FILE__, __LINE__, \
+                    #call, torus_error_msg());                                 \
+            return -1;                                                         \
+        }                                                                      \
+    } while (0)
+
+static void _fill(float *v, size_t n, uint64_t seed, float lo, float hi)
+{
+    teng_rng r;
+    teng_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++)
+        v[i] = lo + (hi - lo) * teng_rng_uniform(&r);
+}
+
+/* Distinct values that fp16 holds exactly, (j - n/2) / 512 for j a
+ * permutation of 0..n-1: no ties for max pooling and no rounding of the
+ * input in either mode. */
+static void _fill_exact(float *v, size_t n, uint64_t seed)
+{
+    teng_rng r;
+    teng_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++)
+        v[i] = ((float)i - (float)(n / 2)) / 512.0f;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)(teng_rng_next(&r) % (i + 1));
+        float t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+}
+
+/* Elements whose error is above _tol times their array's largest
+ * reference magnitude, out of _seen, since the last reset: FP16 passes
+ * with a few of them (a ReLU whose input rounds across zero passes or
+ * stops a whole gradient), FP32 with none. */
+static size_t _bad, _seen;
+static double _tol;
+
+/* max |a - b| / max(max |b|, tiny): the error against the reference b. */
+static double _err(const float *a, const float *b, size_t n)
+{
+    double d = 0.0, m = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        d = e > d || isnan(e) ? e : d;
+        m = fabs(b[i]) > m ? fabs(b[i]) : m;
+    }
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        _bad += e > _tol * m || isnan(e);
+    }
+    _seen += n;
+    return d / m;
+}
+
+/* ---- the layer cases: each builds on input x, returns the output
+ * tensor (or, with *loss set, the loss layer) ---- */
+typedef int (*_build)(teng_net *net, int x, int *loss);
+
+static int _conv3(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_conv(n, "c", x, 6, 3, 1, 1, 1);
+}
+static int _conv7(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_conv(n, "c", x, 16, 7, 2, 3, 0);
+}
+static int _conv1(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_conv(n, "c", x, 12, 1, 2, 0, 0);
+}
+static int _bn(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_bn(n, "b", teng_add_conv(n, "c", x, 8, 3, 1, 1, 0), 0, 0);
+}
+static int _bnrelu(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_bn(n, "b", teng_add_conv(n, "c", x, 8, 3, 1, 1, 0), 1, 0);
+}
+static int _relu(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_relu(n, "r", x);
+}
+static int _maxp(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_maxpool(n, "p", x, 3, 2, 1);
+}
+static int _avgp(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_avgpool(n, "p", x, 3, 2, 1);
+}
+static int _gap(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_gap(n, "p", x);
+}
+static int _fc(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_fc(n, "f", x, 10, 1);
+}
+static int _add(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_residual(n, "a", teng_add_conv(n, "c", x, C, 3, 1, 1, 0),
+                             teng_add_conv(n, "d", x, C, 1, 1, 0, 0), 0);
+}
+static int _addrelu(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_residual(n, "a", teng_add_conv(n, "c", x, C, 1, 1, 0, 0),
+                             teng_add_conv(n, "d", x, C, 3, 1, 1, 0), 1);
+}
+static int _drop(teng_net *n, int x, int *l)
+{
+    (void)l;
+    return teng_add_dropout(n, "d", teng_add_relu(n, "r", x), 0.3f);
+}
+static int _xent(teng_net *n, int x, int *l)
+{
+    int f = teng_add_fc(n, "f", x, 10, 1);
+    *l = teng_add_xent(n, "x", f, 0.1f);
+    return f;
+}
+
+static const struct {
+    const char *name;
+    _build fn;
+} _cases[] = {
+    {"conv 3x3/1 bias", _conv3},
+    {"conv 7x7/2", _conv7},
+    {"conv 1x1/2", _conv1},
+    {"bn", _bn},
+    {"bn+relu", _bnrelu},
+    {"relu", _relu},
+    {"maxpool 3/2", _maxp},
+    {"avgpool 3/2", _avgp},
+    {"gap", _gap},
+    {"fc bias", _fc},
+    {"add + fan-in sum", _add},
+    {"add+relu", _addrelu},
+    {"dropout", _drop},
+    {"xent smoothing", _xent},
+};
+
+typedef struct {
+    teng_net *net;
+    int x, out, loss;
+} _side;
+
+static int _make(_side *s, teng_backend *bk, _build fn)
+{
+    s->loss = -1;
+    _OK(teng_net_create(&s->net));
+    _OK(s->x = teng_add_input(s->net, C, HW, HW));
+    _OK(s->out = fn(s->net, s->x, &s->loss));
+    teng_net_set_input_grad(s->net, 1);
+    teng_net_set_no_reuse(s->net, 1);
+    teng_net_set_dropout_seed(s->net, 42);
+    _OK(teng_net_compile(s->net, bk, N));
+    return 0;
+}
+
+/* Same params, input, labels and output gradient on both sides. */
+static int _feed(_side *s, float *buf)
+{
+    for (int i = 0; i < teng_net_nparams(s->net); i++) {
+        const teng_param *p = teng_net_param(s->net, i);
+        int gamma = p->kind == TENG_P_GAMMA;
+        _fill(buf, p->count, 100 + i, gamma ? 0.5f : -0.5f,
+              gamma ? 1.5f : 0.5f);
+        _OK(teng_param_write(s->net, i, 0, buf));
+    }
+    _fill_exact(buf, teng_tensor_count(s->net, s->x), 7);
+    _OK(teng_net_set_input(s->net, buf));
+    if (s->loss >= 0) {
+        int32_t lab[N] = {3, 0, 9, 3};
+        _OK(teng_net_set_labels(s->net, lab));
+    }
+    _OK(teng_net_forward(s->net, 1));
+    if (s->loss < 0) {
+        _fill(buf, teng_tensor_count(s->net, s->out), 9, -1.f, 1.f);
+        _OK(teng_tensor_write(s->net, s->out, 1, buf));
+    }
+    _OK(teng_net_backward(s->net));
+    _OK(teng_net_sync(s->net));
+    return 0;
+}
+
+/* The worst relative error over everything both sides computed. */
+static int _compare(_side *g, _side *c, float *a, float *b, double *worst,
+                    char *what, size_t wlen)
+{
+    *worst = 0.0;
+#define _TAKE(name, e)                        \
+    do {                                      \
+        double _e = (e);                      \
+        if (_e > *worst || isnan(_e)) {       \
+            *worst = _e;                      \
+            snprintf(what, wlen, "%s", name); \
+        }                                     \
+    } while (0)
+    size_t n = teng_tensor_count(g->net, g->out);
+    _OK(teng_tensor_read(g->net, g->out, 0, a));
+    _OK(teng_tensor_read(c->net, c->out, 0, b));
+    _TAKE("output", _err(a, b, n));
+    n = teng_tensor_count(g->net, g->x);
+    _OK(teng_tensor_read(g->net, g->x, 1, a));
+    _OK(teng_tensor_read(c->net, c->x, 1, b));
+    _TAKE("input gradient", _err(a, b, n));
+    for (int i = 0; i < teng_net_nparams(g->net); i++) {
+        const teng_param *p = teng_net_param(g->net, i);
+        _OK(teng_param_read(g->net, i, 1, a));
+        _OK(teng_param_read(c->net, i, 1, b));
+        _TAKE(p->name, _err(a, b, p->count));
+    }
+    for (int i = 0; i < teng_net_nstats(g->net); i++) {
+        _OK(teng_stats_read(g->net, i, a));
+        _OK(teng_stats_read(c->net, i, b));
+        _TAKE(i % 2 ? "running var" : "running mean",
+              _err(a, b, teng_stats_count(g->net, i)));
+    }
+    if (g->loss >= 0) {
+        a[0] = (float)teng_net_loss(g->net);
+        b[0] = (float)teng_net_loss(c->net);
+        _TAKE("loss", _err(a, b, 1));
+    }
+    return 0;
+}
+
+static int _layer_case(int k, teng_backend *gpu, teng_backend *cpu, double tol,
+                       double outliers)
+{
+    _side g = {0}, c = {0};
+    float *a = malloc(sizeof(float) * 65536),
+          *b = malloc(sizeof(float) * 65536);
+    double worst = -1.0;
+    char what[64] = "-";
+    _tol = tol;
+    _bad = _seen = 0;
+    int rc = !a || !b || _make(&g, gpu, _cases[k].fn) ||
+             _make(&c, cpu, _cases[k].fn) || _feed(&g, a) || _feed(&c, a) ||
+             _compare(&g, &c, a, b, &worst, what, sizeof(what));
+    int pass = !rc && (worst <= tol ||
+                       (!isnan(worst) && _bad <= outliers * (double)_seen));
+    printf("  %-18s %s  worst %.2e (%s), %zu of %zu above%s\n", _cases[k].name,
+           pass ? "ok  " : "FAIL", worst, what, _bad, _seen,
+           rc ? ": error above" : "");
+    teng_net_destroy(g.net);
+    teng_net_destroy(c.net);
+    free(a);
+    free(b);
+    return pass;
+}
+
+/* ---- 50 steps of tiny-cnn on both backends ---- */
+
+typedef struct {
+    teng_net *net;
+    topt_sgd opt;
+    int has_opt;
+} _trainer;
+
+static int _trainer_open(_trainer *t, teng_backend *bk, const tmodel_spec *s,
+                         int batch)
+{
+    topt_config c;
+    _OK(teng_net_create(&t->net));
+    _OK(tmodel_build(t->net, s));
+    _OK(teng_net_compile(t->net, bk, batch));
+    _OK(tmodel_init(t->net, 11));
+    topt_config_defaults(&c);
+    c.lars = 1; /* the sums of squares run too */
+    c.lars_eta = 0.02;
+    c.weight_decay = 1e-4;
+    _OK(topt_sgd_init(&t->opt, t->net, &c));
+    t->has_opt = 1;
+    return 0;
+}
+
+static void _trainer_close(_trainer *t)
+{
+    if (t->has_opt)
+        topt_sgd_free(&t->opt);
+    teng_net_destroy(t->net);
+}
+
+static int _step(_trainer *t, const float *x, const int32_t *y, double lr)
+{
+    _OK(teng_net_set_input(t->net, x));
+    _OK(teng_net_set_labels(t->net, y));
+    _OK(teng_net_forward(t->net, 1));
+    _OK(teng_net_backward(t->net));
+    _OK(topt_sgd_step(&t->opt, lr));
+    return 0;
+}
+
+/* The worst relative weight difference between the two nets. */
+static int _weights(_trainer *g, _trainer *c, double *worst)
+{
+    size_t big = teng_net_largest_buffer(g->net);
+    float *a = malloc(sizeof(float) * big), *b = malloc(sizeof(float) * big);
+    int rc = !a || !b;
+    *worst = 0.0;
+    for (int i = 0; !rc && i < teng_net_nparams(g->net); i++) {
+        rc = teng_param_read(g->net, i, 0, a) ||
+             teng_param_read(c->net, i, 0, b);
+        double e = rc ? 0.0 : _err(a, b, teng_net_param(g->net, i)->count);
+        *worst = e > *worst || isnan(e) ? e : *worst;
+    }
+    free(a);
+    free(b);
+    return rc ? -1 : 0;
+}
+
+static int _train_row(teng_backend *gpu, teng_backend *cpu)
+{
+    enum { B = 32, STEPS = 50 };
+    tmodel_spec s = tmodel_defaults(TMODEL_TINY_CNN);
+    _trainer g = {0}, c = {0};
+    size_t px = (size_t)s.in_channels * s.image_size * s.image_size;
+    float *x = malloc(sizeof(float) * B * px);
+    int32_t y[B];
+    double lg = 0, lc = 0, worst = -1;
+    int rc =
+        !x || _trainer_open(&g, gpu, &s, B) || _trainer_open(&c, cpu, &s, B);
+    for (int st = 0; !rc && st < STEPS; st++) {
+        _fill(x, B * px, 1000 + st, -1.f, 1.f);
+        for (int i = 0; i < B; i++)
+            y[i] = (i * 7 + st) % s.classes;
+        rc = _step(&g, x, y, 0.5) || _step(&c, x, y, 0.5);
+        lg = teng_net_loss(g.net);
+        lc = teng_net_loss(c.net);
+    }
+    if (!rc)
+        rc = _weights(&g, &c, &worst);
+    int pass = !rc && worst <= TOL_TRAIN;
+    printf("  tiny-cnn 50 steps   %s  weights worst %.2e, loss cuda %.6f "
+           "dnnl %.6f\n",
+           pass ? "ok  " : "FAIL", worst, lg, lc);
+    _trainer_close(&g);
+    _trainer_close(&c);
+    free(x);
+    return pass;
+}
+
+/* ---- ResNet-50 synthetic throughput ---- */
+
+static double _now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int _bench(teng_backend *gpu, int batch, const char *mode, char *out,
+                  size_t len)
+{
+    enum { WARM = 3, STEPS = 20 };
+    tmodel_spec s = tmodel_defaults(TMODEL_RESNET50);
+    _trainer g = {0};
+    size_t px = (size_t)3 * s.image_size * s.image_size;
+    float *x = malloc(sizeof(float) * batch * px);
+    int32_t *y = malloc(sizeof(int32_t) * batch);
+    int rc = !x || !y || _trainer_open(&g, gpu, &s, batch);
+    double t0 = 0;
+    if (!rc) {
+        _fill(x, batch * px, 5, -1.f, 1.f);
+        for (int i = 0; i < batch; i++)
+            y[i] = i % s.classes;
+    }
+    for (int st = 0; !rc && st < WARM + STEPS; st++) {
+        if (st == WARM)
+            t0 = _now();
+        rc = _step(&g, x, y, 0.1) || teng_net_sync(g.net);
+    }
+    double dt = _now() - t0;
+    size_t fr = 0, tot = 0;
+    cudaMemGetInfo(&fr, &tot);
+    if (!rc)
+        snprintf(out, len, "%.0f img/s at batch %d %s, %.2f GiB in use",
+                 STEPS * batch / dt, batch, mode,
+                 (double)(tot - fr) / (1 << 30));
+    _trainer_close(&g);
+    free(x);
+    free(y);
+    return rc ? 0 : 1;
+}
+
+/* Every layer case on gpu against cpu; the row's line. */
+static int _layers_row(teng_backend *gpu, teng_backend *cpu, double tol,
+                       double outliers, const char *mode, char *row, size_t len)
+{
+    int ncase = (int)(sizeof(_cases) / sizeof(_cases[0])), nok = 0;
+    printf("every layer, %s against dnnl (tolerance %.0e):\n", mode, tol);
+    for (int k = 0; k < ncase; k++)
+        nok += _layer_case(k, gpu, cpu, tol, outliers);
+    snprintf(row, len, "%-28s %s  %d of %d layer cases within %.0e", mode,
+             nok == ncase ? "PASS" : "FAIL", nok, ncase, tol);
+    return nok == ncase;
+}
+
+int main(int argc, char **argv)
+{
+    int ndev = 0, bench = 0;
+    const char *b32n = "cuda", *b16n = "cuda-fp16";
+    if (argc == 3 && !strcmp(argv[1], "--bench"))
+        bench = atoi(argv[2]);
+    else if (argc == 3 && !strcmp(argv[1], "--self"))
+        b32n = b16n = argv[2]; /* the harness itself, on any backend */
+    else if (argc != 1) {
+        fprintf(stderr, "usage: cuda_check [--bench BATCH | --self NAME]\n");
+        return 2;
+    }
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (strcmp(b32n, "cuda") == 0 && (e != cudaSuccess || ndev < 1)) {
+        printf("SKIP: no usable GPU (%s)\n",
+               e != cudaSuccess ? cudaGetErrorString(e) : "no device");
+        return 77;
+    }
+    teng_backend *gpu = NULL, *g16 = NULL, *cpu = NULL;
+    teng_backend_opts o = {0};
+    if (tbackends_open(b32n, &o, &gpu) || tbackends_open(b16n, &o, &g16) ||
+        tbackends_open("dnnl", &o, &cpu)) {
+        fprintf(stderr, "cuda_check: cannot open the backends\n");
+        return 1;
+    }
+    char r32[160], r16[160], b32[128] = "not run (--bench BATCH)",
+                             b16[128] = "not run (--bench BATCH)";
+    int ok = _layers_row(gpu, cpu, TOL_LAYER, 0.0, "layers cuda (FP32)", r32,
+                         sizeof(r32));
+    ok &= _layers_row(g16, cpu, TOL_F16, OUTLIERS_F16, "layers cuda-fp16", r16,
+                      sizeof(r16));
+    int train = _train_row(gpu, cpu);
+    int bok32 = bench ? _bench(gpu, bench, "FP32", b32, sizeof(b32)) : 1;
+    int bok16 = bench ? _bench(g16, bench, "FP16", b16, sizeof(b16)) : 1;
+    printf("%s\n%s\n", r32, r16);
+    printf("%-28s %s  final weights within %.0e\n", "tiny-cnn 50 steps FP32",
+           train ? "PASS" : "FAIL", TOL_TRAIN);
+    printf("%-28s %s  %s\n", "resnet50 synthetic cuda",
+           !bench  ? "SKIP"
+           : bok32 ? "INFO"
+                   : "FAIL",
+           b32);
+    printf("%-28s %s  %s\n", "resnet50 synthetic cuda-fp16",
+           !bench  ? "SKIP"
+           : bok16 ? "INFO"
+                   : "FAIL",
+           b16);
+    teng_backend_close(gpu);
+    teng_backend_close(g16);
+    teng_backend_close(cpu);
+    return ok && train && bok32 && bok16 ? 0 : 1;
+}

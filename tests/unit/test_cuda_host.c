@@ -1,0 +1,224 @@
+/* test_cuda_host.c: the cuda backend's host-checkable parts, without a
+ * GPU: the convolution algorithm cache (trainer/backends/cuda/cuda_algo.c)
+ * and the per-element maths of its kernels (cuda_math.h, compiled here as
+ * plain C) against the engine's host kernels, which the oneDNN backend
+ * runs: the dropout hash and masks, cross-entropy rows with label
+ * smoothing, ReLU backward, residual add, gradient sums. */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/layer_harness.h"
+#include "trainer/backends/cuda/cuda_algo.h"
+#include "trainer/backends/cuda/cuda_layout.h"
+#include "trainer/backends/cuda/cuda_math.h"
+#include "trainer/engine/host_kernels.h"
+#include "trainer/engine/rng.h"
+
+static tcuda_algo_key _key(int dir, int n, int c, int hw, int k, int ks, int s)
+{
+    tcuda_algo_key key = {dir, n, c, hw,     hw,     k, ks,
+                          ks,  s, s, ks / 2, ks / 2, 0, 0};
+    return key;
+}
+
+START_TEST(algo_cache_keys)
+{
+    tcuda_algo_cache c = {0};
+    tcuda_algo_val v = {0};
+    tcuda_algo_key a = _key(TCUDA_FWD, 32, 64, 56, 64, 3, 1);
+    ck_assert(!tcuda_algo_get(&c, &a, &v));
+    ck_assert_int_eq(tcuda_algo_put(&c, &a, &(tcuda_algo_val){7, 4096}), 0);
+    ck_assert(tcuda_algo_get(&c, &a, &v));
+    ck_assert_int_eq(v.algo, 7);
+    ck_assert_uint_eq(v.workspace, 4096);
+    /* Every field is part of the key: change each one alone. */
+    for (int f = 0; f < 14; f++) {
+        tcuda_algo_key b = a;
+        int *fields[] = {&b.dir, &b.n,  &b.c,     &b.h,     &b.w,
+                         &b.k,   &b.kh, &b.kw,    &b.sh,    &b.sw,
+                         &b.ph,  &b.pw, &b.dtype, &b.layout};
+        (*fields[f])++;
+        ck_assert_msg(!tcuda_algo_key_equal(&a, &b), "field %d ignored", f);
+        ck_assert_msg(!tcuda_algo_get(&c, &b, &v), "field %d hit", f);
+    }
+    /* A direction is its own entry: same shape, another algorithm. */
+    tcuda_algo_key d = a;
+    d.dir = TCUDA_BWD_FILTER;
+    ck_assert_int_eq(tcuda_algo_put(&c, &d, &(tcuda_algo_val){1, 0}), 0);
+    ck_assert(tcuda_algo_get(&c, &a, &v) && v.algo == 7);
+    ck_assert(tcuda_algo_get(&c, &d, &v) && v.algo == 1);
+    /* Replacing keeps one entry. */
+    ck_assert_int_eq(tcuda_algo_put(&c, &a, &(tcuda_algo_val){3, 8}), 0);
+    ck_assert_uint_eq(c.n, 2);
+    ck_assert(tcuda_algo_get(&c, &a, &v) && v.algo == 3);
+    tcuda_algo_free(&c);
+}
+END_TEST
+
+/* ResNet-50-like numbers of shapes: growth keeps every entry. */
+START_TEST(algo_cache_grows)
+{
+    tcuda_algo_cache c = {0};
+    tcuda_algo_val v;
+    for (int i = 0; i < 1000; i++) {
+        tcuda_algo_key k = _key(i % 3, 1 + i / 3, 64, 7 + i % 5, 128, 1, 1);
+        ck_assert_int_eq(tcuda_algo_put(&c, &k, &(tcuda_algo_val){i, 0}), 0);
+    }
+    ck_assert_uint_eq(c.n, 1000);
+    ck_assert(2 * c.n <= c.cap);
+    for (int i = 0; i < 1000; i++) {
+        tcuda_algo_key k = _key(i % 3, 1 + i / 3, 64, 7 + i % 5, 128, 1, 1);
+        ck_assert_msg(tcuda_algo_get(&c, &k, &v) && v.algo == i,
+                      "entry %d lost", i);
+    }
+    ck_assert_uint_eq(c.hits, 1000);
+    tcuda_algo_free(&c);
+}
+END_TEST
+
+START_TEST(dropout_matches_host)
+{
+    enum { N = 4099 };
+    static float x[N], yh[N], yc[N], dyh[N], dyc[N];
+    static uint8_t mask[N];
+    const float p = 0.3f;
+    const uint64_t key = 0x1234abcdULL;
+    for (uint64_t i = 0; i < 1000; i++)
+        ck_assert(tcuda_hash64(i * 77777) == teng_hash64(i * 77777));
+    for (int i = 0; i < N; i++)
+        x[i] = (float)(i % 97) * 0.37f - 11.0f;
+    teng_host_dropout_fwd(x, yh, mask, N, p, key);
+    teng_host_dropout_bwd(x, dyh, mask, N, p);
+    uint64_t cut = tcuda_dropout_cut(p);
+    int kept = 0;
+    for (int i = 0; i < N; i++) {
+        int keep = tcuda_dropout_keep(key, (size_t)i, cut);
+        ck_assert_int_eq(keep, mask[i]);
+        kept += keep;
+        yc[i] = tcuda_dropout_fwd(x[i], keep, p);
+        dyc[i] = tcuda_dropout_fwd(x[i], mask[i], p);
+    }
+    ck_assert(!memcmp(yh, yc, sizeof(yh)));
+    ck_assert(!memcmp(dyh, dyc, sizeof(dyh)));
+    ck_assert(kept > N / 2 && kept < N * 8 / 10);
+}
+END_TEST
+
+START_TEST(xent_rows_match_host)
+{
+    enum { N = 5, K = 13 };
+    float z[N * K], dh[N * K], dc[N * K];
+    int32_t lab[N] = {0, 12, 5, 5, 7};
+    for (int i = 0; i < N * K; i++)
+        z[i] = sinf((float)i * 1.7f) * 9.0f;
+    for (int si = 0; si < 2; si++) {
+        float s = si ? 0.1f : 0.0f;
+        double host = teng_host_xent(z, lab, N, K, s, 256.0f, dh), dev = 0.0;
+        for (int i = 0; i < N; i++)
+            dev += tcuda_xent_row(z + i * K, K, lab[i], s, 256.0f, dc + i * K);
+        ck_assert_double_eq_tol(dev, host, 1e-12 * fabs(host));
+        for (int i = 0; i < N * K; i++)
+            ck_assert_float_eq(dc[i], dh[i]);
+        /* The loss alone (forward) is the same without the gradient. */
+        ck_assert(tcuda_xent_row(z, K, lab[0], s, 1.0f, NULL) ==
+                  tcuda_xent_row(z, K, lab[0], s, 256.0f, dc));
+    }
+}
+END_TEST
+
+START_TEST(elementwise_maths)
+{
+    ck_assert_float_eq(tcuda_relu_bwd(0.5f, -3.0f), -3.0f);
+    ck_assert_float_eq(tcuda_relu_bwd(0.0f, 2.0f), 0.0f);
+    ck_assert_float_eq(tcuda_relu_bwd(-1.0f, 2.0f), 0.0f);
+    ck_assert_float_eq(tcuda_add(1.5f, -2.0f, 0), -0.5f);
+    ck_assert_float_eq(tcuda_add(1.5f, -2.0f, 1), 0.0f);
+    ck_assert_float_eq(tcuda_add(1.5f, 2.0f, 1), 3.5f);
+    ck_assert(tcuda_add(NAN, 1.0f, 1) == 0.0f);
+    float a[3] = {1, 2, 3}, b[3] = {10, 20, 30}, c[3] = {100, 200, 300};
+    const float *src[3] = {a, b, c};
+    ck_assert_float_eq(tcuda_sum4(src, 3, 1), 222.0f);
+    ck_assert_float_eq(tcuda_sum4(src, 1, 2), 3.0f);
+}
+END_TEST
+
+/* Every half back to fp32, and fp32 values of every kind (normals, ties,
+ * subnormals, overflow, inf, nan) to half, against the compiler's
+ * _Float16 (IEEE binary16, round to nearest even). */
+START_TEST(fp16_conversions)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        _Float16 ref;
+        uint16_t b = (uint16_t)h;
+        memcpy(&ref, &b, 2);
+        float a = tcuda_f32_from_f16(b), r = (float)ref;
+        ck_assert_msg(!memcmp(&a, &r, 4) || (isnan(a) && isnan(r)),
+                      "half %04x: %a, want %a", h, a, r);
+    }
+    uint64_t x = 12345;
+    for (long i = 0; i < 65536 * 8 + 200000; i++) {
+        uint32_t u;
+        if (i < 65536 * 8) /* around every half: the value and its ties */
+            u = (((uint32_t)(i / 8) << 13) + 0x38000000u +
+                 (uint32_t)(i % 8) * 0x400u - 0x800u);
+        else
+            u = (uint32_t)(x = teng_hash64(x));
+        float f;
+        memcpy(&f, &u, 4);
+        _Float16 ref = (_Float16)f;
+        uint16_t rb, got = tcuda_f16_from_f32(f);
+        memcpy(&rb, &ref, 2);
+        /* ck_assert per value is too slow for this many: test, then say. */
+        int ok =
+            isnan(f) ? (got & 0x7c00) == 0x7c00 && (got & 0x3ff) : got == rb;
+        if (!ok)
+            ck_abort_msg("%a (%08x) -> %04x, want %04x", f, u, got, rb);
+    }
+}
+END_TEST
+
+/* NHWC offsets against nested loops, both directions, odd sizes. */
+START_TEST(layout_index_maths)
+{
+    enum { N = 3, C = 5, H = 4, W = 7, T = N * C * H * W };
+    static float nchw[T], nhwc[T], back[T], loops[T];
+    for (int i = 0; i < T; i++)
+        nchw[i] = (float)i;
+    size_t k = 0;
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++)
+            for (int w = 0; w < W; w++)
+                for (int c = 0; c < C; c++, k++) {
+                    size_t src = tcuda_nchw(n, c, h, w, C, H, W);
+                    ck_assert_uint_eq(src, ((n * C + c) * H + h) * W + w);
+                    ck_assert_uint_eq(tcuda_nhwc(n, c, h, w, C, H, W), k);
+                    ck_assert_uint_eq(tcuda_nchw_of_nhwc(k, C, H, W), src);
+                    loops[k] = nchw[src];
+                }
+    tcuda_relayout(nchw, nhwc, N, C, H, W, 1);
+    ck_assert(!memcmp(nhwc, loops, sizeof(loops)));
+    tcuda_relayout(nhwc, back, N, C, H, W, 0);
+    ck_assert(!memcmp(back, nchw, sizeof(nchw)));
+    /* 1 x 1 images (FC outputs): both layouts are the same. */
+    for (size_t i = 0; i < 60; i++)
+        ck_assert_uint_eq(tcuda_nchw_of_nhwc(i, 12, 1, 1), i);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cuda_host");
+    TCase *tc = tcase_create("cuda_host");
+    tcase_add_test(tc, algo_cache_keys);
+    tcase_add_test(tc, algo_cache_grows);
+    tcase_add_test(tc, dropout_matches_host);
+    tcase_add_test(tc, xent_rows_match_host);
+    tcase_add_test(tc, elementwise_maths);
+    tcase_add_test(tc, fp16_conversions);
+    tcase_add_test(tc, layout_index_maths);
+    suite_add_tcase(s, tc);
+    return lh_run(s);
+}

@@ -1,0 +1,326 @@
+/* trainer/backends/cuda/cuda_backend.c: the cuDNN/cuBLAS GPU backend:
+ * device, stream and library handles, device memory, the canonical I/O
+ * (plain copies: the backend keeps NCHW/OIHW), the optimizer ops through
+ * the multi-tensor kernels of cuda_optim.h, and the descriptor the
+ * registry lists (tcuda_backend_desc). The layers are in cuda_layers.c.
+ *
+ * Host syncs: upload, download, tensor/param I/O and sync wait for the
+ * stream (cudaStreamSynchronize, never the whole device); they serve I/O,
+ * not the step's kernels. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/torus_error.h"
+#include "trainer/backends/cuda/cuda.h"
+#include "trainer/backends/cuda/cuda_internal.h"
+#include "trainer/backends/cuda/cuda_kernels.h"
+#include "trainer/backends/cuda/cuda_layout.h"
+
+int _tcuda_fail_rt(const char *file, int line, const char *what, int err)
+{
+    return torus_error_set_(TENG_EBACKEND, file, line, "%s: %s", what,
+                            cudaGetErrorString((cudaError_t)err));
+}
+
+int _tcuda_fail_dnn(const char *file, int line, const char *what, int st)
+{
+    return torus_error_set_(TENG_EBACKEND, file, line, "%s: %s", what,
+                            cudnnGetErrorString((cudnnStatus_t)st));
+}
+
+int _tcuda_fail_blas(const char *file, int line, const char *what, int st)
+{
+    return torus_error_set_(TENG_EBACKEND, file, line, "%s: %s", what,
+                            cublasGetStatusString((cublasStatus_t)st));
+}
+
+static void *_alloc(teng_backend *bk, size_t bytes)
+{
+    void *p = NULL;
+    /* Arenas are allocated once at compile: zero-filling them here (and
+     * waiting for it) costs nothing per step. */
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess)
+        return NULL;
+    if (cudaMemsetAsync(p, 0, bytes ? bytes : 1, _tcuda(bk)->stream) !=
+            cudaSuccess ||
+        cudaStreamSynchronize(_tcuda(bk)->stream) != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void _free(teng_backend *bk, void *p)
+{
+    /* Work queued on the arena must finish before its memory goes. */
+    cudaStreamSynchronize(_tcuda(bk)->stream);
+    cudaFree(p);
+}
+
+/* In stream order, and complete on return: the host buffer may go. */
+static int _copy(teng_backend *bk, void *dst, const void *src, size_t n,
+                 enum cudaMemcpyKind kind)
+{
+    cudaStream_t s = _tcuda(bk)->stream;
+    TCUDA_RT(cudaMemcpyAsync(dst, src, n, kind, s));
+    TCUDA_RT(cudaStreamSynchronize(s));
+    return TENG_OK;
+}
+
+static int _upload(teng_backend *bk, void *dst, const void *src, size_t n)
+{
+    return _copy(bk, dst, src, n, cudaMemcpyHostToDevice);
+}
+
+static int _download(teng_backend *bk, void *dst, const void *src, size_t n)
+{
+    return _copy(bk, dst, src, n, cudaMemcpyDeviceToHost);
+}
+
+static int _sync(teng_backend *bk)
+{
+    TCUDA_RT(cudaStreamSynchronize(_tcuda(bk)->stream));
+    return TENG_OK;
+}
+
+/* FP32 mode: the canonical layout, I/O is a copy. FP16 mode: fp32 NCHW
+ * staged in the scratch arena's temporary region, converted on the device
+ * to fp16 NHWC (and back). */
+static int _tensor_io(teng_backend *bk, teng_net *net, int id, int grad,
+                      float *host, int to_device)
+{
+    tcuda_impl *im = _tcuda(bk);
+    void *dev = grad ? net->t[id].grad : net->t[id].data;
+    size_t n = teng_tensor_count(net, id);
+    teng_shape s = net->t[id].shape;
+    int chw[3] = {s.c, s.h, s.w}, rc;
+    float *stage = im->half ? _tcuda_tmp(net) : dev;
+    if (to_device) {
+        if ((rc = _upload(bk, stage, host, sizeof(float) * n)) || !im->half)
+            return rc;
+        TCUDA_K(tcuda_k_to_f16_nhwc(im->stream, stage, dev, n, chw));
+        return _sync(bk);
+    }
+    if (im->half)
+        TCUDA_K(tcuda_k_to_f32_nchw(im->stream, dev, stage, n, chw));
+    return _download(bk, host, stage, sizeof(float) * n);
+}
+
+/* FP16 mode keeps weights OHWI: the image shape {C, H, W} a weight's rows
+ * are laid out over, and 1; 0 where the backend layout is the canonical
+ * one (FP32 mode, vectors, 1 x 1 images). */
+static int _param_chw(teng_backend *bk, const teng_net *net, int id, int chw[3])
+{
+    const teng_param *p = &net->p[id];
+    const teng_layer *l = &net->l[p->layer];
+    if (!_tcuda(bk)->half || p->kind != TENG_P_WEIGHT)
+        return 0;
+    if (l->kind == TENG_L_CONV) {
+        chw[0] = p->dims[1];
+        chw[1] = p->dims[2];
+        chw[2] = p->dims[3];
+    } else if (l->kind == TENG_L_FC) {
+        teng_shape s = net->t[l->in[0]].shape;
+        chw[0] = s.c;
+        chw[1] = s.h;
+        chw[2] = s.w;
+    } else
+        return 0;
+    return chw[1] * chw[2] > 1;
+}
+
+/* Masters, gradients and optimizer state are fp32 in both modes; in FP16
+ * mode weights change layout on the host (I/O only, never in a step). */
+static int _param_io(teng_backend *bk, teng_net *net, int id, void *dev,
+                     float *host, int to_device)
+{
+    size_t n = net->p[id].count, bytes = sizeof(float) * n;
+    int chw[3], rc;
+    if (!_param_chw(bk, net, id, chw))
+        return to_device ? _upload(bk, dev, host, bytes)
+                         : _download(bk, host, dev, bytes);
+    size_t rows = n / ((size_t)chw[0] * chw[1] * chw[2]);
+    float *tmp = malloc(bytes);
+    if (!tmp)
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    if (to_device) {
+        tcuda_relayout(host, tmp, rows, chw[0], chw[1], chw[2], 1);
+        rc = _upload(bk, dev, tmp, bytes);
+    } else if (!(rc = _download(bk, tmp, dev, bytes)))
+        tcuda_relayout(tmp, host, rows, chw[0], chw[1], chw[2], 0);
+    free(tmp);
+    return rc;
+}
+
+static int _optim(const teng_net *net)
+{
+    const tcuda_net *cn = net->bkstate;
+    if (!cn || !cn->optim)
+        return TORUS_FAIL(TENG_ESTATE, "cuda optimizer ops before bind");
+    return TENG_OK;
+}
+
+static int _param_sumsq(teng_backend *bk, teng_net *net, const void *buf,
+                        float *out)
+{
+    int rc = _optim(net);
+    (void)bk;
+    if (!rc)
+        rc = tcuda_optim_sumsq(((tcuda_net *)net->bkstate)->optim, buf, out);
+    return rc;
+}
+
+static int _sgd(teng_backend *bk, teng_net *net, void *vel,
+                const teng_sgd_args *a)
+{
+    int rc = _optim(net);
+    (void)bk;
+    if (!rc)
+        rc = tcuda_optim_sgd(((tcuda_net *)net->bkstate)->optim, vel, a);
+    return rc;
+}
+
+/* FP16 mode: the working copies follow the masters. */
+static int _refresh(teng_backend *bk, teng_net *net)
+{
+    int rc = _optim(net);
+    (void)bk;
+    if (!rc)
+        rc = tcuda_optim_refresh(((tcuda_net *)net->bkstate)->optim);
+    return rc;
+}
+
+static void _destroy(teng_backend *bk)
+{
+    tcuda_impl *im = _tcuda(bk);
+    if (im) {
+        if (im->stream)
+            cudaStreamSynchronize(im->stream);
+        if (im->blas)
+            cublasDestroy(im->blas);
+        if (im->dnn)
+            cudnnDestroy(im->dnn);
+        if (im->stream)
+            cudaStreamDestroy(im->stream);
+        if (bk->opts.verbose)
+            fprintf(stderr,
+                    "cuda: convolution algorithms: %zu shapes, %zu "
+                    "lookups found, %zu asked cuDNN\n",
+                    im->algos.n, im->algos.hits, im->algos.misses);
+        tcuda_algo_free(&im->algos);
+        free(im);
+    }
+    free(bk);
+}
+
+static const teng_backend_ops _ops = {
+    .name = "cuda",
+    .host_memory = 0,
+    .destroy = _destroy,
+    .alloc = _alloc,
+    .free = _free,
+    .upload = _upload,
+    .download = _download,
+    .sync = _sync,
+    .plan = _tcuda_plan,
+    .bind = _tcuda_bind,
+    .release = _tcuda_release,
+    .forward = _tcuda_forward,
+    .backward = _tcuda_backward,
+    .bwd_reads = _tcuda_bwd_reads,
+    .grad_sum = _tcuda_grad_sum,
+    .tensor_io = _tensor_io,
+    .param_io = _param_io,
+    .param_sumsq = _param_sumsq,
+    .sgd_update = _sgd,
+    .refresh_work = NULL, /* FP32: every working copy is its master */
+};
+
+/* Device, stream, handles; the handles work on the stream. */
+static int _open(tcuda_impl *im, int device)
+{
+    TCUDA_RT(cudaSetDevice(device));
+    TCUDA_RT(cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking));
+    TCUDA_DNN(cudnnCreate(&im->dnn));
+    TCUDA_DNN(cudnnSetStream(im->dnn, im->stream));
+    TCUDA_BLAS(cublasCreate(&im->blas));
+    TCUDA_BLAS(cublasSetStream(im->blas, im->stream));
+    /* FP32 mode: true FP32 (no TF32), as it is checked against oneDNN;
+     * FP16 mode: tensor cores. */
+    TCUDA_BLAS(cublasSetMathMode(im->blas, im->half ? CUBLAS_DEFAULT_MATH
+                                                    : CUBLAS_PEDANTIC_MATH));
+    return TENG_OK;
+}
+
+static int _create_mode(const teng_backend_opts *opts, int half,
+                        teng_backend **out)
+{
+    int ndev = 0;
+    teng_backend *bk = calloc(1, sizeof(*bk));
+    tcuda_impl *im = calloc(1, sizeof(*im));
+    *out = NULL;
+    if (!bk || !im) {
+        free(bk);
+        free(im);
+        return TORUS_FAIL(TENG_ENOMEM, "cuda backend: out of memory");
+    }
+    /* The FP16 mode's ops: FP32's, with the working copies refreshed. */
+    im->ops = _ops;
+    if (half) {
+        im->ops.name = "cuda-fp16";
+        im->ops.refresh_work = _refresh;
+    }
+    bk->ops = &im->ops;
+    bk->opts = *opts;
+    bk->impl = im;
+    im->device = opts->device;
+    im->half = half;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    int rc =
+        e != cudaSuccess ? TORUS_FAIL(TENG_EBACKEND, "no usable GPU: %s",
+                                      cudaGetErrorString(e))
+        : opts->device < 0 || opts->device >= ndev
+            ? TORUS_FAIL(TENG_EINVAL, "device %d does not exist (%d visible)",
+                         opts->device, ndev)
+            : _open(im, opts->device);
+    if (rc) {
+        _destroy(bk);
+        return torus_error_prefix(rc, "cuda backend");
+    }
+    bk->stream = im->stream;
+    *out = bk;
+    return TENG_OK;
+}
+
+static int _create(const teng_backend_opts *opts, teng_backend **out)
+{
+    return _create_mode(opts, 0, out);
+}
+
+static int _create16(const teng_backend_opts *opts, teng_backend **out)
+{
+    return _create_mode(opts, 1, out);
+}
+
+static int _probe(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+static const char *const _aliases[] = {"gpu", NULL};
+
+const teng_backend_desc tcuda_backend_desc = {
+    .name = "cuda",
+    .aliases = _aliases,
+    .probe = _probe,
+    .create = _create,
+};
+
+const teng_backend_desc tcuda_backend_fp16_desc = {
+    .name = "cuda-fp16",
+    .aliases = NULL,
+    .probe = _probe,
+    .create = _create16,
+};

@@ -1,0 +1,378 @@
+/* trainer/backends/cuda/cuda_exec.c: the cuda backend's forward and
+ * backward of every layer and the gradient fan-in sums, on the
+ * descriptors and algorithms cuda_layers.c planned. Everything is queued
+ * on the backend's stream; the only host wait is the loss layer's
+ * forward (the engine reads the loss on the host after it).
+ *
+ * FC in cuBLAS's column-major terms: x (n x C row-major) is X, C x n;
+ * W (k x C, OI) is Wc, C x k; y (n x k) is Y, k x n. Forward Y = Wc^T X,
+ * dX = Wc dY, dWc = X dY^T. */
+#include <string.h>
+
+#include "common/torus_error.h"
+#include "trainer/backends/cuda/cuda_internal.h"
+#include "trainer/backends/cuda/cuda_kernels.h"
+#include "trainer/engine/rng.h"
+
+static const float _one = 1.0f, _zero = 0.0f;
+
+static tcuda_layer *_d(teng_net *net, int li)
+{
+    return &((tcuda_net *)net->bkstate)->l[li];
+}
+
+static size_t _count(const teng_net *net, int id)
+{
+    return teng_tensor_count(net, id);
+}
+
+static int _conv_fwd(teng_backend *bk, teng_net *net, int li)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    tcuda_layer *d = _d(net, li);
+    const teng_param *p = &net->p[l->param0];
+    TCUDA_DNN(cudnnConvolutionForward(
+        im->dnn, &_one, d->x, net->t[l->in[0]].data, d->w, p->work, d->conv,
+        (cudnnConvolutionFwdAlgo_t)d->fwd.algo, net->scratch, d->fwd.workspace,
+        &_zero, d->y, net->t[l->out].data));
+    if (l->bias)
+        TCUDA_DNN(cudnnAddTensor(im->dnn, &_one, d->b, p[1].work, &_one, d->y,
+                                 net->t[l->out].data));
+    return TENG_OK;
+}
+
+/* The weight (and bias) gradients: cuDNN writes them in the weights'
+ * type; in FP16 mode through the temporary region, then to fp32. */
+static int _conv_bwd_params(teng_backend *bk, teng_net *net, int li)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    tcuda_layer *d = _d(net, li);
+    const teng_param *p = &net->p[l->param0];
+    const void *dy = net->t[l->out].grad;
+    char *tmp = _tcuda_tmp(net);
+    void *dw = im->half ? (void *)tmp : (void *)p->grad;
+    void *db = im->half ? (void *)(tmp + TCUDA_ALIGN(2 * p->count))
+                        : (void *)p[1].grad;
+    TCUDA_DNN(cudnnConvolutionBackwardFilter(
+        im->dnn, &_one, d->x, net->t[l->in[0]].data, d->y, dy, d->conv,
+        (cudnnConvolutionBwdFilterAlgo_t)d->bwf.algo, net->scratch,
+        d->bwf.workspace, &_zero, d->w, dw));
+    if (im->half)
+        TCUDA_K(tcuda_k_to_f32(im->stream, dw, p->grad, p->count));
+    if (!l->bias)
+        return TENG_OK;
+    TCUDA_DNN(cudnnConvolutionBackwardBias(im->dnn, &_one, d->y, dy, &_zero,
+                                           d->b, db));
+    if (im->half)
+        TCUDA_K(tcuda_k_to_f32(im->stream, db, p[1].grad, p[1].count));
+    return TENG_OK;
+}
+
+static int _conv_bwd(teng_backend *bk, teng_net *net, int li)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    tcuda_layer *d = _d(net, li);
+    const teng_param *p = &net->p[l->param0];
+    const void *dy = net->t[l->out].grad;
+    /* Weights first: their gradient is what the all-reduce waits on. */
+    int rc = _conv_bwd_params(bk, net, li);
+    if (rc)
+        return rc;
+    if (l->in_grad[0])
+        TCUDA_DNN(cudnnConvolutionBackwardData(
+            im->dnn, &_one, d->w, p->work, d->y, dy, d->conv,
+            (cudnnConvolutionBwdDataAlgo_t)d->bwd.algo, net->scratch,
+            d->bwd.workspace, &_zero, d->x, l->in_grad[0]));
+    return TENG_OK;
+}
+
+static int _bn_fwd(teng_backend *bk, teng_net *net, int li, int training)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    tcuda_layer *d = _d(net, li);
+    const teng_param *p = &net->p[l->param0];
+    void *x = net->t[l->in[0]].data, *y = net->t[l->out].data;
+    char *st = net->stats, *ws = l->ws;
+    void *rmean = st + net->stat_off[l->stat0];
+    void *rvar = st + net->stat_off[l->stat0 + 1];
+    if (training)
+        TCUDA_DNN(cudnnBatchNormalizationForwardTraining(
+            im->dnn, CUDNN_BATCHNORM_SPATIAL, &_one, &_zero, d->x, x, d->x, y,
+            d->b, p[0].work, p[1].work, (double)l->momentum, rmean, rvar,
+            (double)l->eps, ws + d->ws_off[0], ws + d->ws_off[1]));
+    else
+        TCUDA_DNN(cudnnBatchNormalizationForwardInference(
+            im->dnn, CUDNN_BATCHNORM_SPATIAL, &_one, &_zero, d->x, x, d->x, y,
+            d->b, p[0].work, p[1].work, rmean, rvar, (double)l->eps));
+    if (l->relu)
+        TCUDA_DNN(cudnnActivationForward(im->dnn, d->act, &_one, d->x, y,
+                                         &_zero, d->x, y));
+    return TENG_OK;
+}
+
+static int _bn_bwd(teng_backend *bk, teng_net *net, int li)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    tcuda_layer *d = _d(net, li);
+    const teng_param *p = &net->p[l->param0];
+    teng_tensor *y = &net->t[l->out];
+    const void *dy = y->grad;
+    char *ws = l->ws;
+    if (l->relu) {
+        /* Masked into scratch: y->grad may be a residual's shared grad. */
+        TCUDA_K(tcuda_k_relu_bwd(im->stream, im->half, y->data, y->grad,
+                                 _tcuda_tmp(net), _count(net, l->out)));
+        dy = _tcuda_tmp(net);
+    }
+    TCUDA_DNN(cudnnBatchNormalizationBackward(
+        im->dnn, CUDNN_BATCHNORM_SPATIAL, &_one, &_zero, &_one, &_zero, d->x,
+        net->t[l->in[0]].data, d->x, dy, d->x, l->in_grad[0], d->b, p[0].work,
+        p[0].grad, p[1].grad, (double)l->eps, ws + d->ws_off[0],
+        ws + d->ws_off[1]));
+    return TENG_OK;
+}
+
+/* C (m x n, ldc m) = op(A) op(B), column-major: cublasSgemm in FP32
+ * mode; in FP16 mode fp16 A and B with fp32 accumulation, C in fp32 (c32)
+ * or fp16. */
+static int _gemm(teng_backend *bk, int ta, int tb, int m, int n, int k,
+                 const void *a, int lda, const void *b, int ldb, void *c,
+                 int c32)
+{
+    tcuda_impl *im = _tcuda(bk);
+    cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (!im->half) {
+        TCUDA_BLAS(cublasSgemm(im->blas, oa, ob, m, n, k, &_one, a, lda, b, ldb,
+                               &_zero, c, m));
+        return TENG_OK;
+    }
+    TCUDA_BLAS(cublasGemmEx(im->blas, oa, ob, m, n, k, &_one, a, CUDA_R_16F,
+                            lda, b, CUDA_R_16F, ldb, &_zero, c,
+                            c32 ? CUDA_R_32F : CUDA_R_16F, m,
+                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return TENG_OK;
+}
+
+static int _fc_fwd(teng_backend *bk, teng_net *net, int li)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    const teng_param *p = &net->p[l->param0];
+    int n = net->t[l->in[0]].shape.n, k = l->k;
+    int c = (int)(_count(net, l->in[0]) / (size_t)n), rc;
+    void *y = net->t[l->out].data;
+    if ((rc = _gemm(bk, 1, 0, k, n, c, p->work, c, net->t[l->in[0]].data, c, y,
+                    0)))
+        return rc;
+    if (l->bias)
+        TCUDA_K(tcuda_k_bias_add(im->stream, im->half, y, p[1].work, n, k));
+    return TENG_OK;
+}
+
+static int _fc_bwd(teng_backend *bk, teng_net *net, int li)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    const teng_param *p = &net->p[l->param0];
+    int n = net->t[l->in[0]].shape.n, k = l->k;
+    int c = (int)(_count(net, l->in[0]) / (size_t)n), rc;
+    const void *dy = net->t[l->out].grad;
+    /* The weight gradient is fp32 in both modes. */
+    if ((rc = _gemm(bk, 0, 1, c, k, n, net->t[l->in[0]].data, c, dy, k, p->grad,
+                    1)))
+        return rc;
+    if (l->bias)
+        TCUDA_K(tcuda_k_bias_grad(im->stream, im->half, dy, p[1].grad, n, k));
+    if (l->in_grad[0])
+        return _gemm(bk, 0, 0, c, n, k, p->work, c, dy, k, l->in_grad[0], 0);
+    return TENG_OK;
+}
+
+static uint64_t _dropout_key(const teng_net *net, int layer)
+{
+    /* The oneDNN backend's key: the same masks on both backends. */
+    return teng_hash64(net->dropout_seed ^ teng_hash64(net->step) ^
+                       ((uint64_t)layer << 48));
+}
+
+/* The logits in fp32: the tensor itself, or in FP16 mode its conversion
+ * at the start of the temporary region (a failed launch is reported by
+ * the next call's check). */
+static const float *_logits(teng_backend *bk, teng_net *net,
+                            const teng_layer *l)
+{
+    const void *z = net->t[l->in[0]].data;
+    if (!_tcuda(bk)->half)
+        return z;
+    float *f = _tcuda_tmp(net);
+    tcuda_k_to_f32(_tcuda(bk)->stream, z, f, _count(net, l->in[0]));
+    return f;
+}
+
+/* dL/dlogits / global batch; in FP16 mode computed in fp32 after the
+ * logits in the temporary region, then rounded to the fp16 gradient. */
+static int _xent_bwd(teng_backend *bk, teng_net *net, int li)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    teng_shape s = net->t[l->in[0]].shape;
+    size_t n = _count(net, l->in[0]);
+    float *dz = im->half ? (float *)((char *)_tcuda_tmp(net) +
+                                     TCUDA_ALIGN(sizeof(float) * n))
+                         : (float *)l->in_grad[0];
+    TCUDA_K(tcuda_k_xent(im->stream, _logits(bk, net, l), net->labels, s.n, s.c,
+                         l->smoothing, (float)net->global_batch, l->ws, dz));
+    if (im->half)
+        TCUDA_K(tcuda_k_to_f16(im->stream, dz, l->in_grad[0], n));
+    return TENG_OK;
+}
+
+/* The loss: per-row losses on the device, summed on the host in row
+ * order (as teng_host_xent does) after the step's one wait. */
+static int _xent_fwd(teng_backend *bk, teng_net *net, int li)
+{
+    tcuda_impl *im = _tcuda(bk);
+    tcuda_net *cn = net->bkstate;
+    teng_layer *l = &net->l[li];
+    teng_shape s = net->t[l->in[0]].shape;
+    if (s.n > cn->host_loss_n)
+        return TORUS_FAIL(TENG_EINVAL, "batch %d above the planned %d", s.n,
+                          cn->host_loss_n);
+    TCUDA_K(tcuda_k_xent(im->stream, _logits(bk, net, l), net->labels, s.n, s.c,
+                         l->smoothing, 1.0f, l->ws, NULL));
+    TCUDA_RT(cudaMemcpyAsync(cn->host_loss, l->ws, sizeof(double) * s.n,
+                             cudaMemcpyDeviceToHost, im->stream));
+    TCUDA_RT(cudaStreamSynchronize(im->stream));
+    l->loss_sum = 0.0;
+    for (int i = 0; i < s.n; i++)
+        l->loss_sum += cn->host_loss[i];
+    return TENG_OK;
+}
+
+static int _dropout_fwd(teng_backend *bk, teng_net *net, int li, int training)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    teng_tensor *x = &net->t[l->in[0]], *y = &net->t[l->out];
+    size_t n = _count(net, l->in[0]);
+    /* FP16 is NHWC: masks hash the NCHW offsets, as the oneDNN backend's. */
+    int chw[3] = {x->shape.c, x->shape.h, x->shape.w};
+    if (training && l->p > 0.f)
+        TCUDA_K(tcuda_k_dropout_fwd(im->stream, im->half, x->data, y->data,
+                                    l->ws, n, l->p, _dropout_key(net, li),
+                                    im->half, chw));
+    else
+        TCUDA_RT(cudaMemcpyAsync(y->data, x->data, _tcuda_esz(bk) * n,
+                                 cudaMemcpyDeviceToDevice, im->stream));
+    return TENG_OK;
+}
+
+int _tcuda_forward(teng_backend *bk, teng_net *net, int li, int training)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    tcuda_layer *d = _d(net, li);
+    /* The input layer has no input, the loss layer no output. */
+    void *x = l->in[0] >= 0 ? net->t[l->in[0]].data : NULL;
+    void *y = l->out >= 0 ? net->t[l->out].data : NULL;
+    switch (l->kind) {
+    case TENG_L_INPUT:
+        return TENG_OK;
+    case TENG_L_CONV:
+        return _conv_fwd(bk, net, li);
+    case TENG_L_BN:
+        return _bn_fwd(bk, net, li, training);
+    case TENG_L_RELU:
+        TCUDA_DNN(cudnnActivationForward(im->dnn, d->act, &_one, d->x, x,
+                                         &_zero, d->x, y));
+        return TENG_OK;
+    case TENG_L_MAXPOOL:
+    case TENG_L_AVGPOOL:
+    case TENG_L_GAP:
+        TCUDA_DNN(cudnnPoolingForward(im->dnn, d->pool, &_one, d->x, x, &_zero,
+                                      d->y, y));
+        return TENG_OK;
+    case TENG_L_FC:
+        return _fc_fwd(bk, net, li);
+    case TENG_L_ADD:
+        TCUDA_K(tcuda_k_add(im->stream, im->half, x, net->t[l->in[1]].data, y,
+                            _count(net, l->out), l->relu));
+        return TENG_OK;
+    case TENG_L_DROPOUT:
+        return _dropout_fwd(bk, net, li, training);
+    case TENG_L_XENT:
+        return _xent_fwd(bk, net, li);
+    default:
+        return TORUS_FAIL(TENG_EINVAL, "unknown layer kind");
+    }
+}
+
+static int _simple_bwd(teng_backend *bk, teng_net *net, int li)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    teng_tensor *x = &net->t[l->in[0]], *y = &net->t[l->out];
+    tcuda_layer *d = _d(net, li);
+    size_t n = _count(net, l->out);
+    switch (l->kind) {
+    case TENG_L_RELU:
+        TCUDA_K(tcuda_k_relu_bwd(im->stream, im->half, y->data, y->grad,
+                                 l->in_grad[0], n));
+        return TENG_OK;
+    case TENG_L_DROPOUT:
+        if (l->p > 0.f)
+            TCUDA_K(tcuda_k_dropout_bwd(im->stream, im->half, y->grad,
+                                        l->in_grad[0], l->ws, n, l->p));
+        else
+            TCUDA_RT(cudaMemcpyAsync(l->in_grad[0], y->grad, _tcuda_esz(bk) * n,
+                                     cudaMemcpyDeviceToDevice, im->stream));
+        return TENG_OK;
+    default: /* pooling */
+        TCUDA_DNN(cudnnPoolingBackward(im->dnn, d->pool, &_one, d->y, y->data,
+                                       d->y, y->grad, d->x, x->data, &_zero,
+                                       d->x, l->in_grad[0]));
+        return TENG_OK;
+    }
+}
+
+int _tcuda_backward(teng_backend *bk, teng_net *net, int li)
+{
+    tcuda_impl *im = _tcuda(bk);
+    teng_layer *l = &net->l[li];
+    teng_tensor *y = l->out >= 0 ? &net->t[l->out] : NULL;
+    switch (l->kind) {
+    case TENG_L_INPUT:
+        return TENG_OK;
+    case TENG_L_CONV:
+        return _conv_bwd(bk, net, li);
+    case TENG_L_BN:
+        return _bn_bwd(bk, net, li);
+    case TENG_L_FC:
+        return _fc_bwd(bk, net, li);
+    case TENG_L_ADD:
+        /* In place: the output grad becomes the ReLU-masked grad that
+         * both inputs share (see compile.c). */
+        if (l->relu)
+            TCUDA_K(tcuda_k_relu_bwd(im->stream, im->half, y->data, y->grad,
+                                     y->grad, _count(net, l->out)));
+        return TENG_OK;
+    case TENG_L_XENT:
+        return l->in_grad[0] ? _xent_bwd(bk, net, li) : TENG_OK;
+    default:
+        return l->in_grad[0] ? _simple_bwd(bk, net, li) : TENG_OK;
+    }
+}
+
+int _tcuda_grad_sum(teng_backend *bk, teng_net *net, int tensor)
+{
+    teng_tensor *t = &net->t[tensor];
+    TCUDA_K(tcuda_k_grad_sum(_tcuda(bk)->stream, _tcuda(bk)->half, t->contrib,
+                             t->ncontrib, t->grad, _count(net, tensor)));
+    return TENG_OK;
+}

@@ -1,0 +1,131 @@
+/* trainer/backends/cuda/cuda_internal.h: state shared by the cuda
+ * backend's source files (cuda_backend.c: device, memory, I/O, optimizer
+ * ops; cuda_layers.c: the layers).
+ *
+ * The backend owns one device, one non-blocking stream (bk->stream) that
+ * every call of a step goes to, one cuDNN and one cuBLAS handle bound to
+ * that stream, and the convolution algorithm cache (cuda_algo.h), which
+ * outlives nets. Per net (net->bkstate) it keeps, per layer, the cuDNN
+ * descriptors and chosen algorithms built at plan, and the optimizer plan
+ * (cuda_optim.h) built at bind. Two modes: FP32 (backend "cuda": NCHW
+ * tensors and OIHW/OI/C params, the canonical layouts, every one fp32, so
+ * I/O is a plain copy) and FP16 ("cuda-fp16": NHWC activations and their
+ * gradients in fp16, convolution and FC weights in OHWI with fp16 working
+ * copies of their fp32 masters, tensor cores; BN parameters, statistics,
+ * every gradient of a param, and the loss in fp32; tensor I/O converts
+ * layout and type on the device through the scratch arena, param I/O the
+ * layout on the host; cuda_layout.h has the index maths).
+ *
+ * The scratch arena: [0, ws) the largest convolution workspace, then at
+ * tmp_off a temporary region (tmp_bytes) that one call at a time uses:
+ * the BN+ReLU masked gradient, the fp16 weight and bias gradients before
+ * their conversion to fp32, fp32 logits and their gradient, and the fp32
+ * staging of tensor I/O in FP16 mode. */
+#ifndef TORUS_TRAINER_BACKENDS_CUDA_INTERNAL_H
+#define TORUS_TRAINER_BACKENDS_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "trainer/backends/cuda/cuda_algo.h"
+#include "trainer/backends/cuda/cuda_optim.h"
+#include "trainer/engine/backend.h"
+
+typedef struct {
+    teng_backend_ops ops; /* the mode's: FP16 adds refresh_work */
+    int device;
+    int half; /* FP16 mode */
+    cudaStream_t stream;
+    cudnnHandle_t dnn;
+    cublasHandle_t blas;
+    tcuda_algo_cache algos;
+} tcuda_impl;
+
+typedef struct {
+    cudnnTensorDescriptor_t x, y, b; /* input, output, bias/BN params */
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    cudnnPoolingDescriptor_t pool;
+    cudnnActivationDescriptor_t act;
+    tcuda_algo_val fwd, bwd, bwf; /* conv: forward, data, filter */
+    size_t ws_off[2];             /* BN: saved mean, saved 1/std */
+} tcuda_layer;
+
+typedef struct {
+    tcuda_layer *l;     /* per layer */
+    double *host_loss;  /* pinned: the loss layer's per-row losses */
+    int host_loss_n;    /* rows it holds */
+    tcuda_optim *optim; /* from bind to release */
+    size_t tmp_off;     /* the scratch arena's temporary region */
+    size_t tmp_bytes;
+} tcuda_net;
+
+static inline tcuda_impl *_tcuda(teng_backend *bk)
+{
+    return bk->impl;
+}
+
+/* Offsets inside the workspaces and the scratch arena. */
+#define TCUDA_ALIGN(n) (((n) + 255) & ~(size_t)255)
+
+/* The mode's layout of activations and filters. */
+static inline cudnnTensorFormat_t _tcuda_fmt(teng_backend *bk)
+{
+    return _tcuda(bk)->half ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+}
+
+/* Bytes of an activation element in the backend's mode. */
+static inline size_t _tcuda_esz(teng_backend *bk)
+{
+    return _tcuda(bk)->half ? 2 : 4;
+}
+
+/* The temporary region of the scratch arena (see above). */
+static inline void *_tcuda_tmp(const teng_net *net)
+{
+    return (char *)net->scratch + ((const tcuda_net *)net->bkstate)->tmp_off;
+}
+
+/* Records "what: error string" (TORUS_FAIL with the caller's file:line)
+ * and returns TENG_EBACKEND. */
+int _tcuda_fail_rt(const char *file, int line, const char *what, int err);
+int _tcuda_fail_dnn(const char *file, int line, const char *what, int st);
+int _tcuda_fail_blas(const char *file, int line, const char *what, int st);
+
+#define TCUDA_RT(call)                                                 \
+    do {                                                               \
+        cudaError_t _e = (call);                                       \
+        if (_e != cudaSuccess)                                         \
+            return _tcuda_fail_rt(__FILE__, __LINE__, #call, (int)_e); \
+    } while (0)
+#define TCUDA_DNN(call)                                                 \
+    do {                                                                \
+        cudnnStatus_t _s = (call);                                      \
+        if (_s != CUDNN_STATUS_SUCCESS)                                 \
+            return _tcuda_fail_dnn(__FILE__, __LINE__, #call, (int)_s); \
+    } while (0)
+#define TCUDA_BLAS(call)                                                 \
+    do {                                                                 \
+        cublasStatus_t _s = (call);                                      \
+        if (_s != CUBLAS_STATUS_SUCCESS)                                 \
+            return _tcuda_fail_blas(__FILE__, __LINE__, #call, (int)_s); \
+    } while (0)
+/* A kernel launcher's result (cuda_kernels.h). */
+#define TCUDA_K(call)                                             \
+    do {                                                          \
+        int _e = (call);                                          \
+        if (_e)                                                   \
+            return _tcuda_fail_rt(__FILE__, __LINE__, #call, _e); \
+    } while (0)
+
+/* Layer lifecycle (cuda_layers.c). */
+int _tcuda_plan(teng_backend *bk, teng_net *net, int batch);
+int _tcuda_bind(teng_backend *bk, teng_net *net);
+void _tcuda_release(teng_backend *bk, teng_net *net);
+int _tcuda_forward(teng_backend *bk, teng_net *net, int layer, int training);
+int _tcuda_backward(teng_backend *bk, teng_net *net, int layer);
+int _tcuda_grad_sum(teng_backend *bk, teng_net *net, int tensor);
+unsigned _tcuda_bwd_reads(teng_backend *bk, const teng_net *net, int layer);
+
+#endif
