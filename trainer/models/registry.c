@@ -1,5 +1,4 @@
 /* registry.c: model names, default specs and spec validation. */
-#include <stdio.h>
 #include <string.h>
 
 #include "common/torus_error.h"

@@ -3,7 +3,6 @@
 #include "trainer/optim/loss_scale.h"
 
 #include <math.h>
-#include <stdio.h>
 
 #include "common/torus_error.h"
 #include "trainer/engine/engine.h"

@@ -1,6 +1,5 @@
 /* schedule.c: learning-rate and batch-size schedules (see optim.h). */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -4,7 +4,6 @@
  * all params at once, run by the backend, so the same code drives a GPU
  * without a host round trip per tensor. */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/torus_error.h"

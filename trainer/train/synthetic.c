@@ -1,5 +1,4 @@
 /* synthetic.c: the synthetic data source (see source.h). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
