@@ -19,13 +19,17 @@
 
 #include <stddef.h>
 
-#define TORUS_ERROR_LEN 1024 /* longest message kept, with its location */
+/* Longest message kept, with its location. 4096: a checkpoint refused for
+ * another configuration names every difference (models, batch schedules,
+ * data paths and identities: up to ~2.5 KB), which must not be cut. */
+#define TORUS_ERROR_LEN 4096
 
 /* Record `rc`'s message for this thread and return rc (so callers can write
  * `return TORUS_FAIL(...)`). A NULL or empty fmt keeps the old message. */
 int torus_error_set_(int rc, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-#define TORUS_FAIL(rc, ...) torus_error_set_((rc), __FILE__, __LINE__, __VA_ARGS__)
+#define TORUS_FAIL(rc, ...) \
+    torus_error_set_((rc), __FILE__, __LINE__, __VA_ARGS__)
 
 /* Put "<context>: " in front of this thread's message (e.g. the rank or the
  * shard file a lower layer did not know). Returns rc, like TORUS_FAIL. */

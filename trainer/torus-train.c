@@ -76,8 +76,7 @@ typedef struct {
     size_t nonfinite; /* inf/nan in this step's summed gradients */
 } _exchange;
 
-static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb,
-                          char *err, size_t n)
+static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb)
 {
     if (ex->world == 1)
         return 0;
@@ -100,8 +99,7 @@ static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb,
         goto fail;
     return 0;
 fail:
-    snprintf(err, n, "rank %d: %s", ex->rank, tcomm_error());
-    return -1;
+    return torus_error_prefix(-1, "rank %d", ex->rank);
 }
 
 /* The grads arena in memory that this node's ranks share: the buckets of
@@ -180,38 +178,31 @@ static int _stats_average(_exchange *ex, teng_net *net)
  * average (the gradient sums are identical on all ranks, bit for bit).
  * Ranks that differ mean a bug or a broken node, not noise: name the first
  * one instead of training, evaluating or checkpointing a mixture. */
-static int _check_agreement(_exchange *ex, teng_net *net, char *err, size_t n)
+static int _check_agreement(_exchange *ex, teng_net *net)
 {
     if (ex->world == 1)
         return 0;
     uint64_t h;
-    if (ttrain_state_hash(net, &h)) {
-        snprintf(err, n, "rank %d: %s", ex->rank, teng_net_error(net));
-        return -1;
-    }
+    if (ttrain_state_hash(net, &h))
+        return torus_error_prefix(-1, "rank %d", ex->rank);
     /* Every rank's hash, as two exact 32-bit halves, by one sum. */
     double *v = calloc(2 * (size_t)ex->world, sizeof(double));
-    if (!v) {
-        snprintf(err, n, "rank %d: out of memory", ex->rank);
-        return -1;
-    }
+    if (!v)
+        return TORUS_FAIL(-1, "rank %d: out of memory", ex->rank);
     v[2 * ex->rank] = (double)(h >> 32);
     v[2 * ex->rank + 1] = (double)(h & 0xffffffffu);
     int rc = 0;
-    if (tcomm_sum_double(ex->comm, v, 2 * ex->world)) {
-        snprintf(err, n, "rank %d: %s", ex->rank, tcomm_error());
-        rc = -1;
-    }
+    if (tcomm_sum_double(ex->comm, v, 2 * ex->world))
+        rc = torus_error_prefix(-1, "rank %d", ex->rank);
     for (int r = 1; r < ex->world && !rc; r++)
         if (v[2 * r] != v[0] || v[2 * r + 1] != v[1]) {
-            snprintf(err, n,
-                     "rank %d's weights or BN statistics differ from rank "
-                     "0's (state hash %08" PRIx32 "%08" PRIx32 " vs %08" PRIx32
-                     "%08" PRIx32 "): the ranks have "
-                     "diverged",
-                     r, (uint32_t)v[2 * r], (uint32_t)v[2 * r + 1],
-                     (uint32_t)v[0], (uint32_t)v[1]);
-            rc = -1;
+            rc = TORUS_FAIL(-1,
+                            "rank %d's weights or BN statistics differ from "
+                            "rank 0's (state hash %08" PRIx32 "%08" PRIx32
+                            " vs %08" PRIx32 "%08" PRIx32
+                            "): the ranks have diverged",
+                            r, (uint32_t)v[2 * r], (uint32_t)v[2 * r + 1],
+                            (uint32_t)v[0], (uint32_t)v[1]);
         }
     free(v);
     return rc;
@@ -237,25 +228,17 @@ static int _sum(_exchange *ex, double *v, int n)
 /* Evaluation on the test split: the BN statistics are averaged first,
  * every rank then evaluates its slice with the same weights and statistics
  * (checked), and the counts are summed: c = top-1 hits, top-5 hits,
- * images, loss sum. Errors name what failed in err. */
+ * images, loss sum. Errors name what failed in torus_error_msg(). */
 static int _evaluate(_exchange *ex, ttrain_source *src, teng_net *net,
-                     int batch, double c[4], char *err, size_t n)
+                     int batch, double c[4])
 {
     c[0] = c[1] = c[2] = c[3] = 0;
-    if (_stats_average(ex, net)) {
-        snprintf(err, n, "BN statistics: %s", tcomm_error());
+    if (_stats_average(ex, net))
+        return torus_error_prefix(-1, "BN statistics");
+    if (_check_agreement(ex, net) || ttrain_tdata_eval(src, net, batch, c))
         return -1;
-    }
-    if (_check_agreement(ex, net, err, n))
-        return -1;
-    if (ttrain_tdata_eval(src, net, batch, c)) {
-        snprintf(err, n, "%s", src->err);
-        return -1;
-    }
-    if (_sum(ex, c, 4)) {
-        snprintf(err, n, "summing the counts: %s", tcomm_error());
-        return -1;
-    }
+    if (_sum(ex, c, 4))
+        return torus_error_prefix(-1, "summing the counts");
     return 0;
 }
 
@@ -388,12 +371,11 @@ static int _bootstrap(_run *r)
 static int _open_data(_run *r)
 {
     ttrain_config *cfg = &r->cfg;
-    char err[1024];
     if (cfg->data[0] && !cfg->synthetic) {
         long n = 0;
         if (ttrain_tdata_open(&r->src, cfg->data, &cfg->model, r->info.rank,
-                              cfg->world, cfg->seed, &n, err, sizeof(err))) {
-            _fail("--data", err);
+                              cfg->world, cfg->seed, &n)) {
+            _fail("--data", torus_error_msg());
             return TTRAIN_EXIT_USAGE;
         }
         cfg->sched.dataset_size = n;
@@ -436,7 +418,6 @@ static void _print_setup(const _run *r)
 static int _build_net(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
-    char err[1024];
     teng_backend_opts bopts = {.threads = cfg->threads};
     if (tbackends_open(cfg->backend, &bopts, &r->bk))
         return _fail("backend", torus_error_msg());
@@ -460,8 +441,8 @@ static int _build_net(_run *r)
                         .world = cfg->world,
                         .algo = r->algo,
                         .wire = (tcomm_wire)tcomm_wire_parse(cfg->wire)};
-    if (_exchange_open(&r->ex, r->net, cfg->bucket_kb, err, sizeof(err)))
-        return _fail("gradient exchange", err);
+    if (_exchange_open(&r->ex, r->net, cfg->bucket_kb))
+        return _fail("gradient exchange", torus_error_msg());
     teng_net_set_grad_hook(r->net, _grads_ready, &r->ex);
     if (cfg->verbose)
         teng_net_summary(r->net, stderr);
@@ -482,15 +463,14 @@ static int _build_net(_run *r)
 static int _eval_only(_run *r, int rc, const char *path)
 {
     double c[4], t0 = _now();
-    char err[1024];
     if (rc > 0) {
-        snprintf(err, sizeof(err), "no checkpoint in %s", r->cfg.ckpt_dir);
-        return _fail("--eval-only", err);
+        TORUS_FAIL(-1, "no checkpoint in %s", r->cfg.ckpt_dir);
+        return _fail("--eval-only", torus_error_msg());
     }
     if (teng_net_set_batch(r->net, r->max_local))
         return _fail("evaluation", torus_error_msg());
-    if (_evaluate(&r->ex, &r->src, r->net, r->max_local, c, err, sizeof(err)))
-        return _fail("evaluation", err);
+    if (_evaluate(&r->ex, &r->src, r->net, r->max_local, c))
+        return _fail("evaluation", torus_error_msg());
     printf("%s (epoch %d, global step %ld) test: top-1 %.2f%% top-5 "
            "%.2f%% loss %.4f (%.0f images, %.1f s)\n",
            path, r->at.epoch, r->at.global_step, 100 * c[0] / c[2],
@@ -537,7 +517,7 @@ static int _meta(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
     ttrain_ckpt_meta *m = &r->meta;
-    char err[1024], id[96], index[600];
+    char id[96], index[600];
     ttrain_ckpt_new_run(m->run);
     m->world = cfg->world;
     snprintf(m->wire, sizeof(m->wire), "%s", cfg->wire);
@@ -550,27 +530,25 @@ static int _meta(_run *r)
     }
     snprintf(m->data, sizeof(m->data), "%s", cfg->data);
     snprintf(index, sizeof(index), "%s/train-index.txt", cfg->data);
-    if (ttrain_ckpt_file_id(index, (uint64_t)1 << 30, id, sizeof(id), err,
-                            sizeof(err)))
-        return _fail("--data", err);
+    if (ttrain_ckpt_file_id(index, (uint64_t)1 << 30, id, sizeof(id)))
+        return _fail("--data", torus_error_msg());
     snprintf(m->data_id, sizeof(m->data_id), "%ld samples, train index %s",
              cfg->sched.dataset_size, id);
     return _GO;
 }
 
-/* Rank 0 has printed why it found nothing to load: end the job. */
-static int _follow_rank0_failure(_run *r, const char *what, const char *err)
+/* Rank 0 has printed why it found nothing to load (the message is still
+ * this thread's torus_error_msg()): end the job. */
+static int _follow_rank0_failure(_run *r, const char *what)
 {
     if (r->info.rank == 0) {
         fflush(NULL);
         if (_job)
-            tcomm_abort(_job, TTRAIN_EXIT_FAIL, err);
+            tcomm_abort(_job, TTRAIN_EXIT_FAIL, torus_error_msg());
         return TTRAIN_EXIT_FAIL;
     }
-    char msg[256];
-    snprintf(msg, sizeof(msg), "rank %d: rank 0 found no checkpoint to use",
-             r->info.rank);
-    return _fail(what, msg);
+    TORUS_FAIL(-1, "rank %d: rank 0 found no checkpoint to use", r->info.rank);
+    return _fail(what, torus_error_msg());
 }
 
 /* --resume, --eval-only: rank 0 picks the newest checkpoint that loads
@@ -585,21 +563,20 @@ static int _load_agreed(_run *r, char *path, size_t n, int *found)
         int32_t rc;
         char name[100];
     } pick = {0};
-    char err[3072] = "", note[1024] = "";
+    char note[1024] = "";
     ttrain_ckpt_meta got;
     if (r->info.rank == 0) {
         pick.rc = ttrain_ckpt_load_latest(
             cfg->ckpt_dir, &r->meta, cfg->eval_only, r->net, &r->opt, &r->at,
-            &got, pick.name, sizeof(pick.name), note, sizeof(note), err,
-            sizeof(err));
+            &got, pick.name, sizeof(pick.name), note, sizeof(note));
         /* Said before the others hear of it, so it is never cut off. */
         if (pick.rc < 0)
-            fprintf(stderr, "torus-train: %s: %s\n", what, err);
+            fprintf(stderr, "torus-train: %s: %s\n", what, torus_error_msg());
     }
     if (cfg->world > 1 && tcomm_bcast_bytes(r->comm, &pick, sizeof(pick), 0))
         return _fail(what, tcomm_error());
     if (pick.rc < 0)
-        return _follow_rank0_failure(r, what, err);
+        return _follow_rank0_failure(r, what);
     *found = pick.rc == 0;
     if (!*found)
         return _GO;
@@ -607,19 +584,20 @@ static int _load_agreed(_run *r, char *path, size_t n, int *found)
     snprintf(path, n, "%s/%s", cfg->ckpt_dir, pick.name);
     if (r->info.rank != 0 &&
         ttrain_ckpt_load(path, &r->meta, cfg->eval_only, r->net, &r->opt,
-                         &r->at, &got, note, sizeof(note), err, sizeof(err))) {
-        char msg[4096];
+                         &r->at, &got, note, sizeof(note))) {
+        /* The boundary's own sentence around the loader's reason. */
+        char msg[TORUS_ERROR_LEN + 256];
         snprintf(msg, sizeof(msg),
                  "rank %d cannot load %s, the checkpoint rank 0 chose: %s "
                  "(every rank must see the same --checkpoint-dir)",
-                 r->info.rank, path, err);
+                 r->info.rank, path, torus_error_msg());
         return _fail(what, msg);
     }
     if (note[0] && r->info.rank == 0)
         fprintf(stderr, "torus-train: note: %s\n", note);
     memcpy(r->meta.run, got.run, sizeof(got.run)); /* the run goes on */
-    if (!cfg->eval_only && _check_agreement(&r->ex, r->net, err, sizeof(err)))
-        return _fail(what, err);
+    if (!cfg->eval_only && _check_agreement(&r->ex, r->net))
+        return _fail(what, torus_error_msg());
     return _GO;
 }
 
@@ -640,7 +618,7 @@ static int _restore(_run *r)
             return _eval_only(r, !found, path);
         if (found) {
             if (r->src.seek(&r->src, r->at.samples))
-                return _fail("--resume", r->src.err);
+                return _fail("--resume", torus_error_msg());
             teng_net_set_dropout_step(r->net, r->at.dropout_step);
             printf("torus-train: resumed from %s at epoch %d step %ld "
                    "(global step %ld)\n",
@@ -684,17 +662,18 @@ typedef struct {
     int state; /* the writer's, under mu */
 } _beat;
 
-/* What every rank says when the rounds end badly (v: _CK_FAILED/_LATE). */
-static void _wait_error(char *err, size_t n, int rank, double v, double limit)
+/* What every rank says when the rounds end badly (v: _CK_FAILED/_LATE):
+ * records it and returns this thread's message. */
+static const char *_wait_error(int rank, double v, double limit)
 {
     if (v == _CK_LATE)
-        snprintf(err, n,
-                 "rank %d: rank 0 has not finished writing the checkpoint "
-                 "within --checkpoint-timeout %g s",
-                 rank, limit);
+        TORUS_FAIL(-1,
+                   "rank %d: rank 0 has not finished writing the checkpoint "
+                   "within --checkpoint-timeout %g s",
+                   rank, limit);
     else
-        snprintf(err, n, "rank %d: rank 0 could not write the checkpoint",
-                 rank);
+        TORUS_FAIL(-1, "rank %d: rank 0 could not write the checkpoint", rank);
+    return torus_error_msg();
 }
 
 /* Rank 0's heartbeat thread: a round at least every beat seconds, and one
@@ -704,7 +683,6 @@ static void *_heartbeat(void *arg)
 {
     _beat *b = arg;
     double t0 = _now();
-    char err[512];
     for (;;) {
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
@@ -720,14 +698,11 @@ static void *_heartbeat(void *arg)
         if (v == _CK_WRITING && _now() - t0 > b->limit)
             v = _CK_LATE;
         if (tcomm_max_double(b->comm, &v)) {
-            snprintf(err, sizeof(err), "rank 0: while writing: %s",
-                     tcomm_error());
-            _fail("checkpoint", err);
+            torus_error_prefix(-1, "rank 0: while writing");
+            _fail("checkpoint", torus_error_msg());
         }
-        if (v == _CK_LATE) {
-            _wait_error(err, sizeof(err), 0, v, b->limit);
-            _fail("checkpoint", err);
-        }
+        if (v == _CK_LATE)
+            _fail("checkpoint", _wait_error(0, v, b->limit));
         if (v != _CK_WRITING)
             return NULL;
     }
@@ -758,7 +733,6 @@ static void _test_sleep(const char *where, int rank, long step)
 static int _write_rank0(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
-    char err[1024];
     double t = cfg->comm_timeout / 4;
     _beat b = {.comm = r->comm,
                .beat = t < 1 ? t : 1,
@@ -771,11 +745,10 @@ static int _write_rank0(_run *r)
     if (multi && pthread_create(&th, NULL, _heartbeat, &b))
         return _fail("checkpoint", "cannot start the heartbeat thread");
     _test_sleep("ckpt", 0, r->at.global_step);
-    int rc =
-        ttrain_ckpt_save(cfg->ckpt_dir, cfg->keep, 0, &r->meta, r->net, &r->opt,
-                         &r->at, r->plan ? r->plan : "", err, sizeof(err));
+    int rc = ttrain_ckpt_save(cfg->ckpt_dir, cfg->keep, 0, &r->meta, r->net,
+                              &r->opt, &r->at, r->plan ? r->plan : "");
     if (rc && multi) /* before the others hear of it and end the job */
-        fprintf(stderr, "torus-train: checkpoint: %s\n", err);
+        fprintf(stderr, "torus-train: checkpoint: %s\n", torus_error_msg());
     pthread_mutex_lock(&b.mu);
     b.state = rc ? _CK_FAILED : _CK_DONE;
     pthread_cond_signal(&b.cv);
@@ -785,28 +758,25 @@ static int _write_rank0(_run *r)
     pthread_cond_destroy(&b.cv);
     pthread_mutex_destroy(&b.mu);
     if (rc && multi)
-        return _follow_rank0_failure(r, "checkpoint", err);
-    return rc ? _fail("checkpoint", err) : _GO;
+        return _follow_rank0_failure(r, "checkpoint");
+    return rc ? _fail("checkpoint", torus_error_msg()) : _GO;
 }
 
 /* The other ranks: rounds until rank 0 says how the write ended. */
 static int _wait_rank0(_run *r)
 {
-    char err[512];
     for (;;) {
         double v = _CK_WRITING;
         if (tcomm_max_double(r->comm, &v)) {
-            snprintf(err, sizeof(err),
-                     "rank %d: waiting for rank 0's checkpoint: %s",
-                     r->info.rank, tcomm_error());
-            return _fail("checkpoint", err);
+            torus_error_prefix(-1, "rank %d: waiting for rank 0's checkpoint",
+                               r->info.rank);
+            return _fail("checkpoint", torus_error_msg());
         }
         if (v == _CK_DONE)
             return _GO;
-        if (v != _CK_WRITING) {
-            _wait_error(err, sizeof(err), r->info.rank, v, r->cfg.ckpt_timeout);
-            return _fail("checkpoint", err);
-        }
+        if (v != _CK_WRITING)
+            return _fail("checkpoint",
+                         _wait_error(r->info.rank, v, r->cfg.ckpt_timeout));
     }
 }
 
@@ -817,17 +787,16 @@ static int _wait_rank0(_run *r)
 static int _step_grads(_run *r, int epoch, long step, int lbatch, _window *w)
 {
     ttrain_batch b;
-    char err[256];
     if (r->src.next(&r->src, lbatch, &b))
-        return _fail("data", r->src.err);
+        return _fail("data", torus_error_msg());
     /* Epochs hold whole global batches and slices are even, so a short
      * batch is a data-source bug, never to be trained. */
     if (b.n != lbatch) {
-        snprintf(err, sizeof(err),
-                 "rank %d: the source gave %d samples for a local batch of "
-                 "%d at epoch %d step %ld",
-                 r->info.rank, b.n, lbatch, epoch, step);
-        return _fail("data", err);
+        TORUS_FAIL(-1,
+                   "rank %d: the source gave %d samples for a local batch of "
+                   "%d at epoch %d step %ld",
+                   r->info.rank, b.n, lbatch, epoch, step);
+        return _fail("data", torus_error_msg());
     }
     w->data_s += b.wait_s;
     _test_sleep("step", r->info.rank, r->gstep + 1);
@@ -857,13 +826,12 @@ static int _step_update(_run *r, double lr, _window *w)
         return _GO;
     }
     if (++r->skipped > cfg->max_nonfinite) {
-        char err[512];
-        snprintf(err, sizeof(err),
-                 "global step %ld: the summed gradients hold inf/nan in %d "
-                 "steps in a row (--max-nonfinite %d; lr %.5g): the training "
-                 "has diverged; lower --lr or resume from a checkpoint",
-                 r->gstep + 1, r->skipped, cfg->max_nonfinite, lr);
-        return _fail("training diverged", err);
+        TORUS_FAIL(-1,
+                   "global step %ld: the summed gradients hold inf/nan in %d "
+                   "steps in a row (--max-nonfinite %d; lr %.5g): the training "
+                   "has diverged; lower --lr or resume from a checkpoint",
+                   r->gstep + 1, r->skipped, cfg->max_nonfinite, lr);
+        return _fail("training diverged", torus_error_msg());
     }
     char what[64] = "inf/nan in the gradients";
     if (r->ex.fusion)
@@ -909,7 +877,6 @@ static int _progress(_run *r, int epoch, long step, long steps, int gbatch,
 static int _checkpoint(_run *r, int epoch, long step, long steps)
 {
     const ttrain_config *cfg = &r->cfg;
-    char err[1024];
     int more = step + 1 < steps;
     r->at = (ttrain_progress){more ? epoch : epoch + 1, more ? step + 1 : 0,
                               r->gstep, r->src.samples,
@@ -923,8 +890,8 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
         return _GO;
     if (_stats_average(&r->ex, r->net))
         return _fail("BN statistics", tcomm_error());
-    if (_check_agreement(&r->ex, r->net, err, sizeof(err)))
-        return _fail("checkpoint", err);
+    if (_check_agreement(&r->ex, r->net))
+        return _fail("checkpoint", torus_error_msg());
     /* Only rank 0 writes; all ranks hold the same weights. */
     return r->info.rank == 0 ? _write_rank0(r) : _wait_rank0(r);
 }
@@ -933,9 +900,8 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
 static int _epoch_eval(_run *r, int epoch, int lbatch)
 {
     double c[4], t0 = _now();
-    char err[1024];
-    if (_evaluate(&r->ex, &r->src, r->net, lbatch, c, err, sizeof(err)))
-        return _fail("evaluation", err);
+    if (_evaluate(&r->ex, &r->src, r->net, lbatch, c))
+        return _fail("evaluation", torus_error_msg());
     double top1 = 100 * c[0] / c[2];
     if (top1 > r->best)
         r->best = top1, r->best_at = _now() - r->t_start;
@@ -968,7 +934,7 @@ static int _epoch(_run *r, int epoch)
         return _fail("batch schedule", torus_error_msg());
     teng_net_set_global_batch(r->net, gbatch);
     if (r->src.start && r->src.start(&r->src, epoch, first, lbatch))
-        return _fail("data", r->src.err);
+        return _fail("data", torus_error_msg());
     _window w = {.t0 = _now()};
     r->ex.wait_s = 0;
     int rc = _GO;

@@ -112,7 +112,7 @@ for a in "epoch i64x1000" "global_step i64x1000" "model str60k" "run f64" "wire 
     "${run[@]}" --checkpoint-dir "$tmp/h" --resume >"$tmp/log" 2>&1
     rc=$?
     [ $rc -eq 1 ] || fail "$a: exit $rc, expected 1 (a crash is 134 or 139): $(tail -2 "$tmp/log")"
-    grep -q "warning: checkpoint .* does not load (\(its configuration record is missing or malformed\|training position missing\))" "$tmp/log" ||
+    grep -q "warning: checkpoint .* does not load (\(its configuration record is missing or malformed\|training position missing\)[ )]" "$tmp/log" ||
         fail "$a: message: $(grep -E 'warning|resume' "$tmp/log")"
 done
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "config.h"
 #include "tests/unit/layer_harness.h"
 #include "trainer/engine/backend.h"
@@ -75,19 +76,18 @@ END_TEST
 
 START_TEST(spec_validation)
 {
-    char err[200];
     tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
     tmodel_kind k;
     s.depth = 21;
-    ck_assert_int_eq(tmodel_validate(&s, err, sizeof(err)), TENG_EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "6n+2"));
+    ck_assert_int_eq(tmodel_validate(&s), TENG_EINVAL);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "6n+2"));
     s = tmodel_defaults(TMODEL_RESNET50);
     s.image_size = 16;
-    ck_assert_int_eq(tmodel_validate(&s, err, sizeof(err)), TENG_EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "image size 16"));
+    ck_assert_int_eq(tmodel_validate(&s), TENG_EINVAL);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "image size 16"));
     s = tmodel_defaults(TMODEL_ALEXNET_BN);
     s.dropout = 1.f;
-    ck_assert_int_eq(tmodel_validate(&s, err, sizeof(err)), TENG_EINVAL);
+    ck_assert_int_eq(tmodel_validate(&s), TENG_EINVAL);
     ck_assert_int_eq(tmodel_parse("resnet-50", &k), TENG_EINVAL);
     ck_assert_int_eq(tmodel_parse("alexnet-bn", &k), TENG_OK);
     ck_assert_int_eq(k, TMODEL_ALEXNET_BN);

@@ -24,9 +24,8 @@ START_TEST(defaults_and_start)
 {
     topt_loss_scale_config c;
     topt_loss_scale_state s;
-    char err[200];
     topt_loss_scale_defaults(&c);
-    ck_assert_int_eq(topt_loss_scale_validate(&c, err, sizeof err), TENG_OK);
+    ck_assert_int_eq(topt_loss_scale_validate(&c), TENG_OK);
     ck_assert_double_eq(c.init, 65536.0);
     ck_assert_int_eq(c.interval, 2000);
     topt_loss_scale_init(&s, &c);
@@ -103,7 +102,6 @@ END_TEST
 
 START_TEST(bad_configs)
 {
-    char err[200];
     struct {
         const char *field;
         double value;
@@ -131,10 +129,10 @@ START_TEST(bad_configs)
             c.backoff = v;
         else
             c.interval = (long)v;
-        err[0] = 0;
-        ck_assert_int_eq(topt_loss_scale_validate(&c, err, sizeof err),
-                         TENG_EINVAL);
-        ck_assert_msg(strstr(err, bad[i].words), "%s=%g: '%s'", f, v, err);
+        torus_error_clear();
+        ck_assert_int_eq(topt_loss_scale_validate(&c), TENG_EINVAL);
+        ck_assert_msg(strstr(torus_error_msg(), bad[i].words), "%s=%g: '%s'", f,
+                      v, torus_error_msg());
     }
 }
 END_TEST

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "config.h"
 #include "tests/unit/layer_harness.h"
 #include "trainer/engine/backend.h"
@@ -67,14 +68,11 @@ END_TEST
 
 START_TEST(sony_batch_schedule)
 {
-    char err[200];
     topt_schedule s = _sched(TOPT_DECAY_NONE);
     s.warmup_epochs = 0;
-    ck_assert_int_eq(
-        topt_stages_parse("0:256,10:512,20:1024", &s, err, sizeof(err)),
-        TENG_OK);
+    ck_assert_int_eq(topt_stages_parse("0:256,10:512,20:1024", &s), TENG_OK);
     ck_assert_int_eq(s.nstages, 3);
-    ck_assert_int_eq(topt_schedule_validate(&s, err, sizeof(err)), TENG_OK);
+    ck_assert_int_eq(topt_schedule_validate(&s), TENG_OK);
     ck_assert_int_eq(topt_batch_at(&s, 9), 256);
     ck_assert_int_eq(topt_batch_at(&s, 10), 512);
     ck_assert_int_eq(topt_batch_at(&s, 89), 1024);
@@ -83,37 +81,33 @@ START_TEST(sony_batch_schedule)
     ck_assert_double_eq_tol(topt_lr_at(&s, 9.99), 0.1, 1e-12);
     ck_assert_double_eq_tol(topt_lr_at(&s, 10.0), 0.2, 1e-12);
     ck_assert_double_eq_tol(topt_lr_at(&s, 20.5), 0.4, 1e-12);
-    ck_assert_int_eq(topt_stages_parse("4096", &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(topt_stages_parse("4096", &s), 0);
     ck_assert_int_eq(topt_batch_at(&s, 50), 4096);
 }
 END_TEST
 
 START_TEST(bad_values)
 {
-    char err[200];
     topt_schedule s = _sched(TOPT_DECAY_STEP);
     topt_config c;
     topt_decay d;
-    ck_assert_int_eq(topt_stages_parse("0:256,x", &s, err, sizeof(err)),
-                     TENG_EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "EPOCH:BATCH"));
-    ck_assert_int_eq(topt_stages_parse("-5", &s, err, sizeof(err)),
-                     TENG_EINVAL);
-    ck_assert_int_eq(topt_stages_parse("5:256,10:512", &s, err, sizeof(err)),
-                     0);
-    ck_assert_int_eq(topt_schedule_validate(&s, err, sizeof(err)), TENG_EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "start at epoch 0"));
+    ck_assert_int_eq(topt_stages_parse("0:256,x", &s), TENG_EINVAL);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "EPOCH:BATCH"));
+    ck_assert_int_eq(topt_stages_parse("-5", &s), TENG_EINVAL);
+    ck_assert_int_eq(topt_stages_parse("5:256,10:512", &s), 0);
+    ck_assert_int_eq(topt_schedule_validate(&s), TENG_EINVAL);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "start at epoch 0"));
     s = _sched(TOPT_DECAY_STEP);
     s.milestones[1] = 20; /* 30, 20, 80 */
-    ck_assert_int_eq(topt_schedule_validate(&s, err, sizeof(err)), TENG_EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "increasing"));
+    ck_assert_int_eq(topt_schedule_validate(&s), TENG_EINVAL);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "increasing"));
     s = _sched(TOPT_DECAY_NONE);
     s.warmup_epochs = 90;
-    ck_assert_int_eq(topt_schedule_validate(&s, err, sizeof(err)), TENG_EINVAL);
+    ck_assert_int_eq(topt_schedule_validate(&s), TENG_EINVAL);
     topt_config_defaults(&c);
     c.momentum = 1.0;
-    ck_assert_int_eq(topt_config_validate(&c, err, sizeof(err)), TENG_EINVAL);
-    ck_assert_ptr_nonnull(strstr(err, "momentum 1"));
+    ck_assert_int_eq(topt_config_validate(&c), TENG_EINVAL);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "momentum 1"));
     ck_assert_int_eq(topt_decay_parse("linear", &d), TENG_EINVAL);
     ck_assert_int_eq(topt_decay_parse("poly", &d), TENG_OK);
     ck_assert_int_eq(d, TOPT_DECAY_POLY);

@@ -40,6 +40,78 @@ static int _newbuf(_bufs *b, size_t bytes, int first, int last)
     return b->n++;
 }
 
+/* _plan_grads, phase 1: a buffer for each consumer's contribution to
+ * tensor id's grad, into c[0..*nc) and slot[]; *main is the first fresh
+ * (non-aliased) one, -1 if none. */
+static int _plan_contribs(teng_net *net, _bufs *b, int *slot, int id, int *c,
+                          int *nc, int *main)
+{
+    int tp = _bt(net, net->t[id].producer);
+    for (int li = net->t[id].producer + 1; li < net->nl; li++) {
+        teng_layer *l = &net->l[li];
+        for (int j = 0; j < l->nin; j++) {
+            int buf;
+            if (l->in[j] != id)
+                continue;
+            if (*nc == 4)
+                return TORUS_FAIL(TENG_EINVAL,
+                                  "tensor %d has more than 4 consumers", id);
+            if (l->kind == TENG_L_ADD) {
+                /* d(a+b)/da = 1: the residual's output grad (after its
+                 * fused ReLU backward) is its inputs' grad too. */
+                buf = net->t[l->out].gbuf;
+                if (b->iv[buf].last < tp)
+                    b->iv[buf].last = tp;
+            } else {
+                buf = _newbuf(b, net->t[id].bytes, _bt(net, li), tp);
+                if (buf < 0)
+                    return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+                if (*main < 0)
+                    *main = buf;
+            }
+            slot[li * 2 + j] = buf;
+            c[(*nc)++] = buf;
+        }
+    }
+    return TENG_OK;
+}
+
+/* _plan_grads, phase 2: the buffer tensor t's grad is summed into, from
+ * its nc contributions c (main: the first fresh one). */
+static int _plan_sum(teng_net *net, _bufs *b, teng_tensor *t, int *c, int nc,
+                     int main)
+{
+    int tp = _bt(net, t->producer);
+    /* A residual with a fused ReLU runs its ReLU backward in place on
+     * its output grad; if that grad is shared with another residual
+     * input, copy it out first (grad_sum with one source). */
+    int inplace =
+        net->l[t->producer].kind == TENG_L_ADD && net->l[t->producer].relu;
+    if (nc == 1 && !(inplace && main < 0)) {
+        t->gbuf = c[0];
+        return TENG_OK;
+    }
+    if (nc == 0) {
+        /* The net's output: its grad is seeded by the caller after
+         * forward, so it lives from the start of backward. */
+        t->gbuf = _newbuf(b, t->bytes, net->nl, tp);
+    } else if (main < 0) {
+        t->gbuf = _newbuf(b, t->bytes, tp, tp);
+    } else {
+        /* Sum in place into the first fresh contribution. */
+        t->gbuf = main;
+        for (int k = 0; k < nc; k++)
+            if (c[k] == main) {
+                c[k] = c[0];
+                c[0] = main;
+            }
+    }
+    if (t->gbuf < 0)
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    t->ncontrib = nc;
+    return TENG_OK;
+}
+
 /* Assigns each gradient (tensor grads and per-consumer contributions) a
  * buffer with a lifetime in backward steps; see engine.h for the rules.
  * slot[l*2+j] receives the buffer layer l writes for its input j. */
@@ -51,65 +123,15 @@ static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
      * inputs alias it. */
     for (int id = net->nt - 1; id >= 0; id--) {
         teng_tensor *t = &net->t[id];
-        int tp = _bt(net, t->producer), nc = 0, main = -1;
-        int *c = &contrib[id * 4];
+        int nc = 0, main = -1, rc;
         t->ncontrib = 0;
         t->gbuf = -1;
         if (!t->needs_grad)
             continue;
-        for (int li = t->producer + 1; li < net->nl; li++) {
-            teng_layer *l = &net->l[li];
-            for (int j = 0; j < l->nin; j++) {
-                int buf;
-                if (l->in[j] != id)
-                    continue;
-                if (nc == 4)
-                    return TORUS_FAIL(
-                        TENG_EINVAL, "tensor %d has more than 4 consumers", id);
-                if (l->kind == TENG_L_ADD) {
-                    /* d(a+b)/da = 1: the residual's output grad (after its
-                     * fused ReLU backward) is its inputs' grad too. */
-                    buf = net->t[l->out].gbuf;
-                    if (b->iv[buf].last < tp)
-                        b->iv[buf].last = tp;
-                } else {
-                    buf = _newbuf(b, t->bytes, _bt(net, li), tp);
-                    if (buf < 0)
-                        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
-                    if (main < 0)
-                        main = buf;
-                }
-                slot[li * 2 + j] = buf;
-                c[nc++] = buf;
-            }
-        }
-        /* A residual with a fused ReLU runs its ReLU backward in place on
-         * its output grad; if that grad is shared with another residual
-         * input, copy it out first (grad_sum with one source). */
-        int inplace =
-            net->l[t->producer].kind == TENG_L_ADD && net->l[t->producer].relu;
-        if (nc == 1 && !(inplace && main < 0)) {
-            t->gbuf = c[0];
-            continue;
-        }
-        if (nc == 0) {
-            /* The net's output: its grad is seeded by the caller after
-             * forward, so it lives from the start of backward. */
-            t->gbuf = _newbuf(b, t->bytes, net->nl, tp);
-        } else if (main < 0) {
-            t->gbuf = _newbuf(b, t->bytes, tp, tp);
-        } else {
-            /* Sum in place into the first fresh contribution. */
-            t->gbuf = main;
-            for (int k = 0; k < nc; k++)
-                if (c[k] == main) {
-                    c[k] = c[0];
-                    c[0] = main;
-                }
-        }
-        if (t->gbuf < 0)
-            return TORUS_FAIL(TENG_ENOMEM, "out of memory");
-        t->ncontrib = nc;
+        if ((rc = _plan_contribs(net, b, slot, id, &contrib[id * 4], &nc,
+                                 &main)) ||
+            (rc = _plan_sum(net, b, t, &contrib[id * 4], nc, main)))
+            return rc;
     }
     return TENG_OK;
 }

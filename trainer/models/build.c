@@ -15,9 +15,9 @@ int _tmodel_tiny_cnn(teng_net *net, const tmodel_spec *spec);
 
 int tmodel_build(teng_net *net, const tmodel_spec *spec)
 {
-    char err[200];
-    if (tmodel_validate(spec, err, sizeof(err)))
-        return TORUS_FAIL(TENG_EINVAL, "%s", err);
+    int rc = tmodel_validate(spec);
+    if (rc)
+        return rc;
     switch (spec->kind) {
     case TMODEL_RESNET50:
         return _tmodel_resnet50(net, spec);

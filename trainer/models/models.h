@@ -42,8 +42,9 @@ const char *tmodel_name(tmodel_kind kind);
 /* A spec with the model's usual defaults (ImageNet sizes; 28 px, 1
  * channel and 10 classes for the CIFAR-style ResNet). */
 tmodel_spec tmodel_defaults(tmodel_kind kind);
-/* Checks a spec; on error returns TENG_EINVAL with a message. */
-int tmodel_validate(const tmodel_spec *spec, char *err, size_t errlen);
+/* Checks a spec; on error returns TENG_EINVAL after TORUS_FAIL naming the
+ * value. */
+int tmodel_validate(const tmodel_spec *spec);
 
 /* Builds the model into an empty net; returns the loss layer index or a
  * negative teng_status (message in teng_net_error). */

@@ -1,7 +1,7 @@
 /* registry.c: model names, default specs and spec validation. */
-#include <stdio.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "trainer/models/models.h"
 
 static const char *_names[TMODEL_NKINDS] = {
@@ -36,45 +36,33 @@ tmodel_spec tmodel_defaults(tmodel_kind kind)
     return s;
 }
 
-int tmodel_validate(const tmodel_spec *s, char *err, size_t errlen)
+int tmodel_validate(const tmodel_spec *s)
 {
     /* Smallest input for which every pooling window still fits. */
     static const int min_px[TMODEL_NKINDS] = {32, 32, 8, 63, 2};
-    if (s->kind < 0 || s->kind >= TMODEL_NKINDS) {
-        snprintf(err, errlen, "unknown model kind %d", (int)s->kind);
-        return TENG_EINVAL;
-    }
-    if (s->in_channels < 1 || s->in_channels > 64) {
-        snprintf(err, errlen, "%s: %d input channels (1..64 allowed)",
-                 _names[s->kind], s->in_channels);
-        return TENG_EINVAL;
-    }
-    if (s->image_size < min_px[s->kind] || s->image_size > 4096) {
-        snprintf(err, errlen, "%s: image size %d px (%d..4096 allowed)",
-                 _names[s->kind], s->image_size, min_px[s->kind]);
-        return TENG_EINVAL;
-    }
-    if (s->classes < 2) {
-        snprintf(err, errlen, "%s: %d classes (at least 2)", _names[s->kind],
-                 s->classes);
-        return TENG_EINVAL;
-    }
-    if (s->kind == TMODEL_CIFAR_RESNET &&
-        (s->depth < 8 || (s->depth - 2) % 6)) {
-        snprintf(err, errlen,
-                 "cifar-resnet: depth %d is not 6n+2 with n >= 1 (20, 32, "
-                 "44, 56, 110)",
-                 s->depth);
-        return TENG_EINVAL;
-    }
-    if (!(s->label_smoothing >= 0.f && s->label_smoothing < 1.f)) {
-        snprintf(err, errlen, "label smoothing %g is not in [0, 1)",
-                 s->label_smoothing);
-        return TENG_EINVAL;
-    }
-    if (!(s->dropout >= 0.f && s->dropout < 1.f)) {
-        snprintf(err, errlen, "dropout %g is not in [0, 1)", s->dropout);
-        return TENG_EINVAL;
-    }
+    if (s->kind < 0 || s->kind >= TMODEL_NKINDS)
+        return TORUS_FAIL(TENG_EINVAL, "unknown model kind %d", (int)s->kind);
+    if (s->in_channels < 1 || s->in_channels > 64)
+        return TORUS_FAIL(TENG_EINVAL, "%s: %d input channels (1..64 allowed)",
+                          _names[s->kind], s->in_channels);
+    if (s->image_size < min_px[s->kind] || s->image_size > 4096)
+        return TORUS_FAIL(TENG_EINVAL,
+                          "%s: image size %d px (%d..4096 allowed)",
+                          _names[s->kind], s->image_size, min_px[s->kind]);
+    if (s->classes < 2)
+        return TORUS_FAIL(TENG_EINVAL, "%s: %d classes (at least 2)",
+                          _names[s->kind], s->classes);
+    if (s->kind == TMODEL_CIFAR_RESNET && (s->depth < 8 || (s->depth - 2) % 6))
+        return TORUS_FAIL(
+            TENG_EINVAL,
+            "cifar-resnet: depth %d is not 6n+2 with n >= 1 (20, 32, "
+            "44, 56, 110)",
+            s->depth);
+    if (!(s->label_smoothing >= 0.f && s->label_smoothing < 1.f))
+        return TORUS_FAIL(TENG_EINVAL, "label smoothing %g is not in [0, 1)",
+                          s->label_smoothing);
+    if (!(s->dropout >= 0.f && s->dropout < 1.f))
+        return TORUS_FAIL(TENG_EINVAL, "dropout %g is not in [0, 1)",
+                          s->dropout);
     return TENG_OK;
 }

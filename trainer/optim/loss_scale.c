@@ -3,7 +3,6 @@
 #include "trainer/optim/loss_scale.h"
 
 #include <math.h>
-#include <stdio.h>
 
 #include "common/torus_error.h"
 #include "trainer/engine/engine.h"
@@ -21,8 +20,7 @@ void topt_loss_scale_defaults(topt_loss_scale_config *c)
                                   .interval = 2000};
 }
 
-int topt_loss_scale_validate(const topt_loss_scale_config *c, char *err,
-                             size_t errlen)
+int topt_loss_scale_validate(const topt_loss_scale_config *c)
 {
     const char *why = NULL;
     if (!(c->min_scale > 0) || !isfinite(c->max_scale))
@@ -39,12 +37,11 @@ int topt_loss_scale_validate(const topt_loss_scale_config *c, char *err,
         why = "the growth interval must be >= 1 step";
     if (!why)
         return TENG_OK;
-    snprintf(err, errlen,
-             "loss scale: %s (initial %g, min %g, max %g, growth %g, "
-             "backoff %g, interval %ld)",
-             why, c->init, c->min_scale, c->max_scale, c->growth, c->backoff,
-             c->interval);
-    return TENG_EINVAL;
+    return TORUS_FAIL(TENG_EINVAL,
+                      "loss scale: %s (initial %g, min %g, max %g, growth %g, "
+                      "backoff %g, interval %ld)",
+                      why, c->init, c->min_scale, c->max_scale, c->growth,
+                      c->backoff, c->interval);
 }
 
 void topt_loss_scale_init(topt_loss_scale_state *s,

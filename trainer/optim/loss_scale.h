@@ -40,9 +40,9 @@ typedef struct {
 } topt_loss_scale_state;
 
 void topt_loss_scale_defaults(topt_loss_scale_config *c);
-/* TENG_EINVAL with the reason in err when a value is out of range. */
-int topt_loss_scale_validate(const topt_loss_scale_config *c, char *err,
-                             size_t errlen);
+/* TENG_EINVAL after TORUS_FAIL giving the reason when a value is out of
+ * range. */
+int topt_loss_scale_validate(const topt_loss_scale_config *c);
 void topt_loss_scale_init(topt_loss_scale_state *s,
                           const topt_loss_scale_config *c);
 /* One step's outcome; returns 1 when the step is applied, 0 when it is

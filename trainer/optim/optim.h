@@ -77,14 +77,15 @@ typedef struct {
  * epochs, step decay at 30/60/80, 90 epochs, batch 256). */
 void topt_schedule_defaults(topt_schedule *s);
 void topt_config_defaults(topt_config *c);
-int topt_schedule_validate(const topt_schedule *s, char *err, size_t errlen);
-int topt_config_validate(const topt_config *c, char *err, size_t errlen);
+/* TENG_EINVAL after TORUS_FAIL naming the value out of range. */
+int topt_schedule_validate(const topt_schedule *s);
+int topt_config_validate(const topt_config *c);
 /* "poly", "step", "cosine", "none". */
 int topt_decay_parse(const char *name, topt_decay *out);
 const char *topt_decay_name(topt_decay d);
-/* "0:256,10:512,20:1024" or a plain "1024". */
-int topt_stages_parse(const char *text, topt_schedule *s, char *err,
-                      size_t errlen);
+/* "0:256,10:512,20:1024" or a plain "1024"; TENG_EINVAL after TORUS_FAIL
+ * quoting the text and the bad entry. */
+int topt_stages_parse(const char *text, topt_schedule *s);
 
 int topt_batch_at(const topt_schedule *s, int epoch);
 long topt_steps_in_epoch(const topt_schedule *s, int epoch);

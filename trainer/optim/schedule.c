@@ -1,9 +1,9 @@
 /* schedule.c: learning-rate and batch-size schedules (see optim.h). */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "trainer/optim/optim.h"
 
 void topt_schedule_defaults(topt_schedule *s)
@@ -43,8 +43,7 @@ const char *topt_decay_name(topt_decay d)
     return d >= 0 && d <= TOPT_DECAY_COSINE ? _decays[d] : "?";
 }
 
-int topt_stages_parse(const char *text, topt_schedule *s, char *err,
-                      size_t errlen)
+int topt_stages_parse(const char *text, topt_schedule *s)
 {
     const char *p = text;
     int n = 0;
@@ -52,8 +51,8 @@ int topt_stages_parse(const char *text, topt_schedule *s, char *err,
         char *end;
         long b = strtol(text, &end, 10);
         if (end == text || *end || b <= 0 || b > (1 << 24)) {
-            snprintf(err, errlen, "batch '%s' is not a positive integer", text);
-            return TENG_EINVAL;
+            return TORUS_FAIL(TENG_EINVAL,
+                              "batch '%s' is not a positive integer", text);
         }
         s->nstages = 1;
         s->stage[0] = (topt_stage){0, (int)b};
@@ -63,24 +62,22 @@ int topt_stages_parse(const char *text, topt_schedule *s, char *err,
         char *end;
         long e = strtol(p, &end, 10), b;
         if (end == p || *end != ':') {
-            snprintf(err, errlen,
-                     "batch schedule '%s': expected EPOCH:BATCH "
-                     "at '%s'",
-                     text, p);
-            return TENG_EINVAL;
+            return TORUS_FAIL(TENG_EINVAL,
+                              "batch schedule '%s': expected EPOCH:BATCH "
+                              "at '%s'",
+                              text, p);
         }
         p = end + 1;
         b = strtol(p, &end, 10);
         if (end == p || (*end && *end != ',') || b <= 0 || b > (1 << 24) ||
             e < 0) {
-            snprintf(err, errlen, "batch schedule '%s': bad entry at '%s'",
-                     text, p);
-            return TENG_EINVAL;
+            return TORUS_FAIL(
+                TENG_EINVAL, "batch schedule '%s': bad entry at '%s'", text, p);
         }
         if (n == TOPT_MAX_STAGES) {
-            snprintf(err, errlen, "batch schedule '%s': more than %d stages",
-                     text, TOPT_MAX_STAGES);
-            return TENG_EINVAL;
+            return TORUS_FAIL(TENG_EINVAL,
+                              "batch schedule '%s': more than %d stages", text,
+                              TOPT_MAX_STAGES);
         }
         s->stage[n++] = (topt_stage){(int)e, (int)b};
         p = *end ? end + 1 : end;
@@ -89,9 +86,9 @@ int topt_stages_parse(const char *text, topt_schedule *s, char *err,
     return TENG_OK;
 }
 
-int topt_schedule_validate(const topt_schedule *s, char *err, size_t errlen)
+int topt_schedule_validate(const topt_schedule *s)
 {
-#define _BAD(...) (snprintf(err, errlen, __VA_ARGS__), TENG_EINVAL)
+#define _BAD(...) TORUS_FAIL(TENG_EINVAL, __VA_ARGS__)
     if (!(s->base_lr > 0) || !isfinite(s->base_lr))
         return _BAD("base learning rate %g must be > 0", s->base_lr);
     if (s->ref_batch <= 0)

@@ -4,7 +4,6 @@
  * all params at once, run by the backend, so the same code drives a GPU
  * without a host round trip per tensor. */
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "common/torus_error.h"
@@ -21,25 +20,19 @@ void topt_config_defaults(topt_config *c)
     c->momentum_correction = 1;
 }
 
-int topt_config_validate(const topt_config *c, char *err, size_t errlen)
+int topt_config_validate(const topt_config *c)
 {
-    if (!(c->momentum >= 0 && c->momentum < 1)) {
-        snprintf(err, errlen, "momentum %g is not in [0, 1)", c->momentum);
-        return TENG_EINVAL;
-    }
-    if (!(c->weight_decay >= 0 && c->weight_decay < 1)) {
-        snprintf(err, errlen, "weight decay %g is not in [0, 1)",
-                 c->weight_decay);
-        return TENG_EINVAL;
-    }
-    if (c->lars && !(c->lars_eta > 0)) {
-        snprintf(err, errlen, "LARS eta %g must be > 0", c->lars_eta);
-        return TENG_EINVAL;
-    }
-    if (c->lars && !(c->lars_eps >= 0)) {
-        snprintf(err, errlen, "LARS epsilon %g must be >= 0", c->lars_eps);
-        return TENG_EINVAL;
-    }
+    if (!(c->momentum >= 0 && c->momentum < 1))
+        return TORUS_FAIL(TENG_EINVAL, "momentum %g is not in [0, 1)",
+                          c->momentum);
+    if (!(c->weight_decay >= 0 && c->weight_decay < 1))
+        return TORUS_FAIL(TENG_EINVAL, "weight decay %g is not in [0, 1)",
+                          c->weight_decay);
+    if (c->lars && !(c->lars_eta > 0))
+        return TORUS_FAIL(TENG_EINVAL, "LARS eta %g must be > 0", c->lars_eta);
+    if (c->lars && !(c->lars_eps >= 0))
+        return TORUS_FAIL(TENG_EINVAL, "LARS epsilon %g must be >= 0",
+                          c->lars_eps);
     return TENG_OK;
 }
 
@@ -54,11 +47,11 @@ float topt_lars_trust(float wnorm, float gnorm, float eta, float wd, float eps)
 
 int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg)
 {
-    char err[200];
     *o = (topt_sgd){.cfg = *cfg, .net = net};
-    if (topt_config_validate(cfg, err, sizeof(err)))
-        return TORUS_FAIL(TENG_EINVAL, "optimizer: %s", err);
-    int rc = teng_optstate_alloc(net, &o->velocity);
+    int rc = topt_config_validate(cfg);
+    if (rc)
+        return torus_error_prefix(rc, "optimizer");
+    rc = teng_optstate_alloc(net, &o->velocity);
     if (rc)
         return torus_error_prefix(rc, "optimizer");
     size_t np = (size_t)teng_net_nparams(net) + 1;

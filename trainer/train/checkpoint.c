@@ -16,18 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/torus_error.h"
+
 /* 2: the configuration record and the run id; samples over all ranks. */
 #define _FORMAT "torus-checkpoint-2"
 #define _CHUNK  ((hsize_t)1 << 18) /* floats per chunk (1 MiB) */
-
-static int _err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* ---- small HDF5 helpers: scalar attributes and flat float datasets ---- */
 
@@ -207,14 +200,14 @@ static int _write_attrs(hid_t f, const ttrain_ckpt_meta *m, topt_sgd *opt,
 
 static int _write(hid_t f, const ttrain_ckpt_meta *m, teng_net *net,
                   topt_sgd *opt, const ttrain_progress *p,
-                  const char *config_text, float *buf, char *err, size_t errlen)
+                  const char *config_text, float *buf)
 {
     hid_t gp = H5Gcreate2(f, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     hid_t gm = H5Gcreate2(f, "momentum", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     hid_t gs = H5Gcreate2(f, "bn_stats", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     int rc = gp < 0 || gm < 0 || gs < 0 ? -1 : 0;
     if (rc || _write_attrs(f, m, opt, p, config_text))
-        rc = _err(err, errlen, "writing the checkpoint's attributes");
+        rc = TORUS_FAIL(-1, "writing the checkpoint's attributes");
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *prm = teng_net_param(net, i);
         const char *name = prm->name;
@@ -222,14 +215,14 @@ static int _write(hid_t f, const ttrain_ckpt_meta *m, teng_net *net,
             _put_floats(gp, name, buf, prm->count) ||
             topt_sgd_state_read(opt, i, buf) ||
             _put_floats(gm, name, buf, prm->count))
-            rc = _err(err, errlen, "writing param %s", name);
+            rc = TORUS_FAIL(-1, "writing param %s", name);
     }
     for (int i = 0; i < teng_net_nstats(net) && !rc; i++) {
         char name[16];
         snprintf(name, sizeof(name), "%d", i);
         if (teng_stats_read(net, i, buf) ||
             _put_floats(gs, name, buf, teng_stats_count(net, i)))
-            rc = _err(err, errlen, "writing BN statistics %d", i);
+            rc = TORUS_FAIL(-1, "writing BN statistics %d", i);
     }
     if (gp >= 0)
         H5Gclose(gp);
@@ -408,7 +401,7 @@ int ttrain_ckpt_clean(const char *dir, const char *run)
 }
 
 int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
-                        size_t idlen, char *err, size_t errlen)
+                        size_t idlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
@@ -416,13 +409,13 @@ int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return _err(err, errlen, "'%s': %s", path,
-                    fd < 0 ? strerror(e) : "not a regular file");
+        return TORUS_FAIL(-1, "'%s': %s", path,
+                          fd < 0 ? strerror(e) : "not a regular file");
     }
     if ((uint64_t)st.st_size > max_bytes) {
         close(fd);
-        return _err(err, errlen, "'%s' is %lld bytes, more than %" PRIu64, path,
-                    (long long)st.st_size, max_bytes);
+        return TORUS_FAIL(-1, "'%s' is %lld bytes, more than %" PRIu64, path,
+                          (long long)st.st_size, max_bytes);
     }
     uint64_t h = 0xcbf29ce484222325ULL, total = 0;
     unsigned char buf[65536];
@@ -433,7 +426,7 @@ int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
     int e = errno;
     close(fd);
     if (got < 0)
-        return _err(err, errlen, "reading '%s': %s", path, strerror(e));
+        return TORUS_FAIL(-1, "reading '%s': %s", path, strerror(e));
     snprintf(id, idlen, "%" PRIu64 " bytes, fnv1a64 %016" PRIx64, total, h);
     return 0;
 }
@@ -443,32 +436,30 @@ int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
 /* Writes the checkpoint into tmp (created afresh) and makes it durable. */
 static int _write_file(const char *tmp, const ttrain_ckpt_meta *m,
                        teng_net *net, topt_sgd *opt, const ttrain_progress *p,
-                       const char *config_text, char *err, size_t errlen)
+                       const char *config_text)
 {
     float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
     if (!buf)
-        return _err(err, errlen, "out of memory");
+        return TORUS_FAIL(-1, "out of memory");
     hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = f < 0 ? _err(err, errlen, "cannot create '%s'", tmp)
-                   : _write(f, m, net, opt, p, config_text, buf, err, errlen);
+    int rc = f < 0 ? TORUS_FAIL(-1, "cannot create '%s'", tmp)
+                   : _write(f, m, net, opt, p, config_text, buf);
     if (f >= 0 && H5Fclose(f) < 0 && !rc)
-        rc = _err(err, errlen, "closing '%s'", tmp);
+        rc = TORUS_FAIL(-1, "closing '%s'", tmp);
     free(buf);
     if (!rc && _fsync_path(tmp))
-        rc = _err(err, errlen, "fsync '%s': %s", tmp, strerror(errno));
+        rc = TORUS_FAIL(-1, "fsync '%s': %s", tmp, strerror(errno));
     return rc;
 }
 
 int ttrain_ckpt_save(const char *dir, int keep, int rank,
                      const ttrain_ckpt_meta *m, teng_net *net, topt_sgd *opt,
-                     const ttrain_progress *p, const char *config_text,
-                     char *err, size_t errlen)
+                     const ttrain_progress *p, const char *config_text)
 {
     char tmp[4096], path[4096];
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here */
     if (mkdir(dir, 0777) && errno != EEXIST)
-        return _err(err, errlen, "cannot create '%s': %s", dir,
-                    strerror(errno));
+        return TORUS_FAIL(-1, "cannot create '%s': %s", dir, strerror(errno));
     /* A name no other writer can pick: two jobs resuming one run, or a
      * rank 0 that lingers after its job was replaced, never write into
      * each other's file. */
@@ -478,20 +469,21 @@ int ttrain_ckpt_save(const char *dir, int keep, int rank,
     int len = snprintf(tmp, sizeof(tmp), "%s/.ckpt-%ld-%s.h5.%ld-%d-%s.tmp",
                        dir, p->global_step, m->run, (long)getpid(), rank, salt);
     if (len < 0 || (size_t)len >= sizeof(tmp))
-        return _err(err, errlen, "--checkpoint-dir '%s' is too long", dir);
-    int rc = _write_file(tmp, m, net, opt, p, config_text, err, errlen);
+        return TORUS_FAIL(-1, "--checkpoint-dir '%s' is too long", dir);
+    int rc = _write_file(tmp, m, net, opt, p, config_text);
     /* Durable before visible: the data, then the name, then the dir. */
     if (!rc && rename(tmp, path))
-        rc = _err(err, errlen, "rename to '%s': %s", path, strerror(errno));
+        rc = TORUS_FAIL(-1, "rename to '%s': %s", path, strerror(errno));
     if (rc) {
         unlink(tmp);
         return rc;
     }
     if (_fsync_dir(dir))
-        return _err(err, errlen,
-                    "fsync of the directory '%s' after writing %s: %s (the "
-                    "checkpoint may not survive a crash)",
-                    dir, path, strerror(errno));
+        return TORUS_FAIL(
+            -1,
+            "fsync of the directory '%s' after writing %s: %s (the "
+            "checkpoint may not survive a crash)",
+            dir, path, strerror(errno));
     _prune(dir, m->run, p->global_step, keep);
     return 0;
 }
@@ -537,8 +529,7 @@ static void _train_diffs(const ttrain_ckpt_meta *got,
 }
 
 int ttrain_ckpt_check(const ttrain_ckpt_meta *got, const ttrain_ckpt_meta *want,
-                      int eval_only, int has_bn, char *note, size_t notelen,
-                      char *err, size_t errlen)
+                      int eval_only, int has_bn, char *note, size_t notelen)
 {
     char d[2048] = "";
     note[0] = '\0';
@@ -548,7 +539,7 @@ int ttrain_ckpt_check(const ttrain_ckpt_meta *got, const ttrain_ckpt_meta *want,
     if (!eval_only)
         _train_diffs(got, want, d, sizeof(d));
     if (*d)
-        return _err(err, errlen, "written by another configuration: %s", d);
+        return TORUS_FAIL(-1, "written by another configuration: %s", d);
     if (eval_only && strcmp(got->data_id, want->data_id))
         snprintf(note, notelen,
                  "the model was trained on %s (%s); evaluating on the test "
@@ -570,13 +561,13 @@ int ttrain_ckpt_check(const ttrain_ckpt_meta *got, const ttrain_ckpt_meta *want,
 
 /* ---- loading ---- */
 
-static int _read_meta(hid_t f, ttrain_ckpt_meta *m, char *err, size_t errlen)
+static int _read_meta(hid_t f, ttrain_ckpt_meta *m)
 {
     char format[64];
     int64_t world;
     if (_get_str(f, "format", format, sizeof(format)) ||
         strcmp(format, _FORMAT))
-        return _err(err, errlen, "not a %s checkpoint", _FORMAT);
+        return TORUS_FAIL(-1, "not a %s checkpoint", _FORMAT);
     if (_get_str(f, "run", m->run, sizeof(m->run)) ||
         _get_str(f, "model", m->model, sizeof(m->model)) ||
         _get_i64(f, "world", &world) ||
@@ -584,17 +575,16 @@ static int _read_meta(hid_t f, ttrain_ckpt_meta *m, char *err, size_t errlen)
         _get_str(f, "data", m->data, sizeof(m->data)) ||
         _get_str(f, "data_id", m->data_id, sizeof(m->data_id)) ||
         _get_str(f, "wire", m->wire, sizeof(m->wire)))
-        return _err(err, errlen,
-                    "its configuration record is missing or malformed");
+        return TORUS_FAIL(-1,
+                          "its configuration record is missing or malformed");
     if (world < 1 || world > 1 << 24)
-        return _err(err, errlen, "it records %" PRId64 " ranks", world);
+        return TORUS_FAIL(-1, "it records %" PRId64 " ranks", world);
     m->world = (int)world;
     return 0;
 }
 
 /* The training position, its samples divided over world ranks. */
-static int _read_position(hid_t f, int world, ttrain_progress *p, topt_sgd *opt,
-                          char *err, size_t errlen)
+static int _read_position(hid_t f, int world, ttrain_progress *p, topt_sgd *opt)
 {
     int64_t v[6];
     double prev_lr;
@@ -603,14 +593,14 @@ static int _read_position(hid_t f, int world, ttrain_progress *p, topt_sgd *opt,
         _get_i64(f, "dropout_step", &v[4]) ||
         _get_i64(f, "optimizer_steps", &v[5]) ||
         _get_f64(f, "previous_lr", &prev_lr))
-        return _err(err, errlen, "training position missing");
+        return TORUS_FAIL(-1, "training position missing");
     for (int i = 0; i < 6; i++)
         if (v[i] < 0 || (i == 0 && v[i] > INT32_MAX))
-            return _err(err, errlen, "training position out of range");
+            return TORUS_FAIL(-1, "training position out of range");
     if (v[3] % world)
-        return _err(err, errlen,
-                    "%" PRId64 " samples served do not divide over %d ranks",
-                    v[3], world);
+        return TORUS_FAIL(
+            -1, "%" PRId64 " samples served do not divide over %d ranks", v[3],
+            world);
     *p = (ttrain_progress){(int)v[0], (long)v[1], (long)v[2],
                            (uint64_t)(v[3] / world), (uint64_t)v[4]};
     opt->steps = (long)v[5];
@@ -619,34 +609,33 @@ static int _read_position(hid_t f, int world, ttrain_progress *p, topt_sgd *opt,
 }
 
 /* Params, momentum and BN statistics. */
-static int _read_state(hid_t f, teng_net *net, topt_sgd *opt, char *err,
-                       size_t errlen)
+static int _read_state(hid_t f, teng_net *net, topt_sgd *opt)
 {
     float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
     if (!buf)
-        return _err(err, errlen, "out of memory");
+        return TORUS_FAIL(-1, "out of memory");
     hid_t gp = H5Gopen2(f, "params", H5P_DEFAULT);
     hid_t gm = H5Gopen2(f, "momentum", H5P_DEFAULT);
     hid_t gs = H5Gopen2(f, "bn_stats", H5P_DEFAULT);
-    int rc =
-        gp < 0 || gm < 0 || gs < 0 ? _err(err, errlen, "groups missing") : 0;
+    int rc = gp < 0 || gm < 0 || gs < 0 ? TORUS_FAIL(-1, "groups missing") : 0;
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *prm = teng_net_param(net, i);
         if (_get_floats(gp, prm->name, buf, prm->count) ||
             teng_param_write(net, i, 0, buf) ||
             _get_floats(gm, prm->name, buf, prm->count) ||
             topt_sgd_state_write(opt, i, buf))
-            rc = _err(err, errlen,
-                      "param %s is missing, of another shape, or fails its "
-                      "checksum",
-                      prm->name);
+            rc = TORUS_FAIL(
+                -1,
+                "param %s is missing, of another shape, or fails its "
+                "checksum",
+                prm->name);
     }
     for (int i = 0; i < teng_net_nstats(net) && !rc; i++) {
         char name[16];
         snprintf(name, sizeof(name), "%d", i);
         if (_get_floats(gs, name, buf, teng_stats_count(net, i)) ||
             teng_stats_write(net, i, buf))
-            rc = _err(err, errlen, "BN statistics %d missing or damaged", i);
+            rc = TORUS_FAIL(-1, "BN statistics %d missing or damaged", i);
     }
     if (gp >= 0)
         H5Gclose(gp);
@@ -661,21 +650,21 @@ static int _read_state(hid_t f, teng_net *net, topt_sgd *opt, char *err,
 int ttrain_ckpt_load(const char *path, const ttrain_ckpt_meta *want,
                      int eval_only, teng_net *net, topt_sgd *opt,
                      ttrain_progress *p, ttrain_ckpt_meta *got, char *note,
-                     size_t notelen, char *err, size_t errlen)
+                     size_t notelen)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     note[0] = '\0';
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
-        return _err(err, errlen, "not a readable HDF5 file");
-    int rc = _read_meta(f, got, err, errlen);
+        return TORUS_FAIL(-1, "not a readable HDF5 file");
+    int rc = _read_meta(f, got);
     if (!rc && ttrain_ckpt_check(got, want, eval_only, teng_net_nstats(net) > 0,
-                                 note, notelen, err, errlen))
+                                 note, notelen))
         rc = -2;
     if (!rc)
-        rc = _read_position(f, want->world, p, opt, err, errlen);
+        rc = _read_position(f, want->world, p, opt);
     if (!rc)
-        rc = _read_state(f, net, opt, err, errlen);
+        rc = _read_state(f, net, opt);
     H5Fclose(f);
     return rc;
 }
@@ -696,33 +685,34 @@ int ttrain_ckpt_load_latest(const char *dir, const ttrain_ckpt_meta *want,
                             int eval_only, teng_net *net, topt_sgd *opt,
                             ttrain_progress *p, ttrain_ckpt_meta *got,
                             char *name, size_t namelen, char *note,
-                            size_t notelen, char *err, size_t errlen)
+                            size_t notelen)
 {
     _entry *all, *v;
     int nall = _list(dir, NULL, &all);
     if (!nall)
         return 1;
-    char run[TTRAIN_RUN_LEN], path[4096], why[2560];
+    char run[TTRAIN_RUN_LEN], path[4096];
     snprintf(run, sizeof(run), "%s", _latest_run(all, nall));
     free(all);
     int n = _list(dir, run, &v), rc = -1;
     for (int i = 0; i < n && rc == -1; i++) {
         _name(path, sizeof(path), dir, v[i].step, run);
         rc = ttrain_ckpt_load(path, want, eval_only, net, opt, p, got, note,
-                              notelen, why, sizeof(why));
+                              notelen);
         if (rc == -1)
             fprintf(stderr,
                     "torus-train: warning: checkpoint %s does not load "
                     "(%s)%s\n",
-                    path, why, i + 1 < n ? "; trying the one before it" : "");
+                    path, torus_error_msg(),
+                    i + 1 < n ? "; trying the one before it" : "");
         else if (rc == -2)
-            _err(err, errlen, "%s: %s", path, why);
+            torus_error_prefix(rc, "%s", path);
         else
             snprintf(name, namelen, "ckpt-%ld-%s.h5", v[i].step, run);
     }
     free(v);
     if (rc == -1)
-        _err(err, errlen, "none of the %d checkpoints of run %s in '%s' loads",
-             n, run, dir);
+        TORUS_FAIL(-1, "none of the %d checkpoints of run %s in '%s' loads", n,
+                   run, dir);
     return rc;
 }

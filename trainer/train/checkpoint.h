@@ -69,45 +69,45 @@ void ttrain_ckpt_new_run(char run[TTRAIN_RUN_LEN]);
 
 /* Identity of the file at path: its size and a 64-bit FNV-1a hash of its
  * bytes, as text in id ("N bytes, fnv1a64 H"). Files above max_bytes are
- * refused. Returns 0, or -1 with err set. */
+ * refused. Returns 0, or -1 after TORUS_FAIL naming the file. */
 int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
-                        size_t idlen, char *err, size_t errlen);
+                        size_t idlen);
 
 /* Writes a checkpoint of net, opt and p into dir (created if missing) as
  * rank `rank`, then prunes the run's files (see above). Returns 0, or -1
- * with err set (nothing is pruned then). */
+ * after TORUS_FAIL naming the file (nothing is pruned then). */
 int ttrain_ckpt_save(const char *dir, int keep, int rank,
                      const ttrain_ckpt_meta *m, teng_net *net, topt_sgd *opt,
-                     const ttrain_progress *p, const char *config_text,
-                     char *err, size_t errlen);
+                     const ttrain_progress *p, const char *config_text);
 
 /* Compares a checkpoint's meta `got` with this run's `want` (see above;
  * has_bn: the model has BN layers). Returns 0 (note set to a line to show
- * when the ranks or the data changed, else ""), or -1 with err saying
- * every difference. */
+ * when the ranks or the data changed, else ""), or -1 after TORUS_FAIL
+ * saying every difference. */
 int ttrain_ckpt_check(const ttrain_ckpt_meta *got, const ttrain_ckpt_meta *want,
-                      int eval_only, int has_bn, char *note, size_t notelen,
-                      char *err, size_t errlen);
+                      int eval_only, int has_bn, char *note, size_t notelen);
 
 /* Loads one checkpoint into net, opt and p after checking its meta against
  * want (ttrain_ckpt_check; got receives it). p->samples is converted to
- * want->world ranks. Returns 0, -1 when it does not load (damaged, err
- * set), or -2 when it belongs to another configuration (err set). */
+ * want->world ranks. Returns 0, -1 when it does not load (damaged), or -2
+ * when it belongs to another configuration; the reason is then in
+ * torus_error_msg() (common/torus_error.h). */
 int ttrain_ckpt_load(const char *path, const ttrain_ckpt_meta *want,
                      int eval_only, teng_net *net, topt_sgd *opt,
                      ttrain_progress *p, ttrain_ckpt_meta *got, char *note,
-                     size_t notelen, char *err, size_t errlen);
+                     size_t notelen);
 
 /* Loads the newest checkpoint of dir's latest run (the run of the file
  * written last) that loads, warning on stderr about each newer one of that
  * run that does not; name receives its file name (no directory). Returns 0,
  * 1 when dir holds no checkpoint, -1 when none of the run's loads, or -2
- * when one belongs to another configuration (err set). */
+ * when one belongs to another configuration (torus_error_msg() says why,
+ * naming the file). */
 int ttrain_ckpt_load_latest(const char *dir, const ttrain_ckpt_meta *want,
                             int eval_only, teng_net *net, topt_sgd *opt,
                             ttrain_progress *p, ttrain_ckpt_meta *got,
                             char *name, size_t namelen, char *note,
-                            size_t notelen, char *err, size_t errlen);
+                            size_t notelen);
 
 /* Removes the temporary files that writers of run left in dir (a crash
  * during a save). Returns how many. */

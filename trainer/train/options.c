@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "config.h"
 #include "trainer/backends/backends.h"
 
@@ -241,9 +242,8 @@ static int _set_model(ttrain_config *c, const char *v, const char *where)
 
 static int _set_batch(ttrain_config *c, const char *v, const char *where)
 {
-    char err[256];
-    if (topt_stages_parse(v, &c->sched, err, sizeof(err))) {
-        fprintf(stderr, "torus-train: %s: %s\n", where, err);
+    if (topt_stages_parse(v, &c->sched)) {
+        fprintf(stderr, "torus-train: %s: %s\n", where, torus_error_msg());
         return TTRAIN_EXIT_USAGE;
     }
     return 0;
@@ -489,9 +489,9 @@ int ttrain_config_parse(ttrain_config *c, int argc, char **argv)
     return _resolve_timeouts(c) ? TTRAIN_EXIT_USAGE : 0;
 }
 
-int ttrain_config_validate(ttrain_config *c)
+/* Phase 1 of validate: where the data comes from, and the model. */
+static int _validate_inputs(const ttrain_config *c)
 {
-    char err[256];
     if (c->synthetic && c->data[0]) {
         fprintf(stderr, "torus-train: --synthetic and --data exclude each "
                         "other\n");
@@ -502,17 +502,22 @@ int ttrain_config_validate(ttrain_config *c)
                         "--synthetic\n");
         return TTRAIN_EXIT_USAGE;
     }
-    if (tmodel_validate(&c->model, err, sizeof(err))) {
-        fprintf(stderr, "torus-train: model: %s\n", err);
+    if (tmodel_validate(&c->model)) {
+        fprintf(stderr, "torus-train: model: %s\n", torus_error_msg());
         return TTRAIN_EXIT_USAGE;
     }
+    return 0;
+}
+
+/* Phase 2: the schedule, the optimizer and the batch over the ranks. */
+static int _validate_schedule(ttrain_config *c)
+{
     /* --eval-only trains nothing: the warmup needs no room in the run
      * (the batch still sets the evaluation batch). */
     if (c->eval_only)
         c->sched.warmup_epochs = 0;
-    if (topt_schedule_validate(&c->sched, err, sizeof(err)) ||
-        topt_config_validate(&c->opt, err, sizeof(err))) {
-        fprintf(stderr, "torus-train: %s\n", err);
+    if (topt_schedule_validate(&c->sched) || topt_config_validate(&c->opt)) {
+        fprintf(stderr, "torus-train: %s\n", torus_error_msg());
         return TTRAIN_EXIT_USAGE;
     }
     for (int i = 0; i < c->sched.nstages; i++)
@@ -524,6 +529,12 @@ int ttrain_config_validate(ttrain_config *c)
                     c->world);
             return TTRAIN_EXIT_USAGE;
         }
+    return 0;
+}
+
+/* Phase 3: how the run executes (threads, buckets, wire, logs). */
+static int _validate_runtime(const ttrain_config *c)
+{
     if (c->threads < 1 || c->threads > 1024) {
         fprintf(stderr, "torus-train: --threads: %d is not in 1..1024\n",
                 c->threads);
@@ -545,6 +556,12 @@ int ttrain_config_validate(ttrain_config *c)
                 c->print_every);
         return TTRAIN_EXIT_USAGE;
     }
+    return 0;
+}
+
+/* Phase 4: checkpoints, resume, the stopping rules and the backend. */
+static int _validate_checkpoints(const ttrain_config *c)
+{
     if (c->resume && !c->ckpt_dir[0]) {
         fprintf(stderr, "torus-train: --resume needs --checkpoint-dir\n");
         return TTRAIN_EXIT_USAGE;
@@ -578,6 +595,15 @@ int ttrain_config_validate(ttrain_config *c)
     return 0;
 }
 
+int ttrain_config_validate(ttrain_config *c)
+{
+    int rc;
+    if ((rc = _validate_inputs(c)) || (rc = _validate_schedule(c)) ||
+        (rc = _validate_runtime(c)) || (rc = _validate_checkpoints(c)))
+        return rc;
+    return 0;
+}
+
 /* Prints "    LEFT  help..." with the help wrapped at 79 columns. */
 static void _option_help(FILE *f, const char *left, const char *help)
 {
@@ -600,7 +626,8 @@ static void _option_help(FILE *f, const char *left, const char *help)
     fputc('\n', f);
 }
 
-void ttrain_usage(FILE *f)
+/* Usage, part 1: name, synopsis and description. */
+static void _usage_head(FILE *f)
 {
     fprintf(f,
             "NAME\n"
@@ -644,6 +671,11 @@ void ttrain_usage(FILE *f)
             "command line.\n"
             "\n"
             "OPTIONS\n");
+}
+
+/* Usage, part 2: every option from the table, wrapped. */
+static void _usage_options(FILE *f)
+{
     for (int i = 0; i < _NOPTS; i++) {
         char left[64];
         snprintf(left, sizeof(left), "--%s%s%s", _opts[i].name,
@@ -653,6 +685,11 @@ void ttrain_usage(FILE *f)
     _option_help(f, "--help", "print this help and exit");
     _option_help(f, "--version",
                  "print the version and the compiled-in backends");
+}
+
+/* Usage, part 3: examples, signals, environment and exit status. */
+static void _usage_tail(FILE *f)
+{
     fprintf(
         f,
         "\n"
@@ -699,6 +736,13 @@ void ttrain_usage(FILE *f)
         "    4 the job's start-up did not finish (a rank that never started, "
         "or\n"
         "    connections between nodes that never opened).\n");
+}
+
+void ttrain_usage(FILE *f)
+{
+    _usage_head(f);
+    _usage_options(f);
+    _usage_tail(f);
 }
 
 void ttrain_print_plan(const ttrain_config *c, FILE *f)

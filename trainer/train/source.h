@@ -23,19 +23,18 @@ typedef struct {
 } ttrain_batch;
 
 typedef struct ttrain_source {
-    /* The next batch of n samples; returns 0, or nonzero with err set. */
+    /* The next batch of n samples; returns 0, or nonzero after TORUS_FAIL. */
     int (*next)(struct ttrain_source *s, int n, ttrain_batch *out);
     /* Continue as if `samples` had been served (resume from a
-     * checkpoint); returns 0, or nonzero with err set. */
+     * checkpoint); returns 0, or nonzero after TORUS_FAIL. */
     int (*seek)(struct ttrain_source *s, uint64_t samples);
     /* Optional (NULL: nothing to do): the loop is about to run steps
      * [step, ...) of epoch at local batch n. A sharded source positions
      * its stream there (resume, batch-size change); returns 0, or nonzero
-     * with err set. */
+     * after TORUS_FAIL (common/torus_error.h). */
     int (*start)(struct ttrain_source *s, int epoch, long step, int n);
     uint64_t samples; /* served so far: the data position */
     void (*close)(struct ttrain_source *s);
-    char err[256];
     void *impl;
 } ttrain_source;
 

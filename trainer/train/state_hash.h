@@ -10,7 +10,8 @@
 
 /* FNV-1a over the canonical (NCHW/OIHW) bytes of every param and every
  * BN statistics vector, in order. 0 on success, else a TENG_ error with
- * net->err set. Bitwise: equal only if every float is equal. */
+ * its message in torus_error_msg(). Bitwise: equal only if every float is
+ * equal. */
 int ttrain_state_hash(teng_net *net, uint64_t *out);
 
 #endif

@@ -1,8 +1,8 @@
 /* synthetic.c: the synthetic data source (see source.h). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "trainer/engine/rng.h"
 #include "trainer/train/source.h"
 
@@ -17,13 +17,9 @@ typedef struct {
 static int _next(ttrain_source *s, int n, ttrain_batch *out)
 {
     _synth *p = s->impl;
-    if (n > p->max_batch) {
-        snprintf(s->err, sizeof(s->err),
-                 "batch %d is larger than the "
-                 "synthetic pool (%d)",
-                 n, p->max_batch);
-        return -1;
-    }
+    if (n > p->max_batch)
+        return TORUS_FAIL(-1, "batch %d is larger than the synthetic pool (%d)",
+                          n, p->max_batch);
     /* Labels are a hash of the sample's global index: balanced over the
      * classes, reproducible from the seed, and independent of how the
      * global batch is split over ranks. With one rank the index is the

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "data/tdata.h"
 #include "trainer/train/tdata_source.h"
 
@@ -50,11 +51,8 @@ static int _restart(ttrain_source *s, int epoch, long step, int n)
     _opts(p, &o, TDATA_TRAIN, n);
     if (tdata_loader_create(p->train, &o, &p->loader) ||
         tdata_loader_start(p->loader, (uint64_t)epoch,
-                           (uint64_t)step * (uint64_t)n)) {
-        snprintf(s->err, sizeof(s->err), "rank %d: %s", p->rank,
-                 tdata_errmsg());
-        return -1;
-    }
+                           (uint64_t)step * (uint64_t)n))
+        return torus_error_prefix(-1, "rank %d", p->rank);
     p->batch = n;
     p->epoch = epoch;
     p->step = step;
@@ -78,11 +76,8 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
         return -1;
     int err = 0;
     const tdata_batch *b = tdata_loader_next(p->loader, &err);
-    if (!b) {
-        snprintf(s->err, sizeof(s->err), "rank %d: %s", p->rank,
-                 tdata_errmsg());
-        return -1;
-    }
+    if (!b)
+        return torus_error_prefix(-1, "rank %d", p->rank);
     *out = (ttrain_batch){b->data, b->labels, b->n, b->wait_s};
     s->samples += (uint64_t)b->n;
     p->step++;
@@ -115,27 +110,21 @@ static void _close(ttrain_source *s)
     s->impl = NULL;
 }
 
-static int _open_split(const char *dir, const char *split, tdata_dataset **ds,
-                       char *err, size_t errlen)
+static int _open_split(const char *dir, const char *split, tdata_dataset **ds)
 {
     char path[1024];
     snprintf(path, sizeof(path), "%s/%s-index.txt", dir, split);
     int rc = tdata_dataset_open(path, ds);
-    if (rc)
-        snprintf(err, errlen, "%s: %s", path, tdata_errmsg());
-    return rc ? -1 : 0;
+    return rc ? torus_error_prefix(-1, "%s", path) : 0;
 }
 
 int ttrain_tdata_open(ttrain_source *s, const char *dir, const tmodel_spec *m,
-                      int rank, int world, uint64_t seed, long *train_size,
-                      char *err, size_t errlen)
+                      int rank, int world, uint64_t seed, long *train_size)
 {
     memset(s, 0, sizeof(*s));
     _tsrc *p = calloc(1, sizeof(*p));
-    if (!p) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
+    if (!p)
+        return TORUS_FAIL(-1, "out of memory");
     s->impl = p;
     s->next = _next;
     s->seek = _seek;
@@ -145,21 +134,21 @@ int ttrain_tdata_open(ttrain_source *s, const char *dir, const tmodel_spec *m,
     p->world = world;
     p->seed = seed;
     p->size = m->image_size;
-    if (_open_split(dir, "train", &p->train, err, errlen) ||
-        _open_split(dir, "test", &p->test, err, errlen))
+    if (_open_split(dir, "train", &p->train) ||
+        _open_split(dir, "test", &p->test))
         goto fail;
     const tdata_dataset_info *tr = tdata_dataset_get_info(p->train),
                              *te = tdata_dataset_get_info(p->test);
     if (tr->channels != m->in_channels && tr->layout == TDATA_LAYOUT_DENSE) {
-        snprintf(err, errlen,
-                 "%s: images have %d channels, the model takes %d "
-                 "(--channels)",
-                 dir, tr->channels, m->in_channels);
+        TORUS_FAIL(-1,
+                   "%s: images have %d channels, the model takes %d "
+                   "(--channels)",
+                   dir, tr->channels, m->in_channels);
         goto fail;
     }
     if (tr->num_classes > m->classes || te->num_classes > m->classes) {
-        snprintf(err, errlen, "%s: %d classes, the model has %d (--classes)",
-                 dir, tr->num_classes, m->classes);
+        TORUS_FAIL(-1, "%s: %d classes, the model has %d (--classes)", dir,
+                   tr->num_classes, m->classes);
         goto fail;
     }
     *train_size = (long)tr->num_images;
@@ -179,8 +168,7 @@ int ttrain_tdata_eval(ttrain_source *s, teng_net *net, int batch,
     _opts(p, &o, TDATA_EVAL, batch);
     o.drop_remainder = 0;
     if (tdata_loader_create(p->test, &o, &l) || tdata_loader_start(l, 0, 0)) {
-        snprintf(s->err, sizeof(s->err), "rank %d: test split: %s", p->rank,
-                 tdata_errmsg());
+        torus_error_prefix(-1, "rank %d: test split", p->rank);
         goto out;
     }
     const tdata_batch *b;
@@ -198,19 +186,16 @@ int ttrain_tdata_eval(ttrain_source *s, teng_net *net, int batch,
         counts[3] += teng_net_loss(net) * b->n;
     }
     if (err) {
-        snprintf(s->err, sizeof(s->err), "rank %d: test split: %s", p->rank,
-                 tdata_errmsg());
+        torus_error_prefix(-1, "rank %d: test split", p->rank);
         goto out;
     }
     rc = 0;
     goto out;
 engine:
-    snprintf(s->err, sizeof(s->err), "evaluation: %s", teng_net_error(net));
+    torus_error_prefix(-1, "evaluation");
 out:
-    if (cur != keep && teng_net_set_batch(net, keep) && rc == 0) {
-        snprintf(s->err, sizeof(s->err), "evaluation: %s", teng_net_error(net));
-        rc = -1;
-    }
+    if (cur != keep && teng_net_set_batch(net, keep) && rc == 0)
+        rc = torus_error_prefix(-1, "evaluation");
     if (l)
         tdata_loader_destroy(l);
     return rc;

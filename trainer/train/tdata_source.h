@@ -19,15 +19,14 @@
 
 /* Opens DIR's train split (and checks that the test split is there and
  * matches it), for rank of world. *train_size is the number of training
- * images (one epoch). Returns 0, or -1 with err set (naming the file). */
+ * images (one epoch). Returns 0, or -1 after TORUS_FAIL naming the file. */
 int ttrain_tdata_open(ttrain_source *s, const char *dir, const tmodel_spec *m,
-                      int rank, int world, uint64_t seed, long *train_size,
-                      char *err, size_t errlen);
+                      int rank, int world, uint64_t seed, long *train_size);
 
 /* Evaluates net on this rank's slice of the test split in batches of at
  * most batch (the net's batch is restored afterwards): adds the hits,
  * the samples and the summed loss to the counters. Returns 0, or -1 with
- * s->err set. */
+ * the reason in torus_error_msg() (naming the rank). */
 int ttrain_tdata_eval(ttrain_source *s, teng_net *net, int batch,
                       double counts[4]);
 
