@@ -110,7 +110,7 @@ static tcomm_rc _same_size(tcomm_t *c, size_t want)
  * and where every member's segment is mapped here (base[j]). All members
  * succeed or fail together (tc_win_alloc). */
 static tcomm_rc _alloc_window(tcomm_t *c, size_t want,
-                              unsigned char ***base_out)
+                              unsigned char ***base_out, int *who)
 {
     const tc_group *dom = &c->shmdom;
     int n = dom->size;
@@ -124,7 +124,7 @@ static tcomm_rc _alloc_window(tcomm_t *c, size_t want,
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
     unsigned char *mine = NULL;
     tcomm_rc rc = tc_win_alloc(c, dom, base != NULL, want + HEADER, 64, info,
-                               &mine, &c->arena.win);
+                               &mine, &c->arena.win, who);
     MPI_Info_free(&info);
     if (rc) {
         free(base);
@@ -164,15 +164,28 @@ tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out)
     if (rc)
         return rc;
     unsigned char **base = NULL;
-    rc = _alloc_window(c, want, &base);
+    int who = -1;
+    rc = _alloc_window(c, want, &base, &who);
     if (!rc)
         rc = _map_group(&c->row, c->shmdom.comm, base);
     if (!rc)
         rc = _map_group(&c->group, c->shmdom.comm, base);
     free(base);
-    if (rc) {
-        tcomm_shared_free(c);
+    /* A lost rank: every rank times out on its own, and a collective
+     * free would wait for the lost one. */
+    if (rc == TCOMM_ERR_TIMEOUT || rc == TCOMM_ERR_TRANSPORT)
         return rc;
+    /* The window is per node: a failure on one node fails every rank, the
+     * others naming the rank at fault, so that no rank trains with shared
+     * gradients while another has none. */
+    tcomm_rc all =
+        tc_agree_why(c, &c->world, rc == TCOMM_OK, &who,
+                     "allocate its shared gradient memory", TCOMM_ERR_NOMEM);
+    if (all == TCOMM_ERR_TIMEOUT || all == TCOMM_ERR_TRANSPORT)
+        return all;
+    if (all) {
+        tcomm_shared_free(c); /* with the rest of this node, if mapped */
+        return all;
     }
     *out = c->arena.mine;
     return TCOMM_OK;

@@ -110,28 +110,40 @@ tcomm_rc tc_coll_start(tcomm_t *c, const tc_group *g, int mpi_rc,
     return tc_wait_coll(c, g, r, what);
 }
 
-tcomm_rc tc_agree(tcomm_t *c, const tc_group *g, int ok, const char *what,
-                  tcomm_rc fail_rc)
+tcomm_rc tc_agree_why(tcomm_t *c, const tc_group *g, int ok, int *who,
+                      const char *what, tcomm_rc fail_rc)
 {
-    if (g->comm == MPI_COMM_NULL || g->size < 2)
+    int blame = who && *who >= 0 ? *who : c->info.rank;
+    if (g->comm == MPI_COMM_NULL || g->size < 2) {
+        if (who)
+            *who = ok ? -1 : blame;
         return ok ? TCOMM_OK : fail_rc;
-    /* MINLOC: the lowest status (0: failed) and the lowest world rank that
-     * has it, so that every rank names the same one. */
-    int in[2] = {ok ? 1 : 0, c->info.rank}, out[2] = {1, -1};
+    }
+    /* MINLOC: the lowest status (0: failed) and the lowest world rank
+     * blamed for it, so that every rank names the same one. */
+    int in[2] = {ok ? 1 : 0, ok ? c->info.rank : blame}, out[2] = {1, -1};
     MPI_Request r = MPI_REQUEST_NULL;
     tcomm_rc rc = tc_coll_start(
         c, g, MPI_Iallreduce(in, out, 1, MPI_2INT, MPI_MINLOC, g->comm, &r), &r,
         what);
     if (rc)
         return rc;
+    if (who)
+        *who = out[0] ? -1 : out[1];
     if (out[0])
         return TCOMM_OK;
-    if (!ok) /* our own failure: its message is already set */
+    if (!ok) /* our own failure, or one we already named: message set */
         return fail_rc;
     return TORUS_FAIL(fail_rc,
                       "rank %d: rank %d could not %s, so every rank of the %s "
                       "communicator gives up",
                       c->info.rank, out[1], what, g->name);
+}
+
+tcomm_rc tc_agree(tcomm_t *c, const tc_group *g, int ok, const char *what,
+                  tcomm_rc fail_rc)
+{
+    return tc_agree_why(c, g, ok, NULL, what, fail_rc);
 }
 
 static int _search_lost_rank(tcomm_t *c, int suspect);

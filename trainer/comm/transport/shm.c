@@ -52,6 +52,12 @@ tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes)
 {
     if (bytes <= g->shm.bytes)
         return TCOMM_OK;
+    /* Freeing the old window is a blocking collective too: only once every
+     * member is known to be here (deadline-guarded). */
+    tcomm_rc rc;
+    if (g->shm.bytes &&
+        (rc = tc_agree(c, g, 1, "grow its shared segment", TCOMM_ERR_NOMEM)))
+        return rc;
     tc_shm_free(g);
     size_t want = bytes + bytes / 4 + 4096;
     void *base;
@@ -59,8 +65,8 @@ tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes)
     if (!g->shm.seg)
         TORUS_FAIL(TCOMM_ERR_NOMEM, "rank %d: no memory to map the %s",
                    c->info.rank, g->name);
-    tcomm_rc rc = tc_win_alloc(c, g, g->shm.seg != NULL, want, 1, MPI_INFO_NULL,
-                               &base, &g->shm.win);
+    rc = tc_win_alloc(c, g, g->shm.seg != NULL, want, 1, MPI_INFO_NULL, &base,
+                      &g->shm.win, NULL);
     if (rc) {
         free(g->shm.seg);
         g->shm.seg = NULL;

@@ -142,8 +142,10 @@ static int _alloc_guarded(tcomm_t *c, const char *what, size_t bytes, int disp,
 }
 
 tcomm_rc tc_win_alloc(tcomm_t *c, const tc_group *g, int ok, size_t bytes,
-                      int disp, MPI_Info info, void *base, MPI_Win *win)
+                      int disp, MPI_Info info, void *base, MPI_Win *win,
+                      int *who)
 {
+    int named = -1;
     *win = MPI_WIN_NULL;
     tc_fault_point(c, "shm-agree");
     /* Every member's segment lands in one backing file on this node. */
@@ -154,8 +156,10 @@ tcomm_rc tc_win_alloc(tcomm_t *c, const tc_group *g, int ok, size_t bytes,
         ok = 0;
     } else if (ok)
         ok = _room(c, bytes * (size_t)g->size);
-    tcomm_rc rc =
-        tc_agree(c, g, ok, "prepare its shared segment", TCOMM_ERR_NOMEM);
+    tcomm_rc rc = tc_agree_why(c, g, ok, &named, "prepare its shared segment",
+                               TCOMM_ERR_NOMEM);
+    if (who)
+        *who = named;
     if (rc)
         return rc;
     tc_fault_point(c, "shm-alloc");
@@ -168,8 +172,11 @@ tcomm_rc tc_win_alloc(tcomm_t *c, const tc_group *g, int ok, size_t bytes,
                    "failed (MPI error %d)",
                    c->info.rank, bytes, g->name, mrc);
     }
-    rc = tc_agree(c, g, mrc == MPI_SUCCESS, "allocate its shared segment",
-                  TCOMM_ERR_NOMEM);
+    named = -1;
+    rc = tc_agree_why(c, g, mrc == MPI_SUCCESS, &named,
+                      "allocate its shared segment", TCOMM_ERR_NOMEM);
+    if (who)
+        *who = named;
     /* A window that exists on only some members cannot be freed (a
      * collective the others would not enter): it is left to the job's
      * end. */

@@ -33,6 +33,11 @@ tcomm_rc tc_coll_start(tcomm_t *c, const tc_group *g, int mpi_rc,
  * own message, the others with fail_rc naming the lowest failed rank. */
 tcomm_rc tc_agree(tcomm_t *c, const tc_group *g, int ok, const char *what,
                   tcomm_rc fail_rc);
+/* The same, carrying the blame across stages: a member that failed because
+ * an earlier agreement named rank *who (>= 0) blames that rank, not
+ * itself. Out: *who is the rank every member names (-1: all ok). */
+tcomm_rc tc_agree_why(tcomm_t *c, const tc_group *g, int ok, int *who,
+                      const char *what, tcomm_rc fail_rc);
 tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes,
                  int dst);
 tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
@@ -77,10 +82,11 @@ tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
  * allocates under a guard thread (a member lost inside the blocking call
  * ends the process naming it, exit TC_EXIT_LOST), then agrees that it
  * worked everywhere: all members succeed or fail together, the others
- * naming the failed rank. */
+ * naming the failed rank (*who on return, -1 if none; who may be NULL). */
 enum { TC_EXIT_LOST = 5 };
 tcomm_rc tc_win_alloc(tcomm_t *c, const tc_group *g, int ok, size_t bytes,
-                      int disp, MPI_Info info, void *base, MPI_Win *win);
+                      int disp, MPI_Info info, void *base, MPI_Win *win,
+                      int *who);
 /* Test hook: TCOMM_FAULT=point:rank:KILL|STOP signals that world rank at
  * point. */
 void tc_fault_point(const tcomm_t *c, const char *point);
