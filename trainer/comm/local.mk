@@ -121,6 +121,7 @@ COMM_SH_TESTS = \
 	tests/integration/comm_env.sh \
 	tests/integration/comm_fusion.sh \
 	tests/integration/comm_fault.sh \
+	tests/integration/comm_fault_calls.sh \
 	tests/integration/comm_bench.sh \
 	tests/integration/comm_nccl.sh \
 	tests/integration/comm_cluster.sh

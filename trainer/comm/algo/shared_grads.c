@@ -94,7 +94,7 @@ static tcomm_rc _same_size(tcomm_t *c, size_t want)
         tc_coll_start(c, &c->world,
                       MPI_Iallreduce(mm, all, 2, MPI_UNSIGNED_LONG_LONG,
                                      MPI_MAX, c->world.comm, &r),
-                      &r, "size check of tcomm_shared_alloc");
+                      &r, "tcomm_shared_alloc size check");
     if (rc)
         return rc;
     if (all[0] != want || ~all[1] != want)

@@ -425,7 +425,7 @@ static tcomm_rc _split_groups(tcomm_t *c)
 static tcomm_rc _shm_domain(tcomm_t *c)
 {
     tc_group *g = &c->shmdom;
-    g->name = "node's shared-memory domain";
+    g->name = "node's shared-memory";
     if (!c->use_shm)
         return TCOMM_OK;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,

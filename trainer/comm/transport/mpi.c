@@ -46,9 +46,9 @@ static tcomm_rc _wait_fail(tcomm_t *c, const tc_group *g, int peer,
                           c->info.rank, who, mpi_rc, g->world[peer], g->name);
     if (mpi_rc != MPI_SUCCESS)
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                          "rank %d: %s is lost (MPI error %d in the %s of "
-                          "the %s communicator)",
-                          c->info.rank, who, mpi_rc, what, g->name);
+                          "rank %d: %s is lost (MPI error %d in the %s "
+                          "communicator's %s)",
+                          c->info.rank, who, mpi_rc, g->name, what);
     if (peer >= 0)
         return TORUS_FAIL(TCOMM_ERR_TIMEOUT,
                           "rank %d: %s is lost or stalled: no progress for "
@@ -57,8 +57,8 @@ static tcomm_rc _wait_fail(tcomm_t *c, const tc_group *g, int peer,
                           c->info.rank, who, limit, g->world[peer], g->name);
     return TORUS_FAIL(TCOMM_ERR_TIMEOUT,
                       "rank %d: %s is lost or stalled: no progress for %.0f s "
-                      "(this rank waits in the %s of the %s communicator)",
-                      c->info.rank, who, limit, what, g->name);
+                      "(this rank waits in the %s communicator's %s)",
+                      c->info.rank, who, limit, g->name, what);
 }
 
 /* Poll n requests to completion within limit seconds (infinite: no
@@ -123,9 +123,11 @@ tcomm_rc tc_agree_why(tcomm_t *c, const tc_group *g, int ok, int *who,
      * blamed for it, so that every rank names the same one. */
     int in[2] = {ok ? 1 : 0, ok ? c->info.rank : blame}, out[2] = {1, -1};
     MPI_Request r = MPI_REQUEST_NULL;
+    char desc[160];
+    snprintf(desc, sizeof desc, "agreement that every rank could %s", what);
     tcomm_rc rc = tc_coll_start(
         c, g, MPI_Iallreduce(in, out, 1, MPI_2INT, MPI_MINLOC, g->comm, &r), &r,
-        what);
+        desc);
     if (rc)
         return rc;
     if (who)
@@ -136,7 +138,7 @@ tcomm_rc tc_agree_why(tcomm_t *c, const tc_group *g, int ok, int *who,
         return fail_rc;
     return TORUS_FAIL(fail_rc,
                       "rank %d: rank %d could not %s, so every rank of the %s "
-                      "communicator gives up",
+                      "communicator gives up with it",
                       c->info.rank, out[1], what, g->name);
 }
 
