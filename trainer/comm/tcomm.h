@@ -142,7 +142,12 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
  * shares a node: each member sums its chunk straight from the others'
  * gradients and writes the result into all of them, the least memory
  * traffic an all-reduce on a node can have. Where nothing is shared (one
- * rank, TCOMM_SHM=0) it is plain memory and everything works as before. */
+ * rank, TCOMM_SHM=0) it is plain memory and everything works as before.
+ * Every rank succeeds or every rank fails: a rank that cannot allocate
+ * (no memory, no room in the backing directory) fails with its reason,
+ * and every other rank fails naming it ("rank 3 could not allocate its
+ * shared gradient memory"); none waits in a collective it skipped. The
+ * memory is OpenMPI's: files in /dev/shm (docs/comm.md). */
 tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out);
 void tcomm_shared_free(tcomm_t *c);
 
