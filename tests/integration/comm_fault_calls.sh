@@ -15,7 +15,9 @@
 # does not exist): every rank fails, the others naming rank 3, none hangs.
 # Then: rank 3 hangs in its own start-up after tcomm_init (outside any
 # collective): the start-up watchdog, armed until tcomm_startup_done,
-# ends it. Finally: the killed jobs left nothing in their shared-memory
+# ends it. Then: a long wait on purpose (tcomm_barrier_timeout,
+# tcomm_set_timeout) blames no one, and still names a stopped rank.
+# Finally: the killed jobs left nothing in their shared-memory
 # backing directory.
 set -u
 . "$top_srcdir/tests/cluster/testlib.sh"
@@ -88,6 +90,21 @@ echo "$OUT" | grep -q 'rank 3: shared-memory directory /nonexistent' ||
     tl_fail "no shm: rank 3 did not say why"
 echo "$OUT" | grep -q 'shared block allocated' && tl_fail "no shm: a rank went on with a shared block"
 
+# A long wait on purpose: rank 0 busy for 6 s (a checkpoint write) while
+# the others wait with a 12 s deadline (tcomm_barrier_timeout, or
+# tcomm_set_timeout around a max), the timeout being 3 s: no one is
+# blamed. A rank that stops in that wait is still named, after 12 s.
+for call in long-barrier long-timeout; do
+    t0=$SECONDS
+    OUT=$(timeout 90 srun --mpi=pmix -N2 -n4 "$BIN" --timeout 3 --slow 0 6 --in $call 2>&1)
+    RC=$?
+    echo "$OUT" | grep -E 'busy|lost|finished' | sed "s/^/[$call] /"
+    [ $RC = 0 ] || tl_fail "$call: exit $RC: a rank was blamed for a long wait"
+    [ "$(echo "$OUT" | grep -c 'finished all iterations')" = 4 ] || tl_fail "$call: not every rank finished"
+done
+_run "long-barrier stop" "$BIN" --timeout 3 --stall 3 --in long-barrier
+_named "long-barrier stop" 'rank 3 is lost or stalled: no progress for 12 s'
+
 # A start-up step after tcomm_init that hangs outside any collective, with
 # a long collective deadline: only the start-up watchdog (5 s) ends it.
 _run "start-up" env TCOMM_STARTUP_TIMEOUT=5 "$BIN" --timeout 40 --startup-hang 3 100
@@ -98,4 +115,4 @@ echo "$OUT" | grep -q 'rank 3: start-up did not finish within 5 s: this rank did
 # What the killed jobs left in shared memory.
 left=$(ls -A "$SHM")
 [ -z "$left" ] || tl_fail "killed jobs left in $SHM: $(echo $left)"
-echo "PASS: every call names a lost rank within 60 s, allocations fail together, start-up is watched, nothing left in shared memory"
+echo "PASS: every call names a lost rank within 60 s, allocations fail together, long waits blame no one, start-up is watched, nothing left in shared memory"

@@ -15,6 +15,10 @@
  * (tcomm_max_double), sum (tcomm_sum_double), bcast (tcomm_bcast_bytes,
  * root 0; the rank at fault must not be 0), barrier, shared
  * (tcomm_shared_alloc at iteration 3, all-reduces otherwise).
+ * long-barrier, long-timeout: at iteration 3 a wait with a 12 s deadline
+ * (tcomm_barrier_timeout; tcomm_set_timeout around a max), max otherwise.
+ * --slow R S: rank R is busy S seconds before iteration 3's call (rank 0
+ * writing a checkpoint while the others wait).
  * --startup-hang R S: rank R sleeps S seconds after tcomm_init, before
  * tcomm_startup_done (a start-up step that hangs outside any collective);
  * its start-up watchdog must end it.
@@ -44,6 +48,19 @@ static tcomm_rc _call(tcomm_t *c, const char *in, const char *algo, float *x,
         return tcomm_bcast_bytes(c, x, n * 4, 0);
     if (!strcmp(in, "barrier"))
         return tcomm_barrier(c);
+    /* A checkpoint-like wait at iteration 3 with a 12 s deadline, however
+     * short the timeout: a barrier with its own, or the timeout raised
+     * around a collective and put back. */
+    if (!strcmp(in, "long-barrier") && it == 3)
+        return tcomm_barrier_timeout(c, 12);
+    if (!strcmp(in, "long-timeout") && it == 3) {
+        double t = tcomm_set_timeout(c, 12);
+        tcomm_rc rc = tcomm_max_double(c, v);
+        tcomm_set_timeout(c, t);
+        return rc;
+    }
+    if (!strncmp(in, "long-", 5))
+        return tcomm_max_double(c, v);
     if (!strcmp(in, "shared") && it == 3) {
         void *p;
         tcomm_rc rc = tcomm_shared_alloc(c, n * 4, &p);
@@ -58,7 +75,7 @@ static tcomm_rc _call(tcomm_t *c, const char *in, const char *algo, float *x,
 int main(int argc, char **argv)
 {
     tcomm_options o = {0};
-    int die = -1, sig = SIGKILL, hang = -1, hang_s = 0;
+    int die = -1, sig = SIGKILL, hang = -1, hang_s = 0, slow = -1, slow_s = 0;
     const char *algo = "ring", *in_call = "allreduce";
     size_t n = 1 << 18;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -69,7 +86,11 @@ int main(int argc, char **argv)
             sig = SIGSTOP;
         } else if (!strcmp(argv[i], "--algo"))
             algo = argv[i + 1];
-        else if (!strcmp(argv[i], "--startup-hang") && i + 2 < argc) {
+        else if (!strcmp(argv[i], "--slow") && i + 2 < argc) {
+            slow = atoi(argv[i + 1]);
+            slow_s = atoi(argv[i + 2]);
+            i++;
+        } else if (!strcmp(argv[i], "--startup-hang") && i + 2 < argc) {
             hang = atoi(argv[i + 1]);
             hang_s = atoi(argv[i + 2]);
             i++;
@@ -118,6 +139,11 @@ int main(int argc, char **argv)
                     sig == SIGKILL ? "dying" : "hanging");
             fflush(stderr);
             kill(getpid(), sig);
+        }
+        if (in.rank == slow && it == 3) {
+            fprintf(stderr, "rank %d: busy for %d s (a checkpoint write)\n",
+                    in.rank, slow_s);
+            sleep((unsigned)slow_s);
         }
         if (_call(c, in_call, algo, x, n, it)) {
             fprintf(stderr, "comm_fault_check: %s\n", tcomm_error());
