@@ -4,7 +4,9 @@
  * host-memory transport, the TORUS_* layout is checked across all ranks, and
  * the world/row/column/node/group communicators are split from it.
  * Outside any PMIx server the process is a single rank, unless something
- * says it was meant to be one of many, which is a launch error. */
+ * says it was meant to be one of many, which is a launch error. The
+ * start-up watchdog (watchdog.c) is armed before MPI starts and runs until
+ * tcomm_startup_done, past tcomm_init through the caller's own start-up. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
