@@ -5,7 +5,8 @@
 # For each call, rank 3 is stopped (SIGSTOP: a hung node) or killed
 # (SIGKILL) just before it, so the others wait inside it:
 #   flat all-reduce (MPI_Iallreduce), tcomm_max_double, tcomm_sum_double,
-#   tcomm_bcast_bytes, tcomm_shared_alloc (its first agreement), and
+#   tcomm_bcast_bytes, tcomm_shared_alloc (its first agreement),
+#   tcomm_finalize (which frees windows and finalizes MPI: blocking), and
 #   inside tcomm_shared_alloc's window allocation itself (TCOMM_FAULT:
 #   before its agreement, and between it and the blocking
 #   MPI_Win_allocate_shared, where only the guard thread can end the wait).
@@ -66,7 +67,7 @@ _killed() {
     echo "$OUT" | grep -Eq 'task 3|rank 3 is lost' || tl_fail "$1: rank 3 is not named"
 }
 
-for call in flat max sum bcast shared; do
+for call in flat max sum bcast shared finalize; do
     args=(--in "$call")
     [ "$call" = flat ] && args=(--in allreduce --algo flat)
     _run "$call stop" "$BIN" --timeout 3 --stall 3 "${args[@]}"

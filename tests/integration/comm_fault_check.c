@@ -15,6 +15,8 @@
  * (tcomm_max_double), sum (tcomm_sum_double), bcast (tcomm_bcast_bytes,
  * root 0; the rank at fault must not be 0), barrier, shared
  * (tcomm_shared_alloc at iteration 3, all-reduces otherwise).
+ * finalize: max in the loop; the rank at fault stops or dies just before
+ * tcomm_finalize, which the others must not hang in.
  * long-barrier, long-timeout: at iteration 3 a wait with a 12 s deadline
  * (tcomm_barrier_timeout; tcomm_set_timeout around a max), max otherwise.
  * --slow R S: rank R is busy S seconds before iteration 3's call (rank 0
@@ -59,7 +61,7 @@ static tcomm_rc _call(tcomm_t *c, const char *in, const char *algo, float *x,
         tcomm_set_timeout(c, t);
         return rc;
     }
-    if (!strncmp(in, "long-", 5))
+    if (!strncmp(in, "long-", 5) || !strcmp(in, "finalize"))
         return tcomm_max_double(c, v);
     if (!strcmp(in, "shared") && it == 3) {
         void *p;
@@ -134,7 +136,7 @@ int main(int argc, char **argv)
     tcomm_startup_done(c);
     float *x = calloc(n, 4);
     for (int it = 0; it < 1000; it++) {
-        if (in.rank == die && it == 3) {
+        if (in.rank == die && it == 3 && strcmp(in_call, "finalize")) {
             fprintf(stderr, "rank %d: %s now\n", in.rank,
                     sig == SIGKILL ? "dying" : "hanging");
             fflush(stderr);
@@ -150,7 +152,14 @@ int main(int argc, char **argv)
             tcomm_abort(c, 3, "giving up: a peer is lost");
         }
     }
-    printf("rank %d: finished all iterations\n", in.rank);
+    int fin = !strcmp(in_call, "finalize");
+    if (in.rank == die && fin) {
+        fprintf(stderr, "rank %d: %s before tcomm_finalize\n", in.rank,
+                sig == SIGKILL ? "dying" : "hanging");
+        fflush(stderr);
+        kill(getpid(), sig);
+    }
     tcomm_finalize(c);
+    printf("rank %d: finished all iterations\n", in.rank);
     return 0;
 }

@@ -102,6 +102,9 @@ tcomm_rc tcomm_options_set(tcomm_options *o, const char *name,
 
 /* Bootstrap: PMIx, then MPI (unless a singleton), then communicators. */
 tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out);
+/* Collective: first agrees, within the deadline, that every rank is here
+ * (a rank lost at the very end aborts the job naming it, exit 5), then
+ * frees everything and finalizes MPI if tcomm_init started it. */
 void tcomm_finalize(tcomm_t *c);
 /* Start-up is over: call it just before the first training step. From
  * before MPI_Init until then a watchdog ends this rank (exit 4, with

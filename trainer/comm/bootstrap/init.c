@@ -528,11 +528,24 @@ void tcomm_info_get(const tcomm_t *c, tcomm_info *info)
     *info = c->info;
 }
 
+/* Freeing the windows and MPI_Finalize block until every rank is there:
+ * agree first, within the deadline, so that a rank lost at the very end
+ * fails the job naming it instead of hanging it. */
+static void _finish_agree(tcomm_t *c)
+{
+    if (!c->mpi_up || c->singleton || c->blame == MPI_COMM_NULL ||
+        c->world.comm == MPI_COMM_NULL || c->info.size < 2)
+        return;
+    if (tc_agree(c, &c->world, 1, "reach tcomm_finalize", TCOMM_ERR_TIMEOUT))
+        tcomm_abort(c, TC_EXIT_LOST, tcomm_error());
+}
+
 void tcomm_finalize(tcomm_t *c)
 {
     if (!c)
         return;
     tcomm_startup_done(c); /* a failed start-up: stop the watchdog */
+    _finish_agree(c);
     tcomm_shared_free(c);
     tc_group *gs[] = {&c->row,     &c->col,   &c->node,   &c->group,
                       &c->leaders, &c->peers, &c->shmdom, &c->world};
