@@ -112,8 +112,8 @@ void tcomm_finalize(tcomm_t *c);
  * TCOMM_STARTUP_TIMEOUT seconds, or else 4 x the timeout, at least 20 s
  * (read again every second, so tcomm_set_timeout moves it). Building the
  * model, opening the data and loading a checkpoint are all covered. A
- * caller that never calls it ends start-up at its first tcomm_allreduce
- * or tcomm_allreduce_segs. Idempotent. */
+ * caller that never calls it ends start-up at its first tcomm_allreduce,
+ * tcomm_allreduce_segs or tcomm_nccl_allreduce. Idempotent. */
 void tcomm_startup_done(tcomm_t *c);
 void tcomm_info_get(const tcomm_t *c, tcomm_info *info);
 
