@@ -642,6 +642,7 @@ static int _restore(_run *r)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    tcomm_startup_done(r->comm);
     return _GO;
 }
 

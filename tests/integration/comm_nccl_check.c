@@ -41,6 +41,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "comm_nccl_check: %s\n", tcomm_error());
         return 1;
     }
+    tcomm_startup_done(c);
     tcomm_info in;
     tcomm_info_get(c, &in);
     static const size_t sizes[] = {1, 5, 1000, 4099, 1 << 20};

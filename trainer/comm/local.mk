@@ -27,6 +27,7 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/transport/transport.h \
 	trainer/comm/transport/mpi.c \
 	trainer/comm/transport/shm.c \
+	trainer/comm/transport/shm_win.c \
 	trainer/comm/transport/pmix.c \
 	trainer/comm/algo/algo.h \
 	trainer/comm/algo/ring.c \
@@ -122,6 +123,7 @@ COMM_SH_TESTS = \
 	tests/integration/comm_env.sh \
 	tests/integration/comm_fusion.sh \
 	tests/integration/comm_fault.sh \
+	tests/integration/comm_fault_calls.sh \
 	tests/integration/comm_bench.sh \
 	tests/integration/comm_nccl.sh \
 	tests/integration/comm_cluster.sh

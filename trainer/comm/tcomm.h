@@ -22,12 +22,12 @@ extern "C" {
 
 typedef enum {
     TCOMM_OK = 0,
-    TCOMM_ERR_ARG,     /* bad argument from the caller */
-    TCOMM_ERR_ENV,     /* bad TORUS_* value or option */
-    TCOMM_ERR_LAUNCH,  /* asked to run distributed without a PMIx server */
+    TCOMM_ERR_ARG,       /* bad argument from the caller */
+    TCOMM_ERR_ENV,       /* bad TORUS_* value or option */
+    TCOMM_ERR_LAUNCH,    /* asked to run distributed without a PMIx server */
     TCOMM_ERR_TRANSPORT, /* MPI/NCCL/PMIx call failed */
-    TCOMM_ERR_TIMEOUT, /* a peer made no progress: lost or stalled rank */
-    TCOMM_ERR_LAYOUT,  /* ranks disagree (grid, bucket layout) */
+    TCOMM_ERR_TIMEOUT,   /* a peer made no progress: lost or stalled rank */
+    TCOMM_ERR_LAYOUT,    /* ranks disagree (grid, bucket layout) */
     TCOMM_ERR_NOMEM,
     TCOMM_ERR_UNSUPPORTED /* algorithm not possible on this layout */
 } tcomm_rc;
@@ -102,7 +102,19 @@ tcomm_rc tcomm_options_set(tcomm_options *o, const char *name,
 
 /* Bootstrap: PMIx, then MPI (unless a singleton), then communicators. */
 tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out);
+/* Collective: first agrees, within the deadline, that every rank is here
+ * (a rank lost at the very end aborts the job naming it, exit 5), then
+ * frees everything and finalizes MPI if tcomm_init started it. */
 void tcomm_finalize(tcomm_t *c);
+/* Start-up is over: call it just before the first training step. From
+ * before MPI_Init until then a watchdog ends this rank (exit 4, with
+ * "start-up did not finish within S s") if start-up takes longer than
+ * TCOMM_STARTUP_TIMEOUT seconds, or else 4 x the timeout, at least 20 s
+ * (read again every second, so tcomm_set_timeout moves it). Building the
+ * model, opening the data and loading a checkpoint are all covered. A
+ * caller that never calls it ends start-up at its first tcomm_allreduce,
+ * tcomm_allreduce_segs or tcomm_nccl_allreduce. Idempotent. */
+void tcomm_startup_done(tcomm_t *c);
 void tcomm_info_get(const tcomm_t *c, tcomm_info *info);
 
 /* In-place all-reduce of count fp32 values in host memory. Every rank gets a
@@ -133,15 +145,42 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
  * shares a node: each member sums its chunk straight from the others'
  * gradients and writes the result into all of them, the least memory
  * traffic an all-reduce on a node can have. Where nothing is shared (one
- * rank, TCOMM_SHM=0) it is plain memory and everything works as before. */
+ * rank, TCOMM_SHM=0) it is plain memory and everything works as before.
+ * Every rank succeeds or every rank fails: a rank that cannot allocate
+ * (no memory, no room in the backing directory) fails with its reason,
+ * and every other rank fails naming it ("rank 3 could not allocate its
+ * shared gradient memory"); none waits in a collective it skipped. The
+ * memory is OpenMPI's: files in /dev/shm (docs/comm.md). */
 tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out);
 void tcomm_shared_free(tcomm_t *c);
 
-/* Small helpers on world, for tools and checks (host memory). */
+/* Small helpers on world (host memory). Every one of them, like every
+ * other call here that waits for other ranks, has the no-progress deadline
+ * (tcomm_options.timeout_s, TCOMM_TIMEOUT, tcomm_set_timeout): a rank that
+ * is lost or stopped turns into TCOMM_ERR_TIMEOUT or TCOMM_ERR_TRANSPORT
+ * with "rank N is lost or stalled" naming it (the same rank on every
+ * waiting rank), never a hang. A rank that is killed is also noticed by
+ * the launcher (srun, mpirun), which ends the job naming its task. */
 tcomm_rc tcomm_barrier(tcomm_t *c);
 tcomm_rc tcomm_bcast_bytes(tcomm_t *c, void *buf, size_t bytes, int root);
 tcomm_rc tcomm_max_double(tcomm_t *c, double *v); /* in place, world max */
 tcomm_rc tcomm_sum_double(tcomm_t *c, double *v, int n); /* in place */
+
+/* A barrier on world with its own deadline of seconds (<= 0: none),
+ * whatever the timeout: for a point where some ranks legitimately wait
+ * long, e.g. the ranks that do not write a checkpoint waiting for rank 0
+ * to write and fsync it. A killed rank still ends the job through the
+ * launcher, and an MPI error naming a peer still fails the wait; only a
+ * stopped (SIGSTOP, hung) rank goes unnoticed until the deadline. */
+tcomm_rc tcomm_barrier_timeout(tcomm_t *c, double seconds);
+/* Set the no-progress deadline of every later wait to seconds (<= 0:
+ * none) and return the previous one, e.g. around a long wait:
+ *     double t = tcomm_set_timeout(c, 600); ...; tcomm_set_timeout(c, t);
+ * Every rank must make the same change at the same point of its
+ * collectives, or a rank with the short deadline blames a rank with the
+ * long one. Call it only while no fusion bucket is in flight (between
+ * steps). */
+double tcomm_set_timeout(tcomm_t *c, double seconds);
 
 /* PMIx exchange: publish a blob under key, fence, read a peer's blob. */
 tcomm_rc tcomm_pmix_put(tcomm_t *c, const char *key, const void *data,

@@ -130,6 +130,7 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
             (int)algo, (int)wire, nsegs);
     if (algo == TCOMM_ALGO_HYBRID)
         algo = tc_hybrid_pick(c, count, wire, flags);
+    c->started = 1; /* ends start-up's deadline (bootstrap/watchdog.c) */
     float scale = (flags & TCOMM_AVERAGE) && c->info.size > 1
                       ? 1.0f / (float)c->info.size
                       : 1.0f;

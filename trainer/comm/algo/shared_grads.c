@@ -85,11 +85,18 @@ static tcomm_rc _alloc_plain(tcomm_t *c, size_t want, void **out)
 }
 
 /* Every rank asks for the same size: the in-place path finds a member's
- * header at the same offset. */
-static tcomm_rc _same_size(const tcomm_t *c, size_t want)
+ * header at the same offset. Deadline-guarded (world). */
+static tcomm_rc _same_size(tcomm_t *c, size_t want)
 {
     unsigned long long mm[2] = {want, ~(unsigned long long)want}, all[2];
-    MPI_Allreduce(mm, all, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Request r = MPI_REQUEST_NULL;
+    tcomm_rc rc =
+        tc_coll_start(c, &c->world,
+                      MPI_Iallreduce(mm, all, 2, MPI_UNSIGNED_LONG_LONG,
+                                     MPI_MAX, c->world.comm, &r),
+                      &r, "tcomm_shared_alloc size check");
+    if (rc)
+        return rc;
     if (all[0] != want || ~all[1] != want)
         return TORUS_FAIL(
             TCOMM_ERR_LAYOUT,
@@ -99,28 +106,30 @@ static tcomm_rc _same_size(const tcomm_t *c, size_t want)
     return TCOMM_OK;
 }
 
-/* This rank's segment of the window over the node's ranks (dom, n of
- * them), and where every member's segment is mapped here (base[j]). */
-static tcomm_rc _alloc_window(tcomm_t *c, MPI_Comm dom, int n, size_t want,
-                              unsigned char ***base_out)
+/* This rank's segment of the window over the node's ranks (c->shmdom),
+ * and where every member's segment is mapped here (base[j]). All members
+ * succeed or fail together (tc_win_alloc). */
+static tcomm_rc _alloc_window(tcomm_t *c, size_t want,
+                              unsigned char ***base_out, int *who)
 {
+    const tc_group *dom = &c->shmdom;
+    int n = dom->size;
+    unsigned char **base = calloc((size_t)n, sizeof *base);
+    if (!base)
+        TORUS_FAIL(TCOMM_ERR_NOMEM, "rank %d: no memory to map %d segments",
+                   c->info.rank, n);
     /* Every rank's segment on pages of its own, first touched by it. */
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "alloc_shared_noncontig", "true");
     unsigned char *mine = NULL;
-    int mrc = MPI_Win_allocate_shared((MPI_Aint)(want + HEADER), 64, info, dom,
-                                      &mine, &c->arena.win);
+    tcomm_rc rc = tc_win_alloc(c, dom, base != NULL, want + HEADER, 64, info,
+                               &mine, &c->arena.win, who);
     MPI_Info_free(&info);
-    unsigned char **base = calloc((size_t)n, sizeof *base);
-    if (mrc != MPI_SUCCESS || !base) {
+    if (rc) {
         free(base);
-        if (mrc == MPI_SUCCESS)
-            MPI_Win_free(&c->arena.win);
         c->arena.win = MPI_WIN_NULL;
-        return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                          "rank %d: no %zu bytes of shared gradient memory",
-                          c->info.rank, want);
+        return rc;
     }
     for (int j = 0; j < n; j++) {
         MPI_Aint sz;
@@ -142,33 +151,41 @@ tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out)
                           "tcomm_shared_alloc: rank %d already has a shared "
                           "block (%zu bytes)",
                           c->info.rank, c->arena.bytes);
+    if (bytes > ((size_t)-1) / 2)
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "tcomm_shared_alloc: rank %d asks for %zu bytes",
+                          c->info.rank, bytes);
     size_t want = _round_up(bytes ? bytes : 1, 64);
     c->arena.win = MPI_WIN_NULL;
-    if (c->singleton || !c->use_shm || c->info.size == 1)
+    if (c->singleton || !c->use_shm || c->info.size == 1 ||
+        c->shmdom.comm == MPI_COMM_NULL)
         return _alloc_plain(c, want, out);
     tcomm_rc rc = _same_size(c, want);
     if (rc)
         return rc;
-    MPI_Comm dom;
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
-                            MPI_INFO_NULL, &dom) != MPI_SUCCESS)
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                          "rank %d: cannot find the ranks that share "
-                          "this node's memory",
-                          c->info.rank);
-    int n;
-    MPI_Comm_size(dom, &n);
     unsigned char **base = NULL;
-    rc = _alloc_window(c, dom, n, want, &base);
+    int who = -1;
+    rc = _alloc_window(c, want, &base, &who);
     if (!rc)
-        rc = _map_group(&c->row, dom, base);
+        rc = _map_group(&c->row, c->shmdom.comm, base);
     if (!rc)
-        rc = _map_group(&c->group, dom, base);
+        rc = _map_group(&c->group, c->shmdom.comm, base);
     free(base);
-    MPI_Comm_free(&dom);
-    if (rc) {
-        tcomm_shared_free(c);
+    /* A lost rank: every rank times out on its own, and a collective
+     * free would wait for the lost one. */
+    if (rc == TCOMM_ERR_TIMEOUT || rc == TCOMM_ERR_TRANSPORT)
         return rc;
+    /* The window is per node: a failure on one node fails every rank, the
+     * others naming the rank at fault, so that no rank trains with shared
+     * gradients while another has none. */
+    tcomm_rc all =
+        tc_agree_why(c, &c->world, rc == TCOMM_OK, &who,
+                     "allocate its shared gradient memory", TCOMM_ERR_NOMEM);
+    if (all == TCOMM_ERR_TIMEOUT || all == TCOMM_ERR_TRANSPORT)
+        return all;
+    if (all) {
+        tcomm_shared_free(c); /* with the rest of this node, if mapped */
+        return all;
     }
     *out = c->arena.mine;
     return TCOMM_OK;

@@ -7,21 +7,31 @@
 
 #include <pthread.h>
 
-/* Ends the process with TC_EXIT_STARTUP and a message if not disarmed in
- * time. */
+#include "trainer/comm/core/comm.h"
+
+/* Ends the process with TC_EXIT_STARTUP and a message if start-up does
+ * not end in time: from before MPI_Init to tcomm_startup_done (or the
+ * first all-reduce of the caller's data, c->started). */
 enum { TC_EXIT_STARTUP = 4 }; /* 3 is torus-train's "checkpointed, requeue" */
 /* Launchers take the whole job down as soon as one rank exits or aborts:
  * a rank that gives up first lingers this long so that the ranks that saw
  * the same failure a moment later can say so too. */
 enum { TC_LINGER_S = 2 };
-typedef struct {
+typedef struct tc_watchdog {
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int armed, disarmed, rank;
-    double limit_s;
+    int armed, disarmed;
+    const tcomm_t *c;   /* rank, timeout_s (may change), started */
+    double fixed_s;     /* TCOMM_STARTUP_TIMEOUT; 0: from the timeout */
+    volatile int phase; /* 0: inside MPI's start-up; 1: the caller's */
 } tc_watchdog;
-void tc_watchdog_arm(tc_watchdog *w, int rank, double limit_s);
+/* Start the thread (NULL w.armed: start-up merely has no deadline). */
+void tc_watchdog_arm(tc_watchdog *w, const tcomm_t *c);
 void tc_watchdog_disarm(tc_watchdog *w);
+/* The limit now: TCOMM_STARTUP_TIMEOUT, else 4 x the collectives' timeout,
+ * at least 20 s (so that a short timeout does not fail a slow but healthy
+ * start on a loaded host). */
+double tc_watchdog_limit(const tc_watchdog *w);
 
 #endif

@@ -4,7 +4,9 @@
  * host-memory transport, the TORUS_* layout is checked across all ranks, and
  * the world/row/column/node/group communicators are split from it.
  * Outside any PMIx server the process is a single rank, unless something
- * says it was meant to be one of many, which is a launch error. */
+ * says it was meant to be one of many, which is a launch error. The
+ * start-up watchdog (watchdog.c) is armed before MPI starts and runs until
+ * tcomm_startup_done, past tcomm_init through the caller's own start-up. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,10 +288,10 @@ static tcomm_t *_new(const tcomm_options *opt)
         return NULL;
     c->op_fp16 = c->op_bf16 = MPI_OP_NULL;
     c->blame = MPI_COMM_NULL;
-    c->lost = -1;
+    c->lost = -2; /* not searched yet */
     pthread_mutex_init(&c->blame_mu, NULL);
-    tc_group *gs[] = {&c->world, &c->row,     &c->col,  &c->node,
-                      &c->group, &c->leaders, &c->peers};
+    tc_group *gs[] = {&c->world, &c->row,     &c->col,   &c->node,
+                      &c->group, &c->leaders, &c->peers, &c->shmdom};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         gs[i]->comm = MPI_COMM_NULL;
     c->dt_half = MPI_DATATYPE_NULL;
@@ -329,7 +331,7 @@ static tcomm_t *_new(const tcomm_options *opt)
  * No PMIx server: a singleton, unless something says the job has several
  * ranks (TCOMM_ERR_LAUNCH; nothing was started). */
 static tcomm_rc _pmix_up(tcomm_t *c, const tcomm_options *opt,
-                         const tcomm_env_layout *env, tc_watchdog *w)
+                         const tcomm_env_layout *env)
 {
     int prc = PMIx_Init(&c->me, NULL, 0);
     if (prc != PMIX_SUCCESS) {
@@ -358,11 +360,12 @@ static tcomm_rc _pmix_up(tcomm_t *c, const tcomm_options *opt,
     c->info.local_rank = _pmix_int(&c->me, PMIX_LOCAL_RANK, &v) ? 0 : (int)v;
     c->info.local_size = _pmix_int(&wild, PMIX_LOCAL_SIZE, &v) ? 1 : (int)v;
     c->info.node_id = _pmix_int(&c->me, PMIX_NODEID, &v) ? 0 : (int)v;
-    /* From here on every rank waits for all the others inside MPI. At
-     * least 20 s, so that a short --timeout does not fail a slow but
-     * healthy start on a loaded host. */
-    tc_watchdog_arm(w, c->info.rank,
-                    c->timeout_s * 4 > 20 ? c->timeout_s * 4 : 20);
+    /* From here on every rank waits for all the others inside MPI, and
+     * then for the caller's own start-up: the deadline runs until
+     * tcomm_startup_done. */
+    c->startup = calloc(1, sizeof *c->startup);
+    if (c->startup)
+        tc_watchdog_arm(c->startup, c);
     return _mpi_up(c);
 }
 
@@ -418,6 +421,31 @@ static tcomm_rc _split_groups(tcomm_t *c)
     return TCOMM_OK;
 }
 
+/* The ranks that share this node's memory, for tcomm_shared_alloc: split
+ * here, under the start-up deadline, because MPI_Comm_split_type blocks
+ * and tcomm_shared_alloc may come at any time later. */
+static tcomm_rc _shm_domain(tcomm_t *c)
+{
+    tc_group *g = &c->shmdom;
+    g->name = "node's shared-memory";
+    if (!c->use_shm)
+        return TCOMM_OK;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0,
+                            MPI_INFO_NULL, &g->comm) != MPI_SUCCESS)
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: cannot find the ranks that share "
+                          "this node's memory",
+                          c->info.rank);
+    MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(g->comm, &g->rank);
+    MPI_Comm_size(g->comm, &g->size);
+    g->world = malloc(sizeof(int) * (size_t)g->size);
+    if (!g->world)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for the %s", g->name);
+    MPI_Allgather(&c->info.rank, 1, MPI_INT, g->world, 1, MPI_INT, g->comm);
+    return TCOMM_OK;
+}
+
 /* The communicators of a distributed run, the wire ops, node count and
  * shared memory, with every connection opened. */
 static tcomm_rc _groups(tcomm_t *c)
@@ -430,6 +458,8 @@ static tcomm_rc _groups(tcomm_t *c)
     int nn = c->node.rank == 0, total = 0;
     MPI_Allreduce(&nn, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     c->info.nnodes = total;
+    if ((rc = _shm_domain(c)))
+        return rc;
     tc_shm_probe(c, &c->row);
     tc_shm_probe(c, &c->col);
     tc_shm_probe(c, &c->group);
@@ -465,8 +495,7 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     tcomm_t *c = _new(opt);
     if (!c)
         return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for tcomm");
-    tc_watchdog startup = {0};
-    rc = _pmix_up(c, opt, &env, &startup);
+    rc = _pmix_up(c, opt, &env);
     if (rc == TCOMM_ERR_LAUNCH) { /* nothing to shut down */
         free(c);
         return rc;
@@ -479,9 +508,10 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
         _self_groups(c);
     else if (!rc)
         rc = _groups(c);
-    tc_watchdog_disarm(&startup);
     if (!rc)
         rc = _model(c);
+    if (c->startup) /* MPI is up: the caller's start-up is next */
+        c->startup->phase = 1;
     if (rc) {
         tcomm_finalize(c);
         return rc;
@@ -490,18 +520,41 @@ tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out)
     return TCOMM_OK;
 }
 
+void tcomm_startup_done(tcomm_t *c)
+{
+    if (!c || !c->startup)
+        return;
+    tc_watchdog_disarm(c->startup);
+    free(c->startup);
+    c->startup = NULL;
+}
+
 void tcomm_info_get(const tcomm_t *c, tcomm_info *info)
 {
     *info = c->info;
+}
+
+/* Freeing the windows and MPI_Finalize block until every rank is there:
+ * agree first, within the deadline, so that a rank lost at the very end
+ * fails the job naming it instead of hanging it. */
+static void _finish_agree(tcomm_t *c)
+{
+    if (!c->mpi_up || c->singleton || c->blame == MPI_COMM_NULL ||
+        c->world.comm == MPI_COMM_NULL || c->info.size < 2)
+        return;
+    if (tc_agree(c, &c->world, 1, "reach tcomm_finalize", TCOMM_ERR_TIMEOUT))
+        tcomm_abort(c, TC_EXIT_LOST, tcomm_error());
 }
 
 void tcomm_finalize(tcomm_t *c)
 {
     if (!c)
         return;
+    tcomm_startup_done(c); /* a failed start-up: stop the watchdog */
+    _finish_agree(c);
     tcomm_shared_free(c);
-    tc_group *gs[] = {&c->row,     &c->col,   &c->node, &c->group,
-                      &c->leaders, &c->peers, &c->world};
+    tc_group *gs[] = {&c->row,     &c->col,   &c->node,   &c->group,
+                      &c->leaders, &c->peers, &c->shmdom, &c->world};
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         _group_free(c, gs[i]);
     if (c->mpi_up) {

@@ -55,14 +55,24 @@ tcomm_rc tcomm_probe_links(tcomm_t *c)
         return TCOMM_OK;
     int *nodes = malloc(sizeof(int) * (size_t)c->info.size);
     void *buf = malloc(big);
-    if (!nodes || !buf) {
+    if (!nodes || !buf)
+        TORUS_FAIL(TCOMM_ERR_NOMEM, "probe: no memory");
+    /* Agree first: a rank without the memory must not skip the gather the
+     * others wait in. */
+    rc = tc_agree(c, &c->world, nodes && buf, "allocate the probe's buffers",
+                  TCOMM_ERR_NOMEM);
+    MPI_Request rq = MPI_REQUEST_NULL;
+    if (!rc)
+        rc = tc_coll_start(c, &c->world,
+                           MPI_Iallgather(&c->info.node_id, 1, MPI_INT, nodes,
+                                          1, MPI_INT, c->world.comm, &rq),
+                           &rq, "probe's node gather");
+    if (rc) {
         free(nodes);
         free(buf);
-        return TORUS_FAIL(TCOMM_ERR_NOMEM, "probe: no memory");
+        return rc;
     }
     memset(buf, 1, big);
-    MPI_Allgather(&c->info.node_id, 1, MPI_INT, nodes, 1, MPI_INT,
-                  c->world.comm);
     int intra = -1, inter = -1;
     for (int r = 1; r < c->info.size; r++) {
         if (nodes[r] == nodes[0] && intra < 0)

@@ -71,6 +71,10 @@ struct tcomm {
     int thread_multiple;                  /* MPI_THREAD_MULTIPLE provided */
     int verbose;
     tc_group world, row, col, node, group, leaders, peers;
+    /* The ranks that share this node's memory (MPI_COMM_TYPE_SHARED),
+     * split at start-up for tcomm_shared_alloc; MPI_COMM_NULL without
+     * shared memory. */
+    tc_group shmdom;
     tc_scratch scr;           /* the calling thread's wire buffers */
     tc_scratch scr_pipe;      /* the pipeline's network thread's */
     tc_buf accum;             /* fp32 staging */
@@ -83,10 +87,15 @@ struct tcomm {
      * time out together, and two searches would take each other's
      * reports. The second waits and reuses the first one's answer. */
     pthread_mutex_t blame_mu;
-    int lost;       /* the answer, world rank; -1 before any search */
+    int lost;       /* the answer: world rank, -1 none; -2 before a search */
     int use_shm;    /* TCOMM_SHM=0 turns shared memory off */
     tc_arena arena; /* tcomm_shared_alloc */
     int group_key;  /* this rank's order in its group */
+    /* Start-up's deadline (bootstrap/watchdog.c), armed in tcomm_init and
+     * disarmed by tcomm_startup_done, or else by the first all-reduce of
+     * the caller's data, which sets started (read by the watchdog). */
+    struct tc_watchdog *startup;
+    volatile int started;
     char source[96];
 };
 

@@ -159,10 +159,21 @@ static tcomm_rc _check_layout(tcomm_fusion_t *f)
                         _shared_hash(f)};
     uint64_t *all = malloc(sizeof mine * (size_t)c->info.size);
     if (!all)
-        return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                          "fusion: no memory for the layout check");
-    MPI_Allgather(mine, K, MPI_UINT64_T, all, K, MPI_UINT64_T, c->world.comm);
-    tcomm_rc rc = TCOMM_OK;
+        TORUS_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for the layout check");
+    /* Agree first: a rank without the memory must not skip the gather the
+     * others wait in. Both with the collectives' deadline. */
+    tcomm_rc rc = tc_agree(c, &c->world, all != NULL,
+                           "allocate the fusion layout check", TCOMM_ERR_NOMEM);
+    MPI_Request r = MPI_REQUEST_NULL;
+    if (!rc)
+        rc = tc_coll_start(c, &c->world,
+                           MPI_Iallgather(mine, K, MPI_UINT64_T, all, K,
+                                          MPI_UINT64_T, c->world.comm, &r),
+                           &r, "fusion layout check");
+    if (rc) {
+        free(all);
+        return rc;
+    }
     f->shared = all[3] != 0;
     for (int r = 1; r < c->info.size; r++)
         if (all[K * r + 3] != all[3])

@@ -3,10 +3,13 @@
  * Every wait polls with a deadline instead of blocking in MPI_Wait: on an
  * oversubscribed node a spinning wait starves the very rank it waits for,
  * and a rank that died must turn into an error that names it, not a hang.
- * The flat algorithm is MPI's own MPI_Allreduce, the topology-blind
- * baseline; for 16-bit wires it runs a user op that adds pairwise in fp32
- * and rounds back, because MPI only hands an op two wire-typed buffers. */
+ * So every collective here is MPI's nonblocking one (MPI_Iallreduce,
+ * MPI_Ibcast) polled by the same wait, never the blocking call. The flat
+ * algorithm is MPI's own all-reduce, the topology-blind baseline; for 16-bit
+ * wires it runs a user op that adds pairwise in fp32 and rounds back, because
+ * MPI only hands an op two wire-typed buffers. */
 #include <errno.h>
+#include <math.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,22 +20,59 @@
 #include "trainer/comm/core/wire_isa.h"
 #include "trainer/comm/transport/transport.h"
 
-/* Poll n requests to completion. peer is the rank (inside g) we depend on,
- * named in the error when the deadline passes. */
+/* The lost rank's name for a message ("rank 5", or "a rank" when every
+ * rank reported waiting: a stall no one can pin on a single rank). */
+static const char *_who(int lost, char *buf, size_t n)
+{
+    if (lost < 0)
+        snprintf(buf, n, "a rank");
+    else
+        snprintf(buf, n, "rank %d", lost);
+    return buf;
+}
+
+/* The error after a failed or expired wait over g; peer < 0: a collective
+ * (what names it), with no single member to suspect. */
+static tcomm_rc _wait_fail(tcomm_t *c, const tc_group *g, int peer,
+                           const char *what, int mpi_rc, double limit)
+{
+    int lost = tc_find_lost_rank(c, peer < 0 ? -1 : g->world[peer]);
+    char who[32];
+    _who(lost, who, sizeof who);
+    if (mpi_rc != MPI_SUCCESS && peer >= 0)
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: %s is lost (MPI error %d talking to rank "
+                          "%d in the %s communicator)",
+                          c->info.rank, who, mpi_rc, g->world[peer], g->name);
+    if (mpi_rc != MPI_SUCCESS)
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: %s is lost (MPI error %d in the %s "
+                          "communicator's %s)",
+                          c->info.rank, who, mpi_rc, g->name, what);
+    if (peer >= 0)
+        return TORUS_FAIL(TCOMM_ERR_TIMEOUT,
+                          "rank %d: %s is lost or stalled: no progress for "
+                          "%.0f s (this rank waits on rank %d in the %s "
+                          "communicator)",
+                          c->info.rank, who, limit, g->world[peer], g->name);
+    return TORUS_FAIL(TCOMM_ERR_TIMEOUT,
+                      "rank %d: %s is lost or stalled: no progress for %.0f s "
+                      "(this rank waits in the %s communicator's %s)",
+                      c->info.rank, who, limit, g->name, what);
+}
+
+/* Poll n requests to completion within limit seconds (infinite: no
+ * deadline). peer is the rank (inside g) we depend on, named in the error
+ * when the deadline passes; < 0 for a collective, named by what. */
 static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n,
-                      int peer)
+                      int peer, const char *what, double limit)
 {
     double start = tcomm_wtime();
     for (unsigned long spin = 0;; spin++) {
         int done = 0;
         int rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            int lost = tc_find_lost_rank(c, g->world[peer]);
-            return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                              "rank %d: rank %d is lost (MPI error %d "
-                              "talking to rank %d in the %s communicator)",
-                              c->info.rank, lost, rc, g->world[peer], g->name);
-        }
+        if (rc != MPI_SUCCESS)
+            return _wait_fail(c, g, peer, what, rc, limit);
         if (done)
             return TCOMM_OK;
         /* Spin briefly (latency), then yield (oversubscribed nodes), then
@@ -43,61 +83,132 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n,
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
         }
-        if ((spin & 63) == 0 && tcomm_wtime() - start > c->timeout_s) {
-            int lost = tc_find_lost_rank(c, g->world[peer]);
-            return TORUS_FAIL(
-                TCOMM_ERR_TIMEOUT,
-                "rank %d: rank %d is lost or stalled: no "
-                "progress for %.0f s (this rank waits on rank %d in the %s "
-                "communicator)",
-                c->info.rank, lost, c->timeout_s, g->world[peer], g->name);
-        }
+        if ((spin & 63) == 0 && tcomm_wtime() - start > limit)
+            return _wait_fail(c, g, peer, what, MPI_SUCCESS, limit);
     }
 }
 
 tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, MPI_Request *r, int peer)
 {
-    return _wait(c, g, r, 1, peer);
+    return _wait(c, g, r, 1, peer, "wait", c->timeout_s);
+}
+
+tcomm_rc tc_wait_coll(tcomm_t *c, const tc_group *g, MPI_Request *r,
+                      const char *what)
+{
+    return _wait(c, g, r, 1, -1, what, c->timeout_s);
+}
+
+tcomm_rc tc_coll_start(tcomm_t *c, const tc_group *g, int mpi_rc,
+                       MPI_Request *r, const char *what)
+{
+    if (mpi_rc != MPI_SUCCESS)
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: cannot start the %s of the %s "
+                          "communicator (MPI error %d)",
+                          c->info.rank, what, g->name, mpi_rc);
+    return tc_wait_coll(c, g, r, what);
+}
+
+tcomm_rc tc_agree_why(tcomm_t *c, const tc_group *g, int ok, int *who,
+                      const char *what, tcomm_rc fail_rc)
+{
+    int blame = who && *who >= 0 ? *who : c->info.rank;
+    if (g->comm == MPI_COMM_NULL || g->size < 2) {
+        if (who)
+            *who = ok ? -1 : blame;
+        return ok ? TCOMM_OK : fail_rc;
+    }
+    /* MINLOC: the lowest status (0: failed) and the lowest world rank
+     * blamed for it, so that every rank names the same one. */
+    int in[2] = {ok ? 1 : 0, ok ? c->info.rank : blame}, out[2] = {1, -1};
+    MPI_Request r = MPI_REQUEST_NULL;
+    char desc[160];
+    snprintf(desc, sizeof desc, "agreement that every rank could %s", what);
+    tcomm_rc rc = tc_coll_start(
+        c, g, MPI_Iallreduce(in, out, 1, MPI_2INT, MPI_MINLOC, g->comm, &r), &r,
+        desc);
+    if (rc)
+        return rc;
+    if (who)
+        *who = out[0] ? -1 : out[1];
+    if (out[0])
+        return TCOMM_OK;
+    if (!ok) /* our own failure, or one we already named: message set */
+        return fail_rc;
+    return TORUS_FAIL(fail_rc,
+                      "rank %d: rank %d could not %s, so every rank of the %s "
+                      "communicator gives up with it",
+                      c->info.rank, out[1], what, g->name);
+}
+
+tcomm_rc tc_agree(tcomm_t *c, const tc_group *g, int ok, const char *what,
+                  tcomm_rc fail_rc)
+{
+    return tc_agree_why(c, g, ok, NULL, what, fail_rc);
 }
 
 static int _search_lost_rank(tcomm_t *c, int suspect);
 
 int tc_find_lost_rank(tcomm_t *c, int suspect)
 {
-    if (c->blame == MPI_COMM_NULL || c->info.size <= 2)
+    if (c->blame == MPI_COMM_NULL)
         return suspect;
+    if (c->info.size <= 2 && suspect >= 0)
+        return suspect;
+    if (c->info.size == 2) /* the only other rank */
+        return 1 - c->info.rank;
     pthread_mutex_lock(&c->blame_mu);
-    if (c->lost < 0)
+    if (c->lost < -1) /* not searched yet */
         c->lost = _search_lost_rank(c, suspect);
     int lost = c->lost;
     pthread_mutex_unlock(&c->blame_mu);
     return lost;
 }
 
+/* Follow who-waits-on-whom from suspect to the first rank that did not
+ * report; a collective's waiter (-1) or a cycle ends at the lowest rank
+ * that never reported, and if every rank reported, nobody is missing: -1
+ * (or our own suspect). */
+static int _follow(const int *heard, const int *on, int P, int me, int suspect)
+{
+    int x = suspect;
+    for (int hops = 0; hops < P && x >= 0 && x < P && heard[x]; hops++)
+        x = on[x];
+    if (x >= 0 && x < P && !heard[x])
+        return x;
+    for (int r = 0; r < P; r++)
+        if (r != me && !heard[r])
+            return r;
+    return suspect;
+}
+
 static int _search_lost_rank(tcomm_t *c, int suspect)
 {
     enum { TAG = 79 };
     int P = c->info.size, me = c->info.rank;
-    int *blocked = malloc(sizeof(int) * (size_t)P);
+    int *on = malloc(sizeof(int) * 2 * (size_t)P), *heard = on + P;
     MPI_Request *sr = malloc(sizeof(MPI_Request) * (size_t)P);
-    if (!blocked || !sr) {
-        free(blocked);
+    if (!on || !sr) {
+        free(on);
         free(sr);
         return suspect;
     }
     int msg[2] = {me, suspect}, in[2];
     for (int r = 0; r < P; r++) {
-        blocked[r] = -1;
+        on[r] = -1;
+        heard[r] = 0;
         sr[r] = MPI_REQUEST_NULL;
         if (r != me) /* small: eager, completes even if r is gone */
             MPI_Isend(msg, 2, MPI_INT, r, TAG, c->blame, &sr[r]);
     }
-    blocked[me] = suspect;
+    on[me] = suspect;
+    heard[me] = 1;
     /* Everyone stuck behind the lost rank reports within a few seconds of
      * us: they all stopped at the same collective. */
     double until = tcomm_wtime() + (c->timeout_s < 10 ? c->timeout_s / 2 : 5.0);
-    int heard = 1;
-    while (heard < P - 1 && tcomm_wtime() < until) {
+    int nheard = 1;
+    while (nheard < P - 1 && tcomm_wtime() < until) {
         int flag = 0;
         MPI_Message m;
         /* A matched probe: the message we saw is the one we receive. */
@@ -107,22 +218,18 @@ static int _search_lost_rank(tcomm_t *c, int suspect)
         if (flag) {
             if (MPI_Mrecv(in, 2, MPI_INT, &m, MPI_STATUS_IGNORE) ==
                     MPI_SUCCESS &&
-                in[0] >= 0 && in[0] < P && blocked[in[0]] < 0) {
-                blocked[in[0]] = in[1];
-                heard++;
+                in[0] >= 0 && in[0] < P && !heard[in[0]]) {
+                on[in[0]] = in[1];
+                heard[in[0]] = 1;
+                nheard++;
             }
         } else {
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
     }
-    /* Follow who-waits-on-whom to the first rank that did not report. */
-    int x = suspect;
-    for (int hops = 0; hops < P && x >= 0 && x < P && blocked[x] >= 0; hops++)
-        x = blocked[x];
-    if (x < 0 || x >= P || blocked[x] >= 0)
-        x = suspect; /* a cycle: nobody is missing, so blame our own peer */
-    free(blocked);
+    int x = _follow(heard, on, P, me, suspect);
+    free(on);
     free(sr); /* pending sends are abandoned: the job is going down */
     return x;
 }
@@ -151,7 +258,7 @@ tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
                           sbytes > rbytes ? sbytes : rbytes);
     MPI_Irecv(rbuf, rn, rdt, src, 71, g->comm, &r[0]);
     MPI_Isend(sbuf, sn, sdt, dst, 71, g->comm, &r[1]);
-    return _wait(c, g, r, 2, src);
+    return _wait(c, g, r, 2, src, "exchange", c->timeout_s);
 }
 
 /* One blocking-with-deadline send (is_send) or receive. */
@@ -168,7 +275,7 @@ static tcomm_rc _p2p(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
         MPI_Isend(buf, n, dt, peer, 72, g->comm, &r);
     else
         MPI_Irecv(buf, n, dt, peer, 72, g->comm, &r);
-    return _wait(c, g, &r, 1, peer);
+    return _wait(c, g, &r, 1, peer, is_send ? "send" : "receive", c->timeout_s);
 }
 
 tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes,
@@ -241,77 +348,113 @@ tcomm_rc tc_flat_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
     if (count > 0x7fffffff)
         return TORUS_FAIL(TCOMM_ERR_ARG,
                           "flat: %zu elements exceed MPI's int count", count);
-    int rc;
-    if (w == TCOMM_WIRE_FP32) {
-        rc = MPI_Allreduce(MPI_IN_PLACE, x, (int)count, MPI_FLOAT, MPI_SUM,
-                           c->world.comm);
-    } else {
-        void *t = tc_buf_get(&c->scr.a, count * 2);
-        if (!t)
-            return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                              "flat: no memory for %zu elements", count);
-        tc_encode(w, x, t, count);
-        rc = MPI_Allreduce(MPI_IN_PLACE, t, (int)count, c->dt_half,
-                           w == TCOMM_WIRE_FP16 ? c->op_fp16 : c->op_bf16,
-                           c->world.comm);
+    MPI_Request r = MPI_REQUEST_NULL;
+    tcomm_rc rc;
+    /* Nonblocking, polled with our deadline: MPI_Allreduce would wait
+     * forever on a stalled rank. */
+    if (w == TCOMM_WIRE_FP32)
+        return tc_coll_start(c, &c->world,
+                             MPI_Iallreduce(MPI_IN_PLACE, x, (int)count,
+                                            MPI_FLOAT, MPI_SUM, c->world.comm,
+                                            &r),
+                             &r, "flat all-reduce");
+    void *t = tc_buf_get(&c->scr.a, count * 2);
+    if (!t)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "flat: no memory for %zu elements",
+                          count);
+    tc_encode(w, x, t, count);
+    rc = tc_coll_start(
+        c, &c->world,
+        MPI_Iallreduce(MPI_IN_PLACE, t, (int)count, c->dt_half,
+                       w == TCOMM_WIRE_FP16 ? c->op_fp16 : c->op_bf16,
+                       c->world.comm, &r),
+        &r, "flat all-reduce");
+    if (!rc)
         tc_decode(w, t, x, count);
-    }
-    if (rc != MPI_SUCCESS)
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                          "rank %d: MPI_Allreduce failed (%d)", c->info.rank,
-                          rc);
-    return TCOMM_OK;
+    return rc;
 }
 
 /* ------------------------------------------------ small world helpers */
 
-tcomm_rc tcomm_barrier(tcomm_t *c)
+/* A ring of one-byte sendrecvs within limit seconds each, not
+ * MPI_Barrier, so a lost rank turns into an error naming it instead of a
+ * hang. Two rounds make every rank wait for every other. */
+static tcomm_rc _barrier(tcomm_t *c, double limit)
 {
     if (c->singleton)
         return TCOMM_OK;
     char a = 0, b = 0;
-    /* A ring of one-byte sendrecvs, not MPI_Barrier, so a lost rank turns
-     * into a timeout naming it instead of a hang. Two rounds make every
-     * rank wait for every other. */
-    int n = c->world.size, r = c->world.rank;
+    int n = c->world.size, me = c->world.rank, next = (me + 1) % n,
+        prev = (me + n - 1) % n;
     for (int round = 0; round < 2; round++)
         for (int s = 0; s < n - 1; s++) {
-            tcomm_rc rc = tc_sendrecv(c, &c->world, &a, 1, (r + 1) % n, &b, 1,
-                                      (r + n - 1) % n);
+            MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+            MPI_Irecv(&b, 1, MPI_BYTE, prev, 73, c->world.comm, &r[0]);
+            MPI_Isend(&a, 1, MPI_BYTE, next, 73, c->world.comm, &r[1]);
+            tcomm_rc rc = _wait(c, &c->world, r, 2, prev, "barrier", limit);
             if (rc)
                 return rc;
         }
     return TCOMM_OK;
 }
 
+tcomm_rc tcomm_barrier(tcomm_t *c)
+{
+    return _barrier(c, c->timeout_s);
+}
+
+tcomm_rc tcomm_barrier_timeout(tcomm_t *c, double seconds)
+{
+    return _barrier(c, seconds > 0 ? seconds : INFINITY);
+}
+
+double tcomm_set_timeout(tcomm_t *c, double seconds)
+{
+    double old = c->timeout_s;
+    c->timeout_s = seconds > 0 ? seconds : INFINITY;
+    return old;
+}
+
 tcomm_rc tcomm_bcast_bytes(tcomm_t *c, void *buf, size_t bytes, int root)
 {
     if (c->singleton)
         return TCOMM_OK;
-    if (bytes > 0x7fffffff ||
-        MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->world.comm))
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                          "rank %d: broadcast of %zu bytes failed",
+    if (bytes > 0x7fffffff)
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "rank %d: a broadcast of %zu bytes exceeds 2 GiB",
                           c->info.rank, bytes);
-    return TCOMM_OK;
+    if (root < 0 || root >= c->info.size)
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "rank %d: broadcast root %d is not a rank (0..%d)",
+                          c->info.rank, root, c->info.size - 1);
+    MPI_Request r = MPI_REQUEST_NULL;
+    return tc_coll_start(
+        c, &c->world,
+        MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, c->world.comm, &r), &r,
+        "broadcast");
 }
 
 tcomm_rc tcomm_max_double(tcomm_t *c, double *v)
 {
     if (c->singleton)
         return TCOMM_OK;
-    if (MPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_MAX, c->world.comm))
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: max all-reduce failed",
-                          c->info.rank);
-    return TCOMM_OK;
+    MPI_Request r = MPI_REQUEST_NULL;
+    return tc_coll_start(c, &c->world,
+                         MPI_Iallreduce(MPI_IN_PLACE, v, 1, MPI_DOUBLE, MPI_MAX,
+                                        c->world.comm, &r),
+                         &r, "max all-reduce");
 }
 
 tcomm_rc tcomm_sum_double(tcomm_t *c, double *v, int n)
 {
     if (c->singleton)
         return TCOMM_OK;
-    if (MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, c->world.comm))
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: sum all-reduce failed",
-                          c->info.rank);
-    return TCOMM_OK;
+    if (n < 0)
+        return TORUS_FAIL(TCOMM_ERR_ARG, "rank %d: sum of %d values",
+                          c->info.rank, n);
+    MPI_Request r = MPI_REQUEST_NULL;
+    return tc_coll_start(c, &c->world,
+                         MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM,
+                                        c->world.comm, &r),
+                         &r, "sum all-reduce");
 }

@@ -204,6 +204,7 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
     tcomm_t *c = n->c;
     const tcomm_info *i = &c->info;
     int P = i->size;
+    c->started = 1; /* ends start-up's deadline (bootstrap/watchdog.c) */
     if (algo == TCOMM_ALGO_HYBRID)
         algo = tc_hybrid_pick(c, count, w, 0);
     if (algo == TCOMM_ALGO_HIER_RS && !i->groups_uniform)

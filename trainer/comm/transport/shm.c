@@ -45,21 +45,33 @@ void tc_shm_free(tc_group *g)
     memset(&g->shm, 0, sizeof g->shm);
 }
 
-/* Collective over g: every member asks for the same size (same count). */
+/* Collective over g: every member asks for the same size (same count).
+ * A member that cannot allocate fails every member with it, naming it
+ * (shm_win.c), instead of leaving them in a collective it skipped. */
 tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes)
 {
     if (bytes <= g->shm.bytes)
         return TCOMM_OK;
+    /* Freeing the old window is a blocking collective too: only once every
+     * member is known to be here (deadline-guarded). */
+    tcomm_rc rc;
+    if (g->shm.bytes &&
+        (rc = tc_agree(c, g, 1, "grow its shared segment", TCOMM_ERR_NOMEM)))
+        return rc;
     tc_shm_free(g);
     size_t want = bytes + bytes / 4 + 4096;
     void *base;
     g->shm.seg = calloc((size_t)g->size, sizeof *g->shm.seg);
-    if (!g->shm.seg ||
-        MPI_Win_allocate_shared((MPI_Aint)want, 1, MPI_INFO_NULL, g->comm,
-                                &base, &g->shm.win) != MPI_SUCCESS)
-        return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                          "rank %d: no %zu-byte shared segment for the %s",
-                          c->info.rank, want, g->name);
+    if (!g->shm.seg)
+        TORUS_FAIL(TCOMM_ERR_NOMEM, "rank %d: no memory to map the %s",
+                   c->info.rank, g->name);
+    rc = tc_win_alloc(c, g, g->shm.seg != NULL, want, 1, MPI_INFO_NULL, &base,
+                      &g->shm.win, NULL);
+    if (rc) {
+        free(g->shm.seg);
+        g->shm.seg = NULL;
+        return rc;
+    }
     for (int j = 0; j < g->size; j++) {
         MPI_Aint sz;
         int disp;

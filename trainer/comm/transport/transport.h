@@ -1,8 +1,10 @@
 /* transport/transport.h: how libtcomm's ranks move bytes (layer transport,
- * above core): MPI point-to-point with a no-progress deadline and MPI's own
- * all-reduce (mpi.c), a node's shared memory (shm.c), and the PMIx
- * key-value store (pmix.c). The algorithms (algo/) are built from these;
- * the NCCL transport (nccl.c) has its public face in tcomm_nccl.h. */
+ * above core): MPI point-to-point and collectives with a no-progress
+ * deadline, MPI's own all-reduce and the agreement on success (mpi.c), a
+ * node's shared memory (shm.c) and its windows' guarded allocation
+ * (shm_win.c), and the PMIx key-value store (pmix.c). The algorithms (algo/)
+ * are built from these; the NCCL transport (nccl.c) has its public face in
+ * tcomm_nccl.h. */
 #ifndef TORUS_TCOMM_TRANSPORT_H
 #define TORUS_TCOMM_TRANSPORT_H
 
@@ -17,6 +19,27 @@ tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
 /* Poll one request to completion with the deadline; peer names the rank
  * (inside g) blamed if it never completes. */
 tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, MPI_Request *r, int peer);
+/* The same for a nonblocking collective over g, with no single peer to
+ * suspect: on expiry the lost-rank search names the rank that never
+ * reported; what names the call in messages ("max all-reduce"). */
+tcomm_rc tc_wait_coll(tcomm_t *c, const tc_group *g, MPI_Request *r,
+                      const char *what);
+/* mpi_rc is what starting the collective (MPI_Ixxx) returned: an error, or
+ * tc_wait_coll on r. */
+tcomm_rc tc_coll_start(tcomm_t *c, const tc_group *g, int mpi_rc,
+                       MPI_Request *r, const char *what);
+/* Agree across g, within the deadline, whether every member succeeded
+ * (ok) at what ("allocate the shared segment"), before anyone enters a
+ * collective that a failed member would skip. All ok: TCOMM_OK on every
+ * member. Else every member fails: the failed one with fail_rc and its
+ * own message, the others with fail_rc naming the lowest failed rank. */
+tcomm_rc tc_agree(tcomm_t *c, const tc_group *g, int ok, const char *what,
+                  tcomm_rc fail_rc);
+/* The same, carrying the blame across stages: a member that failed because
+ * an earlier agreement named rank *who (>= 0) blames that rank, not
+ * itself. Out: *who is the rank every member names (-1: all ok). */
+tcomm_rc tc_agree_why(tcomm_t *c, const tc_group *g, int ok, int *who,
+                      const char *what, tcomm_rc fail_rc);
 tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes,
                  int dst);
 tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
@@ -24,10 +47,13 @@ tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
 tcomm_rc tc_mpi_ops_create(tcomm_t *c);
 void tc_mpi_ops_free(tcomm_t *c);
 /* After a wait on world rank suspect failed or timed out: every rank that
- * is stuck tells all others whom it waits for; following that chain from
- * suspect to a rank that never reported names the lost one. */
+ * is stuck tells all others whom it waits for (-1: a collective);
+ * following that chain from suspect to a rank that never reported names
+ * the lost one; with no suspect (-1), the lowest rank that never reported.
+ * -1: every rank reported (nobody to name). */
 int tc_find_lost_rank(tcomm_t *c, int suspect);
-/* MPI_Allreduce on world, in place, on the wire w (the flat algorithm). */
+/* MPI's own all-reduce on world, in place, on the wire w (the flat
+ * algorithm): MPI_Iallreduce polled with the deadline. */
 tcomm_rc tc_flat_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_wire w);
 
 /* shm.c: the reduce-scatter / all-gather contract of the ring
@@ -50,6 +76,22 @@ tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x,
                                   size_t count, tcomm_wire w, size_t at);
 tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
                              tcomm_wire w, size_t at);
+
+/* shm_win.c. A shared window over g (every member on one node): bytes on
+ * this member, disp_unit disp. ok: this member's own preparation
+ * succeeded (if not, its message is set). Agrees first (deadline-guarded)
+ * that every member is ready and the backing directory has room, then
+ * allocates under a guard thread (a member lost inside the blocking call
+ * ends the process naming it, exit TC_EXIT_LOST), then agrees that it
+ * worked everywhere: all members succeed or fail together, the others
+ * naming the failed rank (*who on return, -1 if none; who may be NULL). */
+enum { TC_EXIT_LOST = 5 };
+tcomm_rc tc_win_alloc(tcomm_t *c, const tc_group *g, int ok, size_t bytes,
+                      int disp, MPI_Info info, void *base, MPI_Win *win,
+                      int *who);
+/* Test hook: TCOMM_FAULT=point:rank:KILL|STOP signals that world rank at
+ * point. */
+void tc_fault_point(const tcomm_t *c, const char *point);
 
 /* pmix.c: a singleton's blobs (tcomm_pmix_put without a server). */
 void tc_store_free(tcomm_t *c);
