@@ -2,11 +2,14 @@
  * local.c: spank_torus.so in srun, sbatch and salloc (local and allocator
  * contexts). Only validation happens here: the spec is checked when the
  * option is parsed, so `srun --torus=4y2` or `#SBATCH --torus=0x3` fails at
- * submission; srun also checks an explicit RxC against the step's task
- * count. No topology work and no RPCs: the nodes do that (remote.c).
+ * submission; srun also checks an RxC given on its own command line
+ * against the step's task count (one inherited from #SBATCH/salloc is left
+ * to the nodes, which apply it only to steps of its size). No topology work
+ * and no RPCs: the nodes do that (remote.c).
  */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "plugins/torus_plugin.h"
@@ -14,7 +17,14 @@
 int torus_plugin_local_option(int val, const char *optarg, int remote)
 {
     (void)val;
-    (void)remote;
+    /* srun applies the allocation's --torus (sbatch/salloc leave it in the
+     * environment) by calling us with getenv()'s own pointer, and a --torus
+     * on its command line with argv's: an RxC from the allocation is only
+     * applied to steps of its size (remote.c). Should Slurm ever copy the
+     * value, it counts as srun's own, and a step it does not fit fails, as
+     * before. */
+    const char *env = getenv(TORUS_PLUGIN_ALLOC_OPTION_ENV);
+    torus_plugin_state.spec_inherited = !remote && env && optarg == env;
     /* `--torus` without a value means auto. */
     const char *text = optarg && *optarg ? optarg : "auto";
     torus_layout_spec_t spec;
@@ -33,7 +43,8 @@ int torus_plugin_local_option(int val, const char *optarg, int remote)
 int torus_plugin_local_user_init(spank_t sp)
 {
     const torus_layout_spec_t *spec = torus_plugin_spec();
-    if (spec->kind != TORUS_SPEC_EXPLICIT)
+    /* The allocation's RxC may not fit a helper step: the nodes use auto. */
+    if (spec->kind != TORUS_SPEC_EXPLICIT || torus_plugin_state.spec_inherited)
         return ESPANK_SUCCESS;
     /* srun knows the step's node and task counts without asking anyone. */
     uint32_t nnodes = 0, ntasks = 0;

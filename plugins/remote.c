@@ -1,15 +1,23 @@
 /*
  * remote.c: spank_torus.so inside slurmstepd. Once per node per step
  * (init_post_opt) it reads the step's node list and tasks per node from the
- * job environment and the topology.conf that Slurm itself reads, and
- * computes the layout; every node does the same, so they agree without a
- * single RPC. task_init then exports the task's TORUS_* variables.
+ * job environment, checks them against slurmstepd's own counts (step.c),
+ * loads the switch map that slurm.conf's TopologyPlugin names, and computes
+ * the layout; every node does the same, so they agree without a single RPC.
+ * task_init then exports the task's TORUS_* variables.
  *
  * Safety: values from the job environment are user-controlled, so they are
- * read into bounded buffers and parsed strictly; nothing is written to disk;
- * nothing here can block. Anything unexpected turns the torus off for the
- * step with a message rather than failing the job, except an explicit RxC
- * that does not fit, which the user must hear about.
+ * read into buffers sized by what slurmstepd reports, checked before
+ * anything is allocated from them, and never taken as proof of the network
+ * (that comes from the configuration only). topology.conf is bounded
+ * (plugstack topology_max=). Nothing is written to disk; nothing can block.
+ *
+ * Failing the step vs turning the torus off: anything that every node sees
+ * alike (non-uniform tasks, a missing TopologyPlugin) turns the torus off
+ * with a warning. Anything one node may see differently from the others (it
+ * cannot read topology.conf) fails the step, because tasks with layouts of
+ * different inputs would silently disagree. An explicit RxC that does not
+ * fit, and a heterogeneous step with --torus, fail too: the user must hear.
  */
 #include "config.h"
 
@@ -23,21 +31,16 @@
 #include "common/torus_env.h"
 #include "plugins/torus_plugin.h"
 
-/* slurmstepd's own configuration (libslurm's global). Weak, so the plugin
- * still loads into a process without it and simply falls back to
- * $SLURM_CONF. Only read: the path and the topology plugin's name. */
-extern slurm_conf_t slurm_conf __attribute__((weak));
-
 static const char *const _vars[] = {
     TORUS_ENV_VERSION, TORUS_ENV_DIMS,       TORUS_ENV_COORD, TORUS_ENV_GROUP,
     TORUS_ENV_NGROUPS, TORUS_ENV_NODE_INDEX, TORUS_ENV_SOURCE};
 
 static struct {
     bool skip; /* batch, extern or interactive step: leave alone */
-    bool fail; /* explicit RxC that does not fit: fail every task */
+    bool fail; /* the step must not run (see the head of this file) */
     torus_layout_t *layout; /* NULL or disabled: torus off for this step */
-    char **names;
-    size_t nnodes;
+    torus_plugin_step_t step;
+    uint32_t total_tasks;
     char note[768]; /* warnings, shown once per step to the user */
 } _r;
 
@@ -57,7 +60,23 @@ static void _warn(const char *fmt, ...)
              msg);
 }
 
-/* Read a job environment variable into a fresh buffer of at most max bytes. */
+/* Fail every task of the step on this node, saying why (once, in task 0 of
+ * each node, so the node that could not go on names itself). */
+static void _fail_step(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static void _fail_step(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(_r.note, sizeof _r.note, fmt, ap);
+    va_end(ap);
+    slurm_error(TORUS_PLUGIN_MSG "%s", _r.note);
+    _r.fail = true;
+}
+
+/* Read a job environment variable into a fresh buffer of at most max bytes
+ * (NULL when unset or longer: the checks in step.c say why). */
 static char *_job_env(spank_t sp, const char *name, size_t max)
 {
     char *buf = malloc(max + 1);
@@ -65,48 +84,67 @@ static char *_job_env(spank_t sp, const char *name, size_t max)
         return NULL;
     spank_err_t rc = spank_getenv(sp, name, buf, (int)max + 1);
     if (rc != ESPANK_SUCCESS) {
-        _warn("%s: %s", name,
-              rc == ESPANK_NOSPACE ? "too long" : spank_strerror(rc));
+        if (rc == ESPANK_NOSPACE)
+            _warn("%s: longer than %zu bytes", name, max);
         free(buf);
         return NULL;
     }
     return buf;
 }
 
-/* Switch map, in the order of torus(7): topology.conf, then
- * SLURM_TOPOLOGY_ADDR (only when it proves the topology flat), then none. */
-static torus_layout_topo_t *_switch_map(spank_t sp, torus_layout_source *source)
+/* The switch map of topology/tree: topology.conf next to slurm.conf, at
+ * most topology_max bytes. A node that cannot read it fails the step. */
+static torus_layout_topo_t *_tree_map(const char *conf_path,
+                                      torus_layout_source *source)
 {
-    torus_layout_topo_t *topo = NULL;
     char path[4096];
-    torus_plugin_topo pref = torus_plugin_state.cfg.topology;
-    const slurm_conf_t *conf = &slurm_conf;
-    if (pref == TORUS_PLUGIN_TOPO_TREE) {
-        const char *plugin = conf ? conf->topology_plugin : NULL;
-        if (plugin && !strstr(plugin, "tree")) {
-            _warn("TopologyPlugin is %.64s, not topology/tree", plugin);
-        } else if (torus_layout_topo_conf_path(conf ? conf->slurm_conf : NULL,
-                                               path, sizeof path)) {
-            _warn("topology.conf path too long");
-        } else if (torus_layout_topo_load(path, &topo)) {
-            _warn("%s", torus_error_msg());
-        } else {
-            *source = TORUS_SOURCE_TREE;
-            return topo;
-        }
+    torus_layout_topo_t *topo = NULL;
+    if (torus_layout_topo_conf_path(conf_path, path, sizeof path)) {
+        _fail_step("topology.conf: path too long");
+    } else if (torus_layout_topo_load(path, torus_plugin_state.cfg.topology_max,
+                                      &topo)) {
+        _fail_step("%s; TopologyPlugin is topology/tree, so every node must "
+                   "read the same switch map: the step cannot run here "
+                   "(torus(7); --torus=off runs it without a torus)",
+                   torus_error_msg());
+    } else {
+        *source = TORUS_SOURCE_TREE;
     }
-    if (pref <= TORUS_PLUGIN_TOPO_ADDR) {
-        char pattern[256];
-        spank_err_t rc = spank_getenv(sp, "SLURM_TOPOLOGY_ADDR_PATTERN",
-                                      pattern, sizeof pattern);
-        if (rc == ESPANK_SUCCESS && strcmp(pattern, "node") == 0) {
-            *source = TORUS_SOURCE_ADDR;
-            return NULL;
-        }
-        _warn("SLURM_TOPOLOGY_ADDR only describes this node's own switches");
-    }
-    _warn("no switch map; using the node list (one group)");
+    return topo;
+}
+
+/* Switch map, in the order of torus(7). What the network looks like comes
+ * from slurm.conf's TopologyPlugin only, never from the job's environment:
+ * tree reads topology.conf; none means the admin declared the network flat
+ * (the fact SLURM_TOPOLOGY_ADDR_PATTERN=node would state, but users can set
+ * that variable); anything else leaves the node list. */
+static torus_layout_topo_t *_switch_map(torus_layout_source *source)
+{
+    char plugin[128] = "", conf_path[4096] = "";
+    torus_layout_topo_pref pref = torus_plugin_state.cfg.topology;
     *source = TORUS_SOURCE_NODELIST;
+    if (pref == TORUS_TOPO_PREF_NONE) {
+        _warn("no switch map; using the node list (one group)");
+        return NULL;
+    }
+    if (!torus_plugin_slurm_conf(plugin, sizeof plugin, conf_path,
+                                 sizeof conf_path))
+        plugin[0] = '\0';
+    bool tree = strcmp(plugin, "topology/tree") == 0;
+    bool flat = strcmp(plugin, "topology/none") == 0;
+    if (pref == TORUS_TOPO_PREF_TREE && tree)
+        return _tree_map(conf_path, source);
+    if (flat) {
+        *source = TORUS_SOURCE_ADDR;
+        return NULL;
+    }
+    if (tree)
+        _warn("SLURM_TOPOLOGY_ADDR only describes this node's own switches");
+    else
+        _warn("TopologyPlugin is %.64s, neither topology/tree nor "
+              "topology/none",
+              plugin[0] ? plugin : "unknown");
+    _warn("no switch map; using the node list (one group)");
     return NULL;
 }
 
@@ -120,64 +158,92 @@ static bool _step_wanted(spank_t sp)
            stepid != SLURM_INTERACTIVE_STEP;
 }
 
-/* Phase 2: the step's nodes (into _r) and tasks per node (a fresh array),
- * from the job environment, cross-checked with the step's node count.
- * NULL with a warning when anything is missing or malformed. */
-static uint32_t *_read_step(spank_t sp)
+/* Phase 2: the step's nodes and tasks per node (into _r.step), checked
+ * against slurmstepd's own counts before anything is sized from the
+ * environment. False (with a warning, or a failed step) when unusable. */
+static bool _read_step(spank_t sp)
 {
-    uint32_t nnodes = 0, *tasks = NULL;
-    char *nodelist = _job_env(sp, "SLURM_STEP_NODELIST", TORUS_LAYOUT_LIST_MAX);
-    char *tpn =
-        _job_env(sp, "SLURM_STEP_TASKS_PER_NODE", TORUS_LAYOUT_LIST_MAX);
-    if (!nodelist || !tpn)
-        goto out;
-    if (torus_layout_names_expand(nodelist, &_r.names, &_r.nnodes)) {
-        _warn("SLURM_STEP_NODELIST: %s", torus_error_msg());
-        goto out;
+    torus_plugin_step_in_t in = {0};
+    if (spank_get_item(sp, S_JOB_NNODES, &in.nnodes) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_NODEID, &in.nodeid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &in.local_tasks) !=
+            ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &in.total_tasks) !=
+            ESPANK_SUCCESS) {
+        _warn("slurmstepd did not report the step's size");
+        return false;
     }
-    if (spank_get_item(sp, S_JOB_NNODES, &nnodes) == ESPANK_SUCCESS &&
-        nnodes != _r.nnodes) {
-        _warn("SLURM_STEP_NODELIST does not match the step's node count");
-        goto out;
-    }
-    if (!(tasks = malloc(_r.nnodes * sizeof *tasks))) {
-        _warn("SLURM_STEP_TASKS_PER_NODE: out of memory");
-    } else if (torus_layout_tasks_parse(tpn, _r.nnodes, tasks)) {
-        _warn("SLURM_STEP_TASKS_PER_NODE: %s", torus_error_msg());
-        free(tasks);
-        tasks = NULL;
-    }
-out:
+    char num[24];
+    char *nodelist = _job_env(sp, "SLURM_STEP_NODELIST",
+                              torus_plugin_step_nodelist_max(in.nnodes));
+    char *tpn = _job_env(sp, "SLURM_STEP_TASKS_PER_NODE",
+                         torus_plugin_step_tasks_max(in.nnodes));
+    in.nodelist = nodelist;
+    in.tasks_per_node = tpn;
+    in.num_tasks = spank_getenv(sp, "SLURM_STEP_NUM_TASKS", num, sizeof num) ==
+                           ESPANK_SUCCESS
+                       ? num
+                       : NULL;
+    int rc = torus_plugin_step_read(&in, &_r.step);
     free(nodelist);
     free(tpn);
-    return tasks;
+    _r.total_tasks = in.total_tasks;
+    /* Heterogeneous: refused when the user asked for a torus, off (with a
+     * warning) when only plugstack default= would have made one. */
+    if (rc == TORUS_PLUGIN_EHET && torus_plugin_state.spec_given)
+        _fail_step("--torus: %s; run it with --torus=off", torus_error_msg());
+    else if (rc)
+        _warn("torus off: %s", torus_error_msg());
+    return rc == TORUS_PLUGIN_OK;
 }
 
 /* Phase 3: the layout (into _r.layout). An explicit grid this step cannot
  * hold fails the step; anything else unexpected turns the torus off. */
-static void _compute(spank_t sp, const torus_layout_spec_t *spec,
-                     const uint32_t *tasks)
+static void _compute(const torus_layout_spec_t *spec)
 {
-    torus_layout_input_t in = {.nnodes = _r.nnodes,
-                               .nodes = (const char *const *)_r.names,
-                               .tasks = tasks,
+    torus_layout_input_t in = {.nnodes = _r.step.nnodes,
+                               .nodes = (const char *const *)_r.step.names,
+                               .tasks = _r.step.tasks,
                                .spec = *spec,
                                .cost = torus_plugin_state.cfg.cost};
-    torus_layout_topo_t *topo = _switch_map(sp, &in.source);
+    torus_layout_topo_t *topo = _switch_map(&in.source);
+    if (_r.fail)
+        return;
     in.topo = topo;
     torus_layout_rc rc = torus_layout_compute(&in, &_r.layout);
     torus_layout_topo_free(topo);
     if (rc == TORUS_LAYOUT_ENOFIT) {
         /* Slurm 22.05 ignores errors from init_post_opt, so the tasks are
          * failed in task_init, where the user also sees why. */
-        slurm_error(TORUS_PLUGIN_MSG "--torus=%ux%u: %s", spec->rows,
-                    spec->cols, torus_error_msg());
-        snprintf(_r.note, sizeof _r.note, "--torus=%ux%u: %s", spec->rows,
-                 spec->cols, torus_error_msg());
-        _r.fail = true;
+        _fail_step("--torus=%ux%u: %s", spec->rows, spec->cols,
+                   torus_error_msg());
     } else if (rc) {
         _warn("%s", torus_error_msg());
     }
+}
+
+/* An RxC that came with the allocation (#SBATCH or salloc --torus) reaches
+ * every srun of the job; it applies to steps of exactly R*C tasks, and the
+ * others (helper steps) get auto with a warning. An RxC given to this srun
+ * still fails a step it does not fit. srun's own --torus goes to the step as
+ * an option; the allocation's is in the job environment, so an option equal
+ * to it is taken as the allocation's (srun already failed the case where it
+ * was also on srun's command line: local.c). */
+static void _spec_for_step(spank_t sp, torus_layout_spec_t *spec)
+{
+    char alloc[TORUS_LAYOUT_SPEC_MAX + 1];
+    torus_layout_spec_t a;
+    if (spec->kind != TORUS_SPEC_EXPLICIT ||
+        (uint64_t)spec->rows * spec->cols == _r.total_tasks ||
+        spank_getenv(sp, TORUS_PLUGIN_ALLOC_OPTION_ENV, alloc, sizeof alloc) !=
+            ESPANK_SUCCESS ||
+        torus_layout_spec_parse(alloc, &a) || a.kind != TORUS_SPEC_EXPLICIT ||
+        a.rows != spec->rows || a.cols != spec->cols)
+        return;
+    _warn("--torus=%ux%u from the allocation does not match this step's %u "
+          "tasks; using auto",
+          spec->rows, spec->cols, _r.total_tasks);
+    spec->kind = TORUS_SPEC_AUTO;
 }
 
 /* Phase 4: tell this node's log what came out. */
@@ -200,13 +266,11 @@ int torus_plugin_remote_init(spank_t sp)
         _r.skip = true;
         return ESPANK_SUCCESS;
     }
-    const torus_layout_spec_t *spec = torus_plugin_spec();
-    if (spec->kind == TORUS_SPEC_OFF)
+    torus_layout_spec_t spec = *torus_plugin_spec();
+    if (spec.kind == TORUS_SPEC_OFF || !_read_step(sp))
         return ESPANK_SUCCESS;
-    uint32_t *tasks = _read_step(sp);
-    if (tasks)
-        _compute(sp, spec, tasks);
-    free(tasks);
+    _spec_for_step(sp, &spec);
+    _compute(&spec);
     if (_r.layout && !_r.fail)
         _report();
     return ESPANK_SUCCESS;
@@ -258,7 +322,8 @@ int torus_plugin_remote_task_init(spank_t sp)
      * connected: the first task tells the user what the nodes logged. */
     bool first = nodeid == 0 && local == 0;
     if (_r.fail) {
-        if (first)
+        /* Task 0 of every node: a failure may be this node's alone. */
+        if (local == 0)
             fprintf(stderr, TORUS_PLUGIN_MSG "error: %s\n", _r.note);
         return TORUS_PLUGIN_FAIL;
     }
@@ -285,6 +350,6 @@ int torus_plugin_remote_task_init(spank_t sp)
 void torus_plugin_remote_exit(void)
 {
     torus_layout_free(_r.layout);
-    torus_layout_names_free(_r.names, _r.nnodes);
+    torus_plugin_step_free(&_r.step);
     memset(&_r, 0, sizeof _r);
 }

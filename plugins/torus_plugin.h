@@ -6,7 +6,9 @@
  *   spank_torus.c  entry points + option table: dispatches to the contexts
  *     local.c      srun / sbatch / salloc (local and allocator contexts)
  *     remote.c     slurmstepd (remote context)
- *       args.c     plugstack.conf arguments and the plugin-wide state
+ *       step.c     the step's nodes and tasks, validated (pure)
+ *       slurm_conf.c  the one read of libslurm's slurm_conf global
+ *       args.c     the plugin-wide state (arguments: topology/plugstack.c)
  *
  * Everything here is torus_plugin_* (the layout library is torus_layout_*,
  * the cost model torus_cost_*). The version script (spank_torus.map) keeps
@@ -34,28 +36,21 @@
 /* Result codes of the plugin's own functions. */
 typedef enum torus_plugin_rc {
     TORUS_PLUGIN_OK = 0,
-    TORUS_PLUGIN_EINVAL = 1, /* a bad plugstack.conf argument */
+    TORUS_PLUGIN_EINVAL = 1, /* a bad plugstack.conf argument or step input */
+    TORUS_PLUGIN_EHET,       /* a heterogeneous step (one stepd per part) */
 } torus_plugin_rc;
 
-/* First switch-map source the remote side tries (plugstack topology=). */
-typedef enum torus_plugin_topo {
-    TORUS_PLUGIN_TOPO_TREE = 0, /* topology.conf, then SLURM_TOPOLOGY_ADDR,
-                                 * then nodelist */
-    TORUS_PLUGIN_TOPO_ADDR,     /* SLURM_TOPOLOGY_ADDR, then nodelist */
-    TORUS_PLUGIN_TOPO_NONE,     /* nodelist */
-} torus_plugin_topo;
+/* Where sbatch/salloc leave `--torus` for the job's sruns (plugstack.c of
+ * Slurm: SLURM_SPANK_ + _SLURM_SPANK_OPTION_<plugin>_<option>). */
+#define TORUS_PLUGIN_ALLOC_OPTION_ENV \
+    "SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus"
 
-/* plugstack.conf arguments (args.c). */
-typedef struct torus_plugin_config {
-    torus_layout_spec_t default_spec; /* default= */
-    torus_plugin_topo topology;       /* topology= */
-    torus_cost_t cost;                /* node_lat_us= ... bytes= */
-    bool verbose;                     /* verbose */
-} torus_plugin_config_t;
+/* plugstack.conf arguments: parsed by the layout library's
+ * torus_layout_plugstack_parse(), which torus-layout --check-plugstack
+ * shares. */
+typedef torus_layout_plugstack_t torus_plugin_config_t;
 
-/* Parse plugstack arguments into cfg (defaults first). Strict: every
- * argument is key=value from the table in args.c, or the flag `verbose`.
- * Pure: no Slurm calls, so the fuzz target and the unit test drive it.
+/* Parse plugstack arguments into cfg (torus_layout_plugstack_parse()).
  * Returns TORUS_PLUGIN_EINVAL with a message starting "plugstack.conf: ". */
 int torus_plugin_args_parse(int ac, char *const *av,
                             torus_plugin_config_t *cfg);
@@ -63,7 +58,8 @@ int torus_plugin_args_parse(int ac, char *const *av,
 /* Plugin-wide state: one per process (srun, sbatch or one slurmstepd). */
 typedef struct torus_plugin_state {
     torus_plugin_config_t cfg;
-    bool spec_given; /* --torus seen (or inherited) */
+    bool spec_given;     /* --torus seen (or inherited) */
+    bool spec_inherited; /* srun only: it came from the allocation's env */
     char spec_text[TORUS_LAYOUT_SPEC_MAX + 1];
     torus_layout_spec_t spec;
 } torus_plugin_state_t;
@@ -72,6 +68,43 @@ extern torus_plugin_state_t torus_plugin_state;
 
 /* The spec in force: --torus if given, else plugstack default=. */
 const torus_layout_spec_t *torus_plugin_spec(void);
+
+/* step.c: the step's nodes and tasks per node, read from the job's
+ * environment (user-controlled) and checked against what slurmstepd itself
+ * knows (spank items) BEFORE anything is sized from the environment. */
+typedef struct torus_plugin_step_in {
+    uint32_t nnodes, nodeid;           /* S_JOB_NNODES, S_JOB_NODEID */
+    uint32_t local_tasks, total_tasks; /* S_JOB_LOCAL/TOTAL_TASK_COUNT */
+    const char *nodelist;              /* SLURM_STEP_NODELIST */
+    const char *tasks_per_node;        /* SLURM_STEP_TASKS_PER_NODE */
+    const char *num_tasks;             /* SLURM_STEP_NUM_TASKS or NULL */
+} torus_plugin_step_in_t;
+
+typedef struct torus_plugin_step {
+    char **names; /* nnodes names, in step node id order */
+    uint32_t *tasks;
+    size_t nnodes;
+} torus_plugin_step_t;
+
+/* Longest environment value the checks can accept for a step of `nnodes`
+ * nodes: callers size their read buffers with it. */
+size_t torus_plugin_step_nodelist_max(uint32_t nnodes);
+size_t torus_plugin_step_tasks_max(uint32_t nnodes);
+
+/* Fill *out from `in`. TORUS_PLUGIN_EHET for a heterogeneous step,
+ * TORUS_PLUGIN_EINVAL when the environment disagrees with slurmstepd or is
+ * malformed (message names the variable), ENOMEM codes as EINVAL. Pure:
+ * no spank calls, so the unit test drives it. */
+int torus_plugin_step_read(const torus_plugin_step_in_t *in,
+                           torus_plugin_step_t *out);
+void torus_plugin_step_free(torus_plugin_step_t *step);
+
+/* slurm_conf.c: the one place that reads libslurm's internal `slurm_conf`
+ * global (slurmstepd's own configuration). Copies TopologyPlugin and the
+ * slurm.conf path into the buffers; false when the global is absent (not
+ * inside a Slurm daemon) or a value does not fit. */
+bool torus_plugin_slurm_conf(char *topology_plugin, size_t plugin_len,
+                             char *conf_path, size_t path_len);
 
 /* local.c: the --torus option callback (validates at submission), and
  * srun's check of an explicit RxC against the step's size. */

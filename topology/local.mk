@@ -23,6 +23,7 @@ topology_libtoruslayout_la_SOURCES = \
 	topology/spec.c \
 	topology/names.c \
 	topology/switchmap.c \
+	topology/plugstack.c \
 	topology/layout.c
 topology_libtoruslayout_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CFLAGS)
 topology_libtoruslayout_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
@@ -60,8 +61,9 @@ topology_torus_layout_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CFLAGS)
 topology_torus_layout_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) -lm
 dist_man_MANS += docs/man/torus-layout.1 docs/man/torus.7
 dist_doc_DATA += docs/env-contract.md
-TESTS += tests/unit/torus_layout_cli.sh
-EXTRA_DIST += tests/unit/torus_layout_cli.sh tests/integration/torus_check.py
+TESTS += tests/unit/torus_layout_cli.sh tests/unit/torus_layout_plugstack.sh
+EXTRA_DIST += tests/unit/torus_layout_cli.sh tests/unit/torus_layout_plugstack.sh \
+	tests/integration/torus_check.py
 
 # libFuzzer target for the spec, plugstack-argument, tasks-per-node,
 # SLURM_TOPOLOGY_ADDR, topology.conf and cost parsers. Built and run only by
@@ -70,7 +72,7 @@ EXTRA_DIST += tests/unit/torus_layout_cli.sh tests/integration/torus_check.py
 FUZZ_CC = clang
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_SECONDS = 60
-FUZZ_SRCS = tests/fuzz/fuzz_parsers.c plugins/args.c topology/spec.c topology/cost_model.c \
+FUZZ_SRCS = tests/fuzz/fuzz_parsers.c plugins/args.c topology/plugstack.c topology/spec.c topology/cost_model.c \
 	topology/cost_params.c common/torus_error.c \
 	topology/names.c topology/switchmap.c topology/layout.c
 FUZZ_SEEDS = tests/fuzz/corpus/spec-auto tests/fuzz/corpus/spec-4x8 tests/fuzz/corpus/args \

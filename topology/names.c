@@ -55,11 +55,11 @@ void torus_layout_names_free(char **names, size_t count)
     free(names);
 }
 
-torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names,
-                                          size_t *count)
+/* A libslurm hostlist of `hostlist`, after the checks that keep libslurm
+ * from blowing up on it (length, one [range] per name). */
+static torus_layout_rc _create(const char *hostlist, hostlist_t *out)
 {
-    *names = NULL;
-    *count = 0;
+    *out = NULL;
     size_t len = strnlen(hostlist, TORUS_LAYOUT_LIST_MAX + 1);
     if (len == 0)
         return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "empty node list");
@@ -74,6 +74,35 @@ torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names,
             TORUS_LAYOUT_EINVAL,
             "'%.80s' is not a valid Slurm node list (one [range] per name)",
             hostlist);
+    *out = hl;
+    return TORUS_LAYOUT_OK;
+}
+
+torus_layout_rc torus_layout_names_count(const char *hostlist, size_t *count)
+{
+    *count = 0;
+    hostlist_t hl;
+    torus_layout_rc rc = _create(hostlist, &hl);
+    if (rc)
+        return rc;
+    int n = slurm_hostlist_count(hl);
+    slurm_hostlist_destroy(hl);
+    if (n <= 0)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "node list '%.80s' is empty",
+                          hostlist);
+    *count = (size_t)n;
+    return TORUS_LAYOUT_OK;
+}
+
+torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names,
+                                          size_t *count)
+{
+    *names = NULL;
+    *count = 0;
+    hostlist_t hl;
+    torus_layout_rc rc0 = _create(hostlist, &hl);
+    if (rc0)
+        return rc0;
     int n = slurm_hostlist_count(hl);
     if (n <= 0 || (size_t)n > TORUS_LAYOUT_NODES_MAX) {
         slurm_hostlist_destroy(hl);

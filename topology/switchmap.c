@@ -14,14 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include <slurm/slurm.h>
 
 #include "topology/internal.h"
 
-#define _FILE_MAX                                                             \
-    (64u << 20)                /* a topology.conf bigger than this is not one \
-                                */
 #define _LINE_MAX   (1u << 20) /* one logical line, continuations included */
 #define _SWITCH_MAX (1u << 20)
 #define _TOPO_NODES_MAX                                  \
@@ -423,41 +421,55 @@ torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
     return TORUS_LAYOUT_OK;
 }
 
-torus_layout_rc torus_layout_topo_load(const char *path,
+/* Read at most max bytes of f; one byte more fails (the file grew, or it is
+ * not a regular file and fstat could not say). */
+static torus_layout_rc _read_bounded(FILE *f, const char *path, size_t max,
+                                     char **out, size_t *len)
+{
+    char *buf = malloc(max + 1);
+    if (!buf)
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "%s: out of memory", path);
+    size_t got = fread(buf, 1, max + 1, f);
+    if (ferror(f)) {
+        free(buf);
+        return TORUS_FAIL(TORUS_LAYOUT_EIO, "%s: read error", path);
+    }
+    if (got > max) {
+        free(buf);
+        return TORUS_FAIL(TORUS_LAYOUT_ERANGE,
+                          "%s: larger than %zu bytes (the topology.conf limit)",
+                          path, max);
+    }
+    *out = buf;
+    *len = got;
+    return TORUS_LAYOUT_OK;
+}
+
+torus_layout_rc torus_layout_topo_load(const char *path, size_t max_bytes,
                                        torus_layout_topo_t **out)
 {
+    if (max_bytes > TORUS_LAYOUT_TOPO_FILE_MAX)
+        max_bytes = TORUS_LAYOUT_TOPO_FILE_MAX;
     FILE *f = fopen(path, "re");
     if (!f)
         return TORUS_FAIL(TORUS_LAYOUT_EIO, "%s: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    torus_layout_rc rc = TORUS_LAYOUT_OK;
-    for (;;) {
-        if (len == cap) {
-            if (cap >= _FILE_MAX) {
-                rc = TORUS_FAIL(TORUS_LAYOUT_ERANGE, "%s: larger than %u bytes",
-                                path, _FILE_MAX);
-                break;
-            }
-            cap = cap ? cap * 2 : 65536;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                rc = TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "%s: out of memory", path);
-                break;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f))
-                rc = TORUS_FAIL(TORUS_LAYOUT_EIO, "%s: read error", path);
-            break;
-        }
+    /* Refuse a big file before reading a byte of it: in slurmstepd this
+     * runs as root, once per node per step. */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+        (uint64_t)st.st_size > max_bytes) {
+        fclose(f);
+        return TORUS_FAIL(TORUS_LAYOUT_ERANGE,
+                          "%s: %llu bytes, larger than %zu (the topology.conf "
+                          "limit)",
+                          path, (unsigned long long)st.st_size, max_bytes);
     }
+    char *buf = NULL;
+    size_t len = 0;
+    torus_layout_rc rc = _read_bounded(f, path, max_bytes, &buf, &len);
     fclose(f);
     if (rc == TORUS_LAYOUT_OK)
-        rc = torus_layout_topo_parse(buf ? buf : "", len, path, out);
+        rc = torus_layout_topo_parse(buf, len, path, out);
     free(buf);
     return rc;
 }
@@ -521,17 +533,17 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
     return rc;
 }
 
-torus_layout_rc torus_layout_topo_conf_path(const char *slurm_conf, char *buf,
+torus_layout_rc torus_layout_topo_conf_path(const char *conf_path, char *buf,
                                             size_t len)
 {
-    if (!slurm_conf || !*slurm_conf)
-        slurm_conf = getenv("SLURM_CONF");
-    if (!slurm_conf || !*slurm_conf)
-        slurm_conf = "/etc/slurm/slurm.conf";
-    const char *slash = strrchr(slurm_conf, '/');
-    int dirlen = slash ? (int)(slash - slurm_conf) : 1;
-    const char *dir = slash ? slurm_conf : ".";
-    if (slash == slurm_conf) /* "/slurm.conf" lives in "/" */
+    if (!conf_path || !*conf_path)
+        conf_path = getenv("SLURM_CONF");
+    if (!conf_path || !*conf_path)
+        conf_path = "/etc/slurm/slurm.conf";
+    const char *slash = strrchr(conf_path, '/');
+    int dirlen = slash ? (int)(slash - conf_path) : 1;
+    const char *dir = slash ? conf_path : ".";
+    if (slash == conf_path) /* "/slurm.conf" lives in "/" */
         dirlen = 0;
     int n = snprintf(buf, len, "%.*s/topology.conf", dirlen, dir);
     return n < 0 || (size_t)n >= len ? TORUS_LAYOUT_ERANGE : TORUS_LAYOUT_OK;

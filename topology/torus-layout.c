@@ -28,7 +28,8 @@ static const char _usage[] =
     "                 [--topology FILE|none] [--topology-addr FILE]\n"
     "                 [--spec auto|off|RxC] [--cost KEY=VALUE]... [--bytes "
     "SIZE]\n"
-    "                 [--json] [--max-lines N]\n"
+    "                 [--json] [--max-lines N] [--topology-max SIZE]\n"
+    "    torus-layout --check-plugstack LINE\n"
     "\n"
     "DESCRIPTION\n"
     "    Computes the layout that spank_torus.so (srun --torus) gives a step: "
@@ -63,6 +64,11 @@ static const char _usage[] =
     "        file the plugin reads; when that file is missing the layout "
     "falls\n"
     "        back to the node list (source \"nodelist\"). 'none' forces that.\n"
+    "        (The plugin itself fails the step instead when TopologyPlugin is\n"
+    "        topology/tree and the file cannot be read: see torus(7).)\n"
+    "    --topology-max SIZE\n"
+    "        Refuse a topology.conf larger than SIZE (K, M = powers of 1024),\n"
+    "        as the plugin's topology_max= does. Default: 4M, at most 64M.\n"
     "    --topology-addr FILE\n"
     "        Use SLURM_TOPOLOGY_ADDR values instead, one per line, e.g. from\n"
     "        `srun --ntasks-per-node=1 printenv SLURM_TOPOLOGY_ADDR`; '-' "
@@ -99,6 +105,13 @@ static const char _usage[] =
     "        Print at most N rings of each kind and N members per ring "
     "(default\n"
     "        32; 0 = all).\n"
+    "    --check-plugstack LINE\n"
+    "        Parse LINE, a plugstack.conf line for spank_torus.so (\"optional\n"
+    "        /path/spank_torus.so default=auto ...\") or only its arguments,\n"
+    "        with the plugin's own parser, print the settings it yields, and\n"
+    "        exit: 0 when the plugin would accept it, 1 (with the plugin's\n"
+    "        message) when it would refuse it. Run it before deploying a "
+    "line.\n"
     "    -h, --help      this text.    -V, --version   print the version.\n"
     "\n"
     "EXIT STATUS\n"
@@ -111,12 +124,15 @@ static const char _usage[] =
     "    torus-layout --nodes 'n[001-128]' --tasks-per-node 8 \\\n"
     "                 --topology /etc/slurm/topology.conf --bytes 64M\n"
     "    torus-layout --nodes 'n[1-8]' --tasks-per-node 4 --spec 4x8 --json\n"
+    "    torus-layout --check-plugstack 'optional spank_torus.so "
+    "default=auto'\n"
     "\n"
     "SEE ALSO\n"
     "    torus(7), docs/env-contract.md, srun(1), topology.conf(5)\n";
 
 typedef struct {
     const char *nodes, *tasks, *topology, *topology_addr, *spec;
+    size_t topology_max;
     torus_cost_t cost;
     uint64_t bytes;
     bool json;
@@ -138,7 +154,9 @@ enum {
     O_COST,
     O_BYTES,
     O_JSON,
-    O_MAX
+    O_MAX,
+    O_TOPO_MAX,
+    O_PLUGSTACK
 };
 static const struct option _longopts[] = {
     {"nodes", required_argument, NULL, O_NODES},
@@ -150,6 +168,8 @@ static const struct option _longopts[] = {
     {"bytes", required_argument, NULL, O_BYTES},
     {"json", no_argument, NULL, O_JSON},
     {"max-lines", required_argument, NULL, O_MAX},
+    {"topology-max", required_argument, NULL, O_TOPO_MAX},
+    {"check-plugstack", required_argument, NULL, O_PLUGSTACK},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -187,6 +207,65 @@ static int _opt_max_lines(_opts_t *o, const char *arg)
     return 0;
 }
 
+/* --topology-max SIZE: the plugin's topology_max=, by the plugin's parser. */
+static int _opt_topology_max(_opts_t *o, const char *arg)
+{
+    char kv[64];
+    snprintf(kv, sizeof kv, "topology_max=%.40s", arg);
+    char *av[] = {kv};
+    torus_layout_plugstack_t cfg;
+    if (torus_layout_plugstack_parse(1, av, &cfg)) {
+        fprintf(stderr, "torus-layout: --topology-max: %s\n",
+                torus_error_msg());
+        return 2;
+    }
+    o->topology_max = cfg.topology_max;
+    return 0;
+}
+
+/* --check-plugstack LINE: split LINE into words as Slurm splits a
+ * plugstack.conf line (blanks; no quoting), drop "required|optional PATH",
+ * and hand the rest to the plugin's parser. Exits. */
+static void _check_plugstack(const char *line)
+{
+    enum { WORDS = 64, LEN = 4096 };
+    char buf[LEN], *av[WORDS], *save = NULL;
+    if (strnlen(line, LEN) >= LEN)
+        exit(_fail("--check-plugstack: line longer than 4095 bytes"));
+    strcpy(buf, line);
+    int ac = 0;
+    for (char *w = strtok_r(buf, " \t\r\n", &save); w;
+         w = strtok_r(NULL, " \t\r\n", &save)) {
+        if (ac == WORDS)
+            exit(_fail("--check-plugstack: more than 64 words"));
+        av[ac++] = w;
+    }
+    int skip = 0;
+    bool required = ac > 0 && strcmp(av[0], "required") == 0;
+    if (ac > 0 && (required || strcmp(av[0], "optional") == 0)) {
+        if (ac < 2)
+            exit(_fail("--check-plugstack: no plugin path after the "
+                       "required/optional keyword"));
+        skip = 2;
+    }
+    torus_layout_plugstack_t cfg;
+    if (torus_layout_plugstack_parse(ac - skip, av + skip, &cfg)) {
+        fprintf(stderr, "torus-layout: %s\n", torus_error_msg());
+        exit(1);
+    }
+    char spec[TORUS_LAYOUT_SPEC_MAX + 1];
+    torus_layout_spec_format(&cfg.default_spec, spec, sizeof spec);
+    printf("plugstack ok: default=%s topology=%s topology_max=%zu%s\n", spec,
+           torus_layout_topo_pref_name(cfg.topology), cfg.topology_max,
+           cfg.verbose ? " verbose" : "");
+    if (required)
+        fprintf(stderr,
+                "torus-layout: note: 'required' fails every srun on the "
+                "cluster if the plugin cannot load or start; use 'optional' "
+                "for a first roll-out (torus(7))\n");
+    exit(fflush(stdout) ? 1 : 0);
+}
+
 /* One option (getopt's c and optarg): 0, or 2 after the message. */
 static int _opt(_opts_t *o, int c, const char *arg)
 {
@@ -219,6 +298,11 @@ static int _opt(_opts_t *o, int c, const char *arg)
         return 2;
     case O_MAX:
         return _opt_max_lines(o, arg);
+    case O_TOPO_MAX:
+        return _opt_topology_max(o, arg);
+    case O_PLUGSTACK:
+        _check_plugstack(arg);
+        return 2; /* not reached */
     case 'h':
         fputs(_usage, stdout);
         exit(0);
@@ -305,7 +389,7 @@ static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
     if (o->topology && strcmp(o->topology, "none") == 0)
         return 0;
     if (o->topology) {
-        if (torus_layout_topo_load(o->topology, topo))
+        if (torus_layout_topo_load(o->topology, o->topology_max, topo))
             return _fail(torus_error_msg());
         *source = TORUS_SOURCE_TREE;
         return 0;
@@ -317,7 +401,7 @@ static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
                     path);
         return 0;
     }
-    if (torus_layout_topo_load(path, topo)) {
+    if (torus_layout_topo_load(path, o->topology_max, topo)) {
         fprintf(stderr, "torus-layout: warning: %s; using the node list\n",
                 torus_error_msg());
         return 0;
@@ -369,7 +453,8 @@ static uint32_t *_read_nodes(const _opts_t *o, char ***names, size_t *n)
 
 int main(int argc, char **argv)
 {
-    _opts_t o = {.max_lines = 32};
+    _opts_t o = {.max_lines = 32,
+                 .topology_max = TORUS_LAYOUT_TOPO_FILE_DEFAULT};
     torus_cost_defaults(&o.cost);
     int rc = _parse_args(argc, argv, &o);
     if (rc)

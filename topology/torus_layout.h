@@ -95,9 +95,19 @@ const char *torus_layout_source_name(torus_layout_source source);
 /* Switches and the nodes under each leaf. Opaque. */
 typedef struct torus_layout_topo torus_layout_topo_t;
 
+/* Bounds on the topology.conf a reader accepts. Every slurmstepd of every
+ * step reads and parses the whole file (torus(7) has the cost), so the
+ * plugin's default is far below Slurm's own limit; plugstack topology_max=
+ * and torus-layout --topology-max move it within [MIN, MAX]. */
+#define TORUS_LAYOUT_TOPO_FILE_DEFAULT (4u << 20)
+#define TORUS_LAYOUT_TOPO_FILE_MIN     (64u << 10)
+#define TORUS_LAYOUT_TOPO_FILE_MAX     (64u << 20)
+
 /* Parse a topology.conf (SwitchName=, Nodes=, Switches=; # comments;
- * trailing-backslash continuation). Errors name the file and line. */
-torus_layout_rc torus_layout_topo_load(const char *path,
+ * trailing-backslash continuation). A file larger than max_bytes (checked
+ * with fstat before anything is read, and again while reading) fails with
+ * TORUS_LAYOUT_ERANGE. Errors name the file and line. */
+torus_layout_rc torus_layout_topo_load(const char *path, size_t max_bytes,
                                        torus_layout_topo_t **out);
 /* Same, from text already in memory (`name` is used in messages). */
 torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
@@ -110,14 +120,18 @@ torus_layout_rc torus_layout_topo_new(torus_layout_topo_t **out);
 torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
                                            const char *addr);
 void torus_layout_topo_free(torus_layout_topo_t *topo);
-/* The topology.conf Slurm reads: next to slurm.conf. `slurm_conf` is the
+/* The topology.conf Slurm reads: next to slurm.conf. `conf_path` is the
  * slurm.conf path; NULL means $SLURM_CONF, then /etc/slurm/slurm.conf. */
-torus_layout_rc torus_layout_topo_conf_path(const char *slurm_conf, char *buf,
+torus_layout_rc torus_layout_topo_conf_path(const char *conf_path, char *buf,
                                             size_t len);
 size_t torus_layout_topo_switch_count(const torus_layout_topo_t *topo);
 
 /* ----------------------------------------------------------- node lists */
 
+/* How many names a Slurm hostlist holds, without expanding it (libslurm
+ * keeps ranges as ranges): callers check a count they trust against this
+ * before torus_layout_names_expand() allocates one string per name. */
+torus_layout_rc torus_layout_names_count(const char *hostlist, size_t *count);
 /* Expand a Slurm hostlist ("n[001-004],m7") with libslurm, in order. The
  * array and the names are freed with torus_layout_names_free(). */
 torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names,
@@ -131,6 +145,35 @@ char *torus_layout_names_compress(char *const *names, size_t count);
  * number covers every node (the tool's --tasks-per-node 8). */
 torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes,
                                          uint32_t *counts);
+
+/* ------------------------------------------------------------ plugstack */
+
+/* First switch-map source spank_torus.so tries (plugstack topology=). */
+typedef enum torus_layout_topo_pref {
+    TORUS_TOPO_PREF_TREE = 0, /* topology.conf, then flat, then nodelist */
+    TORUS_TOPO_PREF_ADDR,     /* flat (TopologyPlugin=topology/none), then
+                               * nodelist */
+    TORUS_TOPO_PREF_NONE,     /* nodelist */
+} torus_layout_topo_pref;
+
+const char *torus_layout_topo_pref_name(torus_layout_topo_pref pref);
+
+/* The arguments of spank_torus.so's plugstack.conf line. */
+typedef struct torus_layout_plugstack {
+    torus_layout_spec_t default_spec; /* default= (off) */
+    torus_layout_topo_pref topology;  /* topology= (tree) */
+    size_t topology_max;              /* topology_max= (4M) */
+    torus_cost_t cost;                /* node_lat_us= ... bytes= */
+    bool verbose;                     /* verbose */
+} torus_layout_plugstack_t;
+
+/* Parse plugstack arguments (the words after the plugin path) into cfg,
+ * defaults first. Strict: every argument is key=value from plugstack.c's
+ * table or the cost model's keys, or the flag `verbose`. The plugin and
+ * torus-layout --check-plugstack both call this. Returns
+ * TORUS_LAYOUT_EINVAL with a message starting "plugstack.conf: ". */
+torus_layout_rc torus_layout_plugstack_parse(int ac, char *const *av,
+                                             torus_layout_plugstack_t *cfg);
 
 /* ---------------------------------------------------------------- layout */
 

@@ -2,7 +2,7 @@
 # plugin_args.sh: spank_torus.so's plugstack.conf arguments on the local
 # cluster (plugstack changes apply to the next step without a restart):
 # unknown keys are rejected, default= applies without --torus, topology=none
-# and a missing topology.conf fall back to the node list with a warning, and
+# and topology=addr on a tree cluster fall back to the node list, and
 # cost parameters reach `auto` exactly as torus-layout --cost models them.
 set -euo pipefail
 . "$top_srcdir/tests/cluster/testlib.sh"
@@ -63,14 +63,5 @@ pl_dump "$t/verbose" -N4 --ntasks-per-node=2
 [ "$(grep -c '^torus: 2x4, source topology/tree: auto: ' "$t/verbose.err")" = 1 ] ||
     tl_fail "verbose: $(cat "$t/verbose.err")"
 
-# A missing topology.conf: fallback, visible in TORUS_SOURCE and stderr.
-set_args default=auto
-mv "$TL_BASE/etc/topology.conf" "$TL_BASE/etc/topology.conf.away"
-rc=0
-srun -N4 --ntasks-per-node=2 sh -c "$PL_PRINT" 2>"$t/missing.err" | sort -n >"$t/missing" || rc=$?
-mv "$TL_BASE/etc/topology.conf.away" "$TL_BASE/etc/topology.conf"
-[ $rc = 0 ] || tl_fail "srun without topology.conf failed: $(cat "$t/missing.err")"
-pl_match "$t/missing" "$t/none.json"
-grep -q 'torus: warning: .*topology.conf' "$t/missing.err" ||
-    tl_fail "no fallback warning: $(cat "$t/missing.err")"
+# A missing or oversized topology.conf fails the step (plugin_harden.sh).
 echo "PASS: spank_torus plugstack arguments"

@@ -1,6 +1,7 @@
 #!/bin/bash
 # plugin_sbatch.sh: spank_torus.so through sbatch and salloc on the local cluster:
-# #SBATCH --torus reaches every srun of the script, an explicit srun --torus
+# #SBATCH --torus reaches every srun of the script (an RxC only the steps of
+# its size; the others get auto with a warning), an explicit srun --torus
 # overrides it, --torus=off clears it, and an invalid spec fails sbatch at
 # submission. Task environments are compared with torus-layout --json.
 set -euo pipefail
@@ -23,6 +24,10 @@ srun sh -c "\$P" | sort -n >'$t/inherit'
 srun --torus=auto sh -c "\$P" | sort -n >'$t/override'
 srun --torus=off sh -c "\$P" | sort -n >'$t/off'
 '$PL_TOOL' --json >'$t/script.json'
+# A helper step of another size: the allocation's 4x2 does not apply.
+srun -n1 sh -c "\$P" >'$t/helper' 2>'$t/helper.err'
+# ...but the same RxC on srun's own command line still fails it.
+srun -n1 --torus=4x2 true 2>'$t/explicit.err'; echo \$? >'$t/explicit.rc'
 JOB
 sbatch --wait -o "$t/job.out" "$t/job.sh" >/dev/null || tl_fail "batch job failed: $(cat "$t/job.out")"
 
@@ -34,6 +39,16 @@ cmp -s "$t/inherit" "$t/override" && tl_fail "srun --torus=auto did not override
 python3 "$PL_CHECK" unset "$t/off"
 # torus-layout in the batch script sees the job's allocation and #SBATCH spec.
 pl_match "$t/inherit" "$t/script.json"
+
+# #SBATCH --torus=4x2 reaches every srun: a 1-task helper gets auto with a
+# warning instead of failing; srun --torus=4x2 -n1 still fails.
+node=$(cut -d' ' -f2 "$t/helper")
+pl_layout "$t/helper.json" --nodes "$node" --tasks-per-node 1 --spec auto
+pl_match "$t/helper" "$t/helper.json"
+grep -q "torus: warning: --torus=4x2 from the allocation does not match this step's 1 tasks; using auto" \
+    "$t/helper.err" || tl_fail "helper step: $(cat "$t/helper.err")"
+[ "$(cat "$t/explicit.rc")" != 0 ] && grep -q 'torus: --torus=4x2: the grid holds 8 tasks but the step has 1' \
+    "$t/explicit.err" || tl_fail "srun --torus=4x2 -n1: $(cat "$t/explicit.err")"
 
 # salloc: same validation, and the spec reaches sruns in the shell.
 rc=0

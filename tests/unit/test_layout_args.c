@@ -30,7 +30,7 @@ START_TEST(defaults)
     torus_cost_defaults(&def);
     ck_assert_int_eq(parse(&cfg, 0), 0);
     ck_assert_int_eq(cfg.default_spec.kind, TORUS_SPEC_OFF);
-    ck_assert_int_eq(cfg.topology, TORUS_PLUGIN_TOPO_TREE);
+    ck_assert_int_eq(cfg.topology, TORUS_TOPO_PREF_TREE);
     ck_assert(!cfg.verbose);
     ck_assert_mem_eq(&cfg.cost, &def, sizeof def);
 }
@@ -47,7 +47,7 @@ START_TEST(every_key)
     ck_assert_int_eq(cfg.default_spec.kind, TORUS_SPEC_EXPLICIT);
     ck_assert_uint_eq(cfg.default_spec.rows, 4);
     ck_assert_uint_eq(cfg.default_spec.cols, 2);
-    ck_assert_int_eq(cfg.topology, TORUS_PLUGIN_TOPO_ADDR);
+    ck_assert_int_eq(cfg.topology, TORUS_TOPO_PREF_ADDR);
     ck_assert(cfg.verbose);
     ck_assert(cfg.cost.link[TORUS_LINK_NODE].bw_Bps == 100e9);
     ck_assert(cfg.cost.link[TORUS_LINK_LEAF].bw_Bps == 25e9);
@@ -57,7 +57,7 @@ START_TEST(every_key)
     ck_assert_uint_eq(cfg.cost.bytes, 64u << 20);
     ck_assert_int_eq(parse(&cfg, 2, "default=auto", "topology=none"), 0);
     ck_assert_int_eq(cfg.default_spec.kind, TORUS_SPEC_AUTO);
-    ck_assert_int_eq(cfg.topology, TORUS_PLUGIN_TOPO_NONE);
+    ck_assert_int_eq(cfg.topology, TORUS_TOPO_PREF_NONE);
 }
 END_TEST
 

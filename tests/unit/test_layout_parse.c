@@ -9,6 +9,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/torus_error.h"
 #include "topology/torus_layout.h"
@@ -221,10 +222,76 @@ START_TEST(topology_conf)
     ck_assert_ptr_nonnull(strstr(torus_error_msg(), "more than"));
     torus_layout_topo_free(big);
     ck_assert_int_eq(torus_layout_topo_load("/nonexistent/topology.conf",
+                                            TORUS_LAYOUT_TOPO_FILE_DEFAULT,
                                             &(torus_layout_topo_t *){0}),
                      TORUS_LAYOUT_EIO);
     ck_assert_ptr_nonnull(
         strstr(torus_error_msg(), "/nonexistent/topology.conf"));
+}
+END_TEST
+
+/* The size bound on topology.conf (the plugin reads it as root in every
+ * stepd): a file over the limit is refused from fstat, before it is read
+ * (a 1 GiB sparse file costs nothing to refuse), and one exactly at the
+ * limit is accepted. */
+START_TEST(topology_conf_limit)
+{
+    char path[] = "/tmp/torus-topo-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char line[] = "SwitchName=s1 Nodes=n[1-4]\n";
+    size_t max = TORUS_LAYOUT_TOPO_FILE_MIN;
+    /* Pad with comment lines to exactly max bytes. */
+    ck_assert_int_eq(write(fd, line, sizeof line - 1),
+                     (ssize_t)sizeof line - 1);
+    for (size_t n = sizeof line - 1; n < max; n += 64) {
+        char pad[64];
+        size_t k = max - n < 64 ? max - n : 64;
+        memset(pad, '#', k);
+        pad[k - 1] = '\n';
+        ck_assert_int_eq(write(fd, pad, k), (ssize_t)k);
+    }
+    torus_layout_topo_t *t = NULL;
+    ck_assert_int_eq(torus_layout_topo_load(path, max, &t), TORUS_LAYOUT_OK);
+    torus_layout_topo_free(t);
+    ck_assert_int_eq(torus_layout_topo_load(path, max - 1, &t),
+                     TORUS_LAYOUT_ERANGE);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), path));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "topology.conf limit"));
+    ck_assert_int_eq(ftruncate(fd, (off_t)1 << 30), 0);
+    ck_assert_int_eq(
+        torus_layout_topo_load(path, TORUS_LAYOUT_TOPO_FILE_DEFAULT, &t),
+        TORUS_LAYOUT_ERANGE);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "1073741824 bytes"));
+    /* A caller's limit above the hard cap is the hard cap. */
+    ck_assert_int_eq(torus_layout_topo_load(path, SIZE_MAX, &t),
+                     TORUS_LAYOUT_ERANGE);
+    close(fd);
+    unlink(path);
+}
+END_TEST
+
+/* The plugstack parser the plugin and torus-layout --check-plugstack share:
+ * topology_max= within its bounds. */
+START_TEST(plugstack_topology_max)
+{
+    torus_layout_plugstack_t cfg;
+    char *def[] = {"verbose"};
+    ck_assert_int_eq(torus_layout_plugstack_parse(1, def, &cfg), 0);
+    ck_assert_uint_eq(cfg.topology_max, 4u << 20);
+    char *ok[] = {"topology_max=16M", "topology=addr"};
+    ck_assert_int_eq(torus_layout_plugstack_parse(2, ok, &cfg), 0);
+    ck_assert_uint_eq(cfg.topology_max, 16u << 20);
+    ck_assert_int_eq(cfg.topology, TORUS_TOPO_PREF_ADDR);
+    const char *bad[] = {"topology_max=65M", "topology_max=1K",
+                         "topology_max=-1", "topology_max=", "topology_max=4X"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *av[] = {(char *)bad[i]};
+        ck_assert_int_eq(torus_layout_plugstack_parse(1, av, &cfg),
+                         TORUS_LAYOUT_EINVAL);
+        ck_assert_ptr_nonnull(
+            strstr(torus_error_msg(), "plugstack.conf: topology_max="));
+    }
 }
 END_TEST
 
@@ -255,6 +322,8 @@ int main(void)
     tcase_add_test(tc, hostlists);
     tcase_add_test(tc, topology_conf);
     tcase_add_test(tc, topology_addr);
+    tcase_add_test(tc, topology_conf_limit);
+    tcase_add_test(tc, plugstack_topology_max);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

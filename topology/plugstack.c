@@ -1,0 +1,147 @@
+/*
+ * plugstack.c: the arguments of spank_torus.so's plugstack.conf line, e.g.
+ *   optional spank_torus.so default=auto topology=tree leaf_bw_gbs=25 verbose
+ * Every argument is key=value from the table below or the cost model's keys
+ * (or the bare flag `verbose`); unknown keys and bad values are rejected so
+ * a typo in plugstack.conf cannot silently change behaviour. It lives in the
+ * layout library, not in the plugin, so that `torus-layout
+ * --check-plugstack` parses a line with this very code without linking the
+ * plugin. Pure: no Slurm calls, no global state (the fuzz target and the
+ * unit tests drive it).
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "topology/internal.h"
+
+#define _ARG_MAX 128 /* longest accepted argument */
+#define _KEY_MAX 32  /* longest key */
+
+#define _KEYS                                                              \
+    "default, topology, topology_max, verbose, node_lat_us, node_bw_gbs, " \
+    "leaf_lat_us, leaf_bw_gbs, cross_lat_us, cross_bw_gbs, rails, "        \
+    "reduce_gbs, convert_gbs, bytes"
+
+static const char *const _topo_names[] = {
+    [TORUS_TOPO_PREF_TREE] = "tree",
+    [TORUS_TOPO_PREF_ADDR] = "addr",
+    [TORUS_TOPO_PREF_NONE] = "none",
+};
+
+const char *torus_layout_topo_pref_name(torus_layout_topo_pref pref)
+{
+    return (size_t)pref < sizeof _topo_names / sizeof _topo_names[0]
+               ? _topo_names[pref]
+               : "tree";
+}
+
+static int _set_default(torus_layout_plugstack_t *cfg, const char *val)
+{
+    int rc = torus_layout_spec_parse(val, &cfg->default_spec);
+    return rc ? torus_error_prefix(TORUS_LAYOUT_EINVAL,
+                                   "plugstack.conf: default=")
+              : TORUS_LAYOUT_OK;
+}
+
+static int _set_topology(torus_layout_plugstack_t *cfg, const char *val)
+{
+    for (size_t i = 0; i < sizeof _topo_names / sizeof _topo_names[0]; i++)
+        if (strcmp(val, _topo_names[i]) == 0) {
+            cfg->topology = (torus_layout_topo_pref)i;
+            return TORUS_LAYOUT_OK;
+        }
+    return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                      "plugstack.conf: topology=%s: expected tree, addr or "
+                      "none",
+                      val);
+}
+
+/* topology_max=SIZE: the most bytes of topology.conf each slurmstepd reads
+ * (torus(7) has the cost); never more than TORUS_LAYOUT_TOPO_FILE_MAX. */
+static int _set_topology_max(torus_layout_plugstack_t *cfg, const char *val)
+{
+    uint64_t v = 0;
+    if (torus_cost_parse_bytes(val, &v) || v < TORUS_LAYOUT_TOPO_FILE_MIN ||
+        v > TORUS_LAYOUT_TOPO_FILE_MAX)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "plugstack.conf: topology_max=%s: expected a size "
+                          "from %uK to %uM, like 4M",
+                          val, TORUS_LAYOUT_TOPO_FILE_MIN >> 10,
+                          TORUS_LAYOUT_TOPO_FILE_MAX >> 20);
+    cfg->topology_max = (size_t)v;
+    return TORUS_LAYOUT_OK;
+}
+
+/* The option table: key -> setter. The cost model's keys come from
+ * libtoruscost, so the plugin, torus-layout and TCOMM_COST share them. */
+static const struct {
+    const char *key;
+    int (*set)(torus_layout_plugstack_t *cfg, const char *val);
+} _table[] = {
+    {"default", _set_default},
+    {"topology", _set_topology},
+    {"topology_max", _set_topology_max},
+};
+
+/* Split "key=value" into key (bounded) and a pointer to the value. */
+static int _split(const char *arg, size_t len, char key[_KEY_MAX],
+                  const char **val)
+{
+    const char *eq = memchr(arg, '=', len);
+    if (!eq || eq == arg || (size_t)(eq - arg) >= _KEY_MAX)
+        return TORUS_FAIL(
+            TORUS_LAYOUT_EINVAL,
+            "plugstack.conf: '%s' is not key=value (keys: " _KEYS ")", arg);
+    memcpy(key, arg, (size_t)(eq - arg));
+    key[eq - arg] = '\0';
+    *val = eq + 1;
+    return TORUS_LAYOUT_OK;
+}
+
+static int _parse_one(const char *arg, torus_layout_plugstack_t *cfg)
+{
+    if (!arg)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "plugstack.conf: missing argument");
+    size_t len = strnlen(arg, _ARG_MAX + 1);
+    if (len > _ARG_MAX)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "plugstack.conf: argument '%.40s...' too long", arg);
+    if (strcmp(arg, "verbose") == 0) {
+        cfg->verbose = true;
+        return TORUS_LAYOUT_OK;
+    }
+    char key[_KEY_MAX];
+    const char *val = NULL;
+    int rc = _split(arg, len, key, &val);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < sizeof _table / sizeof _table[0]; i++)
+        if (strcmp(key, _table[i].key) == 0)
+            return _table[i].set(cfg, val);
+    if (torus_cost_is_key(key)) {
+        if (torus_cost_set(&cfg->cost, key, val))
+            return torus_error_prefix(TORUS_LAYOUT_EINVAL, "plugstack.conf");
+        return TORUS_LAYOUT_OK;
+    }
+    return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                      "plugstack.conf: unknown argument '%s' (keys: " _KEYS ")",
+                      key);
+}
+
+torus_layout_rc torus_layout_plugstack_parse(int ac, char *const *av,
+                                             torus_layout_plugstack_t *cfg)
+{
+    *cfg = (torus_layout_plugstack_t){.default_spec = {.kind = TORUS_SPEC_OFF},
+                                      .topology = TORUS_TOPO_PREF_TREE,
+                                      .topology_max =
+                                          TORUS_LAYOUT_TOPO_FILE_DEFAULT};
+    torus_cost_defaults(&cfg->cost);
+    for (int i = 0; i < ac; i++) {
+        int rc = _parse_one(av[i], cfg);
+        if (rc)
+            return (torus_layout_rc)rc;
+    }
+    return TORUS_LAYOUT_OK;
+}
