@@ -114,7 +114,9 @@ endif
 # by PMIx exchanging gradients through libtcomm; data from libtdata).
 bin_PROGRAMS += trainer/torus-train
 # The packed-dataset source lives here, not in the library, so the engine
-# tests need no data library.
+# tests need no data library. libtdata comes after libtorustrain: the
+# checkpoints (train/checkpoint.c) read and write their attributes through
+# data/format/tdata_h5attr.h.
 trainer_torus_train_SOURCES = trainer/torus-train.c \
 	trainer/train/tdata_source.h trainer/train/tdata_source.c
 trainer_torus_train_CPPFLAGS = $(TCOMM_CPPFLAGS)
