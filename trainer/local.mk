@@ -16,6 +16,7 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/engine/rng.h \
 	trainer/engine/rng.c \
 	trainer/engine/host_kernels.h \
+	trainer/engine/elem_math.h \
 	trainer/engine/host_kernels.c \
 	trainer/engine/net.c \
 	trainer/engine/compile.c \
@@ -81,7 +82,8 @@ TCUDA_KHDR = trainer/backends/cuda/cuda_kernels.h \
 	trainer/backends/cuda/cuda_math.h trainer/backends/cuda/cuda_layout.h \
 	trainer/backends/cuda/cuda_optim.h trainer/backends/cuda/optim_math.h \
 	trainer/backends/cuda/chunk_plan.h
-TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/engine.h common/torus_error.h
+TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/engine.h \
+	trainer/engine/elem_math.h common/torus_error.h
 # The algorithm cache is plain C: built everywhere (its unit test runs
 # without CUDA).
 trainer_libtorustrain_la_SOURCES += trainer/backends/cuda/cuda_algo.h \
