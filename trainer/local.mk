@@ -16,6 +16,7 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/engine/rng.h \
 	trainer/engine/rng.c \
 	trainer/engine/host_kernels.h \
+	trainer/engine/elem_math.h \
 	trainer/engine/host_kernels.c \
 	trainer/engine/net.c \
 	trainer/engine/compile.c \
@@ -81,7 +82,8 @@ TCUDA_KHDR = trainer/backends/cuda/cuda_kernels.h \
 	trainer/backends/cuda/cuda_math.h trainer/backends/cuda/cuda_layout.h \
 	trainer/backends/cuda/cuda_optim.h trainer/backends/cuda/optim_math.h \
 	trainer/backends/cuda/chunk_plan.h
-TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/engine.h common/torus_error.h
+TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/engine.h \
+	trainer/engine/elem_math.h common/torus_error.h
 # The algorithm cache is plain C: built everywhere (its unit test runs
 # without CUDA).
 trainer_libtorustrain_la_SOURCES += trainer/backends/cuda/cuda_algo.h \
@@ -114,7 +116,9 @@ endif
 # by PMIx exchanging gradients through libtcomm; data from libtdata).
 bin_PROGRAMS += trainer/torus-train
 # The packed-dataset source lives here, not in the library, so the engine
-# tests need no data library.
+# tests need no data library. libtdata comes after libtorustrain: the
+# checkpoints (train/checkpoint.c) read and write their attributes through
+# data/format/tdata_h5attr.h.
 trainer_torus_train_SOURCES = trainer/torus-train.c \
 	trainer/train/tdata_source.h trainer/train/tdata_source.c
 trainer_torus_train_CPPFLAGS = $(TCOMM_CPPFLAGS)

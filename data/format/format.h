@@ -96,6 +96,10 @@ typedef struct tdata_index {
 int tdata_index_read(const char *path, tdata_index *ix);
 int tdata_index_write(const char *path, const tdata_index *ix);
 void tdata_index_free(tdata_index *ix);
+/* Frees the n malloc'd strings of v (none when n <= 0) and v itself (v
+ * may be NULL): the class-name and source-name arrays of indexes, shards
+ * and sources. */
+void tdata_strv_free(char **v, int64_t n);
 /* Build SPLIT-index.txt in DIR from the shards found there. */
 int tdata_index_build(const char *dir, const char *split, int num_shards,
                       char *index_path, size_t n);

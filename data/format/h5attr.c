@@ -1,7 +1,8 @@
-/* format/h5attr.c: checked HDF5 attribute reads (format/tdata_h5attr.h).
- * H5Aread writes as many elements as the attribute's dataspace holds, and
- * a shard or checkpoint is a file users can rewrite (h5py, h5repack), so
- * the dataspace and type are compared with the caller's buffer first. */
+/* format/h5attr.c: checked HDF5 attribute reads, and the writes they
+ * accept (format/tdata_h5attr.h). H5Aread writes as many elements as the
+ * attribute's dataspace holds, and a shard or checkpoint is a file users
+ * can rewrite (h5py, h5repack), so the dataspace and type are compared
+ * with the caller's buffer first. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,5 +105,43 @@ int tdata_h5_attr_str(hid_t loc, const char *what, const char *name, char *buf,
         rc = TORUS_FAIL(TDATA_EFORMAT, "%s: cannot read attribute '%s'", what,
                         name);
     H5Aclose(a);
+    return rc;
+}
+
+int tdata_h5_attr_write(hid_t loc, const char *what, const char *name,
+                        hid_t file_type, hid_t mem_type, const void *buf,
+                        size_t count)
+{
+    hsize_t n = count;
+    hid_t sp = count == TDATA_H5_SCALAR ? H5Screate(H5S_SCALAR)
+                                        : H5Screate_simple(1, &n, NULL);
+    hid_t a =
+        sp < 0 ? H5I_INVALID_HID
+               : H5Acreate2(loc, name, file_type, sp, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, mem_type, buf);
+    if (a >= 0)
+        H5Aclose(a);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (rc < 0)
+        return TORUS_FAIL(TDATA_EIO, "%s: cannot write attribute '%s'", what,
+                          name);
+    return TDATA_OK;
+}
+
+int tdata_h5_attr_write_str(hid_t loc, const char *what, const char *name,
+                            const char *v)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    /* NULLTERM is H5T_C_S1's padding already; set, not assumed, as it is
+     * what readers of other languages (h5py) rely on. */
+    int bad = t < 0 || H5Tset_size(t, strlen(v) + 1) < 0 ||
+              H5Tset_strpad(t, H5T_STR_NULLTERM) < 0;
+    int rc =
+        bad ? TORUS_FAIL(TDATA_EIO, "%s: cannot write attribute '%s'", what,
+                         name)
+            : tdata_h5_attr_write(loc, what, name, t, t, v, TDATA_H5_SCALAR);
+    if (t >= 0)
+        H5Tclose(t);
     return rc;
 }

@@ -18,16 +18,17 @@ void tdata_shard_filename(char *buf, size_t n, const char *split, int i,
     snprintf(buf, n, "%s-%05d-of-%05d.h5", split, i, count);
 }
 
+void tdata_strv_free(char **v, int64_t n)
+{
+    for (int64_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 void tdata_index_free(tdata_index *ix)
 {
-    for (int i = 0; i < ix->num_classes; i++) {
-        if (ix->class_ids)
-            free(ix->class_ids[i]);
-        if (ix->class_words)
-            free(ix->class_words[i]);
-    }
-    free(ix->class_ids);
-    free(ix->class_words);
+    tdata_strv_free(ix->class_ids, ix->num_classes);
+    tdata_strv_free(ix->class_words, ix->num_classes);
     free(ix->shards);
     memset(ix, 0, sizeof *ix);
 }

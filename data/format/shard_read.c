@@ -82,11 +82,8 @@ static char **_read_strings(hid_t f, const char *name, uint64_t n)
         H5free_memory(v[i]);
     }
     free(v);
-    if (!ok && out) {
-        for (uint64_t i = 0; i < n; i++)
-            free(out[i]);
-        free(out);
-    }
+    if (!ok)
+        tdata_strv_free(out, (int64_t)n);
     return ok ? out : NULL;
 }
 
@@ -524,14 +521,8 @@ void tdata_shard_close(tdata_shard *s)
 {
     if (s->fd >= 0)
         close(s->fd);
-    if (s->class_ids)
-        for (int i = 0; i < s->num_classes; i++)
-            free(s->class_ids[i]);
-    if (s->class_words)
-        for (int i = 0; i < s->num_classes; i++)
-            free(s->class_words[i]);
-    free(s->class_ids);
-    free(s->class_words);
+    tdata_strv_free(s->class_ids, s->num_classes);
+    tdata_strv_free(s->class_words, s->num_classes);
     free(s->path);
     free(s->offsets);
     free(s->labels);

@@ -13,6 +13,7 @@
 
 #include "common/torus_error.h"
 #include "data/format/format.h"
+#include "data/format/tdata_h5attr.h"
 
 static void _no_locking_env(void)
 {
@@ -33,31 +34,17 @@ long tdata_h5_fapl(void)
     return (long)fapl;
 }
 
+/* A 1-D attribute of n native elements; the shard is named by its
+ * caller's message. */
 static int _attr_int(hid_t obj, const char *name, hid_t type, const void *v,
-                     hsize_t n)
+                     size_t n)
 {
-    hid_t sp = H5Screate_simple(1, &n, NULL);
-    hid_t a = H5Acreate2(obj, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = a < 0 ? -1 : H5Awrite(a, type, v);
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(sp);
-    return rc < 0 ? -1 : 0;
+    return tdata_h5_attr_write(obj, "shard", name, type, type, v, n);
 }
 
 static int _attr_str(hid_t obj, const char *name, const char *v)
 {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, strlen(v) + 1);
-    H5Tset_strpad(t, H5T_STR_NULLTERM);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = a < 0 ? -1 : H5Awrite(a, t, v);
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(sp);
-    H5Tclose(t);
-    return rc < 0 ? -1 : 0;
+    return tdata_h5_attr_write_str(obj, "shard", name, v);
 }
 
 /* 1-D dataset of n elements, contiguous (small metadata arrays). */

@@ -1,7 +1,8 @@
 /* format/tdata_h5attr.h: reading HDF5 attributes from files that users
- * control, without trusting their declared type or size. Public (tdata_
- * prefix) so that every HDF5 reader in torus (shards here, checkpoints in
- * trainer/train) checks attributes the same way.
+ * control, without trusting their declared type or size, and writing the
+ * attributes those readers accept. Public (tdata_ prefix) so that every
+ * HDF5 file of torus (shards here, checkpoints in trainer/train) reads and
+ * writes attributes the same way.
  *
  * Promises: an attribute is read only after its class, rank and element
  * count match what the caller's buffer holds, so a crafted file can never
@@ -38,6 +39,24 @@ int tdata_h5_attr_read(hid_t loc, const char *what, const char *name,
  * terminated. Returns like tdata_h5_attr_read (buf is "" on failure). */
 int tdata_h5_attr_str(hid_t loc, const char *what, const char *name, char *buf,
                       size_t n);
+
+/* The `count` of a scalar attribute (one element, rank 0) for
+ * tdata_h5_attr_write; any other count makes a 1-D attribute. */
+#define TDATA_H5_SCALAR 0
+
+/* Creates attribute NAME of LOC with file type FILE_TYPE and writes it from
+ * buf, read as MEM_TYPE: `count` elements in one dimension, or one element
+ * without dimensions when count is TDATA_H5_SCALAR. Returns TDATA_OK, or
+ * TDATA_EIO (the attribute exists, or HDF5 failed) naming WHAT and NAME. */
+int tdata_h5_attr_write(hid_t loc, const char *what, const char *name,
+                        hid_t file_type, hid_t mem_type, const void *buf,
+                        size_t count);
+
+/* Creates the scalar attribute NAME of LOC holding v as a fixed-length,
+ * NUL-terminated string of strlen(v) + 1 bytes (what tdata_h5_attr_str
+ * reads). Returns like tdata_h5_attr_write. */
+int tdata_h5_attr_write_str(hid_t loc, const char *what, const char *name,
+                            const char *v);
 
 #ifdef __cplusplus
 }

@@ -331,9 +331,7 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
     }
     free(line);
     fclose(f);
-    for (int i = 0; i < r.nsyn; i++)
-        free(r.syn[i]);
-    free(r.syn);
+    tdata_strv_free(r.syn, r.nsyn);
     *nout = r.n;
     if (rc == TDATA_OK)
         qsort(*out, r.n, sizeof **out, _cmpvlab);
@@ -450,12 +448,8 @@ void tdata_pack_src_free(tdata_pack_src *s)
         free(s->items[i].path);
         free(s->items[i].name);
     }
-    for (int i = 0; i < s->num_classes; i++) {
-        free(s->class_ids[i]);
-        free(s->class_words[i]);
-    }
-    free(s->class_ids);
-    free(s->class_words);
+    tdata_strv_free(s->class_ids, s->num_classes);
+    tdata_strv_free(s->class_words, s->num_classes);
     free(s->items);
     free(s->idx_pixels);
     memset(s, 0, sizeof *s);

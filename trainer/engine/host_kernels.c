@@ -1,9 +1,7 @@
 /* host_kernels.c: f32 host kernels (see host_kernels.h). */
 #include "trainer/engine/host_kernels.h"
 
-#include <math.h>
-
-#include "trainer/engine/rng.h"
+#include "trainer/engine/elem_math.h"
 
 float teng_host_sumsq(const float *x, size_t n)
 {
@@ -35,52 +33,28 @@ double teng_host_xent(const float *logits, const int32_t *labels, int n, int k,
                       float s, float norm, float *dlogits)
 {
     double total = 0.0;
-    float off = s / (float)k, on = 1.0f - s + off;
-    for (int i = 0; i < n; i++) {
-        const float *z = logits + (size_t)i * k;
-        float zmax = z[0];
-        for (int j = 1; j < k; j++)
-            zmax = z[j] > zmax ? z[j] : zmax;
-        double sum = 0.0;
-        for (int j = 0; j < k; j++)
-            sum += exp((double)(z[j] - zmax));
-        double lse = log(sum) + zmax, loss = 0.0;
-        /* loss = -sum_j target_j * log softmax_j */
-        for (int j = 0; j < k; j++) {
-            float t = j == labels[i] ? on : off;
-            if (t != 0.0f)
-                loss -= t * ((double)z[j] - lse);
-        }
-        total += loss;
-        if (dlogits)
-            for (int j = 0; j < k; j++) {
-                float t = j == labels[i] ? on : off;
-                dlogits[(size_t)i * k + j] =
-                    (float)((exp((double)z[j] - lse) - t) / norm);
-            }
-    }
+    for (int i = 0; i < n; i++)
+        total += teng_xent_row(logits + (size_t)i * k, k, labels[i], s, norm,
+                               dlogits ? dlogits + (size_t)i * k : NULL);
     return total;
 }
 
 void teng_host_dropout_fwd(const float *x, float *y, uint8_t *mask, size_t n,
                            float p, uint64_t key)
 {
-    float scale = 1.0f / (1.0f - p);
-    /* Compare the top 24 bits against p * 2^24. */
-    uint64_t cut = (uint64_t)((double)p * 16777216.0);
+    uint64_t cut = teng_dropout_cut(p);
     for (size_t i = 0; i < n; i++) {
-        uint8_t keep = (teng_hash64(key + i) >> 40) >= cut;
+        uint8_t keep = (uint8_t)teng_dropout_keep(key, i, cut);
         mask[i] = keep;
-        y[i] = keep ? x[i] * scale : 0.0f;
+        y[i] = teng_dropout_elem(x[i], keep, p);
     }
 }
 
 void teng_host_dropout_bwd(const float *dy, float *dx, const uint8_t *mask,
                            size_t n, float p)
 {
-    float scale = 1.0f / (1.0f - p);
     for (size_t i = 0; i < n; i++)
-        dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+        dx[i] = teng_dropout_elem(dy[i], mask[i], p);
 }
 
 void teng_host_bn_running(float *rmean, float *rvar, const float *mean,

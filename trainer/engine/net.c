@@ -98,6 +98,22 @@ static teng_layer *_layer(teng_net *net, teng_layer_kind kind, const char *name,
     return l;
 }
 
+/* Adds a layer of `kind` on tensor x into *l after the checks every layer
+ * makes, in this order: the net is still open and x exists (what: the
+ * kind in messages), then the layer's own geometry is valid (geometry_ok,
+ * from its caller). */
+static int _begin(teng_net *net, teng_layer_kind kind, const char *what,
+                  const char *name, int x, int geometry_ok, teng_layer **l)
+{
+    int rc = _check_open(net, x, what);
+    if (rc)
+        return rc;
+    if (!geometry_ok)
+        return TORUS_FAIL(TENG_EINVAL, "%s '%s': bad geometry", what, name);
+    *l = _layer(net, kind, name, x);
+    return *l ? TENG_OK : TORUS_FAIL(TENG_ENOMEM, "out of memory");
+}
+
 /* Adds the output tensor of the newest layer; returns its id. */
 static int _output(teng_net *net, teng_shape s)
 {
@@ -138,6 +154,15 @@ static int _param(teng_net *net, teng_param_kind kind, int ndims,
     return TENG_OK;
 }
 
+/* The weights wd (K first) of the newest layer, and its bias of K. */
+static int _weights(teng_net *net, int ndims, const int *wd, int bias)
+{
+    int rc = _param(net, TENG_P_WEIGHT, ndims, wd);
+    if (!rc && bias)
+        rc = _param(net, TENG_P_BIAS, 1, &wd[0]);
+    return rc;
+}
+
 int teng_add_input(teng_net *net, int c, int h, int w)
 {
     if (net->compiled)
@@ -163,24 +188,19 @@ static int _extent(int in, int k, int s, int p)
 int teng_add_conv(teng_net *net, const char *name, int x, int k, int ksize,
                   int stride, int pad, int bias)
 {
-    int rc = _check_open(net, x, "conv");
+    teng_layer *l;
+    int rc = _begin(net, TENG_L_CONV, "conv", name, x,
+                    k > 0 && ksize > 0 && stride > 0 && pad >= 0, &l);
     if (rc)
         return rc;
-    if (k <= 0 || ksize <= 0 || stride <= 0 || pad < 0)
-        return TORUS_FAIL(TENG_EINVAL, "conv '%s': bad geometry", name);
     teng_shape s = net->t[x].shape;
-    teng_layer *l = _layer(net, TENG_L_CONV, name, x);
-    if (!l)
-        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l->k = k;
     l->kh = l->kw = ksize;
     l->sh = l->sw = stride;
     l->ph = l->pw = pad;
     l->bias = bias;
     int wd[4] = {k, s.c, ksize, ksize};
-    if ((rc = _param(net, TENG_P_WEIGHT, 4, wd)))
-        return rc;
-    if (bias && (rc = _param(net, TENG_P_BIAS, 1, &k)))
+    if ((rc = _weights(net, 4, wd, bias)))
         return rc;
     return _output(net, (teng_shape){0, k, _extent(s.h, ksize, stride, pad),
                                      _extent(s.w, ksize, stride, pad)});
@@ -189,13 +209,11 @@ int teng_add_conv(teng_net *net, const char *name, int x, int k, int ksize,
 int teng_add_bn(teng_net *net, const char *name, int x, int relu,
                 int zero_gamma)
 {
-    int rc = _check_open(net, x, "bn");
+    teng_layer *l;
+    int rc = _begin(net, TENG_L_BN, "bn", name, x, 1, &l);
     if (rc)
         return rc;
     teng_shape s = net->t[x].shape;
-    teng_layer *l = _layer(net, TENG_L_BN, name, x);
-    if (!l)
-        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l->relu = relu;
     l->zero_gamma = zero_gamma;
     l->eps = 1e-5f;
@@ -229,14 +247,10 @@ int teng_add_bn(teng_net *net, const char *name, int x, int relu,
 
 static int _same_shape(teng_net *net, const char *kind, const char *name, int x)
 {
-    int rc = _check_open(net, x, kind);
-    if (rc)
-        return rc;
-    teng_shape s = net->t[x].shape;
     teng_layer_kind k = !strcmp(kind, "relu") ? TENG_L_RELU : TENG_L_DROPOUT;
-    if (!_layer(net, k, name, x))
-        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
-    return _output(net, s);
+    teng_layer *l;
+    int rc = _begin(net, k, kind, name, x, 1, &l);
+    return rc ? rc : _output(net, net->t[x].shape);
 }
 
 int teng_add_relu(teng_net *net, const char *name, int x)
@@ -258,15 +272,12 @@ int teng_add_dropout(teng_net *net, const char *name, int x, float p)
 static int _pool(teng_net *net, teng_layer_kind kind, const char *name, int x,
                  int ksize, int stride, int pad)
 {
-    int rc = _check_open(net, x, "pool");
+    teng_layer *l;
+    int rc = _begin(net, kind, "pool", name, x,
+                    ksize > 0 && stride > 0 && pad >= 0 && pad < ksize, &l);
     if (rc)
         return rc;
-    if (ksize <= 0 || stride <= 0 || pad < 0 || pad >= ksize)
-        return TORUS_FAIL(TENG_EINVAL, "pool '%s': bad geometry", name);
     teng_shape s = net->t[x].shape;
-    teng_layer *l = _layer(net, kind, name, x);
-    if (!l)
-        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l->kh = l->kw = ksize;
     l->sh = l->sw = stride;
     l->ph = l->pw = pad;
@@ -288,13 +299,11 @@ int teng_add_avgpool(teng_net *net, const char *name, int x, int ksize,
 
 int teng_add_gap(teng_net *net, const char *name, int x)
 {
-    int rc = _check_open(net, x, "gap");
+    teng_layer *l;
+    int rc = _begin(net, TENG_L_GAP, "gap", name, x, 1, &l);
     if (rc)
         return rc;
     teng_shape s = net->t[x].shape;
-    teng_layer *l = _layer(net, TENG_L_GAP, name, x);
-    if (!l)
-        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     l->kh = s.h;
     l->kw = s.w;
     l->sh = s.h;
@@ -317,9 +326,7 @@ int teng_add_fc(teng_net *net, const char *name, int x, int k, int bias)
     l->bias = bias;
     /* Flattening is implicit: weights are K x C x H x W. */
     int wd[4] = {k, s.c, s.h, s.w};
-    if ((rc = _param(net, TENG_P_WEIGHT, 4, wd)))
-        return rc;
-    if (bias && (rc = _param(net, TENG_P_BIAS, 1, &k)))
+    if ((rc = _weights(net, 4, wd, bias)))
         return rc;
     return _output(net, (teng_shape){0, k, 1, 1});
 }

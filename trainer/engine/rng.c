@@ -3,14 +3,6 @@
 
 #include <math.h>
 
-uint64_t teng_hash64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 void teng_rng_seed(teng_rng *r, uint64_t seed)
 {
     /* splitmix64 expands the seed so that nearby seeds give unrelated

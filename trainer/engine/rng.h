@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "trainer/engine/elem_math.h" /* teng_hash64 */
+
 typedef struct {
     uint64_t s[4];
 } teng_rng;
@@ -20,7 +22,5 @@ uint64_t teng_rng_next(teng_rng *r);
 float teng_rng_uniform(teng_rng *r);
 /* Standard normal (Box-Muller, one value per call). */
 float teng_rng_normal(teng_rng *r);
-/* Stateless: a well-mixed 64-bit value for counter x. */
-uint64_t teng_hash64(uint64_t x);
 
 #endif

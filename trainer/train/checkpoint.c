@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "data/format/tdata_h5attr.h"
 
 /* 2: the configuration record and the run id; samples over all ranks. */
 #define _FORMAT "torus-checkpoint-2"
@@ -24,120 +25,55 @@
 
 /* ---- small HDF5 helpers: scalar attributes and flat float datasets ---- */
 
-/* A scalar attribute of file type ft from memory type mt. */
-static int _put_attr(hid_t loc, const char *name, hid_t ft, hid_t mt,
-                     const void *v)
-{
-    hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(loc, name, ft, s, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = a < 0 ? -1 : H5Awrite(a, mt, v);
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(s);
-    return rc < 0 ? -1 : 0;
-}
+/* Attributes go through data/format/tdata_h5attr.h, the checked readers
+ * and matching writers every HDF5 file of torus shares. Their messages name
+ * _WHAT; the callers here replace them with what failed for the user. */
+#define _WHAT "checkpoint"
 
 static int _put_i64(hid_t loc, const char *name, int64_t v)
 {
-    return _put_attr(loc, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
+    return tdata_h5_attr_write(loc, _WHAT, name, H5T_STD_I64LE,
+                               H5T_NATIVE_INT64, &v, TDATA_H5_SCALAR);
 }
 
 static int _put_f64(hid_t loc, const char *name, double v)
 {
-    return _put_attr(loc, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+    return tdata_h5_attr_write(loc, _WHAT, name, H5T_IEEE_F64LE,
+                               H5T_NATIVE_DOUBLE, &v, TDATA_H5_SCALAR);
 }
 
 static int _put_str(hid_t loc, const char *name, const char *v)
 {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, strlen(v) + 1);
-    int rc = _put_attr(loc, name, t, t, v);
-    H5Tclose(t);
-    return rc;
+    return tdata_h5_attr_write_str(loc, _WHAT, name, v);
 }
 
-/* Opens attribute name of loc after checking that it holds exactly one
- * value of class cls (a scalar, or a simple dataspace of one element), no
- * wider than 8 bytes for numbers, and for strings of fixed length below
- * maxlen bytes: a file is hostile until checked, and HDF5 would otherwise write
- * as many values as the file declares into the caller's buffer. Returns
- * the attribute with its type in *ft, or -1. */
-static hid_t _attr_open(hid_t loc, const char *name, H5T_class_t cls,
-                        size_t maxlen, hid_t *ft)
-{
-    if (H5Aexists(loc, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0)
-        return -1;
-    hid_t t = H5Aget_type(a), s = H5Aget_space(a);
-    int ok = t >= 0 && s >= 0 && H5Tget_class(t) == cls;
-    if (ok) {
-        H5S_class_t sc = H5Sget_simple_extent_type(s);
-        ok = sc == H5S_SCALAR ||
-             (sc == H5S_SIMPLE && H5Sget_simple_extent_npoints(s) == 1);
-    }
-    size_t sz = ok ? H5Tget_size(t) : 0;
-    if (ok && cls == H5T_STRING)
-        ok = H5Tis_variable_str(t) == 0 && sz > 0 && sz < maxlen;
-    else if (ok)
-        ok = sz > 0 && sz <= 8;
-    if (s >= 0)
-        H5Sclose(s);
-    if (!ok) {
-        if (t >= 0)
-            H5Tclose(t);
-        H5Aclose(a);
-        return -1;
-    }
-    *ft = t;
-    return a;
-}
-
-/* One number of class cls, converted by HDF5 to the memory type mt. */
-static int _get_num(hid_t loc, const char *name, H5T_class_t cls, hid_t mt,
-                    void *v)
-{
-    hid_t ft, a = _attr_open(loc, name, cls, 0, &ft);
-    if (a < 0)
-        return -1;
-    herr_t rc = H5Aread(a, mt, v);
-    H5Tclose(ft);
-    H5Aclose(a);
-    return rc < 0 ? -1 : 0;
-}
-
+/* One number (a scalar, or one element in one dimension) of the class of
+ * the memory type: tdata_h5_attr_read checks class, rank and count first,
+ * as a file is hostile until checked. */
 static int _get_i64(hid_t loc, const char *name, int64_t *v)
 {
-    return _get_num(loc, name, H5T_INTEGER, H5T_NATIVE_INT64, v);
+    return tdata_h5_attr_read(loc, _WHAT, name, H5T_NATIVE_INT64, v, 1);
 }
 
 static int _get_f64(hid_t loc, const char *name, double *v)
 {
-    return _get_num(loc, name, H5T_FLOAT, H5T_NATIVE_DOUBLE, v);
+    return tdata_h5_attr_read(loc, _WHAT, name, H5T_NATIVE_DOUBLE, v, 1);
 }
 
-/* A fixed-length string of at most n bytes (its terminator included)
- * into v, NUL-terminated. */
+/* A fixed-length string of fewer than n bytes into v, NUL-terminated. A
+ * longer one is refused, not cut (a cut run id would name another run):
+ * read into one byte more than v holds, what fills it is too long. */
 static int _get_str(hid_t loc, const char *name, char *v, size_t n)
 {
-    hid_t ft, a = _attr_open(loc, name, H5T_STRING, n + 1, &ft);
-    if (a < 0)
-        return -1;
-    size_t sz = H5Tget_size(ft);
-    char *buf = malloc(sz + 1);
-    /* The file's own type: sz bytes, checked above to be at most n. */
-    herr_t rc = buf ? H5Aread(a, ft, buf) : -1;
-    if (rc >= 0) {
-        buf[sz] = '\0';
-        rc = strlen(buf) < n ? 0 : -1;
-    }
-    if (rc >= 0)
+    char *buf = malloc(n + 1);
+    int rc = !buf || tdata_h5_attr_str(loc, _WHAT, name, buf, n + 1) ||
+                     strlen(buf) >= n
+                 ? -1
+                 : 0;
+    if (!rc)
         memcpy(v, buf, strlen(buf) + 1);
     free(buf);
-    H5Tclose(ft);
-    H5Aclose(a);
-    return rc < 0 ? -1 : 0;
+    return rc;
 }
 
 static int _put_floats(hid_t g, const char *name, const float *v, size_t n)
@@ -179,6 +115,33 @@ static int _get_floats(hid_t g, const char *name, float *v, size_t n)
 
 /* ---- the checkpoint contents ---- */
 
+/* The three groups of float datasets, one dataset a tensor. */
+enum { _PARAMS, _MOMENTUM, _STATS, _NGROUPS };
+static const char *const _group_names[_NGROUPS] = {"params", "momentum",
+                                                   "bn_stats"};
+
+/* Creates (create) or opens every group into g; -1 if any failed (the
+ * others are open all the same: _close_groups closes what is). */
+static int _groups(hid_t f, int create, hid_t g[_NGROUPS])
+{
+    int rc = 0;
+    for (int i = 0; i < _NGROUPS; i++) {
+        const char *n = _group_names[i];
+        g[i] = create ? H5Gcreate2(f, n, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
+                      : H5Gopen2(f, n, H5P_DEFAULT);
+        if (g[i] < 0)
+            rc = -1;
+    }
+    return rc;
+}
+
+static void _close_groups(const hid_t g[_NGROUPS])
+{
+    for (int i = 0; i < _NGROUPS; i++)
+        if (g[i] >= 0)
+            H5Gclose(g[i]);
+}
+
 static int _write_attrs(hid_t f, const ttrain_ckpt_meta *m, topt_sgd *opt,
                         const ttrain_progress *p, const char *config_text)
 {
@@ -202,10 +165,9 @@ static int _write(hid_t f, const ttrain_ckpt_meta *m, teng_net *net,
                   topt_sgd *opt, const ttrain_progress *p,
                   const char *config_text, float *buf)
 {
-    hid_t gp = H5Gcreate2(f, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t gm = H5Gcreate2(f, "momentum", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t gs = H5Gcreate2(f, "bn_stats", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = gp < 0 || gm < 0 || gs < 0 ? -1 : 0;
+    hid_t g[_NGROUPS];
+    int rc = _groups(f, 1, g);
+    hid_t gp = g[_PARAMS], gm = g[_MOMENTUM], gs = g[_STATS];
     if (rc || _write_attrs(f, m, opt, p, config_text))
         rc = TORUS_FAIL(-1, "writing the checkpoint's attributes");
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
@@ -224,12 +186,7 @@ static int _write(hid_t f, const ttrain_ckpt_meta *m, teng_net *net,
             _put_floats(gs, name, buf, teng_stats_count(net, i)))
             rc = TORUS_FAIL(-1, "writing BN statistics %d", i);
     }
-    if (gp >= 0)
-        H5Gclose(gp);
-    if (gm >= 0)
-        H5Gclose(gm);
-    if (gs >= 0)
-        H5Gclose(gs);
+    _close_groups(g);
     return rc;
 }
 
@@ -614,10 +571,9 @@ static int _read_state(hid_t f, teng_net *net, topt_sgd *opt)
     float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
     if (!buf)
         return TORUS_FAIL(-1, "out of memory");
-    hid_t gp = H5Gopen2(f, "params", H5P_DEFAULT);
-    hid_t gm = H5Gopen2(f, "momentum", H5P_DEFAULT);
-    hid_t gs = H5Gopen2(f, "bn_stats", H5P_DEFAULT);
-    int rc = gp < 0 || gm < 0 || gs < 0 ? TORUS_FAIL(-1, "groups missing") : 0;
+    hid_t g[_NGROUPS];
+    int rc = _groups(f, 0, g) ? TORUS_FAIL(-1, "groups missing") : 0;
+    hid_t gp = g[_PARAMS], gm = g[_MOMENTUM], gs = g[_STATS];
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *prm = teng_net_param(net, i);
         if (_get_floats(gp, prm->name, buf, prm->count) ||
@@ -637,12 +593,7 @@ static int _read_state(hid_t f, teng_net *net, topt_sgd *opt)
             teng_stats_write(net, i, buf))
             rc = TORUS_FAIL(-1, "BN statistics %d missing or damaged", i);
     }
-    if (gp >= 0)
-        H5Gclose(gp);
-    if (gm >= 0)
-        H5Gclose(gm);
-    if (gs >= 0)
-        H5Gclose(gs);
+    _close_groups(g);
     free(buf);
     return rc;
 }

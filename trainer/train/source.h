@@ -38,6 +38,15 @@ typedef struct ttrain_source {
     void *impl;
 } ttrain_source;
 
+/* The seek of a source whose position is the sample counter alone (the
+ * synthetic labels follow it) or is set by start() (the packed dataset):
+ * only the counter moves. Both sources use it. */
+static inline int ttrain_source_seek_counter(ttrain_source *s, uint64_t samples)
+{
+    s->samples = samples;
+    return 0;
+}
+
 /* Synthetic data: max_batch random images generated once (a benchmark
  * measures training, not a random number generator), served again every
  * batch, with fresh labels from a hash of the sample's place in the

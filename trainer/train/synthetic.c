@@ -34,12 +34,6 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
     return 0;
 }
 
-static int _seek(ttrain_source *s, uint64_t samples)
-{
-    s->samples = samples;
-    return 0;
-}
-
 static void _close(ttrain_source *s)
 {
     _synth *p = s->impl;
@@ -82,7 +76,7 @@ int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
     for (size_t i = 0; i < n; i++)
         p->pool[i] = teng_rng_normal(&r);
     s->next = _next;
-    s->seek = _seek;
+    s->seek = ttrain_source_seek_counter;
     s->close = _close;
     return 0;
 }

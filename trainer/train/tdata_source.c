@@ -88,13 +88,6 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
     return 0;
 }
 
-static int _seek(ttrain_source *s, uint64_t samples)
-{
-    /* The position comes from start(); the counter is for checkpoints. */
-    s->samples = samples;
-    return 0;
-}
-
 static void _close(ttrain_source *s)
 {
     _tsrc *p = s->impl;
@@ -127,7 +120,7 @@ int ttrain_tdata_open(ttrain_source *s, const char *dir, const tmodel_spec *m,
         return TORUS_FAIL(-1, "out of memory");
     s->impl = p;
     s->next = _next;
-    s->seek = _seek;
+    s->seek = ttrain_source_seek_counter;
     s->start = _start;
     s->close = _close;
     p->rank = rank;

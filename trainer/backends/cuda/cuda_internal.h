@@ -93,31 +93,25 @@ int _tcuda_fail_rt(const char *file, int line, const char *what, int err);
 int _tcuda_fail_dnn(const char *file, int line, const char *what, int st);
 int _tcuda_fail_blas(const char *file, int line, const char *what, int st);
 
-#define TCUDA_RT(call)                                                 \
-    do {                                                               \
-        cudaError_t _e = (call);                                       \
-        if (_e != cudaSuccess)                                         \
-            return _tcuda_fail_rt(__FILE__, __LINE__, #call, (int)_e); \
+/* Returns fail(file, line, what, status) from the caller when call's
+ * status of type T is not ok: one shape for the checks below. `what` is
+ * the call as written, stringified before its macros expand. */
+#define _TCUDA_CHECK(T, ok, fail, what, call)                \
+    do {                                                     \
+        T _st = (call);                                      \
+        if (_st != (ok))                                     \
+            return fail(__FILE__, __LINE__, what, (int)_st); \
     } while (0)
-#define TCUDA_DNN(call)                                                 \
-    do {                                                                \
-        cudnnStatus_t _s = (call);                                      \
-        if (_s != CUDNN_STATUS_SUCCESS)                                 \
-            return _tcuda_fail_dnn(__FILE__, __LINE__, #call, (int)_s); \
-    } while (0)
-#define TCUDA_BLAS(call)                                                 \
-    do {                                                                 \
-        cublasStatus_t _s = (call);                                      \
-        if (_s != CUBLAS_STATUS_SUCCESS)                                 \
-            return _tcuda_fail_blas(__FILE__, __LINE__, #call, (int)_s); \
-    } while (0)
-/* A kernel launcher's result (cuda_kernels.h). */
-#define TCUDA_K(call)                                             \
-    do {                                                          \
-        int _e = (call);                                          \
-        if (_e)                                                   \
-            return _tcuda_fail_rt(__FILE__, __LINE__, #call, _e); \
-    } while (0)
+#define TCUDA_RT(call) \
+    _TCUDA_CHECK(cudaError_t, cudaSuccess, _tcuda_fail_rt, #call, call)
+#define TCUDA_DNN(call)                                                       \
+    _TCUDA_CHECK(cudnnStatus_t, CUDNN_STATUS_SUCCESS, _tcuda_fail_dnn, #call, \
+                 call)
+#define TCUDA_BLAS(call)                                                  \
+    _TCUDA_CHECK(cublasStatus_t, CUBLAS_STATUS_SUCCESS, _tcuda_fail_blas, \
+                 #call, call)
+/* A kernel launcher's result (cuda_kernels.h): 0 or a cudaError_t. */
+#define TCUDA_K(call) _TCUDA_CHECK(int, 0, _tcuda_fail_rt, #call, call)
 
 /* Layer lifecycle (cuda_layers.c). */
 int _tcuda_plan(teng_backend *bk, teng_net *net, int batch);

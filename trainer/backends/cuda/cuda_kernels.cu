@@ -126,9 +126,9 @@ static __global__ void _dropout_fwd(const void *x, void *y, uint8_t *mask,
     _FOR(i, n)
     {
         size_t at = nhwc ? tcuda_nchw_of_nhwc(i, C, H, W) : i;
-        int keep = tcuda_dropout_keep(key, at, cut);
+        int keep = teng_dropout_keep(key, at, cut);
         mask[i] = (uint8_t)keep;
-        _st((T *)y, i, tcuda_dropout_fwd(_ld((const T *)x, i), keep, p));
+        _st((T *)y, i, teng_dropout_elem(_ld((const T *)x, i), keep, p));
     }
 }
 
@@ -136,7 +136,7 @@ extern "C" int tcuda_k_dropout_fwd(void *stream, int half, const void *x,
                                    void *y, uint8_t *mask, size_t n, float p,
                                    uint64_t key, int nhwc, const int chw[3])
 {
-    _LAUNCH(half, _dropout_fwd, n, x, y, mask, n, p, key, tcuda_dropout_cut(p),
+    _LAUNCH(half, _dropout_fwd, n, x, y, mask, n, p, key, teng_dropout_cut(p),
             nhwc, chw[0], chw[1], chw[2]);
     return _launched();
 }
@@ -146,7 +146,7 @@ static __global__ void _dropout_bwd(const void *dy, void *dx,
                                     const uint8_t *mask, size_t n, float p)
 {
     _FOR(i, n)
-    _st((T *)dx, i, tcuda_dropout_fwd(_ld((const T *)dy, i), mask[i], p));
+    _st((T *)dx, i, teng_dropout_elem(_ld((const T *)dy, i), mask[i], p));
 }
 
 extern "C" int tcuda_k_dropout_bwd(void *stream, int half, const void *dy,
@@ -165,7 +165,7 @@ static __global__ void _xent(const float *z, const int32_t *labels, int n,
 {
     _FOR(i, (size_t)n)
     {
-        loss[i] = tcuda_xent_row(z + i * (size_t)k, k, labels[i], s, norm,
+        loss[i] = teng_xent_row(z + i * (size_t)k, k, labels[i], s, norm,
                                  dz ? dz + i * (size_t)k : NULL);
     }
 }

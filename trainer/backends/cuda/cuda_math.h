@@ -1,27 +1,26 @@
 /* trainer/backends/cuda/cuda_math.h: the per-element maths of the cuda
- * backend's own kernels (prefix tcuda_), as static inline functions that
- * compile for the device under nvcc and as plain C everywhere else, so
- * that tests/unit/test_cuda_host.c checks them on the CPU against the
- * engine's host kernels (trainer/engine/host_kernels.c, what the oneDNN
- * backend runs). The kernels in cuda_kernels.cu only index and call these.
+ * backend's own kernels, as static inline functions that compile for the
+ * device under nvcc and as plain C everywhere else, so that
+ * tests/unit/test_cuda_host.c checks them on the CPU against the engine's
+ * host kernels (trainer/engine/host_kernels.c, what the oneDNN backend
+ * runs). The kernels in cuda_kernels.cu only index and call these. The
+ * maths the host kernels have as one element or row of their own (the
+ * counter hash, dropout, the cross-entropy row) is not copied here: it is
+ * the engine's trainer/engine/elem_math.h (teng_), included below.
  *
- * Contract: every function here gives, for the same inputs, the result of
- * the host kernel it names, bit for bit where the host kernel's order of
- * operations is followed (hash, dropout, ReLU, add, grad sums), and to
- * double rounding for the cross-entropy row. The fp16 conversions are
- * IEEE round-to-nearest-even, bit for bit. */
+ * Contract: every tcuda_ function here gives, for the same inputs, the
+ * result of the host kernel it names, bit for bit (ReLU, add, grad sums).
+ * The fp16 conversions are IEEE round-to-nearest-even, bit for bit. */
 #ifndef TORUS_TRAINER_BACKENDS_CUDA_MATH_H
 #define TORUS_TRAINER_BACKENDS_CUDA_MATH_H
 
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define TCUDA_HD static inline __host__ __device__
-#else
-#define TCUDA_HD static inline
-#endif
+#include "trainer/engine/elem_math.h"
+
+/* Host and device under nvcc, plain C elsewhere. */
+#define TCUDA_HD TENG_HD
 
 /* IEEE binary16 from fp32, rounded to nearest even (overflow to inf, nan
  * stays a quiet nan), and back (exact): the FP16 mode's only roundings of
@@ -72,32 +71,6 @@ TCUDA_HD float tcuda_f32_from_f16(uint16_t h)
     return v.f;
 }
 
-/* teng_hash64 (trainer/engine/rng.c): splitmix64's finaliser. */
-TCUDA_HD uint64_t tcuda_hash64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-/* teng_host_dropout_fwd's cut: p * 2^24, compared with the hash's top
- * 24 bits. */
-TCUDA_HD uint64_t tcuda_dropout_cut(float p)
-{
-    return (uint64_t)((double)p * 16777216.0);
-}
-
-TCUDA_HD int tcuda_dropout_keep(uint64_t key, size_t i, uint64_t cut)
-{
-    return (tcuda_hash64(key + i) >> 40) >= cut;
-}
-
-TCUDA_HD float tcuda_dropout_fwd(float x, int keep, float p)
-{
-    return keep ? x * (1.0f / (1.0f - p)) : 0.0f;
-}
-
 /* ReLU backward from the output: y > 0 passes the gradient. */
 TCUDA_HD float tcuda_relu_bwd(float y, float dy)
 {
@@ -118,33 +91,6 @@ TCUDA_HD float tcuda_sum4(const float *const *c, int n, size_t i)
     for (int k = 1; k < n; k++)
         s += c[k][i];
     return s;
-}
-
-/* One row of teng_host_xent: softmax cross-entropy of k logits z against
- * label with smoothing s; returns the row's loss and, if dz is not NULL,
- * writes (softmax - target) / norm. */
-TCUDA_HD double tcuda_xent_row(const float *z, int k, int32_t label, float s,
-                               float norm, float *dz)
-{
-    float off = s / (float)k, on = 1.0f - s + off;
-    float zmax = z[0];
-    for (int j = 1; j < k; j++)
-        zmax = z[j] > zmax ? z[j] : zmax;
-    double sum = 0.0;
-    for (int j = 0; j < k; j++)
-        sum += exp((double)(z[j] - zmax));
-    double lse = log(sum) + zmax, loss = 0.0;
-    for (int j = 0; j < k; j++) {
-        float t = j == label ? on : off;
-        if (t != 0.0f)
-            loss -= t * ((double)z[j] - lse);
-    }
-    if (dz)
-        for (int j = 0; j < k; j++) {
-            float t = j == label ? on : off;
-            dz[j] = (float)((exp((double)z[j] - lse) - t) / norm);
-        }
-    return loss;
 }
 
 #endif

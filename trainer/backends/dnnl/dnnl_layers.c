@@ -29,6 +29,20 @@ static void _any_md(dnnl_memory_desc_t *md, int ndims, const int *dims)
     dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, dnnl_format_tag_any);
 }
 
+static const dnnl_memory_desc_t *_q(dnnl_primitive_desc_t pd, dnnl_query_t w,
+                                    int i)
+{
+    return dnnl_primitive_desc_query_md(pd, w, i);
+}
+
+/* All primitives share one user scratchpad: it must hold the largest. */
+static void _count_scratch(teng_net *net, dnnl_primitive_desc_t pd)
+{
+    size_t s = dnnl_memory_desc_get_size(_q(pd, dnnl_query_scratchpad_md, 0));
+    if (s > net->scratch_bytes)
+        net->scratch_bytes = s;
+}
+
 /* Creates a primitive descriptor with a user scratchpad and counts its
  * scratchpad into the net's requirement. */
 static int _pd(teng_backend *bk, teng_net *net, dnnl_primitive_desc_t *pd,
@@ -46,17 +60,8 @@ static int _pd(teng_backend *bk, teng_net *net, dnnl_primitive_desc_t *pd,
     dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success)
         return _tdnnl_fail(bk, __FILE__, __LINE__, "primitive descriptor", st);
-    size_t s = dnnl_memory_desc_get_size(
-        dnnl_primitive_desc_query_md(*pd, dnnl_query_scratchpad_md, 0));
-    if (s > net->scratch_bytes)
-        net->scratch_bytes = s;
+    _count_scratch(net, *pd);
     return TENG_OK;
-}
-
-static const dnnl_memory_desc_t *_q(dnnl_primitive_desc_t pd, dnnl_query_t w,
-                                    int i)
-{
-    return dnnl_primitive_desc_query_md(pd, w, i);
 }
 
 /* Weights of a backward primitive (data: its weights; weights: its diff
@@ -83,13 +88,21 @@ static int _plan_wreorder(teng_backend *bk, teng_net *net, tdnnl_net *dn,
     dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success)
         return _tdnnl_fail(bk, __FILE__, __LINE__, "weights reorder", st);
-    size_t sp =
-        dnnl_memory_desc_get_size(_q(d->pd[slot], dnnl_query_scratchpad_md, 0));
-    if (sp > net->scratch_bytes)
-        net->scratch_bytes = sp;
+    _count_scratch(net, d->pd[slot]);
     if (dnnl_memory_desc_get_size(km) > dn->wtemp_bytes)
         dn->wtemp_bytes = dnnl_memory_desc_get_size(km);
     return TENG_OK;
+}
+
+/* A backward primitive of a layer with weights (slot TDNNL_BWD or
+ * TDNNL_BWW, from desc, hinted by the forward one) and the reorder of its
+ * weights (TDNNL_WRE or TDNNL_DWRE) when their layout is not the param's. */
+static int _plan_grad(teng_backend *bk, teng_net *net, tdnnl_net *dn,
+                      tdnnl_layer *d, int wparam, int slot, const void *desc,
+                      int reorder)
+{
+    int rc = _pd(bk, net, &d->pd[slot], desc, NULL, d->pd[TDNNL_FWD]);
+    return rc ? rc : _plan_wreorder(bk, net, dn, d, wparam, reorder);
 }
 
 /* Right padding that makes oneDNN's output extent equal the engine's. */
@@ -135,17 +148,14 @@ static int _plan_conv(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
         TDNNL_CHECK(bk,
                     dnnl_convolution_backward_data_desc_init(
                         &cd, dnnl_convolution_direct, src, &w, om, st, pl, pr));
-        if ((rc = _pd(bk, net, &d->pd[TDNNL_BWD], &cd, NULL,
-                      d->pd[TDNNL_FWD])) ||
-            (rc = _plan_wreorder(bk, net, dn, d, l->param0, TDNNL_WRE)))
+        if ((rc = _plan_grad(bk, net, dn, d, l->param0, TDNNL_BWD, &cd,
+                             TDNNL_WRE)))
             return rc;
     }
     TDNNL_CHECK(bk, dnnl_convolution_backward_weights_desc_init(
                         &cd, dnnl_convolution_direct, src, &w,
                         l->bias ? &b : NULL, om, st, pl, pr));
-    if ((rc = _pd(bk, net, &d->pd[TDNNL_BWW], &cd, NULL, d->pd[TDNNL_FWD])))
-        return rc;
-    return _plan_wreorder(bk, net, dn, d, l->param0, TDNNL_DWRE);
+    return _plan_grad(bk, net, dn, d, l->param0, TDNNL_BWW, &cd, TDNNL_DWRE);
 }
 
 static int _plan_fc(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
@@ -172,16 +182,13 @@ static int _plan_fc(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     if (net->t[l->in[0]].needs_grad) {
         TDNNL_CHECK(bk, dnnl_inner_product_backward_data_desc_init(&ipd, src,
                                                                    &w, &dst));
-        if ((rc = _pd(bk, net, &d->pd[TDNNL_BWD], &ipd, NULL,
-                      d->pd[TDNNL_FWD])) ||
-            (rc = _plan_wreorder(bk, net, dn, d, l->param0, TDNNL_WRE)))
+        if ((rc = _plan_grad(bk, net, dn, d, l->param0, TDNNL_BWD, &ipd,
+                             TDNNL_WRE)))
             return rc;
     }
     TDNNL_CHECK(bk, dnnl_inner_product_backward_weights_desc_init(
                         &ipd, src, &w, l->bias ? &b : NULL, &dst));
-    if ((rc = _pd(bk, net, &d->pd[TDNNL_BWW], &ipd, NULL, d->pd[TDNNL_FWD])))
-        return rc;
-    return _plan_wreorder(bk, net, dn, d, l->param0, TDNNL_DWRE);
+    return _plan_grad(bk, net, dn, d, l->param0, TDNNL_BWW, &ipd, TDNNL_DWRE);
 }
 
 static int _plan_bn(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
