@@ -44,7 +44,7 @@
 
 #include <math.h>
 
-#include "topology/cost_model.h"
+#include "topology/torus_cost.h"
 
 static int _nodes(const torus_cost_t *m)
 {

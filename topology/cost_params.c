@@ -1,5 +1,5 @@
 /* topology/cost_params.c: the machine parameters of the one cost model
- * (cost_model.h): their documented defaults, the test machine's measured
+ * (torus_cost.h): their documented defaults, the test machine's measured
  * values, and setting them by key, the same keys for every consumer
  * (plugstack arguments, torus-layout --cost, libtcomm's TCOMM_COST).
  * Every value is bounded so that a unit mistake is an error, not a model
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "topology/cost_model.h"
+#include "topology/torus_cost.h"
 
 void torus_cost_defaults(torus_cost_t *m)
 {

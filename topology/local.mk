@@ -1,13 +1,13 @@
 # topology/local.mk: libtoruslayout (the 2D-torus layout), the torus-layout
 # admin tool, their unit tests, the scale bench and the by-hand fuzz target.
 
-# libtoruscost: the one alpha-beta cost model (cost_model.h), pure C with no
+# libtoruscost: the one alpha-beta cost model (torus_cost.h), pure C with no
 # Slurm, so that libtcomm links it too (hybrid, torus-bench --model) and the
 # plugin and the trainer price with the same numbers. Hardened: it ends up
 # in spank_torus.so.
 noinst_LTLIBRARIES += topology/libtoruscost.la
 topology_libtoruscost_la_SOURCES = \
-	topology/cost_model.h \
+	topology/torus_cost.h \
 	topology/cost_model.c \
 	topology/cost_params.c
 topology_libtoruscost_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
@@ -78,7 +78,7 @@ FUZZ_SRCS = tests/fuzz/fuzz_parsers.c plugins/args.c topology/plugstack.c topolo
 FUZZ_SEEDS = tests/fuzz/corpus/spec-auto tests/fuzz/corpus/spec-4x8 tests/fuzz/corpus/args \
 	tests/fuzz/corpus/tasks tests/fuzz/corpus/addr tests/fuzz/corpus/topo tests/fuzz/corpus/cost
 EXTRA_DIST += tests/fuzz/fuzz_parsers.c tests/fuzz/lsan.supp $(FUZZ_SEEDS)
-fuzz-parsers: $(FUZZ_SRCS:%=$(top_srcdir)/%) topology/torus_layout.h topology/cost_model.h \
+fuzz-parsers: $(FUZZ_SRCS:%=$(top_srcdir)/%) topology/torus_layout.h topology/torus_cost.h \
 		plugins/torus_plugin.h common/torus_error.h
 	$(MKDIR_P) tests/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -D_GNU_SOURCE -I$(top_srcdir) -I$(top_builddir) $(SLURM_CFLAGS) \

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "topology/cost_model.h"
+#include "topology/torus_cost.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,7 +69,7 @@ void torus_layout_spec_format(const torus_layout_spec_t *spec, char *buf,
 
 /* ------------------------------------------------------------- cost model */
 
-/* The parameters and the model are libtoruscost's (topology/cost_model.h),
+/* The parameters and the model are libtoruscost's (topology/torus_cost.h),
  * shared with libtcomm: torus_cost_defaults(), torus_cost_set() with the
  * plugstack/tool keys, torus_cost_is_key(). */
 

@@ -7,7 +7,7 @@
 
 noinst_LTLIBRARIES += trainer/libtorustrain.la
 trainer_libtorustrain_la_SOURCES = \
-	trainer/engine/engine.h \
+	trainer/engine/teng.h \
 	trainer/engine/graph.h \
 	trainer/engine/backend.h \
 	trainer/engine/internal.h \
@@ -24,39 +24,39 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/engine/backend.c \
 	trainer/engine/query.c \
 	trainer/engine/update.c \
-	trainer/backends/backends.h \
+	trainer/backends/tbackends.h \
 	trainer/backends/registry.c \
-	trainer/models/models.h \
+	trainer/models/tmodel.h \
 	trainer/models/registry.c \
 	trainer/models/resnet.c \
 	trainer/models/alexnet.c \
 	trainer/models/tiny.c \
 	trainer/models/build.c \
-	trainer/optim/optim.h \
+	trainer/optim/topt.h \
 	trainer/optim/schedule.c \
 	trainer/optim/sgd.c \
-	trainer/optim/loss_scale.h \
+	trainer/optim/topt_loss_scale.h \
 	trainer/optim/loss_scale.c \
-	trainer/train/options.h \
+	trainer/train/ttrain_options.h \
 	trainer/train/options.c \
-	trainer/train/source.h \
+	trainer/train/ttrain_source.h \
 	trainer/train/synthetic.c \
-	trainer/train/checkpoint.h \
+	trainer/train/ttrain_checkpoint.h \
 	trainer/train/checkpoint.c \
-	trainer/train/state_hash.h \
+	trainer/train/ttrain_state_hash.h \
 	trainer/train/state_hash.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS)
 trainer_libtorustrain_la_LIBADD = common/libtoruscommon.la $(DNNL_LIBS) \
 	$(HDF5_LIBS) -lm
 if HAVE_DNNL
 trainer_libtorustrain_la_SOURCES += \
-	trainer/backends/dnnl/dnnl.h \
+	trainer/backends/dnnl/tdnnl.h \
 	trainer/backends/dnnl/dnnl_internal.h \
 	trainer/backends/dnnl/dnnl_backend.c \
 	trainer/backends/dnnl/dnnl_layers.c
 else
 EXTRA_DIST += \
-	trainer/backends/dnnl/dnnl.h \
+	trainer/backends/dnnl/tdnnl.h \
 	trainer/backends/dnnl/dnnl_internal.h \
 	trainer/backends/dnnl/dnnl_backend.c \
 	trainer/backends/dnnl/dnnl_layers.c
@@ -65,12 +65,12 @@ endif
 # The cuDNN/cuBLAS GPU backend (trainer/backends/cuda/): built wherever
 # configure found CUDA, cuDNN and cuBLAS, GPU or not. Its kernels are nvcc
 # objects: the layer kernels (cuda_kernels.cu) and the optimizer's
-# multi-tensor kernels behind cuda_optim.h (cuda_optim.cu, with the chunk
+# multi-tensor kernels behind tcuda_optim.h (cuda_optim.cu, with the chunk
 # plan in plain C). libtool does not know nvcc, so each .cu becomes a
 # libtool object (.lo) by hand and joins the library, whose users then link
 # cuDNN, cuBLAS and cudart through it.
 TCUDA_C = \
-	trainer/backends/cuda/cuda.h \
+	trainer/backends/cuda/tcuda.h \
 	trainer/backends/cuda/cuda_internal.h \
 	trainer/backends/cuda/cuda_backend.c \
 	trainer/backends/cuda/cuda_layers.c \
@@ -80,9 +80,9 @@ TCUDA_CU = trainer/backends/cuda/cuda_kernels.cu \
 	trainer/backends/cuda/cuda_optim.cu
 TCUDA_KHDR = trainer/backends/cuda/cuda_kernels.h \
 	trainer/backends/cuda/cuda_math.h trainer/backends/cuda/cuda_layout.h \
-	trainer/backends/cuda/cuda_optim.h trainer/backends/cuda/optim_math.h \
+	trainer/backends/cuda/tcuda_optim.h trainer/backends/cuda/optim_math.h \
 	trainer/backends/cuda/chunk_plan.h
-TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/engine.h \
+TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/teng.h \
 	trainer/engine/elem_math.h common/torus_error.h
 # The algorithm cache is plain C: built everywhere (its unit test runs
 # without CUDA).
@@ -120,7 +120,7 @@ bin_PROGRAMS += trainer/torus-train
 # checkpoints (train/checkpoint.c) read and write their attributes through
 # data/format/tdata_h5attr.h.
 trainer_torus_train_SOURCES = trainer/torus-train.c \
-	trainer/train/tdata_source.h trainer/train/tdata_source.c
+	trainer/train/ttrain_tdata_source.h trainer/train/tdata_source.c
 trainer_torus_train_CPPFLAGS = $(TCOMM_CPPFLAGS)
 trainer_torus_train_LDADD = trainer/libtorustrain.la data/libtdata.la \
 	$(TCOMM_LIBS) -lm

@@ -4,7 +4,7 @@
  *   data -> forward -> backward (+ gradient all-reduce) -> SGD/LARS -> log.
  *
  * One process, or one rank of many (srun --mpi=pmix, mpirun): the two
- * places where ranks meet are the data source (trainer/train/source.h:
+ * places where ranks meet are the data source (trainer/train/ttrain_source.h:
  * each rank reads its slice of the epoch) and the gradient exchange (the
  * engine's per-layer gradient hook starts the all-reduce of every bucket
  * that backward has completed; _grads_wait() waits for the rest before
@@ -24,17 +24,17 @@
 
 #include "common/torus_error.h"
 #include "config.h"
-#include "trainer/backends/backends.h"
+#include "trainer/backends/tbackends.h"
 #include "trainer/comm/tcomm.h"
 #include "trainer/comm/tcomm_fusion.h"
 #include "trainer/engine/rng.h"
-#include "trainer/models/models.h"
-#include "trainer/optim/optim.h"
-#include "trainer/train/checkpoint.h"
-#include "trainer/train/options.h"
-#include "trainer/train/source.h"
-#include "trainer/train/state_hash.h"
-#include "trainer/train/tdata_source.h"
+#include "trainer/models/tmodel.h"
+#include "trainer/optim/topt.h"
+#include "trainer/train/ttrain_checkpoint.h"
+#include "trainer/train/ttrain_options.h"
+#include "trainer/train/ttrain_source.h"
+#include "trainer/train/ttrain_state_hash.h"
+#include "trainer/train/ttrain_tdata_source.h"
 
 static double _now(void)
 {

@@ -35,11 +35,11 @@
 #include <time.h>
 
 #include "common/torus_error.h"
-#include "trainer/backends/backends.h"
-#include "trainer/engine/engine.h"
+#include "trainer/backends/tbackends.h"
+#include "trainer/engine/teng.h"
 #include "trainer/engine/rng.h"
-#include "trainer/models/models.h"
-#include "trainer/optim/optim.h"
+#include "trainer/models/tmodel.h"
+#include "trainer/optim/topt.h"
 
 #define TOL_LAYER    2e-4
 #define TOL_F16      3e-2  /* fp16 activations and weights: 11-bit mantissas */

@@ -27,12 +27,12 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "trainer/backends/cuda/cuda_optim.h"
+#include "trainer/backends/cuda/tcuda_optim.h"
 #include "trainer/backends/cuda/optim_math.h"
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 #include "trainer/engine/host_kernels.h"
-#include "trainer/models/models.h"
-#include "trainer/optim/optim.h"
+#include "trainer/models/tmodel.h"
+#include "trainer/optim/topt.h"
 
 #define CK(call)                                            \
     do {                                                    \

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "trainer/backends/backends.h"
+#include "trainer/backends/tbackends.h"
 #include "trainer/engine/rng.h"
 
 teng_backend *lh_backend(void)

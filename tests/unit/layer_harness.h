@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "trainer/engine/backend.h"
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 /* The oneDNN backend on 1 thread (aborts the test on failure). */
 teng_backend *lh_backend(void);

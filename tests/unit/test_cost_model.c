@@ -1,6 +1,6 @@
 /* test_cost_model.c: the plugin's grid choice (torus_layout auto) and the
  * trainer's algorithm choice (tcomm's hybrid, tcomm_model_best) come from
- * the one cost model (topology/cost_model.h) and the same numbers: both read
+ * the one cost model (topology/torus_cost.h) and the same numbers: both read
  * one torus_cost_t, set with the same keys, and when one link parameter
  * changes both choices move together.
  *

@@ -25,9 +25,9 @@
 #include "common/torus_error.h"
 #include "trainer/backends/cuda/chunk_plan.h"
 #include "trainer/backends/cuda/optim_math.h"
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 #include "trainer/engine/host_kernels.h"
-#include "trainer/optim/optim.h"
+#include "trainer/optim/topt.h"
 
 static float _f(uint32_t u)
 {

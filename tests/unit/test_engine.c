@@ -8,7 +8,7 @@
 
 #include "tests/unit/layer_harness.h"
 #include "trainer/engine/arena.h"
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 #include "trainer/engine/host_kernels.h"
 #include "trainer/engine/rng.h"
 

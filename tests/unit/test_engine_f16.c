@@ -14,7 +14,7 @@
 
 #include "tests/unit/layer_harness.h"
 #include "trainer/engine/backend.h"
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 #include "trainer/engine/graph.h"
 
 static int _live, _refreshes;

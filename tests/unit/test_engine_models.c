@@ -13,8 +13,8 @@
 #include "config.h"
 #include "tests/unit/layer_harness.h"
 #include "trainer/engine/backend.h"
-#include "trainer/models/models.h"
-#include "trainer/optim/optim.h"
+#include "trainer/models/tmodel.h"
+#include "trainer/optim/topt.h"
 
 static size_t _count(tmodel_kind kind, int classes)
 {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "tests/unit/layer_harness.h"
-#include "trainer/models/models.h"
+#include "trainer/models/tmodel.h"
 
 #define H       1e-2
 #define ATOL    2e-3

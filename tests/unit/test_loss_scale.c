@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "trainer/engine/engine.h"
-#include "trainer/optim/loss_scale.h"
+#include "trainer/engine/teng.h"
+#include "trainer/optim/topt_loss_scale.h"
 
 static topt_loss_scale_config _cfg(long interval)
 {

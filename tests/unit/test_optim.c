@@ -12,8 +12,8 @@
 #include "config.h"
 #include "tests/unit/layer_harness.h"
 #include "trainer/engine/backend.h"
-#include "trainer/models/models.h"
-#include "trainer/optim/optim.h"
+#include "trainer/models/tmodel.h"
+#include "trainer/optim/topt.h"
 
 static topt_schedule _sched(topt_decay decay)
 {

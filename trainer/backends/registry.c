@@ -1,17 +1,17 @@
 /* registry.c: the table of compiled-in compute backends, best first, and
- * the lookup by name behind --backend (see backends.h). The only file that
+ * the lookup by name behind --backend (see tbackends.h). The only file that
  * names each backend; the engine includes none of them. */
 #include <string.h>
 
 #include "common/torus_error.h"
 #include "config.h"
-#include "trainer/backends/backends.h"
+#include "trainer/backends/tbackends.h"
 #include "trainer/engine/backend.h"
 #ifdef TORUS_HAVE_CUDNN
-#include "trainer/backends/cuda/cuda.h"
+#include "trainer/backends/cuda/tcuda.h"
 #endif
 #ifdef TORUS_HAVE_DNNL
-#include "trainer/backends/dnnl/dnnl.h"
+#include "trainer/backends/dnnl/tdnnl.h"
 #endif
 
 /* Best first: "auto" takes the GPU when its probe sees one. */

@@ -8,8 +8,8 @@
 
 #include "common/torus_error.h"
 #include "trainer/bench/bench.h"
-#include "trainer/engine/engine.h"
-#include "trainer/models/models.h"
+#include "trainer/engine/teng.h"
+#include "trainer/models/tmodel.h"
 
 /* Copy the net's parameters into a malloc'd list. */
 static int _copy(const teng_net *net, bench_tensor **out, int *n, size_t *total)

@@ -113,7 +113,7 @@ static int _plan_sum(teng_net *net, _bufs *b, teng_tensor *t, int *c, int nc,
 }
 
 /* Assigns each gradient (tensor grads and per-consumer contributions) a
- * buffer with a lifetime in backward steps; see engine.h for the rules.
+ * buffer with a lifetime in backward steps; see teng.h for the rules.
  * slot[l*2+j] receives the buffer layer l writes for its input j. */
 static int _plan_grads(teng_net *net, _bufs *b, int *slot, int *contrib)
 {

@@ -1,7 +1,7 @@
 /* graph.h: the definition of a net (layers, tensors, params, arenas),
  * shared by the engine, its backends (which read the graph and set the
  * planned sizes) and the engine's own tests. Modules above the engine do
- * not include it: to them teng_net is opaque (engine.h's accessors).
+ * not include it: to them teng_net is opaque (teng.h's accessors).
  */
 #ifndef TORUS_TRAINER_ENGINE_GRAPH_H
 #define TORUS_TRAINER_ENGINE_GRAPH_H
@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 typedef struct teng_tensor {
     teng_shape shape; /* at the current batch */

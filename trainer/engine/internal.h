@@ -6,7 +6,7 @@
 
 #include "common/torus_error.h"
 #include "trainer/engine/backend.h"
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 /* Bytes are rounded up to this in every arena: a cache line, and enough
  * for the widest vector loads of any backend. */

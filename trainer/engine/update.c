@@ -1,5 +1,5 @@
 /* update.c: the operations an optimizer runs through the engine (see
- * engine.h, "what an optimizer needs"): its state buffer, every param's
+ * teng.h, "what an optimizer needs"): its state buffer, every param's
  * sum of squares, and the fused update. Each is one backend call over all
  * params, so the optimizer above never touches the backend and a device
  * backend needs no host round trip per tensor. */

@@ -2,7 +2,7 @@
  * the original five convolutions without LRN, BN + ReLU after each, and a
  * BN after the last pooling layer too, which is what lets it train with
  * very large batches; then fc6/fc7 with ReLU and dropout, and fc8. */
-#include "trainer/models/models.h"
+#include "trainer/models/tmodel.h"
 
 #define _TRY(x)         \
     do {                \

@@ -5,7 +5,7 @@
 
 #include "common/torus_error.h"
 #include "trainer/engine/rng.h"
-#include "trainer/models/models.h"
+#include "trainer/models/tmodel.h"
 
 int _tmodel_resnet50(teng_net *net, const tmodel_spec *spec);
 int _tmodel_resnet18(teng_net *net, const tmodel_spec *spec);

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "trainer/models/models.h"
+#include "trainer/models/tmodel.h"
 
 static const char *_names[TMODEL_NKINDS] = {
     "resnet50", "resnet18", "cifar-resnet", "alexnet-bn", "tiny-cnn"};

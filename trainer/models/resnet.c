@@ -5,7 +5,7 @@
  * in a BN marked zero_gamma; the add carries the block's final ReLU. */
 #include <stdio.h>
 
-#include "trainer/models/models.h"
+#include "trainer/models/tmodel.h"
 
 #define _TRY(x)         \
     do {                \

@@ -3,7 +3,7 @@
  * norm would blur: with no per-batch statistics, k ranks at local batch n
  * compute exactly the gradient of one rank at batch kn (up to fp32
  * summation order), which the 2-rank vs 1-rank test relies on. */
-#include "trainer/models/models.h"
+#include "trainer/models/tmodel.h"
 
 int _tmodel_tiny_cnn(teng_net *net, const tmodel_spec *spec)
 {

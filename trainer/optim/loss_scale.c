@@ -1,11 +1,11 @@
 /* trainer/optim/loss_scale.c: the dynamic loss-scale state machine (see
- * loss_scale.h for the transitions). */
-#include "trainer/optim/loss_scale.h"
+ * topt_loss_scale.h for the transitions). */
+#include "trainer/optim/topt_loss_scale.h"
 
 #include <math.h>
 
 #include "common/torus_error.h"
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 void topt_loss_scale_defaults(topt_loss_scale_config *c)
 {

@@ -1,10 +1,10 @@
-/* schedule.c: learning-rate and batch-size schedules (see optim.h). */
+/* schedule.c: learning-rate and batch-size schedules (see topt.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "trainer/optim/optim.h"
+#include "trainer/optim/topt.h"
 
 void topt_schedule_defaults(topt_schedule *s)
 {

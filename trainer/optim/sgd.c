@@ -1,5 +1,5 @@
 /* sgd.c: momentum SGD with weight decay, LARS and momentum correction
- * (see optim.h for the maths). This file works out the hyper-parameters
+ * (see topt.h for the maths). This file works out the hyper-parameters
  * of every tensor; the norms and the fused update are engine calls over
  * all params at once, run by the backend, so the same code drives a GPU
  * without a host round trip per tensor. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "common/torus_error.h"
-#include "trainer/optim/optim.h"
+#include "trainer/optim/topt.h"
 
 void topt_config_defaults(topt_config *c)
 {

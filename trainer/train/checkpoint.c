@@ -1,5 +1,5 @@
-/* checkpoint.c: HDF5 checkpoints (see checkpoint.h). */
-#include "trainer/train/checkpoint.h"
+/* checkpoint.c: HDF5 checkpoints (see ttrain_checkpoint.h). */
+#include "trainer/train/ttrain_checkpoint.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -1,6 +1,6 @@
 /* options.c: torus-train options: one table drives the command line, the
  * config file and --help, so the three cannot drift apart. */
-#include "trainer/train/options.h"
+#include "trainer/train/ttrain_options.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -10,7 +10,7 @@
 
 #include "common/torus_error.h"
 #include "config.h"
-#include "trainer/backends/backends.h"
+#include "trainer/backends/tbackends.h"
 
 typedef enum { _INT, _LONG, _DBL, _FLT, _STR, _FLAG, _NOFLAG, _SPECIAL } _type;
 

@@ -1,8 +1,8 @@
 /* state_hash.c: fingerprint of the weights and BN statistics (see
- * state_hash.h). Reads through the engine's canonical-layout accessors, so
+ * ttrain_state_hash.h). Reads through the engine's canonical-layout accessors, so
  * it means the same on every backend, and costs one pass over the params
  * (about 0.1 s for ResNet-50 on this CPU), done once per evaluation. */
-#include "trainer/train/state_hash.h"
+#include "trainer/train/ttrain_state_hash.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 
 #include "common/torus_error.h"
 #include "trainer/engine/rng.h"
-#include "trainer/train/source.h"
+#include "trainer/train/ttrain_source.h"
 
 typedef struct {
     float *pool; /* max_batch images */

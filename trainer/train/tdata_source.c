@@ -6,7 +6,7 @@
 
 #include "common/torus_error.h"
 #include "data/tdata.h"
-#include "trainer/train/tdata_source.h"
+#include "trainer/train/ttrain_tdata_source.h"
 
 typedef struct {
     tdata_dataset *train, *test;

@@ -15,10 +15,10 @@
 #include <time.h>
 
 #include "common/torus_error.h"
-#include "trainer/backends/backends.h"
+#include "trainer/backends/tbackends.h"
 #include "trainer/engine/graph.h"
-#include "trainer/models/models.h"
-#include "trainer/optim/optim.h"
+#include "trainer/models/tmodel.h"
+#include "trainer/optim/topt.h"
 
 static double _now(void)
 {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "common/torus_error.h"
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 /* Chunks of every param, or TENG_EINVAL when they do not fit a grid. */
 static int _count(const size_t *counts, int np, size_t chunk, uint32_t *out)

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 #define _NFIELDS 14
 

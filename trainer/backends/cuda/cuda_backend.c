@@ -1,7 +1,7 @@
 /* trainer/backends/cuda/cuda_backend.c: the cuDNN/cuBLAS GPU backend:
  * device, stream and library handles, device memory, the canonical I/O
  * (plain copies: the backend keeps NCHW/OIHW), the optimizer ops through
- * the multi-tensor kernels of cuda_optim.h, and the descriptor the
+ * the multi-tensor kernels of tcuda_optim.h, and the descriptor the
  * registry lists (tcuda_backend_desc). The layers are in cuda_layers.c.
  *
  * Host syncs: upload, download, tensor/param I/O and sync wait for the
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "trainer/backends/cuda/cuda.h"
+#include "trainer/backends/cuda/tcuda.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
 #include "trainer/backends/cuda/cuda_layout.h"

@@ -7,7 +7,7 @@
  * that stream, and the convolution algorithm cache (cuda_algo.h), which
  * outlives nets. Per net (net->bkstate) it keeps, per layer, the cuDNN
  * descriptors and chosen algorithms built at plan, and the optimizer plan
- * (cuda_optim.h) built at bind. Two modes: FP32 (backend "cuda": NCHW
+ * (tcuda_optim.h) built at bind. Two modes: FP32 (backend "cuda": NCHW
  * tensors and OIHW/OI/C params, the canonical layouts, every one fp32, so
  * I/O is a plain copy) and FP16 ("cuda-fp16": NHWC activations and their
  * gradients in fp16, convolution and FC weights in OHWI with fp16 working
@@ -29,7 +29,7 @@
 #include <cudnn.h>
 
 #include "trainer/backends/cuda/cuda_algo.h"
-#include "trainer/backends/cuda/cuda_optim.h"
+#include "trainer/backends/cuda/tcuda_optim.h"
 #include "trainer/engine/backend.h"
 
 typedef struct {

@@ -1,5 +1,5 @@
 /* trainer/backends/cuda/cuda_optim.cu: the cuda backend's multi-tensor
- * optimizer kernels behind cuda_optim.h.
+ * optimizer kernels behind tcuda_optim.h.
  *
  * A call is a fixed number of launches over the chunk plan (chunk_plan.h,
  * one block per chunk of at most 64 KiB of fp32), whatever the number of
@@ -25,7 +25,7 @@ extern "C" {
 #include "common/torus_error.h"
 }
 #include "trainer/backends/cuda/chunk_plan.h"
-#include "trainer/backends/cuda/cuda_optim.h"
+#include "trainer/backends/cuda/tcuda_optim.h"
 #include "trainer/backends/cuda/optim_math.h"
 
 #define THREADS 256 /* per block; 64 elements per thread in a full chunk */

@@ -31,7 +31,7 @@
 #include <string.h>
 #endif
 
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 #ifdef __CUDACC__
 #define TCUDA_HD __host__ __device__

@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 
 #include "common/torus_error.h"
-#include "trainer/backends/dnnl/dnnl.h"
+#include "trainer/backends/dnnl/tdnnl.h"
 #include "trainer/backends/dnnl/dnnl_internal.h"
 #include "trainer/engine/host_kernels.h"
 

@@ -1,5 +1,5 @@
 /* trainer/comm/core/model.h: libtcomm's names for the one alpha-beta cost model, which
- * lives in topology/cost_model.h (libtoruscost) so that the plugin's grid
+ * lives in topology/torus_cost.h (libtoruscost) so that the plugin's grid
  * choice and tcomm's hybrid pick read the same struct through the same
  * functions. This shim only maps tcomm's enums (tcomm_algo, tcomm_wire) to
  * the model's; every number comes from topology/cost_model.c. */
@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "topology/cost_model.h"
+#include "topology/torus_cost.h"
 #include "trainer/comm/tcomm.h"
 
 typedef torus_cost_link_t tcomm_link;

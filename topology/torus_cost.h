@@ -1,9 +1,9 @@
-/* topology/cost_model.h: the one alpha-beta cost model of torus's all-reduce
+/* topology/torus_cost.h: the one alpha-beta cost model of torus's all-reduce
  * algorithms (libtoruscost). Both consumers price with it:
  *   - libtoruslayout: `auto` picks the grid whose torus2d time is least, and
  *     torus-layout prints ring / hier / torus2d for the chosen grid;
  *   - libtcomm: `hybrid` picks the cheapest algorithm per bucket and
- *     `torus-bench --model` prints every algorithm (trainer/comm/cost_model.h
+ *     `torus-bench --model` prints every algorithm (trainer/comm/core/model.h
  *     is a thin shim over this header).
  * So the plugin and the trainer cannot disagree about what is cheapest: they
  * read the same struct through the same functions.

@@ -1,4 +1,4 @@
-/* trainer/optim/loss_scale.h: dynamic loss scaling for mixed precision
+/* trainer/optim/topt_loss_scale.h: dynamic loss scaling for mixed precision
  * (prefix topt_loss_scale_), a host state machine in plain C.
  *
  * The loss is multiplied by `scale` before backward so small fp16

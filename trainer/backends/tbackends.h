@@ -1,4 +1,4 @@
-/* backends.h: the registry of compute backends (prefix tbackends_).
+/* tbackends.h: the registry of compute backends (prefix tbackends_).
  *
  * The engine knows backends only through the teng_backend_desc each one
  * exports (trainer/engine/backend.h); this layer, above the engine and the
@@ -11,7 +11,7 @@
 #ifndef TORUS_TRAINER_BACKENDS_H
 #define TORUS_TRAINER_BACKENDS_H
 
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 /* Opens the backend called name. Returns TENG_OK, or TENG_EINVAL (unknown
  * or not built in) or the backend's own code, with the message in

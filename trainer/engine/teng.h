@@ -1,4 +1,4 @@
-/* engine.h: the torus tensor and layer engine (public API, prefix teng_).
+/* teng.h: the torus tensor and layer engine (public API, prefix teng_).
  *
  * A network is a list of layers in forward order that read and write
  * tensors named by small integer ids. Models are built with the teng_add_*
@@ -115,7 +115,7 @@ typedef struct {
 typedef struct teng_backend teng_backend;
 typedef struct teng_net teng_net;
 
-/* How to open a backend (trainer/backends/backends.h). */
+/* How to open a backend (trainer/backends/tbackends.h). */
 typedef struct teng_backend_opts {
     int threads; /* CPU worker threads; 0: library default */
     int device;  /* GPU ordinal */
@@ -133,7 +133,7 @@ typedef int (*teng_grad_hook)(void *ctx, teng_net *net, int layer);
  * or NULL for the backend's own (see teng_net_set_grads_alloc). */
 typedef void *(*teng_grads_alloc)(void *ctx, size_t bytes);
 
-/* One param's momentum-SGD update (see trainer/optim/optim.h):
+/* One param's momentum-SGD update (see trainer/optim/topt.h):
  *   v = momentum * v + lr * (g + wd * w);  w = w - v. */
 typedef struct teng_sgd_args {
     float lr;       /* this param's learning rate (LARS trust included) */

@@ -1,4 +1,4 @@
-/* trainer/backends/cuda/cuda.h: the cuDNN/cuBLAS GPU backend's descriptor
+/* trainer/backends/cuda/tcuda.h: the cuDNN/cuBLAS GPU backend's descriptor
  * (prefix tcuda_), for the registry (trainer/backends/registry.c) only.
  * Built when configure found CUDA, cuDNN and cuBLAS (TORUS_HAVE_CUDNN). */
 #ifndef TORUS_TRAINER_BACKENDS_CUDA_H

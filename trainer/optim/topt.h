@@ -1,4 +1,4 @@
-/* optim.h: the large-batch recipe (prefix topt_): learning-rate and
+/* topt.h: the large-batch recipe (prefix topt_): learning-rate and
  * batch-size schedules, and momentum SGD with LARS.
  *
  * Schedule (all in epochs, fractional within an epoch):
@@ -28,7 +28,7 @@
 
 #include <stddef.h>
 
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 typedef enum {
     TOPT_DECAY_NONE,

@@ -1,4 +1,4 @@
-/* checkpoint.h: torus-train checkpoints (prefix ttrain_ckpt_).
+/* ttrain_checkpoint.h: torus-train checkpoints (prefix ttrain_ckpt_).
  *
  * One HDF5 file per checkpoint, DIR/ckpt-<global step>-<run>.h5, holding
  * every param, its momentum and the BN running statistics in canonical
@@ -40,8 +40,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/engine/engine.h"
-#include "trainer/optim/optim.h"
+#include "trainer/engine/teng.h"
+#include "trainer/optim/topt.h"
 
 typedef struct {
     int epoch;             /* the epoch to continue in */

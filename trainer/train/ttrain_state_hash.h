@@ -1,4 +1,4 @@
-/* state_hash.h: a 64-bit fingerprint of what every rank must hold alike
+/* ttrain_state_hash.h: a 64-bit fingerprint of what every rank must hold alike
  * (weights and BN running statistics), so that ranks which have drifted
  * apart are caught instead of silently training different models. */
 #ifndef TORUS_TRAINER_TRAIN_STATE_HASH_H
@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 /* FNV-1a over the canonical (NCHW/OIHW) bytes of every param and every
  * BN statistics vector, in order. 0 on success, else a TENG_ error with

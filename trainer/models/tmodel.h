@@ -1,4 +1,4 @@
-/* models.h: the networks torus-train can build (prefix tmodel_).
+/* tmodel.h: the networks torus-train can build (prefix tmodel_).
  *
  * Builders describe a network with the engine's teng_add_* calls, layer
  * names following torchvision ("layer2.0.conv1") so weights can be
@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 typedef enum {
     TMODEL_RESNET50, /* ResNet-50 v1.5: stride 2 in the 3x3 conv */

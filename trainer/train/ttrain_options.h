@@ -1,4 +1,4 @@
-/* options.h: torus-train's configuration (prefix ttrain_): one struct with
+/* ttrain_options.h: torus-train's configuration (prefix ttrain_): one struct with
  * every setting, filled from defaults, then an optional config file, then
  * the command line, and validated once with errors that name the option
  * (and the file and line it came from). */
@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "trainer/models/models.h"
-#include "trainer/optim/optim.h"
+#include "trainer/models/tmodel.h"
+#include "trainer/optim/topt.h"
 
 typedef struct {
     tmodel_spec model;

@@ -1,4 +1,4 @@
-/* tdata_source.h: torus-train's packed-dataset source (prefix ttrain_tdata_).
+/* ttrain_tdata_source.h: torus-train's packed-dataset source (prefix ttrain_tdata_).
  *
  * A torus-pack directory holds a train split and a test split
  * (train-index.txt, test-index.txt). Training batches come from libtdata's
@@ -13,9 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trainer/engine/engine.h"
-#include "trainer/models/models.h"
-#include "trainer/train/source.h"
+#include "trainer/engine/teng.h"
+#include "trainer/models/tmodel.h"
+#include "trainer/train/ttrain_source.h"
 
 /* Opens DIR's train split (and checks that the test split is there and
  * matches it), for rank of world. *train_size is the number of training

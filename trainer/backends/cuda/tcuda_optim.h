@@ -1,4 +1,4 @@
-/* trainer/backends/cuda/cuda_optim.h: the optimizer kernels of the cuda
+/* trainer/backends/cuda/tcuda_optim.h: the optimizer kernels of the cuda
  * backend (prefix tcuda_optim_), the seam between the backend's ops
  * (cuda_backend.c: param_sumsq, sgd_update, refresh_work of
  * trainer/engine/backend.h) and the multi-tensor kernels
@@ -26,7 +26,7 @@
 
 #include <stddef.h>
 
-#include "trainer/engine/engine.h"
+#include "trainer/engine/teng.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-/* source.h: where torus-train's batches come from (prefix ttrain_).
+/* ttrain_source.h: where torus-train's batches come from (prefix ttrain_).
  *
  * The seam for the data pipeline: a source hands out one local batch at a
  * time as pointers it owns (valid until the next call), in the shape the
@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "trainer/models/models.h"
+#include "trainer/models/tmodel.h"
 
 typedef struct {
     const float *x;   /* n x C x H x W */

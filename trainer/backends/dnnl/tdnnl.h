@@ -1,4 +1,4 @@
-/* dnnl.h: the oneDNN (f32, CPU) backend's entry point: its descriptor for
+/* tdnnl.h: the oneDNN (f32, CPU) backend's entry point: its descriptor for
  * the backend registry (trainer/backends/registry.c). Nothing else of the
  * backend is visible above it. */
 #ifndef TORUS_TRAINER_BACKENDS_DNNL_H
