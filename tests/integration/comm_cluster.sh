@@ -48,8 +48,11 @@ step() { # name, then the srun arguments; must PASS
     # start-up, not tcomm. Only that warning earns one retry, logged;
     # tcomm's own "start-up did not finish" does not, so a tcomm start-up
     # fault fails the test.
-    if [ $rc != 0 ] && _ompi_wireup_failed "$out"; then
-        echo "[$name] RETRY: exit $rc with OpenMPI's TCP wire-up warning:"
+    # The same for OpenMPI's crash inside MPI_Init, which tcomm names
+    # (tests/cluster/testlib.sh, tl_srun_mpi).
+    if [ $rc != 0 ] && { _ompi_wireup_failed "$out" ||
+        grep -q 'OpenMPI crashed inside MPI_Init' <<<"$out"; }; then
+        echo "[$name] RETRY: exit $rc with OpenMPI's TCP wire-up warning or its crash in MPI_Init:"
         echo "$out" | grep -E 'failed to TCP connect|Error: |srun: error|tcomm:' | head -8 |
             sed "s/^/[$name]   /"
         out=$(timeout 300 srun --mpi=pmix -N4 -n8 "$@" 2>&1)

@@ -44,7 +44,7 @@ mkdir -p "$t" "$TL_BASE/ompi-shm" "$TL_BASE/ompi-tmp"
 export OMPI_MCA_btl_tcp_if_include=lo
 export OMPI_MCA_btl_vader_backing_directory="$TL_BASE/ompi-shm"
 export OMPI_MCA_orte_tmpdir_base="$TL_BASE/ompi-tmp"
-run_srun() { timeout 300 srun --mpi=pmix --torus=auto "$@"; }
+run_srun() { tl_srun_mpi --mpi=pmix --torus=auto "$@"; }
 losses() { sed 's/.*"loss":\([^,]*\),.*/\1/' "$1"; }
 ck() { ls "$1"/ckpt-"$2"-*.h5 2>/dev/null | head -1; } # DIR STEP: the file
 
@@ -81,7 +81,7 @@ for w in fp16 fp32; do
     # One row on the node: the row sums in place and rounds once. (Across
     # nodes, or down a column, a rank's own share is cast before the sum
     # too, and the error is bounded by the shares, not by the sum.)
-    timeout 300 srun --mpi=pmix --torus=1x2 -N1 -n2 "${one_step[@]}" --wire $w \
+    tl_srun_mpi --mpi=pmix --torus=1x2 -N1 -n2 "${one_step[@]}" --wire $w \
         --checkpoint-dir "$t/w2$w" >"$t/w2$w.log" 2>&1 ||
         tl_fail "2 ranks, --wire $w: $(tail -5 "$t/w2$w.log")"
     grep -q "grid 1x2 .*node-shared memory, all-reduce hybrid, $w wire" "$t/w2$w.log" ||
