@@ -12,7 +12,7 @@ data_libtdata_la_SOURCES = data/tdata.h \
 	data/format/tdata_format.h data/format/format.h \
 	data/format/tdata_h5attr.h \
 	data/format/error.c data/format/crc32c.c data/format/rng.c \
-	data/format/limits.c data/format/h5attr.c \
+	data/format/limits.c data/format/h5attr.c data/format/durable.c \
 	data/format/shard_write.c data/format/shard_read.c data/format/index.c \
 	data/image/image.h data/image/jpeg_decode.c data/image/png_decode.c \
 	data/image/resize.c \
