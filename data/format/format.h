@@ -69,7 +69,8 @@ char **tdata_shard_names(const tdata_shard *s);
 void tdata_shard_close(tdata_shard *s);
 uint32_t tdata_crc_of_crcs(const uint32_t *crcs, uint64_t n);
 
-/* Turn HDF5 file locking off for every file we open (parallel FS). */
+/* Turn HDF5 file locking off for every file we open (parallel FS). The
+ * caller holds tdata_h5_lock() (format/tdata_h5attr.h). */
 long tdata_h5_fapl(void);
 
 /* --------------------------------------------- durable file creation */

@@ -31,10 +31,8 @@ long tdata_h5_fapl(void)
      * that opens files without our property list. */
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, _no_locking_env);
-    tdata_h5_lock();
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_file_locking(fapl, 0, 1);
-    tdata_h5_unlock();
     return (long)fapl;
 }
 

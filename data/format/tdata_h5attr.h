@@ -8,9 +8,10 @@
  * count match what the caller's buffer holds, so a crafted file can never
  * make H5Aread write past the buffer. Failures return a TDATA_E* code with
  * a message naming WHAT (the file) and the attribute (common/torus_error.h).
- * HDF5 from several threads: the Debian/Ubuntu HDF5 is built without its
- * thread-safety option, so two threads inside it at once corrupt its
- * global state (error stack, identifier tables, metadata cache). Every
+ * HDF5 from several threads: an HDF5 built without its thread-safety
+ * option (HDF5's own default; site builds on clusters often are) lets two
+ * threads inside it at once corrupt its global state (error stack,
+ * identifier tables, metadata cache). Every
  * HDF5 call of the process (decode threads naming a bad sample, the
  * loader's shard opens, rank 0 writing a checkpoint) runs between
  * tdata_h5_lock() and tdata_h5_unlock(). The helpers below take it
@@ -33,7 +34,8 @@ extern "C" {
 /* Takes the process-wide HDF5 lock: a recursive mutex, so a holder may
  * call the helpers below (which take it again). A no-op when HDF5 reports
  * itself thread-safe (H5is_library_threadsafe), as HDF5 then serialises its
- * API itself. */
+ * API itself, unless the environment has TORUS_HDF5_LOCK=always (read once,
+ * at the first call). */
 void tdata_h5_lock(void);
 
 /* Releases one tdata_h5_lock(). */
