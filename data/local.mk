@@ -12,7 +12,7 @@ data_libtdata_la_SOURCES = data/tdata.h \
 	data/format/tdata_format.h data/format/format.h \
 	data/format/tdata_h5attr.h \
 	data/format/error.c data/format/crc32c.c data/format/rng.c \
-	data/format/limits.c data/format/h5attr.c \
+	data/format/limits.c data/format/h5attr.c data/format/durable.c \
 	data/format/shard_write.c data/format/shard_read.c data/format/index.c \
 	data/image/image.h data/image/jpeg_decode.c data/image/png_decode.c \
 	data/image/resize.c \
@@ -68,7 +68,7 @@ EXTRA_DIST += $(DATA_SH_TESTS)
 
 DATA_UNIT_TESTS = tests/unit/test_data_crc32c tests/unit/test_data_shard \
 	tests/unit/test_data_shuffle tests/unit/test_data_transform \
-	tests/unit/test_data_loader
+	tests/unit/test_data_loader tests/unit/test_data_h5lock
 check_PROGRAMS += $(DATA_UNIT_TESTS)
 TESTS += $(DATA_UNIT_TESTS)
 noinst_HEADERS += tests/unit/test_data_main.h
@@ -89,6 +89,9 @@ tests_unit_test_data_loader_LDADD = $(DATA_TEST_LDADD) $(TURBOJPEG_LIBS)
 tests_unit_test_data_shard_SOURCES = tests/unit/test_data_shard.c
 tests_unit_test_data_shard_CFLAGS = $(DATA_TEST_CFLAGS) $(HDF5_CFLAGS)
 tests_unit_test_data_shard_LDADD = $(DATA_TEST_LDADD) $(HDF5_LIBS)
+tests_unit_test_data_h5lock_SOURCES = tests/unit/test_data_h5lock.c
+tests_unit_test_data_h5lock_CFLAGS = $(DATA_TEST_CFLAGS) $(HDF5_CFLAGS)
+tests_unit_test_data_h5lock_LDADD = $(DATA_TEST_LDADD) $(HDF5_LIBS) -lpthread
 dist_doc_DATA += docs/shard-format.md
 EXTRA_DIST += tests/bench/data/run.sh tests/bench/data/torchvision_pipeline.py
 

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "data/format/tdata_format.h"
 
@@ -68,8 +69,36 @@ char **tdata_shard_names(const tdata_shard *s);
 void tdata_shard_close(tdata_shard *s);
 uint32_t tdata_crc_of_crcs(const uint32_t *crcs, uint64_t n);
 
-/* Turn HDF5 file locking off for every file we open (parallel FS). */
+/* Turn HDF5 file locking off for every file we open (parallel FS). The
+ * caller holds tdata_h5_lock() (format/tdata_h5attr.h). */
 long tdata_h5_fapl(void);
+
+/* --------------------------------------------- durable file creation */
+/* Removes TMP when it is our own regular file (left by a crash); 0 when
+ * TMP is now absent, -1 with errno (EEXIST: a symbolic link, or a file of
+ * another user or kind, which is left alone). */
+int tdata_tmp_clear(const char *tmp);
+
+/* Creates TMP afresh for writing (tdata_tmp_clear, then O_CREAT | O_EXCL |
+ * O_NOFOLLOW): a descriptor, or -1 with errno. */
+int tdata_tmp_create(const char *tmp);
+
+/* Makes the complete file TMP durable under PATH: fsync of its data, the
+ * rename, fsync of PATH's directory. 0, or -1 with errno (TMP is left for
+ * the caller to remove). */
+int tdata_publish(const char *tmp, const char *path);
+
+/* tdata_tmp_create as a stdio stream: NULL with errno on failure. */
+FILE *tdata_tmp_fopen(const char *tmp);
+
+/* Closes F, written to TMP, and tdata_publish'es it to PATH; on any error
+ * TMP is removed. 0, or -1 with errno. */
+int tdata_publish_stream(FILE *f, const char *tmp, const char *path);
+
+/* The message part for a failed tdata_tmp_create/tdata_tmp_fopen. */
+#define TDATA_TMP_REFUSED                                               \
+    "(a symbolic link or another user's file at the temporary name is " \
+    "never followed or replaced)"
 
 /* ------------------------------------------------------------ index */
 /* Upper bounds on counts read from an index or a shard, far above any real

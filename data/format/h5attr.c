@@ -2,12 +2,51 @@
  * accept (format/tdata_h5attr.h). H5Aread writes as many elements as the
  * attribute's dataspace holds, and a shard or checkpoint is a file users
  * can rewrite (h5py, h5repack), so the dataspace and type are compared
- * with the caller's buffer first. */
+ * with the caller's buffer first. Also the process-wide HDF5 lock. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/torus_error.h"
 #include "data/format/tdata_h5attr.h"
+
+static pthread_mutex_t _h5_mutex;
+static pthread_once_t _h5_once = PTHREAD_ONCE_INIT;
+static int _h5_threadsafe;
+
+static void _h5_init(void)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    /* Recursive: the attribute helpers lock again inside a caller's hold
+     * (shard open, checkpoint save). */
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&_h5_mutex, &a);
+    pthread_mutexattr_destroy(&a);
+    /* Asked once, inside the once: every HDF5 user waits here first, so
+     * this call is alone in the library. */
+    hbool_t ts = 0;
+    _h5_threadsafe = H5is_library_threadsafe(&ts) >= 0 && ts;
+    /* TORUS_HDF5_LOCK=always takes the lock with a thread-safe HDF5 too:
+     * for tests (which then see every call site wait on it) and for an
+     * HDF5 that claims a safety it lacks. */
+    const char *e = getenv("TORUS_HDF5_LOCK");
+    if (e && strcmp(e, "always") == 0)
+        _h5_threadsafe = 0;
+}
+
+void tdata_h5_lock(void)
+{
+    pthread_once(&_h5_once, _h5_init);
+    if (!_h5_threadsafe)
+        pthread_mutex_lock(&_h5_mutex);
+}
+
+void tdata_h5_unlock(void)
+{
+    if (!_h5_threadsafe)
+        pthread_mutex_unlock(&_h5_mutex);
+}
 
 /* Open attribute NAME and check it holds `count` elements in at most one
  * dimension; *a is the open attribute on success. */
@@ -37,8 +76,8 @@ static int _open_counted(hid_t loc, const char *what, const char *name,
     return TDATA_OK;
 }
 
-int tdata_h5_attr_read(hid_t loc, const char *what, const char *name,
-                       hid_t mem_type, void *buf, size_t count)
+static int _h5_attr_read(hid_t loc, const char *what, const char *name,
+                         hid_t mem_type, void *buf, size_t count)
 {
     hid_t a;
     int rc = _open_counted(loc, what, name, count, &a);
@@ -81,8 +120,8 @@ static int _read_fixed(hid_t a, size_t sz, char *buf, size_t n)
     return ok ? 0 : -1;
 }
 
-int tdata_h5_attr_str(hid_t loc, const char *what, const char *name, char *buf,
-                      size_t n)
+static int _h5_attr_str(hid_t loc, const char *what, const char *name,
+                        char *buf, size_t n)
 {
     if (n)
         buf[0] = 0;
@@ -108,9 +147,9 @@ int tdata_h5_attr_str(hid_t loc, const char *what, const char *name, char *buf,
     return rc;
 }
 
-int tdata_h5_attr_write(hid_t loc, const char *what, const char *name,
-                        hid_t file_type, hid_t mem_type, const void *buf,
-                        size_t count)
+static int _h5_attr_write(hid_t loc, const char *what, const char *name,
+                          hid_t file_type, hid_t mem_type, const void *buf,
+                          size_t count)
 {
     hsize_t n = count;
     hid_t sp = count == TDATA_H5_SCALAR ? H5Screate(H5S_SCALAR)
@@ -129,19 +168,57 @@ int tdata_h5_attr_write(hid_t loc, const char *what, const char *name,
     return TDATA_OK;
 }
 
-int tdata_h5_attr_write_str(hid_t loc, const char *what, const char *name,
-                            const char *v)
+static int _h5_attr_write_str(hid_t loc, const char *what, const char *name,
+                              const char *v)
 {
     hid_t t = H5Tcopy(H5T_C_S1);
     /* NULLTERM is H5T_C_S1's padding already; set, not assumed, as it is
      * what readers of other languages (h5py) rely on. */
     int bad = t < 0 || H5Tset_size(t, strlen(v) + 1) < 0 ||
               H5Tset_strpad(t, H5T_STR_NULLTERM) < 0;
-    int rc =
-        bad ? TORUS_FAIL(TDATA_EIO, "%s: cannot write attribute '%s'", what,
-                         name)
-            : tdata_h5_attr_write(loc, what, name, t, t, v, TDATA_H5_SCALAR);
+    int rc = bad ? TORUS_FAIL(TDATA_EIO, "%s: cannot write attribute '%s'",
+                              what, name)
+                 : _h5_attr_write(loc, what, name, t, t, v, TDATA_H5_SCALAR);
     if (t >= 0)
         H5Tclose(t);
+    return rc;
+}
+
+/* ---- the public helpers: the bodies above, under the HDF5 lock ---- */
+
+int tdata_h5_attr_read(hid_t loc, const char *what, const char *name,
+                       hid_t mem_type, void *buf, size_t count)
+{
+    tdata_h5_lock();
+    int rc = _h5_attr_read(loc, what, name, mem_type, buf, count);
+    tdata_h5_unlock();
+    return rc;
+}
+
+int tdata_h5_attr_str(hid_t loc, const char *what, const char *name, char *buf,
+                      size_t n)
+{
+    tdata_h5_lock();
+    int rc = _h5_attr_str(loc, what, name, buf, n);
+    tdata_h5_unlock();
+    return rc;
+}
+
+int tdata_h5_attr_write(hid_t loc, const char *what, const char *name,
+                        hid_t file_type, hid_t mem_type, const void *buf,
+                        size_t count)
+{
+    tdata_h5_lock();
+    int rc = _h5_attr_write(loc, what, name, file_type, mem_type, buf, count);
+    tdata_h5_unlock();
+    return rc;
+}
+
+int tdata_h5_attr_write_str(hid_t loc, const char *what, const char *name,
+                            const char *v)
+{
+    tdata_h5_lock();
+    int rc = _h5_attr_write_str(loc, what, name, v);
+    tdata_h5_unlock();
     return rc;
 }

@@ -38,9 +38,10 @@ int tdata_index_write(const char *path, const tdata_index *ix)
     char tmp[4096];
     /* A unique temporary name: job-array tasks may race to write it. */
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
+    FILE *f = tdata_tmp_fopen(tmp);
     if (!f)
-        return TORUS_FAIL(TDATA_EIO, "%s: %s", tmp, strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "%s: %s " TDATA_TMP_REFUSED, tmp,
+                          strerror(errno));
     fprintf(f, "# torus dataset index; format: docs/shard-format.md\n");
     fprintf(f, "torus-index %d\n", TDATA_FORMAT_VERSION);
     fprintf(f, "creator %s\n", ix->creator);
@@ -61,12 +62,9 @@ int tdata_index_write(const char *path, const tdata_index *ix)
         fprintf(f, "shard %d %s %llu %llu %08x\n", i, ix->shards[i].file,
                 (unsigned long long)ix->shards[i].count,
                 (unsigned long long)ix->shards[i].bytes, ix->shards[i].crc);
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
-        return TORUS_FAIL(TDATA_EIO, "%s: write failed", path);
-    }
+    if (tdata_publish_stream(f, tmp, path) != 0)
+        return TORUS_FAIL(TDATA_EIO, "%s: write failed: %s", path,
+                          strerror(errno));
     return TDATA_OK;
 }
 

@@ -387,6 +387,26 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
     return TDATA_OK;
 }
 
+/* The HDF5 part of tdata_shard_open, under the process-wide HDF5 lock
+ * (decode threads may be naming a sample, rank 0 writing a checkpoint). */
+static int _open_h5(const char *path, tdata_shard *s, int load_classes)
+{
+    tdata_h5_lock();
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t fapl = (hid_t)tdata_h5_fapl();
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    int rc = f < 0 ? TORUS_FAIL(TDATA_EFORMAT,
+                                "%s: not a readable HDF5 file "
+                                "(truncated or corrupt?)",
+                                path)
+                   : _load(f, s, load_classes);
+    if (f >= 0)
+        H5Fclose(f);
+    tdata_h5_unlock();
+    return rc;
+}
+
 int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
 {
     memset(s, 0, sizeof *s);
@@ -400,17 +420,7 @@ int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
             errno == ENOENT ? TDATA_EMISSING : TDATA_EIO, "%s: %s%s", path,
             errno == ENOENT ? "missing shard: " : "", strerror(errno));
     s->file_size = (uint64_t)st.st_size;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t fapl = (hid_t)tdata_h5_fapl();
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
-    if (f < 0)
-        return TORUS_FAIL(TDATA_EFORMAT,
-                          "%s: not a readable HDF5 file "
-                          "(truncated or corrupt?)",
-                          path);
-    int rc = _load(f, s, load_classes);
-    H5Fclose(f);
+    int rc = _open_h5(path, s, load_classes);
     if (rc)
         return rc;
     /* Every chunk must lie inside the file: catches truncation that HDF5's
@@ -466,7 +476,8 @@ int tdata_shard_pread(const tdata_shard *s, uint64_t lo, uint64_t hi,
     return TDATA_OK;
 }
 
-int tdata_shard_name(const tdata_shard *s, uint64_t i, char *buf, size_t n)
+/* tdata_shard_name's HDF5 part; the caller holds the HDF5 lock. */
+static int _name_h5(const tdata_shard *s, uint64_t i, char *buf, size_t n)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t fapl = (hid_t)tdata_h5_fapl();
@@ -500,18 +511,31 @@ int tdata_shard_name(const tdata_shard *s, uint64_t i, char *buf, size_t n)
               : rc;
 }
 
+int tdata_shard_name(const tdata_shard *s, uint64_t i, char *buf, size_t n)
+{
+    /* Called from decode threads (bad-sample messages) while the I/O
+     * threads open shards and rank 0 may write a checkpoint. */
+    tdata_h5_lock();
+    int rc = _name_h5(s, i, buf, n);
+    tdata_h5_unlock();
+    return rc;
+}
+
 char **tdata_shard_names(const tdata_shard *s)
 {
+    tdata_h5_lock();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t fapl = (hid_t)tdata_h5_fapl();
     hid_t f = H5Fopen(s->path, H5F_ACC_RDONLY, fapl);
     H5Pclose(fapl);
+    char **v = f < 0 ? NULL : _read_strings(f, "names", s->n);
+    if (f >= 0)
+        H5Fclose(f);
+    tdata_h5_unlock();
     if (f < 0) {
         TORUS_FAIL(TDATA_EIO, "%s: cannot open", s->path);
         return NULL;
     }
-    char **v = _read_strings(f, "names", s->n);
-    H5Fclose(f);
     if (!v)
         TORUS_FAIL(TDATA_EFORMAT, "%s: bad names dataset", s->path);
     return v;

@@ -3,7 +3,9 @@
  * TDATA_CHUNK_BYTES long and file-aligned to that size, so a reader on
  * Lustre/GPFS issues few, large, stripe-aligned reads. No filters: the
  * JPEGs are already compressed, and unfiltered chunks let readers pread()
- * them directly. The file appears under its final name only once complete. */
+ * them directly. The file appears under its final name only once complete
+ * and durable (format/durable.c); HDF5 runs under tdata_h5_lock(). */
+#include <errno.h>
 #include <hdf5.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -170,6 +172,37 @@ static int _write_attrs(hid_t f, const tdata_shard_meta *m, uint64_t n)
     return bad;
 }
 
+/* Creates TMP (never through a link: H5F_ACC_EXCL) and writes the shard;
+ * the caller holds the HDF5 lock. 0, -1 when TMP could not be created, 1
+ * when a write failed. */
+static int _write_h5(const char *tmp, const tdata_shard_meta *m, uint64_t n,
+                     uint64_t bytes, const uint8_t *data,
+                     const uint64_t *offsets, const int32_t *labels,
+                     const uint32_t *crcs, const char *const *names)
+{
+    hid_t fapl = (hid_t)tdata_h5_fapl();
+    /* Objects of 1 MiB or more start on a chunk-size boundary: each chunk is
+     * then exactly one Lustre stripe set / GPFS block run. */
+    H5Pset_alignment(fapl, 1u << 20, TDATA_CHUNK_BYTES);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    if (f < 0)
+        return -1;
+    int bad = _write_attrs(f, m, n);
+    bad |= _dset_images(f, m, n, bytes, data);
+    if (m->layout == TDATA_LAYOUT_ENCODED)
+        bad |= _dset_1d(f, "offsets", H5T_NATIVE_UINT64, n + 1, offsets);
+    bad |= _dset_1d(f, "labels", H5T_NATIVE_INT32, n, labels);
+    bad |= _dset_1d(f, "crc32c", H5T_NATIVE_UINT32, n, crcs);
+    bad |= _dset_strings(f, "names", n, names);
+    bad |= _dset_strings(f, "class_ids", m->num_classes, m->class_ids);
+    bad |= _dset_strings(f, "class_words", m->num_classes, m->class_words);
+    if (H5Fclose(f) < 0)
+        bad = 1;
+    return bad ? 1 : 0;
+}
+
 int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
                       const uint8_t *data, const uint64_t *offsets,
                       const int32_t *labels, const char *const *names)
@@ -187,38 +220,32 @@ int tdata_shard_write(const char *path, const tdata_shard_meta *m, uint64_t n,
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
+    if (!tmp) {
+        free(crcs);
+        return TORUS_FAIL(TDATA_ENOMEM, "%s: out of memory", path);
+    }
     snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-
-    hid_t fapl = (hid_t)tdata_h5_fapl();
-    /* Objects of 1 MiB or more start on a chunk-size boundary: each chunk is
-     * then exactly one Lustre stripe set / GPFS block run. */
-    H5Pset_alignment(fapl, 1u << 20, TDATA_CHUNK_BYTES);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
-    H5Pclose(fapl);
     int rc = TDATA_OK;
-    if (f < 0) {
-        rc = TORUS_FAIL(TDATA_EIO, "%s: cannot create HDF5 file", tmp);
+    if (tdata_tmp_clear(tmp) != 0) {
+        rc = TORUS_FAIL(TDATA_EIO, "%s: %s " TDATA_TMP_REFUSED, tmp,
+                        strerror(errno));
         goto out;
     }
-    int bad = _write_attrs(f, m, n);
-    bad |= _dset_images(f, m, n, bytes, data);
-    if (m->layout == TDATA_LAYOUT_ENCODED)
-        bad |= _dset_1d(f, "offsets", H5T_NATIVE_UINT64, n + 1, offsets);
-    bad |= _dset_1d(f, "labels", H5T_NATIVE_INT32, n, labels);
-    bad |= _dset_1d(f, "crc32c", H5T_NATIVE_UINT32, n, crcs);
-    bad |= _dset_strings(f, "names", n, names);
-    bad |= _dset_strings(f, "class_ids", m->num_classes, m->class_ids);
-    bad |= _dset_strings(f, "class_words", m->num_classes, m->class_words);
-    if (H5Fclose(f) < 0)
-        bad = 1;
+    tdata_h5_lock();
+    int bad = _write_h5(tmp, m, n, bytes, data, offsets, labels, crcs, names);
+    tdata_h5_unlock();
     if (bad) {
-        rc = TORUS_FAIL(TDATA_EIO, "%s: HDF5 write failed (disk full?)", tmp);
-        unlink(tmp);
+        rc = TORUS_FAIL(TDATA_EIO,
+                        bad < 0 ? "%s: cannot create HDF5 file"
+                                : "%s: HDF5 write failed (disk full?)",
+                        tmp);
+        if (bad > 0)
+            unlink(tmp);
         goto out;
     }
-    if (rename(tmp, path) != 0) {
-        rc = TORUS_FAIL(TDATA_EIO, "%s: rename to final name failed", path);
+    if (tdata_publish(tmp, path) != 0) {
+        rc = TORUS_FAIL(TDATA_EIO, "%s: fsync or rename to the final name: %s",
+                        path, strerror(errno));
         unlink(tmp);
     }
 out:

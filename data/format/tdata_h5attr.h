@@ -8,6 +8,16 @@
  * count match what the caller's buffer holds, so a crafted file can never
  * make H5Aread write past the buffer. Failures return a TDATA_E* code with
  * a message naming WHAT (the file) and the attribute (common/torus_error.h).
+ * HDF5 from several threads: an HDF5 built without its thread-safety
+ * option (HDF5's own default; site builds on clusters often are) lets two
+ * threads inside it at once corrupt its global state (error stack,
+ * identifier tables, metadata cache). Every
+ * HDF5 call of the process (decode threads naming a bad sample, the
+ * loader's shard opens, rank 0 writing a checkpoint) runs between
+ * tdata_h5_lock() and tdata_h5_unlock(). The helpers below take it
+ * themselves; callers that call HDF5 directly hold it around those calls,
+ * including the argument H5T_NATIVE_* (a macro that calls H5open).
+ *
  * Includes only format/tdata_format.h and <hdf5.h>. */
 #ifndef TORUS_DATA_FORMAT_TDATA_H5ATTR_H
 #define TORUS_DATA_FORMAT_TDATA_H5ATTR_H
@@ -20,6 +30,16 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Takes the process-wide HDF5 lock: a recursive mutex, so a holder may
+ * call the helpers below (which take it again). A no-op when HDF5 reports
+ * itself thread-safe (H5is_library_threadsafe), as HDF5 then serialises its
+ * API itself, unless the environment has TORUS_HDF5_LOCK=always (read once,
+ * at the first call). */
+void tdata_h5_lock(void);
+
+/* Releases one tdata_h5_lock(). */
+void tdata_h5_unlock(void);
 
 /* Longest string attribute read (bytes): larger ones are refused before
  * anything is allocated. */

@@ -18,9 +18,10 @@ int tdata_listing_write(const char *path, const tdata_pack_src *s)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
+    FILE *f = tdata_tmp_fopen(tmp);
     if (!f)
-        return TORUS_FAIL(TDATA_EIO, "--listing=%s: %s", tmp, strerror(errno));
+        return TORUS_FAIL(TDATA_EIO, "--listing=%s: %s " TDATA_TMP_REFUSED, tmp,
+                          strerror(errno));
     fprintf(f, "torus-listing 1\nclasses %d\n", s->num_classes);
     for (int i = 0; i < s->num_classes; i++)
         fprintf(f, "%s\t%s\n", s->class_ids[i], s->class_words[i]);
@@ -28,12 +29,9 @@ int tdata_listing_write(const char *path, const tdata_pack_src *s)
     for (uint64_t i = 0; i < s->n; i++)
         fprintf(f, "%d\t%llu\t%s\n", s->items[i].label,
                 (unsigned long long)s->items[i].bytes, s->items[i].name);
-    int bad = ferror(f);
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return TORUS_FAIL(TDATA_EIO, "--listing=%s: write failed", path);
-    }
+    if (tdata_publish_stream(f, tmp, path) != 0)
+        return TORUS_FAIL(TDATA_EIO, "--listing=%s: write failed: %s", path,
+                          strerror(errno));
     return TDATA_OK;
 }
 

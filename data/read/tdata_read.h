@@ -141,7 +141,11 @@ void tdata_loader_destroy(tdata_loader *l);
 /* ------------------------------------------------------------ staging */
 /* Copy the shards to DIR (default $SLURM_TMPDIR, then $TMPDIR) with large
  * sequential reads, skipping ones already there with the right size, and
- * re-point the dataset at the copies. Safe for ranks sharing a node. */
+ * re-point the dataset at the copies. Safe for ranks sharing a node: the
+ * rank that creates DIR/SHARD.lock copies, the others wait. The wait ends
+ * in an error naming the lock and its owner when another user holds it,
+ * and after 15 minutes otherwise (a lock older than 10 is a crashed
+ * rank's and is taken over). */
 int tdata_stage(tdata_dataset *ds, const char *dir);
 
 /* ------------------------------------------------------------ half */

@@ -398,11 +398,16 @@ static int _write_file(const char *tmp, const ttrain_ckpt_meta *m,
     float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
     if (!buf)
         return TORUS_FAIL(-1, "out of memory");
+    /* HDF5 is not thread-safe here: the data loader's threads use it too
+     * (data/format/tdata_h5attr.h). */
+    tdata_h5_lock();
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here */
     hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     int rc = f < 0 ? TORUS_FAIL(-1, "cannot create '%s'", tmp)
                    : _write(f, m, net, opt, p, config_text, buf);
     if (f >= 0 && H5Fclose(f) < 0 && !rc)
         rc = TORUS_FAIL(-1, "closing '%s'", tmp);
+    tdata_h5_unlock();
     free(buf);
     if (!rc && _fsync_path(tmp))
         rc = TORUS_FAIL(-1, "fsync '%s': %s", tmp, strerror(errno));
@@ -414,7 +419,6 @@ int ttrain_ckpt_save(const char *dir, int keep, int rank,
                      const ttrain_progress *p, const char *config_text)
 {
     char tmp[4096], path[4096];
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here */
     if (mkdir(dir, 0777) && errno != EEXIST)
         return TORUS_FAIL(-1, "cannot create '%s': %s", dir, strerror(errno));
     /* A name no other writer can pick: two jobs resuming one run, or a
@@ -603,11 +607,14 @@ int ttrain_ckpt_load(const char *path, const ttrain_ckpt_meta *want,
                      ttrain_progress *p, ttrain_ckpt_meta *got, char *note,
                      size_t notelen)
 {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     note[0] = '\0';
+    tdata_h5_lock(); /* shared with the data loader's threads */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0)
+    if (f < 0) {
+        tdata_h5_unlock();
         return TORUS_FAIL(-1, "not a readable HDF5 file");
+    }
     int rc = _read_meta(f, got);
     if (!rc && ttrain_ckpt_check(got, want, eval_only, teng_net_nstats(net) > 0,
                                  note, notelen))
@@ -617,6 +624,7 @@ int ttrain_ckpt_load(const char *path, const ttrain_ckpt_meta *want,
     if (!rc)
         rc = _read_state(f, net, opt);
     H5Fclose(f);
+    tdata_h5_unlock();
     return rc;
 }
 
