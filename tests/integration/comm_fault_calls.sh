@@ -4,7 +4,7 @@
 # --mpi=pmix -N2 -n4; the rank at fault, 3, shares its node with rank 2).
 # For each call, rank 3 is stopped (SIGSTOP: a hung node) or killed
 # (SIGKILL) just before it, so the others wait inside it:
-#   flat all-reduce (MPI_Iallreduce), tcomm_max_double, tcomm_sum_double,
+#   flat all-reduce (MPI_Allreduce under a guard thread), tcomm_max_double, tcomm_sum_double,
 #   tcomm_bcast_bytes, tcomm_shared_alloc (its first agreement),
 #   tcomm_finalize (which frees windows and finalizes MPI: blocking), and
 #   inside tcomm_shared_alloc's window allocation itself (TCOMM_FAULT:

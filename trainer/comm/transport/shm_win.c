@@ -19,7 +19,6 @@
  * agreement; "shm-alloc": between it and the blocking allocation), so that
  * tests can lose a rank exactly inside this sequence. */
 #include <errno.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,69 +75,21 @@ static int _room(const tcomm_t *c, size_t total)
     return 1;
 }
 
+/* The blocking allocation, as tc_guarded runs it. */
 typedef struct {
-    tcomm_t *c;
-    const char *what;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int done;
-} _guard;
+    size_t bytes;
+    int disp;
+    MPI_Info info;
+    MPI_Comm comm;
+    void *base;
+    MPI_Win *win;
+} _alloc_args;
 
-static void *_guard_main(void *arg)
+static int _alloc(void *arg)
 {
-    _guard *g = arg;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)g->c->timeout_s + 1;
-    pthread_mutex_lock(&g->mu);
-    int rc = 0;
-    while (!g->done && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&g->cv, &g->mu, &until);
-    int fire = !g->done;
-    pthread_mutex_unlock(&g->mu);
-    if (!fire)
-        return NULL;
-    /* The caller's thread is inside MPI: searching from here needs
-     * MPI_THREAD_MULTIPLE. */
-    int lost = g->c->thread_multiple ? tc_find_lost_rank(g->c, -1) : -1;
-    char who[32] = "a rank";
-    if (lost >= 0)
-        snprintf(who, sizeof who, "rank %d", lost);
-    fprintf(stderr,
-            "tcomm: rank %d: %s is lost or stalled: no progress for %.0f s "
-            "(this rank waits inside %s); giving up\n",
-            g->c->info.rank, who, g->c->timeout_s, g->what);
-    fflush(stderr);
-    /* Let the other members say the same before the launcher ends us. */
-    struct timespec linger = {2, 0};
-    nanosleep(&linger, NULL);
-    _exit(TC_EXIT_LOST);
-}
-
-/* Run MPI_Win_allocate_shared(bytes, disp, info, comm) under the guard. */
-static int _alloc_guarded(tcomm_t *c, const char *what, size_t bytes, int disp,
-                          MPI_Info info, MPI_Comm comm, void *base,
-                          MPI_Win *win)
-{
-    _guard g = {.c = c, .what = what};
-    pthread_t th;
-    pthread_mutex_init(&g.mu, NULL);
-    pthread_cond_init(&g.cv, NULL);
-    /* Without the thread the call merely loses its deadline. */
-    int armed =
-        c->timeout_s < 1e9 && pthread_create(&th, NULL, _guard_main, &g) == 0;
-    int mrc =
-        MPI_Win_allocate_shared((MPI_Aint)bytes, disp, info, comm, base, win);
-    if (armed) {
-        pthread_mutex_lock(&g.mu);
-        g.done = 1;
-        pthread_cond_signal(&g.cv);
-        pthread_mutex_unlock(&g.mu);
-        pthread_join(th, NULL);
-    }
-    pthread_cond_destroy(&g.cv);
-    pthread_mutex_destroy(&g.mu);
-    return mrc;
+    _alloc_args *a = arg;
+    return MPI_Win_allocate_shared((MPI_Aint)a->bytes, a->disp, a->info,
+                                   a->comm, a->base, a->win);
 }
 
 tcomm_rc tc_win_alloc(tcomm_t *c, const tc_group *g, int ok, size_t bytes,
@@ -163,8 +114,8 @@ tcomm_rc tc_win_alloc(tcomm_t *c, const tc_group *g, int ok, size_t bytes,
     if (rc)
         return rc;
     tc_fault_point(c, "shm-alloc");
-    int mrc = _alloc_guarded(c, "MPI_Win_allocate_shared", bytes, disp, info,
-                             g->comm, base, win);
+    _alloc_args aa = {bytes, disp, info, g->comm, base, win};
+    int mrc = tc_guarded(c, "MPI_Win_allocate_shared", _alloc, &aa);
     if (mrc != MPI_SUCCESS) {
         *win = MPI_WIN_NULL;
         TORUS_FAIL(TCOMM_ERR_NOMEM,

@@ -89,6 +89,10 @@ enum { TC_EXIT_LOST = 5 };
 tcomm_rc tc_win_alloc(tcomm_t *c, const tc_group *g, int ok, size_t bytes,
                       int disp, MPI_Info info, void *base, MPI_Win *win,
                       int *who);
+/* guard.c. Run call(arg), a blocking MPI call, with the deadline: a guard
+ * thread ends the process naming the lost rank (exit TC_EXIT_LOST) if it
+ * does not return in time. Returns call's MPI error code. */
+int tc_guarded(tcomm_t *c, const char *what, int (*call)(void *), void *arg);
 /* Test hook: TCOMM_FAULT=point:rank:KILL|STOP signals that world rank at
  * point. */
 void tc_fault_point(const tcomm_t *c, const char *point);
