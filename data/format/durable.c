@@ -37,16 +37,8 @@ int tdata_tmp_create(const char *tmp)
 
 /* fsync of the directory holding PATH; file systems that cannot sync a
  * directory (EINVAL, ENOTSUP) have nothing to flush. */
-static int _fsync_parent(const char *path)
+int tdata_fsync_dir(const char *dir)
 {
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -57,6 +49,19 @@ static int _fsync_parent(const char *path)
         return 0;
     errno = e;
     return rc;
+}
+
+static int _fsync_parent(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    return tdata_fsync_dir(dir);
 }
 
 int tdata_publish(const char *tmp, const char *path)

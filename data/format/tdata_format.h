@@ -64,6 +64,11 @@ int tdata_limits_env(void);
 /* ------------------------------------------------------------ layouts */
 enum tdata_layout { TDATA_LAYOUT_ENCODED = 0, TDATA_LAYOUT_DENSE = 1 };
 
+/* fsync of directory dir, so that a rename in it survives a crash; a file
+ * system that cannot sync directories (EINVAL, ENOTSUP) has nothing to
+ * flush and counts as done. 0, or -1 with errno. */
+int tdata_fsync_dir(const char *dir);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "data/format/tdata_format.h"
 #include "data/format/tdata_h5attr.h"
 
 /* 2: the configuration record and the run id; samples over all ranks. */
@@ -199,23 +200,6 @@ static int _fsync_path(const char *path)
     int rc = fsync(fd);
     int e = errno;
     close(fd);
-    errno = e;
-    return rc;
-}
-
-/* fsync of a directory, so that a rename in it survives a crash; a file
- * system that cannot sync directories (EINVAL, ENOTSUP) has nothing to
- * flush. 0 or -1 with errno. */
-static int _fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    if (rc && (e == EINVAL || e == ENOTSUP || e == EOPNOTSUPP))
-        return 0;
     errno = e;
     return rc;
 }
@@ -439,7 +423,7 @@ int ttrain_ckpt_save(const char *dir, int keep, int rank,
         unlink(tmp);
         return rc;
     }
-    if (_fsync_dir(dir))
+    if (tdata_fsync_dir(dir))
         return TORUS_FAIL(
             -1,
             "fsync of the directory '%s' after writing %s: %s (the "
