@@ -35,9 +35,9 @@ int tdata_tmp_create(const char *tmp)
                 0644);
 }
 
-/* fsync of the directory holding PATH; file systems that cannot sync a
- * directory (EINVAL, ENOTSUP) have nothing to flush. */
-int tdata_fsync_dir(const char *dir)
+/* fsync of directory dir; a file system that cannot sync directories
+ * (EINVAL, ENOTSUP) has nothing to flush. 0, or -1 with errno. */
+static int _fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -51,6 +51,7 @@ int tdata_fsync_dir(const char *dir)
     return rc;
 }
 
+/* fsync of the directory holding PATH. */
 static int _fsync_parent(const char *path)
 {
     char dir[4096];
@@ -61,21 +62,23 @@ static int _fsync_parent(const char *path)
         snprintf(dir, sizeof dir, "/");
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    return tdata_fsync_dir(dir);
+    return _fsync_dir(dir);
 }
 
 int tdata_publish(const char *tmp, const char *path)
 {
     int fd = open(tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
-        return -1;
+        return TDATA_PUBLISH_SYNC;
     int rc = fsync(fd);
     int e = errno;
     close(fd);
     errno = e;
-    if (rc != 0 || rename(tmp, path) != 0)
-        return -1;
-    return _fsync_parent(path);
+    if (rc != 0)
+        return TDATA_PUBLISH_SYNC;
+    if (rename(tmp, path) != 0)
+        return TDATA_PUBLISH_RENAME;
+    return _fsync_parent(path) ? TDATA_PUBLISH_DIRSYNC : 0;
 }
 
 FILE *tdata_tmp_fopen(const char *tmp)

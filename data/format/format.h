@@ -83,11 +83,6 @@ int tdata_tmp_clear(const char *tmp);
  * O_NOFOLLOW): a descriptor, or -1 with errno. */
 int tdata_tmp_create(const char *tmp);
 
-/* Makes the complete file TMP durable under PATH: fsync of its data, the
- * rename, fsync of PATH's directory. 0, or -1 with errno (TMP is left for
- * the caller to remove). */
-int tdata_publish(const char *tmp, const char *path);
-
 /* tdata_tmp_create as a stdio stream: NULL with errno on failure. */
 FILE *tdata_tmp_fopen(const char *tmp);
 

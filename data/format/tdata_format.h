@@ -64,10 +64,16 @@ int tdata_limits_env(void);
 /* ------------------------------------------------------------ layouts */
 enum tdata_layout { TDATA_LAYOUT_ENCODED = 0, TDATA_LAYOUT_DENSE = 1 };
 
-/* fsync of directory dir, so that a rename in it survives a crash; a file
- * system that cannot sync directories (EINVAL, ENOTSUP) has nothing to
- * flush and counts as done. 0, or -1 with errno. */
-int tdata_fsync_dir(const char *dir);
+/* Makes the complete file TMP durable under PATH: fsync of its data, the
+ * rename, fsync of PATH's directory. 0, or the step that failed, with
+ * errno (TMP is left for the caller to remove; after a failed directory
+ * sync the file is already under PATH). */
+enum {
+    TDATA_PUBLISH_SYNC = 1,   /* opening or syncing TMP */
+    TDATA_PUBLISH_RENAME = 2, /* the rename */
+    TDATA_PUBLISH_DIRSYNC = 3 /* the directory, after the rename */
+};
+int tdata_publish(const char *tmp, const char *path);
 
 #ifdef __cplusplus
 }

@@ -191,19 +191,6 @@ static int _write(hid_t f, const ttrain_ckpt_meta *m, teng_net *net,
     return rc;
 }
 
-/* fsync of a file; 0 or -1 with errno. */
-static int _fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return rc;
-}
-
 /* ---- the files of a directory ---- */
 
 typedef struct {
@@ -374,7 +361,7 @@ int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
 
 /* ---- saving ---- */
 
-/* Writes the checkpoint into tmp (created afresh) and makes it durable. */
+/* Writes the checkpoint into tmp (created afresh). */
 static int _write_file(const char *tmp, const ttrain_ckpt_meta *m,
                        teng_net *net, topt_sgd *opt, const ttrain_progress *p,
                        const char *config_text)
@@ -393,8 +380,6 @@ static int _write_file(const char *tmp, const ttrain_ckpt_meta *m,
         rc = TORUS_FAIL(-1, "closing '%s'", tmp);
     tdata_h5_unlock();
     free(buf);
-    if (!rc && _fsync_path(tmp))
-        rc = TORUS_FAIL(-1, "fsync '%s': %s", tmp, strerror(errno));
     return rc;
 }
 
@@ -416,14 +401,18 @@ int ttrain_ckpt_save(const char *dir, int keep, int rank,
     if (len < 0 || (size_t)len >= sizeof(tmp))
         return TORUS_FAIL(-1, "--checkpoint-dir '%s' is too long", dir);
     int rc = _write_file(tmp, m, net, opt, p, config_text);
-    /* Durable before visible: the data, then the name, then the dir. */
-    if (!rc && rename(tmp, path))
+    /* Durable before visible: the data, then the name, then the dir
+     * (libtdata's rule for every file it publishes). */
+    int step = rc ? 0 : tdata_publish(tmp, path);
+    if (step == TDATA_PUBLISH_SYNC)
+        rc = TORUS_FAIL(-1, "fsync '%s': %s", tmp, strerror(errno));
+    else if (step == TDATA_PUBLISH_RENAME)
         rc = TORUS_FAIL(-1, "rename to '%s': %s", path, strerror(errno));
     if (rc) {
         unlink(tmp);
         return rc;
     }
-    if (tdata_fsync_dir(dir))
+    if (step == TDATA_PUBLISH_DIRSYNC)
         return TORUS_FAIL(
             -1,
             "fsync of the directory '%s' after writing %s: %s (the "
