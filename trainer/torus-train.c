@@ -348,11 +348,8 @@ static int _bootstrap(_run *r)
     r->info = (tcomm_info){.size = 1};
     if (r->cfg.dry_run)
         return _GO;
-    /* libtcomm reads TCOMM_TIMEOUT after its options: make it say what
-     * the command line resolved, so --comm-timeout wins. */
-    char t[32];
-    snprintf(t, sizeof(t), "%.17g", r->cfg.comm_timeout);
-    setenv("TCOMM_TIMEOUT", t, 1);
+    /* The timeout as the options resolved it (--comm-timeout, then
+     * TCOMM_TIMEOUT, then 30 s); libtcomm's option beats its environment. */
     tcomm_options to = {.timeout_s = r->cfg.comm_timeout};
     if (tcomm_init(&to, &r->comm))
         return _fail("bootstrap", tcomm_error());

@@ -101,7 +101,7 @@ static const char _help[] =
     "(from the\n"
     "  torus SPANK plugin) set the grid and groups; --grid/--group-size "
     "override.\n"
-    "  TCOMM_TIMEOUT sets the lost-peer timeout; "
+    "  TCOMM_TIMEOUT sets the lost-peer timeout (--timeout wins); "
     "TCOMM_SIMD=scalar|f16c|avx512\n"
     "  forces a conversion kernel.\n"
     "\n"

@@ -59,7 +59,8 @@ typedef enum {
 typedef struct {
     int grid_rows, grid_cols; /* --grid RxC; 0 = from TORUS_* or per node */
     int group_size;           /* --group-size N; 0 = from TORUS_* or node */
-    double timeout_s;         /* no-progress limit per wait; 0 = default 30 */
+    double timeout_s;         /* no-progress limit per wait; 0: TCOMM_TIMEOUT,
+                               * else 30 s (a value here wins over it) */
     int verbose;
 } tcomm_options;
 

@@ -337,10 +337,12 @@ static tcomm_t *_new(const tcomm_options *opt)
     for (size_t i = 0; i < sizeof gs / sizeof gs[0]; i++)
         gs[i]->comm = MPI_COMM_NULL;
     c->dt_half = MPI_DATATYPE_NULL;
-    c->timeout_s = opt && opt->timeout_s > 0 ? opt->timeout_s : 30.0;
+    /* The caller's option (a tool's command line), else TCOMM_TIMEOUT,
+     * else 30 s: the command line wins over the environment. */
     const char *t = getenv("TCOMM_TIMEOUT");
-    if (t && atof(t) > 0)
-        c->timeout_s = atof(t);
+    c->timeout_s = opt && opt->timeout_s > 0 ? opt->timeout_s
+                   : t && atof(t) > 0        ? atof(t)
+                                             : 30.0;
     c->verbose = opt ? opt->verbose : 0;
     c->use_shm =
         !(getenv("TCOMM_SHM") && strcmp(getenv("TCOMM_SHM"), "0") == 0);
@@ -514,8 +516,8 @@ static tcomm_rc _groups(tcomm_t *c)
 static tcomm_rc _model(tcomm_t *c)
 {
     c->info.source = c->source;
-    tcomm_rc rc = tcomm_model_defaults_env(&c->model, c->info.size,
-                                           c->info.local_size);
+    tcomm_rc rc =
+        tcomm_model_defaults_env(&c->model, c->info.size, c->info.local_size);
     if (rc)
         return rc;
     c->model.rows = c->info.rows;
