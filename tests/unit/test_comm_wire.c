@@ -9,6 +9,7 @@
 
 #include "trainer/comm/core/wire.h"
 #include "trainer/comm/core/wire_isa.h"
+#include "trainer/comm/core/wire_math.h"
 
 static float _f(uint32_t u)
 {
@@ -125,6 +126,51 @@ START_TEST(test_scan_and_scale)
 }
 END_TEST
 
+/* The NCCL transport's kernels run core/wire_math.h per element: pack
+ * (pre-scale by 1/P, then cast) and unpack (widen, count inf/nan). They
+ * must give the bits of the host's own path, tc_scale then tc_encode (and
+ * tc_decode_count), on every ISA the host has, so a bucket cast on the
+ * device is the bucket the CPU path would send. */
+START_TEST(test_device_maths_match_host)
+{
+    enum { N = 65536 + 20011 };
+    static const int ranks[] = {1, 2, 3, 7, 8, 1000};
+    float *x = malloc(N * 4), *buf = malloc(N * 4), *back = malloc(N * 4);
+    uint16_t *w = malloc(N * 2);
+    _inputs(x, N);
+    int isa = _i;
+    if (tc_wire_set_isa(isa) != 0) {
+        free(x), free(buf), free(back), free(w);
+        return; /* this CPU lacks it: the scalar case covers the rest */
+    }
+    for (int wi = TCOMM_WIRE_FP16; wi <= TCOMM_WIRE_BF16; wi++)
+        for (size_t k = 0; k < sizeof ranks / sizeof ranks[0]; k++) {
+            float s = 1.0f / (float)ranks[k];
+            memcpy(buf, x, N * 4);
+            tc_scale(buf, N, s);
+            tc_encode(wi, buf, w, N);
+            int bf = wi == TCOMM_WIRE_BF16;
+            for (size_t i = 0; i < N; i++)
+                ck_assert_msg(tc_wm_pack16(x[i], s, bf) == w[i],
+                              "%s isa %d P %d: %a -> %04x, host %04x",
+                              tcomm_wire_name(wi), isa, ranks[k], (double)x[i],
+                              tc_wm_pack16(x[i], s, bf), w[i]);
+            size_t bad = tc_decode_count(wi, w, back, N), dbad = 0;
+            for (size_t i = 0; i < N; i++) {
+                float v = tc_wm_unpack16(w[i], bf);
+                dbad += (size_t)tc_wm_nonfinite(v);
+                ck_assert_msg(!memcmp(&v, &back[i], 4), "unpack %04x", w[i]);
+            }
+            ck_assert_uint_eq(dbad, bad);
+        }
+    tc_wire_set_isa(TC_ISA_SCALAR);
+    free(x);
+    free(buf);
+    free(back);
+    free(w);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("comm_wire");
@@ -133,6 +179,8 @@ int main(void)
     tcase_add_loop_test(t, test_isa_matches_scalar, TC_ISA_F16C,
                         TC_ISA_AVX512 + 1);
     tcase_add_test(t, test_scan_and_scale);
+    tcase_add_loop_test(t, test_device_maths_match_host, TC_ISA_SCALAR,
+                        TC_ISA_AVX512 + 1);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -22,6 +22,7 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/core/names.c \
 	trainer/comm/core/pick.c \
 	trainer/comm/core/wire.h \
+	trainer/comm/core/wire_math.h \
 	trainer/comm/core/wire_isa.h \
 	trainer/comm/core/wire.c \
 	trainer/comm/transport/transport.h \
@@ -39,6 +40,8 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/algo/seg_walk.c \
 	trainer/comm/algo/segs.c \
 	trainer/comm/algo/shared_grads.c \
+	trainer/comm/fusion/plan.h \
+	trainer/comm/fusion/plan.c \
 	trainer/comm/fusion/fusion.c \
 	trainer/comm/bootstrap/bootstrap.h \
 	trainer/comm/bootstrap/init.c \
@@ -64,9 +67,13 @@ if HAVE_NCCL
 trainer_comm_libtcomm_la_SOURCES += trainer/comm/tcomm_nccl.h trainer/comm/transport/nccl.c
 TCOMM_GPU_LIBS = trainer/comm/transport/nccl_kernels.o $(NCCL_LIBS) $(CUDA_LIBS) -lstdc++
 CLEANFILES += trainer/comm/transport/nccl_kernels.o
-trainer/comm/transport/nccl_kernels.o: trainer/comm/transport/nccl_kernels.cu trainer/comm/transport/nccl_kernels.h
+# nvcc's warnings, host and device, are errors (as for the cuda backend).
+trainer/comm/transport/nccl_kernels.o: trainer/comm/transport/nccl_kernels.cu \
+		trainer/comm/transport/nccl_kernels.h trainer/comm/core/wire_math.h
 	@$(MKDIR_P) trainer/comm/transport
-	$(AM_V_GEN)$(NVCC_COMPILE) -c $(srcdir)/trainer/comm/transport/nccl_kernels.cu -o $@
+	$(AM_V_GEN)$(NVCC_COMPILE) -Werror all-warnings \
+		-Xcompiler -Wall,-Wextra,-Werror \
+		-c $(srcdir)/trainer/comm/transport/nccl_kernels.cu -o $@
 else
 TCOMM_GPU_LIBS =
 EXTRA_DIST += trainer/comm/tcomm_nccl.h trainer/comm/transport/nccl.c
@@ -78,7 +85,8 @@ TCOMM_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS) $(CUDA_CFLAGS)
 
 # ------------------------------------------------------------------ tests
 COMM_UNIT_TESTS = tests/unit/test_comm_layout tests/unit/test_comm_wire \
-	tests/unit/test_comm_fusion tests/unit/test_comm_model
+	tests/unit/test_comm_fusion tests/unit/test_comm_model \
+	tests/unit/test_comm_plan
 check_PROGRAMS += $(COMM_UNIT_TESTS)
 TESTS += $(COMM_UNIT_TESTS)
 tests_unit_test_comm_layout_SOURCES = tests/unit/test_comm_layout.c
@@ -90,6 +98,9 @@ tests_unit_test_comm_wire_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
 tests_unit_test_comm_fusion_SOURCES = tests/unit/test_comm_fusion.c
 tests_unit_test_comm_fusion_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_comm_fusion_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
+tests_unit_test_comm_plan_SOURCES = tests/unit/test_comm_plan.c
+tests_unit_test_comm_plan_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_comm_plan_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
 tests_unit_test_comm_model_SOURCES = tests/unit/test_comm_model.c
 tests_unit_test_comm_model_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_comm_model_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)

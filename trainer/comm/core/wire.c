@@ -12,80 +12,25 @@
 #include "trainer/comm/core/comm.h"
 #include "trainer/comm/core/wire.h"
 #include "trainer/comm/core/wire_isa.h"
+#include "trainer/comm/core/wire_math.h"
 
 /* ---------------------------------------------------------- scalar */
 
-static inline uint32_t _bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static inline float _float(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* IEEE binary16, round to nearest even, overflow to inf, NaN kept quiet. */
+/* The scalar conversions are core/wire_math.h's, which the NCCL
+ * transport's kernels run too. */
 uint16_t tc_half_from_float(float f)
 {
-    uint32_t u = _bits(f);
-    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-    uint32_t a = u & 0x7fffffffu;
-    if (a >= 0x7f800000u) /* inf or nan */
-        return (
-            uint16_t)(sign | 0x7c00u |
-                      (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0));
-    if (a >= 0x477ff000u) /* rounds to >= 65520: inf */
-        return (uint16_t)(sign | 0x7c00u);
-    if (a < 0x38800000u) {   /* below the smallest normal: subnormal or zero */
-        if (a < 0x33000000u) /* below half the smallest subnormal */
-            return sign;
-        uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-        uint32_t shift = 126 - e; /* 14..24 */
-        uint32_t h = m >> shift, rem = m & ((1u << shift) - 1),
-                 half = 1u << (shift - 1);
-        if (rem > half || (rem == half && (h & 1u)))
-            h++;
-        return (uint16_t)(sign | h);
-    }
-    uint32_t h = ((a - 0x38000000u) >> 13);
-    uint32_t rem = a & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
+    return tc_wm_half(f);
 }
 
 float tc_float_from_half(uint16_t h)
 {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f)
-        return _float(sign | 0x7f800000u | (m << 13));
-    if (e == 0) {
-        if (m == 0)
-            return _float(sign);
-        /* subnormal: value m * 2^-24 is exact in fp32 */
-        float v = (float)m * 0x1p-24f;
-        return sign ? -v : v;
-    }
-    return _float(sign | ((e + 112) << 23) | (m << 13));
+    return tc_wm_from_half(h);
 }
 
 uint16_t tc_bf16_from_float(float f)
 {
-    uint32_t u = _bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((u >> 16) | 0x40u); /* quiet the nan */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static inline float _float_from_bf16(uint16_t b)
-{
-    return _float((uint32_t)b << 16);
+    return tc_wm_bf16(f);
 }
 
 static void _enc_scalar(tcomm_wire w, const float *s, void *d, size_t n)
@@ -105,7 +50,7 @@ static void _dec_scalar(tcomm_wire w, const void *s, float *d, size_t n,
     const uint16_t *in = s;
     for (size_t i = 0; i < n; i++) {
         float v = w == TCOMM_WIRE_FP16 ? tc_float_from_half(in[i])
-                                       : _float_from_bf16(in[i]);
+                                       : tc_wm_from_bf16(in[i]);
         d[i] = add ? d[i] + v : v;
     }
 }

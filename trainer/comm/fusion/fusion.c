@@ -2,7 +2,8 @@
  * tcomm_fusion.h for the contract).
  *
  * The caller's thread only counts: ready() decrements its bucket's pending
- * count and wakes the communication thread. That thread takes buckets
+ * count (the bucket plan, plan.h, shared with the device fusion) and wakes
+ * the communication thread. That thread takes buckets
  * strictly in index order (MPI collectives must be issued in the same
  * order on every rank, and the order fixes the bits of the result), packs
  * the bucket's gradients as one vector (tcomm_allreduce_segs: straight
@@ -15,29 +16,21 @@
 #include <time.h>
 
 #include "trainer/comm/algo/algo.h"
+#include "trainer/comm/fusion/plan.h"
 #include "trainer/comm/tcomm_fusion.h"
 
 typedef struct {
     float *grad;
     size_t count;
-    int bucket;
-    int ready;
     char name[48];
 } tc_tensor;
-
-typedef struct {
-    int first, n; /* tensor range */
-    size_t count; /* floats */
-    int pending;  /* tensors not yet ready this step */
-} tc_bucket;
 
 struct tcomm_fusion {
     tcomm_t *c;
     tcomm_fusion_options o;
     tc_tensor *t;
     int nt, cap;
-    tc_bucket *b;
-    int nb;
+    tc_plan plan; /* buckets, ready counts, launch order */
     int sealed;
     int shared;      /* gradients in shared memory on every rank */
     tcomm_seg *segs; /* every tensor as a piece, in bucket order */
@@ -46,7 +39,7 @@ struct tcomm_fusion {
     pthread_cond_t cv;
     pthread_t thread;
     int thread_up, quit;
-    int next; /* next bucket to reduce */
+    int done; /* buckets reduced this step */
     int step_active;
     tcomm_rc err;
     char errmsg[1024];
@@ -99,6 +92,9 @@ tcomm_rc tcomm_fusion_add(tcomm_fusion_t *f, float *grad, size_t count,
     t->grad = grad;
     t->count = count;
     snprintf(t->name, sizeof t->name, "%s", name ? name : "");
+    tcomm_rc rc = tc_plan_add(&f->plan, grad, count);
+    if (rc)
+        return rc;
     if (index)
         *index = f->nt;
     f->nt++;
@@ -111,7 +107,7 @@ tcomm_rc tcomm_fusion_add(tcomm_fusion_t *f, float *grad, size_t count,
 static uint64_t _layout_hash(const tcomm_fusion_t *f)
 {
     uint64_t h = 1469598103934665603ull;
-    uint64_t v[4] = {(uint64_t)f->nt, (uint64_t)f->nb, (uint64_t)f->o.algo,
+    uint64_t v[4] = {(uint64_t)f->nt, (uint64_t)f->plan.nb, (uint64_t)f->o.algo,
                      (uint64_t)f->o.wire | (uint64_t)f->o.flags << 8};
 #define MIX(x)                                                     \
     do {                                                           \
@@ -123,8 +119,8 @@ static uint64_t _layout_hash(const tcomm_fusion_t *f)
         MIX(v[i]);
     for (int i = 0; i < f->nt; i++)
         MIX(f->t[i].count);
-    for (int i = 0; i < f->nb; i++)
-        MIX((uint64_t)f->b[i].first);
+    for (int i = 0; i < f->plan.nb; i++)
+        MIX((uint64_t)f->plan.b[i].first);
 #undef MIX
     return h;
 }
@@ -155,7 +151,7 @@ static tcomm_rc _check_layout(tcomm_fusion_t *f)
     if (c->singleton || c->info.size == 1)
         return TCOMM_OK;
     enum { K = 4 };
-    uint64_t mine[K] = {_layout_hash(f), (uint64_t)f->nt, (uint64_t)f->nb,
+    uint64_t mine[K] = {_layout_hash(f), (uint64_t)f->nt, (uint64_t)f->plan.nb,
                         _shared_hash(f)};
     uint64_t *all = malloc(sizeof mine * (size_t)c->info.size);
     if (!all)
@@ -198,7 +194,7 @@ static tcomm_rc _check_layout(tcomm_fusion_t *f)
 
 static tcomm_rc _reduce_bucket(tcomm_fusion_t *f, int bi)
 {
-    tc_bucket *b = &f->b[bi];
+    const tc_pbucket *b = &f->plan.b[bi];
     tcomm_result r = {0};
     double t0 = tcomm_wtime();
     tcomm_rc rc = tcomm_allreduce_segs(
@@ -218,12 +214,12 @@ static void *_thread(void *arg)
     tcomm_fusion_t *f = arg;
     pthread_mutex_lock(&f->mu);
     for (;;) {
-        while (!f->quit && !(f->step_active && f->next < f->nb &&
-                             f->b[f->next].pending == 0))
+        int bi = -1;
+        while (!f->quit &&
+               !(f->step_active && (bi = tc_plan_next(&f->plan)) >= 0))
             pthread_cond_wait(&f->cv, &f->mu);
         if (f->quit)
             break;
-        int bi = f->next;
         pthread_mutex_unlock(&f->mu);
         tcomm_rc rc = f->err ? f->err : _reduce_bucket(f, bi);
         pthread_mutex_lock(&f->mu);
@@ -231,7 +227,7 @@ static void *_thread(void *arg)
             f->err = rc;
             snprintf(f->errmsg, sizeof f->errmsg, "%s", tcomm_error());
         }
-        f->next++;
+        f->done++;
         pthread_cond_broadcast(&f->cv);
     }
     pthread_mutex_unlock(&f->mu);
@@ -242,31 +238,17 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
 {
     if (f->sealed)
         return TCOMM_OK;
-    f->b = calloc((size_t)(f->nt ? f->nt : 1), sizeof *f->b);
-    if (!f->b)
-        return TORUS_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for buckets");
     f->segs = calloc((size_t)(f->nt ? f->nt : 1), sizeof *f->segs);
     if (!f->segs)
         return TORUS_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for %d tensors",
                           f->nt);
     for (int i = 0; i < f->nt; i++)
         f->segs[i] = (tcomm_seg){f->t[i].grad, f->t[i].count};
-    /* Greedy in backward order: a bucket closes once it holds theta bytes. */
-    for (int i = 0; i < f->nt; i++) {
-        tc_bucket *b = &f->b[f->nb];
-        if (b->n == 0)
-            b->first = i;
-        b->n++;
-        b->count += f->t[i].count;
-        f->t[i].bucket = f->nb;
-        if (b->count * 4 >= f->o.bucket_bytes || i == f->nt - 1)
-            f->nb++;
-    }
-    tcomm_rc rc = _check_layout(f);
+    tcomm_rc rc = tc_plan_cut(&f->plan, f->o.bucket_bytes);
+    if (!rc)
+        rc = _check_layout(f);
     if (rc)
         return rc;
-    for (int i = 0; i < f->nb; i++)
-        f->b[i].pending = f->b[i].n;
     if (!f->o.synchronous) {
         if (pthread_create(&f->thread, NULL, _thread, f) != 0)
             return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
@@ -279,7 +261,7 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
 
 size_t tcomm_fusion_bucket_count(const tcomm_fusion_t *f)
 {
-    return (size_t)f->nb;
+    return (size_t)f->plan.nb;
 }
 
 int tcomm_fusion_shared(const tcomm_fusion_t *f)
@@ -290,23 +272,23 @@ int tcomm_fusion_shared(const tcomm_fusion_t *f)
 tcomm_rc tcomm_fusion_bucket(const tcomm_fusion_t *f, size_t b, int *first,
                              int *ntensors, size_t *count)
 {
-    if (!f->sealed || b >= (size_t)f->nb)
+    if (!f->sealed || b >= (size_t)f->plan.nb)
         return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: no bucket %zu (%d buckets%s)",
-                          b, f->nb, f->sealed ? "" : ", not sealed");
-    *first = f->b[b].first;
-    *ntensors = f->b[b].n;
-    *count = f->b[b].count;
+                          b, f->plan.nb, f->sealed ? "" : ", not sealed");
+    *first = f->plan.b[b].first;
+    *ntensors = f->plan.b[b].n;
+    *count = f->plan.b[b].count;
     return TCOMM_OK;
 }
 
 /* Synchronous mode: reduce every complete bucket at the head, in order. */
 static tcomm_rc _drain_sync(tcomm_fusion_t *f)
 {
-    while (f->next < f->nb && f->b[f->next].pending == 0) {
-        tcomm_rc rc = _reduce_bucket(f, f->next);
+    for (int bi; (bi = tc_plan_next(&f->plan)) >= 0;) {
+        tcomm_rc rc = _reduce_bucket(f, bi);
         if (rc)
             return rc;
-        f->next++;
+        f->done++;
     }
     return TCOMM_OK;
 }
@@ -317,11 +299,9 @@ tcomm_rc tcomm_fusion_ready(tcomm_fusion_t *f, int index)
         return TORUS_FAIL(TCOMM_ERR_ARG, "fusion: ready(%d) with %d tensors%s",
                           index, f->nt, f->sealed ? "" : " before seal");
     pthread_mutex_lock(&f->mu);
-    tc_tensor *t = &f->t[index];
-    int twice = t->ready;
+    int twice = f->plan.ready[index];
     if (!twice) {
-        t->ready = 1;
-        f->b[t->bucket].pending--;
+        tc_plan_ready(&f->plan, index);
         f->step_active = 1;
         pthread_cond_broadcast(&f->cv);
     }
@@ -330,7 +310,7 @@ tcomm_rc tcomm_fusion_ready(tcomm_fusion_t *f, int index)
         return TORUS_FAIL(TCOMM_ERR_ARG,
                           "fusion: gradient %d ('%s') marked ready twice "
                           "in one step",
-                          index, t->name);
+                          index, f->t[index].name);
     return f->o.synchronous ? _drain_sync(f) : TCOMM_OK;
 }
 
@@ -343,15 +323,11 @@ tcomm_rc tcomm_fusion_finish(tcomm_fusion_t *f, tcomm_fusion_stats *st)
     pthread_mutex_lock(&f->mu);
     /* Backward is over: whatever was not marked (unused parameters) goes
      * now, so every rank reduces every bucket. */
-    for (int i = 0; i < f->nt; i++)
-        if (!f->t[i].ready) {
-            f->t[i].ready = 1;
-            f->b[f->t[i].bucket].pending--;
-        }
+    tc_plan_flush(&f->plan);
     f->step_active = 1;
     pthread_cond_broadcast(&f->cv);
     if (f->thread_up)
-        while (f->next < f->nb)
+        while (f->done < f->plan.nb)
             pthread_cond_wait(&f->cv, &f->mu);
     pthread_mutex_unlock(&f->mu);
     if (!f->thread_up)
@@ -365,11 +341,8 @@ tcomm_rc tcomm_fusion_finish(tcomm_fusion_t *f, tcomm_fusion_stats *st)
         *st = f->st;
     /* Reset for the next step. */
     memset(&f->st, 0, sizeof f->st);
-    for (int i = 0; i < f->nt; i++)
-        f->t[i].ready = 0;
-    for (int i = 0; i < f->nb; i++)
-        f->b[i].pending = f->b[i].n;
-    f->next = 0;
+    tc_plan_reset(&f->plan);
+    f->done = 0;
     f->step_active = 0;
     f->err = TCOMM_OK;
     pthread_mutex_unlock(&f->mu);
@@ -390,7 +363,7 @@ void tcomm_fusion_destroy(tcomm_fusion_t *f)
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
     free(f->segs);
-    free(f->b);
+    tc_plan_free(&f->plan);
     free(f->t);
     free(f);
 }

@@ -2,62 +2,58 @@
  * gradients to the wire format with the 1/world pre-scale (before the cast,
  * so fp16 cannot overflow at scale), zero the padding that makes counts
  * divide evenly for reduce-scatter, and cast back while counting inf/nan
- * for loss scaling. Grid-stride loops: any count, one launch. */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+ * for loss scaling. One launch each, grid-stride loops, any count. The
+ * per-element maths is core/wire_math.h, the host wire code's own, so the
+ * CPU tests of that header check what these kernels compute. */
+#include <stdint.h>
 
+#include "trainer/comm/core/wire_math.h"
 #include "trainer/comm/transport/nccl_kernels.h"
 
 enum { WIRE_FP32 = 0, WIRE_FP16 = 1, WIRE_BF16 = 2 };
 
-template <typename T> __device__ T to_wire(float v);
-template <> __device__ float to_wire<float>(float v)
-{
-    return v;
-}
-template <> __device__ __half to_wire<__half>(float v)
-{
-    return __float2half_rn(v);
-}
-template <> __device__ __nv_bfloat16 to_wire<__nv_bfloat16>(float v)
-{
-    return __float2bfloat16_rn(v);
-}
-
-__device__ float from_wire(float v)
-{
-    return v;
-}
-__device__ float from_wire(__half v)
-{
-    return __half2float(v);
-}
-__device__ float from_wire(__nv_bfloat16 v)
-{
-    return __bfloat162float(v);
-}
-
-template <typename T>
-__global__ void pack_kernel(const float *x, T *w, size_t n, size_t npad,
-                            float scale)
+__global__ void pack16_kernel(const float *x, uint16_t *w, size_t n,
+                              size_t npad, float scale, int bf16)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < npad;
          i += (size_t)gridDim.x * blockDim.x)
-        w[i] = to_wire<T>(i < n ? x[i] * scale : 0.0f);
+        w[i] = i < n ? tc_wm_pack16(x[i], scale, bf16) : (uint16_t)0;
 }
 
-template <typename T>
-__global__ void unpack_kernel(const T *w, float *x, size_t n,
-                              unsigned long long *bad)
+__global__ void pack32_kernel(const float *x, float *w, size_t n, size_t npad,
+                              float scale)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < npad;
+         i += (size_t)gridDim.x * blockDim.x)
+        w[i] = i < n ? tc_wm_scaled(x[i], scale) : 0.0f;
+}
+
+/* One atomic per thread that saw an inf/nan: rare, so no reduction tree. */
+__global__ void unpack16_kernel(const uint16_t *w, float *x, size_t n, int bf16,
+                                unsigned long long *bad)
 {
     unsigned long long mine = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float v = from_wire(w[i]);
+        float v = tc_wm_unpack16(w[i], bf16);
         x[i] = v;
-        mine += !isfinite(v);
+        mine += (unsigned long long)tc_wm_nonfinite(v);
     }
-    if (mine) /* rare: one atomic per thread that saw any */
+    if (mine)
+        atomicAdd(bad, mine);
+}
+
+__global__ void unpack32_kernel(const float *w, float *x, size_t n,
+                                unsigned long long *bad)
+{
+    unsigned long long mine = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = w[i];
+        x[i] = v;
+        mine += (unsigned long long)tc_wm_nonfinite(v);
+    }
+    if (mine)
         atomicAdd(bad, mine);
 }
 
@@ -70,37 +66,23 @@ static unsigned _blocks(size_t n)
 extern "C" int tcomm_cuda_pack(const float *x, void *w, size_t n, size_t npad,
                                float scale, int wire, cudaStream_t s)
 {
-    switch (wire) {
-    case WIRE_FP16:
-        pack_kernel<<<_blocks(npad), 256, 0, s>>>(x, (__half *)w, n, npad,
-                                                  scale);
-        break;
-    case WIRE_BF16:
-        pack_kernel<<<_blocks(npad), 256, 0, s>>>(x, (__nv_bfloat16 *)w, n,
-                                                  npad, scale);
-        break;
-    default:
-        pack_kernel<<<_blocks(npad), 256, 0, s>>>(x, (float *)w, n, npad,
-                                                  scale);
-        break;
-    }
+    if (wire == WIRE_FP16 || wire == WIRE_BF16)
+        pack16_kernel<<<_blocks(npad), 256, 0, s>>>(
+            x, (uint16_t *)w, n, npad, scale, wire == WIRE_BF16);
+    else
+        pack32_kernel<<<_blocks(npad), 256, 0, s>>>(x, (float *)w, n, npad,
+                                                    scale);
     return (int)cudaGetLastError();
 }
 
 extern "C" int tcomm_cuda_unpack(const void *w, float *x, size_t n, int wire,
                                  unsigned long long *bad, cudaStream_t s)
 {
-    switch (wire) {
-    case WIRE_FP16:
-        unpack_kernel<<<_blocks(n), 256, 0, s>>>((const __half *)w, x, n, bad);
-        break;
-    case WIRE_BF16:
-        unpack_kernel<<<_blocks(n), 256, 0, s>>>((const __nv_bfloat16 *)w, x, n,
-                                                 bad);
-        break;
-    default:
-        unpack_kernel<<<_blocks(n), 256, 0, s>>>((const float *)w, x, n, bad);
-        break;
-    }
+    if (wire == WIRE_FP16 || wire == WIRE_BF16)
+        unpack16_kernel<<<_blocks(n), 256, 0, s>>>(
+            (const uint16_t *)w, x, n, wire == WIRE_BF16, bad);
+    else
+        unpack32_kernel<<<_blocks(n), 256, 0, s>>>((const float *)w, x, n,
+                                                   bad);
     return (int)cudaGetLastError();
 }
