@@ -79,8 +79,18 @@ TCOMM_GPU_LIBS =
 EXTRA_DIST += trainer/comm/tcomm_nccl.h trainer/comm/transport/nccl.c
 endif
 
+# The device-memory gradient exchange (tcomm_gpu.h: NCCL when found, else
+# the staged MPI path): wherever configure finds CUDA.
+if HAVE_CUDA
+trainer_comm_libtcomm_la_SOURCES += trainer/comm/tcomm_gpu.h trainer/comm/fusion/gpu_fusion.c
+TCOMM_CUDA_LIBS = $(CUDA_LIBS)
+else
+TCOMM_CUDA_LIBS =
+EXTRA_DIST += trainer/comm/tcomm_gpu.h trainer/comm/fusion/gpu_fusion.c
+endif
+
 # What a program that uses libtcomm links.
-TCOMM_LIBS = trainer/comm/libtcomm.la $(TCOMM_GPU_LIBS) $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
+TCOMM_LIBS = trainer/comm/libtcomm.la $(TCOMM_GPU_LIBS) $(TCOMM_CUDA_LIBS) $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
 TCOMM_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS) $(CUDA_CFLAGS)
 
 # ------------------------------------------------------------------ tests

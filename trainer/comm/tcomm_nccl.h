@@ -30,9 +30,18 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
                               tcomm_algo algo, tcomm_wire wire, unsigned flags,
                               cudaStream_t producer);
 
+/* Size the device wire buffer for reductions of up to count values, so
+ * that no later call grows it (growing waits for the stream). */
+tcomm_rc tcomm_nccl_reserve(tcomm_nccl_t *n, size_t count, tcomm_wire wire);
+
 /* Make consumer wait (on the device) for every reduction enqueued so far.
- * With nonfinite non-NULL, also block this thread until they are done and
- * return the number of inf/nan elements in their results. */
+ * With nonfinite non-NULL, also wait on this thread until they are done
+ * and return the number of inf/nan elements in their results: the wait
+ * polls the stream's event and NCCL's async errors with the tcomm
+ * deadline (tcomm_set_timeout, TCOMM_TIMEOUT); a lost peer aborts every
+ * NCCL communicator (ncclCommAbort) and fails with TCOMM_ERR_TIMEOUT or
+ * TCOMM_ERR_TRANSPORT naming the lost rank ("rank 3 is lost or stalled"),
+ * found as on the CPU path. The handle is unusable after that. */
 tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
                          size_t *nonfinite);
 

@@ -9,14 +9,25 @@
  *   torus2d  reduce-scatter along the row, all-reduce along the column,
  *            all-gather along the row
  * The wire buffer is padded to a multiple of P so every reduce-scatter
- * divides evenly; the pad is zero and never copied back. */
+ * divides evenly; the pad is zero and never copied back.
+ *
+ * A lost rank: NCCL's kernels wait for it forever, so the host never
+ * blocks on the communication stream. tcomm_nccl_wait polls its event and
+ * every communicator's ncclCommGetAsyncError, with the tcomm deadline
+ * (tcomm_set_timeout / TCOMM_TIMEOUT) as the no-progress limit; on an
+ * async error or at the deadline it aborts every communicator
+ * (ncclCommAbort), then names the lost rank with the CPU path's search
+ * over MPI (tc_find_lost_rank: the stuck ranks report, the one that never
+ * does is named). */
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "trainer/comm/core/comm.h"
 #include "trainer/comm/tcomm_nccl.h"
 #include "trainer/comm/transport/nccl_kernels.h"
+#include "trainer/comm/transport/transport.h"
 
 struct tcomm_nccl {
     tcomm_t *c;
@@ -27,6 +38,7 @@ struct tcomm_nccl {
     void *wire;
     size_t wire_bytes;
     unsigned long long *d_bad, *h_bad; /* device counter, pinned host copy */
+    int aborted;                       /* communicators aborted: unusable */
 };
 
 #define CUDA_TRY(call)                                                         \
@@ -104,12 +116,14 @@ void tcomm_nccl_finalize(tcomm_nccl_t *n)
 {
     if (!n)
         return;
-    if (n->stream)
+    /* After an abort the stream may hold kernels that never end: no sync,
+     * and the communicators are gone already. */
+    if (n->stream && !n->aborted)
         cudaStreamSynchronize(n->stream);
     ncclComm_t *cs[] = {&n->row,     &n->col,   &n->group,
                         &n->leaders, &n->peers, &n->world};
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
-        if (*cs[i])
+        if (*cs[i] && !n->aborted)
             ncclCommDestroy(*cs[i]);
     cudaFree(n->wire);
     cudaFree(n->d_bad);
@@ -204,6 +218,10 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
     tcomm_t *c = n->c;
     const tcomm_info *i = &c->info;
     int P = i->size;
+    if (n->aborted)
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: the NCCL communicators were aborted",
+                          c->info.rank);
     c->started = 1; /* ends start-up's deadline (bootstrap/watchdog.c) */
     if (algo == TCOMM_ALGO_HYBRID)
         algo = tc_hybrid_pick(c, count, w, 0);
@@ -227,9 +245,106 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
     return TCOMM_OK;
 }
 
+tcomm_rc tcomm_nccl_reserve(tcomm_nccl_t *n, size_t count, tcomm_wire w)
+{
+    size_t P = (size_t)n->c->info.size;
+    return _wire_reserve(n, (count + P - 1) / P * P * tcomm_wire_bytes(w));
+}
+
+/* The first asynchronous error of any of our communicators. */
+static ncclResult_t _async_error(tcomm_nccl_t *n, const char **which)
+{
+    ncclComm_t cs[] = {n->world, n->row,     n->col,
+                       n->group, n->leaders, n->peers};
+    static const char *names[] = {"world", "row",     "column",
+                                  "group", "leaders", "peers"};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        ncclResult_t r = ncclSuccess;
+        if (cs[i] && ncclCommGetAsyncError(cs[i], &r) != ncclSuccess)
+            r = ncclInternalError;
+        if (r != ncclSuccess && r != ncclInProgress) {
+            *which = names[i];
+            return r;
+        }
+    }
+    return ncclSuccess;
+}
+
+/* Every communicator aborted, so no kernel of ours waits on a lost peer
+ * any more; the handle is unusable after this. */
+static void _abort_all(tcomm_nccl_t *n)
+{
+    ncclComm_t *cs[] = {&n->row,     &n->col,   &n->group,
+                        &n->leaders, &n->peers, &n->world};
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        if (*cs[i]) {
+            ncclCommAbort(*cs[i]);
+            *cs[i] = NULL;
+        }
+    n->aborted = 1;
+}
+
+/* The error after an async error (r, in communicator which) or the
+ * deadline (r == ncclSuccess): abort, then name the lost rank as the CPU
+ * path does. */
+static tcomm_rc _lost(tcomm_nccl_t *n, ncclResult_t r, const char *which,
+                      double limit)
+{
+    tcomm_t *c = n->c;
+    _abort_all(n);
+    int lost = c->singleton ? -1 : tc_find_lost_rank(c, -1);
+    char who[32];
+    if (lost < 0)
+        snprintf(who, sizeof who, "a rank");
+    else
+        snprintf(who, sizeof who, "rank %d", lost);
+    if (r != ncclSuccess)
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: %s is lost (NCCL reports '%s' in the %s "
+                          "communicator); NCCL communicators aborted",
+                          c->info.rank, who, ncclGetErrorString(r), which);
+    return TORUS_FAIL(TCOMM_ERR_TIMEOUT,
+                      "rank %d: %s is lost or stalled: no progress for %.0f s "
+                      "(this rank waits in NCCL's gradient all-reduce on the "
+                      "communication stream); NCCL communicators aborted",
+                      c->info.rank, who, limit);
+}
+
+/* Wait for ev with the deadline, checking NCCL's async errors: the host
+ * never blocks in a CUDA call that a lost peer could hold forever. */
+static tcomm_rc _poll(tcomm_nccl_t *n, cudaEvent_t ev)
+{
+    double limit = n->c->timeout_s, start = tcomm_wtime();
+    for (unsigned long spin = 0;; spin++) {
+        cudaError_t e = cudaEventQuery(ev);
+        if (e == cudaSuccess)
+            return TCOMM_OK;
+        if (e != cudaErrorNotReady)
+            return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                              "rank %d: waiting for the NCCL stream: %s",
+                              n->c->info.rank, cudaGetErrorString(e));
+        const char *which = "";
+        ncclResult_t r = _async_error(n, &which);
+        if (r != ncclSuccess)
+            return _lost(n, r, which, limit);
+        if (limit > 0 && tcomm_wtime() - start > limit)
+            return _lost(n, ncclSuccess, "", limit);
+        /* Spin briefly (the usual case: done within the step), then nap
+         * so a long wait costs no CPU. */
+        if (spin > 1000) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
 tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
                          size_t *nonfinite)
 {
+    if (n->aborted)
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: the NCCL communicators were aborted",
+                          n->c->info.rank);
     CUDA_TRY(cudaEventRecord(n->done, n->stream));
     CUDA_TRY(cudaStreamWaitEvent(consumer, n->done, 0));
     if (nonfinite) {
@@ -237,8 +352,9 @@ tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
                                  cudaMemcpyDeviceToHost, n->stream));
         CUDA_TRY(cudaMemsetAsync(n->d_bad, 0, sizeof *n->d_bad, n->stream));
         CUDA_TRY(cudaEventRecord(n->done, n->stream));
-        CUDA_TRY(cudaEventSynchronize(
-            n->done)); /* this event only: no device-wide sync */
+        tcomm_rc rc = _poll(n, n->done); /* this event only, with deadline */
+        if (rc)
+            return rc;
         *nonfinite = (size_t)*n->h_bad;
     }
     return TCOMM_OK;
