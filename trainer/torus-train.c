@@ -31,6 +31,7 @@
 #include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
 #include "trainer/train/ttrain_checkpoint.h"
+#include "trainer/train/ttrain_gpu_exchange.h"
 #include "trainer/train/ttrain_options.h"
 #include "trainer/train/ttrain_source.h"
 #include "trainer/train/ttrain_state_hash.h"
@@ -71,6 +72,8 @@ typedef struct {
     tcomm_algo algo;
     tcomm_wire wire;
     tcomm_fusion_t *fusion;
+    teng_backend *bk;
+    ttrain_gx *gx;    /* device gradients (cuda): train/gpu_exchange.c */
     int np;           /* params; param i is fusion index np - 1 - i */
     double wait_s;    /* time blocked in _grads_wait, for the progress line */
     size_t nonfinite; /* inf/nan in this step's summed gradients */
@@ -80,6 +83,11 @@ static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb)
 {
     if (ex->world == 1)
         return 0;
+    if (ttrain_gx_wanted(ex->bk))
+        return ttrain_gx_open(ex->comm, net, ex->bk, ex->algo, ex->wire,
+                              bucket_kb, &ex->gx)
+                   ? torus_error_prefix(-1, "rank %d", ex->rank)
+                   : 0;
     tcomm_fusion_options fo = {.bucket_bytes = (size_t)bucket_kb << 10,
                                .algo = ex->algo,
                                .wire = ex->wire};
@@ -123,6 +131,8 @@ static void *_shared_grads(void *ctx, size_t bytes)
 static int _grads_ready(void *ctx, teng_net *net, int layer)
 {
     _exchange *ex = ctx;
+    if (ex->gx)
+        return ttrain_gx_ready(ex->gx, net, layer);
     if (!ex->fusion)
         return 0;
     teng_layer_info l;
@@ -141,6 +151,8 @@ static int _grads_ready(void *ctx, teng_net *net, int layer)
 static int _grads_wait(_exchange *ex, teng_net *net)
 {
     ex->nonfinite = 0;
+    if (ex->gx)
+        return ttrain_gx_wait(ex->gx, &ex->nonfinite, &ex->wait_s);
     if (!ex->fusion) {
         int finite;
         if (teng_net_grads_finite(net, &finite))
@@ -167,6 +179,8 @@ static int _stats_average(_exchange *ex, teng_net *net)
     void *stats = teng_net_stats_buffer(net, &n);
     if (ex->world == 1 || !n)
         return 0;
+    if (ex->gx)
+        return ttrain_gx_stats_average(ex->gx, net, ex->algo);
     tcomm_result r;
     return tcomm_allreduce(ex->comm, stats, n, ex->algo, TCOMM_WIRE_FP32,
                            TCOMM_AVERAGE, &r)
@@ -404,9 +418,13 @@ static void _print_setup(const _run *r)
                "gradients in %zu buckets%s, all-reduce %s, %s wire\n",
                r->info.size, r->info.nnodes, r->info.rows, r->info.cols,
                r->info.source ? r->info.source : "?",
-               tcomm_fusion_bucket_count(r->ex.fusion),
-               tcomm_fusion_shared(r->ex.fusion) ? " of node-shared memory"
-                                                 : "",
+               r->ex.gx ? ttrain_gx_buckets(r->ex.gx)
+                        : tcomm_fusion_bucket_count(r->ex.fusion),
+               r->ex.gx ? (strcmp(ttrain_gx_path(r->ex.gx), "nccl")
+                               ? " of device memory, staged through the host"
+                               : " of device memory, NCCL")
+               : tcomm_fusion_shared(r->ex.fusion) ? " of node-shared memory"
+                                                   : "",
                tcomm_algo_name(r->ex.algo), tcomm_wire_name(r->ex.wire));
 }
 
@@ -434,6 +452,7 @@ static int _build_net(_run *r)
         r->net, teng_hash64((cfg->seed ^ 0xd2095e7dULL) +
                             0x9e3779b97f4a7c15ULL * (uint64_t)r->info.rank));
     r->ex = (_exchange){.comm = r->comm,
+                        .bk = r->bk,
                         .rank = r->info.rank,
                         .world = cfg->world,
                         .algo = r->algo,
@@ -832,7 +851,7 @@ static int _step_update(_run *r, double lr, _window *w)
         return _fail("training diverged", torus_error_msg());
     }
     char what[64] = "inf/nan in the gradients";
-    if (r->ex.fusion)
+    if (r->ex.fusion || r->ex.gx)
         snprintf(what, sizeof(what),
                  "%zu inf/nan values in the summed gradients", r->ex.nonfinite);
     if (r->info.rank == 0)
@@ -1003,6 +1022,7 @@ static int _finish(_run *r)
     teng_backend_close(r->bk);
     if (r->ex.fusion)
         tcomm_fusion_destroy(r->ex.fusion);
+    ttrain_gx_close(r->ex.gx);
     tcomm_finalize(r->comm);
     return status;
 }

@@ -13,3 +13,13 @@ const char *teng_backend_name(const teng_backend *bk)
 {
     return bk->ops->name;
 }
+
+void *teng_backend_stream(const teng_backend *bk)
+{
+    return bk->stream;
+}
+
+int teng_backend_host_memory(const teng_backend *bk)
+{
+    return bk->ops->host_memory;
+}

@@ -1,0 +1,40 @@
+/* ttrain_gpu_exchange.h: torus-train's gradient exchange for a backend
+ * whose gradients live in device memory (the cuda backends), with several
+ * ranks: libtcomm's tcomm_gpu (NCCL on the device, or the MPI path staged
+ * through pinned host memory where ranks share a GPU). Host-memory
+ * backends keep the host fusion in torus-train.c.
+ *
+ * Every param's gradient is registered in backward order (params lie in
+ * forward order, so the reverse); the engine's per-layer hook marks a
+ * layer's params ready right after its backward launch; wait() ends the
+ * step's exchange and leaves the backend's stream waiting (on the device)
+ * for the sums, so the update enqueued next runs after them. Errors:
+ * TORUS_FAIL, message in torus_error_msg(). Built into torus-train (not
+ * libtorustrain: it links libtcomm); without CUDA it only says so. */
+#ifndef TORUS_TRAINER_TRAIN_GPU_EXCHANGE_H
+#define TORUS_TRAINER_TRAIN_GPU_EXCHANGE_H
+
+#include "trainer/comm/tcomm.h"
+#include "trainer/engine/teng.h"
+
+typedef struct ttrain_gx ttrain_gx;
+
+/* 1 when bk keeps its arenas in device memory: the GPU exchange must be
+ * used (host code must not touch those gradients). */
+int ttrain_gx_wanted(const teng_backend *bk);
+/* Collective on world, after the net is compiled. */
+int ttrain_gx_open(tcomm_t *c, teng_net *net, teng_backend *bk, tcomm_algo algo,
+                   tcomm_wire wire, int bucket_kb, ttrain_gx **out);
+/* The engine's gradient hook (teng_grad_hook) with x as its context. */
+int ttrain_gx_ready(void *x, teng_net *net, int layer);
+/* Ends the step's exchange: *nonfinite = inf/nan in the sums (the same on
+ * every rank), *wait_s += the host time spent. */
+int ttrain_gx_wait(ttrain_gx *x, size_t *nonfinite, double *wait_s);
+/* The BN running statistics averaged over ranks (fp32 wire). */
+int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo);
+size_t ttrain_gx_buckets(const ttrain_gx *x);
+/* "nccl" or "staged". */
+const char *ttrain_gx_path(const ttrain_gx *x);
+void ttrain_gx_close(ttrain_gx *x);
+
+#endif
