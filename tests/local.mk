@@ -31,6 +31,7 @@ EXTRA_DIST += \
 	tests/integration/cluster_updown.sh \
 	tests/gpu/gpu_smoke.sh \
 	tests/gpu/run \
+	tests/gpu/gpu_exchange.sh \
 	tests/cluster/up \
 	tests/cluster/down \
 	tests/cluster/common.sh \
@@ -50,9 +51,11 @@ tests_gpu_gpu_smoke_LDADD = tests/gpu/nccl_kernels.o $(CUDNN_LIBS) $(NCCL_LIBS) 
 	$(CUBLAS_LIBS) $(CUDA_LIBS) -lstdc++ -lm
 tests_gpu_gpu_smoke_DEPENDENCIES = tests/gpu/nccl_kernels.o
 CLEANFILES += tests/gpu/nccl_kernels.o
-tests/gpu/nccl_kernels.o: $(srcdir)/$(GPU_SMOKE_KERNELS).cu $(srcdir)/$(GPU_SMOKE_KERNELS).h
+tests/gpu/nccl_kernels.o: $(srcdir)/$(GPU_SMOKE_KERNELS).cu $(srcdir)/$(GPU_SMOKE_KERNELS).h \
+		$(srcdir)/trainer/comm/core/wire_math.h
 	@$(MKDIR_P) tests/gpu
-	$(AM_V_GEN)$(NVCC_COMPILE) -c $(srcdir)/$(GPU_SMOKE_KERNELS).cu -o $@
+	$(AM_V_GEN)$(NVCC_COMPILE) -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror \
+		-c $(srcdir)/$(GPU_SMOKE_KERNELS).cu -o $@
 else
 EXTRA_DIST += tests/gpu/gpu_smoke.c
 endif

@@ -25,6 +25,8 @@ struct tcomm_gpu {
     tcomm_gpu_options o;
     int path; /* TC_GPU_NCCL or TC_GPU_STAGED */
     int device;
+    int gpu_id; /* the device's PCI bus id, hashed: the same GPU on a node
+                 * whatever CUDA_VISIBLE_DEVICES numbers it */
     cudaStream_t compute, comm; /* comm: the staged path's own stream */
     tc_plan plan;
     int sealed;
@@ -55,8 +57,10 @@ enum { _HAVE_NCCL = 1 };
 enum { _HAVE_NCCL = 0 };
 #endif
 
-/* Every rank's node, device and TCOMM_GPU preference, by one sum over
- * world (exact: small integers in doubles), then the same choice on all. */
+/* Every rank's node, GPU (hashed PCI bus id) and TCOMM_GPU preference, by
+ * one sum over world (exact: integers below 2^31 in doubles), then the same
+ * choice on all. A hash collision could only make two GPUs look alike,
+ * which picks the staged path: slower, never wrong. */
 static tcomm_rc _choose(tcomm_gpu_t *g, int pref)
 {
     tcomm_t *c = g->c;
@@ -68,7 +72,7 @@ static tcomm_rc _choose(tcomm_gpu_t *g, int pref)
                                        "no memory for %d ranks' devices", n);
     if (!rc) {
         v[c->info.rank] = c->info.node_id;
-        v[n + c->info.rank] = g->device;
+        v[n + c->info.rank] = g->gpu_id;
         v[2 * n + c->info.rank] = pref;
         rc = n > 1 ? tcomm_sum_double(c, v, 3 * n) : TCOMM_OK;
     }
@@ -79,10 +83,10 @@ static tcomm_rc _choose(tcomm_gpu_t *g, int pref)
         rc ? 0 : tc_gpu_choose(n, iv, iv + n, iv + 2 * n, _HAVE_NCCL, &a, &b);
     if (!rc && path < 0 && a >= 0)
         rc = TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
-                        "TCOMM_GPU=nccl, but ranks %d and %d share CUDA "
-                        "device %d on one node, which NCCL refuses (use "
+                        "TCOMM_GPU=nccl, but ranks %d and %d run on the same "
+                        "GPU of node %d, which NCCL refuses (use "
                         "TCOMM_GPU=staged or auto)",
-                        a, b, iv[n + a]);
+                        a, b, iv[a]);
     else if (!rc && path < 0)
         rc = TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
                         "TCOMM_GPU=nccl, but libtcomm was built without NCCL");
@@ -100,6 +104,12 @@ static tcomm_rc _open(tcomm_gpu_t *g)
         return TORUS_FAIL(TCOMM_ERR_ENV,
                           "TCOMM_GPU='%s': expected auto, nccl or staged", env);
     CUDA_TRY(cudaGetDevice(&g->device));
+    char bus[64] = "";
+    CUDA_TRY(cudaDeviceGetPCIBusId(bus, sizeof bus, g->device));
+    uint32_t h = 2166136261u;
+    for (const char *p = bus; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    g->gpu_id = (int)(h & 0x7fffffffu);
     tcomm_rc rc = _choose(g, pref);
     if (rc)
         return rc;

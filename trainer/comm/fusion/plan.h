@@ -70,7 +70,8 @@ void tc_plan_free(tc_plan *p);
  * device, or the MPI transport through pinned host buffers. */
 typedef enum { TC_GPU_AUTO = 0, TC_GPU_NCCL, TC_GPU_STAGED } tc_gpu_path;
 
-/* The path for n ranks, where rank r runs on CUDA device dev[r] of node
+/* The path for n ranks, where rank r runs on GPU dev[r] (any number that
+ * names one GPU of a node: gpu_fusion.c hashes its PCI bus id) of node
  * node[r] and asks for pref[r] (TC_GPU_AUTO, or a path forced by
  * TCOMM_GPU): NCCL when it is built (have_nccl) and no two ranks of a
  * node share a device (NCCL refuses two ranks on one GPU), else staged.
