@@ -9,4 +9,15 @@
 #include "common/torus_error.h"
 #include "trainer/comm/tcomm.h"
 
+/* For the CUDA parts (transport/nccl.c, fusion/gpu_fusion.c): return
+ * TCOMM_ERR_TRANSPORT naming the rank, the call and CUDA's reason. The
+ * caller includes the CUDA runtime header. */
+#define TC_CUDA_TRY(rank, call)                                               \
+    do {                                                                      \
+        cudaError_t _e = (call);                                              \
+        if (_e != cudaSuccess)                                                \
+            return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: %s: %s", (rank), \
+                              #call, cudaGetErrorString(_e));                 \
+    } while (0)
+
 #endif

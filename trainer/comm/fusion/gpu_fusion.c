@@ -43,13 +43,7 @@ struct tcomm_gpu {
     int hnext;            /* next bucket handed to the host fusion */
 };
 
-#define CUDA_TRY(call)                                                         \
-    do {                                                                       \
-        cudaError_t _e = (call);                                               \
-        if (_e != cudaSuccess)                                                 \
-            return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: %s: %s",          \
-                              g->c->info.rank, #call, cudaGetErrorString(_e)); \
-    } while (0)
+#define CUDA_TRY(call) TC_CUDA_TRY(g->c->info.rank, call)
 
 #ifdef TORUS_HAVE_NCCL
 enum { _HAVE_NCCL = 1 };

@@ -41,13 +41,7 @@ struct tcomm_nccl {
     int aborted;                       /* communicators aborted: unusable */
 };
 
-#define CUDA_TRY(call)                                                         \
-    do {                                                                       \
-        cudaError_t _e = (call);                                               \
-        if (_e != cudaSuccess)                                                 \
-            return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: %s: %s",          \
-                              n->c->info.rank, #call, cudaGetErrorString(_e)); \
-    } while (0)
+#define CUDA_TRY(call) TC_CUDA_TRY(n->c->info.rank, call)
 #define NCCL_TRY(call)                                                         \
     do {                                                                       \
         ncclResult_t _r = (call);                                              \
