@@ -157,10 +157,11 @@ tcomm_rc tcomm_gpu_add(tcomm_gpu_t *g, float *grad, size_t count, int *index)
     return tc_plan_add(&g->plan, grad, count);
 }
 
-/* NCCL path: every rank must launch the same buckets in the same order,
- * or NCCL pairs different reductions and hangs. One sum over world of a
- * 48-bit hash per rank (exact in a double) names the first that differs
- * (the staged path's host fusion makes this check itself). */
+/* Every rank must launch the same buckets in the same order, or NCCL
+ * pairs different reductions and hangs (and the staged path's host fusion
+ * would only see the spans, not the tensors in them). One sum over world
+ * of a 48-bit hash per rank (exact in a double) names the first that
+ * differs. */
 static tcomm_rc _check_layout(tcomm_gpu_t *g)
 {
     tcomm_t *c = g->c;
@@ -237,14 +238,13 @@ tcomm_rc tcomm_gpu_seal(tcomm_gpu_t *g)
     tcomm_rc rc = tc_plan_cut(&g->plan, g->o.bucket_bytes);
     if (!rc)
         rc = tc_plan_spans(&g->plan, &maxf);
+    if (!rc)
+        rc = _check_layout(g);
     if (rc)
         return rc;
 #ifdef TORUS_HAVE_NCCL
-    if (g->path == TC_GPU_NCCL) {
-        rc = _check_layout(g);
-        if (!rc)
-            rc = tcomm_nccl_reserve(g->nccl, maxf, g->o.wire);
-    }
+    if (g->path == TC_GPU_NCCL)
+        rc = tcomm_nccl_reserve(g->nccl, maxf, g->o.wire);
 #endif
     if (!rc && g->path == TC_GPU_STAGED)
         rc = _seal_staged(g);
