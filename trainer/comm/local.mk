@@ -131,6 +131,18 @@ tests_integration_comm_fusion_check_SOURCES = tests/integration/comm_fusion_chec
 tests_integration_comm_fusion_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
 tests_integration_comm_fusion_check_LDADD = $(TCOMM_LIBS)
 
+# The device-memory fusion on one rank: error paths everywhere CUDA is
+# built, both paths where a GPU is (tests/gpu/run).
+if HAVE_CUDA
+check_PROGRAMS += tests/unit/test_comm_gpu
+TESTS += tests/unit/test_comm_gpu
+tests_unit_test_comm_gpu_SOURCES = tests/unit/test_comm_gpu.c
+tests_unit_test_comm_gpu_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_comm_gpu_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
+else
+EXTRA_DIST += tests/unit/test_comm_gpu.c
+endif
+
 if HAVE_NCCL
 check_PROGRAMS += tests/integration/comm_nccl_check
 tests_integration_comm_nccl_check_SOURCES = tests/integration/comm_nccl_check.c $(BENCH_TESTDATA)
