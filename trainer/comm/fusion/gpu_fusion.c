@@ -51,50 +51,79 @@ enum { _HAVE_NCCL = 1 };
 enum { _HAVE_NCCL = 0 };
 #endif
 
-/* Every rank's node, GPU (hashed PCI bus id) and TCOMM_GPU preference, by
- * one sum over world (exact: integers below 2^31 in doubles), then the same
- * choice on all. A hash collision could only make two GPUs look alike,
- * which picks the staged path: slower, never wrong. */
-static tcomm_rc _choose(tcomm_gpu_t *g, int pref)
+/* The path every rank takes, from every rank's node, GPU (hashed PCI bus
+ * id), TCOMM_GPU preference and local status, by one sum over world
+ * (exact: integers below 2^31 in doubles), then the same rule on all. A
+ * rank whose own preparation failed (local, its message set) still takes
+ * part, so that every rank fails with it instead of waiting for it. A
+ * hash collision could only make two GPUs look alike, which picks the
+ * staged path: slower, never wrong. */
+enum { _K = 4 }; /* node, gpu, pref, failed */
+
+static tcomm_rc _agree(tcomm_gpu_t *g, const int mine[_K], int *all)
 {
     tcomm_t *c = g->c;
     int n = c->info.size;
-    double *v = calloc(3 * (size_t)n, sizeof *v);
-    int *iv = calloc(3 * (size_t)n, sizeof *iv);
-    tcomm_rc rc = v && iv ? TCOMM_OK
-                          : TORUS_FAIL(TCOMM_ERR_NOMEM,
-                                       "no memory for %d ranks' devices", n);
-    if (!rc) {
-        v[c->info.rank] = c->info.node_id;
-        v[n + c->info.rank] = g->gpu_id;
-        v[2 * n + c->info.rank] = pref;
-        rc = n > 1 ? tcomm_sum_double(c, v, 3 * n) : TCOMM_OK;
+    double *v = calloc(_K * (size_t)n, sizeof *v);
+    if (!v)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for %d ranks' devices",
+                          n);
+    for (int k = 0; k < _K; k++)
+        v[k * n + c->info.rank] = mine[k];
+    tcomm_rc rc = n > 1 ? tcomm_sum_double(c, v, _K * n) : TCOMM_OK;
+    for (int i = 0; !rc && i < _K * n; i++)
+        all[i] = (int)v[i];
+    free(v);
+    return rc;
+}
+
+static tcomm_rc _choose(tcomm_gpu_t *g, int pref, tcomm_rc local)
+{
+    int n = g->c->info.size;
+    int mine[_K] = {g->c->info.node_id, g->gpu_id, pref < 0 ? 0 : pref,
+                    local != TCOMM_OK};
+    int *all = calloc(_K * (size_t)n, sizeof *all);
+    tcomm_rc rc = TCOMM_OK;
+    if (!all)
+        rc = TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for %d ranks", n);
+    else
+        rc = _agree(g, mine, all);
+    for (int r = 0; !rc && r < n; r++) {
+        if (!all[3 * n + r])
+            continue;
+        if (local) {
+            rc = local; /* its own message: the reason */
+            break;
+        }
+        rc = TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                        "rank %d could not set up its GPU gradient exchange, "
+                        "so every rank gives up with it",
+                        r);
     }
-    for (int i = 0; !rc && i < 3 * n; i++)
-        iv[i] = (int)v[i];
     int a = -1, b = -1;
     int path =
-        rc ? 0 : tc_gpu_choose(n, iv, iv + n, iv + 2 * n, _HAVE_NCCL, &a, &b);
+        rc ? 0
+           : tc_gpu_choose(n, all, all + n, all + 2 * n, _HAVE_NCCL, &a, &b);
     if (!rc && path < 0 && a >= 0)
         rc = TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
                         "TCOMM_GPU=nccl, but ranks %d and %d run on the same "
                         "GPU of node %d, which NCCL refuses (use "
                         "TCOMM_GPU=staged or auto)",
-                        a, b, iv[a]);
+                        a, b, all[a]);
     else if (!rc && path < 0)
         rc = TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
                         "TCOMM_GPU=nccl, but libtcomm was built without NCCL");
     g->path = path;
-    free(v);
-    free(iv);
-    return rc;
+    free(all);
+    return rc ? rc : local;
 }
 
-static tcomm_rc _open(tcomm_gpu_t *g)
+/* This rank's own part: its preference and its GPU. */
+static tcomm_rc _local(tcomm_gpu_t *g, int *pref)
 {
     const char *env = getenv("TCOMM_GPU");
-    int pref = tc_gpu_parse(env);
-    if (pref < 0)
+    *pref = tc_gpu_parse(env);
+    if (*pref < 0)
         return TORUS_FAIL(TCOMM_ERR_ENV,
                           "TCOMM_GPU='%s': expected auto, nccl or staged", env);
     CUDA_TRY(cudaGetDevice(&g->device));
@@ -104,7 +133,14 @@ static tcomm_rc _open(tcomm_gpu_t *g)
     for (const char *p = bus; *p; p++)
         h = (h ^ (unsigned char)*p) * 16777619u;
     g->gpu_id = (int)(h & 0x7fffffffu);
-    tcomm_rc rc = _choose(g, pref);
+    return TCOMM_OK;
+}
+
+static tcomm_rc _open(tcomm_gpu_t *g)
+{
+    int pref = 0;
+    tcomm_rc local = _local(g, &pref);
+    tcomm_rc rc = _choose(g, pref, local);
     if (rc)
         return rc;
 #ifdef TORUS_HAVE_NCCL
