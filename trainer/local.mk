@@ -221,6 +221,11 @@ TESTS += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh
 EXTRA_DIST += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh \
 	tests/integration/train_lib.sh
 
+# Loss scaling in the step: scaled == unscaled bit for bit on dnnl, an
+# injected overflow skips and backs off (1 rank and 2 under mpirun), resume.
+TESTS += tests/integration/train_scale.sh
+EXTRA_DIST += tests/integration/train_scale.sh
+
 # Data parallel: 2 ranks under mpirun equal 1 rank (BN-free tiny-cnn).
 TESTS += tests/integration/train_dist.sh
 EXTRA_DIST += tests/integration/train_dist.sh

@@ -30,6 +30,7 @@
 #include "trainer/engine/rng.h"
 #include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
+#include "trainer/optim/topt_loss_scale.h"
 #include "trainer/train/ttrain_checkpoint.h"
 #include "trainer/train/ttrain_options.h"
 #include "trainer/train/ttrain_source.h"
@@ -305,6 +306,10 @@ typedef struct {
     teng_backend *bk;
     teng_net *net;
     topt_sgd opt;
+    /* loss scaling (--loss-scale, resolved for the backend) */
+    topt_loss_scale_mode ls_mode;
+    topt_loss_scale_config ls_cfg;
+    topt_loss_scale_state ls;
     _exchange ex;
     FILE *mf;              /* --metrics, rank 0 only */
     char *plan;            /* the configuration text stored in checkpoints */
@@ -399,6 +404,13 @@ static void _print_setup(const _run *r)
            tmodel_name(r->cfg.model.kind), teng_net_param_count(r->net),
            teng_net_acts_bytes(r->net) / 1e6, r->max_local,
            teng_backend_name(r->bk), r->cfg.threads);
+    if (r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC)
+        printf("torus-train: dynamic loss scale from %g (halved on inf/nan, "
+               "doubled after %ld clean steps, in [%g, %g])\n",
+               r->ls.scale, r->ls_cfg.interval, r->ls_cfg.min_scale,
+               r->ls_cfg.max_scale);
+    else if (r->ls_mode == TOPT_LOSS_SCALE_STATIC)
+        printf("torus-train: static loss scale %g\n", r->ls.scale);
     if (r->cfg.world > 1)
         printf("torus-train: %d ranks on %d nodes, grid %dx%d (%s), "
                "gradients in %zu buckets%s, all-reduce %s, %s wire\n",
@@ -408,6 +420,23 @@ static void _print_setup(const _run *r)
                tcomm_fusion_shared(r->ex.fusion) ? " of node-shared memory"
                                                  : "",
                tcomm_algo_name(r->ex.algo), tcomm_wire_name(r->ex.wire));
+}
+
+/* --loss-scale for this backend: auto is dynamic when any param's
+ * working copy is fp16/bf16 (the backend computes in it), off in fp32.
+ * The text was checked by ttrain_config_validate. */
+static void _loss_scale_open(_run *r)
+{
+    topt_loss_scale_parse(r->cfg.loss_scale, &r->ls_mode, &r->ls_cfg);
+    if (r->ls_mode == TOPT_LOSS_SCALE_AUTO) {
+        r->ls_mode = TOPT_LOSS_SCALE_OFF;
+        for (int i = 0; i < teng_net_nparams(r->net); i++)
+            if (teng_net_param(r->net, i)->dtype != TENG_F32)
+                r->ls_mode = TOPT_LOSS_SCALE_DYNAMIC;
+    }
+    if (r->ls_mode == TOPT_LOSS_SCALE_OFF)
+        r->ls_cfg.init = r->ls_cfg.min_scale = r->ls_cfg.max_scale = 1;
+    topt_loss_scale_init(&r->ls, &r->ls_cfg);
 }
 
 /* Model, memory and optimizer: everything the steps use is allocated
@@ -428,6 +457,7 @@ static int _build_net(_run *r)
         return _fail("model", torus_error_msg());
     if (topt_sgd_init(&r->opt, r->net, &cfg->opt))
         return _fail("optimizer", torus_error_msg());
+    _loss_scale_open(r);
     /* Dropout masks hash (seed, step, layer, element): the seed must also
      * carry the rank once there are several, or ranks drop alike. */
     teng_net_set_dropout_seed(
@@ -518,6 +548,8 @@ static int _meta(_run *r)
     ttrain_ckpt_new_run(m->run);
     m->world = cfg->world;
     snprintf(m->wire, sizeof(m->wire), "%s", cfg->wire);
+    snprintf(m->loss_scale, sizeof(m->loss_scale), "%s",
+             topt_loss_scale_mode_name(r->ls_mode));
     if (_meta_text(cfg, m))
         return _fail("checkpoint", "the batch schedule is too long to record");
     if (!r->have_src) {
@@ -546,6 +578,22 @@ static int _follow_rank0_failure(_run *r, const char *what)
     }
     TORUS_FAIL(-1, "rank %d: rank 0 found no checkpoint to use", r->info.rank);
     return _fail(what, torus_error_msg());
+}
+
+/* A dynamic loss scale goes on from the checkpoint's when that was dynamic
+ * too; its values are checked against this run's bounds (a file is
+ * hostile). Any other pairing starts afresh (ttrain_ckpt_check's note). */
+static int _restore_loss_scale(_run *r, const ttrain_ckpt_meta *got,
+                               const char *path)
+{
+    const topt_loss_scale_state *s = &r->at.ls;
+    if (r->ls_mode != TOPT_LOSS_SCALE_DYNAMIC ||
+        strcmp(got->loss_scale, "dynamic"))
+        return 0;
+    if (topt_loss_scale_restore(&r->ls, &r->ls_cfg, s->scale, s->clean,
+                                s->overflows))
+        return torus_error_prefix(-1, "rank %d: %s", r->info.rank, path);
+    return 0;
 }
 
 /* --resume, --eval-only: rank 0 picks the newest checkpoint that loads
@@ -593,6 +641,8 @@ static int _load_agreed(_run *r, char *path, size_t n, int *found)
     if (note[0] && r->info.rank == 0)
         fprintf(stderr, "torus-train: note: %s\n", note);
     memcpy(r->meta.run, got.run, sizeof(got.run)); /* the run goes on */
+    if (!cfg->eval_only && _restore_loss_scale(r, &got, path))
+        return _fail(what, torus_error_msg());
     if (!cfg->eval_only && _check_agreement(&r->ex, r->net))
         return _fail(what, torus_error_msg());
     return _GO;
@@ -620,6 +670,10 @@ static int _restore(_run *r)
             printf("torus-train: resumed from %s at epoch %d step %ld "
                    "(global step %ld)\n",
                    path, r->at.epoch, r->at.step, r->at.global_step);
+            if (r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC)
+                printf("torus-train: loss scale %g, %ld clean steps, %ld "
+                       "overflows so far\n",
+                       r->ls.scale, r->ls.clean, r->ls.overflows);
         } else {
             printf("torus-train: no checkpoint in %s, starting afresh\n",
                    cfg->ckpt_dir);
@@ -727,6 +781,17 @@ static void _test_sleep(const char *where, int rank, long step)
         ;
 }
 
+/* TTRAIN_TEST_OVERFLOW=RANK:STEP makes rank RANK's gradients overflow at
+ * global step STEP (0: every step), for tests/integration/train_scale.sh. */
+static int _test_overflow(int rank, long step)
+{
+    const char *e = getenv("TTRAIN_TEST_OVERFLOW");
+    int r;
+    long at;
+    return e && sscanf(e, "%d:%ld", &r, &at) == 2 && r == rank &&
+           (!at || at == step);
+}
+
 /* Rank 0 writes, its heartbeat thread keeps the others' rounds going. */
 static int _write_rank0(_run *r)
 {
@@ -798,6 +863,11 @@ static int _step_grads(_run *r, int epoch, long step, int lbatch, _window *w)
     }
     w->data_s += b.wait_s;
     _test_sleep("step", r->info.rank, r->gstep + 1);
+    /* The loss gradient is scaled; an injected overflow scales it by inf,
+     * which makes this rank's gradients inf/nan as a real one would. */
+    teng_net_set_loss_scale(r->net, _test_overflow(r->info.rank, r->gstep + 1)
+                                        ? INFINITY
+                                        : r->ls.scale);
     if (teng_net_set_input(r->net, b.x) || teng_net_set_labels(r->net, b.y))
         return _fail("data", torus_error_msg());
     if (teng_net_forward(r->net, 1) || teng_net_backward(r->net))
@@ -808,22 +878,53 @@ static int _step_grads(_run *r, int epoch, long step, int lbatch, _window *w)
     return _GO;
 }
 
-/* Step part 4: the update at this step's learning rate lr. A step whose
- * summed gradients hold inf/nan is skipped on every rank alike (they all
- * see the same count), and too many in a row end the run before the
- * weights are lost to it. */
+/* The warning for a skipped step (rank 0): what overflowed, and either
+ * the loss scale backing off or how many skips in a row there were. */
+static void _skip_warning(const _run *r, double scale, int backs_off)
+{
+    char what[64] = "inf/nan in the gradients";
+    if (r->ex.fusion)
+        snprintf(what, sizeof(what),
+                 "%zu inf/nan values in the summed gradients", r->ex.nonfinite);
+    if (r->info.rank != 0)
+        return;
+    if (backs_off)
+        fprintf(stderr,
+                "torus-train: warning: global step %ld: %s at loss scale %g; "
+                "update skipped, loss scale now %g\n",
+                r->gstep + 1, what, scale, r->ls.scale);
+    else
+        fprintf(stderr,
+                "torus-train: warning: global step %ld: %s; update skipped "
+                "(%d of --max-nonfinite %d in a row)\n",
+                r->gstep + 1, what, r->skipped, r->cfg.max_nonfinite);
+}
+
+/* Step part 4: the update at this step's learning rate lr from gradients
+ * that are the loss scale times the true ones (the update divides it out,
+ * no pass of its own). A step whose summed gradients hold inf/nan is
+ * skipped on every rank alike (they all see the same count after the
+ * all-reduce, so their loss scales stay equal too) and backs the scale
+ * off; clean steps grow it. Too many skips in a row end the run before the
+ * weights are lost to it; under a dynamic scale only skips at its minimum
+ * count, as backing off is the cure for the others. */
 static int _step_update(_run *r, double lr, _window *w)
 {
     const ttrain_config *cfg = &r->cfg;
-    if (!r->ex.nonfinite) {
+    double scale = r->ls.scale;
+    int finite = !r->ex.nonfinite;
+    topt_loss_scale_update(&r->ls, &r->ls_cfg, finite);
+    if (finite) {
         r->skipped = 0;
-        if (topt_sgd_step(&r->opt, lr) || teng_net_sync(r->net))
+        if (topt_sgd_step_scaled(&r->opt, lr, scale) || teng_net_sync(r->net))
             return _fail("optimizer", torus_error_msg());
         w->loss_sum += teng_net_loss(r->net);
         w->n++;
         return _GO;
     }
-    if (++r->skipped > cfg->max_nonfinite) {
+    int backs_off =
+        r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC && scale > r->ls_cfg.min_scale;
+    if (!backs_off && ++r->skipped > cfg->max_nonfinite) {
         TORUS_FAIL(-1,
                    "global step %ld: the summed gradients hold inf/nan in %d "
                    "steps in a row (--max-nonfinite %d; lr %.5g): the training "
@@ -831,15 +932,7 @@ static int _step_update(_run *r, double lr, _window *w)
                    r->gstep + 1, r->skipped, cfg->max_nonfinite, lr);
         return _fail("training diverged", torus_error_msg());
     }
-    char what[64] = "inf/nan in the gradients";
-    if (r->ex.fusion)
-        snprintf(what, sizeof(what),
-                 "%zu inf/nan values in the summed gradients", r->ex.nonfinite);
-    if (r->info.rank == 0)
-        fprintf(stderr,
-                "torus-train: warning: global step %ld: %s; update skipped "
-                "(%d of --max-nonfinite %d in a row)\n",
-                r->gstep + 1, what, r->skipped, cfg->max_nonfinite);
+    _skip_warning(r, scale, backs_off);
     return _GO;
 }
 
@@ -876,9 +969,9 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
 {
     const ttrain_config *cfg = &r->cfg;
     int more = step + 1 < steps;
-    r->at = (ttrain_progress){more ? epoch : epoch + 1, more ? step + 1 : 0,
-                              r->gstep, r->src.samples,
-                              teng_net_dropout_step(r->net)};
+    r->at = (ttrain_progress){
+        more ? epoch : epoch + 1, more ? step + 1 : 0,           r->gstep,
+        r->src.samples,           teng_net_dropout_step(r->net), r->ls};
     int last = (cfg->max_steps && r->gstep >= cfg->max_steps) ||
                (!more && epoch + 1 == cfg->sched.epochs);
     r->stopping = _agree_stop(&r->ex);
@@ -991,6 +1084,9 @@ static int _finish(_run *r)
            "img/s, peak RSS %.0f MB\n",
            r->gstep, r->images, total, r->images / total,
            ru.ru_maxrss / 1024.0);
+    if (r->ls_mode != TOPT_LOSS_SCALE_OFF)
+        printf("loss scale %g at the end, %ld overflow steps skipped in all\n",
+               r->ls.scale, r->ls.overflows);
     if (r->best >= 0)
         printf("best test top-1 %.2f%%, reached after %.1f s\n", r->best,
                r->best_at);

@@ -64,7 +64,8 @@ struct teng_net {
     int input_grad; /* compute dL/dinput too (gradient checks) */
     int loss_layer; /* -1: none (backward seeded by the caller) */
     int max_batch, batch;
-    int global_batch; /* loss normaliser kn (remark 3) */
+    int global_batch;  /* loss normaliser kn (remark 3) */
+    double loss_scale; /* the loss gradient is multiplied by this (1) */
     int compiled;
     uint64_t dropout_seed;
     uint64_t step; /* advances dropout masks */
@@ -87,6 +88,15 @@ struct teng_net {
     int grads_external; /* grads came from grads_alloc */
     float *host_sumsq;  /* np floats: teng_net_grads_finite's buffer */
 };
+
+/* What the loss layer's backward divides (softmax - target) by: the
+ * global batch over the loss scale. With a power-of-two scale the
+ * division is exact, so the scaled gradients are exactly scale times the
+ * unscaled ones (barring overflow and underflow). */
+static inline float teng_loss_norm(const teng_net *net)
+{
+    return (float)((double)net->global_batch / net->loss_scale);
+}
 
 /* For code that embeds a net (the engine's tests): initialise and free
  * one in place; everyone else uses teng_net_create/teng_net_destroy. */

@@ -173,6 +173,12 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch);
 int teng_net_set_batch(teng_net *net, int batch);
 /* Loss is summed over the local batch and divided by this (remark 3). */
 void teng_net_set_global_batch(teng_net *net, int global_batch);
+/* Loss scaling for mixed precision: backward starts from the loss's
+ * gradient times scale (> 0; 1 by default; INFINITY makes every gradient
+ * inf/nan, which the tests use to inject an overflow), so every gradient
+ * comes out scaled; the optimizer divides it out again
+ * (topt_sgd_step_scaled). The loss value itself is not scaled. */
+void teng_net_set_loss_scale(teng_net *net, double scale);
 int teng_net_set_input(teng_net *net, const float *nchw);
 int teng_net_set_labels(teng_net *net, const int32_t *labels);
 int teng_net_forward(teng_net *net, int training);

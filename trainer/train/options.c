@@ -11,6 +11,7 @@
 #include "common/torus_error.h"
 #include "config.h"
 #include "trainer/backends/tbackends.h"
+#include "trainer/optim/topt_loss_scale.h"
 
 typedef enum { _INT, _LONG, _DBL, _FLT, _STR, _FLAG, _NOFLAG, _SPECIAL } _type;
 
@@ -54,6 +55,11 @@ static const _opt _opts[] = {
      "precision of the gradients on the wire: each rank's gradient (already "
      "divided by the global batch) is cast to it, sums are formed in fp32 "
      "and rounded back to it, and inf/nan in the sums skip the step [fp16]"},
+    {"loss-scale", _STR, _O(loss_scale), "MODE",
+     "loss scaling: off, static:S (S in [1, 2^24]) or dynamic[:INIT[:N]] "
+     "(start at INIT [65536], halve and skip the step on inf/nan, double "
+     "after N clean steps [2000]); auto: dynamic when the backend computes "
+     "in fp16, off in fp32 [auto]"},
     {"data", _STR, _O(data), "PATH",
      "torus-pack dataset directory (train and test splits); sets "
      "--dataset-size"},
@@ -143,6 +149,7 @@ void ttrain_config_defaults(ttrain_config *c)
     snprintf(c->backend, sizeof(c->backend), "auto");
     snprintf(c->algo, sizeof(c->algo), "hybrid");
     snprintf(c->wire, sizeof(c->wire), "fp16");
+    snprintf(c->loss_scale, sizeof(c->loss_scale), "auto");
     c->threads = 2;
     c->world = 1;
     c->seed = 1;
@@ -551,6 +558,12 @@ static int _validate_runtime(const ttrain_config *c)
                 c->wire);
         return TTRAIN_EXIT_USAGE;
     }
+    topt_loss_scale_mode lsm;
+    topt_loss_scale_config lsc;
+    if (topt_loss_scale_parse(c->loss_scale, &lsm, &lsc)) {
+        fprintf(stderr, "torus-train: --loss-scale: %s\n", torus_error_msg());
+        return TTRAIN_EXIT_USAGE;
+    }
     if (c->print_every < 1) {
         fprintf(stderr, "torus-train: --print-every: %d must be >= 1\n",
                 c->print_every);
@@ -764,6 +777,7 @@ void ttrain_print_plan(const ttrain_config *c, FILE *f)
             "backend %s, seed %llu\n",
             c->world, c->algo, c->wire, c->threads, c->backend,
             (unsigned long long)c->seed);
+    fprintf(f, "loss scale     %s\n", c->loss_scale);
     fprintf(f, "timeouts       comm %g s (%s), checkpoint wait %g s\n",
             c->comm_timeout,
             c->comm_timeout_from ? c->comm_timeout_from : "default",

@@ -24,6 +24,10 @@ typedef struct {
     char wire[8];     /* gradient precision on the wire: fp16, bf16, fp32 */
     int synthetic;    /* synthetic data (benchmarks) */
     char data[512];   /* packed dataset (the data pipeline; later) */
+
+    /* --loss-scale: auto, off, static:S, dynamic[:INIT[:INTERVAL]] */
+    char loss_scale[40];
+
     uint64_t seed;
     long max_steps;      /* stop early (0: run all epochs) */
     int print_every;     /* steps between progress lines */

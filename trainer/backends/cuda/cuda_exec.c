@@ -227,7 +227,7 @@ static int _xent_bwd(teng_backend *bk, teng_net *net, int li)
                                      TCUDA_ALIGN(sizeof(float) * n))
                          : (float *)l->in_grad[0];
     TCUDA_K(tcuda_k_xent(im->stream, _logits(bk, net, l), net->labels, s.n, s.c,
-                         l->smoothing, (float)net->global_batch, l->ws, dz));
+                         l->smoothing, teng_loss_norm(net), l->ws, dz));
     if (im->half)
         TCUDA_K(tcuda_k_to_f16(im->stream, dz, l->in_grad[0], n));
     return TENG_OK;
