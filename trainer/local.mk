@@ -44,7 +44,9 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/ttrain_checkpoint.h \
 	trainer/train/checkpoint.c \
 	trainer/train/ttrain_state_hash.h \
-	trainer/train/state_hash.c
+	trainer/train/state_hash.c \
+	trainer/train/ttrain_device.h \
+	trainer/train/device.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS)
 trainer_libtorustrain_la_LIBADD = common/libtoruscommon.la $(DNNL_LIBS) \
 	$(HDF5_LIBS) -lm
@@ -176,6 +178,13 @@ tests_unit_test_cuda_optim_LDADD = $(TRAINER_TEST_LDADD)
 tests_unit_test_loss_scale_SOURCES = tests/unit/test_loss_scale.c
 tests_unit_test_loss_scale_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_loss_scale_LDADD = $(TRAINER_TEST_LDADD)
+
+# The GPU of each rank (train/device.c): plain C, no GPU needed.
+check_PROGRAMS += tests/unit/test_train_device
+TESTS += tests/unit/test_train_device
+tests_unit_test_train_device_SOURCES = tests/unit/test_train_device.c
+tests_unit_test_train_device_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_train_device_LDADD = $(TRAINER_TEST_LDADD)
 
 # The GPU check of the optimizer kernels (tests/gpu/run runs it): the
 # multi-tensor sums of squares and update over ResNet-50's tensors against

@@ -32,6 +32,7 @@
 #include "trainer/optim/topt.h"
 #include "trainer/optim/topt_loss_scale.h"
 #include "trainer/train/ttrain_checkpoint.h"
+#include "trainer/train/ttrain_device.h"
 #include "trainer/train/ttrain_options.h"
 #include "trainer/train/ttrain_source.h"
 #include "trainer/train/ttrain_state_hash.h"
@@ -304,6 +305,8 @@ typedef struct {
     int have_src;  /* a packed dataset, not the synthetic pool */
     int max_local; /* the largest local batch of the schedule */
     teng_backend *bk;
+    int device;          /* a GPU backend's device, else -1 */
+    char device_why[64]; /* why that one (ttrain_device_pick) */
     teng_net *net;
     topt_sgd opt;
     /* loss scaling (--loss-scale, resolved for the backend) */
@@ -404,6 +407,9 @@ static void _print_setup(const _run *r)
            tmodel_name(r->cfg.model.kind), teng_net_param_count(r->net),
            teng_net_acts_bytes(r->net) / 1e6, r->max_local,
            teng_backend_name(r->bk), r->cfg.threads);
+    if (r->device >= 0)
+        printf("torus-train: rank 0 on GPU %d (%s) of %d visible\n",
+               r->device, r->device_why, tbackends_gpus(r->cfg.backend));
     if (r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC)
         printf("torus-train: dynamic loss scale from %g (halved on inf/nan, "
                "doubled after %ld clean steps, in [%g, %g])\n",
@@ -439,13 +445,36 @@ static void _loss_scale_open(_run *r)
     topt_loss_scale_init(&r->ls, &r->ls_cfg);
 }
 
+/* A GPU backend's device: this rank's by ttrain_device_pick's rule (the
+ * plugin's TORUS_LOCAL_GPU, the only visible one, or the local rank's). */
+static int _pick_device(_run *r, int *device)
+{
+    ttrain_device_in in = {.rank = r->info.rank,
+                           .local_rank = r->info.local_rank,
+                           .local_size = r->info.local_size,
+                           .visible = tbackends_gpus(r->cfg.backend)};
+    ttrain_device_getenv(&in);
+    *device = 0;
+    r->device = -1;
+    if (in.visible < 1) /* a CPU backend; a GPU one reports its own error */
+        return 0;
+    if (in.local_size < 1) /* one process without PMIx */
+        in.local_size = 1, in.local_rank = 0;
+    if (ttrain_device_pick(&in, device, r->device_why,
+                           sizeof(r->device_why)))
+        return -1;
+    r->device = *device;
+    return 0;
+}
+
 /* Model, memory and optimizer: everything the steps use is allocated
  * here, then the gradient exchange, the synthetic pool and --metrics. */
 static int _build_net(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
     teng_backend_opts bopts = {.threads = cfg->threads};
-    if (tbackends_open(cfg->backend, &bopts, &r->bk))
+    if (_pick_device(r, &bopts.device) ||
+        tbackends_open(cfg->backend, &bopts, &r->bk))
         return _fail("backend", torus_error_msg());
     if (teng_net_create(&r->net))
         return _fail("model", torus_error_msg());

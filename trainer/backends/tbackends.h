@@ -18,6 +18,10 @@
  * torus_error_msg(). */
 int tbackends_open(const char *name, const teng_backend_opts *opts,
                    teng_backend **out);
+/* The GPUs that backend `name` chooses from: the devices this
+ * process sees when name resolves ("auto" as tbackends_open does) to a GPU
+ * backend, 0 for a CPU backend, an unknown name or without CUDA. */
+int tbackends_gpus(const char *name);
 /* 1 if name is "auto" or names a backend compiled in, else 0. */
 int tbackends_known(const char *name);
 /* Names of the backends compiled in, best first, separated by ", " ("" when

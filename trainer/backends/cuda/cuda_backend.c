@@ -303,10 +303,15 @@ static int _create16(const teng_backend_opts *opts, teng_backend **out)
     return _create_mode(opts, 1, out);
 }
 
-static int _probe(void)
+int tcuda_device_count(void)
 {
     int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+static int _probe(void)
+{
+    return tcuda_device_count() > 0;
 }
 
 static const char *const _aliases[] = {"gpu", NULL};

@@ -12,5 +12,7 @@ extern const teng_backend_desc tcuda_backend_desc;
 /* "cuda-fp16": fp16 activations and working copies, fp32 masters (see
  * cuda_internal.h); never chosen by "auto". */
 extern const teng_backend_desc tcuda_backend_fp16_desc;
+/* Devices this process sees (cudaGetDeviceCount; 0 when CUDA fails). */
+int tcuda_device_count(void);
 
 #endif
