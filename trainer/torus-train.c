@@ -306,6 +306,7 @@ typedef struct {
     int max_local; /* the largest local batch of the schedule */
     teng_backend *bk;
     int device;          /* a GPU backend's device, else -1 */
+    size_t dev_peak;     /* the most device memory seen in use */
     char device_why[64]; /* why that one (ttrain_device_pick) */
     teng_net *net;
     topt_sgd opt;
@@ -408,8 +409,8 @@ static void _print_setup(const _run *r)
            teng_net_acts_bytes(r->net) / 1e6, r->max_local,
            teng_backend_name(r->bk), r->cfg.threads);
     if (r->device >= 0)
-        printf("torus-train: rank 0 on GPU %d (%s) of %d visible\n",
-               r->device, r->device_why, tbackends_gpus(r->cfg.backend));
+        printf("torus-train: rank 0 on GPU %d (%s) of %d visible\n", r->device,
+               r->device_why, tbackends_gpus(r->cfg.backend));
     if (r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC)
         printf("torus-train: dynamic loss scale from %g (halved on inf/nan, "
                "doubled after %ld clean steps, in [%g, %g])\n",
@@ -460,8 +461,7 @@ static int _pick_device(_run *r, int *device)
         return 0;
     if (in.local_size < 1) /* one process without PMIx */
         in.local_size = 1, in.local_rank = 0;
-    if (ttrain_device_pick(&in, device, r->device_why,
-                           sizeof(r->device_why)))
+    if (ttrain_device_pick(&in, device, r->device_why, sizeof(r->device_why)))
         return -1;
     r->device = *device;
     return 0;
@@ -965,6 +965,16 @@ static int _step_update(_run *r, double lr, _window *w)
     return _GO;
 }
 
+/* Device memory in use now, if more than seen so far (GPU backends; the
+ * arenas are allocated at compile, so a step's own use shows after the
+ * first progress line). */
+static void _device_peak(_run *r)
+{
+    size_t used, total;
+    if (!tbackends_device_memory(r->bk, &used, &total) && used > r->dev_peak)
+        r->dev_peak = used;
+}
+
 /* Step part 5: every --print-every steps and at the end of the epoch, the
  * progress line (the loss of the global batch: the mean of the ranks')
  * and its metrics; then a new window. */
@@ -987,6 +997,7 @@ static int _progress(_run *r, int epoch, long step, long steps, int gbatch,
              w->data_s / dt, r->ex.wait_s / dt);
     *w = (_window){.t0 = _now()};
     r->ex.wait_s = 0;
+    _device_peak(r);
     return _GO;
 }
 
@@ -1113,6 +1124,12 @@ static int _finish(_run *r)
            "img/s, peak RSS %.0f MB\n",
            r->gstep, r->images, total, r->images / total,
            ru.ru_maxrss / 1024.0);
+    _device_peak(r);
+    if (r->dev_peak)
+        printf("peak device memory %.0f MB in use on GPU %d (cudaMemGetInfo: "
+               "every process's), %.0f MB of it this net's arenas\n",
+               r->dev_peak / 1e6, r->device,
+               teng_net_alloc_bytes(r->net) / 1e6);
     if (r->ls_mode != TOPT_LOSS_SCALE_OFF)
         printf("loss scale %g at the end, %ld overflow steps skipped in all\n",
                r->ls.scale, r->ls.overflows);

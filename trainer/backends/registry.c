@@ -72,6 +72,16 @@ int tbackends_gpus(const char *name)
     return 0;
 }
 
+int tbackends_device_memory(const teng_backend *bk, size_t *used, size_t *total)
+{
+#ifdef TORUS_HAVE_CUDNN
+    return tcuda_device_memory(bk, used, total);
+#else
+    (void)bk, (void)used, (void)total;
+    return -1;
+#endif
+}
+
 int tbackends_known(const char *name)
 {
     if (!strcmp(name, "auto"))

@@ -87,6 +87,7 @@ struct teng_net {
     void *grads_alloc_ctx;
     int grads_external; /* grads came from grads_alloc */
     float *host_sumsq;  /* np floats: teng_net_grads_finite's buffer */
+    size_t alloc_bytes; /* asked of bk->ops->alloc so far, net of frees */
 };
 
 /* What the loss layer's backward divides (softmax - target) by: the

@@ -226,6 +226,9 @@ size_t teng_stats_count(const teng_net *net, int id);
  * all-reduce of every rank's statistics. */
 void *teng_net_stats_buffer(teng_net *net, size_t *nfloats);
 size_t teng_net_acts_bytes(const teng_net *net);
+/* Bytes of backend memory the net holds: its arenas and the optimizer
+ * state allocated through it (device memory on a GPU backend). */
+size_t teng_net_alloc_bytes(const teng_net *net);
 /* Dropout masks hash (seed, step, layer, element); the step advances
  * with every training forward and is saved in checkpoints. */
 void teng_net_set_dropout_seed(teng_net *net, uint64_t seed);

@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "trainer/backends/cuda/tcuda.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
 #include "trainer/backends/cuda/cuda_layout.h"
+#include "trainer/backends/cuda/tcuda.h"
 
 int _tcuda_fail_rt(const char *file, int line, const char *what, int err)
 {
@@ -307,6 +307,19 @@ int tcuda_device_count(void)
 {
     int n = 0;
     return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+int tcuda_device_memory(const teng_backend *bk, size_t *used, size_t *total)
+{
+    size_t fr = 0, all = 0;
+    /* Both modes share _alloc: the way to know a backend is this one. */
+    if (!bk || bk->ops->alloc != _alloc ||
+        cudaSetDevice(((const tcuda_impl *)bk->impl)->device) != cudaSuccess ||
+        cudaMemGetInfo(&fr, &all) != cudaSuccess)
+        return -1;
+    *used = all - fr;
+    *total = all;
+    return 0;
 }
 
 static int _probe(void)
