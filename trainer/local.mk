@@ -24,6 +24,7 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/engine/backend.c \
 	trainer/engine/query.c \
 	trainer/engine/update.c \
+	trainer/engine/input.c \
 	trainer/backends/tbackends.h \
 	trainer/backends/registry.c \
 	trainer/models/tmodel.h \
@@ -77,6 +78,7 @@ TCUDA_C = \
 	trainer/backends/cuda/cuda_backend.c \
 	trainer/backends/cuda/cuda_layers.c \
 	trainer/backends/cuda/cuda_exec.c \
+	trainer/backends/cuda/cuda_input.c \
 	trainer/backends/cuda/chunk_plan.c
 TCUDA_CU = trainer/backends/cuda/cuda_kernels.cu \
 	trainer/backends/cuda/cuda_optim.cu
@@ -85,7 +87,7 @@ TCUDA_KHDR = trainer/backends/cuda/cuda_kernels.h \
 	trainer/backends/cuda/tcuda_optim.h trainer/backends/cuda/optim_math.h \
 	trainer/backends/cuda/chunk_plan.h
 TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/teng.h \
-	trainer/engine/elem_math.h common/torus_error.h
+	trainer/engine/elem_math.h common/torus_error.h data/read/tdata_norm.h
 # The algorithm cache is plain C: built everywhere (its unit test runs
 # without CUDA).
 trainer_libtorustrain_la_SOURCES += trainer/backends/cuda/cuda_algo.h \
@@ -234,6 +236,10 @@ EXTRA_DIST += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.
 # injected overflow skips and backs off (1 rank and 2 under mpirun), resume.
 TESTS += tests/integration/train_scale.sh
 EXTRA_DIST += tests/integration/train_scale.sh
+
+# The 8-bit input path (--input u8) == float batches bit for bit, resume.
+TESTS += tests/integration/train_input.sh
+EXTRA_DIST += tests/integration/train_input.sh
 
 # Data parallel: 2 ranks under mpirun equal 1 rank (BN-free tiny-cnn).
 TESTS += tests/integration/train_dist.sh

@@ -305,8 +305,12 @@ typedef struct {
     int have_src;  /* a packed dataset, not the synthetic pool */
     int max_local; /* the largest local batch of the schedule */
     teng_backend *bk;
-    int device;          /* a GPU backend's device, else -1 */
-    size_t dev_peak;     /* the most device memory seen in use */
+    int device;      /* a GPU backend's device, else -1 */
+    size_t dev_peak; /* the most device memory seen in use */
+    /* 8-bit input (--input): the slot the next batch is staged in and
+     * used from, and the batch fetched ahead for the next step */
+    int u8, slot, staged;
+    ttrain_batch next_b;
     char device_why[64]; /* why that one (ttrain_device_pick) */
     teng_net *net;
     topt_sgd opt;
@@ -411,6 +415,11 @@ static void _print_setup(const _run *r)
     if (r->device >= 0)
         printf("torus-train: rank 0 on GPU %d (%s) of %d visible\n", r->device,
                r->device_why, tbackends_gpus(r->cfg.backend));
+    if (r->u8)
+        printf("torus-train: 8-bit input batches, normalised and mirrored %s\n",
+               teng_backend_has_input_u8(r->bk)
+                   ? "on the device (the next batch copied during the step)"
+                   : "on the host");
     if (r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC)
         printf("torus-train: dynamic loss scale from %g (halved on inf/nan, "
                "doubled after %ld clean steps, in [%g, %g])\n",
@@ -502,6 +511,13 @@ static int _build_net(_run *r)
     teng_net_set_grad_hook(r->net, _grads_ready, &r->ex);
     if (cfg->verbose)
         teng_net_summary(r->net, stderr);
+    /* --input: 8-bit batches where the backend has the path (auto), or
+     * where asked (the engine's host path: the same values). */
+    r->u8 = r->have_src &&
+            (!strcmp(cfg->input, "u8") ||
+             (!strcmp(cfg->input, "auto") && teng_backend_has_input_u8(r->bk)));
+    if (r->u8)
+        ttrain_tdata_use_u8(&r->src, r->bk);
     _print_setup(r);
     if (!r->have_src &&
         ttrain_synthetic_open(&r->src, &cfg->model, r->max_local, cfg->seed,
@@ -872,35 +888,86 @@ static int _wait_rank0(_run *r)
     }
 }
 
-/* Step parts 1-3: the next batch (waiting for it counts as data time; the
- * copy into the input tensor is part of the step), forward and backward
- * (the gradient hook starts the all-reduce of finished buckets while
- * backward goes on), and the rest of the gradient exchange. */
-static int _step_grads(_run *r, int epoch, long step, int lbatch, _window *w)
+/* The batch of (epoch, step) from the source; waiting for it counts as
+ * data time. An 8-bit batch is also staged: its copy to the device starts
+ * (slot r->slot) and runs while the caller goes on. */
+static int _fetch(_run *r, int epoch, long step, int lbatch, ttrain_batch *b,
+                  _window *w)
 {
-    ttrain_batch b;
-    if (r->src.next(&r->src, lbatch, &b))
+    if (r->src.next(&r->src, lbatch, b))
         return _fail("data", torus_error_msg());
     /* Epochs hold whole global batches and slices are even, so a short
      * batch is a data-source bug, never to be trained. */
-    if (b.n != lbatch) {
+    if (b->n != lbatch) {
         TORUS_FAIL(-1,
                    "rank %d: the source gave %d samples for a local batch of "
                    "%d at epoch %d step %ld",
-                   r->info.rank, b.n, lbatch, epoch, step);
+                   r->info.rank, b->n, lbatch, epoch, step);
         return _fail("data", torus_error_msg());
     }
-    w->data_s += b.wait_s;
+    w->data_s += b->wait_s;
+    if (b->px &&
+        teng_net_stage_input_u8(r->net, r->slot, b->px, b->flips, b->n))
+        return _fail("data", torus_error_msg());
+    return _GO;
+}
+
+/* Step part 1: this step's batch into the input tensor (the one fetched
+ * and staged during the previous step, if any; an 8-bit one is normalised
+ * and mirrored by the backend) and its labels. */
+static int _step_input(_run *r, int epoch, long step, int lbatch, _window *w)
+{
+    ttrain_batch b;
+    int rc;
+    if (r->staged)
+        b = r->next_b, r->staged = 0;
+    else if ((rc = _fetch(r, epoch, step, lbatch, &b, w)) != _GO)
+        return rc;
+    if (b.px ? teng_net_use_input_u8(r->net, r->slot, b.scale, b.bias)
+             : teng_net_set_input(r->net, b.x))
+        return _fail("data", torus_error_msg());
+    r->slot ^= b.px != NULL;
+    if (teng_net_set_labels(r->net, b.y))
+        return _fail("data", torus_error_msg());
+    return _GO;
+}
+
+/* With 8-bit batches, the next step's batch is fetched and its copy
+ * started once this step's backward is queued, so the copy overlaps the
+ * rest of the step; only when that step is sure to come with the same
+ * batch (the epoch goes on; no --max-steps or signal ends the run first).
+ * A checkpoint counts the batch as not served (_checkpoint). */
+static int _prefetch(_run *r, int epoch, long step, long steps, int lbatch,
+                     _window *w)
+{
+    const ttrain_config *cfg = &r->cfg;
+    if (!r->u8 || step + 1 >= steps || _stop ||
+        (cfg->max_steps && r->gstep + 1 >= cfg->max_steps))
+        return _GO;
+    int rc = _fetch(r, epoch, step + 1, lbatch, &r->next_b, w);
+    r->staged = rc == _GO;
+    return rc;
+}
+
+/* Step parts 1-3: the input, forward and backward (the gradient hook
+ * starts the all-reduce of finished buckets while backward goes on), the
+ * next batch's fetch and copy, and the rest of the gradient exchange. */
+static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
+                       _window *w)
+{
+    int rc;
+    if ((rc = _step_input(r, epoch, step, lbatch, w)) != _GO)
+        return rc;
     _test_sleep("step", r->info.rank, r->gstep + 1);
     /* The loss gradient is scaled; an injected overflow scales it by inf,
      * which makes this rank's gradients inf/nan as a real one would. */
     teng_net_set_loss_scale(r->net, _test_overflow(r->info.rank, r->gstep + 1)
                                         ? INFINITY
                                         : r->ls.scale);
-    if (teng_net_set_input(r->net, b.x) || teng_net_set_labels(r->net, b.y))
-        return _fail("data", torus_error_msg());
     if (teng_net_forward(r->net, 1) || teng_net_backward(r->net))
         return _fail("step", torus_error_msg());
+    if ((rc = _prefetch(r, epoch, step, steps, lbatch, w)) != _GO)
+        return rc;
     if (_grads_wait(&r->ex, r->net))
         return _fail("gradient exchange",
                      r->ex.fusion ? tcomm_error() : torus_error_msg());
@@ -1009,9 +1076,14 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
 {
     const ttrain_config *cfg = &r->cfg;
     int more = step + 1 < steps;
-    r->at = (ttrain_progress){
-        more ? epoch : epoch + 1, more ? step + 1 : 0,           r->gstep,
-        r->src.samples,           teng_net_dropout_step(r->net), r->ls};
+    /* A batch fetched ahead (_prefetch) is not served yet. */
+    uint64_t served = r->src.samples - (r->staged ? (uint64_t)r->next_b.n : 0);
+    r->at = (ttrain_progress){.epoch = more ? epoch : epoch + 1,
+                              .step = more ? step + 1 : 0,
+                              .global_step = r->gstep,
+                              .samples = served,
+                              .dropout_step = teng_net_dropout_step(r->net),
+                              .ls = r->ls};
     int last = (cfg->max_steps && r->gstep >= cfg->max_steps) ||
                (!more && epoch + 1 == cfg->sched.epochs);
     r->stopping = _agree_stop(&r->ex);
@@ -1073,7 +1145,7 @@ static int _epoch(_run *r, int epoch)
         if ((cfg->max_steps && r->gstep >= cfg->max_steps) || r->stopping)
             break;
         double lr = topt_lr_at_step(&cfg->sched, epoch, step);
-        if ((rc = _step_grads(r, epoch, step, lbatch, &w)) != _GO ||
+        if ((rc = _step_grads(r, epoch, step, steps, lbatch, &w)) != _GO ||
             (rc = _step_update(r, lr, &w)) != _GO)
             break;
         r->gstep++;

@@ -498,5 +498,8 @@ void teng_net_free(teng_net *net)
     free(net->host_labels);
     free(net->host_logits);
     free(net->host_sumsq);
+    free(net->in_px[0]);
+    free(net->in_px[1]);
+    free(net->in_f32);
     memset(net, 0, sizeof(*net));
 }

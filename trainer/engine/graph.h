@@ -88,6 +88,12 @@ struct teng_net {
     int grads_external; /* grads came from grads_alloc */
     float *host_sumsq;  /* np floats: teng_net_grads_finite's buffer */
     size_t alloc_bytes; /* asked of bk->ops->alloc so far, net of frees */
+    /* the host fallback of the 8-bit input path (engine/input.c) */
+    uint8_t *in_px[2]; /* staged images, then their flips */
+    size_t in_cap[2];
+    int in_n[2];   /* images staged in each slot (0: none) */
+    float *in_f32; /* the normalised batch, canonical NCHW */
+    size_t in_f32_cap;
 };
 
 /* What the loss layer's backward divides (softmax - target) by: the

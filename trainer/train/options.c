@@ -60,6 +60,12 @@ static const _opt _opts[] = {
      "(start at INIT [65536], halve and skip the step on inf/nan, double "
      "after N clean steps [2000]); auto: dynamic when the backend computes "
      "in fp16, off in fp32 [auto]"},
+    {"input", _STR, _O(input), "auto|float|u8",
+     "training batches from --data: float (normalised and mirrored by the "
+     "decode threads) or u8 (8-bit, 4x smaller; the backend normalises and "
+     "mirrors them: on a GPU a copy stream moves the next batch while the "
+     "step runs and a kernel does the maths; the same values bit for bit); "
+     "auto: u8 on a GPU backend [auto]"},
     {"data", _STR, _O(data), "PATH",
      "torus-pack dataset directory (train and test splits); sets "
      "--dataset-size"},
@@ -150,6 +156,7 @@ void ttrain_config_defaults(ttrain_config *c)
     snprintf(c->algo, sizeof(c->algo), "hybrid");
     snprintf(c->wire, sizeof(c->wire), "fp16");
     snprintf(c->loss_scale, sizeof(c->loss_scale), "auto");
+    snprintf(c->input, sizeof(c->input), "auto");
     c->threads = 2;
     c->world = 1;
     c->seed = 1;
@@ -507,6 +514,17 @@ static int _validate_inputs(const ttrain_config *c)
     if (!c->synthetic && !c->data[0]) {
         fprintf(stderr, "torus-train: no training data: give --data PATH or "
                         "--synthetic\n");
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (strcmp(c->input, "auto") && strcmp(c->input, "float") &&
+        strcmp(c->input, "u8")) {
+        fprintf(stderr, "torus-train: --input: '%s' is not auto, float or u8\n",
+                c->input);
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (!strcmp(c->input, "u8") && !c->data[0]) {
+        fprintf(stderr, "torus-train: --input u8 needs --data (synthetic "
+                        "batches are float)\n");
         return TTRAIN_EXIT_USAGE;
     }
     if (tmodel_validate(&c->model)) {

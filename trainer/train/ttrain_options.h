@@ -27,6 +27,8 @@ typedef struct {
 
     /* --loss-scale: auto, off, static:S, dynamic[:INIT[:INTERVAL]] */
     char loss_scale[40];
+    /* --input: auto, float, u8 (training batches from --data) */
+    char input[8];
 
     uint64_t seed;
     long max_steps;      /* stop early (0: run all epochs) */

@@ -197,6 +197,7 @@ static void _destroy(teng_backend *bk)
     if (im) {
         if (im->stream)
             cudaStreamSynchronize(im->stream);
+        _tcuda_input_close(im);
         if (im->blas)
             cublasDestroy(im->blas);
         if (im->dnn)
@@ -235,6 +236,10 @@ static const teng_backend_ops _ops = {
     .param_sumsq = _param_sumsq,
     .sgd_update = _sgd,
     .refresh_work = NULL, /* FP32: every working copy is its master */
+    .input_stage = _tcuda_input_stage,
+    .input_use = _tcuda_input_use,
+    .host_alloc = _tcuda_host_alloc,
+    .host_free = _tcuda_host_free,
 };
 
 /* Device, stream, handles; the handles work on the stream. */
@@ -246,6 +251,9 @@ static int _open(tcuda_impl *im, int device)
     TCUDA_DNN(cudnnSetStream(im->dnn, im->stream));
     TCUDA_BLAS(cublasCreate(&im->blas));
     TCUDA_BLAS(cublasSetStream(im->blas, im->stream));
+    int rc = _tcuda_input_open(im);
+    if (rc)
+        return rc;
     /* FP32 mode: true FP32 (no TF32), as it is checked against oneDNN;
      * FP16 mode: tensor cores. */
     TCUDA_BLAS(cublasSetMathMode(im->blas, im->half ? CUBLAS_DEFAULT_MATH

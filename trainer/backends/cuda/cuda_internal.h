@@ -40,6 +40,12 @@ typedef struct {
     cudnnHandle_t dnn;
     cublasHandle_t blas;
     tcuda_algo_cache algos;
+    /* the 8-bit input path (cuda_input.c) */
+    cudaStream_t copy;
+    cudaEvent_t copied[2], used[2];
+    uint8_t *stage[2]; /* device staging: images, then their flips */
+    size_t stage_cap[2];
+    int stage_n[2];
 } tcuda_impl;
 
 typedef struct {
@@ -121,5 +127,15 @@ int _tcuda_forward(teng_backend *bk, teng_net *net, int layer, int training);
 int _tcuda_backward(teng_backend *bk, teng_net *net, int layer);
 int _tcuda_grad_sum(teng_backend *bk, teng_net *net, int tensor);
 unsigned _tcuda_bwd_reads(teng_backend *bk, const teng_net *net, int layer);
+
+/* The 8-bit input path (cuda_input.c): its stream, events and staging. */
+int _tcuda_input_open(tcuda_impl *im);
+void _tcuda_input_close(tcuda_impl *im);
+int _tcuda_input_stage(teng_backend *bk, teng_net *net, int slot,
+                       const uint8_t *px, const uint8_t *flips, int n);
+int _tcuda_input_use(teng_backend *bk, teng_net *net, int slot,
+                     const float *scale, const float *bias);
+void *_tcuda_host_alloc(teng_backend *bk, size_t bytes);
+void _tcuda_host_free(teng_backend *bk, void *p);
 
 #endif
