@@ -91,7 +91,8 @@ TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/teng.h \
 # The algorithm cache is plain C: built everywhere (its unit test runs
 # without CUDA).
 trainer_libtorustrain_la_SOURCES += trainer/backends/cuda/cuda_algo.h \
-	trainer/backends/cuda/cuda_algo.c
+	trainer/backends/cuda/cuda_algo.c trainer/backends/cuda/cuda_fuse.h \
+	trainer/backends/cuda/cuda_fuse.c
 noinst_HEADERS += $(TCUDA_KHDR)
 EXTRA_DIST += $(TCUDA_CU)
 if HAVE_CUDNN

@@ -5,7 +5,8 @@
  *   layers    every layer kind's forward and backward (conv with and
  *             without bias and stride, BN with and without its ReLU and
  *             its running statistics, ReLU, max/avg/global pooling, FC,
- *             residual add with and without ReLU and the gradient fan-in
+ *             residual add with and without ReLU, BN -> add -> ReLU (fused
+ *             in the FP16 mode), the gradient fan-in
  *             sum, dropout, softmax cross-entropy with label smoothing) on
  *             random inputs and params, the same on both backends, FP32;
  *             outputs, input gradients, param gradients and BN statistics
@@ -40,8 +41,8 @@
 
 #include "common/torus_error.h"
 #include "trainer/backends/tbackends.h"
-#include "trainer/engine/teng.h"
 #include "trainer/engine/rng.h"
+#include "trainer/engine/teng.h"
 #include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
 
@@ -179,6 +180,14 @@ static int _addrelu(teng_net *n, int x, int *l)
     return teng_add_residual(n, "a", teng_add_conv(n, "c", x, C, 1, 1, 0, 0),
                              teng_add_conv(n, "d", x, C, 3, 1, 1, 0), 1);
 }
+/* BN -> add -> ReLU: in FP16 mode one fused cuDNN call (cuda_fuse.h). */
+static int _bnaddrelu(teng_net *n, int x, int *l)
+{
+    (void)l;
+    int c = teng_add_conv(n, "c", x, C, 3, 1, 1, 0);
+    return teng_add_residual(n, "a", teng_add_bn(n, "bn", c, 0, 0),
+                             teng_add_conv(n, "d", x, C, 1, 1, 0, 0), 1);
+}
 static int _drop(teng_net *n, int x, int *l)
 {
     (void)l;
@@ -207,6 +216,7 @@ static const struct {
     {"fc bias", _fc},
     {"add + fan-in sum", _add},
     {"add+relu", _addrelu},
+    {"bn add relu", _bnaddrelu},
     {"dropout", _drop},
     {"xent smoothing", _xent},
 };

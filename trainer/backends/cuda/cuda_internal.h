@@ -65,6 +65,15 @@ typedef struct {
     tcuda_optim *optim; /* from bind to release */
     size_t tmp_off;     /* the scratch arena's temporary region */
     size_t tmp_bytes;
+    /* BN + add + ReLU fusion (cuda_fuse.h), FP16 mode, training only:
+     * fuse_bn[add layer] = its BN layer or -1; deferred[BN layer] = 1
+     * while its forward runs in the add's; the call's workspace and
+     * reserve space at the start of the scratch arena. */
+    int *fuse_bn;
+    unsigned char *deferred;
+    int nfused;
+    cudnnActivationDescriptor_t fuse_act;
+    size_t fuse_ws, fuse_reserve;
 } tcuda_net;
 
 static inline tcuda_impl *_tcuda(teng_backend *bk)
@@ -121,6 +130,9 @@ int _tcuda_fail_blas(const char *file, int line, const char *what, int st);
 
 /* Layer lifecycle (cuda_layers.c). */
 int _tcuda_plan(teng_backend *bk, teng_net *net, int batch);
+/* The fusion plan (cuda_layers.c) and its forward (cuda_exec.c). */
+int _tcuda_plan_fusion(teng_backend *bk, teng_net *net);
+int _tcuda_bn_add_relu_fwd(teng_backend *bk, teng_net *net, int li);
 int _tcuda_bind(teng_backend *bk, teng_net *net);
 void _tcuda_release(teng_backend *bk, teng_net *net);
 int _tcuda_forward(teng_backend *bk, teng_net *net, int layer, int training);
