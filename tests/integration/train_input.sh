@@ -10,28 +10,10 @@
 # are refused.
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
-if ! command -v h5diff >/dev/null; then
-    echo "SKIP: h5diff not found (install hdf5-tools)"
-    exit 77
-fi
-pack=$top_builddir/data/torus-pack
+tr_need_h5diff
 
 # A small grayscale dataset (IDX, as Fashion-MNIST ships), packed.
-python3 - "$tmp" <<'PY'
-import gzip, random, struct, sys
-rnd = random.Random(5)
-for split, n in (("train", 96), ("test", 32)):
-    img = bytes(rnd.randrange(256) for _ in range(n * 28 * 28))
-    lab = bytes(rnd.randrange(10) for _ in range(n))
-    with gzip.open(f"{sys.argv[1]}/{split}-images-idx3-ubyte.gz", "wb") as f:
-        f.write(struct.pack(">IIII", 0x803, n, 28, 28) + img)
-    with gzip.open(f"{sys.argv[1]}/{split}-labels-idx1-ubyte.gz", "wb") as f:
-        f.write(struct.pack(">II", 0x801, n) + lab)
-PY
-for s in train test; do
-    "$pack" --no-progress -o "$tmp/ds" -s $s "$tmp/$s-images-idx3-ubyte.gz" >"$tmp/log" 2>&1 ||
-        fail "packing $s: $(tail -2 "$tmp/log")"
-done
+tr_idx_dataset "$tmp/ds" 5 96 32 || fail "packing: $(tail -2 "$tmp/idx.log")"
 
 run=("$bin" --model cifar-resnet --depth 8 --batch 16 --epochs 2 --warmup-epochs 0
      --threads 1 --print-every 1 --data "$tmp/ds")

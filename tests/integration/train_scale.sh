@@ -12,10 +12,7 @@
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
 tr_need_mpirun
-if ! command -v h5diff >/dev/null; then
-    echo "SKIP: h5diff not found (install hdf5-tools)"
-    exit 77
-fi
+tr_need_h5diff
 attr=${top_builddir:?}/tests/integration/ckpt_attr
 
 run=("$bin" --model cifar-resnet --depth 8 --synthetic --image-size 12

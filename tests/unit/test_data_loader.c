@@ -398,6 +398,19 @@ START_TEST(test_bad_samples_skipped_and_bounded)
 }
 END_TEST
 
+/* A dataset of large textured images (where a crop or a mirror shows),
+ * packed in the test's folder, opened. */
+static tdata_dataset *_open_textured(void)
+{
+    char src[300], out[300];
+    snprintf(src, sizeof src, "%s/tex", _dir);
+    snprintf(out, sizeof out, "%s/texout", _dir);
+    _make_dataset(src, out, 1);
+    tdata_dataset *ds;
+    ck_assert_int_eq(tdata_dataset_open(out, &ds), 0);
+    return ds;
+}
+
 /* Mean absolute difference in levels of two u8 batches. */
 static double _mad(const uint8_t *a, const uint8_t *b, size_t n)
 {
@@ -414,12 +427,7 @@ START_TEST(test_roi_and_dct_match_full_decode)
      * (a crop off by one source pixel costs ~10 levels here); DCT scaling
      * changes the effective prefilter a little, and ROI on top of it again
      * changes nothing. */
-    char src[300], out[300];
-    snprintf(src, sizeof src, "%s/tex", _dir);
-    snprintf(out, sizeof out, "%s/texout", _dir);
-    _make_dataset(src, out, 1);
-    tdata_dataset *ds;
-    ck_assert_int_eq(tdata_dataset_open(out, &ds), 0);
+    tdata_dataset *ds = _open_textured();
     const size_t n = 20 * 3 * 64 * 64;
     for (int mode = TDATA_TRAIN; mode <= TDATA_EVAL; mode++) {
         uint8_t *v[4]; /* bit 0: ROI, bit 1: DCT scaling */
@@ -558,12 +566,7 @@ static void _two_batches(tdata_loader *f, tdata_loader *u,
  * textured JPEGs (a mirror shows); ignoring the flips does not. */
 START_TEST(test_deferred_flip_matches_cpu_transform)
 {
-    char src[300], out[300];
-    snprintf(src, sizeof src, "%s/tex", _dir);
-    snprintf(out, sizeof out, "%s/texout", _dir);
-    _make_dataset(src, out, 1);
-    tdata_dataset *ds;
-    ck_assert_int_eq(tdata_dataset_open(out, &ds), 0);
+    tdata_dataset *ds = _open_textured();
     const int H = 12, W = 16, B = 10;
     int flipped = 0, kept = 0;
     for (int nhwc = 0; nhwc < 2; nhwc++) {
