@@ -632,10 +632,15 @@ static int _restore_loss_scale(_run *r, const ttrain_ckpt_meta *got,
                                const char *path)
 {
     const topt_loss_scale_state *s = &r->at.ls;
+    long clean = s->clean;
     if (r->ls_mode != TOPT_LOSS_SCALE_DYNAMIC ||
         strcmp(got->loss_scale, "dynamic"))
         return 0;
-    if (topt_loss_scale_restore(&r->ls, &r->ls_cfg, s->scale, s->clean,
+    /* A shorter growth interval than the checkpoint's: the scale grows
+     * at this run's next clean step. */
+    if (clean >= r->ls_cfg.interval)
+        clean = r->ls_cfg.interval - 1;
+    if (topt_loss_scale_restore(&r->ls, &r->ls_cfg, s->scale, clean,
                                 s->overflows))
         return torus_error_prefix(-1, "rank %d: %s", r->info.rank, path);
     return 0;

@@ -88,6 +88,13 @@ grep -q 'loss scale 2048, 1 clean steps, 0 overflows so far' "$tmp/log" || fail 
 cmp -s <(losses "$tmp/full.jsonl") <(losses "$tmp/half.jsonl") || fail "resumed losses differ"
 same_state full half 6
 [ "$(attr_of half 6 loss_scale)" = 4096 ] || fail "resume: final scale $(attr_of half 6 loss_scale), expected 4096"
+# A shorter growth interval than the checkpoint's (1 clean step of 3
+# saved, now 1): the scale doubles at the first resumed step.
+cp -r "$tmp/half" "$tmp/short"
+rm -f "$(ck "$tmp/short" 6)"
+"${run[@]}" --checkpoint-dir "$tmp/short" --max-steps 5 --loss-scale dynamic:1024:1 --resume \
+    >"$tmp/log" 2>&1 || fail "shorter interval: $(tail -3 "$tmp/log")"
+[ "$(attr_of short 5 loss_scale)" = 4096 ] || fail "shorter interval: scale $(attr_of short 5 loss_scale), expected 4096"
 # Another mode starts afresh, with a note.
 cp -r "$tmp/off" "$tmp/offr"
 "${run[@]}" --checkpoint-dir "$tmp/offr" --max-steps 7 --loss-scale dynamic --resume >"$tmp/log" 2>&1 ||
