@@ -22,6 +22,9 @@
  *             u8 NHWC batches with flips staged ahead in both slots, then
  *             used, on each mode against the engine's host path on dnnl:
  *             FP32 bit for bit, FP16 within its rounding (TOL_IN16);
+ *   loss      a small ResNet's gradients at loss scale 1024 (divided
+ *   scale     back) against scale 1 on each mode, and an infinite scale
+ *             flagged by teng_net_grads_finite;
  *   resnet50  (with --bench) ResNet-50 v1.5 synthetic training at a batch,
  *             FP32 and FP16: img/s and the device memory in use
  *             (informational).
@@ -465,6 +468,69 @@ static int _bench(teng_backend *gpu, int batch, const char *mode, char *out,
     return rc ? 0 : 1;
 }
 
+/* ---- loss scaling on the device ---- */
+
+/* One forward and backward of net at loss scale sc; every param gradient
+ * divided by sc into g (concatenated; n floats in all). */
+static int _scaled_grads(teng_net *net, const float *x, const int32_t *y,
+                         double sc, float *g, size_t *n)
+{
+    teng_net_set_loss_scale(net, sc);
+    _OK(teng_net_set_input(net, x));
+    _OK(teng_net_set_labels(net, y));
+    _OK(teng_net_forward(net, 1));
+    _OK(teng_net_backward(net));
+    *n = 0;
+    for (int i = 0; i < teng_net_nparams(net); i++) {
+        _OK(teng_param_read(net, i, 1, g + *n));
+        for (size_t k = 0; k < teng_net_param(net, i)->count; k++)
+            g[*n + k] = (float)(g[*n + k] / sc);
+        *n += teng_net_param(net, i)->count;
+    }
+    return 0;
+}
+
+/* The row: on bk, a small ResNet's gradients at loss scale 1024, divided
+ * by it, are those at scale 1 (within tol), and at an infinite scale
+ * teng_net_grads_finite reports the overflow. */
+static int _scale_row(teng_backend *bk, double tol, const char *mode, char *row,
+                      size_t len)
+{
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    s.depth = 8;
+    s.image_size = 12;
+    size_t px = (size_t)s.in_channels * s.image_size * s.image_size, n = 0;
+    float *x = malloc(sizeof(float) * N * px), *g = malloc(4u << 20),
+          *g1 = malloc(4u << 20);
+    int32_t y[N] = {1, 4, 7, 9};
+    int finite = 1, rc = !x || !g || !g1;
+    double worst = -1;
+    teng_net *net = NULL;
+    rc = rc || teng_net_create(&net) || tmodel_build(net, &s) < 0 ||
+         teng_net_compile(net, bk, N) || tmodel_init(net, 5) ||
+         teng_net_param_count(net) > (1u << 20);
+    if (!rc) {
+        _fill(x, N * px, 77, -1.f, 1.f);
+        rc = _scaled_grads(net, x, y, 1.0, g1, &n) ||
+             _scaled_grads(net, x, y, 1024.0, g, &n);
+    }
+    if (!rc) {
+        worst = _err(g, g1, n);
+        rc = _scaled_grads(net, x, y, INFINITY, g, &n) ||
+             teng_net_grads_finite(net, &finite);
+    }
+    int ok = !rc && worst <= tol && !finite;
+    snprintf(row, len,
+             "%-28s %s  scale 1024 vs 1: worst %.1e (limit %.0e); inf: %s",
+             mode, ok ? "PASS" : "FAIL", worst, tol,
+             finite ? "NOT flagged" : "flagged");
+    teng_net_destroy(net);
+    free(x);
+    free(g);
+    free(g1);
+    return ok;
+}
+
 /* ---- the 8-bit input path ---- */
 
 /* The input tensor (canonical NCHW) after staging batches a and b in
@@ -569,10 +635,14 @@ int main(int argc, char **argv)
         _input_row(gpu, cpu, 0.0, "8-bit input cuda (FP32)", i32, sizeof(i32));
     ok &= _input_row(g16, cpu, TOL_IN16, "8-bit input cuda-fp16", i16,
                      sizeof(i16));
+    char s32[160], s16[160];
+    ok &=
+        _scale_row(gpu, TOL_LAYER, "loss scale cuda (FP32)", s32, sizeof(s32));
+    ok &= _scale_row(g16, TOL_F16, "loss scale cuda-fp16", s16, sizeof(s16));
     int train = _train_row(gpu, cpu);
     int bok32 = bench ? _bench(gpu, bench, "FP32", b32, sizeof(b32)) : 1;
     int bok16 = bench ? _bench(g16, bench, "FP16", b16, sizeof(b16)) : 1;
-    printf("%s\n%s\n%s\n%s\n", r32, r16, i32, i16);
+    printf("%s\n%s\n%s\n%s\n%s\n%s\n", r32, r16, i32, i16, s32, s16);
     printf("%-28s %s  final weights within %.0e\n", "tiny-cnn 50 steps FP32",
            train ? "PASS" : "FAIL", TOL_TRAIN);
     printf("%-28s %s  %s\n", "resnet50 synthetic cuda",
