@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,6 +405,20 @@ static int _open_data(_run *r)
     return _GO;
 }
 
+/* --decode-threads, or auto: 1 beside a CPU backend, whose threads use
+ * the cores; beside a GPU the decoding is the host's work: every core this
+ * process may use but 2 (the step's thread and the loader's reader). */
+static int _decode_threads(const _run *r)
+{
+    cpu_set_t set;
+    if (r->cfg.decode_threads)
+        return r->cfg.decode_threads;
+    if (r->device < 0 || sched_getaffinity(0, sizeof(set), &set))
+        return 1;
+    int n = CPU_COUNT(&set) - 2;
+    return n < 1 ? 1 : n > 64 ? 64 : n;
+}
+
 /* The banner: model, memory and backend; with ranks, the exchange. */
 static void _print_setup(const _run *r)
 {
@@ -415,6 +430,9 @@ static void _print_setup(const _run *r)
     if (r->device >= 0)
         printf("torus-train: rank 0 on GPU %d (%s) of %d visible\n", r->device,
                r->device_why, tbackends_gpus(r->cfg.backend));
+    if (r->have_src)
+        printf("torus-train: %d decode thread(s) for the training images\n",
+               _decode_threads(r));
     if (r->u8)
         printf("torus-train: 8-bit input batches, normalised and mirrored %s\n",
                teng_backend_has_input_u8(r->bk)
@@ -518,6 +536,8 @@ static int _build_net(_run *r)
              (!strcmp(cfg->input, "auto") && teng_backend_has_input_u8(r->bk)));
     if (r->u8)
         ttrain_tdata_use_u8(&r->src, r->bk);
+    if (r->have_src)
+        ttrain_tdata_set_decode_threads(&r->src, _decode_threads(r));
     _print_setup(r);
     if (!r->have_src &&
         ttrain_synthetic_open(&r->src, &cfg->model, r->max_local, cfg->seed,

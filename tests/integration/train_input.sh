@@ -48,9 +48,17 @@ grep -q '8-bit input' "$tmp/float.log" && fail "float: ran the 8-bit path"
 [ "$(steps "$tmp/u8.jsonl" | wc -l)" -eq 12 ] || fail "u8: expected 12 training lines"
 cmp -s <(steps "$tmp/float.jsonl") <(steps "$tmp/u8.jsonl") ||
     fail "losses differ: $(paste <(steps "$tmp/float.jsonl") <(steps "$tmp/u8.jsonl") | head -3 | tr '\n' ' ')"
-cmp -s <(grep test: "$tmp/float.log") <(grep test: "$tmp/u8.log") ||
+evals() { grep test: "$1" | sed 's/, [0-9.]* s)$/)/'; } # without the time
+[ "$(evals "$tmp/u8.log" | wc -l)" -eq 2 ] || fail "u8: expected 2 evaluations"
+cmp -s <(evals "$tmp/float.log") <(evals "$tmp/u8.log") ||
     fail "evaluations differ: $(grep test: "$tmp/float.log" "$tmp/u8.log")"
 same_state float u8 12
+# The batches do not depend on the number of decode threads.
+train u8t3 --input u8 --decode-threads 3
+grep -q '^torus-train: 3 decode thread(s)' "$tmp/u8t3.log" || fail "decode threads: $(grep decode "$tmp/u8t3.log")"
+cmp -s <(steps "$tmp/u8.jsonl") <(steps "$tmp/u8t3.jsonl") || fail "3 decode threads: losses differ"
+"${run[@]}" --decode-threads 300 --dry-run >"$tmp/log" 2>&1
+[ $? -eq 2 ] && grep -q -- "--decode-threads: 300 is not in 0..256" "$tmp/log" || fail "--decode-threads 300: $(cat "$tmp/log")"
 
 # A checkpoint at step 4 taken while the batch of step 5 was already
 # fetched ahead (mid-epoch), resumed: the uninterrupted run's losses and

@@ -66,6 +66,10 @@ static const _opt _opts[] = {
      "mirrors them: on a GPU a copy stream moves the next batch while the "
      "step runs and a kernel does the maths; the same values bit for bit); "
      "auto: u8 on a GPU backend [auto]"},
+    {"decode-threads", _INT, _S(decode_threads), "N",
+     "threads decoding --data's training images per rank; auto (0): 1 on a "
+     "CPU backend (the cores compute), on a GPU backend the cores this "
+     "process may use less 2 [0]"},
     {"data", _STR, _O(data), "PATH",
      "torus-pack dataset directory (train and test splits); sets "
      "--dataset-size"},
@@ -563,6 +567,11 @@ static int _validate_runtime(const ttrain_config *c)
     if (c->threads < 1 || c->threads > 1024) {
         fprintf(stderr, "torus-train: --threads: %d is not in 1..1024\n",
                 c->threads);
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (c->decode_threads < 0 || c->decode_threads > 256) {
+        fprintf(stderr, "torus-train: --decode-threads: %d is not in 0..256\n",
+                c->decode_threads);
         return TTRAIN_EXIT_USAGE;
     }
     if (c->bucket_kb < 0 || c->bucket_kb > 1048576) {

@@ -16,6 +16,7 @@ typedef struct {
     int rank, world, size;
     uint64_t seed;
     teng_backend *u8; /* 8-bit training batches in its host memory */
+    int decode;       /* decode threads of the training stream (>= 1) */
 } _tsrc;
 
 static void *_host_alloc(size_t bytes, void *bk)
@@ -50,6 +51,8 @@ static void _opts(const _tsrc *p, tdata_loader_opts *o, int mode, int batch)
     o->io_threads = 1;
     o->decode_threads = 1;
     o->prefetch = 3;
+    if (mode == TDATA_TRAIN && p->decode > 1)
+        o->decode_threads = p->decode;
     if (p->u8 && mode == TDATA_TRAIN) {
         /* The backend normalises and mirrors (its copy is 4x smaller). */
         o->order = TDATA_NHWC;
@@ -120,6 +123,15 @@ void ttrain_tdata_use_u8(ttrain_source *s, teng_backend *bk)
     _tsrc *p = s->impl;
     p->u8 = bk;
     if (p->loader) /* made for float batches: the next start remakes it */
+        tdata_loader_destroy(p->loader);
+    p->loader = NULL;
+}
+
+void ttrain_tdata_set_decode_threads(ttrain_source *s, int n)
+{
+    _tsrc *p = s->impl;
+    p->decode = n < 1 ? 1 : n;
+    if (p->loader)
         tdata_loader_destroy(p->loader);
     p->loader = NULL;
 }

@@ -29,6 +29,8 @@ typedef struct {
     char loss_scale[40];
     /* --input: auto, float, u8 (training batches from --data) */
     char input[8];
+    /* --decode-threads: the loader's decode threads (0: auto) */
+    int decode_threads;
 
     uint64_t seed;
     long max_steps;      /* stop early (0: run all epochs) */

@@ -31,6 +31,10 @@ int ttrain_tdata_open(ttrain_source *s, const char *dir, const tmodel_spec *m,
  * float batches of before, bit for bit. Evaluation stays float. */
 void ttrain_tdata_use_u8(ttrain_source *s, teng_backend *bk);
 
+/* From the next start on, training batches are decoded by n threads
+ * (>= 1; 1 until called). The batches do not depend on n. */
+void ttrain_tdata_set_decode_threads(ttrain_source *s, int n);
+
 /* Evaluates net on this rank's slice of the test split in batches of at
  * most batch (the net's batch is restored afterwards): adds the hits,
  * the samples and the summed loss to the counters. Returns 0, or -1 with
