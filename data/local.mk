@@ -18,7 +18,8 @@ data_libtdata_la_SOURCES = data/tdata.h \
 	data/image/resize.c \
 	data/pack/pack.h data/pack/idx.c data/pack/pack_source.c \
 	data/pack/pack_listing.c data/pack/pack_image.c data/pack/pack.c \
-	data/read/tdata_read.h data/read/read.h data/read/dataset.c \
+	data/read/tdata_read.h data/read/read.h data/read/tdata_norm.h \
+	data/read/dataset.c \
 	data/read/shuffle.c data/read/transform.c data/read/loader.c \
 	data/read/stage.c
 data_libtdata_la_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS) $(TURBOJPEG_CFLAGS) \

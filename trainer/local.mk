@@ -24,6 +24,7 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/engine/backend.c \
 	trainer/engine/query.c \
 	trainer/engine/update.c \
+	trainer/engine/input.c \
 	trainer/backends/tbackends.h \
 	trainer/backends/registry.c \
 	trainer/models/tmodel.h \
@@ -44,7 +45,9 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/ttrain_checkpoint.h \
 	trainer/train/checkpoint.c \
 	trainer/train/ttrain_state_hash.h \
-	trainer/train/state_hash.c
+	trainer/train/state_hash.c \
+	trainer/train/ttrain_device.h \
+	trainer/train/device.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS)
 trainer_libtorustrain_la_LIBADD = common/libtoruscommon.la $(DNNL_LIBS) \
 	$(HDF5_LIBS) -lm
@@ -75,6 +78,7 @@ TCUDA_C = \
 	trainer/backends/cuda/cuda_backend.c \
 	trainer/backends/cuda/cuda_layers.c \
 	trainer/backends/cuda/cuda_exec.c \
+	trainer/backends/cuda/cuda_input.c \
 	trainer/backends/cuda/chunk_plan.c
 TCUDA_CU = trainer/backends/cuda/cuda_kernels.cu \
 	trainer/backends/cuda/cuda_optim.cu
@@ -83,11 +87,12 @@ TCUDA_KHDR = trainer/backends/cuda/cuda_kernels.h \
 	trainer/backends/cuda/tcuda_optim.h trainer/backends/cuda/optim_math.h \
 	trainer/backends/cuda/chunk_plan.h
 TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/teng.h \
-	trainer/engine/elem_math.h common/torus_error.h
+	trainer/engine/elem_math.h common/torus_error.h data/read/tdata_norm.h
 # The algorithm cache is plain C: built everywhere (its unit test runs
 # without CUDA).
 trainer_libtorustrain_la_SOURCES += trainer/backends/cuda/cuda_algo.h \
-	trainer/backends/cuda/cuda_algo.c
+	trainer/backends/cuda/cuda_algo.c trainer/backends/cuda/cuda_fuse.h \
+	trainer/backends/cuda/cuda_fuse.c
 noinst_HEADERS += $(TCUDA_KHDR)
 EXTRA_DIST += $(TCUDA_CU)
 if HAVE_CUDNN
@@ -178,6 +183,13 @@ tests_unit_test_loss_scale_SOURCES = tests/unit/test_loss_scale.c
 tests_unit_test_loss_scale_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_loss_scale_LDADD = $(TRAINER_TEST_LDADD)
 
+# The GPU of each rank (train/device.c): plain C, no GPU needed.
+check_PROGRAMS += tests/unit/test_train_device
+TESTS += tests/unit/test_train_device
+tests_unit_test_train_device_SOURCES = tests/unit/test_train_device.c
+tests_unit_test_train_device_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_train_device_LDADD = $(TRAINER_TEST_LDADD)
+
 # The GPU check of the optimizer kernels (tests/gpu/run runs it): the
 # multi-tensor sums of squares and update over ResNet-50's tensors against
 # the host maths, and the fp16/bf16 working copies over every fp32 pattern.
@@ -221,6 +233,15 @@ tests_integration_ckpt_attr_LDADD = $(HDF5_LIBS)
 TESTS += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh
 EXTRA_DIST += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh \
 	tests/integration/train_lib.sh
+
+# Loss scaling in the step: scaled == unscaled bit for bit on dnnl, an
+# injected overflow skips and backs off (1 rank and 2 under mpirun), resume.
+TESTS += tests/integration/train_scale.sh
+EXTRA_DIST += tests/integration/train_scale.sh
+
+# The 8-bit input path (--input u8) == float batches bit for bit, resume.
+TESTS += tests/integration/train_input.sh
+EXTRA_DIST += tests/integration/train_input.sh
 
 # Data parallel: 2 ranks under mpirun equal 1 rank (BN-free tiny-cnn).
 TESTS += tests/integration/train_dist.sh

@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,9 @@
 #include "trainer/engine/rng.h"
 #include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
+#include "trainer/optim/topt_loss_scale.h"
 #include "trainer/train/ttrain_checkpoint.h"
+#include "trainer/train/ttrain_device.h"
 #include "trainer/train/ttrain_gpu_exchange.h"
 #include "trainer/train/ttrain_options.h"
 #include "trainer/train/ttrain_source.h"
@@ -317,8 +320,19 @@ typedef struct {
     int have_src;  /* a packed dataset, not the synthetic pool */
     int max_local; /* the largest local batch of the schedule */
     teng_backend *bk;
+    int device;      /* a GPU backend's device, else -1 */
+    size_t dev_peak; /* the most device memory seen in use */
+    /* 8-bit input (--input): the slot the next batch is staged in and
+     * used from, and the batch fetched ahead for the next step */
+    int u8, slot, staged;
+    ttrain_batch next_b;
+    char device_why[64]; /* why that one (ttrain_device_pick) */
     teng_net *net;
     topt_sgd opt;
+    /* loss scaling (--loss-scale, resolved for the backend) */
+    topt_loss_scale_mode ls_mode;
+    topt_loss_scale_config ls_cfg;
+    topt_loss_scale_state ls;
     _exchange ex;
     FILE *mf;              /* --metrics, rank 0 only */
     char *plan;            /* the configuration text stored in checkpoints */
@@ -405,6 +419,20 @@ static int _open_data(_run *r)
     return _GO;
 }
 
+/* --decode-threads, or auto: 1 beside a CPU backend, whose threads use
+ * the cores; beside a GPU the decoding is the host's work: every core this
+ * process may use but 2 (the step's thread and the loader's reader). */
+static int _decode_threads(const _run *r)
+{
+    cpu_set_t set;
+    if (r->cfg.decode_threads)
+        return r->cfg.decode_threads;
+    if (r->device < 0 || sched_getaffinity(0, sizeof(set), &set))
+        return 1;
+    int n = CPU_COUNT(&set) - 2;
+    return n < 1 ? 1 : n > 64 ? 64 : n;
+}
+
 /* The banner: model, memory and backend; with ranks, the exchange. */
 static void _print_setup(const _run *r)
 {
@@ -413,6 +441,24 @@ static void _print_setup(const _run *r)
            tmodel_name(r->cfg.model.kind), teng_net_param_count(r->net),
            teng_net_acts_bytes(r->net) / 1e6, r->max_local,
            teng_backend_name(r->bk), r->cfg.threads);
+    if (r->device >= 0)
+        printf("torus-train: rank 0 on GPU %d (%s) of %d visible\n", r->device,
+               r->device_why, tbackends_gpus(r->cfg.backend));
+    if (r->have_src)
+        printf("torus-train: %d decode thread(s) for the training images\n",
+               _decode_threads(r));
+    if (r->u8)
+        printf("torus-train: 8-bit input batches, normalised and mirrored %s\n",
+               teng_backend_has_input_u8(r->bk)
+                   ? "on the device (the next batch copied during the step)"
+                   : "on the host");
+    if (r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC)
+        printf("torus-train: dynamic loss scale from %g (halved on inf/nan, "
+               "doubled after %ld clean steps, in [%g, %g])\n",
+               r->ls.scale, r->ls_cfg.interval, r->ls_cfg.min_scale,
+               r->ls_cfg.max_scale);
+    else if (r->ls_mode == TOPT_LOSS_SCALE_STATIC)
+        printf("torus-train: static loss scale %g\n", r->ls.scale);
     if (r->cfg.world > 1)
         printf("torus-train: %d ranks on %d nodes, grid %dx%d (%s), "
                "gradients in %zu buckets%s, all-reduce %s, %s wire\n",
@@ -428,13 +474,52 @@ static void _print_setup(const _run *r)
                tcomm_algo_name(r->ex.algo), tcomm_wire_name(r->ex.wire));
 }
 
+/* --loss-scale for this backend: auto is dynamic when any param's
+ * working copy is fp16/bf16 (the backend computes in it), off in fp32.
+ * The text was checked by ttrain_config_validate. */
+static void _loss_scale_open(_run *r)
+{
+    topt_loss_scale_parse(r->cfg.loss_scale, &r->ls_mode, &r->ls_cfg);
+    if (r->ls_mode == TOPT_LOSS_SCALE_AUTO) {
+        r->ls_mode = TOPT_LOSS_SCALE_OFF;
+        for (int i = 0; i < teng_net_nparams(r->net); i++)
+            if (teng_net_param(r->net, i)->dtype != TENG_F32)
+                r->ls_mode = TOPT_LOSS_SCALE_DYNAMIC;
+    }
+    if (r->ls_mode == TOPT_LOSS_SCALE_OFF)
+        r->ls_cfg.init = r->ls_cfg.min_scale = r->ls_cfg.max_scale = 1;
+    topt_loss_scale_init(&r->ls, &r->ls_cfg);
+}
+
+/* A GPU backend's device: this rank's by ttrain_device_pick's rule (the
+ * plugin's TORUS_LOCAL_GPU, the only visible one, or the local rank's). */
+static int _pick_device(_run *r, int *device)
+{
+    ttrain_device_in in = {.rank = r->info.rank,
+                           .local_rank = r->info.local_rank,
+                           .local_size = r->info.local_size,
+                           .visible = tbackends_gpus(r->cfg.backend)};
+    ttrain_device_getenv(&in);
+    *device = 0;
+    r->device = -1;
+    if (in.visible < 1) /* a CPU backend; a GPU one reports its own error */
+        return 0;
+    if (in.local_size < 1) /* one process without PMIx */
+        in.local_size = 1, in.local_rank = 0;
+    if (ttrain_device_pick(&in, device, r->device_why, sizeof(r->device_why)))
+        return -1;
+    r->device = *device;
+    return 0;
+}
+
 /* Model, memory and optimizer: everything the steps use is allocated
  * here, then the gradient exchange, the synthetic pool and --metrics. */
 static int _build_net(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
     teng_backend_opts bopts = {.threads = cfg->threads};
-    if (tbackends_open(cfg->backend, &bopts, &r->bk))
+    if (_pick_device(r, &bopts.device) ||
+        tbackends_open(cfg->backend, &bopts, &r->bk))
         return _fail("backend", torus_error_msg());
     if (teng_net_create(&r->net))
         return _fail("model", torus_error_msg());
@@ -446,6 +531,7 @@ static int _build_net(_run *r)
         return _fail("model", torus_error_msg());
     if (topt_sgd_init(&r->opt, r->net, &cfg->opt))
         return _fail("optimizer", torus_error_msg());
+    _loss_scale_open(r);
     /* Dropout masks hash (seed, step, layer, element): the seed must also
      * carry the rank once there are several, or ranks drop alike. */
     teng_net_set_dropout_seed(
@@ -462,6 +548,15 @@ static int _build_net(_run *r)
     teng_net_set_grad_hook(r->net, _grads_ready, &r->ex);
     if (cfg->verbose)
         teng_net_summary(r->net, stderr);
+    /* --input: 8-bit batches where the backend has the path (auto), or
+     * where asked (the engine's host path: the same values). */
+    r->u8 = r->have_src &&
+            (!strcmp(cfg->input, "u8") ||
+             (!strcmp(cfg->input, "auto") && teng_backend_has_input_u8(r->bk)));
+    if (r->u8)
+        ttrain_tdata_use_u8(&r->src, r->bk);
+    if (r->have_src)
+        ttrain_tdata_set_decode_threads(&r->src, _decode_threads(r));
     _print_setup(r);
     if (!r->have_src &&
         ttrain_synthetic_open(&r->src, &cfg->model, r->max_local, cfg->seed,
@@ -537,6 +632,8 @@ static int _meta(_run *r)
     ttrain_ckpt_new_run(m->run);
     m->world = cfg->world;
     snprintf(m->wire, sizeof(m->wire), "%s", cfg->wire);
+    snprintf(m->loss_scale, sizeof(m->loss_scale), "%s",
+             topt_loss_scale_mode_name(r->ls_mode));
     if (_meta_text(cfg, m))
         return _fail("checkpoint", "the batch schedule is too long to record");
     if (!r->have_src) {
@@ -565,6 +662,27 @@ static int _follow_rank0_failure(_run *r, const char *what)
     }
     TORUS_FAIL(-1, "rank %d: rank 0 found no checkpoint to use", r->info.rank);
     return _fail(what, torus_error_msg());
+}
+
+/* A dynamic loss scale goes on from the checkpoint's when that was dynamic
+ * too; its values are checked against this run's bounds (a file is
+ * hostile). Any other pairing starts afresh (ttrain_ckpt_check's note). */
+static int _restore_loss_scale(_run *r, const ttrain_ckpt_meta *got,
+                               const char *path)
+{
+    const topt_loss_scale_state *s = &r->at.ls;
+    long clean = s->clean;
+    if (r->ls_mode != TOPT_LOSS_SCALE_DYNAMIC ||
+        strcmp(got->loss_scale, "dynamic"))
+        return 0;
+    /* A shorter growth interval than the checkpoint's: the scale grows
+     * at this run's next clean step. */
+    if (clean >= r->ls_cfg.interval)
+        clean = r->ls_cfg.interval - 1;
+    if (topt_loss_scale_restore(&r->ls, &r->ls_cfg, s->scale, clean,
+                                s->overflows))
+        return torus_error_prefix(-1, "rank %d: %s", r->info.rank, path);
+    return 0;
 }
 
 /* --resume, --eval-only: rank 0 picks the newest checkpoint that loads
@@ -612,6 +730,8 @@ static int _load_agreed(_run *r, char *path, size_t n, int *found)
     if (note[0] && r->info.rank == 0)
         fprintf(stderr, "torus-train: note: %s\n", note);
     memcpy(r->meta.run, got.run, sizeof(got.run)); /* the run goes on */
+    if (!cfg->eval_only && _restore_loss_scale(r, &got, path))
+        return _fail(what, torus_error_msg());
     if (!cfg->eval_only && _check_agreement(&r->ex, r->net))
         return _fail(what, torus_error_msg());
     return _GO;
@@ -639,6 +759,10 @@ static int _restore(_run *r)
             printf("torus-train: resumed from %s at epoch %d step %ld "
                    "(global step %ld)\n",
                    path, r->at.epoch, r->at.step, r->at.global_step);
+            if (r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC)
+                printf("torus-train: loss scale %g, %ld clean steps, %ld "
+                       "overflows so far\n",
+                       r->ls.scale, r->ls.clean, r->ls.overflows);
         } else {
             printf("torus-train: no checkpoint in %s, starting afresh\n",
                    cfg->ckpt_dir);
@@ -746,6 +870,17 @@ static void _test_sleep(const char *where, int rank, long step)
         ;
 }
 
+/* TTRAIN_TEST_OVERFLOW=RANK:STEP makes rank RANK's gradients overflow at
+ * global step STEP (0: every step), for tests/integration/train_scale.sh. */
+static int _test_overflow(int rank, long step)
+{
+    const char *e = getenv("TTRAIN_TEST_OVERFLOW");
+    int r;
+    long at;
+    return e && sscanf(e, "%d:%ld", &r, &at) == 2 && r == rank &&
+           (!at || at == step);
+}
+
 /* Rank 0 writes, its heartbeat thread keeps the others' rounds going. */
 static int _write_rank0(_run *r)
 {
@@ -797,52 +932,139 @@ static int _wait_rank0(_run *r)
     }
 }
 
-/* Step parts 1-3: the next batch (waiting for it counts as data time; the
- * copy into the input tensor is part of the step), forward and backward
- * (the gradient hook starts the all-reduce of finished buckets while
- * backward goes on), and the rest of the gradient exchange. */
-static int _step_grads(_run *r, int epoch, long step, int lbatch, _window *w)
+/* The batch of (epoch, step) from the source; waiting for it counts as
+ * data time. An 8-bit batch is also staged: its copy to the device starts
+ * (slot r->slot) and runs while the caller goes on. */
+static int _fetch(_run *r, int epoch, long step, int lbatch, ttrain_batch *b,
+                  _window *w)
 {
-    ttrain_batch b;
-    if (r->src.next(&r->src, lbatch, &b))
+    if (r->src.next(&r->src, lbatch, b))
         return _fail("data", torus_error_msg());
     /* Epochs hold whole global batches and slices are even, so a short
      * batch is a data-source bug, never to be trained. */
-    if (b.n != lbatch) {
+    if (b->n != lbatch) {
         TORUS_FAIL(-1,
                    "rank %d: the source gave %d samples for a local batch of "
                    "%d at epoch %d step %ld",
-                   r->info.rank, b.n, lbatch, epoch, step);
+                   r->info.rank, b->n, lbatch, epoch, step);
         return _fail("data", torus_error_msg());
     }
-    w->data_s += b.wait_s;
-    _test_sleep("step", r->info.rank, r->gstep + 1);
-    if (teng_net_set_input(r->net, b.x) || teng_net_set_labels(r->net, b.y))
+    w->data_s += b->wait_s;
+    if (b->px &&
+        teng_net_stage_input_u8(r->net, r->slot, b->px, b->flips, b->n))
         return _fail("data", torus_error_msg());
+    return _GO;
+}
+
+/* Step part 1: this step's batch into the input tensor (the one fetched
+ * and staged during the previous step, if any; an 8-bit one is normalised
+ * and mirrored by the backend) and its labels. */
+static int _step_input(_run *r, int epoch, long step, int lbatch, _window *w)
+{
+    ttrain_batch b;
+    int rc;
+    if (r->staged)
+        b = r->next_b, r->staged = 0;
+    else if ((rc = _fetch(r, epoch, step, lbatch, &b, w)) != _GO)
+        return rc;
+    if (b.px ? teng_net_use_input_u8(r->net, r->slot, b.scale, b.bias)
+             : teng_net_set_input(r->net, b.x))
+        return _fail("data", torus_error_msg());
+    r->slot ^= b.px != NULL;
+    if (teng_net_set_labels(r->net, b.y))
+        return _fail("data", torus_error_msg());
+    return _GO;
+}
+
+/* With 8-bit batches, the next step's batch is fetched and its copy
+ * started once this step's backward is queued, so the copy overlaps the
+ * rest of the step; only when that step is sure to come with the same
+ * batch (the epoch goes on; no --max-steps or signal ends the run first).
+ * A checkpoint counts the batch as not served (_checkpoint). */
+static int _prefetch(_run *r, int epoch, long step, long steps, int lbatch,
+                     _window *w)
+{
+    const ttrain_config *cfg = &r->cfg;
+    if (!r->u8 || step + 1 >= steps || _stop ||
+        (cfg->max_steps && r->gstep + 1 >= cfg->max_steps))
+        return _GO;
+    int rc = _fetch(r, epoch, step + 1, lbatch, &r->next_b, w);
+    r->staged = rc == _GO;
+    return rc;
+}
+
+/* Step parts 1-3: the input, forward and backward (the gradient hook
+ * starts the all-reduce of finished buckets while backward goes on), the
+ * next batch's fetch and copy, and the rest of the gradient exchange. */
+static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
+                       _window *w)
+{
+    int rc;
+    if ((rc = _step_input(r, epoch, step, lbatch, w)) != _GO)
+        return rc;
+    _test_sleep("step", r->info.rank, r->gstep + 1);
+    /* The loss gradient is scaled; an injected overflow scales it by inf,
+     * which makes this rank's gradients inf/nan as a real one would. */
+    teng_net_set_loss_scale(r->net, _test_overflow(r->info.rank, r->gstep + 1)
+                                        ? INFINITY
+                                        : r->ls.scale);
     if (teng_net_forward(r->net, 1) || teng_net_backward(r->net))
         return _fail("step", torus_error_msg());
+    if ((rc = _prefetch(r, epoch, step, steps, lbatch, w)) != _GO)
+        return rc;
     if (_grads_wait(&r->ex, r->net))
         return _fail("gradient exchange",
                      r->ex.fusion ? tcomm_error() : torus_error_msg());
     return _GO;
 }
 
-/* Step part 4: the update at this step's learning rate lr. A step whose
- * summed gradients hold inf/nan is skipped on every rank alike (they all
- * see the same count), and too many in a row end the run before the
- * weights are lost to it. */
+/* The warning for a skipped step (rank 0): what overflowed, and either
+ * the loss scale backing off or how many skips in a row there were. */
+static void _skip_warning(const _run *r, double scale, int backs_off)
+{
+    char what[64] = "inf/nan in the gradients";
+    if (r->ex.fusion || r->ex.gx)
+        snprintf(what, sizeof(what),
+                 "%zu inf/nan values in the summed gradients", r->ex.nonfinite);
+    if (r->info.rank != 0)
+        return;
+    if (backs_off)
+        fprintf(stderr,
+                "torus-train: warning: global step %ld: %s at loss scale %g; "
+                "update skipped, loss scale now %g\n",
+                r->gstep + 1, what, scale, r->ls.scale);
+    else
+        fprintf(stderr,
+                "torus-train: warning: global step %ld: %s; update skipped "
+                "(%d of --max-nonfinite %d in a row)\n",
+                r->gstep + 1, what, r->skipped, r->cfg.max_nonfinite);
+}
+
+/* Step part 4: the update at this step's learning rate lr from gradients
+ * that are the loss scale times the true ones (the update divides it out,
+ * no pass of its own). A step whose summed gradients hold inf/nan is
+ * skipped on every rank alike (they all see the same count after the
+ * all-reduce, so their loss scales stay equal too) and backs the scale
+ * off; clean steps grow it. Too many skips in a row end the run before the
+ * weights are lost to it; under a dynamic scale only skips at its minimum
+ * count, as backing off is the cure for the others. */
 static int _step_update(_run *r, double lr, _window *w)
 {
     const ttrain_config *cfg = &r->cfg;
-    if (!r->ex.nonfinite) {
+    double scale = r->ls.scale;
+    int finite = !r->ex.nonfinite;
+    topt_loss_scale_update(&r->ls, &r->ls_cfg, finite);
+    if (finite) {
         r->skipped = 0;
-        if (topt_sgd_step(&r->opt, lr) || teng_net_sync(r->net))
+        if (topt_sgd_step_scaled(&r->opt, lr, scale) || teng_net_sync(r->net))
             return _fail("optimizer", torus_error_msg());
         w->loss_sum += teng_net_loss(r->net);
         w->n++;
         return _GO;
     }
-    if (++r->skipped > cfg->max_nonfinite) {
+    int backs_off =
+        r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC && scale > r->ls_cfg.min_scale;
+    if (!backs_off && ++r->skipped > cfg->max_nonfinite) {
         TORUS_FAIL(-1,
                    "global step %ld: the summed gradients hold inf/nan in %d "
                    "steps in a row (--max-nonfinite %d; lr %.5g): the training "
@@ -850,16 +1072,18 @@ static int _step_update(_run *r, double lr, _window *w)
                    r->gstep + 1, r->skipped, cfg->max_nonfinite, lr);
         return _fail("training diverged", torus_error_msg());
     }
-    char what[64] = "inf/nan in the gradients";
-    if (r->ex.fusion || r->ex.gx)
-        snprintf(what, sizeof(what),
-                 "%zu inf/nan values in the summed gradients", r->ex.nonfinite);
-    if (r->info.rank == 0)
-        fprintf(stderr,
-                "torus-train: warning: global step %ld: %s; update skipped "
-                "(%d of --max-nonfinite %d in a row)\n",
-                r->gstep + 1, what, r->skipped, cfg->max_nonfinite);
+    _skip_warning(r, scale, backs_off);
     return _GO;
+}
+
+/* Device memory in use now, if more than seen so far (GPU backends; the
+ * arenas are allocated at compile, so a step's own use shows after the
+ * first progress line). */
+static void _device_peak(_run *r)
+{
+    size_t used, total;
+    if (!tbackends_device_memory(r->bk, &used, &total) && used > r->dev_peak)
+        r->dev_peak = used;
 }
 
 /* Step part 5: every --print-every steps and at the end of the epoch, the
@@ -884,6 +1108,7 @@ static int _progress(_run *r, int epoch, long step, long steps, int gbatch,
              w->data_s / dt, r->ex.wait_s / dt);
     *w = (_window){.t0 = _now()};
     r->ex.wait_s = 0;
+    _device_peak(r);
     return _GO;
 }
 
@@ -895,9 +1120,14 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
 {
     const ttrain_config *cfg = &r->cfg;
     int more = step + 1 < steps;
-    r->at = (ttrain_progress){more ? epoch : epoch + 1, more ? step + 1 : 0,
-                              r->gstep, r->src.samples,
-                              teng_net_dropout_step(r->net)};
+    /* A batch fetched ahead (_prefetch) is not served yet. */
+    uint64_t served = r->src.samples - (r->staged ? (uint64_t)r->next_b.n : 0);
+    r->at = (ttrain_progress){.epoch = more ? epoch : epoch + 1,
+                              .step = more ? step + 1 : 0,
+                              .global_step = r->gstep,
+                              .samples = served,
+                              .dropout_step = teng_net_dropout_step(r->net),
+                              .ls = r->ls};
     int last = (cfg->max_steps && r->gstep >= cfg->max_steps) ||
                (!more && epoch + 1 == cfg->sched.epochs);
     r->stopping = _agree_stop(&r->ex);
@@ -959,7 +1189,7 @@ static int _epoch(_run *r, int epoch)
         if ((cfg->max_steps && r->gstep >= cfg->max_steps) || r->stopping)
             break;
         double lr = topt_lr_at_step(&cfg->sched, epoch, step);
-        if ((rc = _step_grads(r, epoch, step, lbatch, &w)) != _GO ||
+        if ((rc = _step_grads(r, epoch, step, steps, lbatch, &w)) != _GO ||
             (rc = _step_update(r, lr, &w)) != _GO)
             break;
         r->gstep++;
@@ -1010,6 +1240,15 @@ static int _finish(_run *r)
            "img/s, peak RSS %.0f MB\n",
            r->gstep, r->images, total, r->images / total,
            ru.ru_maxrss / 1024.0);
+    _device_peak(r);
+    if (r->dev_peak)
+        printf("peak device memory %.0f MB in use on GPU %d (cudaMemGetInfo: "
+               "every process's), %.0f MB of it this net's arenas\n",
+               r->dev_peak / 1e6, r->device,
+               teng_net_alloc_bytes(r->net) / 1e6);
+    if (r->ls_mode != TOPT_LOSS_SCALE_OFF)
+        printf("loss scale %g at the end, %ld overflow steps skipped in all\n",
+               r->ls.scale, r->ls.overflows);
     if (r->best >= 0)
         printf("best test top-1 %.2f%%, reached after %.1f s\n", r->best,
                r->best_at);

@@ -40,6 +40,7 @@ typedef struct _slot {
     int32_t *labels;
     uint64_t *ids;
     uint8_t *ok;
+    uint8_t *flips;
     uint8_t *raw;
     size_t raw_cap;
     uint64_t *raw_off, *raw_len;
@@ -58,6 +59,7 @@ struct tdata_loader {
     int c; /* output channels */
     size_t sample_bytes;
     float scale[3], bias[3];
+    float norm_scale[3], norm_bias[3]; /* tdata_loader_norm */
     uint64_t n_all;
     /* This rank's slice and the stream position. */
     uint64_t slice_begin, slice_len, spe;
@@ -169,10 +171,11 @@ static int _alloc_slots(tdata_loader *l)
         sl->labels = malloc(B * sizeof *sl->labels);
         sl->ids = malloc(B * sizeof *sl->ids);
         sl->ok = malloc(B);
+        sl->flips = calloc(B, 1);
         sl->raw_off = malloc(B * sizeof *sl->raw_off);
         sl->raw_len = malloc(B * sizeof *sl->raw_len);
-        if (!sl->data || !sl->labels || !sl->ids || !sl->ok || !sl->raw_off ||
-            !sl->raw_len)
+        if (!sl->data || !sl->labels || !sl->ids || !sl->ok || !sl->flips ||
+            !sl->raw_off || !sl->raw_len)
             return TORUS_FAIL(TDATA_ENOMEM,
                               "cannot allocate %zu-byte batch "
                               "buffers",
@@ -225,8 +228,10 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
         (size_t)l->c * o->out_h * o->out_w * tdata_dtype_size(o->dtype);
     for (int c = 0; c < 3; c++) {
         double sd = in->std[c] > 0 ? in->std[c] : 1;
-        l->scale[c] = o->normalize ? (float)(1.0 / (255.0 * sd)) : 1.0f;
-        l->bias[c] = o->normalize ? (float)(-in->mean[c] / sd) : 0.0f;
+        l->norm_scale[c] = (float)(1.0 / (255.0 * sd));
+        l->norm_bias[c] = (float)(-in->mean[c] / sd);
+        l->scale[c] = o->normalize ? l->norm_scale[c] : 1.0f;
+        l->bias[c] = o->normalize ? l->norm_bias[c] : 0.0f;
     }
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv_io, NULL);
@@ -247,6 +252,14 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
 uint64_t tdata_loader_steps_per_epoch(const tdata_loader *l)
 {
     return l->spe;
+}
+
+void tdata_loader_norm(const tdata_loader *l, float scale[3], float bias[3])
+{
+    for (int c = 0; c < 3; c++) {
+        scale[c] = l->norm_scale[c];
+        bias[c] = l->norm_bias[c];
+    }
 }
 
 /* Sample ids of batch `seq`; called with the mutex held. */
@@ -536,8 +549,9 @@ static int _decode_one(tdata_loader *l, _dctx *d, _slot *sl, int i, char *why,
                  rg.h);
         return TDATA_ENOMEM;
     }
-    tdata_emit(d->out, o->out_w, o->out_h, l->c, cr.flip, o->order, o->dtype,
-               l->scale, l->bias,
+    sl->flips[i] = (uint8_t)cr.flip;
+    tdata_emit(d->out, o->out_w, o->out_h, l->c, cr.flip && !o->defer_flip,
+               o->order, o->dtype, l->scale, l->bias,
                (uint8_t *)sl->data + (size_t)i * l->sample_bytes);
     return TDATA_OK;
 }
@@ -555,6 +569,7 @@ static void _finish_slot(tdata_loader *l, _slot *sl)
                     l->sample_bytes);
             sl->labels[j] = sl->labels[i];
             sl->ids[j] = sl->ids[i];
+            sl->flips[j] = sl->flips[i];
         }
         j++;
     }
@@ -563,6 +578,7 @@ static void _finish_slot(tdata_loader *l, _slot *sl)
     sl->b.data = sl->data;
     sl->b.labels = sl->labels;
     sl->b.ids = sl->ids;
+    sl->b.flips = sl->flips;
     sl->b.n = j;
     sl->b.c = l->c;
     sl->b.h = l->o.out_h;
@@ -771,6 +787,7 @@ void tdata_loader_destroy(tdata_loader *l)
         _free(l, sl->data);
         free(sl->labels);
         free(sl->ids);
+        free(sl->flips);
         free(sl->ok);
         free(sl->raw);
         free(sl->raw_off);

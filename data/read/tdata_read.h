@@ -81,6 +81,9 @@ typedef struct tdata_loader_opts {
     double scale_min, scale_max; /* RandomResizedCrop area (0.08, 1) */
     double ratio_min, ratio_max; /* aspect (3/4, 4/3) */
     int flip;                    /* random horizontal flip in train mode */
+    int defer_flip; /* draw the flips but leave the pixels unmirrored:
+                       tdata_batch.flips says which to mirror (a GPU
+                       mirrors them; data/read/tdata_norm.h) */
     int order;                   /* TDATA_NCHW / TDATA_NHWC */
     int dtype;          /* TDATA_F32 / TDATA_F16 / TDATA_U8 (no norm.) */
     int normalize;      /* (x/255-mean)/std with the index's mean/std */
@@ -110,6 +113,8 @@ typedef struct tdata_batch {
     void *data; /* n x C x H x W (or n x H x W x C) */
     int32_t *labels;
     uint64_t *ids; /* global sample ids */
+    uint8_t *flips; /* per sample, 1: mirrored (or, with defer_flip, to be
+                       mirrored by the consumer) */
     int n;         /* valid samples (< batch_size when bad ones
                       were skipped or at the end of an eval epoch) */
     int c, h, w;
@@ -135,6 +140,11 @@ int tdata_loader_start(tdata_loader *l, uint64_t epoch, uint64_t sample_offset);
  * or on a fatal error (*err set, message in torus_error_msg()). */
 const tdata_batch *tdata_loader_next(tdata_loader *l, int *err);
 uint64_t tdata_loader_steps_per_epoch(const tdata_loader *l);
+/* The per-channel normalisation of the dataset, whatever o->normalize and
+ * o->dtype say: value = byte * scale[c] + bias[c] (tdata_norm_px), scale =
+ * 1 / (255 std), bias = -mean / std; what a consumer of u8 batches uses to
+ * normalise them as the loader's float output is. */
+void tdata_loader_norm(const tdata_loader *l, float scale[3], float bias[3]);
 void tdata_loader_get_stats(const tdata_loader *l, tdata_loader_stats *s);
 void tdata_loader_destroy(tdata_loader *l);
 

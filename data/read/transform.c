@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "data/read/read.h"
+#include "data/read/tdata_norm.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -268,7 +269,7 @@ void tdata_emit(const uint8_t *src, int w, int h, int c, int flip, int order,
      * multiply-add. */
     for (int ch = 0; ch < c && ch < 3; ch++)
         for (int v = 0; v < 256; v++)
-            e.lut[ch][v] = v * scale[ch] + bias[ch];
+            e.lut[ch][v] = tdata_norm_px((unsigned)v, scale[ch], bias[ch]);
     for (int y = 0; y < h; y++) {
         const uint8_t *in = src + (size_t)y * w * c;
         if (order == TDATA_NHWC)

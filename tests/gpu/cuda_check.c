@@ -5,7 +5,8 @@
  *   layers    every layer kind's forward and backward (conv with and
  *             without bias and stride, BN with and without its ReLU and
  *             its running statistics, ReLU, max/avg/global pooling, FC,
- *             residual add with and without ReLU and the gradient fan-in
+ *             residual add with and without ReLU, BN -> add -> ReLU (fused
+ *             in the FP16 mode), the gradient fan-in
  *             sum, dropout, softmax cross-entropy with label smoothing) on
  *             random inputs and params, the same on both backends, FP32;
  *             outputs, input gradients, param gradients and BN statistics
@@ -17,6 +18,13 @@
  *   fp16      weights, fp32 masters, BN and gradients of params), to
  *             TOL_F16, or with at most OUTLIERS_F16 of the elements past
  *             it (ReLU inputs that round across zero);
+ *   input     the 8-bit input path (teng_net_stage_input_u8 / use): two
+ *             u8 NHWC batches with flips staged ahead in both slots, then
+ *             used, on each mode against the engine's host path on dnnl:
+ *             FP32 bit for bit, FP16 within its rounding (TOL_IN16);
+ *   loss      a small ResNet's gradients at loss scale 1024 (divided
+ *   scale     back) against scale 1 on each mode, and an infinite scale
+ *             flagged by teng_net_grads_finite;
  *   resnet50  (with --bench) ResNet-50 v1.5 synthetic training at a batch,
  *             FP32 and FP16: img/s and the device memory in use
  *             (informational).
@@ -36,8 +44,8 @@
 
 #include "common/torus_error.h"
 #include "trainer/backends/tbackends.h"
-#include "trainer/engine/teng.h"
 #include "trainer/engine/rng.h"
+#include "trainer/engine/teng.h"
 #include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
 
@@ -45,6 +53,7 @@
 #define TOL_F16      3e-2  /* fp16 activations and weights: 11-bit mantissas */
 #define OUTLIERS_F16 0.005 /* fraction of elements past TOL_F16 */
 #define TOL_TRAIN    2e-3
+#define TOL_IN16     1e-3 /* one fp16 rounding of the normalised input */
 #define N            4
 #define C            8
 #define HW           9
@@ -174,6 +183,14 @@ static int _addrelu(teng_net *n, int x, int *l)
     return teng_add_residual(n, "a", teng_add_conv(n, "c", x, C, 1, 1, 0, 0),
                              teng_add_conv(n, "d", x, C, 3, 1, 1, 0), 1);
 }
+/* BN -> add -> ReLU: in FP16 mode one fused cuDNN call (cuda_fuse.h). */
+static int _bnaddrelu(teng_net *n, int x, int *l)
+{
+    (void)l;
+    int c = teng_add_conv(n, "c", x, C, 3, 1, 1, 0);
+    return teng_add_residual(n, "a", teng_add_bn(n, "bn", c, 0, 0),
+                             teng_add_conv(n, "d", x, C, 1, 1, 0, 0), 1);
+}
 static int _drop(teng_net *n, int x, int *l)
 {
     (void)l;
@@ -202,6 +219,7 @@ static const struct {
     {"fc bias", _fc},
     {"add + fan-in sum", _add},
     {"add+relu", _addrelu},
+    {"bn add relu", _bnaddrelu},
     {"dropout", _drop},
     {"xent smoothing", _xent},
 };
@@ -450,6 +468,124 @@ static int _bench(teng_backend *gpu, int batch, const char *mode, char *out,
     return rc ? 0 : 1;
 }
 
+/* ---- loss scaling on the device ---- */
+
+/* One forward and backward of net at loss scale sc; every param gradient
+ * divided by sc into g (concatenated; n floats in all). */
+static int _scaled_grads(teng_net *net, const float *x, const int32_t *y,
+                         double sc, float *g, size_t *n)
+{
+    teng_net_set_loss_scale(net, sc);
+    _OK(teng_net_set_input(net, x));
+    _OK(teng_net_set_labels(net, y));
+    _OK(teng_net_forward(net, 1));
+    _OK(teng_net_backward(net));
+    *n = 0;
+    for (int i = 0; i < teng_net_nparams(net); i++) {
+        _OK(teng_param_read(net, i, 1, g + *n));
+        for (size_t k = 0; k < teng_net_param(net, i)->count; k++)
+            g[*n + k] = (float)(g[*n + k] / sc);
+        *n += teng_net_param(net, i)->count;
+    }
+    return 0;
+}
+
+/* The row: on bk, a small ResNet's gradients at loss scale 1024, divided
+ * by it, are those at scale 1 (within tol), and at an infinite scale
+ * teng_net_grads_finite reports the overflow. */
+static int _scale_row(teng_backend *bk, double tol, const char *mode, char *row,
+                      size_t len)
+{
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    s.depth = 8;
+    s.image_size = 12;
+    size_t px = (size_t)s.in_channels * s.image_size * s.image_size, n = 0;
+    float *x = malloc(sizeof(float) * N * px), *g = malloc(4u << 20),
+          *g1 = malloc(4u << 20);
+    int32_t y[N] = {1, 4, 7, 9};
+    int finite = 1, rc = !x || !g || !g1;
+    double worst = -1;
+    teng_net *net = NULL;
+    rc = rc || teng_net_create(&net) || tmodel_build(net, &s) < 0 ||
+         teng_net_compile(net, bk, N) || tmodel_init(net, 5) ||
+         teng_net_param_count(net) > (1u << 20);
+    if (!rc) {
+        _fill(x, N * px, 77, -1.f, 1.f);
+        rc = _scaled_grads(net, x, y, 1.0, g1, &n) ||
+             _scaled_grads(net, x, y, 1024.0, g, &n);
+    }
+    if (!rc) {
+        worst = _err(g, g1, n);
+        rc = _scaled_grads(net, x, y, INFINITY, g, &n) ||
+             teng_net_grads_finite(net, &finite);
+    }
+    int ok = !rc && worst <= tol && !finite;
+    snprintf(row, len,
+             "%-28s %s  scale 1024 vs 1: worst %.1e (limit %.0e); inf: %s",
+             mode, ok ? "PASS" : "FAIL", worst, tol,
+             finite ? "NOT flagged" : "flagged");
+    teng_net_destroy(net);
+    free(x);
+    free(g);
+    free(g1);
+    return ok;
+}
+
+/* ---- the 8-bit input path ---- */
+
+/* The input tensor (canonical NCHW) after staging batches a and b in
+ * slots 0 and 1 ahead of their use: into got[0] and got[1]. */
+static int _input_side(teng_backend *bk, const uint8_t *px[2],
+                       const uint8_t *flips[2], float *got[2])
+{
+    const float scale[3] = {1 / (255 * 0.229f), 1 / (255 * 0.224f),
+                            1 / (255 * 0.225f)},
+                bias[3] = {-0.485f / 0.229f, -0.456f / 0.224f,
+                           -0.406f / 0.225f};
+    teng_net *net;
+    int x;
+    _OK(teng_net_create(&net));
+    _OK(x = teng_add_input(net, 3, HW, HW + 2));
+    _OK(teng_add_relu(net, "relu", x));
+    teng_net_set_no_reuse(net, 1);
+    _OK(teng_net_compile(net, bk, N));
+    for (int k = 0; k < 2; k++)
+        _OK(teng_net_stage_input_u8(net, k, px[k], flips[k], N));
+    for (int k = 0; k < 2; k++) {
+        _OK(teng_net_use_input_u8(net, k, scale, bias));
+        _OK(teng_tensor_read(net, x, 0, got[k]));
+    }
+    teng_net_destroy(net);
+    return 0;
+}
+
+/* The row: gpu's input tensors against the host path's (on cpu). */
+static int _input_row(teng_backend *gpu, teng_backend *cpu, double tol,
+                      const char *mode, char *row, size_t len)
+{
+    size_t n = (size_t)N * 3 * HW * (HW + 2);
+    uint8_t *px = malloc(2 * n), flips[2][N] = {{1, 0, 0, 1}, {0, 1, 1, 0}};
+    float *v = malloc(4 * n * sizeof(float));
+    double worst = 0;
+    int ok = px && v;
+    for (size_t i = 0; ok && i < 2 * n; i++)
+        px[i] = (uint8_t)(teng_hash64(i * 7919 + 5) >> 56);
+    const uint8_t *p2[2] = {px, px + n}, *f2[2] = {flips[0], flips[1]};
+    float *g[2] = {v, v + n}, *c[2] = {v + 2 * n, v + 3 * n};
+    ok = ok && !_input_side(gpu, p2, f2, g) && !_input_side(cpu, p2, f2, c);
+    for (int k = 0; ok && k < 2; k++) {
+        double e = tol == 0 ? (memcmp(g[k], c[k], n * sizeof(float)) != 0)
+                            : _err(g[k], c[k], n);
+        worst = e > worst ? e : worst;
+    }
+    ok = ok && worst <= tol;
+    snprintf(row, len, "%-28s %s  two staged batches, worst %.1e (limit %.0e)",
+             mode, ok ? "PASS" : "FAIL", worst, tol);
+    free(px);
+    free(v);
+    return ok;
+}
+
 /* Every layer case on gpu against cpu; the row's line. */
 static int _layers_row(teng_backend *gpu, teng_backend *cpu, double tol,
                        double outliers, const char *mode, char *row, size_t len)
@@ -494,10 +630,19 @@ int main(int argc, char **argv)
                          sizeof(r32));
     ok &= _layers_row(g16, cpu, TOL_F16, OUTLIERS_F16, "layers cuda-fp16", r16,
                       sizeof(r16));
+    char i32[160], i16[160];
+    ok &=
+        _input_row(gpu, cpu, 0.0, "8-bit input cuda (FP32)", i32, sizeof(i32));
+    ok &= _input_row(g16, cpu, TOL_IN16, "8-bit input cuda-fp16", i16,
+                     sizeof(i16));
+    char s32[160], s16[160];
+    ok &=
+        _scale_row(gpu, TOL_LAYER, "loss scale cuda (FP32)", s32, sizeof(s32));
+    ok &= _scale_row(g16, TOL_F16, "loss scale cuda-fp16", s16, sizeof(s16));
     int train = _train_row(gpu, cpu);
     int bok32 = bench ? _bench(gpu, bench, "FP32", b32, sizeof(b32)) : 1;
     int bok16 = bench ? _bench(g16, bench, "FP16", b16, sizeof(b16)) : 1;
-    printf("%s\n%s\n", r32, r16);
+    printf("%s\n%s\n%s\n%s\n%s\n%s\n", r32, r16, i32, i16, s32, s16);
     printf("%-28s %s  final weights within %.0e\n", "tiny-cnn 50 steps FP32",
            train ? "PASS" : "FAIL", TOL_TRAIN);
     printf("%-28s %s  %s\n", "resnet50 synthetic cuda",

@@ -6,8 +6,9 @@
  *
  * KIND: i64x1000 (1000 64-bit integers where one is expected), str60k (a
  * fixed-length string of 60000 bytes: an object header holds at most
- * 64 KiB), f64 (a double where a string is expected), vlen (a variable-length
- * string). Exit 0, or 1 with a message.
+ * 64 KiB), f64 (a double where a string is expected), f64=V (the double V,
+ * e.g. a value out of range), vlen (a variable-length string). Exit 0, or 1
+ * with a message.
  */
 #include <hdf5.h>
 #include <stdint.h>
@@ -47,6 +48,10 @@ static int _forge(hid_t f, const char *name, const char *kind)
     } else if (!strcmp(kind, "f64")) {
         double d = 1.5;
         rc = _write(f, name, H5T_NATIVE_DOUBLE, scalar, &d);
+    } else if (!strncmp(kind, "f64=", 4)) {
+        char *end;
+        double d = strtod(kind + 4, &end);
+        rc = *end ? 1 : _write(f, name, H5T_NATIVE_DOUBLE, scalar, &d);
     } else if (!strcmp(kind, "vlen")) {
         const char *v = "tiny-cnn";
         hid_t t = H5Tcopy(H5T_C_S1);
@@ -62,7 +67,7 @@ int main(int argc, char **argv)
 {
     if (argc != 4) {
         fprintf(stderr,
-                "usage: ckpt_attr FILE NAME i64x1000|str60k|f64|vlen\n");
+                "usage: ckpt_attr FILE NAME i64x1000|str60k|f64|f64=V|vlen\n");
         return 1;
     }
     hid_t f = H5Fopen(argv[1], H5F_ACC_RDWR, H5P_DEFAULT);

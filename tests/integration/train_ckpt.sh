@@ -17,7 +17,6 @@
 #      run's are left alone.
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
-pack=$top_builddir/data/torus-pack
 forge=$top_builddir/tests/integration/ckpt_attr
 steps() { ls "$1" | sed -n 's/^ckpt-\([0-9]*\)-[0-9a-f]\{8\}\.h5$/\1/p' | sort -n | tr '\n' ' '; }
 
@@ -68,23 +67,9 @@ grep -q "resumed from .*ckpt-5-.* (global step 5)" "$tmp/log" || fail "keep1: st
 grep -q "written by another configuration: its global batch schedule is 0:16 over 256 samples per epoch, this run's 0:32 over 256" "$tmp/log" ||
     fail "batch change: message: $(tail -2 "$tmp/log")"
 # Two datasets of the same size and shape, other bytes.
-python3 - "$tmp" <<'EOF'
-import gzip, random, struct, sys
-for name, seed in (("a", 1), ("b", 2)):
-    rnd = random.Random(seed)
-    for split, n in (("train", 64), ("test", 32)):
-        img = bytes(rnd.randrange(256) for _ in range(n * 28 * 28))
-        lab = bytes(rnd.randrange(10) for _ in range(n))
-        with gzip.open(f"{sys.argv[1]}/{name}-{split}-images-idx3-ubyte.gz", "wb") as f:
-            f.write(struct.pack(">IIII", 0x803, n, 28, 28) + img)
-        with gzip.open(f"{sys.argv[1]}/{name}-{split}-labels-idx1-ubyte.gz", "wb") as f:
-            f.write(struct.pack(">II", 0x801, n) + lab)
-EOF
 for x in a b; do
-    for s in train test; do
-        "$pack" --no-progress -o "$tmp/fm$x" -s $s "$tmp/$x-$s-images-idx3-ubyte.gz" >"$tmp/log" 2>&1 ||
-            fail "packing $x $s: $(tail -2 "$tmp/log")"
-    done
+    tr_idx_dataset "$tmp/fm$x" $([ $x = a ] && echo 1 || echo 2) 64 32 ||
+        fail "packing $x: $(tail -2 "$tmp/idx.log")"
 done
 real=("$bin" --model cifar-resnet --depth 8 --batch 16 --epochs 1 --warmup-epochs 0
       --threads 1 --print-every 10)

@@ -4,7 +4,8 @@
  * elem_math.h it includes, compiled here as plain C) against the engine's
  * host kernels, which the oneDNN backend runs: the dropout hash and masks,
  * cross-entropy rows with label smoothing, ReLU backward, residual add,
- * gradient sums. */
+ * gradient sums; and the BN + add + ReLU fusion decision on the models'
+ * graphs (cuda_fuse.c). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -13,10 +14,12 @@
 
 #include "tests/unit/layer_harness.h"
 #include "trainer/backends/cuda/cuda_algo.h"
+#include "trainer/backends/cuda/cuda_fuse.h"
 #include "trainer/backends/cuda/cuda_layout.h"
 #include "trainer/backends/cuda/cuda_math.h"
 #include "trainer/engine/host_kernels.h"
 #include "trainer/engine/rng.h"
+#include "trainer/models/tmodel.h"
 
 static tcuda_algo_key _key(int dir, int n, int c, int hw, int k, int ks, int s)
 {
@@ -211,6 +214,74 @@ START_TEST(layout_index_maths)
 }
 END_TEST
 
+/* The fused chains of a model's graph in FP16 NHWC mode (or not); checks
+ * that each names an add with its ReLU and a BN without one. */
+static int _fusions(tmodel_kind kind, int half)
+{
+    teng_net net;
+    tmodel_spec spec = tmodel_defaults(kind);
+    ck_assert_int_eq(teng_net_init(&net), 0);
+    ck_assert_int_ge(tmodel_build(&net, &spec), 0);
+    int *bn_of = malloc(sizeof(int) * (size_t)net.nl), n, deferred = 0;
+    unsigned char *def = malloc((size_t)net.nl);
+    n = tcuda_fuse_plan(&net, half, bn_of, def);
+    for (int i = 0; i < net.nl; i++) {
+        deferred += def[i];
+        if (bn_of[i] < 0)
+            continue;
+        ck_assert(net.l[i].kind == TENG_L_ADD && net.l[i].relu);
+        ck_assert(net.l[bn_of[i]].kind == TENG_L_BN && !net.l[bn_of[i]].relu);
+        ck_assert(def[bn_of[i]]);
+        ck_assert_int_eq(net.t[net.l[i].in[0]].producer, bn_of[i]);
+    }
+    ck_assert_int_eq(deferred, n);
+    free(bn_of);
+    free(def);
+    teng_net_free(&net);
+    return n;
+}
+
+START_TEST(fusion_on_models)
+{
+    ck_assert_int_eq(_fusions(TMODEL_RESNET50, 1), 16); /* every block */
+    ck_assert_int_eq(_fusions(TMODEL_RESNET18, 1), 8);
+    ck_assert_int_eq(_fusions(TMODEL_CIFAR_RESNET, 1), 9); /* depth 20 */
+    ck_assert_int_eq(_fusions(TMODEL_TINY_CNN, 1), 0);     /* no BN */
+    ck_assert_int_eq(_fusions(TMODEL_ALEXNET_BN, 1), 0);   /* no residual */
+    ck_assert_int_eq(_fusions(TMODEL_RESNET50, 0), 0);     /* FP32 NCHW */
+}
+END_TEST
+
+/* x -> conv -> bn(relu?) -> add(relu?) with the conv's input, and the
+ * fusion count; extra: a second reader of the BN output. */
+static int _chain(int c, int bn_relu, int add_relu, int extra)
+{
+    teng_net net;
+    ck_assert_int_eq(teng_net_init(&net), 0);
+    int x = teng_add_input(&net, c, 6, 6);
+    int y = teng_add_conv(&net, "conv", x, c, 3, 1, 1, 0);
+    int b = teng_add_bn(&net, "bn", y, bn_relu, 0);
+    ck_assert_int_ge(teng_add_residual(&net, "add", b, y, add_relu), 0);
+    if (extra)
+        ck_assert_int_ge(teng_add_relu(&net, "extra", b), 0);
+    int bn_of[8];
+    unsigned char def[8];
+    ck_assert_int_le(net.nl, 8);
+    int n = tcuda_fuse_plan(&net, 1, bn_of, def);
+    teng_net_free(&net);
+    return n;
+}
+
+START_TEST(fusion_rules)
+{
+    ck_assert_int_eq(_chain(8, 0, 1, 0), 1);
+    ck_assert_int_eq(_chain(6, 0, 1, 0), 0); /* channels not a multiple of 4 */
+    ck_assert_int_eq(_chain(8, 1, 1, 0), 0); /* the BN has its own ReLU */
+    ck_assert_int_eq(_chain(8, 0, 0, 0), 0); /* the add has no ReLU */
+    ck_assert_int_eq(_chain(8, 0, 1, 1), 0); /* the BN output read twice */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_host");
@@ -222,6 +293,8 @@ int main(void)
     tcase_add_test(tc, elementwise_maths);
     tcase_add_test(tc, fp16_conversions);
     tcase_add_test(tc, layout_index_maths);
+    tcase_add_test(tc, fusion_on_models);
+    tcase_add_test(tc, fusion_rules);
     suite_add_tcase(s, tc);
     return lh_run(s);
 }

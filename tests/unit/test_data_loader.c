@@ -17,6 +17,7 @@
 
 #include "data/pack/pack.h"
 #include "data/read/read.h"
+#include "data/read/tdata_norm.h"
 #include "tests/unit/test_data_main.h"
 
 #define NIMG 60
@@ -397,6 +398,19 @@ START_TEST(test_bad_samples_skipped_and_bounded)
 }
 END_TEST
 
+/* A dataset of large textured images (where a crop or a mirror shows),
+ * packed in the test's folder, opened. */
+static tdata_dataset *_open_textured(void)
+{
+    char src[300], out[300];
+    snprintf(src, sizeof src, "%s/tex", _dir);
+    snprintf(out, sizeof out, "%s/texout", _dir);
+    _make_dataset(src, out, 1);
+    tdata_dataset *ds;
+    ck_assert_int_eq(tdata_dataset_open(out, &ds), 0);
+    return ds;
+}
+
 /* Mean absolute difference in levels of two u8 batches. */
 static double _mad(const uint8_t *a, const uint8_t *b, size_t n)
 {
@@ -413,12 +427,7 @@ START_TEST(test_roi_and_dct_match_full_decode)
      * (a crop off by one source pixel costs ~10 levels here); DCT scaling
      * changes the effective prefilter a little, and ROI on top of it again
      * changes nothing. */
-    char src[300], out[300];
-    snprintf(src, sizeof src, "%s/tex", _dir);
-    snprintf(out, sizeof out, "%s/texout", _dir);
-    _make_dataset(src, out, 1);
-    tdata_dataset *ds;
-    ck_assert_int_eq(tdata_dataset_open(out, &ds), 0);
+    tdata_dataset *ds = _open_textured();
     const size_t n = 20 * 3 * 64 * 64;
     for (int mode = TDATA_TRAIN; mode <= TDATA_EVAL; mode++) {
         uint8_t *v[4]; /* bit 0: ROI, bit 1: DCT scaling */
@@ -535,6 +544,79 @@ START_TEST(test_bad_options_and_staging)
 }
 END_TEST
 
+/* Batch b of two loaders on one seed: *fa of the float loader (order
+ * `order`, mirrored on the CPU), *ub of the u8 NHWC loader with deferred
+ * flips. */
+static void _two_batches(tdata_loader *f, tdata_loader *u,
+                         const tdata_batch **fa, const tdata_batch **ub)
+{
+    int err;
+    ck_assert_ptr_nonnull(*fa = tdata_loader_next(f, &err));
+    ck_assert_ptr_nonnull(*ub = tdata_loader_next(u, &err));
+    ck_assert_int_eq((*fa)->n, (*ub)->n);
+    for (int i = 0; i < (*fa)->n; i++) {
+        ck_assert_uint_eq((*fa)->ids[i], (*ub)->ids[i]);
+        ck_assert_uint_eq((*fa)->flips[i], (*ub)->flips[i]);
+    }
+}
+
+/* The GPU input path's maths (data/read/tdata_norm.h) on the CPU: u8 NHWC
+ * batches with deferred flips, normalised and mirrored element by element,
+ * give the loader's own float batches bit for bit, in NCHW and NHWC, on
+ * textured JPEGs (a mirror shows); ignoring the flips does not. */
+START_TEST(test_deferred_flip_matches_cpu_transform)
+{
+    tdata_dataset *ds = _open_textured();
+    const int H = 12, W = 16, B = 10;
+    int flipped = 0, kept = 0;
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+        tdata_loader_opts o;
+        tdata_loader_opts_default(&o);
+        o.batch_size = B;
+        o.out_h = H;
+        o.out_w = W;
+        o.seed = 11;
+        o.order = nhwc ? TDATA_NHWC : TDATA_NCHW;
+        tdata_loader *f = _loader(ds, &o);
+        o.order = TDATA_NHWC;
+        o.dtype = TDATA_U8;
+        o.defer_flip = 1;
+        tdata_loader *u = _loader(ds, &o);
+        float scale[3], bias[3];
+        tdata_loader_norm(u, scale, bias);
+        ck_assert_int_eq(tdata_loader_start(f, 0, 0), 0);
+        ck_assert_int_eq(tdata_loader_start(u, 0, 0), 0);
+        for (int step = 0; step < 2; step++) {
+            const tdata_batch *fa, *ub;
+            _two_batches(f, u, &fa, &ub);
+            const uint8_t none[16] = {0};
+            size_t n = (size_t)fa->n * 3 * H * W, differ = 0;
+            for (size_t i = 0; i < n; i++) {
+                int ch, ch0;
+                size_t at = tdata_norm_src(i, 3, H, W, nhwc, ub->flips, &ch);
+                float v = tdata_norm_px(((const uint8_t *)ub->data)[at],
+                                        scale[ch], bias[ch]),
+                      want = ((const float *)fa->data)[i];
+                ck_assert_msg(!memcmp(&v, &want, sizeof v),
+                              "nhwc %d element %zu: %a vs %a", nhwc, i, v,
+                              want);
+                size_t at0 = tdata_norm_src(i, 3, H, W, nhwc, none, &ch0);
+                differ += ((const uint8_t *)ub->data)[at0] !=
+                          ((const uint8_t *)ub->data)[at];
+            }
+            for (int i = 0; i < fa->n; i++)
+                fa->flips[i] ? flipped++ : kept++;
+            ck_assert(differ > n / 20); /* the mirror is visible */
+        }
+        tdata_loader_destroy(f);
+        tdata_loader_destroy(u);
+    }
+    ck_assert_int_gt(flipped, 0);
+    ck_assert_int_gt(kept, 0);
+    tdata_dataset_close(ds);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("data_loader");
@@ -549,6 +631,7 @@ int main(void)
     tcase_add_test(tc, test_roi_and_dct_match_full_decode);
     tcase_add_test(tc, test_bad_options_and_staging);
     tcase_add_test(tc, test_caller_allocated_buffers);
+    tcase_add_test(tc, test_deferred_flip_matches_cpu_transform);
     suite_add_tcase(s, tc);
     return tdata_test_run(s);
 }

@@ -172,6 +172,72 @@ START_TEST(restore_checks_saved_state)
 }
 END_TEST
 
+/* --loss-scale's modes: what each sets, and every malformed text refused
+ * without touching the outputs. */
+START_TEST(parse_modes)
+{
+    topt_loss_scale_mode m;
+    topt_loss_scale_config c, d;
+    topt_loss_scale_defaults(&d);
+    ck_assert_int_eq(topt_loss_scale_parse("off", &m, &c), TENG_OK);
+    ck_assert_int_eq(m, TOPT_LOSS_SCALE_OFF);
+    ck_assert_int_eq(topt_loss_scale_parse("auto", &m, &c), TENG_OK);
+    ck_assert_int_eq(m, TOPT_LOSS_SCALE_AUTO);
+    ck_assert(!memcmp(&c, &d, sizeof c));
+    ck_assert_int_eq(topt_loss_scale_parse("dynamic", &m, &c), TENG_OK);
+    ck_assert_int_eq(m, TOPT_LOSS_SCALE_DYNAMIC);
+    ck_assert(!memcmp(&c, &d, sizeof c));
+    ck_assert_int_eq(topt_loss_scale_parse("dynamic:1024", &m, &c), TENG_OK);
+    ck_assert(c.init == 1024 && c.interval == d.interval);
+    ck_assert_int_eq(topt_loss_scale_parse("dynamic:8:5", &m, &c), TENG_OK);
+    ck_assert(c.init == 8 && c.interval == 5 && c.max_scale == d.max_scale);
+    ck_assert_int_eq(topt_loss_scale_validate(&c), TENG_OK);
+    ck_assert_int_eq(topt_loss_scale_parse("static:128", &m, &c), TENG_OK);
+    ck_assert_int_eq(m, TOPT_LOSS_SCALE_STATIC);
+    ck_assert(c.init == 128 && c.min_scale == 128 && c.max_scale == 128);
+    ck_assert_int_eq(topt_loss_scale_validate(&c), TENG_OK);
+    /* a static scale never moves, overflow or not */
+    topt_loss_scale_state st;
+    topt_loss_scale_init(&st, &c);
+    ck_assert_int_eq(topt_loss_scale_update(&st, &c, 0), 0);
+    for (int i = 0; i < 3000; i++)
+        topt_loss_scale_update(&st, &c, 1);
+    ck_assert(st.scale == 128);
+    ck_assert_str_eq(topt_loss_scale_mode_name(TOPT_LOSS_SCALE_STATIC),
+                     "static");
+    static const char *const bad[] = {"",
+                                      "on",
+                                      "dynamic:",
+                                      "dynamic:0.5",
+                                      "dynamic:1e9",
+                                      "dynamic:8:",
+                                      "dynamic:8:0",
+                                      "dynamic:8:2.5",
+                                      "dynamic:8:5:",
+                                      "dynamic8",
+                                      "static",
+                                      "static:",
+                                      "static:nan",
+                                      "static:inf",
+                                      "static:3e7",
+                                      "static: 8",
+                                      "static:8x",
+                                      "dynamic:8:1e10",
+                                      "Dynamic",
+                                      "off:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        m = TOPT_LOSS_SCALE_STATIC;
+        memset(&c, 0x5a, sizeof c);
+        topt_loss_scale_config before = c;
+        ck_assert_int_eq(topt_loss_scale_parse(bad[i], &m, &c), TENG_EINVAL);
+        ck_assert_msg(strstr(torus_error_msg(), "expected off, auto"), "%s: %s",
+                      bad[i], torus_error_msg());
+        ck_assert_int_eq(m, TOPT_LOSS_SCALE_STATIC);
+        ck_assert(!memcmp(&c, &before, sizeof c));
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *su = suite_create("loss_scale");
@@ -182,6 +248,7 @@ int main(void)
     tcase_add_test(tc, bounds_hold);
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, restore_checks_saved_state);
+    tcase_add_test(tc, parse_modes);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);

@@ -60,6 +60,28 @@ const char *tbackends_list(void)
     return list;
 }
 
+int tbackends_gpus(const char *name)
+{
+#ifdef TORUS_HAVE_CUDNN
+    const teng_backend_desc *d = _find(name);
+    if (d == &tcuda_backend_desc || d == &tcuda_backend_fp16_desc)
+        return tcuda_device_count();
+#else
+    (void)name;
+#endif
+    return 0;
+}
+
+int tbackends_device_memory(const teng_backend *bk, size_t *used, size_t *total)
+{
+#ifdef TORUS_HAVE_CUDNN
+    return tcuda_device_memory(bk, used, total);
+#else
+    (void)bk, (void)used, (void)total;
+    return -1;
+#endif
+}
+
 int tbackends_known(const char *name)
 {
     if (!strcmp(name, "auto"))

@@ -18,6 +18,14 @@
  * torus_error_msg(). */
 int tbackends_open(const char *name, const teng_backend_opts *opts,
                    teng_backend **out);
+/* The GPUs that backend `name` chooses from: the devices this
+ * process sees when name resolves ("auto" as tbackends_open does) to a GPU
+ * backend, 0 for a CPU backend, an unknown name or without CUDA. */
+int tbackends_gpus(const char *name);
+/* Device memory in use and in all on a GPU backend's device (the whole
+ * device's, every process's); -1 for a CPU backend. */
+int tbackends_device_memory(const teng_backend *bk, size_t *used,
+                            size_t *total);
 /* 1 if name is "auto" or names a backend compiled in, else 0. */
 int tbackends_known(const char *name);
 /* Names of the backends compiled in, best first, separated by ", " ("" when

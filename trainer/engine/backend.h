@@ -24,6 +24,7 @@
 #define TORUS_TRAINER_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "trainer/engine/graph.h"
 
@@ -74,6 +75,23 @@ typedef struct teng_backend_ops {
      * checkpoint): refresh the working copies. NULL when every working
      * copy is its master (dtype TENG_F32). */
     int (*refresh_work)(teng_backend *bk, teng_net *net);
+
+    /* Optional 8-bit input path (NULL: the engine normalises on the host,
+     * engine/input.c). input_stage: start copying n u8 NHWC images (px)
+     * and their n flip bytes to the device's staging slot `slot` (0 or 1)
+     * on a copy stream, and return at once; px and flips stay unchanged
+     * until input_use of that slot returns. input_use: wait for that copy
+     * (the host too, so px may be reused after it), then normalise and
+     * mirror the slot into the data input tensor on bk->stream with
+     * data/read/tdata_norm.h's maths and scale/bias per channel.
+     * host_alloc/host_free: page-locked host memory the copies can read
+     * asynchronously (the loader's batch buffers). */
+    int (*input_stage)(teng_backend *bk, teng_net *net, int slot,
+                       const uint8_t *px, const uint8_t *flips, int n);
+    int (*input_use)(teng_backend *bk, teng_net *net, int slot,
+                     const float *scale, const float *bias);
+    void *(*host_alloc)(teng_backend *bk, size_t bytes);
+    void (*host_free)(teng_backend *bk, void *p);
 } teng_backend_ops;
 
 struct teng_backend {

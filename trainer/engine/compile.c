@@ -202,6 +202,7 @@ static int _alloc(teng_net *net, void **p, size_t bytes, const char *what)
     if (!*p)
         return TORUS_FAIL(TENG_ENOMEM, "cannot allocate %zu bytes for %s",
                           bytes, what);
+    net->alloc_bytes += bytes;
     return TENG_OK;
 }
 
@@ -466,6 +467,7 @@ int teng_net_set_batch(teng_net *net, int batch)
         /* A batch change is a schedule event, not a step: growing the
          * scratchpad here keeps the per-step path allocation-free. */
         bk->ops->free(bk, net->scratch);
+        net->alloc_bytes -= net->scratch ? net->scratch_cap : 0;
         net->scratch_cap = net->scratch_bytes;
         if ((rc = _alloc(net, &net->scratch, net->scratch_cap, "scratchpad")))
             return rc;
@@ -496,5 +498,8 @@ void teng_net_free(teng_net *net)
     free(net->host_labels);
     free(net->host_logits);
     free(net->host_sumsq);
+    free(net->in_px[0]);
+    free(net->in_px[1]);
+    free(net->in_f32);
     memset(net, 0, sizeof(*net));
 }

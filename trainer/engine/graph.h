@@ -64,7 +64,8 @@ struct teng_net {
     int input_grad; /* compute dL/dinput too (gradient checks) */
     int loss_layer; /* -1: none (backward seeded by the caller) */
     int max_batch, batch;
-    int global_batch; /* loss normaliser kn (remark 3) */
+    int global_batch;  /* loss normaliser kn (remark 3) */
+    double loss_scale; /* the loss gradient is multiplied by this (1) */
     int compiled;
     uint64_t dropout_seed;
     uint64_t step; /* advances dropout masks */
@@ -86,7 +87,23 @@ struct teng_net {
     void *grads_alloc_ctx;
     int grads_external; /* grads came from grads_alloc */
     float *host_sumsq;  /* np floats: teng_net_grads_finite's buffer */
+    size_t alloc_bytes; /* asked of bk->ops->alloc so far, net of frees */
+    /* the host fallback of the 8-bit input path (engine/input.c) */
+    uint8_t *in_px[2]; /* staged images, then their flips */
+    size_t in_cap[2];
+    int in_n[2];   /* images staged in each slot (0: none) */
+    float *in_f32; /* the normalised batch, canonical NCHW */
+    size_t in_f32_cap;
 };
+
+/* What the loss layer's backward divides (softmax - target) by: the
+ * global batch over the loss scale. With a power-of-two scale the
+ * division is exact, so the scaled gradients are exactly scale times the
+ * unscaled ones (barring overflow and underflow). */
+static inline float teng_loss_norm(const teng_net *net)
+{
+    return (float)((double)net->global_batch / net->loss_scale);
+}
 
 /* For code that embeds a net (the engine's tests): initialise and free
  * one in place; everyone else uses teng_net_create/teng_net_destroy. */

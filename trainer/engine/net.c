@@ -34,6 +34,7 @@ int teng_net_init(teng_net *net)
     net->input = -1;
     net->loss_layer = -1;
     net->dropout_seed = 0x70725553ULL;
+    net->loss_scale = 1.0;
     return TENG_OK;
 }
 

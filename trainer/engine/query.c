@@ -53,6 +53,11 @@ void *teng_net_stats_buffer(teng_net *net, size_t *nfloats)
     return net->stats;
 }
 
+size_t teng_net_alloc_bytes(const teng_net *net)
+{
+    return net->alloc_bytes;
+}
+
 size_t teng_net_acts_bytes(const teng_net *net)
 {
     return net->acts_bytes;

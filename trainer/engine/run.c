@@ -43,6 +43,11 @@ void teng_net_set_global_batch(teng_net *net, int global_batch)
     net->global_batch = global_batch;
 }
 
+void teng_net_set_loss_scale(teng_net *net, double scale)
+{
+    net->loss_scale = scale;
+}
+
 void teng_net_set_grad_hook(teng_net *net, teng_grad_hook fn, void *ctx)
 {
     net->grad_hook = fn;

@@ -173,8 +173,35 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch);
 int teng_net_set_batch(teng_net *net, int batch);
 /* Loss is summed over the local batch and divided by this (remark 3). */
 void teng_net_set_global_batch(teng_net *net, int global_batch);
+/* Loss scaling for mixed precision: backward starts from the loss's
+ * gradient times scale (> 0; 1 by default; INFINITY makes every gradient
+ * inf/nan, which the tests use to inject an overflow), so every gradient
+ * comes out scaled; the optimizer divides it out again
+ * (topt_sgd_step_scaled). The loss value itself is not scaled. */
+void teng_net_set_loss_scale(teng_net *net, double scale);
 int teng_net_set_input(teng_net *net, const float *nchw);
 int teng_net_set_labels(teng_net *net, const int32_t *labels);
+/* The 8-bit input path: the data input from n (= the batch) u8 NHWC images
+ * px of the input's C x H x W, mirrored where flips[i] != 0 and normalised
+ * per channel as data/read/tdata_norm.h says (the loader's defer_flip
+ * batches and tdata_loader_norm's constants give its float batches, bit
+ * for bit). In two halves so that a GPU backend copies the next batch on a
+ * copy stream while the current step runs: stage starts the copy into
+ * slot 0 or 1 and returns; use waits for it and writes the input tensor;
+ * px and flips must stay unchanged in between. Without the backend's
+ * input path the engine does both on the host (a copy, then the
+ * normalisation and the upload). */
+int teng_net_stage_input_u8(teng_net *net, int slot, const uint8_t *px,
+                            const uint8_t *flips, int n);
+int teng_net_use_input_u8(teng_net *net, int slot, const float scale[3],
+                          const float bias[3]);
+/* 1 when the backend does the 8-bit input path itself (a GPU backend). */
+int teng_backend_has_input_u8(const teng_backend *bk);
+/* Host memory for buffers the backend copies from asynchronously
+ * (page-locked on a GPU backend, plain otherwise); NULL when out of
+ * memory. */
+void *teng_backend_host_alloc(teng_backend *bk, size_t bytes);
+void teng_backend_host_free(teng_backend *bk, void *p);
 int teng_net_forward(teng_net *net, int training);
 /* Backward from the loss layer, or from the last tensor's grad as set by
  * teng_tensor_write(..., grad=1, ...) when the net has no loss. */
@@ -220,6 +247,9 @@ size_t teng_stats_count(const teng_net *net, int id);
  * all-reduce of every rank's statistics. */
 void *teng_net_stats_buffer(teng_net *net, size_t *nfloats);
 size_t teng_net_acts_bytes(const teng_net *net);
+/* Bytes of backend memory the net holds: its arenas and the optimizer
+ * state allocated through it (device memory on a GPU backend). */
+size_t teng_net_alloc_bytes(const teng_net *net);
 /* Dropout masks hash (seed, step, layer, element); the step advances
  * with every training forward and is saved in checkpoints. */
 void teng_net_set_dropout_seed(teng_net *net, uint64_t seed);

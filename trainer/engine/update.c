@@ -25,13 +25,16 @@ int teng_optstate_alloc(teng_net *net, void **state)
         return TORUS_FAIL(TENG_ENOMEM,
                           "cannot allocate %zu bytes of optimizer state",
                           net->params_bytes);
+    net->alloc_bytes += net->params_bytes;
     return TENG_OK;
 }
 
 void teng_optstate_free(teng_net *net, void *state)
 {
-    if (state && net && net->bk)
+    if (state && net && net->bk) {
         net->bk->ops->free(net->bk, state);
+        net->alloc_bytes -= net->params_bytes;
+    }
 }
 
 int teng_param_sumsq(teng_net *net, int grad, float *out)

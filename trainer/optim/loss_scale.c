@@ -2,7 +2,11 @@
  * topt_loss_scale.h for the transitions). */
 #include "trainer/optim/topt_loss_scale.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common/torus_error.h"
 #include "trainer/engine/teng.h"
@@ -87,4 +91,74 @@ int topt_loss_scale_restore(topt_loss_scale_state *s,
                           overflows);
     *s = (topt_loss_scale_state){scale, clean, overflows};
     return TENG_OK;
+}
+
+const char *topt_loss_scale_mode_name(topt_loss_scale_mode mode)
+{
+    switch (mode) {
+    case TOPT_LOSS_SCALE_OFF:
+        return "off";
+    case TOPT_LOSS_SCALE_STATIC:
+        return "static";
+    case TOPT_LOSS_SCALE_DYNAMIC:
+        return "dynamic";
+    default:
+        return "auto";
+    }
+}
+
+/* One number of a mode's text: a scale in [1, 2^24] (integer 0) or an
+ * interval in [1, 10^9] (integer 1), the whole field up to ':' or the end.
+ * Returns the end of the field, NULL when it is not such a number. */
+static const char *_field(const char *p, int integer, double *v)
+{
+    char *end;
+    errno = 0;
+    double x = integer ? (double)strtol(p, &end, 10) : strtod(p, &end);
+    if (end == p || errno || (*end && *end != ':') ||
+        isspace((unsigned char)*p))
+        return NULL;
+    if (integer ? !(x >= 1 && x <= 1e9) : !(x >= 1 && x <= 16777216.0))
+        return NULL;
+    *v = x;
+    return end;
+}
+
+int topt_loss_scale_parse(const char *text, topt_loss_scale_mode *mode,
+                          topt_loss_scale_config *c)
+{
+    topt_loss_scale_config t;
+    topt_loss_scale_defaults(&t);
+    topt_loss_scale_mode m;
+    const char *p;
+    double v;
+    if (!strcmp(text, "off") || !strcmp(text, "auto")) {
+        m = text[0] == 'o' ? TOPT_LOSS_SCALE_OFF : TOPT_LOSS_SCALE_AUTO;
+    } else if (!strncmp(text, "static:", 7)) {
+        m = TOPT_LOSS_SCALE_STATIC;
+        if (!(p = _field(text + 7, 0, &v)) || *p)
+            goto bad;
+        t.init = t.min_scale = t.max_scale = v;
+    } else if (!strncmp(text, "dynamic", 7) && (!text[7] || text[7] == ':')) {
+        m = TOPT_LOSS_SCALE_DYNAMIC;
+        p = text + 7;
+        if (*p == ':' && !(p = _field(p + 1, 0, &t.init)))
+            goto bad;
+        if (*p == ':') {
+            if (!(p = _field(p + 1, 1, &v)) || *p)
+                goto bad;
+            t.interval = (long)v;
+        }
+    } else {
+        goto bad;
+    }
+    *mode = m;
+    *c = t;
+    return TENG_OK;
+bad:
+    return TORUS_FAIL(TENG_EINVAL,
+                      "loss scale '%s': expected off, auto, static:S or "
+                      "dynamic[:INIT[:INTERVAL]] with scales in [1, 2^24] "
+                      "and an interval in [1, 10^9] steps",
+                      text);
 }

@@ -66,25 +66,40 @@ int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg)
     return TENG_OK;
 }
 
-/* Fills o->trust and o->args for this step from the norms in o->w2/g2. */
-static void _hyper(topt_sgd *o, double lr, double mom)
+/* Fills o->trust and o->args for this step from the norms in o->w2/g2,
+ * whose gradients are `scale` times the true ones (loss scaling). The
+ * 1/scale is folded into the arguments, so the update needs no pass of
+ * its own: v = m v + (lr/S) (S g + (wd S) w) is m v + lr (g + wd w), and
+ * with a power-of-two S every factor and product is exact, so the update
+ * is bit for bit the unscaled one. LARS sees |g| = sqrt(|S g|^2) / S. */
+static void _hyper(topt_sgd *o, double lr, double mom, double scale)
 {
     const topt_config *c = &o->cfg;
+    float inv = (float)(1.0 / scale), s = (float)scale;
     for (int i = 0; i < teng_net_nparams(o->net); i++) {
         int plain =
             c->exclude_bn_bias && teng_net_param(o->net, i)->is_bn_or_bias;
         float wd = plain ? 0.f : (float)c->weight_decay, trust = 1.f;
         if (c->lars && !plain)
-            trust = topt_lars_trust(sqrtf(o->w2[i]), sqrtf(o->g2[i]),
+            trust = topt_lars_trust(sqrtf(o->w2[i]), sqrtf(o->g2[i]) * inv,
                                     (float)c->lars_eta, wd, (float)c->lars_eps);
         o->trust[i] = trust;
-        o->args[i] = (teng_sgd_args){(float)(lr * trust), (float)mom, wd};
+        o->args[i] =
+            (teng_sgd_args){(float)(lr * trust) * inv, (float)mom, wd * s};
     }
 }
 
 int topt_sgd_step(topt_sgd *o, double lr)
 {
+    return topt_sgd_step_scaled(o, lr, 1.0);
+}
+
+int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale)
+{
     const topt_config *c = &o->cfg;
+    if (!(grad_scale > 0) || !isfinite(grad_scale))
+        return TORUS_FAIL(TENG_EINVAL, "optimizer: gradient scale %g",
+                          grad_scale);
     /* Remark 2: with the LR inside v, a change of LR must rescale the
      * history, or the first steps after it use the old rate. */
     double mom = c->momentum;
@@ -94,7 +109,7 @@ int topt_sgd_step(topt_sgd *o, double lr)
     if (c->lars && ((rc = teng_param_sumsq(o->net, 0, o->w2)) ||
                     (rc = teng_param_sumsq(o->net, 1, o->g2))))
         return torus_error_prefix(rc, "optimizer");
-    _hyper(o, lr, mom);
+    _hyper(o, lr, mom, grad_scale);
     if ((rc = teng_net_sgd_update(o->net, o->velocity, o->args)))
         return torus_error_prefix(rc, "optimizer");
     o->prev_lr = lr;

@@ -113,6 +113,11 @@ int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg);
  * hyper-parameters are worked out here, the norms and the update run in
  * the engine (two calls for all norms, one for all updates). */
 int topt_sgd_step(topt_sgd *o, double lr);
+/* The same step from gradients that are grad_scale (> 0, finite) times
+ * the true ones (loss scaling): 1/grad_scale is folded into every
+ * tensor's arguments and the LARS gradient norm; with a power of two the
+ * result is bit for bit topt_sgd_step's on the unscaled gradients. */
+int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale);
 /* Param id's momentum buffer in canonical layout (for checkpoints). */
 int topt_sgd_state_read(topt_sgd *o, int id, float *dst);
 int topt_sgd_state_write(topt_sgd *o, int id, const float *src);

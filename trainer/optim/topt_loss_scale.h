@@ -17,7 +17,13 @@
  * Checkpoints: topt_loss_scale_state is the whole state; a checkpoint
  * saves `scale` and `clean` (and may save `overflows`, a count for logs)
  * and gives them back through topt_loss_scale_restore, which checks them
- * against the config (a file is hostile). */
+ * against the config (a file is hostile).
+ *
+ * Modes (topt_loss_scale_parse, torus-train's --loss-scale): "off" (no
+ * scaling), "static:S" (always S, overflowing steps still skipped),
+ * "dynamic[:INIT[:INTERVAL]]" (the machine above with those two settings
+ * replacing the defaults), "auto" (dynamic when the backend computes in
+ * fp16/bf16, off in fp32: the caller resolves it). */
 #ifndef TORUS_TRAINER_OPTIM_LOSS_SCALE_H
 #define TORUS_TRAINER_OPTIM_LOSS_SCALE_H
 
@@ -55,5 +61,21 @@ int topt_loss_scale_update(topt_loss_scale_state *s,
 int topt_loss_scale_restore(topt_loss_scale_state *s,
                             const topt_loss_scale_config *c, double scale,
                             long clean, long overflows);
+
+typedef enum {
+    TOPT_LOSS_SCALE_AUTO,
+    TOPT_LOSS_SCALE_OFF,
+    TOPT_LOSS_SCALE_STATIC,
+    TOPT_LOSS_SCALE_DYNAMIC,
+} topt_loss_scale_mode;
+
+/* Parses a mode (see above) into *mode and *c (the defaults, then what the
+ * text sets; static:S sets init = min = max = S). Scales must be finite in
+ * [1, 2^24], the interval in [1, 10^9]. TENG_EINVAL after TORUS_FAIL
+ * quoting the text and what is wrong; *mode and *c are then unchanged. */
+int topt_loss_scale_parse(const char *text, topt_loss_scale_mode *mode,
+                          topt_loss_scale_config *c);
+/* "off", "static", "dynamic", "auto". */
+const char *topt_loss_scale_mode_name(topt_loss_scale_mode mode);
 
 #endif

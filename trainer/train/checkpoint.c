@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,7 +160,11 @@ static int _write_attrs(hid_t f, const ttrain_ckpt_meta *m, topt_sgd *opt,
            _put_i64(f, "samples", global) |
            _put_i64(f, "dropout_step", (int64_t)p->dropout_step) |
            _put_i64(f, "optimizer_steps", opt->steps) |
-           _put_f64(f, "previous_lr", opt->prev_lr);
+           _put_f64(f, "previous_lr", opt->prev_lr) |
+           _put_str(f, "loss_scale_mode", m->loss_scale) |
+           _put_f64(f, "loss_scale", p->ls.scale) |
+           _put_i64(f, "loss_scale_clean", p->ls.clean) |
+           _put_i64(f, "loss_scale_overflows", p->ls.overflows);
 }
 
 static int _write(hid_t f, const ttrain_ckpt_meta *m, teng_net *net,
@@ -490,6 +495,15 @@ int ttrain_ckpt_check(const ttrain_ckpt_meta *got, const ttrain_ckpt_meta *want,
                           "batch / the new number of ranks, and dropout "
                           "masks differ"
                         : "");
+    /* Files from before loss scaling were trained without it. */
+    const char *was = got->loss_scale[0] ? got->loss_scale : "off";
+    if (!eval_only && strcmp(was, want->loss_scale)) {
+        size_t len = strlen(note);
+        snprintf(note + len, notelen - len,
+                 "%sthe checkpoint was trained with loss scale %s, this run "
+                 "uses %s: its scale starts afresh",
+                 len ? "; " : "", was, want->loss_scale);
+    }
     return 0;
 }
 
@@ -511,9 +525,35 @@ static int _read_meta(hid_t f, ttrain_ckpt_meta *m)
         _get_str(f, "wire", m->wire, sizeof(m->wire)))
         return TORUS_FAIL(-1,
                           "its configuration record is missing or malformed");
+    /* Files written before loss scaling record no mode: "". */
+    m->loss_scale[0] = '\0';
+    if (H5Aexists(f, "loss_scale_mode") > 0 &&
+        _get_str(f, "loss_scale_mode", m->loss_scale, sizeof(m->loss_scale)))
+        return TORUS_FAIL(-1, "its loss-scale mode is malformed");
     if (world < 1 || world > 1 << 24)
         return TORUS_FAIL(-1, "it records %" PRId64 " ranks", world);
     m->world = (int)world;
+    return 0;
+}
+
+/* The loss scale's state where the file records one (p->ls.scale stays 0
+ * where it does not); its values are checked against this run's settings
+ * by the caller (topt_loss_scale_restore), here only for their type. */
+static int _read_loss_scale(hid_t f, ttrain_progress *p)
+{
+    int64_t clean, overflows;
+    double scale;
+    p->ls = (topt_loss_scale_state){0, 0, 0};
+    if (H5Aexists(f, "loss_scale") <= 0)
+        return 0;
+    if (_get_f64(f, "loss_scale", &scale) ||
+        _get_i64(f, "loss_scale_clean", &clean) ||
+        _get_i64(f, "loss_scale_overflows", &overflows))
+        return TORUS_FAIL(-1, "its loss-scale state is malformed");
+    if (clean < 0 || clean > LONG_MAX / 2 || overflows < 0 ||
+        overflows > LONG_MAX / 2)
+        return TORUS_FAIL(-1, "its loss-scale counts are out of range");
+    p->ls = (topt_loss_scale_state){scale, (long)clean, (long)overflows};
     return 0;
 }
 
@@ -535,11 +575,12 @@ static int _read_position(hid_t f, int world, ttrain_progress *p, topt_sgd *opt)
         return TORUS_FAIL(
             -1, "%" PRId64 " samples served do not divide over %d ranks", v[3],
             world);
-    *p = (ttrain_progress){(int)v[0], (long)v[1], (long)v[2],
-                           (uint64_t)(v[3] / world), (uint64_t)v[4]};
+    *p = (ttrain_progress){(int)v[0],      (long)v[1],
+                           (long)v[2],     (uint64_t)(v[3] / world),
+                           (uint64_t)v[4], {0, 0, 0}};
     opt->steps = (long)v[5];
     opt->prev_lr = prev_lr;
-    return 0;
+    return _read_loss_scale(f, p);
 }
 
 /* Params, momentum and BN statistics. */

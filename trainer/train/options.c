@@ -11,6 +11,7 @@
 #include "common/torus_error.h"
 #include "config.h"
 #include "trainer/backends/tbackends.h"
+#include "trainer/optim/topt_loss_scale.h"
 
 typedef enum { _INT, _LONG, _DBL, _FLT, _STR, _FLAG, _NOFLAG, _SPECIAL } _type;
 
@@ -54,6 +55,21 @@ static const _opt _opts[] = {
      "precision of the gradients on the wire: each rank's gradient (already "
      "divided by the global batch) is cast to it, sums are formed in fp32 "
      "and rounded back to it, and inf/nan in the sums skip the step [fp16]"},
+    {"loss-scale", _STR, _O(loss_scale), "MODE",
+     "loss scaling: off, static:S (S in [1, 2^24]) or dynamic[:INIT[:N]] "
+     "(start at INIT [65536], halve and skip the step on inf/nan, double "
+     "after N clean steps [2000]); auto: dynamic when the backend computes "
+     "in fp16, off in fp32 [auto]"},
+    {"input", _STR, _O(input), "auto|float|u8",
+     "training batches from --data: float (normalised and mirrored by the "
+     "decode threads) or u8 (8-bit, 4x smaller; the backend normalises and "
+     "mirrors them: on a GPU a copy stream moves the next batch while the "
+     "step runs and a kernel does the maths; the same values bit for bit); "
+     "auto: u8 on a GPU backend [auto]"},
+    {"decode-threads", _INT, _S(decode_threads), "N",
+     "threads decoding --data's training images per rank; auto (0): 1 on a "
+     "CPU backend (the cores compute), on a GPU backend the cores this "
+     "process may use less 2 [0]"},
     {"data", _STR, _O(data), "PATH",
      "torus-pack dataset directory (train and test splits); sets "
      "--dataset-size"},
@@ -143,6 +159,8 @@ void ttrain_config_defaults(ttrain_config *c)
     snprintf(c->backend, sizeof(c->backend), "auto");
     snprintf(c->algo, sizeof(c->algo), "hybrid");
     snprintf(c->wire, sizeof(c->wire), "fp16");
+    snprintf(c->loss_scale, sizeof(c->loss_scale), "auto");
+    snprintf(c->input, sizeof(c->input), "auto");
     c->threads = 2;
     c->world = 1;
     c->seed = 1;
@@ -502,6 +520,17 @@ static int _validate_inputs(const ttrain_config *c)
                         "--synthetic\n");
         return TTRAIN_EXIT_USAGE;
     }
+    if (strcmp(c->input, "auto") && strcmp(c->input, "float") &&
+        strcmp(c->input, "u8")) {
+        fprintf(stderr, "torus-train: --input: '%s' is not auto, float or u8\n",
+                c->input);
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (!strcmp(c->input, "u8") && !c->data[0]) {
+        fprintf(stderr, "torus-train: --input u8 needs --data (synthetic "
+                        "batches are float)\n");
+        return TTRAIN_EXIT_USAGE;
+    }
     if (tmodel_validate(&c->model)) {
         fprintf(stderr, "torus-train: model: %s\n", torus_error_msg());
         return TTRAIN_EXIT_USAGE;
@@ -540,6 +569,11 @@ static int _validate_runtime(const ttrain_config *c)
                 c->threads);
         return TTRAIN_EXIT_USAGE;
     }
+    if (c->decode_threads < 0 || c->decode_threads > 256) {
+        fprintf(stderr, "torus-train: --decode-threads: %d is not in 0..256\n",
+                c->decode_threads);
+        return TTRAIN_EXIT_USAGE;
+    }
     if (c->bucket_kb < 0 || c->bucket_kb > 1048576) {
         fprintf(stderr, "torus-train: --bucket-kb: %d is not in 0..1048576\n",
                 c->bucket_kb);
@@ -549,6 +583,12 @@ static int _validate_runtime(const ttrain_config *c)
         strcmp(c->wire, "fp32")) {
         fprintf(stderr, "torus-train: --wire: '%s' is not fp16, bf16 or fp32\n",
                 c->wire);
+        return TTRAIN_EXIT_USAGE;
+    }
+    topt_loss_scale_mode lsm;
+    topt_loss_scale_config lsc;
+    if (topt_loss_scale_parse(c->loss_scale, &lsm, &lsc)) {
+        fprintf(stderr, "torus-train: --loss-scale: %s\n", torus_error_msg());
         return TTRAIN_EXIT_USAGE;
     }
     if (c->print_every < 1) {
@@ -767,6 +807,7 @@ void ttrain_print_plan(const ttrain_config *c, FILE *f)
             "backend %s, seed %llu\n",
             c->world, c->algo, c->wire, c->threads, c->backend,
             (unsigned long long)c->seed);
+    fprintf(f, "loss scale     %s\n", c->loss_scale);
     fprintf(f, "timeouts       comm %g s (%s), checkpoint wait %g s\n",
             c->comm_timeout,
             c->comm_timeout_from ? c->comm_timeout_from : "default",

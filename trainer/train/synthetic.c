@@ -30,7 +30,7 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
         p->labels[i] = (int32_t)(teng_hash64(p->base + g + (uint64_t)i) %
                                  (uint64_t)p->classes);
     s->samples += (uint64_t)n;
-    *out = (ttrain_batch){p->pool, p->labels, n, 0.0};
+    *out = (ttrain_batch){.x = p->pool, .y = p->labels, .n = n};
     return 0;
 }
 

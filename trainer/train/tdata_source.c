@@ -15,7 +15,19 @@ typedef struct {
     long epoch, step; /* position of the next batch the loader hands out */
     int rank, world, size;
     uint64_t seed;
+    teng_backend *u8; /* 8-bit training batches in its host memory */
+    int decode;       /* decode threads of the training stream (>= 1) */
 } _tsrc;
+
+static void *_host_alloc(size_t bytes, void *bk)
+{
+    return teng_backend_host_alloc(bk, bytes);
+}
+
+static void _host_free(void *ptr, void *bk)
+{
+    teng_backend_host_free(bk, ptr);
+}
 
 /* Loader options shared by both splits: NCHW f32 normalised, one I/O and
  * one decode thread (the 2 cores belong to the compute threads). */
@@ -39,6 +51,17 @@ static void _opts(const _tsrc *p, tdata_loader_opts *o, int mode, int batch)
     o->io_threads = 1;
     o->decode_threads = 1;
     o->prefetch = 3;
+    if (mode == TDATA_TRAIN && p->decode > 1)
+        o->decode_threads = p->decode;
+    if (p->u8 && mode == TDATA_TRAIN) {
+        /* The backend normalises and mirrors (its copy is 4x smaller). */
+        o->order = TDATA_NHWC;
+        o->dtype = TDATA_U8;
+        o->defer_flip = 1;
+        o->alloc = _host_alloc;
+        o->free = _host_free;
+        o->alloc_ctx = p->u8;
+    }
 }
 
 static int _restart(ttrain_source *s, int epoch, long step, int n)
@@ -78,7 +101,14 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
     const tdata_batch *b = tdata_loader_next(p->loader, &err);
     if (!b)
         return torus_error_prefix(-1, "rank %d", p->rank);
-    *out = (ttrain_batch){b->data, b->labels, b->n, b->wait_s};
+    *out = (ttrain_batch){.y = b->labels, .n = b->n, .wait_s = b->wait_s};
+    if (p->u8) {
+        out->px = b->data;
+        out->flips = b->flips;
+        tdata_loader_norm(p->loader, out->scale, out->bias);
+    } else {
+        out->x = b->data;
+    }
     s->samples += (uint64_t)b->n;
     p->step++;
     if ((uint64_t)p->step == tdata_loader_steps_per_epoch(p->loader)) {
@@ -86,6 +116,24 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
         p->epoch++;
     }
     return 0;
+}
+
+void ttrain_tdata_use_u8(ttrain_source *s, teng_backend *bk)
+{
+    _tsrc *p = s->impl;
+    p->u8 = bk;
+    if (p->loader) /* made for float batches: the next start remakes it */
+        tdata_loader_destroy(p->loader);
+    p->loader = NULL;
+}
+
+void ttrain_tdata_set_decode_threads(ttrain_source *s, int n)
+{
+    _tsrc *p = s->impl;
+    p->decode = n < 1 ? 1 : n;
+    if (p->loader)
+        tdata_loader_destroy(p->loader);
+    p->loader = NULL;
 }
 
 static void _close(ttrain_source *s)

@@ -4,7 +4,8 @@
  * every param, its momentum and the BN running statistics in canonical
  * layout (so a checkpoint outlives a change of backend or thread count),
  * the training position (epoch, step, samples served, dropout step,
- * previous LR for the momentum correction), the resolved configuration as
+ * previous LR for the momentum correction, the loss scale's mode and
+ * state), the resolved configuration as
  * text, and what the run was trained under (ttrain_ckpt_meta): the run id,
  * the model, the ranks, the global batch schedule, the training data and
  * the wire. Datasets carry HDF5's Fletcher32 checksum, so a damaged file
@@ -30,7 +31,9 @@
  * step then trains on the same global batch and the summed gradient is the
  * same up to summation order and wire rounding; what changes is the batch
  * each rank's BN layers normalise over (global batch / ranks) and the
- * dropout masks, which the note says. On --eval-only only the model must
+ * dropout masks, which the note says. Another loss-scale mode is allowed
+ * too (scaling changes no result unless fp16 under- or overflows; the note
+ * says the scale starts afresh). On --eval-only only the model must
  * match (evaluation sums exact counts over any ranks); other training data
  * is a warning.
  */
@@ -42,13 +45,17 @@
 
 #include "trainer/engine/teng.h"
 #include "trainer/optim/topt.h"
+#include "trainer/optim/topt_loss_scale.h"
 
 typedef struct {
-    int epoch;             /* the epoch to continue in */
-    long step;             /* the next step within that epoch */
-    long global_step;      /* steps done */
-    uint64_t samples;      /* samples this rank has served */
-    uint64_t dropout_step; /* the engine's step counter */
+    int epoch;                /* the epoch to continue in */
+    long step;                /* the next step within that epoch */
+    long global_step;         /* steps done */
+    uint64_t samples;         /* samples this rank has served */
+    uint64_t dropout_step;    /* the engine's step counter */
+    topt_loss_scale_state ls; /* the loss scale's state; as loaded, not yet
+                               * checked (topt_loss_scale_restore does);
+                               * scale 0: the file records none */
 } ttrain_progress;
 
 #define TTRAIN_RUN_LEN 9 /* 8 hex digits and the NUL */
@@ -62,6 +69,7 @@ typedef struct {
     char data[512];           /* where the data came from (shown only) */
     char data_id[128];        /* the training data's identity (compared) */
     char wire[8];             /* fp16, bf16, fp32 */
+    char loss_scale[16];      /* off, static, dynamic; "": not recorded */
 } ttrain_ckpt_meta;
 
 /* A fresh random run id into run. */

@@ -24,6 +24,14 @@ typedef struct {
     char wire[8];     /* gradient precision on the wire: fp16, bf16, fp32 */
     int synthetic;    /* synthetic data (benchmarks) */
     char data[512];   /* packed dataset (the data pipeline; later) */
+
+    /* --loss-scale: auto, off, static:S, dynamic[:INIT[:INTERVAL]] */
+    char loss_scale[40];
+    /* --input: auto, float, u8 (training batches from --data) */
+    char input[8];
+    /* --decode-threads: the loader's decode threads (0: auto) */
+    int decode_threads;
+
     uint64_t seed;
     long max_steps;      /* stop early (0: run all epochs) */
     int print_every;     /* steps between progress lines */

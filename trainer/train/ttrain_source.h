@@ -16,10 +16,15 @@
 #include "trainer/models/tmodel.h"
 
 typedef struct {
-    const float *x;   /* n x C x H x W */
+    const float *x;   /* n x C x H x W; NULL for an 8-bit batch */
     const int32_t *y; /* n labels */
     int n;
     double wait_s; /* time the source blocked for this batch */
+    /* An 8-bit batch (ttrain_tdata_use_u8): n images H x W x C of bytes,
+     * unmirrored, flips[i] != 0 where image i is to be mirrored, and the
+     * per-channel normalisation (teng_net_stage_input_u8). */
+    const uint8_t *px, *flips;
+    float scale[3], bias[3];
 } ttrain_batch;
 
 typedef struct ttrain_source {

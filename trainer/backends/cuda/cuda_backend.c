@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "trainer/backends/cuda/tcuda.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
 #include "trainer/backends/cuda/cuda_layout.h"
+#include "trainer/backends/cuda/tcuda.h"
 
 int _tcuda_fail_rt(const char *file, int line, const char *what, int err)
 {
@@ -197,6 +197,7 @@ static void _destroy(teng_backend *bk)
     if (im) {
         if (im->stream)
             cudaStreamSynchronize(im->stream);
+        _tcuda_input_close(im);
         if (im->blas)
             cublasDestroy(im->blas);
         if (im->dnn)
@@ -235,6 +236,10 @@ static const teng_backend_ops _ops = {
     .param_sumsq = _param_sumsq,
     .sgd_update = _sgd,
     .refresh_work = NULL, /* FP32: every working copy is its master */
+    .input_stage = _tcuda_input_stage,
+    .input_use = _tcuda_input_use,
+    .host_alloc = _tcuda_host_alloc,
+    .host_free = _tcuda_host_free,
 };
 
 /* Device, stream, handles; the handles work on the stream. */
@@ -246,6 +251,9 @@ static int _open(tcuda_impl *im, int device)
     TCUDA_DNN(cudnnSetStream(im->dnn, im->stream));
     TCUDA_BLAS(cublasCreate(&im->blas));
     TCUDA_BLAS(cublasSetStream(im->blas, im->stream));
+    int rc = _tcuda_input_open(im);
+    if (rc)
+        return rc;
     /* FP32 mode: true FP32 (no TF32), as it is checked against oneDNN;
      * FP16 mode: tensor cores. */
     TCUDA_BLAS(cublasSetMathMode(im->blas, im->half ? CUBLAS_DEFAULT_MATH
@@ -303,10 +311,28 @@ static int _create16(const teng_backend_opts *opts, teng_backend **out)
     return _create_mode(opts, 1, out);
 }
 
-static int _probe(void)
+int tcuda_device_count(void)
 {
     int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+int tcuda_device_memory(const teng_backend *bk, size_t *used, size_t *total)
+{
+    size_t fr = 0, all = 0;
+    /* Both modes share _alloc: the way to know a backend is this one. */
+    if (!bk || bk->ops->alloc != _alloc ||
+        cudaSetDevice(((const tcuda_impl *)bk->impl)->device) != cudaSuccess ||
+        cudaMemGetInfo(&fr, &all) != cudaSuccess)
+        return -1;
+    *used = all - fr;
+    *total = all;
+    return 0;
+}
+
+static int _probe(void)
+{
+    return tcuda_device_count() > 0;
 }
 
 static const char *const _aliases[] = {"gpu", NULL};

@@ -227,7 +227,7 @@ static int _xent_bwd(teng_backend *bk, teng_net *net, int li)
                                      TCUDA_ALIGN(sizeof(float) * n))
                          : (float *)l->in_grad[0];
     TCUDA_K(tcuda_k_xent(im->stream, _logits(bk, net, l), net->labels, s.n, s.c,
-                         l->smoothing, (float)net->global_batch, l->ws, dz));
+                         l->smoothing, teng_loss_norm(net), l->ws, dz));
     if (im->half)
         TCUDA_K(tcuda_k_to_f16(im->stream, dz, l->in_grad[0], n));
     return TENG_OK;
@@ -273,11 +273,57 @@ static int _dropout_fwd(teng_backend *bk, teng_net *net, int li, int training)
     return TENG_OK;
 }
 
+/* The fused chain ending in residual add li (training): y = ReLU(BN(x) +
+ * z) in one cuDNN call, the BN's batch statistics and running averages as
+ * its own forward would leave them, its output never written. Should cuDNN
+ * decline at run time, the chain is unfused for good and runs as two
+ * layers here. */
+int _tcuda_bn_add_relu_fwd(teng_backend *bk, teng_net *net, int li)
+{
+    tcuda_impl *im = _tcuda(bk);
+    tcuda_net *cn = net->bkstate;
+    const teng_layer *a = &net->l[li];
+    int b = cn->fuse_bn[li];
+    teng_layer *l = &net->l[b];
+    const tcuda_layer *d = &cn->l[b];
+    const teng_param *p = &net->p[l->param0];
+    char *st = net->stats, *ws = l->ws, *scr = net->scratch;
+    cudnnStatus_t s = cudnnBatchNormalizationForwardTrainingEx(
+        im->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+        CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &_one, &_zero, d->x,
+        net->t[l->in[0]].data, d->x, net->t[a->in[1]].data, d->x,
+        net->t[a->out].data, d->b, p[0].work, p[1].work, (double)l->momentum,
+        st + net->stat_off[l->stat0], st + net->stat_off[l->stat0 + 1],
+        (double)l->eps, ws + d->ws_off[0], ws + d->ws_off[1], cn->fuse_act,
+        scr + cn->fuse_reserve, cn->fuse_ws, scr, cn->fuse_reserve);
+    if (s == CUDNN_STATUS_SUCCESS)
+        return TENG_OK;
+    if (s != CUDNN_STATUS_NOT_SUPPORTED)
+        return _tcuda_fail_dnn(__FILE__, __LINE__,
+                               "cudnnBatchNormalizationForwardTrainingEx", s);
+    cn->fuse_bn[li] = -1;
+    cn->deferred[b] = 0;
+    cn->nfused--;
+    int rc = _bn_fwd(bk, net, b, 1);
+    if (rc)
+        return rc;
+    TCUDA_K(tcuda_k_add(im->stream, im->half, net->t[a->in[0]].data,
+                        net->t[a->in[1]].data, net->t[a->out].data,
+                        _count(net, a->out), a->relu));
+    return TENG_OK;
+}
+
 int _tcuda_forward(teng_backend *bk, teng_net *net, int li, int training)
 {
     tcuda_impl *im = _tcuda(bk);
     teng_layer *l = &net->l[li];
     tcuda_layer *d = _d(net, li);
+    const tcuda_net *cn = net->bkstate;
+    /* BN + add + ReLU (cuda_fuse.h): the BN waits for its add. */
+    if (training && cn->nfused && cn->deferred[li])
+        return TENG_OK;
+    if (training && cn->nfused && cn->fuse_bn[li] >= 0)
+        return _tcuda_bn_add_relu_fwd(bk, net, li);
     /* The input layer has no input, the loss layer no output. */
     void *x = l->in[0] >= 0 ? net->t[l->in[0]].data : NULL;
     void *y = l->out >= 0 ? net->t[l->out].data : NULL;

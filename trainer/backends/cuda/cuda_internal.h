@@ -40,6 +40,12 @@ typedef struct {
     cudnnHandle_t dnn;
     cublasHandle_t blas;
     tcuda_algo_cache algos;
+    /* the 8-bit input path (cuda_input.c) */
+    cudaStream_t copy;
+    cudaEvent_t copied[2], used[2];
+    uint8_t *stage[2]; /* device staging: images, then their flips */
+    size_t stage_cap[2];
+    int stage_n[2];
 } tcuda_impl;
 
 typedef struct {
@@ -59,6 +65,15 @@ typedef struct {
     tcuda_optim *optim; /* from bind to release */
     size_t tmp_off;     /* the scratch arena's temporary region */
     size_t tmp_bytes;
+    /* BN + add + ReLU fusion (cuda_fuse.h), FP16 mode, training only:
+     * fuse_bn[add layer] = its BN layer or -1; deferred[BN layer] = 1
+     * while its forward runs in the add's; the call's workspace and
+     * reserve space at the start of the scratch arena. */
+    int *fuse_bn;
+    unsigned char *deferred;
+    int nfused;
+    cudnnActivationDescriptor_t fuse_act;
+    size_t fuse_ws, fuse_reserve;
 } tcuda_net;
 
 static inline tcuda_impl *_tcuda(teng_backend *bk)
@@ -115,11 +130,24 @@ int _tcuda_fail_blas(const char *file, int line, const char *what, int st);
 
 /* Layer lifecycle (cuda_layers.c). */
 int _tcuda_plan(teng_backend *bk, teng_net *net, int batch);
+/* The fusion plan (cuda_layers.c) and its forward (cuda_exec.c). */
+int _tcuda_plan_fusion(teng_backend *bk, teng_net *net);
+int _tcuda_bn_add_relu_fwd(teng_backend *bk, teng_net *net, int li);
 int _tcuda_bind(teng_backend *bk, teng_net *net);
 void _tcuda_release(teng_backend *bk, teng_net *net);
 int _tcuda_forward(teng_backend *bk, teng_net *net, int layer, int training);
 int _tcuda_backward(teng_backend *bk, teng_net *net, int layer);
 int _tcuda_grad_sum(teng_backend *bk, teng_net *net, int tensor);
 unsigned _tcuda_bwd_reads(teng_backend *bk, const teng_net *net, int layer);
+
+/* The 8-bit input path (cuda_input.c): its stream, events and staging. */
+int _tcuda_input_open(tcuda_impl *im);
+void _tcuda_input_close(tcuda_impl *im);
+int _tcuda_input_stage(teng_backend *bk, teng_net *net, int slot,
+                       const uint8_t *px, const uint8_t *flips, int n);
+int _tcuda_input_use(teng_backend *bk, teng_net *net, int slot,
+                     const float *scale, const float *bias);
+void *_tcuda_host_alloc(teng_backend *bk, size_t bytes);
+void _tcuda_host_free(teng_backend *bk, void *p);
 
 #endif

@@ -3,6 +3,7 @@
  * on the activation type (float, or fp16 bits in uint16_t); loads and
  * stores convert through cuda_math.h, and the maths of each element is one
  * call into cuda_math.h, shared with the CPU tests. */
+#include "data/read/tdata_norm.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
 #include "trainer/backends/cuda/cuda_layout.h"
 #include "trainer/backends/cuda/cuda_math.h"
@@ -166,7 +167,7 @@ static __global__ void _xent(const float *z, const int32_t *labels, int n,
     _FOR(i, (size_t)n)
     {
         loss[i] = teng_xent_row(z + i * (size_t)k, k, labels[i], s, norm,
-                                 dz ? dz + i * (size_t)k : NULL);
+                                dz ? dz + i * (size_t)k : NULL);
     }
 }
 
@@ -262,5 +263,37 @@ extern "C" int tcuda_k_to_f32_nchw(void *stream, const uint16_t *src,
 {
     _to_f32_nchw<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(
         src, dst, n, chw[0], chw[1], chw[2]);
+    return _launched();
+}
+
+/* Per-channel constants by value: a kernel argument, no device copy. */
+typedef struct {
+    float scale[3], bias[3];
+} _norm3;
+
+template <typename T>
+static __global__ void _input_u8(const uint8_t *px, const uint8_t *flips,
+                                 void *y, size_t n, int C, int H, int W,
+                                 _norm3 k)
+{
+    _FOR(i, n)
+    {
+        int ch;
+        size_t at = tdata_norm_src(i, C, H, W, sizeof(T) == 2, flips, &ch);
+        _st((T *)y, i, tdata_norm_px(px[at], k.scale[ch], k.bias[ch]));
+    }
+}
+
+extern "C" int tcuda_k_input_u8(void *stream, int half, const uint8_t *px,
+                                const uint8_t *flips, void *y, size_t n,
+                                const int chw[3], const float scale[3],
+                                const float bias[3])
+{
+    _norm3 k;
+    for (int c = 0; c < 3; c++) {
+        k.scale[c] = c < chw[0] ? scale[c] : 0.f;
+        k.bias[c] = c < chw[0] ? bias[c] : 0.f;
+    }
+    _LAUNCH(half, _input_u8, n, px, flips, y, n, chw[0], chw[1], chw[2], k);
     return _launched();
 }

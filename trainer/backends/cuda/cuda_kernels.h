@@ -55,6 +55,15 @@ int tcuda_k_to_f16_nhwc(void *stream, const float *src, uint16_t *dst, size_t n,
 int tcuda_k_to_f32_nchw(void *stream, const uint16_t *src, float *dst, size_t n,
                         const int chw[3]);
 
+/* The data input from u8 NHWC images px (n elements of the output, whose
+ * images are chw = {C, H, W}; flips: a byte per image): each element
+ * normalised with scale/bias of its channel and mirrored where its image's
+ * flip byte is set (data/read/tdata_norm.h), into y as fp32 NCHW, or with
+ * half as fp16 NHWC (round to nearest even). */
+int tcuda_k_input_u8(void *stream, int half, const uint8_t *px,
+                     const uint8_t *flips, void *y, size_t n, const int chw[3],
+                     const float scale[3], const float bias[3]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
+#include "trainer/backends/cuda/cuda_fuse.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
 #include "trainer/engine/rng.h"
@@ -337,9 +338,70 @@ int _tcuda_plan(teng_backend *bk, teng_net *net, int batch)
             return torus_error_prefix(rc, "layer '%s'", net->l[i].name);
     }
     _plan_sizes(bk, net);
+    int rc = _tcuda_plan_fusion(bk, net);
+    if (rc)
+        return rc;
     cn->tmp_off = TCUDA_ALIGN(net->scratch_bytes);
     net->scratch_bytes = cn->tmp_off + cn->tmp_bytes;
     return _plan_loss(net, cn);
+}
+
+/* ---- BN + add + ReLU fusion (cuda_fuse.h) ---- */
+
+/* cuDNN's sizes for the fused call of BN layer b; nonzero when cuDNN
+ * does not offer it for these shapes (the chain then runs unfused). */
+static int _fusion_sizes(teng_backend *bk, teng_net *net, int b, size_t *ws,
+                         size_t *reserve)
+{
+    tcuda_net *cn = net->bkstate;
+    const tcuda_layer *d = &cn->l[b];
+    cudnnHandle_t h = _tcuda(bk)->dnn;
+    return cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+               h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+               CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, d->x, d->x, d->x, d->b,
+               cn->fuse_act, ws) != CUDNN_STATUS_SUCCESS ||
+           cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+               h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+               CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, cn->fuse_act, d->x,
+               reserve) != CUDNN_STATUS_SUCCESS;
+}
+
+/* FP16 mode: the chains cuda_fuse.h picks, less those cuDNN declines;
+ * TCUDA_FUSE=0 turns fusion off (to compare). The scratch arena grows to
+ * the largest call's reserve space plus workspace. */
+int _tcuda_plan_fusion(teng_backend *bk, teng_net *net)
+{
+    tcuda_net *cn = net->bkstate;
+    const char *env = getenv("TCUDA_FUSE");
+    int on = _tcuda(bk)->half && !(env && !strcmp(env, "0"));
+    cn->fuse_bn = malloc(sizeof(int) * (size_t)net->nl);
+    cn->deferred = malloc((size_t)net->nl);
+    if (!cn->fuse_bn || !cn->deferred)
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    cn->nfused = tcuda_fuse_plan(net, on, cn->fuse_bn, cn->deferred);
+    if (!cn->nfused)
+        return TENG_OK;
+    TCUDA_DNN(cudnnCreateActivationDescriptor(&cn->fuse_act));
+    TCUDA_DNN(cudnnSetActivationDescriptor(cn->fuse_act, CUDNN_ACTIVATION_RELU,
+                                           CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    for (int i = 0; i < net->nl; i++) {
+        int b = cn->fuse_bn[i];
+        size_t ws = 0, rs = 0;
+        if (b < 0)
+            continue;
+        if (_fusion_sizes(bk, net, b, &ws, &rs)) {
+            cn->fuse_bn[i] = -1;
+            cn->deferred[b] = 0;
+            cn->nfused--;
+            continue;
+        }
+        rs = TCUDA_ALIGN(rs);
+        cn->fuse_reserve = rs > cn->fuse_reserve ? rs : cn->fuse_reserve;
+        cn->fuse_ws = ws > cn->fuse_ws ? ws : cn->fuse_ws;
+    }
+    if (cn->fuse_reserve + cn->fuse_ws > net->scratch_bytes)
+        net->scratch_bytes = cn->fuse_reserve + cn->fuse_ws;
+    return TENG_OK;
 }
 
 /* ---- bind and release ---- */
@@ -391,6 +453,10 @@ void _tcuda_release(teng_backend *bk, teng_net *net)
         _release_layer(&cn->l[i]);
     if (cn->host_loss)
         cudaFreeHost(cn->host_loss);
+    if (cn->fuse_act)
+        cudnnDestroyActivationDescriptor(cn->fuse_act);
+    free(cn->fuse_bn);
+    free(cn->deferred);
     free(cn->l);
     free(cn);
     net->bkstate = NULL;

@@ -12,5 +12,11 @@ extern const teng_backend_desc tcuda_backend_desc;
 /* "cuda-fp16": fp16 activations and working copies, fp32 masters (see
  * cuda_internal.h); never chosen by "auto". */
 extern const teng_backend_desc tcuda_backend_fp16_desc;
+/* Devices this process sees (cudaGetDeviceCount; 0 when CUDA fails). */
+int tcuda_device_count(void);
+/* Device memory in use and in all on bk's device (cudaMemGetInfo: every
+ * process's use, not only this backend's). Returns 0, or -1 when bk is not
+ * a cuda backend or the query fails. */
+int tcuda_device_memory(const teng_backend *bk, size_t *used, size_t *total);
 
 #endif

@@ -739,7 +739,7 @@ int _tdnnl_backward(teng_backend *bk, teng_net *net, int li)
         teng_shape s = net->t[l->in[0]].shape;
         TDNNL_CHECK(bk, dnnl_stream_wait(_tdnnl(bk)->stream));
         teng_host_xent(net->t[l->in[0]].data, net->labels, s.n, s.c,
-                       l->smoothing, (float)net->global_batch, l->in_grad[0]);
+                       l->smoothing, teng_loss_norm(net), l->in_grad[0]);
         return TENG_OK;
     }
     default:

@@ -1,0 +1,37 @@
+/* cuda_fuse.c: the BN + add + ReLU fusion decision (see cuda_fuse.h). */
+#include "trainer/backends/cuda/cuda_fuse.h"
+
+/* Layer a (a residual add) can run BN layer b fused: the rules of
+ * cuda_fuse.h, b being the producer of a's first input. */
+static int _fusable(const teng_net *net, const teng_layer *a, int *b)
+{
+    if (a->kind != TENG_L_ADD || !a->relu || a->nin != 2 ||
+        a->in[0] == a->in[1])
+        return 0;
+    const teng_tensor *t = &net->t[a->in[0]];
+    const teng_layer *bn = &net->l[t->producer];
+    if (bn->kind != TENG_L_BN || bn->relu || t->nconsumers != 1 ||
+        t->shape.c % 4 != 0)
+        return 0;
+    *b = t->producer;
+    return 1;
+}
+
+int tcuda_fuse_plan(const teng_net *net, int half_nhwc, int *bn_of,
+                    unsigned char *deferred)
+{
+    int n = 0;
+    for (int i = 0; i < net->nl; i++) {
+        bn_of[i] = -1;
+        deferred[i] = 0;
+    }
+    for (int i = 0; half_nhwc && i < net->nl; i++) {
+        int b;
+        if (_fusable(net, &net->l[i], &b)) {
+            bn_of[i] = b;
+            deferred[b] = 1;
+            n++;
+        }
+    }
+    return n;
+}

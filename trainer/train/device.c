@@ -1,0 +1,79 @@
+/* device.c: the GPU of a rank (see ttrain_device.h for the rule). */
+#include "trainer/train/ttrain_device.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/torus_env.h"
+#include "common/torus_error.h"
+
+/* The name is defined once in common/torus_env.h by the topology work
+ * (issue 16); until that header has it, the same literal. */
+#ifndef TORUS_ENV_LOCAL_GPU
+#define TORUS_ENV_LOCAL_GPU "TORUS_LOCAL_GPU"
+#endif
+
+/* The devices this process sees, for messages. */
+static const char *_seen(const ttrain_device_in *in, char *buf, size_t n)
+{
+    snprintf(buf, n, "CUDA_VISIBLE_DEVICES=%.100s",
+             in->cvd ? in->cvd : "(unset)");
+    return buf;
+}
+
+/* Rule 1: TORUS_LOCAL_GPU, a decimal index into the visible devices. */
+static int _from_env(const ttrain_device_in *in, int *device, char *why,
+                     size_t n)
+{
+    char seen[160], *end;
+    errno = 0;
+    long v = strtol(in->local_gpu, &end, 10);
+    if (!isdigit((unsigned char)in->local_gpu[0]) || *end || errno ||
+        v >= in->visible)
+        return TORUS_FAIL(-1,
+                          "rank %d: " TORUS_ENV_LOCAL_GPU
+                          "='%.32s' is not a device index in [0, %d) (%s)",
+                          in->rank, in->local_gpu, in->visible,
+                          _seen(in, seen, sizeof(seen)));
+    *device = (int)v;
+    snprintf(why, n, TORUS_ENV_LOCAL_GPU "=%d", *device);
+    return 0;
+}
+
+int ttrain_device_pick(const ttrain_device_in *in, int *device, char *why,
+                       size_t n)
+{
+    char seen[160];
+    *device = -1;
+    if (in->visible < 1)
+        return TORUS_FAIL(-1, "rank %d: no GPU visible (%s)", in->rank,
+                          _seen(in, seen, sizeof(seen)));
+    if (in->local_gpu)
+        return _from_env(in, device, why, n);
+    if (in->visible == 1) {
+        *device = 0;
+        snprintf(why, n, "the only visible GPU");
+        return 0;
+    }
+    if (in->local_size > in->visible || in->local_rank < 0 ||
+        in->local_rank >= in->local_size)
+        return TORUS_FAIL(
+            -1,
+            "rank %d: local rank %d of %d ranks on this node, but %d GPUs "
+            "are visible (%s): run at most %d ranks per node, give each "
+            "rank its own GPU (srun --gpus-per-task=1) or "
+            "set " TORUS_ENV_LOCAL_GPU,
+            in->rank, in->local_rank, in->local_size, in->visible,
+            _seen(in, seen, sizeof(seen)), in->visible);
+    *device = in->local_rank;
+    snprintf(why, n, "local rank %d", in->local_rank);
+    return 0;
+}
+
+void ttrain_device_getenv(ttrain_device_in *in)
+{
+    in->local_gpu = getenv(TORUS_ENV_LOCAL_GPU);
+    in->cvd = getenv("CUDA_VISIBLE_DEVICES");
+}
