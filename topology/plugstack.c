@@ -58,7 +58,7 @@ static int _set_topology(torus_layout_plugstack_t *cfg, const char *val)
 }
 
 /* topology_max=SIZE: the most bytes of topology.conf each slurmstepd reads
- * (torus(7) has the cost); never more than TORUS_LAYOUT_TOPO_FILE_MAX. */
+ * (spank_torus(8) has the cost); never more than TORUS_LAYOUT_TOPO_FILE_MAX. */
 static int _set_topology_max(torus_layout_plugstack_t *cfg, const char *val)
 {
     uint64_t v = 0;

@@ -65,7 +65,7 @@ static const char _usage[] =
     "falls\n"
     "        back to the node list (source \"nodelist\"). 'none' forces that.\n"
     "        (The plugin itself fails the step instead when TopologyPlugin is\n"
-    "        topology/tree and the file cannot be read: see torus(7).)\n"
+    "        topology/tree and the file cannot be read: see spank_torus(8).)\n"
     "    --topology-max SIZE\n"
     "        Refuse a topology.conf larger than SIZE (K, M = powers of 1024),\n"
     "        as the plugin's topology_max= does. Default: 4M, at most 64M.\n"
