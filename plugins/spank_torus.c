@@ -10,20 +10,15 @@
 
 #include <string.h>
 
-#include "common/torus_env.h"
 #include "plugins/torus_plugin.h"
 
 SPANK_PLUGIN(torus, 1);
 
 static struct spank_option _options[] = {
     {
-        "torus",
-        "auto|off|RxC",
-        "Lay the step's tasks out on a topology-aware 2D torus and "
-        "export " TORUS_ENV_DIMS ", " TORUS_ENV_COORD ", " TORUS_ENV_GROUP
-        ", ... to every task. auto (the default with no value) picks the "
-        "grid from the switch topology, RxC fixes it, off disables it. "
-        "See torus(7).",
+        TORUS_PLUGIN_OPTION,
+        TORUS_PLUGIN_OPTION_ARG,
+        TORUS_PLUGIN_OPTION_HELP,
         2,
         0,
         torus_plugin_local_option,

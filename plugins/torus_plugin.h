@@ -23,12 +23,24 @@
 #include <slurm/spank.h>
 #include <stdbool.h>
 
+#include "common/torus_env.h"
 #include "common/torus_error.h"
 #include "topology/torus_layout.h"
 
 /* Callbacks fail by returning -1: Slurm 22.05 only treats a negative return
  * as failure (ESPANK_ERROR, 3000, is logged and then ignored). */
 #define TORUS_PLUGIN_FAIL (-1)
+
+/* The plugin's one option, --torus[=ARG]: srun --help shows this text and
+ * spank_torus(8) is generated from it (plugins/spank_torus_doc.c). */
+#define TORUS_PLUGIN_OPTION     "torus"
+#define TORUS_PLUGIN_OPTION_ARG "auto|off|RxC"
+#define TORUS_PLUGIN_OPTION_HELP                                       \
+    "Lay the step's tasks out on a topology-aware 2D torus and "       \
+    "export " TORUS_ENV_DIMS ", " TORUS_ENV_COORD ", " TORUS_ENV_GROUP \
+    ", ... to every task. auto (the default with no value) picks the " \
+    "grid from the switch topology, RxC fixes it, off disables it. "   \
+    "See torus(7)."
 
 /* Every message the plugin prints starts with this. */
 #define TORUS_PLUGIN_MSG "torus: "

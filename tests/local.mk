@@ -59,3 +59,10 @@ tests/gpu/nccl_kernels.o: $(srcdir)/$(GPU_SMOKE_KERNELS).cu $(srcdir)/$(GPU_SMOK
 else
 EXTRA_DIST += tests/gpu/gpu_smoke.c
 endif
+
+# Site deployment: build the .deb, install it, run the smoke job with the
+# installed plugin and tools, purge (docs/deploy.md).
+TESTS += tests/integration/deploy_deb.sh
+EXTRA_DIST += tests/integration/deploy_deb.sh
+TESTS += tests/unit/deploy_spec.sh
+EXTRA_DIST += tests/unit/deploy_spec.sh

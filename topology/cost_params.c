@@ -75,6 +75,63 @@ bool torus_cost_is_key(const char *key)
     return false;
 }
 
+/* Documentation of key i (0-based, "bytes" last) for spank_torus(8) and
+ * torus-layout(1): the text is built from the table and the defaults
+ * above, so a new key or a new default reaches the man page by itself. */
+static const char *const _link_words[] = {
+    [TORUS_LINK_NODE] = "between the tasks of one node",
+    [TORUS_LINK_LEAF] = "between nodes under one leaf switch",
+    [TORUS_LINK_CROSS] = "between nodes under different leaf switches",
+};
+
+const char *torus_cost_key_doc(size_t i, const char **value, char *help,
+                               size_t n)
+{
+    torus_cost_t d;
+    torus_cost_defaults(&d);
+    if (i == _NKEYS) {
+        *value = "SIZE";
+        snprintf(help, n,
+                 "All-reduce size that auto optimises the grid for; K, M, G "
+                 "are powers of 1024 (default %lluM).",
+                 (unsigned long long)(d.bytes >> 20));
+        return "bytes";
+    }
+    if (i > _NKEYS)
+        return NULL;
+    const torus_cost_link_t *l = &d.link[_keys[i].link];
+    const char *w = _link_words[_keys[i].link];
+    switch (_keys[i].kind) {
+    case _LAT:
+        *value = "US";
+        snprintf(help, n,
+                 "Latency of one message %s, in microseconds "
+                 "(default %g).",
+                 w, l->alpha_s * 1e6);
+        break;
+    case _BW:
+        *value = "GBS";
+        snprintf(help, n, "Bandwidth %s, in GB/s (default %g).", w,
+                 l->bw_Bps / 1e9);
+        break;
+    case _RATE_REDUCE:
+    case _RATE_CONVERT:
+        *value = "GBS";
+        snprintf(
+            help, n, "GB/s at which one task %s (default %g).",
+            _keys[i].kind == _RATE_REDUCE ? "adds fp32 values"
+                                          : "casts fp32 to 16 bits",
+            (_keys[i].kind == _RATE_REDUCE ? d.reduce_Bps : d.convert_Bps) /
+                1e9);
+        break;
+    case _RAILS:
+        *value = "N";
+        snprintf(help, n, "Inter-node links per node (default %d).", d.rails);
+        break;
+    }
+    return _keys[i].key;
+}
+
 /* A positive decimal like "12.5": digits, at most one dot, at most `max`. */
 static bool _parse_positive(const char *text, double max, double *out)
 {

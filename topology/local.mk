@@ -54,12 +54,12 @@ check_PROGRAMS += tests/bench/bench_layout
 tests_bench_bench_layout_SOURCES = tests/bench/bench_layout.c
 tests_bench_bench_layout_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) -lm
 
-# torus-layout: the admin/debugging tool (man page: docs/man/torus-layout.1).
+# torus-layout: the admin/debugging tool (man page: docs/man/torus-layout.1.in,
+# built from its --help by docs/man/local.mk).
 bin_PROGRAMS += topology/torus-layout
 topology_torus_layout_SOURCES = topology/torus-layout.c topology/report.c topology/report.h
 topology_torus_layout_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CFLAGS)
 topology_torus_layout_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) -lm
-dist_man_MANS += docs/man/torus-layout.1 docs/man/torus.7
 dist_doc_DATA += docs/env-contract.md
 TESTS += tests/unit/torus_layout_cli.sh tests/unit/torus_layout_plugstack.sh
 EXTRA_DIST += tests/unit/torus_layout_cli.sh tests/unit/torus_layout_plugstack.sh \

@@ -58,7 +58,7 @@ static int _set_topology(torus_layout_plugstack_t *cfg, const char *val)
 }
 
 /* topology_max=SIZE: the most bytes of topology.conf each slurmstepd reads
- * (torus(7) has the cost); never more than TORUS_LAYOUT_TOPO_FILE_MAX. */
+ * (spank_torus(8) has the cost); never more than TORUS_LAYOUT_TOPO_FILE_MAX. */
 static int _set_topology_max(torus_layout_plugstack_t *cfg, const char *val)
 {
     uint64_t v = 0;
@@ -83,6 +83,58 @@ static const struct {
     {"topology", _set_topology},
     {"topology_max", _set_topology_max},
 };
+
+/* What each argument of the table (and the flag verbose) takes and does,
+ * for spank_torus(8), which is generated from torus_layout_plugstack_doc.
+ * Keyed by name so that the parse table keeps its shape; a table entry
+ * without a line here reaches the page as "undocumented", which the man
+ * page test refuses. */
+static const torus_layout_plugstack_doc_t _docs[] = {
+    {"default", "auto|off|RxC",
+     "Spec of a step run without --torus (and without an inherited #SBATCH "
+     "--torus). Default: off."},
+    {"topology", "tree|addr|none",
+     "First switch-map source to try: tree reads the topology.conf next to "
+     "slurmstepd's slurm.conf when TopologyPlugin is topology/tree; addr "
+     "skips topology.conf and takes the network as flat only when "
+     "TopologyPlugin is topology/none; none uses the node list. Default: "
+     "tree."},
+    {"topology_max", "SIZE",
+     "The largest topology.conf each slurmstepd reads, checked from its size "
+     "before reading; K, M are powers of 1024, from 64K to 64M. Default: "
+     "4M."},
+    {"verbose", NULL,
+     "Log every step's layout (grid, groups, switch-map source) to the "
+     "slurmd log and to the first task's standard error."},
+};
+
+static const char *_doc_help(const char *key, const char **value)
+{
+    for (size_t i = 0; i < sizeof _docs / sizeof _docs[0]; i++)
+        if (strcmp(key, _docs[i].key) == 0) {
+            *value = _docs[i].value;
+            return _docs[i].help;
+        }
+    return NULL;
+}
+
+int torus_layout_plugstack_doc(size_t i, torus_layout_plugstack_doc_t *d,
+                               char *buf, size_t n)
+{
+    enum { NTABLE = sizeof _table / sizeof _table[0] };
+    *d = (torus_layout_plugstack_doc_t){0};
+    if (i < NTABLE)
+        d->key = _table[i].key;
+    else if (i == NTABLE)
+        d->key = "verbose";
+    if (d->key) {
+        d->help = _doc_help(d->key, &d->value);
+        return 0;
+    }
+    d->key = torus_cost_key_doc(i - NTABLE - 1, &d->value, buf, n);
+    d->help = buf;
+    return d->key ? 0 : 1;
+}
 
 /* Split "key=value" into key (bounded) and a pointer to the value. */
 static int _split(const char *arg, size_t len, char key[_KEY_MAX],

@@ -107,6 +107,11 @@ int torus_cost_set(torus_cost_t *m, const char *key, const char *value);
 int torus_cost_set_list(torus_cost_t *m, const char *list, const char *what);
 /* True when `key` names a cost parameter (lets callers reject unknown keys). */
 bool torus_cost_is_key(const char *key);
+/* Key i of the cost model (0-based) for documentation: returns its name,
+ * sets *value to its value's syntax (US, GBS, N, SIZE) and writes a
+ * sentence with its unit and default into help[n]; NULL past the last. */
+const char *torus_cost_key_doc(size_t i, const char **value, char *help,
+                               size_t n);
 /* Parse a byte count with an optional K, M or G suffix (powers of 1024). */
 int torus_cost_parse_bytes(const char *text, uint64_t *out);
 /* 0 when every parameter can be priced with, else TORUS_COST_EINVAL. */

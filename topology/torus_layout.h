@@ -175,6 +175,18 @@ typedef struct torus_layout_plugstack {
 torus_layout_rc torus_layout_plugstack_parse(int ac, char *const *av,
                                              torus_layout_plugstack_t *cfg);
 
+/* One plugstack argument, for documentation: key, value syntax (NULL for
+ * a bare flag) and a sentence (NULL when plugstack.c has none). */
+typedef struct torus_layout_plugstack_doc {
+    const char *key, *value, *help;
+} torus_layout_plugstack_doc_t;
+
+/* Fill d with argument i (0-based) of those torus_layout_plugstack_parse
+ * accepts: plugstack.c's table, verbose, then the cost model's keys (whose
+ * text is written into buf[n]). Returns 0, or 1 past the last. */
+int torus_layout_plugstack_doc(size_t i, torus_layout_plugstack_doc_t *d,
+                               char *buf, size_t n);
+
 /* ---------------------------------------------------------------- layout */
 
 typedef struct torus_layout_input {

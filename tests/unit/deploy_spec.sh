@@ -1,0 +1,48 @@
+#!/bin/bash
+# deploy_spec.sh: torus.spec, the RPM recipe for RHEL-family sites, is one
+# rpm accepts here (rpmspec -P, no warnings), carries configure.ac's version,
+# and its %files list matches what `make install` installs with the spec's
+# own directories: every installed file is packaged, and every file the
+# list names is installed (an RPM build fails on either). The .deb side is
+# tests/integration/deploy_deb.sh. No cluster, no root needed.
+set -euo pipefail
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+command -v rpmspec >/dev/null || { echo "SKIP: rpmspec not installed (run tools/install-deps: rpm)"; exit 77; }
+spec=$top_srcdir/torus.spec
+
+# rpm's own parse, every macro expanded; warnings count as failures.
+rpmspec -P "$spec" >"$tmp/spec" 2>"$tmp/err" || fail "rpmspec -P: $(cat "$tmp/err")"
+[ ! -s "$tmp/err" ] || fail "rpmspec -P warns: $(head -3 "$tmp/err")"
+version=$(sed -n 's/^PACKAGE_VERSION = //p' "$top_builddir/Makefile")
+grep -q "^Version: *$version\$" "$tmp/spec" || fail "torus.spec's Version is not configure's $version"
+
+# Install with the directories the spec's %configure would use.
+ev() { rpm --eval "$1"; }
+spankdir=$(sed -n 's/.*--with-spank-dir=\([^ ]*\).*/\1/p' "$tmp/spec")
+[ -n "$spankdir" ] || fail "the spec's %configure sets no --with-spank-dir"
+make -s -C "$top_builddir" install DESTDIR="$tmp/root" prefix=/usr bindir="$(ev %_bindir)" \
+    libdir="$(ev %_libdir)" spankdir="$spankdir" mandir="$(ev %_mandir)" \
+    docdir="$(ev %_defaultdocdir)/torus" >"$tmp/install.log" 2>&1 ||
+    fail "make install failed: $(tail -5 "$tmp/install.log")"
+(cd "$tmp/root" && find . -type f | sed 's|^\.||' | grep -v '\.la$') | sort >"$tmp/installed"
+# %files, without directives; the conffile is made by %install, not make.
+sed -n '/^%files/,/^%changelog/p' "$tmp/spec" | sed '1d;$d' |
+    sed 's/^%config([a-z]*) *//; s/^%dir .*//; s/^%doc .*//' | grep '^/' | grep -v '^/etc/' >"$tmp/files"
+[ "$(wc -l <"$tmp/files")" -ge 5 ] || fail "too few %files entries: $(cat "$tmp/files")"
+# True when installed file $1 is what %files entry $2 names: a glob, or a
+# directory (ending in /) and everything below it.
+_covers() {
+    # shellcheck disable=SC2053 # the pattern is a glob on purpose
+    [[ $2 == */ && $1 == "$2"* ]] || [[ $1 == $2 ]]
+}
+_listed() { local p; while read -r p; do _covers "$1" "$p" && return 0; done <"$tmp/files"; return 1; }
+_installed() { local f; while read -r f; do _covers "$f" "$1" && return 0; done <"$tmp/installed"; return 1; }
+while read -r f; do
+    _listed "$f" || fail "make install installs $f but torus.spec's %files does not list it"
+done <"$tmp/installed"
+while read -r pat; do
+    _installed "$pat" || fail "torus.spec's %files lists $pat, which make install does not install"
+done <"$tmp/files"
+echo "ok: torus.spec parses, version $version, %files = make install ($(wc -l <"$tmp/installed") files)"
