@@ -17,7 +17,7 @@ readelf -lW "$so" | grep -q GNU_RELRO || { echo "FAIL: no RELRO segment" >&2; ex
 readelf -dW "$so" | grep -Eq 'BIND_NOW|FLAGS.*NOW' || { echo "FAIL: not linked with -z now" >&2; exit 1; }
 readelf -lW "$so" | grep GNU_STACK | grep -qv 'RWE' || { echo "FAIL: executable stack" >&2; exit 1; }
 # libslurm's internal slurm_conf global is read in one place only
-# (plugins/slurm_conf.c, documented in torus(7)); no other object of the
+# (plugins/slurm_conf.c, documented in spank_torus(8)); no other object of the
 # plugin or the layout library may reference it.
 users=$(for o in "$top_builddir"/plugins/.libs/*.o "$top_builddir"/topology/.libs/*.o; do
     nm "$o" 2>/dev/null | awk -v o="${o##*/}" '$NF == "slurm_conf" {print o}'
