@@ -23,11 +23,13 @@ topology_libtoruslayout_la_SOURCES = \
 	topology/spec.c \
 	topology/names.c \
 	topology/switchmap.c \
+	topology/coords.c \
+	topology/yaml.c \
 	topology/plugstack.c \
 	topology/layout.c
-topology_libtoruslayout_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CFLAGS)
+topology_libtoruslayout_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CFLAGS) $(YAML_CFLAGS)
 topology_libtoruslayout_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
-topology_libtoruslayout_la_LIBADD = topology/libtoruscost.la common/libtoruscommon.la -lm
+topology_libtoruslayout_la_LIBADD = topology/libtoruscost.la common/libtoruscommon.la $(YAML_LIBS) -lm
 
 TOPOLOGY_TEST_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) $(CHECK_LIBS) -lm
 
@@ -74,7 +76,7 @@ FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=u
 FUZZ_SECONDS = 60
 FUZZ_SRCS = tests/fuzz/fuzz_parsers.c plugins/args.c topology/plugstack.c topology/spec.c topology/cost_model.c \
 	topology/cost_params.c common/torus_error.c \
-	topology/names.c topology/switchmap.c topology/layout.c
+	topology/names.c topology/switchmap.c topology/coords.c topology/yaml.c topology/layout.c
 FUZZ_SEEDS = tests/fuzz/corpus/spec-auto tests/fuzz/corpus/spec-4x8 tests/fuzz/corpus/args \
 	tests/fuzz/corpus/tasks tests/fuzz/corpus/addr tests/fuzz/corpus/topo tests/fuzz/corpus/cost
 EXTRA_DIST += tests/fuzz/fuzz_parsers.c tests/fuzz/lsan.supp $(FUZZ_SEEDS)
@@ -82,7 +84,7 @@ fuzz-parsers: $(FUZZ_SRCS:%=$(top_srcdir)/%) topology/torus_layout.h topology/to
 		plugins/torus_plugin.h common/torus_error.h
 	$(MKDIR_P) tests/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -D_GNU_SOURCE -I$(top_srcdir) -I$(top_builddir) $(SLURM_CFLAGS) \
-		$(FUZZ_SRCS:%=$(top_srcdir)/%) -o tests/fuzz/fuzz_parsers $(SLURM_LIBS) -lm
+		$(FUZZ_SRCS:%=$(top_srcdir)/%) -o tests/fuzz/fuzz_parsers $(SLURM_LIBS) $(YAML_LIBS) -lm
 # Work corpus in the build tree; the seeds in the source tree stay read-only.
 fuzz-run: fuzz-parsers
 	$(MKDIR_P) tests/fuzz/work
