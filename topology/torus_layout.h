@@ -168,9 +168,15 @@ torus_layout_rc torus_layout_topo_load_yaml(const char *path, size_t max_bytes,
 torus_layout_rc torus_layout_partition_topology(const char *conf_path,
                                                 const char *partition,
                                                 char *buf, size_t len);
+/* SLURM_TOPOLOGY_ADDR values, one per line ('#' comments, blank lines), as
+ * torus_layout_topo_add_addr() takes them; errors name the file and line. */
+torus_layout_rc torus_layout_topo_parse_addr(const char *text, size_t len,
+                                             const char *name,
+                                             torus_layout_topo_t **out);
 /* Load a topology file: a name ending in .yaml or .yml is a topology.yaml
- * (`want` as above; the chosen topology must be of `kind` unless ANY), any
- * other a topology.conf keeping the lines of `kind`. */
+ * (`want` as above; the chosen topology must be of `kind` unless ANY), one
+ * ending in .addr a list of addresses, any other a topology.conf keeping
+ * the lines of `kind`. */
 torus_layout_rc torus_layout_topo_load_any(const char *path, size_t max_bytes,
                                            torus_layout_topo_kind kind,
                                            const char *want,
@@ -233,6 +239,9 @@ typedef enum torus_layout_topo_pref {
 
 const char *torus_layout_topo_pref_name(torus_layout_topo_pref pref);
 
+/* Most NICs (rails) plugstack nics= lists. */
+#define TORUS_LAYOUT_NICS_MAX 16
+
 /* The arguments of spank_torus.so's plugstack.conf line. */
 typedef struct torus_layout_plugstack {
     torus_layout_spec_t default_spec; /* default= (off) */
@@ -240,6 +249,14 @@ typedef struct torus_layout_plugstack {
     size_t topology_max;              /* topology_max= (4M) */
     torus_cost_t cost;                /* node_lat_us= ... bytes= */
     bool verbose;                     /* verbose */
+    /* topology_file=: an absolute path read instead of Slurm's own file
+     * (.yaml/.yml: topology.yaml, .addr: SLURM_TOPOLOGY_ADDR lines, else
+     * topology.conf), "" when not given. */
+    char topology_file[128];
+    /* nics=mlx5_0,mlx5_1[:port]: one NIC per rail, column c uses
+     * nics[c % nnics] (NCCL_IB_HCA, UCX_NET_DEVICES). */
+    char nics[TORUS_LAYOUT_NICS_MAX][32];
+    uint32_t nnics;
 } torus_layout_plugstack_t;
 
 /* Parse plugstack arguments (the words after the plugin path) into cfg,

@@ -458,6 +458,17 @@ torus_layout_rc torus_layout_topo_load_any(const char *path, size_t max_bytes,
 {
     *out = NULL;
     *flat = false;
+    size_t n = strlen(path);
+    if (n >= 5 && strcmp(path + n - 5, ".addr") == 0) {
+        char *buf = NULL;
+        size_t len = 0;
+        torus_layout_rc rc =
+            torus_layout_file_read(path, max_bytes, &buf, &len);
+        if (!rc)
+            rc = torus_layout_topo_parse_addr(buf, len, path, out);
+        free(buf);
+        return rc;
+    }
     if (!_is_yaml(path))
         return torus_layout_topo_load_kind(path, max_bytes, kind, out);
     torus_layout_rc rc =
@@ -472,4 +483,40 @@ torus_layout_rc torus_layout_topo_load_any(const char *path, size_t max_bytes,
                           torus_layout_topo_kind_name(kind));
     }
     return rc;
+}
+
+torus_layout_rc torus_layout_topo_parse_addr(const char *text, size_t len,
+                                             const char *name,
+                                             torus_layout_topo_t **out)
+{
+    char line[16 * TORUS_LAYOUT_NAME_MAX + 1];
+    if (torus_layout_topo_new(out))
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
+    unsigned lineno = 0;
+    for (size_t pos = 0; pos < len;) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - text) - pos : len - pos;
+        lineno++;
+        const char *hash = memchr(text + pos, '#', n);
+        size_t used = hash ? (size_t)(hash - text) - pos : n;
+        while (used && strchr(" \t\r", text[pos + used - 1]))
+            used--;
+        torus_layout_rc rc = TORUS_LAYOUT_OK;
+        if (used >= sizeof line)
+            rc = TORUS_FAIL(TORUS_LAYOUT_EINVAL, "line too long");
+        else if (memchr(text + pos, '\0', used))
+            rc = TORUS_FAIL(TORUS_LAYOUT_EINVAL, "NUL byte");
+        else if (used) {
+            memcpy(line, text + pos, used);
+            line[used] = '\0';
+            rc = torus_layout_topo_add_addr(*out, line);
+        }
+        if (rc) {
+            torus_layout_topo_free(*out);
+            *out = NULL;
+            return torus_error_prefix(rc, "%s:%u", name, lineno);
+        }
+        pos += n + 1;
+    }
+    return TORUS_LAYOUT_OK;
 }
