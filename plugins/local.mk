@@ -34,8 +34,10 @@ TESTS += \
 	tests/integration/plugin_sbatch.sh \
 	tests/integration/plugin_args.sh \
 	tests/integration/plugin_uneven.sh \
-	tests/integration/plugin_harden.sh
+	tests/integration/plugin_harden.sh \
+	tests/integration/plugin_topology.sh
 EXTRA_DIST += \
+	tests/integration/plugin_topology.sh \
 	tests/integration/plugin_srun.sh \
 	tests/integration/plugin_sbatch.sh \
 	tests/integration/plugin_args.sh \
@@ -68,6 +70,6 @@ tests_unit_test_layout_step_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) $(C
 # GPU and rail choice per task (TORUS_LOCAL_GPU, nics=): pure, unit-tested.
 check_PROGRAMS += tests/unit/test_plugin_gpu
 TESTS += tests/unit/test_plugin_gpu
-tests_unit_test_plugin_gpu_SOURCES = tests/unit/test_plugin_gpu.c plugins/gpu.c
+tests_unit_test_plugin_gpu_SOURCES = tests/unit/test_plugin_gpu.c plugins/gpu.c plugins/args.c
 tests_unit_test_plugin_gpu_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
 tests_unit_test_plugin_gpu_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) $(CHECK_LIBS) -lm

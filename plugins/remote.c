@@ -171,8 +171,8 @@ static torus_layout_topo_t *_switch_map(spank_t sp, torus_layout_source *source)
     bool conf_kind = kind == TORUS_TOPO_TREE || kind == TORUS_TOPO_BLOCK;
     _want(sp, conf_path, want, sizeof want);
     if (cfg->topology_file[0])
-        return _load(cfg->topology_file, conf_kind ? kind : TORUS_TOPO_ANY,
-                     want[0] ? want : NULL, source);
+        return _load(cfg->topology_file, TORUS_TOPO_ANY, want[0] ? want : NULL,
+                     source);
     if (flat) {
         *source = TORUS_SOURCE_ADDR;
         return NULL;

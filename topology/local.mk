@@ -33,14 +33,18 @@ topology_libtoruslayout_la_LIBADD = topology/libtoruscost.la common/libtoruscomm
 
 TOPOLOGY_TEST_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) $(CHECK_LIBS) -lm
 
-check_PROGRAMS += tests/unit/test_layout tests/unit/test_layout_parse
-TESTS += tests/unit/test_layout tests/unit/test_layout_parse
+check_PROGRAMS += tests/unit/test_layout tests/unit/test_layout_parse tests/unit/test_layout_topo
+TESTS += tests/unit/test_layout tests/unit/test_layout_parse tests/unit/test_layout_topo
 tests_unit_test_layout_SOURCES = tests/unit/test_layout.c
 tests_unit_test_layout_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
 tests_unit_test_layout_LDADD = $(TOPOLOGY_TEST_LDADD)
 tests_unit_test_layout_parse_SOURCES = tests/unit/test_layout_parse.c
 tests_unit_test_layout_parse_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
 tests_unit_test_layout_parse_LDADD = $(TOPOLOGY_TEST_LDADD)
+# block, topology.yaml, torus3d/ring (issue 16): held-out shapes.
+tests_unit_test_layout_topo_SOURCES = tests/unit/test_layout_topo.c
+tests_unit_test_layout_topo_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
+tests_unit_test_layout_topo_LDADD = $(TOPOLOGY_TEST_LDADD)
 
 # One model for both consumers: the plugin's grid and tcomm's hybrid pick
 # move together (links libtcomm too, hence TCOMM_*, from trainer/comm).
