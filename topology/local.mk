@@ -69,7 +69,7 @@ dist_man_MANS += docs/man/torus-layout.1 docs/man/torus.7
 dist_doc_DATA += docs/env-contract.md
 TESTS += tests/unit/torus_layout_cli.sh tests/unit/torus_layout_plugstack.sh
 EXTRA_DIST += tests/unit/torus_layout_cli.sh tests/unit/torus_layout_plugstack.sh \
-	tests/integration/torus_check.py
+	tests/integration/torus_check.py tests/bench/comm/twolevel.sh
 
 # libFuzzer target for the spec, plugstack-argument, tasks-per-node,
 # SLURM_TOPOLOGY_ADDR, topology.conf and cost parsers. Built and run only by
@@ -82,7 +82,8 @@ FUZZ_SRCS = tests/fuzz/fuzz_parsers.c plugins/args.c topology/plugstack.c topolo
 	topology/cost_params.c common/torus_error.c \
 	topology/names.c topology/switchmap.c topology/coords.c topology/yaml.c topology/layout.c
 FUZZ_SEEDS = tests/fuzz/corpus/spec-auto tests/fuzz/corpus/spec-4x8 tests/fuzz/corpus/args \
-	tests/fuzz/corpus/tasks tests/fuzz/corpus/addr tests/fuzz/corpus/topo tests/fuzz/corpus/cost
+	tests/fuzz/corpus/tasks tests/fuzz/corpus/addr tests/fuzz/corpus/topo tests/fuzz/corpus/cost \
+	tests/fuzz/corpus/block tests/fuzz/corpus/yaml tests/fuzz/corpus/torus3d
 EXTRA_DIST += tests/fuzz/fuzz_parsers.c tests/fuzz/lsan.supp $(FUZZ_SEEDS)
 fuzz-parsers: $(FUZZ_SRCS:%=$(top_srcdir)/%) topology/torus_layout.h topology/torus_cost.h \
 		plugins/torus_plugin.h common/torus_error.h
