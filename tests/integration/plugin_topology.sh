@@ -5,6 +5,7 @@
 # slurmctld refuses BlockName= lines in topology.conf (fatal "unrecognized
 # key"), so each form comes through the plugstack argument topology_file=.
 # Every task's TORUS_* must equal `torus-layout --json` for the same file.
+# Then GPUs per node and rails (nics=) per task.
 set -euo pipefail
 . "$top_srcdir/tests/cluster/testlib.sh"
 . "$top_srcdir/tests/integration/plugin_lib.sh"
@@ -74,4 +75,29 @@ srun -N2 -n2 true 2>"$t/bad.err" || rc=$?
 [ $rc != 0 ] || tl_fail "a bad topology_file did not fail the step"
 grep -q 'bad.conf:2: BlockSizes: 3 is not a power-of-two multiple of 2' "$t/bad.err" ||
     tl_fail "bad topology_file message: $(cat "$t/bad.err")"
-echo "plugin_topology: block, yaml (cluster_default; Topology= by torus-layout), torus3d and a bad file as torus-layout says"
+# GPUs and rails. This cluster has no GPUs (no gres), so the step carries
+# what Slurm's gpu gres would set (SLURM_GPUS_ON_NODE, CUDA_VISIBLE_DEVICES):
+# auto makes a row of each node's GPUs, each task gets its own GPU, and
+# with nics= each column its own rail (NCCL_IB_HCA, UCX_NET_DEVICES).
+pl_args nics=mlx5_0,mlx5_1
+SLURM_GPUS_ON_NODE=2 CUDA_VISIBLE_DEVICES=0,1 srun -N4 --ntasks-per-node=2 sh -c \
+    'echo $SLURM_PROCID $SLURM_LOCALID $TORUS_DIMS $TORUS_COORD $TORUS_GPUS_PER_NODE $TORUS_LOCAL_GPU $TORUS_NIC $NCCL_IB_HCA $UCX_NET_DEVICES' \
+    2>"$t/gpu.err" | sort -n >"$t/gpu" || tl_fail "GPU step failed: $(cat "$t/gpu.err")"
+[ "$(wc -l <"$t/gpu")" = 8 ] || tl_fail "GPU step: $(cat "$t/gpu" "$t/gpu.err")"
+while read -r id local dims coord gpn gpu nic hca ucx; do
+    col=${coord#*,}
+    [ "$dims" = 4x2 ] && [ "$gpn" = 2 ] && [ "$gpu" = "$local" ] && [ "$col" = "$local" ] &&
+        [ "$nic" = "mlx5_$col" ] && [ "$hca" = "=mlx5_$col" ] && [ "$ucx" = "mlx5_$col:1" ] ||
+        tl_fail "GPU task $id: $dims $coord gpus=$gpn gpu=$gpu nic=$nic hca=$hca ucx=$ucx"
+done <"$t/gpu"
+# Slurm bound one GPU to each task: its index is 0; a user's NCCL_IB_HCA stays.
+SLURM_GPUS_ON_NODE=2 CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA=mine srun -N1 --ntasks-per-node=2 sh -c \
+    'echo $TORUS_LOCAL_GPU $NCCL_IB_HCA' >"$t/gpu1" 2>&1
+[ "$(sort -u "$t/gpu1")" = "0 mine" ] || tl_fail "bound GPU: $(cat "$t/gpu1")"
+# More tasks than GPUs: no TORUS_LOCAL_GPU, and the first task says why.
+SLURM_GPUS_ON_NODE=1 srun -N1 --ntasks-per-node=2 sh -c 'echo "[${TORUS_LOCAL_GPU-unset}]"' \
+    >"$t/gpu2" 2>"$t/gpu2.err"
+[ "$(sort -u "$t/gpu2")" = "[unset]" ] && grep -q '2 tasks per node but 1 GPU' "$t/gpu2.err" ||
+    tl_fail "too few GPUs: $(cat "$t/gpu2" "$t/gpu2.err")"
+
+echo "plugin_topology: block, yaml (cluster_default; Topology= by torus-layout), torus3d and a bad file as torus-layout says; GPUs and rails per task"

@@ -13,10 +13,17 @@
 #   aware: plugstack default=auto topology_file=<the leaves>
 #   blind: plugstack default=auto topology=none (the node list, one group)
 # and the cost model's prediction of each from torus-layout, with the
-# emulated rates as its link classes (the blind grid's rows cross the
+# link rates measured between two nodes of one leaf and of two leaves as its
+# link classes (the blind grid's rows cross the
 # leaves and its columns stay inside them: torus-layout prices it as the
 # same grid on contiguous leaves with the leaf and cross rates swapped).
 # Rates stay low so that the links, not the 2 shared cores, bound the time.
+#
+# Measured 2026-12-01 (2 shared cores, defaults, 3 runs of 5 iterations):
+#   aware 2x4 (rows n1 n3 | n2 n4) median 1736.7 ms, blind 4x2 (node-list
+#   order, every column hop across) 3005.8 ms: blind/aware 1.73. Probed
+#   links 0.0216 GB/s in a leaf, 0.0048 across (nominal 0.025, 0.00625);
+#   model 1458.5 ms (-16%) and 2631.7 ms (-12%).
 #
 # Usage: tests/bench/comm/twolevel.sh BUILD_DIR [LEAF_RATE] [CROSS_RATE] [SIZE]
 #        (defaults 200mbit 50mbit 8M; rates in mbit)
@@ -44,7 +51,7 @@ addr() { nsenter --net="/run/netns/${ns_prefix}n$1" ip -o -4 addr show dev "tv${
 leaf_of() { echo $((($1 + 1) % 2)); } # n1,n3 -> leaf 0; n2,n4 -> leaf 1
 for i in 1 2 3 4; do
     ns="/run/netns/${ns_prefix}n$i" dev="tv${port_base}n$i"
-    nsenter --net="$ns" tc qdisc add dev "$dev" root handle 1: htb default 10
+    nsenter --net="$ns" tc qdisc add dev "$dev" root handle 1: htb default 10 r2q 1000
     nsenter --net="$ns" tc class add dev "$dev" parent 1: classid 1:10 htb rate "$leaf" ceil "$leaf" burst 64k
     nsenter --net="$ns" tc class add dev "$dev" parent 1: classid 1:20 htb rate "$cross" ceil "$cross" burst 64k
     for j in 1 2 3 4; do
@@ -71,8 +78,7 @@ costopts() { for k in $1; do printf -- '--cost %s ' "$k"; done; }
 echo "== $(date -u +%FT%TZ) 4 nodes x 2 ranks; leaves {n1,n3} {n2,n4}; htb $leaf in a leaf, $cross across; torus2d $size fp32, $iters iterations"
 
 # One measurement: the plugstack line, then torus-bench's median-free line
-# (torus-bench prints the mean of -n iterations); we repeat 3 times and take
-# the median of the three.
+# (torus-bench prints the mean of -n iterations); 3 runs, the median.
 run() {
     sed -i "s|\(spank_torus.so\).*|\1 $1|" "$base/etc/plugstack.conf"
     srun -N4 --ntasks-per-node=2 sh -c '[ $SLURM_PROCID != 0 ] || echo "grid $TORUS_DIMS source $TORUS_SOURCE node order: $(hostname):$TORUS_COORD"' 2>/dev/null
@@ -87,8 +93,23 @@ echo "-- aware (topology_file)"
 run "default=auto topology_file=$base/etc/twolevel.conf $cost" | tee "$base/aware.txt"
 echo "-- blind (topology=none)"
 run "default=auto topology=none $cost" | tee "$base/blind.txt"
-echo "-- cost model (torus-layout)"
-pa=$(tool --topology "$base/etc/twolevel.conf" --spec auto $(costopts "$cost") | awk '/2D torus/ {print $3}')
+# Link probe: a ring all-reduce of SIZE over 2 nodes x 2 ranks, whose two
+# node-to-node edges carry 2(P-1)/P * SIZE = 1.5 * SIZE each, as the rings
+# of the grids do. (One rank per node, a pair exchanging both ways, reaches
+# only about half the rate here, MPI_Allreduce included: not the pattern of
+# a torus ring.)
+echo "-- link probe: ring all-reduce of $size over 2 nodes x 2 ranks"
+probe() {
+    timeout 300 srun --mpi=pmix -N2 -w "$1" --ntasks-per-node=2 "$build/trainer/bench/torus-bench" \
+        -b "$size" -e "$size" -n "$iters" -w 1 -a ring -d fp32 2>&1 |
+        awk -v s="$size" '$4 == "ring" {b = s; sub(/M$/, "", b); printf "%.6f\n", 1.5 * b * 1048576 / ($5 * 1e-6) / 1e9}'
+}
+bleaf=$(probe n1,n3)
+bcross=$(probe n1,n2)
+echo "measured link rate: in a leaf $bleaf GB/s (nominal $(gbs "$leaf")), across $bcross GB/s (nominal $(gbs "$cross"))"
+echo "-- cost model (torus-layout, probed rates)"
+mkeys() { echo "leaf_bw_gbs=$1 cross_bw_gbs=$2 leaf_lat_us=100 cross_lat_us=100 node_bw_gbs=2 node_lat_us=5 bytes=$size"; }
+pa=$(tool --topology "$base/etc/twolevel.conf" --spec auto $(costopts "$(mkeys "$bleaf" "$bcross")") | awk '/2D torus/ {print $3}')
 grid=$(tool --topology none --spec auto $(costopts "$cost") --json |
     python3 -c 'import json,sys; d=json.load(sys.stdin)["dims"]; print("%dx%d" % tuple(d))')
 # The blind grid in the real network: rows of 2 nodes (n1 n2 | n3 n4) cross
@@ -96,15 +117,15 @@ grid=$(tool --topology none --spec auto $(costopts "$cost") --json |
 # leaves with the two rates swapped. Any other blind grid: every hop
 # between nodes in node-list order crosses, so one leaf at the cross rate.
 if [ "${grid#*x}" = 4 ]; then
-    pb=$(tool --topology "$base/etc/swapped.conf" --spec "$grid" $(costopts "$(keys "$cross" "$leaf")") |
+    pb=$(tool --topology "$base/etc/swapped.conf" --spec "$grid" $(costopts "$(mkeys "$bcross" "$bleaf")") |
         awk '/2D torus/ {print $3}')
 else
-    pb=$(tool --topology none --spec "$grid" $(costopts "$(keys "$cross" "$cross")") | awk '/2D torus/ {print $3}')
+    pb=$(tool --topology none --spec "$grid" $(costopts "$(mkeys "$bcross" "$bcross")") | awk '/2D torus/ {print $3}')
 fi
 echo "predicted aware ${pa} ms, blind (${grid}) ${pb} ms"
-col=$(awk 'NR==1 {for (i = 1; i <= NF; i++) if ($i == "torus2d") print i + 1}' "$base/aware.txt")
-ma=$(awk -v c="$col" '{print $c}' "$base/aware.txt" | med)
-mb=$(awk -v c="$col" '{print $c}' "$base/blind.txt" | med)
+# torus-bench line: size count wire algo time(us) ...
+ma=$(awk '$4 == "torus2d" {print $5}' "$base/aware.txt" | med)
+mb=$(awk '$4 == "torus2d" {print $5}' "$base/blind.txt" | med)
 awk -v ma="$ma" -v mb="$mb" -v pa="$pa" -v pb="$pb" 'BEGIN {
     # torus-bench prints microseconds; torus-layout milliseconds.
     printf "measured median aware %.1f ms, blind %.1f ms (blind/aware %.2f)\n", ma / 1e3, mb / 1e3, mb / ma
