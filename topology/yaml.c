@@ -104,7 +104,7 @@ static torus_layout_rc _entry(_ctx *x, int id, bool block,
                               torus_layout_topo_t *t)
 {
     const char *what = block ? "block" : "switch";
-    yaml_node_t *m;
+    yaml_node_t *m = NULL;
     torus_layout_rc rc = _get(x, id, YAML_MAPPING_NODE, what, &m);
     const char *name = NULL, *nodes = NULL, *children = NULL, *skip;
     for (yaml_node_pair_t *p = m ? m->data.mapping.pairs.start : NULL;
@@ -139,7 +139,7 @@ static torus_layout_rc _entry(_ctx *x, int id, bool block,
 static torus_layout_rc _entries(_ctx *x, int id, bool block,
                                 torus_layout_topo_t *t)
 {
-    yaml_node_t *s;
+    yaml_node_t *s = NULL;
     torus_layout_rc rc =
         _get(x, id, YAML_SEQUENCE_NODE, block ? "blocks" : "switches", &s);
     for (yaml_node_item_t *i = s ? s->data.sequence.items.start : NULL;
@@ -151,7 +151,7 @@ static torus_layout_rc _entries(_ctx *x, int id, bool block,
 /* block_sizes: [4, 16] into "4,16" for the topology.conf checks. */
 static torus_layout_rc _sizes(_ctx *x, int id, torus_layout_topo_t *t)
 {
-    yaml_node_t *s;
+    yaml_node_t *s = NULL;
     torus_layout_rc rc = _get(x, id, YAML_SEQUENCE_NODE, "block_sizes", &s);
     char text[TORUS_LAYOUT_BLOCK_LEVELS_MAX * 12] = "";
     size_t used = 0, n = 0;
@@ -177,7 +177,7 @@ static torus_layout_rc _sizes(_ctx *x, int id, torus_layout_topo_t *t)
 static torus_layout_rc _body(_ctx *x, int id, bool block,
                              torus_layout_topo_t *t)
 {
-    yaml_node_t *m;
+    yaml_node_t *m = NULL;
     torus_layout_rc rc =
         _get(x, id, YAML_MAPPING_NODE, block ? "block" : "tree", &m);
     for (yaml_node_pair_t *p = m ? m->data.mapping.pairs.start : NULL;
@@ -215,27 +215,29 @@ static torus_layout_rc _topology_key(_ctx *x, const char *key,
 {
     if (strcmp(key, "cluster_default") == 0)
         return _bool(x, p->value, key, &out->cluster_default);
-    if (strcmp(key, "flat") == 0) {
-        (*types)++;
+    bool flat = strcmp(key, "flat") == 0, block = strcmp(key, "block") == 0;
+    if (!flat && !block && strcmp(key, "tree") != 0)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "%s:%u: topology %s: '%.40s' is not read here "
+                          "(tree, block or flat; give torus3d/ring nodes as "
+                          "addresses)",
+                          x->file, out->line, out->name, key);
+    /* One type per entry: a second would replace (and leak) the first. */
+    if ((*types)++)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "%s:%u: topology %s needs exactly one of tree:, "
+                          "block:, flat:",
+                          x->file, out->line, out->name);
+    if (flat)
         return _bool(x, p->value, key, &out->flat);
-    }
-    bool block = strcmp(key, "block") == 0;
-    if (block || strcmp(key, "tree") == 0) {
-        (*types)++;
-        if (torus_layout_topo_new(&out->topo))
-            return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
-        return _body(x, p->value, block, out->topo);
-    }
-    return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
-                      "%s:%u: topology %s: '%.40s' is not read here "
-                      "(tree, block or flat; give torus3d/ring nodes as "
-                      "addresses)",
-                      x->file, out->line, out->name, key);
+    if (torus_layout_topo_new(&out->topo))
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
+    return _body(x, p->value, block, out->topo);
 }
 
 static torus_layout_rc _topology(_ctx *x, int id, _topology_t *out)
 {
-    yaml_node_t *m;
+    yaml_node_t *m = NULL;
     torus_layout_rc rc = _get(x, id, YAML_MAPPING_NODE, "topology", &m);
     if (rc)
         return rc;
@@ -292,7 +294,7 @@ static torus_layout_rc _choose(_ctx *x, _topology_t *tp, size_t n,
 static torus_layout_rc _document(_ctx *x, const char *want,
                                  torus_layout_topo_t **out, bool *flat)
 {
-    yaml_node_t *root = yaml_document_get_root_node(&x->doc), *s;
+    yaml_node_t *root = yaml_document_get_root_node(&x->doc), *s = NULL;
     if (!root)
         return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "%s: empty", x->file);
     torus_layout_rc rc = _get(x, 1, YAML_SEQUENCE_NODE, "the file", &s);

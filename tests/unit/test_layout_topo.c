@@ -279,6 +279,18 @@ START_TEST(yaml_errors)
                "aliases are not accepted");
     yaml_fails("- topology: a\n  cluster_default: maybe\n  flat: true\n",
                "expected true or false");
+    /* A node of the wrong type where a list or mapping belongs (found by
+     * fuzz_parsers: the walk used the node it had not got). */
+    yaml_fails("- topology: a\n  block:\n    blocks: x\n",
+               "t.yaml:3: blocks: expected a list");
+    yaml_fails("- topology: a\n  tree:\n    switches:\n      - [s]\n",
+               "switch: expected a mapping");
+    yaml_fails("- topology: a\n  tree: [x]\n", "tree: expected a mapping");
+    yaml_fails("- topology: a\n  block:\n    block_sizes: 4\n",
+               "block_sizes: expected a list");
+    yaml_fails("- topology: a\n  tree: {switches: []}\n"
+               "  block: {blocks: []}\n",
+               "t.yaml:1: topology a needs exactly one of");
 }
 END_TEST
 
