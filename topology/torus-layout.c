@@ -286,9 +286,14 @@ static void _check_plugstack(const char *line)
     }
     char spec[TORUS_LAYOUT_SPEC_MAX + 1];
     torus_layout_spec_format(&cfg.default_spec, spec, sizeof spec);
-    printf("plugstack ok: default=%s topology=%s topology_max=%zu%s\n", spec,
+    printf("plugstack ok: default=%s topology=%s topology_max=%zu%s", spec,
            torus_layout_topo_pref_name(cfg.topology), cfg.topology_max,
            cfg.verbose ? " verbose" : "");
+    if (cfg.topology_file[0])
+        printf(" topology_file=%s", cfg.topology_file);
+    for (uint32_t i = 0; i < cfg.nnics; i++)
+        printf("%s%s", i ? "," : " nics=", cfg.nics[i]);
+    printf("\n");
     if (required)
         fprintf(stderr,
                 "torus-layout: note: 'required' fails every srun on the "
