@@ -100,16 +100,17 @@ static char *_job_env(spank_t sp, const char *name, size_t max)
  * see the head of this file). `kind` is what TopologyPlugin says the lines
  * are (ANY for a torus-specific file of another plugin). */
 static torus_layout_topo_t *_load(const char *path, torus_layout_topo_kind kind,
-                                  const char *want, torus_layout_source *source)
+                                  const char *want, const char *why,
+                                  torus_layout_source *source)
 {
     torus_layout_topo_t *topo = NULL;
     bool flat = false;
     if (torus_layout_topo_load_any(path, torus_plugin_state.cfg.topology_max,
                                    kind, want, &topo, &flat)) {
-        _fail_step("%s; every node must read the same topology file: the "
-                   "step cannot run here (torus(7); --torus=off runs it "
+        _fail_step("%s; %s, so every node must read the same switch map: "
+                   "the step cannot run here (torus(7); --torus=off runs it "
                    "without a torus)",
-                   torus_error_msg());
+                   torus_error_msg(), why);
         return NULL;
     }
     *source = flat ? TORUS_SOURCE_ADDR : TORUS_SOURCE_TREE;
@@ -170,9 +171,11 @@ static torus_layout_topo_t *_switch_map(spank_t sp, torus_layout_source *source)
     torus_layout_topo_kind kind = _kind(plugin, &flat);
     bool conf_kind = kind == TORUS_TOPO_TREE || kind == TORUS_TOPO_BLOCK;
     _want(sp, conf_path, want, sizeof want);
+    char why[160];
+    snprintf(why, sizeof why, "TopologyPlugin is %s", plugin);
     if (cfg->topology_file[0])
         return _load(cfg->topology_file, TORUS_TOPO_ANY, want[0] ? want : NULL,
-                     source);
+                     "plugstack topology_file= names it", source);
     if (flat) {
         *source = TORUS_SOURCE_ADDR;
         return NULL;
@@ -181,13 +184,13 @@ static torus_layout_topo_t *_switch_map(spank_t sp, torus_layout_source *source)
         !torus_layout_conf_sibling(conf_path, "topology.yaml", path,
                                    sizeof path) &&
         access(path, F_OK) == 0)
-        return _load(path, TORUS_TOPO_ANY, want[0] ? want : NULL, source);
+        return _load(path, TORUS_TOPO_ANY, want[0] ? want : NULL, why, source);
     if (cfg->topology == TORUS_TOPO_PREF_TREE && conf_kind) {
         if (torus_layout_topo_conf_path(conf_path, path, sizeof path)) {
             _fail_step("topology.conf: path too long");
             return NULL;
         }
-        return _load(path, kind, NULL, source);
+        return _load(path, kind, NULL, why, source);
     }
     if (kind == TORUS_TOPO_TORUS3D || kind == TORUS_TOPO_RING)
         _warn("TopologyPlugin is %s: each node sees only its own "
