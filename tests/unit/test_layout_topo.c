@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/torus_error.h"
 #include "topology/torus_layout.h"
@@ -441,6 +442,39 @@ START_TEST(torus3d_off_box_and_ring)
 }
 END_TEST
 
+/* slurm.conf's Topology= per partition, as Slurm reads it for topology.yaml:
+ * the partition's own, else PartitionName=DEFAULT's (given before it). */
+START_TEST(partition_topology)
+{
+    char path[] = "/tmp/test_layout_topo.XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char *conf = "ClusterName=c # Topology=x on a comment\n"
+                       "PartitionName=cpu Nodes=ALL\n"
+                       "PartitionName=DEFAULT Topology=fat\n"
+                       "PartitionName=gpu Nodes=g[1-8] Topology=nvl\n"
+                       "PartitionName=io   Nodes=ALL\n"
+                       "PartitionName=gpu Topology=late\n";
+    ck_assert_int_eq(write(fd, conf, strlen(conf)), (ssize_t)strlen(conf));
+    close(fd);
+    char buf[64];
+    static const char *const cases[][2] = {
+        {"gpu", "nvl"}, {"io", "fat"}, {"cpu", ""}, {"none", ""}, {"gp", ""}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_assert_int_eq(
+            torus_layout_partition_topology(path, cases[i][0], buf, sizeof buf),
+            0);
+        ck_assert_msg(strcmp(buf, cases[i][1]) == 0, "%s: '%s', not '%s'",
+                      cases[i][0], buf, cases[i][1]);
+    }
+    unlink(path);
+    ck_assert_int_ne(torus_layout_partition_topology("/nonexistent/slurm.conf",
+                                                     "gpu", buf, sizeof buf),
+                     0);
+    ck_assert(strstr(torus_error_msg(), "/nonexistent/slurm.conf"));
+}
+END_TEST
+
 START_TEST(addr_file)
 {
     const char *text = "# every node's SLURM_TOPOLOGY_ADDR\n"
@@ -469,6 +503,7 @@ int main(void)
     tcase_add_test(tc, torus3d_boxes);
     tcase_add_test(tc, torus3d_off_box_and_ring);
     tcase_add_test(tc, addr_file);
+    tcase_add_test(tc, partition_topology);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
