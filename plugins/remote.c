@@ -135,16 +135,22 @@ static torus_layout_topo_kind _kind(const char *plugin, bool *flat)
     return TORUS_TOPO_ANY;
 }
 
-/* The partition's Topology= (topology.yaml's choice), "" for Slurm's
- * default. SLURM_JOB_PARTITION is the job's; every node reads the same. */
-static void _want(spank_t sp, const char *conf_path, char *want, size_t len)
+/* For a topology.yaml `path`: the partition's Topology= (into want, ""
+ * for Slurm's default choice); NULL for other files, which have one
+ * topology. SLURM_JOB_PARTITION is the job's: every node reads the same.
+ * slurm.conf is read only here, only for a yaml file. */
+static const char *_want(spank_t sp, const char *path, const char *conf_path,
+                         char *want, size_t len)
 {
     char part[TORUS_LAYOUT_NAME_MAX];
     want[0] = '\0';
+    if (!torus_layout_topo_is_yaml(path))
+        return NULL;
     if (spank_getenv(sp, "SLURM_JOB_PARTITION", part, sizeof part) ==
             ESPANK_SUCCESS &&
         torus_layout_partition_topology(conf_path, part, want, len))
         want[0] = '\0';
+    return want[0] ? want : NULL;
 }
 
 /* Switch map, in the order of torus(7). What the network looks like comes
@@ -170,12 +176,13 @@ static torus_layout_topo_t *_switch_map(spank_t sp, torus_layout_source *source)
     bool flat;
     torus_layout_topo_kind kind = _kind(plugin, &flat);
     bool conf_kind = kind == TORUS_TOPO_TREE || kind == TORUS_TOPO_BLOCK;
-    _want(sp, conf_path, want, sizeof want);
     char why[160];
     snprintf(why, sizeof why, "TopologyPlugin is %s", plugin);
     if (cfg->topology_file[0])
-        return _load(cfg->topology_file, TORUS_TOPO_ANY, want[0] ? want : NULL,
-                     "plugstack topology_file= names it", source);
+        return _load(
+            cfg->topology_file, TORUS_TOPO_ANY,
+            _want(sp, cfg->topology_file, conf_path, want, sizeof want),
+            "plugstack topology_file= names it", source);
     if (flat) {
         *source = TORUS_SOURCE_ADDR;
         return NULL;
@@ -184,7 +191,9 @@ static torus_layout_topo_t *_switch_map(spank_t sp, torus_layout_source *source)
         !torus_layout_conf_sibling(conf_path, "topology.yaml", path,
                                    sizeof path) &&
         access(path, F_OK) == 0)
-        return _load(path, TORUS_TOPO_ANY, want[0] ? want : NULL, why, source);
+        return _load(path, TORUS_TOPO_ANY,
+                     _want(sp, path, conf_path, want, sizeof want), why,
+                     source);
     if (cfg->topology == TORUS_TOPO_PREF_TREE && conf_kind) {
         if (torus_layout_topo_conf_path(conf_path, path, sizeof path)) {
             _fail_step("topology.conf: path too long");

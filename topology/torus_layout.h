@@ -173,6 +173,8 @@ torus_layout_rc torus_layout_partition_topology(const char *conf_path,
 torus_layout_rc torus_layout_topo_parse_addr(const char *text, size_t len,
                                              const char *name,
                                              torus_layout_topo_t **out);
+/* True when `path` names a topology.yaml (ends in .yaml or .yml). */
+bool torus_layout_topo_is_yaml(const char *path);
 /* Load a topology file: a name ending in .yaml or .yml is a topology.yaml
  * (`want` as above; the chosen topology must be of `kind` unless ANY), one
  * ending in .addr a list of addresses, any other a topology.conf keeping

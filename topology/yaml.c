@@ -445,7 +445,7 @@ torus_layout_rc torus_layout_partition_topology(const char *conf_path,
 
 /* ------------------------------------------------- any topology file */
 
-static bool _is_yaml(const char *path)
+bool torus_layout_topo_is_yaml(const char *path)
 {
     size_t n = strlen(path);
     return (n >= 5 && strcmp(path + n - 5, ".yaml") == 0) ||
@@ -471,7 +471,7 @@ torus_layout_rc torus_layout_topo_load_any(const char *path, size_t max_bytes,
         free(buf);
         return rc;
     }
-    if (!_is_yaml(path))
+    if (!torus_layout_topo_is_yaml(path))
         return torus_layout_topo_load_kind(path, max_bytes, kind, out);
     torus_layout_rc rc =
         torus_layout_topo_load_yaml(path, max_bytes, want, out, flat);
