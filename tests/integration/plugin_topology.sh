@@ -92,8 +92,8 @@ while read -r id local dims coord gpn gpu nic hca ucx; do
 done <"$t/gpu"
 # Slurm bound one GPU to each task: its index is 0; a user's NCCL_IB_HCA stays.
 SLURM_GPUS_ON_NODE=2 CUDA_VISIBLE_DEVICES=1 NCCL_IB_HCA=mine srun -N1 --ntasks-per-node=2 sh -c \
-    'echo $TORUS_LOCAL_GPU $NCCL_IB_HCA' >"$t/gpu1" 2>&1
-[ "$(sort -u "$t/gpu1")" = "0 mine" ] || tl_fail "bound GPU: $(cat "$t/gpu1")"
+    'echo $TORUS_LOCAL_GPU $NCCL_IB_HCA' >"$t/gpu1" 2>"$t/gpu1.err"
+[ "$(sort -u "$t/gpu1")" = "0 mine" ] || tl_fail "bound GPU: $(cat "$t/gpu1" "$t/gpu1.err")"
 # More tasks than GPUs: no TORUS_LOCAL_GPU, and the first task says why.
 SLURM_GPUS_ON_NODE=1 srun -N1 --ntasks-per-node=2 sh -c 'echo "[${TORUS_LOCAL_GPU-unset}]"' \
     >"$t/gpu2" 2>"$t/gpu2.err"
