@@ -1,7 +1,7 @@
 /* common/torus_env.h: the names of the TORUS_* environment contract, defined
  * once. spank_torus.so (plugins/remote.c) sets them in every task; libtcomm
- * (trainer/comm/core/layout_env.c) reads them back. Both include this header, so
- * the writer and the reader cannot drift apart. The meaning of each value is
+ * (trainer/comm/core/layout_env.c) reads them back. Both include this header,
+ * so the writer and the reader cannot drift apart. The meaning of each value is
  * in docs/env-contract.md.
  *
  * The names are string-literal macros so they can be pasted into messages
@@ -16,6 +16,14 @@
 #define TORUS_ENV_NGROUPS    "TORUS_NGROUPS"    /* groups in the step */
 #define TORUS_ENV_NODE_INDEX "TORUS_NODE_INDEX" /* node's torus position */
 #define TORUS_ENV_SOURCE     "TORUS_SOURCE" /* where the topology came from */
+
+/* GPUs and rails: set only when the step has GPUs (docs/env-contract.md,
+ * "GPUs per node"). TORUS_LOCAL_GPU is the task's GPU as an index into the
+ * devices the task sees (CUDA_VISIBLE_DEVICES order); TORUS_NIC is the NIC
+ * (rail) of the task's column, set only with plugstack nics=. */
+#define TORUS_ENV_LOCAL_GPU     "TORUS_LOCAL_GPU"
+#define TORUS_ENV_GPUS_PER_NODE "TORUS_GPUS_PER_NODE"
+#define TORUS_ENV_NIC           "TORUS_NIC"
 
 /* The one version this tree writes and understands. */
 #define TORUS_ENV_VERSION_VALUE "1"

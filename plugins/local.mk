@@ -15,6 +15,7 @@ plugins_spank_torus_la_SOURCES = \
 	plugins/local.c \
 	plugins/remote.c \
 	plugins/step.c \
+	plugins/gpu.c \
 	plugins/slurm_conf.c
 plugins_spank_torus_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CFLAGS)
 plugins_spank_torus_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
@@ -33,8 +34,10 @@ TESTS += \
 	tests/integration/plugin_sbatch.sh \
 	tests/integration/plugin_args.sh \
 	tests/integration/plugin_uneven.sh \
-	tests/integration/plugin_harden.sh
+	tests/integration/plugin_harden.sh \
+	tests/integration/plugin_topology.sh
 EXTRA_DIST += \
+	tests/integration/plugin_topology.sh \
 	tests/integration/plugin_srun.sh \
 	tests/integration/plugin_sbatch.sh \
 	tests/integration/plugin_args.sh \
@@ -63,3 +66,10 @@ TESTS += tests/unit/test_layout_step
 tests_unit_test_layout_step_SOURCES = tests/unit/test_layout_step.c plugins/step.c
 tests_unit_test_layout_step_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
 tests_unit_test_layout_step_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) $(CHECK_LIBS) -lm
+
+# GPU and rail choice per task (TORUS_LOCAL_GPU, nics=): pure, unit-tested.
+check_PROGRAMS += tests/unit/test_plugin_gpu
+TESTS += tests/unit/test_plugin_gpu
+tests_unit_test_plugin_gpu_SOURCES = tests/unit/test_plugin_gpu.c plugins/gpu.c plugins/args.c
+tests_unit_test_plugin_gpu_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
+tests_unit_test_plugin_gpu_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) $(CHECK_LIBS) -lm

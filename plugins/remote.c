@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 
@@ -32,8 +33,10 @@
 #include "plugins/torus_plugin.h"
 
 static const char *const _vars[] = {
-    TORUS_ENV_VERSION, TORUS_ENV_DIMS,       TORUS_ENV_COORD, TORUS_ENV_GROUP,
-    TORUS_ENV_NGROUPS, TORUS_ENV_NODE_INDEX, TORUS_ENV_SOURCE};
+    TORUS_ENV_VERSION, TORUS_ENV_DIMS,      TORUS_ENV_COORD,
+    TORUS_ENV_GROUP,   TORUS_ENV_NGROUPS,   TORUS_ENV_NODE_INDEX,
+    TORUS_ENV_SOURCE,  TORUS_ENV_LOCAL_GPU, TORUS_ENV_GPUS_PER_NODE,
+    TORUS_ENV_NIC};
 
 static struct {
     bool skip; /* batch, extern or interactive step: leave alone */
@@ -41,6 +44,7 @@ static struct {
     torus_layout_t *layout; /* NULL or disabled: torus off for this step */
     torus_plugin_step_t step;
     uint32_t total_tasks;
+    int gpus;       /* GPUs of the step on this node (0: none) */
     char note[768]; /* warnings, shown once per step to the user */
 } _r;
 
@@ -92,57 +96,120 @@ static char *_job_env(spank_t sp, const char *name, size_t max)
     return buf;
 }
 
-/* The switch map of topology/tree: topology.conf next to slurm.conf, at
- * most topology_max bytes. A node that cannot read it fails the step. */
-static torus_layout_topo_t *_tree_map(const char *conf_path,
-                                      torus_layout_source *source)
+/* Load `path` (a file every node must read alike: failing fails the step,
+ * see the head of this file). `kind` is what TopologyPlugin says the lines
+ * are (ANY for a torus-specific file of another plugin). */
+static torus_layout_topo_t *_load(const char *path, torus_layout_topo_kind kind,
+                                  const char *want, const char *why,
+                                  torus_layout_source *source)
 {
-    char path[4096];
     torus_layout_topo_t *topo = NULL;
-    if (torus_layout_topo_conf_path(conf_path, path, sizeof path)) {
-        _fail_step("topology.conf: path too long");
-    } else if (torus_layout_topo_load(path, torus_plugin_state.cfg.topology_max,
-                                      &topo)) {
-        _fail_step("%s; TopologyPlugin is topology/tree, so every node must "
-                   "read the same switch map: the step cannot run here "
-                   "(torus(7); --torus=off runs it without a torus)",
-                   torus_error_msg());
-    } else {
-        *source = TORUS_SOURCE_TREE;
+    bool flat = false;
+    if (torus_layout_topo_load_any(path, torus_plugin_state.cfg.topology_max,
+                                   kind, want, &topo, &flat)) {
+        _fail_step("%s; %s, so every node must read the same switch map: "
+                   "the step cannot run here (spank_torus(8); --torus=off runs it "
+                   "without a torus)",
+                   torus_error_msg(), why);
+        return NULL;
     }
+    *source = flat ? TORUS_SOURCE_ADDR : TORUS_SOURCE_TREE;
     return topo;
 }
 
-/* Switch map, in the order of torus(7). What the network looks like comes
- * from slurm.conf's TopologyPlugin only, never from the job's environment:
- * tree reads topology.conf; none means the admin declared the network flat
- * (the fact SLURM_TOPOLOGY_ADDR_PATTERN=node would state, but users can set
- * that variable); anything else leaves the node list. */
-static torus_layout_topo_t *_switch_map(torus_layout_source *source)
+/* TopologyPlugin -> the form of its lines; ANY for flat/none/unknown. */
+static torus_layout_topo_kind _kind(const char *plugin, bool *flat)
 {
-    char plugin[128] = "", conf_path[4096] = "";
-    torus_layout_topo_pref pref = torus_plugin_state.cfg.topology;
+    static const struct {
+        const char *name;
+        torus_layout_topo_kind kind;
+    } k[] = {{"topology/tree", TORUS_TOPO_TREE},
+             {"topology/block", TORUS_TOPO_BLOCK},
+             {"topology/torus3d", TORUS_TOPO_TORUS3D},
+             {"topology/ring", TORUS_TOPO_RING}};
+    *flat = strcmp(plugin, "topology/none") == 0 ||
+            strcmp(plugin, "topology/flat") == 0;
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (strcmp(plugin, k[i].name) == 0)
+            return k[i].kind;
+    return TORUS_TOPO_ANY;
+}
+
+/* For a topology.yaml `path`: the partition's Topology= (into want, ""
+ * for Slurm's default choice); NULL for other files, which have one
+ * topology. SLURM_JOB_PARTITION is the job's: every node reads the same.
+ * slurm.conf is read only here, only for a yaml file. */
+static const char *_want(spank_t sp, const char *path, const char *conf_path,
+                         char *want, size_t len)
+{
+    char part[TORUS_LAYOUT_NAME_MAX];
+    want[0] = '\0';
+    if (!torus_layout_topo_is_yaml(path))
+        return NULL;
+    if (spank_getenv(sp, "SLURM_JOB_PARTITION", part, sizeof part) ==
+            ESPANK_SUCCESS &&
+        torus_layout_partition_topology(conf_path, part, want, len))
+        want[0] = '\0';
+    return want[0] ? want : NULL;
+}
+
+/* Switch map, in the order of spank_torus(8). What the network looks like comes
+ * from the configuration only, never from the job's environment:
+ * plugstack topology_file= first; then topology.yaml next to slurm.conf
+ * (Slurm 25.05+ reads it before topology.conf); then topology.conf with the
+ * lines of TopologyPlugin (tree or block); topology/none and topology/flat
+ * mean a flat network. torus3d/ring need topology_file= (each node sees
+ * only its own SLURM_TOPOLOGY_ADDR). Anything else leaves the node list. */
+static torus_layout_topo_t *_switch_map(spank_t sp, torus_layout_source *source)
+{
+    char plugin[128] = "", conf_path[4096] = "", path[4096];
+    char want[TORUS_LAYOUT_NAME_MAX];
+    const torus_plugin_config_t *cfg = &torus_plugin_state.cfg;
     *source = TORUS_SOURCE_NODELIST;
-    if (pref == TORUS_TOPO_PREF_NONE) {
+    if (cfg->topology == TORUS_TOPO_PREF_NONE) {
         _warn("no switch map; using the node list (one group)");
         return NULL;
     }
     if (!torus_plugin_slurm_conf(plugin, sizeof plugin, conf_path,
                                  sizeof conf_path))
         plugin[0] = '\0';
-    bool tree = strcmp(plugin, "topology/tree") == 0;
-    bool flat = strcmp(plugin, "topology/none") == 0;
-    if (pref == TORUS_TOPO_PREF_TREE && tree)
-        return _tree_map(conf_path, source);
+    bool flat;
+    torus_layout_topo_kind kind = _kind(plugin, &flat);
+    bool conf_kind = kind == TORUS_TOPO_TREE || kind == TORUS_TOPO_BLOCK;
+    char why[160];
+    snprintf(why, sizeof why, "TopologyPlugin is %s", plugin);
+    if (cfg->topology_file[0])
+        return _load(
+            cfg->topology_file, TORUS_TOPO_ANY,
+            _want(sp, cfg->topology_file, conf_path, want, sizeof want),
+            "plugstack topology_file= names it", source);
     if (flat) {
         *source = TORUS_SOURCE_ADDR;
         return NULL;
     }
-    if (tree)
+    if (cfg->topology == TORUS_TOPO_PREF_TREE && conf_kind &&
+        !torus_layout_conf_sibling(conf_path, "topology.yaml", path,
+                                   sizeof path) &&
+        access(path, F_OK) == 0)
+        return _load(path, TORUS_TOPO_ANY,
+                     _want(sp, path, conf_path, want, sizeof want), why,
+                     source);
+    if (cfg->topology == TORUS_TOPO_PREF_TREE && conf_kind) {
+        if (torus_layout_topo_conf_path(conf_path, path, sizeof path)) {
+            _fail_step("topology.conf: path too long");
+            return NULL;
+        }
+        return _load(path, kind, NULL, why, source);
+    }
+    if (kind == TORUS_TOPO_TORUS3D || kind == TORUS_TOPO_RING)
+        _warn("TopologyPlugin is %s: each node sees only its own "
+              "SLURM_TOPOLOGY_ADDR; list every node's address in a file "
+              "named by plugstack topology_file= (spank_torus(8))",
+              plugin);
+    else if (conf_kind)
         _warn("SLURM_TOPOLOGY_ADDR only describes this node's own switches");
     else
-        _warn("TopologyPlugin is %.64s, neither topology/tree nor "
-              "topology/none",
+        _warn("TopologyPlugin is %.64s, not one torus reads",
               plugin[0] ? plugin : "unknown");
     _warn("no switch map; using the node list (one group)");
     return NULL;
@@ -197,16 +264,51 @@ static bool _read_step(spank_t sp)
     return rc == TORUS_PLUGIN_OK;
 }
 
+/* GPUs of the step on this node, from what Slurm set for the step:
+ * SLURM_GPUS_ON_NODE, else the SLURM_STEP_GPUS / SLURM_JOB_GPUS device
+ * list, else SLURM_GPUS_PER_NODE. 0 when none (or malformed). */
+static int _step_gpus(spank_t sp)
+{
+    static const char *const counts[] = {"SLURM_GPUS_ON_NODE",
+                                         "SLURM_GPUS_PER_NODE"};
+    static const char *const lists[] = {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS"};
+    char v[4096];
+    int n = 0;
+    if (spank_getenv(sp, counts[0], v, sizeof v) == ESPANK_SUCCESS)
+        n = torus_plugin_gpu_count(v);
+    for (size_t i = 0; n <= 0 && i < 2; i++)
+        if (spank_getenv(sp, lists[i], v, sizeof v) == ESPANK_SUCCESS)
+            n = torus_plugin_gpu_list_len(v);
+    if (n <= 0 && spank_getenv(sp, counts[1], v, sizeof v) == ESPANK_SUCCESS)
+        n = torus_plugin_gpu_count(v);
+    return n > 0 ? n : 0;
+}
+
+/* With GPUs, `auto` makes a row of each node's GPUs (one task per GPU):
+ * rows are NVLink rings, columns cross nodes (docs/env-contract.md). */
+static void _gpu_rows(torus_layout_spec_t *spec)
+{
+    if (_r.gpus <= 0 || spec->kind != TORUS_SPEC_AUTO)
+        return;
+    for (size_t i = 0; i < _r.step.nnodes; i++)
+        if (_r.step.tasks[i] != (uint32_t)_r.gpus)
+            return;
+    *spec = (torus_layout_spec_t){.kind = TORUS_SPEC_EXPLICIT,
+                                  .rows = (uint32_t)_r.step.nnodes,
+                                  .cols = (uint32_t)_r.gpus};
+}
+
 /* Phase 3: the layout (into _r.layout). An explicit grid this step cannot
  * hold fails the step; anything else unexpected turns the torus off. */
-static void _compute(const torus_layout_spec_t *spec)
+static void _compute(spank_t sp, const torus_layout_spec_t *spec)
 {
     torus_layout_input_t in = {.nnodes = _r.step.nnodes,
                                .nodes = (const char *const *)_r.step.names,
                                .tasks = _r.step.tasks,
                                .spec = *spec,
                                .cost = torus_plugin_state.cfg.cost};
-    torus_layout_topo_t *topo = _switch_map(&in.source);
+    _gpu_rows(&in.spec);
+    torus_layout_topo_t *topo = _switch_map(sp, &in.source);
     if (_r.fail)
         return;
     in.topo = topo;
@@ -270,7 +372,8 @@ int torus_plugin_remote_init(spank_t sp)
     if (spec.kind == TORUS_SPEC_OFF || !_read_step(sp))
         return ESPANK_SUCCESS;
     _spec_for_step(sp, &spec);
-    _compute(&spec);
+    _r.gpus = _step_gpus(sp);
+    _compute(sp, &spec);
     if (_r.layout && !_r.fail)
         _report();
     return ESPANK_SUCCESS;
@@ -290,9 +393,46 @@ static int _set(spank_t sp, const char *name, const char *fmt, unsigned a,
     return 0;
 }
 
+/* GPU and rail of task t: TORUS_GPUS_PER_NODE, TORUS_LOCAL_GPU (gpu.c's
+ * policy: CUDA_VISIBLE_DEVICES stays Slurm's), and with nics= TORUS_NIC
+ * plus NCCL_IB_HCA / UCX_NET_DEVICES unless the user set them. */
+static int _export_gpu(spank_t sp, const torus_layout_t *l,
+                       const torus_layout_task_t *t, uint32_t local)
+{
+    char visible[4096];
+    torus_plugin_gpu_in_t in = {.gpus = _r.gpus,
+                                .tasks_per_node =
+                                    torus_layout_tasks_per_node(l),
+                                .local = local};
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", visible, sizeof visible) ==
+        ESPANK_SUCCESS)
+        in.visible = visible;
+    torus_plugin_gpu_t g;
+    torus_plugin_gpu_plan(&in, &g);
+    if (g.gpus > 0 &&
+        _set(sp, TORUS_ENV_GPUS_PER_NODE, "%u", (unsigned)g.gpus, 0))
+        return TORUS_PLUGIN_FAIL;
+    if (g.local_gpu >= 0 &&
+        _set(sp, TORUS_ENV_LOCAL_GPU, "%u", (unsigned)g.local_gpu, 0))
+        return TORUS_PLUGIN_FAIL;
+    if (g.gpus > 0 && g.local_gpu < 0 && in.local == 0)
+        fprintf(stderr, TORUS_PLUGIN_MSG "warning: %s\n", g.why);
+    const char *nic = torus_plugin_nic(&torus_plugin_state.cfg, t->col);
+    if (!nic)
+        return ESPANK_SUCCESS;
+    char hca[40], ucx[40];
+    snprintf(hca, sizeof hca, "=%s", nic);
+    snprintf(ucx, sizeof ucx, "%s%s", nic, strchr(nic, ':') ? "" : ":1");
+    if (spank_setenv(sp, TORUS_ENV_NIC, nic, 1) != ESPANK_SUCCESS ||
+        spank_setenv(sp, "NCCL_IB_HCA", hca, 0) == ESPANK_ERROR ||
+        spank_setenv(sp, "UCX_NET_DEVICES", ucx, 0) == ESPANK_ERROR)
+        return TORUS_PLUGIN_FAIL;
+    return ESPANK_SUCCESS;
+}
+
 /* Every TORUS_* variable of task t (docs/env-contract.md). */
 static int _export(spank_t sp, const torus_layout_t *l,
-                   const torus_layout_task_t *t)
+                   const torus_layout_task_t *t, uint32_t local)
 {
     /* The version value has no conversion: _set prints it as it is. */
     if (_set(sp, TORUS_ENV_VERSION, TORUS_ENV_VERSION_VALUE, 0, 0) ||
@@ -306,7 +446,7 @@ static int _export(spank_t sp, const torus_layout_t *l,
                      torus_layout_source_name(torus_layout_source_of(l)),
                      1) != ESPANK_SUCCESS)
         return TORUS_PLUGIN_FAIL;
-    return ESPANK_SUCCESS;
+    return _export_gpu(sp, l, t, local);
 }
 
 int torus_plugin_remote_task_init(spank_t sp)
@@ -344,7 +484,7 @@ int torus_plugin_remote_task_init(spank_t sp)
                 torus_layout_rows(l), torus_layout_cols(l),
                 torus_layout_source_name(torus_layout_source_of(l)),
                 torus_layout_reason(l));
-    return _export(sp, l, &t);
+    return _export(sp, l, &t, (uint32_t)local);
 }
 
 void torus_plugin_remote_exit(void)

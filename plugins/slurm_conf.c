@@ -10,7 +10,7 @@
  * The symbol is weak, so the plugin still loads where it is absent (then
  * this returns false and the caller uses the node list). slurm_conf_t is
  * the public slurm.h type of the Slurm the plugin was built against, and a
- * SPANK plugin is rebuilt for each Slurm release anyway (torus(7)).
+ * SPANK plugin is rebuilt for each Slurm release anyway (spank_torus(8)).
  */
 #include "config.h"
 

@@ -4,7 +4,7 @@
  * and the dispatch to one file per SPANK context (local.c for srun, sbatch
  * and salloc; remote.c for slurmstepd); the arguments and the state are
  * args.c's. It is the top of the plugin: nothing includes or calls back
- * into it. What the plugin does is in torus(7).
+ * into it. What the plugin does is in spank_torus(8).
  */
 #include "config.h"
 

@@ -118,6 +118,31 @@ void torus_plugin_step_free(torus_plugin_step_t *step);
 bool torus_plugin_slurm_conf(char *topology_plugin, size_t plugin_len,
                              char *conf_path, size_t path_len);
 
+/* gpu.c: a task's GPU and rail (pure). */
+typedef struct torus_plugin_gpu_in {
+    int gpus;                /* GPUs of the step on this node (0: none) */
+    uint32_t tasks_per_node; /* the layout's T */
+    uint32_t local;          /* the task's local id */
+    const char *visible;     /* the task's CUDA_VISIBLE_DEVICES, or NULL */
+} torus_plugin_gpu_in_t;
+
+typedef struct torus_plugin_gpu {
+    int gpus;      /* as given */
+    int local_gpu; /* index into the visible devices; -1: not set */
+    char why[192]; /* why not, when gpus > 0 and local_gpu is -1 */
+} torus_plugin_gpu_t;
+
+/* A GPU count "[type:]N" (SLURM_GPUS_PER_NODE, SLURM_GPUS_ON_NODE): N, 0
+ * when unset or empty, -1 when malformed. */
+int torus_plugin_gpu_count(const char *count);
+/* Entries of a device list "0,1,2" (SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES;
+ * UUIDs count too): 0 when unset or empty, -1 when malformed. */
+int torus_plugin_gpu_list_len(const char *list);
+void torus_plugin_gpu_plan(const torus_plugin_gpu_in_t *in,
+                           torus_plugin_gpu_t *out);
+/* The NIC of column `col` (plugstack nics=), NULL without nics=. */
+const char *torus_plugin_nic(const torus_plugin_config_t *cfg, uint32_t col);
+
 /* local.c: the --torus option callback (validates at submission), and
  * srun's check of an explicit RxC against the step's size. */
 int torus_plugin_local_option(int val, const char *optarg, int remote);

@@ -38,6 +38,62 @@ const char *torus_layout_topo_name(const torus_layout_topo_t *topo,
  * lists can come from a job's environment. Expansion stays libslurm's job. */
 bool torus_layout_hostlist_sane(const char *s);
 
+/* Read a whole file of at most max_bytes (fstat first, then bounded). */
+torus_layout_rc torus_layout_file_read(const char *path, size_t max_bytes,
+                                       char **buf, size_t *len);
+
+/* Fix the kind of a map being filled (EINVAL when it already holds
+ * another). A torus3d/ring kind creates the coordinate table. */
+torus_layout_rc torus_layout_topo_set_kind(torus_layout_topo_t *t,
+                                           torus_layout_topo_kind kind);
+/* Add a switch/block entry by name, as a topology.conf line does (yaml.c
+ * fills maps through this). `nodes`/`children` may be NULL. */
+torus_layout_rc torus_layout_topo_define(torus_layout_topo_t *t,
+                                         const char *name, bool block,
+                                         const char *nodes,
+                                         const char *children, uint32_t line,
+                                         const char *file);
+/* Set BlockSizes from text "4,16" (as the topology.conf line). */
+torus_layout_rc torus_layout_topo_define_sizes(torus_layout_topo_t *t,
+                                               const char *text, uint32_t line,
+                                               const char *file);
+/* Finish a map filled by define: link parents, check, set the kind. */
+torus_layout_rc torus_layout_topo_finish(torus_layout_topo_t *t,
+                                         const char *file,
+                                         torus_layout_topo_kind kind);
+
+/* ------------------------------------------------ coordinates (coords.c) */
+
+/* Where torus3d/ring nodes sit: one entry per node address. */
+typedef struct torus_layout_coords torus_layout_coords_t;
+torus_layout_rc torus_layout_coords_new(torus_layout_coords_t **out);
+void torus_layout_coords_free(torus_layout_coords_t *c);
+/* Add "NAME:X:Y:Z.node" or "NAME:POS.node" (addr of len bytes). */
+torus_layout_rc torus_layout_coords_add_addr(torus_layout_topo_t *topo,
+                                             const char *addr, size_t len);
+torus_layout_coords_t *torus_layout_topo_coords_of(torus_layout_topo_t *t);
+const torus_layout_coords_t *
+torus_layout_topo_coords(const torus_layout_topo_t *t);
+
+/* The node order of a torus3d/ring step (see coords.c): order[pos] = node
+ * id, group[node] (one group per row line), *nodes_per_row the row length
+ * in nodes that makes every ring physical (1 when only rows inside nodes
+ * are), and a sentence for the layout's reason. */
+typedef struct torus_layout_coord_order {
+    size_t *order;
+    uint32_t *group;
+    uint32_t ngroups;
+    size_t nodes_per_row;
+    char note[160];
+} torus_layout_coord_order_t;
+torus_layout_rc torus_layout_coords_order(const torus_layout_topo_t *topo,
+                                          const char *const *names,
+                                          size_t count,
+                                          torus_layout_coord_order_t *out);
+
+/* Name of the (first) torus or ring of a coordinate map, for group names. */
+const char *torus_layout_coords_net(const torus_layout_topo_t *topo);
+
 /* FNV-1a, the one hash the library uses for name tables. */
 uint64_t torus_layout_hash(const char *s);
 

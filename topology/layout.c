@@ -33,6 +33,8 @@ struct torus_layout {
     char **group_switch; /* group -> leaf switch name */
     uint32_t
         leaf_ranks; /* tasks per leaf the model may assume (see _leaf_ranks) */
+    size_t coord_row; /* torus3d/ring: nodes per row that keep rings
+                       * physical (0: not a coordinate map) */
     char reason[512];
 };
 
@@ -114,6 +116,12 @@ const char *torus_layout_source_name(torus_layout_source source)
         return "SLURM_TOPOLOGY_ADDR";
     case TORUS_SOURCE_NODELIST:
         return "nodelist";
+    case TORUS_SOURCE_BLOCK:
+        return "topology/block";
+    case TORUS_SOURCE_TORUS3D:
+        return "topology/torus3d";
+    case TORUS_SOURCE_RING:
+        return "topology/ring";
     }
     return "nodelist";
 }
@@ -302,7 +310,8 @@ static size_t _gcd(size_t a, size_t b)
  * 0, nothing crosses the spine. */
 static uint32_t _leaf_ranks(const torus_layout_t *l)
 {
-    if (l->ngroups <= 1)
+    /* torus3d/ring: every ring hop is one direct link, a leaf's price. */
+    if (l->ngroups <= 1 || l->coord_row)
         return 0;
     size_t g = 0;
     for (uint32_t i = 0; i < l->ngroups; i++)
@@ -368,7 +377,9 @@ static void _choose_auto(torus_layout_t *l, const torus_cost_t *cost)
         uint32_t pair[2] = {d, l->tpn / d};
         for (int k = 0; k < (pair[0] == pair[1] ? 1 : 2); k++) {
             uint32_t c = pair[k];
-            if (c == l->tpn)
+            /* Shorter rows send the columns along the node order, which
+             * is a physical ring on a torus only row by row. */
+            if (c == l->tpn || l->coord_row > 1)
                 continue;
             double t = _predict_2d(l, cost, (uint32_t)(l->tasks / c), c);
             if (best_c == 0 || _better(t, c, l->tasks, best_t, best_c))
@@ -378,7 +389,8 @@ static void _choose_auto(torus_layout_t *l, const torus_cost_t *cost)
     for (size_t m = 1; m <= l->nnodes; m++) {
         if (l->nnodes % m || (uint64_t)m * l->tpn > UINT32_MAX)
             continue;
-        if (_crossing_rows(l, m))
+        /* torus3d/ring: only the row length whose rings are physical. */
+        if (l->coord_row ? m != l->coord_row : _crossing_rows(l, m) != 0)
             continue;
         best_clean_m = m;
         uint32_t c = (uint32_t)(m * l->tpn);
@@ -394,7 +406,10 @@ static void _choose_auto(torus_layout_t *l, const torus_cost_t *cost)
              "auto: %ux%u predicts %.3f ms per %llu-byte all-reduce; rows stay "
              "inside %s",
              l->rows, l->cols, best_t * 1e3, (unsigned long long)cost->bytes,
-             l->cols <= l->tpn ? "one node" : "one leaf switch");
+             l->cols <= l->tpn                 ? "one node"
+             : l->coord_row                    ? "one line of the torus"
+             : l->source == TORUS_SOURCE_BLOCK ? "one block"
+                                               : "one leaf switch");
     used = strlen(l->reason);
     if (l->ngroups > 1 && best_clean_m < l->nnodes / l->ngroups)
         snprintf(l->reason + used, sizeof l->reason - used,
@@ -467,6 +482,9 @@ static torus_layout_rc _alloc(const torus_layout_input_t *in,
     l->source = in->topo || in->source == TORUS_SOURCE_ADDR
                     ? in->source
                     : TORUS_SOURCE_NODELIST;
+    if (in->topo && in->source == TORUS_SOURCE_TREE &&
+        torus_layout_topo_kind_of(in->topo) == TORUS_TOPO_BLOCK)
+        l->source = TORUS_SOURCE_BLOCK;
     l->order = malloc(n * sizeof *l->order);
     l->pos = malloc(n * sizeof *l->pos);
     l->group = malloc(n * sizeof *l->group);
@@ -508,6 +526,52 @@ static torus_layout_rc _resolve_leaves(torus_layout_t *l,
         return TORUS_LAYOUT_OK;
     }
     *leaf = lf;
+    return TORUS_LAYOUT_OK;
+}
+
+/* Phase 2 for torus3d/ring maps: the node order that keeps rings physical
+ * (coords.c). True when done; false to go on as with a switch map (the map
+ * lacks one of the nodes: the node list, as for trees). */
+static torus_layout_rc _coord_nodes(torus_layout_t *l,
+                                    const torus_layout_input_t *in, bool *done)
+{
+    torus_layout_coord_order_t co;
+    *done = false;
+    torus_layout_rc rc =
+        torus_layout_coords_order(in->topo, in->nodes, in->nnodes, &co);
+    if (rc || !co.order) {
+        snprintf(l->reason, sizeof l->reason, "%s", co.note);
+        free(co.order);
+        free(co.group);
+        if (!rc)
+            l->source = TORUS_SOURCE_NODELIST;
+        return rc;
+    }
+    memcpy(l->order, co.order, l->nnodes * sizeof *l->order);
+    memcpy(l->group, co.group, l->nnodes * sizeof *l->group);
+    free(co.order);
+    free(co.group);
+    l->ngroups = co.ngroups;
+    l->coord_row = co.nodes_per_row;
+    l->source = torus_layout_topo_kind_of(in->topo) == TORUS_TOPO_RING
+                    ? TORUS_SOURCE_RING
+                    : TORUS_SOURCE_TORUS3D;
+    snprintf(l->reason, sizeof l->reason, "%s", co.note);
+    l->group_start = calloc((size_t)l->ngroups + 1, sizeof *l->group_start);
+    l->group_switch = calloc(l->ngroups, sizeof *l->group_switch);
+    if (!l->group_start || !l->group_switch)
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
+    /* Groups are contiguous in this order by construction. */
+    for (size_t p = 0; p < l->nnodes; p++) {
+        l->pos[l->order[p]] = p;
+        l->group_start[l->group[l->order[p]] + 1]++;
+    }
+    for (uint32_t g = 0; g < l->ngroups; g++) {
+        l->group_start[g + 1] += l->group_start[g];
+        if (!(l->group_switch[g] = strdup(torus_layout_coords_net(in->topo))))
+            return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
+    }
+    *done = true;
     return TORUS_LAYOUT_OK;
 }
 
@@ -567,9 +631,13 @@ torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
     torus_layout_rc rc = _check_input(in);
     if (!rc)
         rc = _alloc(in, &l);
-    if (!rc)
+    bool coord = false;
+    torus_layout_topo_kind kind = torus_layout_topo_kind_of(in->topo);
+    if (!rc && (kind == TORUS_TOPO_TORUS3D || kind == TORUS_TOPO_RING))
+        rc = _coord_nodes(l, in, &coord);
+    if (!rc && !coord && l->source != TORUS_SOURCE_NODELIST)
         rc = _resolve_leaves(l, in, &leaf);
-    if (!rc)
+    if (!rc && !coord)
         rc = _order_nodes(l, leaf ? in->topo : NULL, leaf);
     if (!rc)
         rc = _count_tasks(l, in);

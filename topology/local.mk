@@ -23,22 +23,28 @@ topology_libtoruslayout_la_SOURCES = \
 	topology/spec.c \
 	topology/names.c \
 	topology/switchmap.c \
+	topology/coords.c \
+	topology/yaml.c \
 	topology/plugstack.c \
 	topology/layout.c
-topology_libtoruslayout_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CFLAGS)
+topology_libtoruslayout_la_CPPFLAGS = $(AM_CPPFLAGS) $(SLURM_CFLAGS) $(YAML_CFLAGS)
 topology_libtoruslayout_la_CFLAGS = $(AM_CFLAGS) $(HARDEN_CFLAGS)
-topology_libtoruslayout_la_LIBADD = topology/libtoruscost.la common/libtoruscommon.la -lm
+topology_libtoruslayout_la_LIBADD = topology/libtoruscost.la common/libtoruscommon.la $(YAML_LIBS) -lm
 
 TOPOLOGY_TEST_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) $(CHECK_LIBS) -lm
 
-check_PROGRAMS += tests/unit/test_layout tests/unit/test_layout_parse
-TESTS += tests/unit/test_layout tests/unit/test_layout_parse
+check_PROGRAMS += tests/unit/test_layout tests/unit/test_layout_parse tests/unit/test_layout_topo
+TESTS += tests/unit/test_layout tests/unit/test_layout_parse tests/unit/test_layout_topo
 tests_unit_test_layout_SOURCES = tests/unit/test_layout.c
 tests_unit_test_layout_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
 tests_unit_test_layout_LDADD = $(TOPOLOGY_TEST_LDADD)
 tests_unit_test_layout_parse_SOURCES = tests/unit/test_layout_parse.c
 tests_unit_test_layout_parse_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
 tests_unit_test_layout_parse_LDADD = $(TOPOLOGY_TEST_LDADD)
+# block, topology.yaml, torus3d/ring (issue 16): held-out shapes.
+tests_unit_test_layout_topo_SOURCES = tests/unit/test_layout_topo.c
+tests_unit_test_layout_topo_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
+tests_unit_test_layout_topo_LDADD = $(TOPOLOGY_TEST_LDADD)
 
 # One model for both consumers: the plugin's grid and tcomm's hybrid pick
 # move together (links libtcomm too, hence TCOMM_*, from trainer/comm).
@@ -63,7 +69,7 @@ topology_torus_layout_LDADD = topology/libtoruslayout.la $(SLURM_LIBS) -lm
 dist_doc_DATA += docs/env-contract.md
 TESTS += tests/unit/torus_layout_cli.sh tests/unit/torus_layout_plugstack.sh
 EXTRA_DIST += tests/unit/torus_layout_cli.sh tests/unit/torus_layout_plugstack.sh \
-	tests/integration/torus_check.py
+	tests/integration/torus_check.py tests/bench/comm/twolevel.sh
 
 # libFuzzer target for the spec, plugstack-argument, tasks-per-node,
 # SLURM_TOPOLOGY_ADDR, topology.conf and cost parsers. Built and run only by
@@ -74,15 +80,16 @@ FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=u
 FUZZ_SECONDS = 60
 FUZZ_SRCS = tests/fuzz/fuzz_parsers.c plugins/args.c topology/plugstack.c topology/spec.c topology/cost_model.c \
 	topology/cost_params.c common/torus_error.c \
-	topology/names.c topology/switchmap.c topology/layout.c
+	topology/names.c topology/switchmap.c topology/coords.c topology/yaml.c topology/layout.c
 FUZZ_SEEDS = tests/fuzz/corpus/spec-auto tests/fuzz/corpus/spec-4x8 tests/fuzz/corpus/args \
-	tests/fuzz/corpus/tasks tests/fuzz/corpus/addr tests/fuzz/corpus/topo tests/fuzz/corpus/cost
+	tests/fuzz/corpus/tasks tests/fuzz/corpus/addr tests/fuzz/corpus/topo tests/fuzz/corpus/cost \
+	tests/fuzz/corpus/block tests/fuzz/corpus/yaml tests/fuzz/corpus/torus3d
 EXTRA_DIST += tests/fuzz/fuzz_parsers.c tests/fuzz/lsan.supp $(FUZZ_SEEDS)
 fuzz-parsers: $(FUZZ_SRCS:%=$(top_srcdir)/%) topology/torus_layout.h topology/torus_cost.h \
 		plugins/torus_plugin.h common/torus_error.h
 	$(MKDIR_P) tests/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -D_GNU_SOURCE -I$(top_srcdir) -I$(top_builddir) $(SLURM_CFLAGS) \
-		$(FUZZ_SRCS:%=$(top_srcdir)/%) -o tests/fuzz/fuzz_parsers $(SLURM_LIBS) -lm
+		$(FUZZ_SRCS:%=$(top_srcdir)/%) -o tests/fuzz/fuzz_parsers $(SLURM_LIBS) $(YAML_LIBS) -lm
 # Work corpus in the build tree; the seeds in the source tree stay read-only.
 fuzz-run: fuzz-parsers
 	$(MKDIR_P) tests/fuzz/work

@@ -21,7 +21,7 @@
 #define _KEYS                                                              \
     "default, topology, topology_max, verbose, node_lat_us, node_bw_gbs, " \
     "leaf_lat_us, leaf_bw_gbs, cross_lat_us, cross_bw_gbs, rails, "        \
-    "reduce_gbs, convert_gbs, bytes"
+    "reduce_gbs, convert_gbs, bytes, topology_file, nics"
 
 static const char *const _topo_names[] = {
     [TORUS_TOPO_PREF_TREE] = "tree",
@@ -73,6 +73,53 @@ static int _set_topology_max(torus_layout_plugstack_t *cfg, const char *val)
     return TORUS_LAYOUT_OK;
 }
 
+/* topology_file=/abs/path: a torus-specific map (spank_torus(8)); it must be
+ * absolute so every slurmstepd reads the same file whatever its cwd. */
+static int _set_topology_file(torus_layout_plugstack_t *cfg, const char *val)
+{
+    size_t n = strlen(val);
+    if (val[0] != '/' || n >= sizeof cfg->topology_file)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "plugstack.conf: topology_file=%s: expected an "
+                          "absolute path shorter than %zu bytes",
+                          val, sizeof cfg->topology_file);
+    memcpy(cfg->topology_file, val, n + 1);
+    return TORUS_LAYOUT_OK;
+}
+
+/* A NIC name, optionally ":port": letters, digits, _ - . : only. */
+static bool _nic_ok(const char *s, size_t n)
+{
+    if (n == 0 || n >= sizeof((torus_layout_plugstack_t *)0)->nics[0])
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || strchr("_-.:", s[i])))
+            return false;
+    return true;
+}
+
+/* nics=mlx5_0,mlx5_1:1: one NIC per rail, in column order. */
+static int _set_nics(torus_layout_plugstack_t *cfg, const char *val)
+{
+    cfg->nnics = 0;
+    for (const char *p = val;;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (cfg->nnics >= TORUS_LAYOUT_NICS_MAX || !_nic_ok(p, n))
+            return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                              "plugstack.conf: nics=%s: expected 1 to %d NIC "
+                              "names (letters, digits, _ - . :) separated by "
+                              "commas",
+                              val, TORUS_LAYOUT_NICS_MAX);
+        memcpy(cfg->nics[cfg->nnics], p, n);
+        cfg->nics[cfg->nnics++][n] = '\0';
+        if (!comma)
+            return TORUS_LAYOUT_OK;
+        p = comma + 1;
+    }
+}
+
 /* The option table: key -> setter. The cost model's keys come from
  * libtoruscost, so the plugin, torus-layout and TCOMM_COST share them. */
 static const struct {
@@ -82,6 +129,8 @@ static const struct {
     {"default", _set_default},
     {"topology", _set_topology},
     {"topology_max", _set_topology_max},
+    {"topology_file", _set_topology_file},
+    {"nics", _set_nics},
 };
 
 /* What each argument of the table (and the flag verbose) takes and does,
@@ -103,6 +152,17 @@ static const torus_layout_plugstack_doc_t _docs[] = {
      "The largest topology.conf each slurmstepd reads, checked from its size "
      "before reading; K, M are powers of 1024, from 64K to 64M. Default: "
      "4M."},
+    {"topology_file", "PATH",
+     "An absolute path read instead of Slurm's own file, on every node: "
+     ".yaml/.yml a topology.yaml, .addr one SLURM_TOPOLOGY_ADDR per node "
+     "(torus3d NAME:X:Y:Z.node, ring NAME:POS.node), anything else "
+     "topology.conf syntax (SwitchName= or BlockName=/BlockSizes= lines). "
+     "The way to use block, torus3d and ring maps under a Slurm that lacks "
+     "those plugins (22.05 refuses BlockName= lines). Default: none."},
+    {"nics", "NIC[,NIC...]",
+     "One NIC per rail (up to the library's limit; letters, digits, _ - . "
+     ":); column c uses the (c mod n)-th: TORUS_NIC, and NCCL_IB_HCA and "
+     "UCX_NET_DEVICES unless the user set them. Default: none."},
     {"verbose", NULL,
      "Log every step's layout (grid, groups, switch-map source) to the "
      "slurmd log and to the first task's standard error."},

@@ -126,7 +126,9 @@ int torus_report_text(FILE *out, const torus_report_input_t *in)
             torus_layout_source_name(torus_layout_source_of(l)));
     fprintf(out, "reason: %s\n", torus_layout_reason(l));
 
-    fprintf(out, "groups (%u, one per leaf switch, in torus order):\n",
+    fprintf(out,
+            "groups (%u, one per leaf switch, block or torus line, in torus "
+            "order):\n",
             torus_layout_group_count(l));
     size_t start = 0;
     for (uint32_t g = 0; g < torus_layout_group_count(l); g++) {

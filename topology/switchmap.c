@@ -1,7 +1,16 @@
 /*
- * switchmap.c: the switch map: which leaf switch each node hangs under and
- * how switches nest. Filled from Slurm's topology.conf (topology/tree) or
- * from SLURM_TOPOLOGY_ADDR strings ("spine.leaf1.n2").
+ * switchmap.c: the switch map: which leaf switch (or block) each node hangs
+ * under and how switches nest. Filled from Slurm's topology.conf
+ * (SwitchName= lines of topology/tree, BlockName=/BlockSizes= lines of
+ * topology/block), from topology.yaml (yaml.c), or from SLURM_TOPOLOGY_ADDR
+ * strings ("spine.leaf1.n2"; the coordinate forms of topology/torus3d and
+ * topology/ring, "t0:1:2:3.n5" and "r0:7.n5", are kept by coords.c).
+ *
+ * A block is a leaf with no parent: the layout's rule "rows inside the
+ * lowest level" then reads "inside one block", and the cost model prices a
+ * block as a leaf. One file may hold both forms (Slurm 22.05 to 23.02 only
+ * know SwitchName; each plugin of 23.11+ reads its own lines): the caller
+ * says which it wants and the other lines are checked, then set aside.
  *
  * Every slurmstepd of a step parses the same topology.conf that Slurm itself
  * reads, which is what lets the plugin lay out a step with zero controller
@@ -32,6 +41,8 @@ typedef struct {
     char *children;  /* Switches= hostlist, or NULL */
     uint32_t parent; /* TORUS_NO_SWITCH at a root */
     uint32_t line;   /* where it was defined, for messages */
+    bool block;      /* a BlockName= line (else SwitchName=) */
+    bool ignored;    /* the other kind than the one asked for */
 } _switch_t;
 
 struct torus_layout_topo {
@@ -39,6 +50,10 @@ struct torus_layout_topo {
     size_t count, cap;
     uint32_t *slots; /* open-addressing table of switch indices + 1 */
     size_t nslots;
+    torus_layout_topo_kind kind; /* TORUS_TOPO_ANY until something is added */
+    uint32_t block_sizes[TORUS_LAYOUT_BLOCK_LEVELS_MAX];
+    uint32_t nblock_sizes, block_sizes_line;
+    torus_layout_coords_t *coords; /* torus3d / ring addresses (coords.c) */
 };
 
 torus_layout_rc torus_layout_topo_new(torus_layout_topo_t **out)
@@ -58,12 +73,66 @@ void torus_layout_topo_free(torus_layout_topo_t *topo)
     }
     free(topo->sw);
     free(topo->slots);
+    torus_layout_coords_free(topo->coords);
     free(topo);
 }
 
 size_t torus_layout_topo_switch_count(const torus_layout_topo_t *topo)
 {
     return topo ? topo->count : 0;
+}
+
+torus_layout_topo_kind torus_layout_topo_kind_of(const torus_layout_topo_t *t)
+{
+    return t ? t->kind : TORUS_TOPO_ANY;
+}
+
+const char *torus_layout_topo_kind_name(torus_layout_topo_kind kind)
+{
+    switch (kind) {
+    case TORUS_TOPO_TREE:
+        return "tree";
+    case TORUS_TOPO_BLOCK:
+        return "block";
+    case TORUS_TOPO_TORUS3D:
+        return "torus3d";
+    case TORUS_TOPO_RING:
+        return "ring";
+    case TORUS_TOPO_ANY:
+        break;
+    }
+    return "any";
+}
+
+uint32_t torus_layout_topo_block_sizes(const torus_layout_topo_t *t,
+                                       const uint32_t **sizes)
+{
+    *sizes = t->block_sizes;
+    return t->nblock_sizes;
+}
+
+torus_layout_coords_t *torus_layout_topo_coords_of(torus_layout_topo_t *t)
+{
+    return t->coords;
+}
+
+const torus_layout_coords_t *
+torus_layout_topo_coords(const torus_layout_topo_t *t)
+{
+    return t ? t->coords : NULL;
+}
+
+/* Fix the kind of a map being filled; a second kind is an error. */
+torus_layout_rc torus_layout_topo_set_kind(torus_layout_topo_t *t,
+                                           torus_layout_topo_kind kind)
+{
+    if (t->kind != TORUS_TOPO_ANY && t->kind != kind)
+        return TORUS_LAYOUT_EINVAL;
+    t->kind = kind;
+    if ((kind == TORUS_TOPO_TORUS3D || kind == TORUS_TOPO_RING) && !t->coords &&
+        torus_layout_coords_new(&t->coords))
+        return TORUS_LAYOUT_ENOMEM;
+    return TORUS_LAYOUT_OK;
 }
 
 uint32_t torus_layout_topo_parent(const torus_layout_topo_t *topo, uint32_t sw)
@@ -178,6 +247,15 @@ torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
     if (len == 0 || len > 16 * TORUS_LAYOUT_NAME_MAX)
         return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
                           "SLURM_TOPOLOGY_ADDR: empty or too long");
+    const char *first_dot = memchr(addr, '.', len);
+    if (memchr(addr, ':', first_dot ? (size_t)(first_dot - addr) : len))
+        return torus_layout_coords_add_addr(topo, addr, len);
+    if (len > 0 && memchr(addr, '.', len) &&
+        torus_layout_topo_set_kind(topo, TORUS_TOPO_TREE))
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "SLURM_TOPOLOGY_ADDR '%.80s': a switch address "
+                          "among %s addresses",
+                          addr, torus_layout_topo_kind_name(topo->kind));
     char name[TORUS_LAYOUT_NAME_MAX];
     uint32_t parent = TORUS_NO_SWITCH;
     const char *p = addr, *end = addr + len;
@@ -232,6 +310,8 @@ static torus_layout_rc _apply(torus_layout_topo_t *topo, uint32_t sw,
     char **slot = NULL;
     if (klen == 5 && strncasecmp(key, "Nodes", 5) == 0)
         slot = &topo->sw[sw].nodes;
+    else if (topo->sw[sw].block)
+        return TORUS_LAYOUT_EINVAL; /* a block has nodes only */
     else if (klen == 8 && strncasecmp(key, "Switches", 8) == 0)
         slot = &topo->sw[sw].children;
     else if (klen == 9 && strncasecmp(key, "LinkSpeed", 9) == 0)
@@ -242,6 +322,84 @@ static torus_layout_rc _apply(torus_layout_topo_t *topo, uint32_t sw,
         return TORUS_LAYOUT_EINVAL;
     if (!(*slot = strndup(val, vlen)))
         return TORUS_LAYOUT_ENOMEM;
+    return TORUS_LAYOUT_OK;
+}
+
+/* BlockSizes=4,16,64: the base block size and the aggregated ones, each a
+ * power-of-two multiple of the one before (topology.conf(5)). */
+static torus_layout_rc _block_sizes(torus_layout_topo_t *topo, const char *val,
+                                    size_t vlen, const char *name,
+                                    uint32_t lineno)
+{
+    if (topo->nblock_sizes)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "%s:%u: BlockSizes= already given on line %u", name,
+                          lineno, topo->block_sizes_line);
+    const char *p = val, *end = val + vlen;
+    uint32_t n = 0;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma ? comma : end;
+        uint64_t v = 0;
+        if (n >= TORUS_LAYOUT_BLOCK_LEVELS_MAX ||
+            !torus_layout_parse_uint(p, stop, TORUS_LAYOUT_NODES_MAX, &v) ||
+            v == 0)
+            return TORUS_FAIL(
+                TORUS_LAYOUT_EINVAL,
+                "%s:%u: BlockSizes: '%.*s' is not a node count "
+                "from 1 to %u (at most %u sizes)",
+                name, lineno, (int)(stop - p < 20 ? stop - p : 20), p,
+                TORUS_LAYOUT_NODES_MAX, TORUS_LAYOUT_BLOCK_LEVELS_MAX);
+        uint64_t prev = n ? topo->block_sizes[n - 1] : 0;
+        if (n && (v <= prev || v % prev || ((v / prev) & (v / prev - 1))))
+            return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                              "%s:%u: BlockSizes: %llu is not a power-of-two "
+                              "multiple of %llu",
+                              name, lineno, (unsigned long long)v,
+                              (unsigned long long)prev);
+        topo->block_sizes[n++] = (uint32_t)v;
+        p = comma ? comma + 1 : end + 1;
+        if (comma && comma + 1 == end)
+            return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                              "%s:%u: BlockSizes: trailing comma", name,
+                              lineno);
+    }
+    if (n == 0)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "%s:%u: BlockSizes is empty",
+                          name, lineno);
+    topo->nblock_sizes = n;
+    topo->block_sizes_line = lineno;
+    return TORUS_LAYOUT_OK;
+}
+
+/* The head of a SwitchName= or BlockName= line: a new, unique entry. */
+static torus_layout_rc _define(torus_layout_topo_t *topo, const char *tok,
+                               size_t klen, const char *val, size_t vlen,
+                               const char *name, uint32_t lineno, uint32_t *sw)
+{
+    bool block = klen == 9 && strncasecmp(tok, "BlockName", 9) == 0;
+    if (!block && (klen != 10 || strncasecmp(tok, "SwitchName", 10) != 0))
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "%s:%u: a line must start with SwitchName=, "
+                          "BlockName= or BlockSizes=",
+                          name, lineno);
+    const char *what = block ? "block" : "switch";
+    if (!_valid_name(val, vlen))
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "%s:%u: bad %s name", name,
+                          lineno, what);
+    char sname[TORUS_LAYOUT_NAME_MAX];
+    memcpy(sname, val, vlen);
+    sname[vlen] = '\0';
+    bool created;
+    torus_layout_rc rc = _get_or_add(topo, sname, lineno, sw, &created);
+    if (rc)
+        return TORUS_FAIL(rc, "%s:%u: %s", name, lineno,
+                          torus_layout_strerror(rc));
+    if (!created)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "%s:%u: %s %s already defined on line %u", name,
+                          lineno, what, sname, topo->sw[*sw].line);
+    topo->sw[*sw].block = block;
     return TORUS_LAYOUT_OK;
 }
 
@@ -267,37 +425,36 @@ static torus_layout_rc _parse_line(torus_layout_topo_t *topo, char *line,
                               tok);
         size_t klen = (size_t)(eq - tok), vlen = tlen - klen - 1;
         if (sw == TORUS_NO_SWITCH) {
-            if (klen != 10 || strncasecmp(tok, "SwitchName", 10) != 0)
-                return TORUS_FAIL(
-                    TORUS_LAYOUT_EINVAL,
-                    "%s:%u: a line must start with SwitchName=", name, lineno);
-            if (!_valid_name(eq + 1, vlen))
-                return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "%s:%u: bad switch name",
-                                  name, lineno);
-            char sname[TORUS_LAYOUT_NAME_MAX];
-            memcpy(sname, eq + 1, vlen);
-            sname[vlen] = '\0';
-            bool created;
+            if (klen == 10 && strncasecmp(tok, "BlockSizes", 10) == 0) {
+                torus_layout_rc rc =
+                    _block_sizes(topo, eq + 1, vlen, name, lineno);
+                if (rc)
+                    return rc;
+                while (*p == ' ' || *p == '\t' || *p == '\r')
+                    p++;
+                if (*p)
+                    return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                                      "%s:%u: BlockSizes= stands alone on "
+                                      "its line",
+                                      name, lineno);
+                break;
+            }
             torus_layout_rc rc =
-                _get_or_add(topo, sname, lineno, &sw, &created);
+                _define(topo, tok, klen, eq + 1, vlen, name, lineno, &sw);
             if (rc)
-                return TORUS_FAIL(rc, "%s:%u: %s", name, lineno,
-                                  torus_layout_strerror(rc));
-            if (!created)
-                return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
-                                  "%s:%u: switch %s already defined on line %u",
-                                  name, lineno, sname, topo->sw[sw].line);
+                return rc;
             continue;
         }
         torus_layout_rc rc = _apply(topo, sw, tok, klen, eq + 1, vlen);
         if (rc == TORUS_LAYOUT_ENOMEM)
             return TORUS_FAIL(rc, "%s:%u: out of memory", name, lineno);
         if (rc)
-            return TORUS_FAIL(
-                rc,
-                "%s:%u: unexpected or repeated '%.*s' (expected Nodes=, "
-                "Switches= or LinkSpeed=)",
-                name, lineno, (int)(klen < 40 ? klen : 40), tok);
+            return TORUS_FAIL(rc, "%s:%u: unexpected or repeated '%.*s' (%s)",
+                              name, lineno, (int)(klen < 40 ? klen : 40), tok,
+                              topo->sw[sw].block
+                                  ? "a BlockName= line takes Nodes= only"
+                                  : "expected Nodes=, Switches= or "
+                                    "LinkSpeed=");
     }
     return TORUS_LAYOUT_OK;
 }
@@ -306,7 +463,11 @@ static torus_layout_rc _parse_line(torus_layout_topo_t *topo, char *line,
 static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name)
 {
     for (size_t s = 0; s < topo->count; s++) {
-        if (!topo->sw[s].children)
+        if (topo->sw[s].block && !topo->sw[s].ignored && !topo->sw[s].nodes)
+            return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                              "%s:%u: block %s has no Nodes=", name,
+                              topo->sw[s].line, topo->sw[s].name);
+        if (!topo->sw[s].children || topo->sw[s].ignored)
             continue;
         hostlist_t hl = torus_layout_hostlist_sane(topo->sw[s].children)
                             ? slurm_hostlist_create(topo->sw[s].children)
@@ -326,7 +487,7 @@ static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name)
         torus_layout_rc rc = TORUS_LAYOUT_OK;
         while (rc == TORUS_LAYOUT_OK && (child = slurm_hostlist_shift(hl))) {
             uint32_t c = _find(topo, child);
-            if (c == TORUS_NO_SWITCH)
+            if (c == TORUS_NO_SWITCH || topo->sw[c].block)
                 rc = TORUS_FAIL(TORUS_LAYOUT_EINVAL,
                                 "%s:%u: switch %.64s is not defined", name,
                                 topo->sw[s].line, child);
@@ -360,9 +521,45 @@ static torus_layout_rc _link(torus_layout_topo_t *topo, const char *name)
     return TORUS_LAYOUT_OK;
 }
 
+/* Keep the lines of `kind` (ANY: the one kind the file holds) and set the
+ * others aside, so a topology.conf written for two Slurm versions serves
+ * both. */
+static torus_layout_rc _select(torus_layout_topo_t *topo, const char *name,
+                               torus_layout_topo_kind kind)
+{
+    bool tree = false, block = topo->nblock_sizes > 0;
+    for (size_t s = 0; s < topo->count; s++)
+        topo->sw[s].block ? (block = true) : (tree = true);
+    if (kind == TORUS_TOPO_ANY && tree && block)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "%s: holds both SwitchName= (topology/tree) and "
+                          "BlockName= (topology/block) lines: say which one "
+                          "to use",
+                          name);
+    if (kind == TORUS_TOPO_ANY)
+        kind = block ? TORUS_TOPO_BLOCK : TORUS_TOPO_TREE;
+    if (kind != TORUS_TOPO_TREE && kind != TORUS_TOPO_BLOCK)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "%s: topology.conf has no %s form (use "
+                          "topology.yaml or addresses)",
+                          name, torus_layout_topo_kind_name(kind));
+    for (size_t s = 0; s < topo->count; s++)
+        topo->sw[s].ignored = topo->sw[s].block != (kind == TORUS_TOPO_BLOCK);
+    topo->kind = kind;
+    return TORUS_LAYOUT_OK;
+}
+
 torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
                                         const char *name,
                                         torus_layout_topo_t **out)
+{
+    return torus_layout_topo_parse_kind(text, len, name, TORUS_TOPO_TREE, out);
+}
+
+torus_layout_rc torus_layout_topo_parse_kind(const char *text, size_t len,
+                                             const char *name,
+                                             torus_layout_topo_kind kind,
+                                             torus_layout_topo_t **out)
 {
     torus_layout_topo_t *topo;
     if (torus_layout_topo_new(&topo))
@@ -412,6 +609,8 @@ torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
     }
     free(line);
     if (rc == TORUS_LAYOUT_OK)
+        rc = _select(topo, name, kind);
+    if (rc == TORUS_LAYOUT_OK)
         rc = _link(topo, name);
     if (rc) {
         torus_layout_topo_free(topo);
@@ -448,6 +647,12 @@ static torus_layout_rc _read_bounded(FILE *f, const char *path, size_t max,
 torus_layout_rc torus_layout_topo_load(const char *path, size_t max_bytes,
                                        torus_layout_topo_t **out)
 {
+    return torus_layout_topo_load_kind(path, max_bytes, TORUS_TOPO_TREE, out);
+}
+
+torus_layout_rc torus_layout_file_read(const char *path, size_t max_bytes,
+                                       char **buf, size_t *len)
+{
     if (max_bytes > TORUS_LAYOUT_TOPO_FILE_MAX)
         max_bytes = TORUS_LAYOUT_TOPO_FILE_MAX;
     FILE *f = fopen(path, "re");
@@ -464,12 +669,20 @@ torus_layout_rc torus_layout_topo_load(const char *path, size_t max_bytes,
                           "limit)",
                           path, (unsigned long long)st.st_size, max_bytes);
     }
+    torus_layout_rc rc = _read_bounded(f, path, max_bytes, buf, len);
+    fclose(f);
+    return rc;
+}
+
+torus_layout_rc torus_layout_topo_load_kind(const char *path, size_t max_bytes,
+                                            torus_layout_topo_kind kind,
+                                            torus_layout_topo_t **out)
+{
     char *buf = NULL;
     size_t len = 0;
-    torus_layout_rc rc = _read_bounded(f, path, max_bytes, &buf, &len);
-    fclose(f);
+    torus_layout_rc rc = torus_layout_file_read(path, max_bytes, &buf, &len);
     if (rc == TORUS_LAYOUT_OK)
-        rc = torus_layout_topo_parse(buf, len, path, out);
+        rc = torus_layout_topo_parse_kind(buf, len, path, kind, out);
     free(buf);
     return rc;
 }
@@ -496,7 +709,7 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
     torus_layout_rc rc = TORUS_LAYOUT_OK;
     size_t total = 0;
     for (size_t s = 0; topo && s < topo->count && rc == TORUS_LAYOUT_OK; s++) {
-        if (!topo->sw[s].nodes)
+        if (!topo->sw[s].nodes || topo->sw[s].ignored)
             continue;
         hostlist_t hl = torus_layout_hostlist_sane(topo->sw[s].nodes)
                             ? slurm_hostlist_create(topo->sw[s].nodes)
@@ -536,6 +749,13 @@ torus_layout_rc torus_layout_topo_resolve(const torus_layout_topo_t *topo,
 torus_layout_rc torus_layout_topo_conf_path(const char *conf_path, char *buf,
                                             size_t len)
 {
+    return torus_layout_conf_sibling(conf_path, "topology.conf", buf, len);
+}
+
+torus_layout_rc torus_layout_conf_sibling(const char *conf_path,
+                                          const char *file, char *buf,
+                                          size_t len)
+{
     if (!conf_path || !*conf_path)
         conf_path = getenv("SLURM_CONF");
     if (!conf_path || !*conf_path)
@@ -545,6 +765,58 @@ torus_layout_rc torus_layout_topo_conf_path(const char *conf_path, char *buf,
     const char *dir = slash ? conf_path : ".";
     if (slash == conf_path) /* "/slurm.conf" lives in "/" */
         dirlen = 0;
-    int n = snprintf(buf, len, "%.*s/topology.conf", dirlen, dir);
+    int n = snprintf(buf, len, "%.*s/%s", dirlen, dir, file);
     return n < 0 || (size_t)n >= len ? TORUS_LAYOUT_ERANGE : TORUS_LAYOUT_OK;
+}
+
+/* ------------------------------------------------ filling from yaml.c */
+
+static torus_layout_rc _set_list(char **slot, const char *val, const char *what,
+                                 uint32_t line, const char *file)
+{
+    if (!val)
+        return TORUS_LAYOUT_OK;
+    size_t n = strnlen(val, TORUS_LAYOUT_LIST_MAX + 1);
+    if (n == 0 || n > TORUS_LAYOUT_LIST_MAX)
+        return TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                          "%s:%u: %s: empty or longer "
+                          "than %u bytes",
+                          file, line, what, TORUS_LAYOUT_LIST_MAX);
+    if (!(*slot = strndup(val, n)))
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "%s:%u: out of memory", file,
+                          line);
+    return TORUS_LAYOUT_OK;
+}
+
+torus_layout_rc torus_layout_topo_define(torus_layout_topo_t *t,
+                                         const char *name, bool block,
+                                         const char *nodes,
+                                         const char *children, uint32_t line,
+                                         const char *file)
+{
+    size_t vlen = strnlen(name, TORUS_LAYOUT_NAME_MAX);
+    const char *key = block ? "BlockName" : "SwitchName";
+    uint32_t sw;
+    torus_layout_rc rc =
+        _define(t, key, strlen(key), name, vlen, file, line, &sw);
+    if (!rc)
+        rc = _set_list(&t->sw[sw].nodes, nodes, "nodes", line, file);
+    if (!rc)
+        rc = _set_list(&t->sw[sw].children, children, "children", line, file);
+    return rc;
+}
+
+torus_layout_rc torus_layout_topo_define_sizes(torus_layout_topo_t *t,
+                                               const char *text, uint32_t line,
+                                               const char *file)
+{
+    return _block_sizes(t, text, strnlen(text, 4096), file, line);
+}
+
+torus_layout_rc torus_layout_topo_finish(torus_layout_topo_t *t,
+                                         const char *file,
+                                         torus_layout_topo_kind kind)
+{
+    torus_layout_rc rc = _select(t, file, kind);
+    return rc ? rc : _link(t, file);
 }

@@ -26,6 +26,7 @@ static const char _usage[] =
     "SYNOPSIS\n"
     "    torus-layout [--nodes HOSTLIST] [--tasks-per-node N|LIST]\n"
     "                 [--topology FILE|none] [--topology-addr FILE]\n"
+    "                 [--topology-type tree|block|any] [--partition NAME]\n"
     "                 [--spec auto|off|RxC] [--cost KEY=VALUE]... [--bytes "
     "SIZE]\n"
     "                 [--json] [--max-lines N] [--topology-max SIZE]\n"
@@ -57,15 +58,31 @@ static const char _usage[] =
     "then 1.\n"
     "        A non-uniform list turns the torus off, as the plugin does.\n"
     "    --topology FILE|none\n"
-    "        The topology/tree switch map (topology.conf syntax). Default: "
-    "the\n"
-    "        topology.conf next to $SLURM_CONF (or /etc/slurm/slurm.conf), "
-    "the\n"
-    "        file the plugin reads; when that file is missing the layout "
-    "falls\n"
-    "        back to the node list (source \"nodelist\"). 'none' forces that.\n"
-    "        (The plugin itself fails the step instead when TopologyPlugin is\n"
-    "        topology/tree and the file cannot be read: see spank_torus(8).)\n"
+    "        The switch map: a topology.conf (SwitchName= lines of "
+    "topology/tree,\n"
+    "        BlockName=/BlockSizes= lines of topology/block) or, for a name\n"
+    "        ending in .yaml or .yml, a topology.yaml (Slurm 25.05+). "
+    "Default:\n"
+    "        topology.yaml next to $SLURM_CONF (or /etc/slurm/slurm.conf) if "
+    "it\n"
+    "        exists, else topology.conf there, as Slurm looks; when neither\n"
+    "        exists the layout falls back to the node list (source "
+    "\"nodelist\").\n"
+    "        'none' forces that. (The plugin itself fails the step instead "
+    "when\n"
+    "        its file cannot be read: see spank_torus(8).)\n"
+    "    --topology-type tree|block|any\n"
+    "        Which lines of a topology.conf to use (the other form is checked,"
+    "\n"
+    "        then set aside), or which type the chosen topology.yaml entry "
+    "must\n"
+    "        have. Default any: the one form the file holds.\n"
+    "    --partition NAME\n"
+    "        Pick the topology.yaml entry of partition NAME as Slurm does: "
+    "its\n"
+    "        Topology= in slurm.conf ($SLURM_CONF), else the first entry with\n"
+    "        cluster_default: true, else the first. Default: "
+    "$SLURM_JOB_PARTITION.\n"
     "    --topology-max SIZE\n"
     "        Refuse a topology.conf larger than SIZE (K, M = powers of 1024),\n"
     "        as the plugin's topology_max= does. Default: 4M, at most 64M.\n"
@@ -73,7 +90,16 @@ static const char _usage[] =
     "        Use SLURM_TOPOLOGY_ADDR values instead, one per line, e.g. from\n"
     "        `srun --ntasks-per-node=1 printenv SLURM_TOPOLOGY_ADDR`; '-' "
     "reads\n"
-    "        standard input. Source \"SLURM_TOPOLOGY_ADDR\".\n"
+    "        standard input. Source \"SLURM_TOPOLOGY_ADDR\". The coordinate "
+    "forms\n"
+    "        of Slurm 26.05, NAME:X:Y:Z.node (topology/torus3d) and "
+    "NAME:POS.node\n"
+    "        (topology/ring), give source \"topology/torus3d\" or "
+    "\"topology/ring\":\n"
+    "        rows run along one axis of the box the nodes fill, and columns "
+    "go\n"
+    "        around a cycle of the other two, so every ring is a physical "
+    "one.\n"
     "    --spec auto|off|RxC\n"
     "        As srun --torus. Default: "
     "$SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus\n"
@@ -134,10 +160,11 @@ static const char _usage[] =
     "default=auto'\n"
     "\n"
     "SEE ALSO\n"
-    "    torus(7), docs/env-contract.md, srun(1), topology.conf(5)\n";
+    "    torus(7), spank_torus(8), docs/env-contract.md, srun(1), topology.conf(5)\n";
 
 typedef struct {
-    const char *nodes, *tasks, *topology, *topology_addr, *spec;
+    const char *nodes, *tasks, *topology, *topology_addr, *spec, *partition;
+    torus_layout_topo_kind kind;
     size_t topology_max;
     torus_cost_t cost;
     uint64_t bytes;
@@ -162,7 +189,9 @@ enum {
     O_JSON,
     O_MAX,
     O_TOPO_MAX,
-    O_PLUGSTACK
+    O_PLUGSTACK,
+    O_TYPE,
+    O_PARTITION
 };
 static const struct option _longopts[] = {
     {"nodes", required_argument, NULL, O_NODES},
@@ -176,6 +205,8 @@ static const struct option _longopts[] = {
     {"max-lines", required_argument, NULL, O_MAX},
     {"topology-max", required_argument, NULL, O_TOPO_MAX},
     {"check-plugstack", required_argument, NULL, O_PLUGSTACK},
+    {"topology-type", required_argument, NULL, O_TYPE},
+    {"partition", required_argument, NULL, O_PARTITION},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -261,15 +292,37 @@ static void _check_plugstack(const char *line)
     }
     char spec[TORUS_LAYOUT_SPEC_MAX + 1];
     torus_layout_spec_format(&cfg.default_spec, spec, sizeof spec);
-    printf("plugstack ok: default=%s topology=%s topology_max=%zu%s\n", spec,
+    printf("plugstack ok: default=%s topology=%s topology_max=%zu%s", spec,
            torus_layout_topo_pref_name(cfg.topology), cfg.topology_max,
            cfg.verbose ? " verbose" : "");
+    if (cfg.topology_file[0])
+        printf(" topology_file=%s", cfg.topology_file);
+    for (uint32_t i = 0; i < cfg.nnics; i++)
+        printf("%s%s", i ? "," : " nics=", cfg.nics[i]);
+    printf("\n");
     if (required)
         fprintf(stderr,
                 "torus-layout: note: 'required' fails every srun on the "
                 "cluster if the plugin cannot load or start; use 'optional' "
-                "for a first roll-out (torus(7))\n");
+                "for a first roll-out (spank_torus(8))\n");
     exit(fflush(stdout) ? 1 : 0);
+}
+
+/* --topology-type tree|block|any */
+static int _opt_type(_opts_t *o, const char *arg)
+{
+    static const torus_layout_topo_kind kinds[] = {
+        TORUS_TOPO_TREE, TORUS_TOPO_BLOCK, TORUS_TOPO_ANY};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(arg, torus_layout_topo_kind_name(kinds[i])) == 0) {
+            o->kind = kinds[i];
+            return 0;
+        }
+    fprintf(stderr,
+            "torus-layout: --topology-type '%s': expected tree, block or "
+            "any\n",
+            arg);
+    return 2;
 }
 
 /* One option (getopt's c and optarg): 0, or 2 after the message. */
@@ -288,6 +341,11 @@ static int _opt(_opts_t *o, int c, const char *arg)
     case O_ADDR:
         o->topology_addr = arg;
         return 0;
+    case O_PARTITION:
+        o->partition = arg;
+        return 0;
+    case O_TYPE:
+        return _opt_type(o, arg);
     case O_SPEC:
         o->spec = arg;
         return 0;
@@ -381,7 +439,25 @@ static int _load_addr(const char *path, torus_layout_topo_t **topo)
     return rc;
 }
 
-/* Pick the switch map the way the plugin does (see torus(7)). */
+/* The partition's Topology= from slurm.conf, as Slurm picks a
+ * topology.yaml entry ("" when none: Slurm's default choice). */
+static int _partition_topology(const _opts_t *o, char *want, size_t len)
+{
+    const char *part =
+        o->partition ? o->partition : _env("SLURM_JOB_PARTITION", NULL);
+    const char *conf = _env("SLURM_CONF", NULL);
+    if (!part)
+        return 0;
+    if (!conf)
+        conf = "/etc/slurm/slurm.conf";
+    if (access(conf, F_OK) != 0)
+        return 0;
+    if (torus_layout_partition_topology(conf, part, want, len))
+        return _fail(torus_error_msg());
+    return 0;
+}
+
+/* Pick the switch map the way the plugin does (see spank_torus(8)). */
 static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
                           torus_layout_source *source)
 {
@@ -394,25 +470,34 @@ static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
     }
     if (o->topology && strcmp(o->topology, "none") == 0)
         return 0;
+    char want[TORUS_LAYOUT_NAME_MAX] = "";
+    if (_partition_topology(o, want, sizeof want))
+        return 1;
+    bool flat = false;
     if (o->topology) {
-        if (torus_layout_topo_load(o->topology, o->topology_max, topo))
+        if (torus_layout_topo_load_any(o->topology, o->topology_max, o->kind,
+                                       want[0] ? want : NULL, topo, &flat))
             return _fail(torus_error_msg());
-        *source = TORUS_SOURCE_TREE;
+        *source = flat ? TORUS_SOURCE_NODELIST : TORUS_SOURCE_TREE;
         return 0;
     }
-    if (torus_layout_topo_conf_path(NULL, path, sizeof path) ||
-        access(path, F_OK) != 0) {
+    /* Slurm reads topology.yaml when it exists, else topology.conf. */
+    if (torus_layout_conf_sibling(NULL, "topology.yaml", path, sizeof path) ||
+        access(path, F_OK) != 0)
+        torus_layout_topo_conf_path(NULL, path, sizeof path);
+    if (access(path, F_OK) != 0) {
         if (!o->json)
             fprintf(stderr, "torus-layout: note: no %s; using the node list\n",
                     path);
         return 0;
     }
-    if (torus_layout_topo_load(path, o->topology_max, topo)) {
+    if (torus_layout_topo_load_any(path, o->topology_max, o->kind,
+                                   want[0] ? want : NULL, topo, &flat)) {
         fprintf(stderr, "torus-layout: warning: %s; using the node list\n",
                 torus_error_msg());
         return 0;
     }
-    *source = TORUS_SOURCE_TREE;
+    *source = flat ? TORUS_SOURCE_NODELIST : TORUS_SOURCE_TREE;
     return 0;
 }
 

@@ -38,8 +38,10 @@ typedef enum torus_cost_rc {
 /* Link classes, fastest first. */
 typedef enum torus_cost_link_class {
     TORUS_LINK_NODE = 0, /* two ranks on one node (shared memory / NVLink) */
-    TORUS_LINK_LEAF,     /* two nodes under one leaf switch */
-    TORUS_LINK_CROSS,    /* two nodes under different leaf switches (spine) */
+    TORUS_LINK_LEAF,     /* two nodes under one leaf switch, in one block
+                          * (topology/block), or torus neighbours */
+    TORUS_LINK_CROSS,    /* two nodes under different leaf switches (spine)
+                          * or in different blocks */
     TORUS_LINK_COUNT,
 } torus_cost_link_class;
 

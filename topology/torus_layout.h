@@ -88,7 +88,28 @@ typedef enum torus_layout_source {
     TORUS_SOURCE_TREE = 0, /* topology.conf of topology/tree */
     TORUS_SOURCE_ADDR,     /* SLURM_TOPOLOGY_ADDR strings */
     TORUS_SOURCE_NODELIST, /* no topology: every node under one switch */
+    TORUS_SOURCE_BLOCK,    /* BlockName= lines (topology/block) */
+    TORUS_SOURCE_TORUS3D,  /* torus:x:y:z coordinates (topology/torus3d) */
+    TORUS_SOURCE_RING,     /* ring:position coordinates (topology/ring) */
 } torus_layout_source;
+
+/* The network forms of Slurm's topology plugins that the map can hold. A
+ * map holds one kind; the layout applies the same rule to each: rows inside
+ * a node, then inside the lowest level (leaf switch, block, or a physical
+ * ring of torus3d/ring), columns across. */
+typedef enum torus_layout_topo_kind {
+    TORUS_TOPO_ANY = 0, /* parse: whichever one kind the file holds */
+    TORUS_TOPO_TREE,    /* SwitchName= / switches: */
+    TORUS_TOPO_BLOCK,   /* BlockName= + BlockSizes= / blocks: */
+    TORUS_TOPO_TORUS3D, /* name:x:y:z addresses */
+    TORUS_TOPO_RING,    /* name:position addresses */
+} torus_layout_topo_kind;
+
+/* "tree", "block", "torus3d", "ring" ("any" for TORUS_TOPO_ANY). */
+const char *torus_layout_topo_kind_name(torus_layout_topo_kind kind);
+
+/* Most BlockSizes= levels accepted (Slurm allows a handful). */
+#define TORUS_LAYOUT_BLOCK_LEVELS_MAX 16
 
 const char *torus_layout_source_name(torus_layout_source source);
 
@@ -96,7 +117,7 @@ const char *torus_layout_source_name(torus_layout_source source);
 typedef struct torus_layout_topo torus_layout_topo_t;
 
 /* Bounds on the topology.conf a reader accepts. Every slurmstepd of every
- * step reads and parses the whole file (torus(7) has the cost), so the
+ * step reads and parses the whole file (spank_torus(8) has the cost), so the
  * plugin's default is far below Slurm's own limit; plugstack topology_max=
  * and torus-layout --topology-max move it within [MIN, MAX]. */
 #define TORUS_LAYOUT_TOPO_FILE_DEFAULT (4u << 20)
@@ -106,17 +127,75 @@ typedef struct torus_layout_topo torus_layout_topo_t;
 /* Parse a topology.conf (SwitchName=, Nodes=, Switches=; # comments;
  * trailing-backslash continuation). A file larger than max_bytes (checked
  * with fstat before anything is read, and again while reading) fails with
- * TORUS_LAYOUT_ERANGE. Errors name the file and line. */
+ * TORUS_LAYOUT_ERANGE. Errors name the file and line. Keeps the tree lines
+ * (BlockName=/BlockSizes= lines are checked and set aside). */
 torus_layout_rc torus_layout_topo_load(const char *path, size_t max_bytes,
                                        torus_layout_topo_t **out);
 /* Same, from text already in memory (`name` is used in messages). */
 torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
                                         const char *name,
                                         torus_layout_topo_t **out);
+/* Same, keeping the lines of `kind`: TORUS_TOPO_TREE (SwitchName=),
+ * TORUS_TOPO_BLOCK (BlockName=, BlockSizes=: each size a power-of-two
+ * multiple of the one before; every block needs Nodes=), or TORUS_TOPO_ANY
+ * (the one form the file holds; both forms is an error naming the file). */
+torus_layout_rc torus_layout_topo_load_kind(const char *path, size_t max_bytes,
+                                            torus_layout_topo_kind kind,
+                                            torus_layout_topo_t **out);
+torus_layout_rc torus_layout_topo_parse_kind(const char *text, size_t len,
+                                             const char *name,
+                                             torus_layout_topo_kind kind,
+                                             torus_layout_topo_t **out);
+/* Parse a topology.yaml (Slurm 25.05+): a list of topologies, each with
+ * `topology: NAME` first, optional `cluster_default: true`, and one of
+ * `tree: {switches: [{switch, children, nodes}]}`,
+ * `block: {block_sizes: [..], blocks: [{block, nodes}]}` or `flat: true`.
+ * `want` names the partition's topology (PartitionName=.. Topology=);
+ * NULL picks as Slurm does for a partition without one: the first with
+ * cluster_default: true, else the first. A flat topology yields a map of
+ * no switches (*out NULL, *flat true). Errors name the file and line. */
+torus_layout_rc torus_layout_topo_parse_yaml(const char *text, size_t len,
+                                             const char *name, const char *want,
+                                             torus_layout_topo_t **out,
+                                             bool *flat);
+torus_layout_rc torus_layout_topo_load_yaml(const char *path, size_t max_bytes,
+                                            const char *want,
+                                            torus_layout_topo_t **out,
+                                            bool *flat);
+/* The Topology= of partition `partition` in slurm.conf at `conf_path` into
+ * buf ("" when the partition names none or is not there). Include lines are
+ * not followed. Errors name the file and line. */
+torus_layout_rc torus_layout_partition_topology(const char *conf_path,
+                                                const char *partition,
+                                                char *buf, size_t len);
+/* SLURM_TOPOLOGY_ADDR values, one per line ('#' comments, blank lines), as
+ * torus_layout_topo_add_addr() takes them; errors name the file and line. */
+torus_layout_rc torus_layout_topo_parse_addr(const char *text, size_t len,
+                                             const char *name,
+                                             torus_layout_topo_t **out);
+/* True when `path` names a topology.yaml (ends in .yaml or .yml). */
+bool torus_layout_topo_is_yaml(const char *path);
+/* Load a topology file: a name ending in .yaml or .yml is a topology.yaml
+ * (`want` as above; the chosen topology must be of `kind` unless ANY), one
+ * ending in .addr a list of addresses, any other a topology.conf keeping
+ * the lines of `kind`. */
+torus_layout_rc torus_layout_topo_load_any(const char *path, size_t max_bytes,
+                                           torus_layout_topo_kind kind,
+                                           const char *want,
+                                           torus_layout_topo_t **out,
+                                           bool *flat);
+/* Which form a map holds (TORUS_TOPO_ANY for an empty one). */
+torus_layout_topo_kind torus_layout_topo_kind_of(const torus_layout_topo_t *t);
+/* BlockSizes= of a block map (count; *sizes points into the map). */
+uint32_t torus_layout_topo_block_sizes(const torus_layout_topo_t *t,
+                                       const uint32_t **sizes);
 /* An empty map, to be filled with torus_layout_topo_add_addr(). */
 torus_layout_rc torus_layout_topo_new(torus_layout_topo_t **out);
 /* Add one SLURM_TOPOLOGY_ADDR value, e.g. "spine.leaf1.n2" (root first,
- * node last). A bare "n2" adds a node under no switch. */
+ * node last). A bare "n2" adds a node under no switch. The coordinate
+ * forms "NAME:X:Y:Z.node" (topology/torus3d) and "NAME:POS.node"
+ * (topology/ring) give the node's place on torus or ring NAME; a map holds
+ * one form only. */
 torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
                                            const char *addr);
 void torus_layout_topo_free(torus_layout_topo_t *topo);
@@ -124,6 +203,10 @@ void torus_layout_topo_free(torus_layout_topo_t *topo);
  * slurm.conf path; NULL means $SLURM_CONF, then /etc/slurm/slurm.conf. */
 torus_layout_rc torus_layout_topo_conf_path(const char *conf_path, char *buf,
                                             size_t len);
+/* Same for any file next to slurm.conf ("topology.yaml"). */
+torus_layout_rc torus_layout_conf_sibling(const char *conf_path,
+                                          const char *file, char *buf,
+                                          size_t len);
 size_t torus_layout_topo_switch_count(const torus_layout_topo_t *topo);
 
 /* ----------------------------------------------------------- node lists */
@@ -158,6 +241,9 @@ typedef enum torus_layout_topo_pref {
 
 const char *torus_layout_topo_pref_name(torus_layout_topo_pref pref);
 
+/* Most NICs (rails) plugstack nics= lists. */
+#define TORUS_LAYOUT_NICS_MAX 16
+
 /* The arguments of spank_torus.so's plugstack.conf line. */
 typedef struct torus_layout_plugstack {
     torus_layout_spec_t default_spec; /* default= (off) */
@@ -165,6 +251,14 @@ typedef struct torus_layout_plugstack {
     size_t topology_max;              /* topology_max= (4M) */
     torus_cost_t cost;                /* node_lat_us= ... bytes= */
     bool verbose;                     /* verbose */
+    /* topology_file=: an absolute path read instead of Slurm's own file
+     * (.yaml/.yml: topology.yaml, .addr: SLURM_TOPOLOGY_ADDR lines, else
+     * topology.conf), "" when not given. */
+    char topology_file[128];
+    /* nics=mlx5_0,mlx5_1[:port]: one NIC per rail, column c uses
+     * nics[c % nnics] (NCCL_IB_HCA, UCX_NET_DEVICES). */
+    char nics[TORUS_LAYOUT_NICS_MAX][32];
+    uint32_t nnics;
 } torus_layout_plugstack_t;
 
 /* Parse plugstack arguments (the words after the plugin path) into cfg,

@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *text = malloc(size);
     memcpy(text, data + 1, size - 1);
     text[size - 1] = '\0';
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
     case 0: {
         torus_layout_spec_t s;
         if (torus_layout_spec_parse(text, &s) == TORUS_LAYOUT_OK) {
@@ -112,9 +112,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 4: {
         torus_layout_topo_t *topo;
-        if (torus_layout_topo_parse(text, size - 1, "fuzz", &topo) ==
+        /* Tree lines only, or whichever form (SwitchName= or BlockName=
+         * with BlockSizes=) the text holds. */
+        torus_layout_topo_kind k =
+            data[1] & 1 ? TORUS_TOPO_ANY : TORUS_TOPO_TREE;
+        if (torus_layout_topo_parse_kind(text, size - 1, "fuzz", k, &topo) ==
             TORUS_LAYOUT_OK) {
             _layout(topo, "2", data[1]);
+            torus_layout_topo_free(topo);
+        }
+        break;
+    }
+    case 5: {
+        /* topology.yaml, with and without a partition's Topology=. */
+        torus_layout_topo_t *topo;
+        bool flat;
+        if (torus_layout_topo_parse_yaml(text, size - 1, "fuzz.yaml",
+                                         data[1] & 1 ? "a" : NULL, &topo,
+                                         &flat) == TORUS_LAYOUT_OK) {
+            _layout(topo, "3", data[1]);
             torus_layout_topo_free(topo);
         }
         break;

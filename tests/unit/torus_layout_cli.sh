@@ -68,4 +68,26 @@ grep -q '"source": "SLURM_TOPOLOGY_ADDR", "groups": \[\["n1", "n3"\], \["n2", "n
 for algo in 'flat ring' hierarchical '2D torus'; do
     grep -Eq "^  $algo +[0-9]+\.[0-9]+ ms" "$tmp/r.txt" || fail "no prediction for $algo"
 done
+# topology/block lines beside tree lines: --topology-type picks, none is an
+# error naming the file; a bad type is a usage error.
+cat "$tmp/topology.conf" >"$tmp/both.conf"
+printf 'BlockName=b1 Nodes=n[1,3]\nBlockName=b2 Nodes=n[2,4]\nBlockSizes=2\n' >>"$tmp/both.conf"
+rc=0
+"$tool" --nodes 'n[1-4]' --topology "$tmp/both.conf" 2>"$tmp/err" >/dev/null || rc=$?
+[ $rc = 1 ] && grep -q "both.conf: holds both SwitchName=" "$tmp/err" || fail "both forms: rc $rc $(cat "$tmp/err")"
+"$tool" --nodes 'n[1-4]' --tasks-per-node 2 --topology "$tmp/both.conf" --topology-type block --json >"$tmp/f.json"
+python3 "$check" json "$tmp/f.json" >/dev/null
+grep -q '"source": "topology/block", "groups": \[\["n1", "n3"\], \["n2", "n4"\]\]' "$tmp/f.json" ||
+    fail "block: $(cat "$tmp/f.json")"
+"$tool" --nodes 'n[1-4]' --tasks-per-node 2 --topology "$tmp/both.conf" --topology-type tree --json |
+    cmp - "$tmp/a.json" || fail "--topology-type tree differs from the tree-only file"
+rc=0
+"$tool" --nodes n1 --topology-type mesh 2>/dev/null || rc=$?
+[ $rc = 2 ] || fail "--topology-type mesh exited $rc, not 2"
+
+# topology.yaml next to $SLURM_CONF wins over topology.conf, as in Slurm.
+printf -- '- topology: y\n  block:\n    blocks:\n      - block: q\n        nodes: n[1-4]\n' >"$tmp/topology.yaml"
+SLURM_CONF="$tmp/slurm.conf" "$tool" --nodes 'n[1-4]' --tasks-per-node 2 --json >"$tmp/g.json"
+grep -q '"source": "topology/block", "groups": \[\["n1", "n2", "n3", "n4"\]\]' "$tmp/g.json" ||
+    fail "topology.yaml not preferred: $(cat "$tmp/g.json")"
 echo "PASS: torus-layout CLI"

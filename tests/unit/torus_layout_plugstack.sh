@@ -24,6 +24,10 @@ grep -q "note: 'required' fails every srun" "$tmp/err" || fail "no note for requ
 [ "$("$tool" --check-plugstack 'topology=none')" = \
   "plugstack ok: default=off topology=none topology_max=4194304" ] || fail "arguments only"
 "$tool" --check-plugstack 'optional spank_torus.so' >/dev/null || fail "no arguments"
+# topology_file= and nics= (issue 16) are echoed back.
+[ "$("$tool" --check-plugstack 'topology_file=/etc/slurm/torus.yaml nics=mlx5_0,mlx5_1')" = \
+  "plugstack ok: default=off topology=tree topology_max=4194304 topology_file=/etc/slurm/torus.yaml nics=mlx5_0,mlx5_1" ] ||
+    fail "topology_file/nics not echoed"
 
 # Refused lines: exit 1 and the plugin's own message.
 refuse() {
@@ -39,6 +43,8 @@ refuse 'optional spank_torus.so topology_max=1G' 'plugstack.conf: topology_max=1
 refuse 'optional spank_torus.so leaf_bw_gbs=fast' 'plugstack.conf'
 refuse 'optional spank_torus.so verbose=1' "unknown argument 'verbose'"
 refuse 'optional' 'no plugin path'
+refuse 'topology_file=torus.yaml' 'expected an absolute path'
+refuse 'nics=mlx5_0,,mlx5_1' 'nics=mlx5_0,,mlx5_1: expected 1 to 16 NIC names'
 
 # --topology-max: the tool refuses what the plugin would.
 { echo 'SwitchName=s1 Nodes=n[1-2]'; head -c 70000 /dev/zero | tr '\0' '#'; echo; } >"$tmp/topology.conf"

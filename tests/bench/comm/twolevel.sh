@@ -1,0 +1,132 @@
+#!/bin/bash
+# tests/bench/comm/twolevel.sh: the plugin's `auto` grid against a
+# topology-blind grid on a two-level emulated network (issue 16), by hand
+# (root; not in make check: it measures, it does not assert).
+#
+# 4 nodes x 2 ranks, each node in its own network namespace. Leaves
+# interleave Slurm's node order ({n1,n3} and {n2,n4}, given to the plugin by
+# topology_file=), so a grid that follows the node list puts its rows
+# across the leaves. Each node's egress is shaped by htb: LEAF_RATE to the
+# node of its own leaf (and the controller), CROSS_RATE to the other leaf's
+# nodes (u32 filters on the destination address). Two runs of torus-bench
+# torus2d at SIZE fp32, each with the TORUS_* grid the plugin set:
+#   aware: plugstack default=auto topology_file=<the leaves>
+#   blind: plugstack default=auto topology=none (the node list, one group)
+# and the cost model's prediction of each from torus-layout, with the
+# link rates measured between two nodes of one leaf and of two leaves as its
+# link classes (the blind grid's rows cross the
+# leaves and its columns stay inside them: torus-layout prices it as the
+# same grid on contiguous leaves with the leaf and cross rates swapped).
+# Rates stay low so that the links, not the 2 shared cores, bound the time.
+#
+# Measured 2026-12-01 (2 shared cores, defaults, 3 runs of 5 iterations):
+#   aware 2x4 (rows n1 n3 | n2 n4) median 1736.7 ms, blind 4x2 (node-list
+#   order, every column hop across) 3005.8 ms: blind/aware 1.73. Probed
+#   links 0.0216 GB/s in a leaf, 0.0048 across (nominal 0.025, 0.00625);
+#   model 1458.5 ms (-16%) and 2631.7 ms (-12%).
+#
+# Usage: tests/bench/comm/twolevel.sh BUILD_DIR [LEAF_RATE] [CROSS_RATE] [SIZE]
+#        (defaults 200mbit 50mbit 8M; rates in mbit)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../../.." && pwd)
+build=$(cd "${1:?usage: twolevel.sh BUILD_DIR [LEAF_RATE] [CROSS_RATE] [SIZE]}" && pwd)
+leaf=${2:-200mbit}
+cross=${3:-50mbit}
+size=${4:-8M}
+iters=${TWOLEVEL_ITERS:-5}
+base=/tmp/torus-twolevel
+so="$build/plugins/.libs/spank_torus.so"
+[[ $leaf =~ ^[0-9]+mbit$ && $cross =~ ^[0-9]+mbit$ ]] || { echo "rates must look like 200mbit" >&2; exit 2; }
+trap '"$top/tests/cluster/down" --base "$base" --quiet' EXIT
+"$top/tests/cluster/down" --base "$base" --quiet 2>/dev/null
+"$top/tests/cluster/up" --base "$base" --nodes 4 --leaves 2 --port-base 17600 --netns --cpus 4 \
+    --plugin "$so" --plugin-args "default=auto" --quiet || exit 1
+. "$base/env"
+. "$base/run/cluster.conf"
+
+# ------------------------------------------------ two-level shaping (htb)
+addr() { nsenter --net="/run/netns/${ns_prefix}n$1" ip -o -4 addr show dev "tv${port_base}n$1" |
+    awk '{print $4}' | cut -d/ -f1; }
+leaf_of() { echo $((($1 + 1) % 2)); } # n1,n3 -> leaf 0; n2,n4 -> leaf 1
+for i in 1 2 3 4; do
+    ns="/run/netns/${ns_prefix}n$i" dev="tv${port_base}n$i"
+    nsenter --net="$ns" tc qdisc add dev "$dev" root handle 1: htb default 10 r2q 1000
+    nsenter --net="$ns" tc class add dev "$dev" parent 1: classid 1:10 htb rate "$leaf" ceil "$leaf" burst 64k
+    nsenter --net="$ns" tc class add dev "$dev" parent 1: classid 1:20 htb rate "$cross" ceil "$cross" burst 64k
+    for j in 1 2 3 4; do
+        [ "$(leaf_of "$i")" != "$(leaf_of "$j")" ] || continue
+        nsenter --net="$ns" tc filter add dev "$dev" parent 1: protocol ip prio 1 u32 \
+            match ip dst "$(addr "$j")/32" flowid 1:20
+    done
+done
+printf 'SwitchName=leafA Nodes=n[1,3]\nSwitchName=leafB Nodes=n[2,4]\nSwitchName=spine Switches=leafA,leafB\n' \
+    >"$base/etc/twolevel.conf"
+printf 'SwitchName=leafA Nodes=n[1-2]\nSwitchName=leafB Nodes=n[3-4]\nSwitchName=spine Switches=leafA,leafB\n' \
+    >"$base/etc/swapped.conf"
+
+subnet=$(srun -N1 -n1 ip -o -4 addr show scope global | awk '{print $4}' | head -1)
+mkdir -p "$base/ompi-shm"
+export OMPI_MCA_btl_tcp_if_include=$subnet OMPI_MCA_btl_vader_backing_directory=$base/ompi-shm
+gbs() { awk -v m="${1%mbit}" 'BEGIN {printf "%.6f", m / 8000}'; } # mbit -> GB/s
+# The emulated links as the model's keys: the plugin's `auto` chooses with
+# them (plugstack), torus-layout predicts with them (--cost).
+keys() { echo "leaf_bw_gbs=$(gbs "$1") cross_bw_gbs=$(gbs "$2") leaf_lat_us=100 cross_lat_us=100 node_bw_gbs=2 node_lat_us=5 bytes=$size"; }
+cost=$(keys "$leaf" "$cross")
+tool() { "$build/topology/torus-layout" --nodes 'n[1-4]' --tasks-per-node 2 "$@"; }
+costopts() { for k in $1; do printf -- '--cost %s ' "$k"; done; }
+echo "== $(date -u +%FT%TZ) 4 nodes x 2 ranks; leaves {n1,n3} {n2,n4}; htb $leaf in a leaf, $cross across; torus2d $size fp32, $iters iterations"
+
+# One measurement: the plugstack line, then torus-bench's median-free line
+# (torus-bench prints the mean of -n iterations); 3 runs, the median.
+run() {
+    sed -i "s|\(spank_torus.so\).*|\1 $1|" "$base/etc/plugstack.conf"
+    srun -N4 --ntasks-per-node=2 sh -c '[ $SLURM_PROCID != 0 ] || echo "grid $TORUS_DIMS source $TORUS_SOURCE node order: $(hostname):$TORUS_COORD"' 2>/dev/null
+    for k in 1 2 3; do
+        timeout 600 srun --mpi=pmix -N4 --ntasks-per-node=2 "$build/trainer/bench/torus-bench" \
+            -b "$size" -e "$size" -n "$iters" -w 1 -a torus2d -d fp32 2>&1 |
+            awk '$1 ~ /^[0-9]+$/ && /torus2d/ {print}'
+    done
+}
+med() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "-- aware (topology_file)"
+run "default=auto topology_file=$base/etc/twolevel.conf $cost" | tee "$base/aware.txt"
+echo "-- blind (topology=none)"
+run "default=auto topology=none $cost" | tee "$base/blind.txt"
+# Link probe: a ring all-reduce of SIZE over 2 nodes x 2 ranks, whose two
+# node-to-node edges carry 2(P-1)/P * SIZE = 1.5 * SIZE each, as the rings
+# of the grids do. (One rank per node, a pair exchanging both ways, reaches
+# only about half the rate here, MPI_Allreduce included: not the pattern of
+# a torus ring.)
+echo "-- link probe: ring all-reduce of $size over 2 nodes x 2 ranks"
+probe() {
+    timeout 300 srun --mpi=pmix -N2 -w "$1" --ntasks-per-node=2 "$build/trainer/bench/torus-bench" \
+        -b "$size" -e "$size" -n "$iters" -w 1 -a ring -d fp32 2>&1 |
+        awk -v s="$size" '$4 == "ring" {b = s; sub(/M$/, "", b); printf "%.6f\n", 1.5 * b * 1048576 / ($5 * 1e-6) / 1e9}'
+}
+bleaf=$(probe n1,n3)
+bcross=$(probe n1,n2)
+echo "measured link rate: in a leaf $bleaf GB/s (nominal $(gbs "$leaf")), across $bcross GB/s (nominal $(gbs "$cross"))"
+echo "-- cost model (torus-layout, probed rates)"
+mkeys() { echo "leaf_bw_gbs=$1 cross_bw_gbs=$2 leaf_lat_us=100 cross_lat_us=100 node_bw_gbs=2 node_lat_us=5 bytes=$size"; }
+pa=$(tool --topology "$base/etc/twolevel.conf" --spec auto $(costopts "$(mkeys "$bleaf" "$bcross")") | awk '/2D torus/ {print $3}')
+grid=$(tool --topology none --spec auto $(costopts "$cost") --json |
+    python3 -c 'import json,sys; d=json.load(sys.stdin)["dims"]; print("%dx%d" % tuple(d))')
+# The blind grid in the real network: rows of 2 nodes (n1 n2 | n3 n4) cross
+# the leaves and columns stay inside them: the same grid on contiguous
+# leaves with the two rates swapped. Any other blind grid: every hop
+# between nodes in node-list order crosses, so one leaf at the cross rate.
+if [ "${grid#*x}" = 4 ]; then
+    pb=$(tool --topology "$base/etc/swapped.conf" --spec "$grid" $(costopts "$(mkeys "$bcross" "$bleaf")") |
+        awk '/2D torus/ {print $3}')
+else
+    pb=$(tool --topology none --spec "$grid" $(costopts "$(mkeys "$bcross" "$bcross")") | awk '/2D torus/ {print $3}')
+fi
+echo "predicted aware ${pa} ms, blind (${grid}) ${pb} ms"
+# torus-bench line: size count wire algo time(us) ...
+ma=$(awk '$4 == "torus2d" {print $5}' "$base/aware.txt" | med)
+mb=$(awk '$4 == "torus2d" {print $5}' "$base/blind.txt" | med)
+awk -v ma="$ma" -v mb="$mb" -v pa="$pa" -v pb="$pb" 'BEGIN {
+    # torus-bench prints microseconds; torus-layout milliseconds.
+    printf "measured median aware %.1f ms, blind %.1f ms (blind/aware %.2f)\n", ma / 1e3, mb / 1e3, mb / ma
+    printf "model error aware %+.0f%%, blind %+.0f%%\n", (pa * 1e3 / ma - 1) * 100, (pb * 1e3 / mb - 1) * 100 }'
