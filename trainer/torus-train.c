@@ -994,6 +994,12 @@ static int _finish(_run *r)
     if (r->best >= 0)
         printf("best test top-1 %.2f%%, reached after %.1f s\n", r->best,
                r->best_at);
+    /* The fingerprint of the final weights and BN statistics (the ranks
+     * agree on it): a stopped-and-resumed run must end on the same one as
+     * an uninterrupted run (tests/integration/jobs_imagenet.sh). */
+    uint64_t h;
+    if (r->info.rank == 0 && ttrain_state_hash(r->net, &h) == 0)
+        printf("state hash %016" PRIx64 " at global step %ld\n", h, r->gstep);
     if (r->mf)
         fclose(r->mf);
     r->src.close(&r->src);
