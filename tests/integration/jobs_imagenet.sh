@@ -95,7 +95,7 @@ sbatch --wait -N2 -o stage2.out "$jobs/stage" "$out" "$t/local/%n" >/dev/null ||
 [ $rc != 0 ] && grep -q "^stage: n2: train: torus-data-bench: verify: $shard: sample [0-9]*: CRC32C mismatch" stage2.out &&
     grep -q "^stage: n2: train: FAILED" stage2.out && ! grep -q "^stage: n1: train: FAILED" stage2.out ||
     tl_fail "a flipped byte in n2's copy was not caught (rc $rc): $(cat stage2.out)"
-echo "ok: stage copied and verified on n1 and n2; a flipped byte in n2's copy fails it: $(grep -m1 'CRC32C mismatch' stage2.out)"
+echo "ok: stage copied and verified on n1 and n2; a flipped byte in n2's copy fails it: $(grep -m1 'CRC32C mismatch$' stage2.out)"
 
 # 3. The reference run; 4. the same, staged, preempted and requeued.
 export MODEL_ARGS="--model cifar-resnet --depth 8 --image-size 16 --channels 3 --classes 4"
