@@ -44,7 +44,9 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/ttrain_checkpoint.h \
 	trainer/train/checkpoint.c \
 	trainer/train/ttrain_state_hash.h \
-	trainer/train/state_hash.c
+	trainer/train/state_hash.c \
+	trainer/train/ttrain_bn_stash.h \
+	trainer/train/bn_stash.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS)
 trainer_libtorustrain_la_LIBADD = common/libtoruscommon.la $(DNNL_LIBS) \
 	$(HDF5_LIBS) -lm
