@@ -223,6 +223,12 @@ TESTS += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh
 EXTRA_DIST += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh \
 	tests/integration/train_lib.sh
 
+# Each rank's own BN statistics across checkpoints and resumes (mpirun):
+# checkpoints change nothing, a stopped run resumes bit for bit, damaged
+# statistics files are named.
+TESTS += tests/integration/train_bn_resume.sh
+EXTRA_DIST += tests/integration/train_bn_resume.sh
+
 # Data parallel: 2 ranks under mpirun equal 1 rank (BN-free tiny-cnn).
 TESTS += tests/integration/train_dist.sh
 EXTRA_DIST += tests/integration/train_dist.sh

@@ -74,6 +74,9 @@ int ttrain_bn_stash_save(const ttrain_bn_stash *s, const char *dir,
                  .count = (uint32_t)s->n,
                  .crc = tdata_crc32c(0, s->v, s->n * sizeof(float))};
     memcpy(h.magic, _MAGIC, sizeof h.magic);
+    /* A stop before the first checkpoint: rank 0 has not made DIR yet. */
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        return TORUS_FAIL(-1, "%s: %s", dir, strerror(errno));
     FILE *f = fopen(tmp, "wx");
     if (!f)
         return TORUS_FAIL(-1, "%s: %s", tmp, strerror(errno));
