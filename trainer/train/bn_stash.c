@@ -31,6 +31,20 @@ static void _path(char *p, size_t n, const char *dir, const char *run, int rank)
     snprintf(p, n, "%s/bn-%s-r%d.f32", dir, run, rank);
 }
 
+/* Reads (put 0) or writes (put 1) every statistics vector at its place
+ * in v. */
+static int _each(float *v, teng_net *net, int put)
+{
+    size_t at = 0;
+    for (int i = 0; i < teng_net_nstats(net); i++) {
+        if (put ? teng_stats_write(net, i, v + at)
+                : teng_stats_read(net, i, v + at))
+            return torus_error_prefix(-1, "BN statistics");
+        at += teng_stats_count(net, i);
+    }
+    return 0;
+}
+
 int ttrain_bn_stash_take(ttrain_bn_stash *s, teng_net *net)
 {
     size_t n = 0;
@@ -42,24 +56,12 @@ int ttrain_bn_stash_take(ttrain_bn_stash *s, teng_net *net)
             return TORUS_FAIL(-1, "BN statistics: out of memory");
         s->n = n;
     }
-    size_t at = 0;
-    for (int i = 0; i < teng_net_nstats(net); i++) {
-        if (teng_stats_read(net, i, s->v + at))
-            return torus_error_prefix(-1, "BN statistics");
-        at += teng_stats_count(net, i);
-    }
-    return 0;
+    return _each(s->v, net, 0);
 }
 
 int ttrain_bn_stash_put(const ttrain_bn_stash *s, teng_net *net)
 {
-    size_t at = 0;
-    for (int i = 0; i < teng_net_nstats(net); i++) {
-        if (teng_stats_write(net, i, s->v + at))
-            return torus_error_prefix(-1, "BN statistics");
-        at += teng_stats_count(net, i);
-    }
-    return 0;
+    return _each(s->v, net, 1);
 }
 
 int ttrain_bn_stash_save(const ttrain_bn_stash *s, const char *dir,
