@@ -32,6 +32,15 @@ jobs=$(cd "$top_srcdir/jobs" && pwd)
 # A dead node must fail the test, not hang it.
 sbatch() { timeout 240 env sbatch "$@"; }
 
+# Every job's --help (from anywhere, as sbatch's spool copy reads its own
+# header) and the refusal of an unknown option.
+for f in stage train-imagenet.sbatch eval.sbatch bench.sbatch; do
+    "$jobs/$f" --help | grep -q "^Usage: " || tl_fail "$f --help has no Usage line"
+    rc=0
+    "$jobs/$f" --bogus >/dev/null 2>&1 || rc=$?
+    [ $rc = 2 ] || tl_fail "$f --bogus exited $rc, expected 2"
+done
+
 tl_cluster_up --nodes 2 --leaves 1 --plugin "$so"
 t=$TL_BASE/jt
 src=$t/src out=$t/packed
