@@ -16,6 +16,8 @@ EXTRA_DIST += tests/unit/include_layers.sh
 TESTS += \
 	tests/integration/configure_errors.sh \
 	tests/integration/jobs_pack.sh \
+	tests/integration/jobs_imagenet.sh \
+	tests/integration/jobs_bench.sh \
 	tests/integration/plugin_build.sh \
 	tests/integration/cluster_pmix.sh \
 	tests/integration/cluster_netns.sh \
@@ -25,6 +27,8 @@ TESTS += \
 EXTRA_DIST += \
 	tests/integration/configure_errors.sh \
 	tests/integration/jobs_pack.sh \
+	tests/integration/jobs_imagenet.sh \
+	tests/integration/jobs_bench.sh \
 	tests/integration/plugin_build.sh \
 	tests/integration/cluster_pmix.sh \
 	tests/integration/cluster_netns.sh \

@@ -47,7 +47,9 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/ttrain_state_hash.h \
 	trainer/train/state_hash.c \
 	trainer/train/ttrain_device.h \
-	trainer/train/device.c
+	trainer/train/device.c \
+	trainer/train/ttrain_bn_stash.h \
+	trainer/train/bn_stash.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS)
 trainer_libtorustrain_la_LIBADD = common/libtoruscommon.la $(DNNL_LIBS) \
 	$(HDF5_LIBS) -lm
@@ -242,6 +244,12 @@ EXTRA_DIST += tests/integration/train_scale.sh
 # The 8-bit input path (--input u8) == float batches bit for bit, resume.
 TESTS += tests/integration/train_input.sh
 EXTRA_DIST += tests/integration/train_input.sh
+
+# Each rank's own BN statistics across checkpoints and resumes (mpirun):
+# checkpoints change nothing, a stopped run resumes bit for bit, damaged
+# statistics files are named.
+TESTS += tests/integration/train_bn_resume.sh
+EXTRA_DIST += tests/integration/train_bn_resume.sh
 
 # Data parallel: 2 ranks under mpirun equal 1 rank (BN-free tiny-cnn).
 TESTS += tests/integration/train_dist.sh

@@ -32,6 +32,7 @@
 #include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
 #include "trainer/optim/topt_loss_scale.h"
+#include "trainer/train/ttrain_bn_stash.h"
 #include "trainer/train/ttrain_checkpoint.h"
 #include "trainer/train/ttrain_device.h"
 #include "trainer/train/ttrain_gpu_exchange.h"
@@ -338,6 +339,7 @@ typedef struct {
     char *plan;            /* the configuration text stored in checkpoints */
     ttrain_ckpt_meta meta; /* what checkpoints record and resumes compare */
     ttrain_progress at;    /* where training (re)starts, then the next step */
+    ttrain_bn_stash bn;    /* this rank's own BN statistics at a checkpoint */
     /* the training loop */
     long gstep;
     double t_start, images, best, best_at;
@@ -630,6 +632,10 @@ static int _meta(_run *r)
     ttrain_ckpt_meta *m = &r->meta;
     char id[96], index[600];
     ttrain_ckpt_new_run(m->run);
+    /* Rank 0's id on every rank: each rank names its own files by it
+     * (ttrain_bn_stash.h). */
+    if (cfg->world > 1 && tcomm_bcast_bytes(r->comm, m->run, sizeof(m->run), 0))
+        return _fail("checkpoint", tcomm_error());
     m->world = cfg->world;
     snprintf(m->wire, sizeof(m->wire), "%s", cfg->wire);
     snprintf(m->loss_scale, sizeof(m->loss_scale), "%s",
@@ -739,6 +745,22 @@ static int _load_agreed(_run *r, char *path, size_t n, int *found)
 
 /* Where to start: afresh, or from the newest checkpoint (--resume), or
  * only evaluate it (--eval-only). Then the signals that ask for a stop. */
+/* After the ranks agreed on the checkpoint's averaged statistics: each
+ * rank takes back its own, saved at the stop, when they fit this step and
+ * number of ranks; otherwise it goes on from the average (a damaged file
+ * is said). */
+static void _restore_own_stats(_run *r)
+{
+    const ttrain_config *cfg = &r->cfg;
+    if (cfg->world > 1 &&
+        ttrain_bn_stash_load(&r->bn, r->net, cfg->ckpt_dir, r->meta.run,
+                             r->info.rank, cfg->world, r->at.global_step) < 0)
+        fprintf(stderr,
+                "torus-train: warning: rank %d: %s; it goes on from the "
+                "ranks' average BN statistics\n",
+                r->info.rank, torus_error_msg());
+}
+
 static int _restore(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
@@ -756,6 +778,7 @@ static int _restore(_run *r)
             if (r->src.seek(&r->src, r->at.samples))
                 return _fail("--resume", torus_error_msg());
             teng_net_set_dropout_step(r->net, r->at.dropout_step);
+            _restore_own_stats(r);
             printf("torus-train: resumed from %s at epoch %d step %ld "
                    "(global step %ld)\n",
                    path, r->at.epoch, r->at.step, r->at.global_step);
@@ -1135,12 +1158,29 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
         !(r->stopping || last ||
           (cfg->ckpt_every && r->gstep % cfg->ckpt_every == 0)))
         return _GO;
+    /* The file gets the ranks' average; this rank's own statistics stay
+     * live when training goes on, and are saved for the resume at a stop
+     * (ttrain_bn_stash.h): checkpoints change nothing, resumes are
+     * bitwise. */
+    int multi = cfg->world > 1;
+    if (multi && (ttrain_bn_stash_take(&r->bn, r->net) ||
+                  (r->stopping &&
+                   ttrain_bn_stash_save(&r->bn, cfg->ckpt_dir, r->meta.run,
+                                        r->info.rank, cfg->world, r->gstep))))
+        return _fail("checkpoint", torus_error_msg());
     if (_stats_average(&r->ex, r->net))
         return _fail("BN statistics", tcomm_error());
     if (_check_agreement(&r->ex, r->net))
         return _fail("checkpoint", torus_error_msg());
     /* Only rank 0 writes; all ranks hold the same weights. */
-    return r->info.rank == 0 ? _write_rank0(r) : _wait_rank0(r);
+    int rc = r->info.rank == 0 ? _write_rank0(r) : _wait_rank0(r);
+    if (rc != _GO || !multi || r->stopping)
+        return rc;
+    if (last) /* the run is complete: nothing left to resume */
+        ttrain_bn_stash_remove(cfg->ckpt_dir, r->meta.run, r->info.rank);
+    else if (ttrain_bn_stash_put(&r->bn, r->net))
+        return _fail("checkpoint", torus_error_msg());
+    return _GO;
 }
 
 /* Evaluation on the test split at the end of an epoch. */
@@ -1252,10 +1292,17 @@ static int _finish(_run *r)
     if (r->best >= 0)
         printf("best test top-1 %.2f%%, reached after %.1f s\n", r->best,
                r->best_at);
+    /* The fingerprint of the final weights and BN statistics (the ranks
+     * agree on it): a stopped-and-resumed run must end on the same one as
+     * an uninterrupted run (tests/integration/jobs_imagenet.sh). */
+    uint64_t h;
+    if (r->info.rank == 0 && ttrain_state_hash(r->net, &h) == 0)
+        printf("state hash %016" PRIx64 " at global step %ld\n", h, r->gstep);
     if (r->mf)
         fclose(r->mf);
     r->src.close(&r->src);
     free(r->plan);
+    ttrain_bn_stash_free(&r->bn);
     topt_sgd_free(&r->opt);
     teng_net_destroy(r->net);
     teng_backend_close(r->bk);

@@ -6,7 +6,8 @@
  *   train   the whole training pipeline (loader, RandomResizedCrop, flip,
  *           normalise), optionally against a simulated step time to show
  *           the wait per step;
- *   eval    the evaluation pipeline (resize, centre crop).
+ *   eval    the evaluation pipeline (resize, centre crop);
+ *   verify  every sample's CRC32C (jobs/stage: after --stage, the copies).
  * It is also the pipeline's command-line driver for tests (--max-bad,
  * exit status). */
 #include <getopt.h>
@@ -43,7 +44,10 @@ static const char _help[] =
     "      train   the training pipeline: shuffled slice, coalesced reads,\n"
     "              RandomResizedCrop with ROI and DCT-scaled decode, flip,\n"
     "              normalise into batch buffers;\n"
-    "      eval    the evaluation pipeline: resize, centre crop, normalise.\n"
+    "      eval    the evaluation pipeline: resize, centre crop, normalise;\n"
+    "      verify  every stored sample read in shard order and its CRC32C\n"
+    "              checked against the shard's (after --stage: the copies);\n"
+    "              each mismatch is named, and any makes the exit status 1.\n"
     "    img/CPU-s is images per CPU-second of the whole process (all "
     "threads):\n"
     "    the rate per core, which other jobs on the node do not distort, for\n"
@@ -90,10 +94,13 @@ static const char _help[] =
     "    0 on success; 1 if the dataset cannot be opened or the pipeline "
     "fails\n"
     "    (missing/truncated shard, mismatched index, more than --max-bad bad\n"
-    "    samples), with a message naming the file; 2 on usage errors.\n"
+    "    samples, a CRC32C mismatch in verify), with a message naming the\n"
+    "    file; 2 on usage errors.\n"
     "\n"
     "EXAMPLE\n"
-    "    torus-data-bench -t 1,2 -b 64 /scratch/imagenet/train-index.txt\n";
+    "    torus-data-bench -t 1,2 -b 64 /scratch/imagenet/train-index.txt\n"
+    "    torus-data-bench --stage=/local/imagenet -m verify \\\n"
+    "        /lustre/imagenet/train-index.txt   (jobs/stage runs this)\n";
 
 static double _now(void)
 {
@@ -604,6 +611,46 @@ static int _open(const char *index, const _cfg *c, tdata_dataset **ds)
     return 0;
 }
 
+/* verify: one pass over every sample in storage order, each CRC32C
+ * against the one the packer stored. dataset_open only compares the
+ * shards' CRC-of-CRCs with the index, which a copy that garbled image
+ * bytes passes; this reads the bytes themselves. Returns 0, or 1 after
+ * naming every bad sample (at most 20 lines, then a count). */
+static int _verify(tdata_dataset *ds)
+{
+    uint64_t n = tdata_dataset_get_info(ds)->num_images, bad = 0;
+    uint8_t *buf = NULL;
+    size_t cap = 0, len;
+    uint32_t crc;
+    double bytes = 0, t0 = _now(), c0 = _cpu();
+    for (uint64_t id = 0; id < n; id++) {
+        if (tdata_dataset_read(ds, id, &buf, &cap, &len, NULL, &crc)) {
+            fprintf(stderr, "torus-data-bench: verify: %s\n",
+                    torus_error_msg());
+            free(buf);
+            return 1;
+        }
+        bytes += (double)len;
+        if (tdata_crc32c(0, buf, len) == crc)
+            continue;
+        if (++bad <= 20) {
+            int s;
+            uint64_t i;
+            tdata_dataset_locate(ds, id, &s, &i);
+            fprintf(stderr,
+                    "torus-data-bench: verify: %s: sample %llu: CRC32C "
+                    "mismatch\n",
+                    tdata_dataset_shard_path(ds, s), (unsigned long long)i);
+        }
+    }
+    free(buf);
+    _row("verify", 1, (double)n, _now() - t0, bytes, _cpu() - c0);
+    printf("torus-data-bench: verified %llu images, %llu CRC32C "
+           "mismatches\n",
+           (unsigned long long)n, (unsigned long long)bad);
+    return bad ? 1 : 0;
+}
+
 /* Run the stages of --modes in order until one fails. */
 static int _run_modes(tdata_dataset *ds, _cfg *c)
 {
@@ -622,6 +669,8 @@ static int _run_modes(tdata_dataset *ds, _cfg *c)
             rc = _bench_pipeline(ds, c, TDATA_TRAIN, n);
         else if (!strcmp(m, "eval"))
             rc = _bench_pipeline(ds, c, TDATA_EVAL, n);
+        else if (!strcmp(m, "verify"))
+            rc = _verify(ds);
         else
             return _usage("unknown mode", m);
     }
