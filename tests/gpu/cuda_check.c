@@ -6,7 +6,8 @@
  *             without bias and stride, BN with and without its ReLU and
  *             its running statistics, ReLU, max/avg/global pooling, FC,
  *             residual add with and without ReLU, BN -> add -> ReLU (fused
- *             in the FP16 mode), the gradient fan-in
+ *             forward and backward in the FP16 mode, with activations kept
+ *             and with the trainer's reuse plan), the gradient fan-in
  *             sum, dropout, softmax cross-entropy with label smoothing) on
  *             random inputs and params, the same on both backends, FP32;
  *             outputs, input gradients, param gradients and BN statistics
@@ -206,22 +207,25 @@ static int _xent(teng_net *n, int x, int *l)
 static const struct {
     const char *name;
     _build fn;
+    int reuse; /* the engine reuses activations (the trainer's plan) */
 } _cases[] = {
-    {"conv 3x3/1 bias", _conv3},
-    {"conv 7x7/2", _conv7},
-    {"conv 1x1/2", _conv1},
-    {"bn", _bn},
-    {"bn+relu", _bnrelu},
-    {"relu", _relu},
-    {"maxpool 3/2", _maxp},
-    {"avgpool 3/2", _avgp},
-    {"gap", _gap},
-    {"fc bias", _fc},
-    {"add + fan-in sum", _add},
-    {"add+relu", _addrelu},
-    {"bn add relu", _bnaddrelu},
-    {"dropout", _drop},
-    {"xent smoothing", _xent},
+    {"conv 3x3/1 bias", _conv3, 0},
+    {"conv 7x7/2", _conv7, 0},
+    {"conv 1x1/2", _conv1, 0},
+    {"bn", _bn, 0},
+    {"bn+relu", _bnrelu, 0},
+    {"relu", _relu, 0},
+    {"maxpool 3/2", _maxp, 0},
+    {"avgpool 3/2", _avgp, 0},
+    {"gap", _gap, 0},
+    {"fc bias", _fc, 0},
+    {"add + fan-in sum", _add, 0},
+    {"add+relu", _addrelu, 0},
+    {"bn add relu", _bnaddrelu, 0},
+    /* Its fused backward reads y where bit 3 of bwd_reads keeps it. */
+    {"bn add relu reuse", _bnaddrelu, 1},
+    {"dropout", _drop, 0},
+    {"xent smoothing", _xent, 0},
 };
 
 typedef struct {
@@ -229,14 +233,14 @@ typedef struct {
     int x, out, loss;
 } _side;
 
-static int _make(_side *s, teng_backend *bk, _build fn)
+static int _make(_side *s, teng_backend *bk, _build fn, int reuse)
 {
     s->loss = -1;
     _OK(teng_net_create(&s->net));
     _OK(s->x = teng_add_input(s->net, C, HW, HW));
     _OK(s->out = fn(s->net, s->x, &s->loss));
     teng_net_set_input_grad(s->net, 1);
-    teng_net_set_no_reuse(s->net, 1);
+    teng_net_set_no_reuse(s->net, !reuse);
     teng_net_set_dropout_seed(s->net, 42);
     _OK(teng_net_compile(s->net, bk, N));
     return 0;
@@ -319,9 +323,9 @@ static int _layer_case(int k, teng_backend *gpu, teng_backend *cpu, double tol,
     char what[64] = "-";
     _tol = tol;
     _bad = _seen = 0;
-    int rc = !a || !b || _make(&g, gpu, _cases[k].fn) ||
-             _make(&c, cpu, _cases[k].fn) || _feed(&g, a) || _feed(&c, a) ||
-             _compare(&g, &c, a, b, &worst, what, sizeof(what));
+    int rc = !a || !b || _make(&g, gpu, _cases[k].fn, _cases[k].reuse) ||
+             _make(&c, cpu, _cases[k].fn, _cases[k].reuse) || _feed(&g, a) ||
+             _feed(&c, a) || _compare(&g, &c, a, b, &worst, what, sizeof(what));
     int pass = !rc && (worst <= tol ||
                        (!isnan(worst) && _bad <= outliers * (double)_seen));
     printf("  %-18s %s  worst %.2e (%s), %zu of %zu above%s\n", _cases[k].name,

@@ -46,7 +46,10 @@ typedef struct teng_backend_ops {
     int (*backward)(teng_backend *bk, teng_net *net, int layer);
     /* Which of the layer's tensors its backward reads: bit j for in[j],
      * bit 2 for out (everything else may be reused after forward). NULL
-     * means all of them. */
+     * means all of them. Bit 3 with bit 2: the out a residual add may
+     * still overwrite in place (its result is what the backward reads
+     * there: a BN whose forward runs fused into the add's); the storage
+     * then lives to this layer's backward. */
     unsigned (*bwd_reads)(teng_backend *bk, const teng_net *net, int layer);
     /* t->grad = sum of t->contrib[0..ncontrib) (contrib[0] may be grad). */
     int (*grad_sum)(teng_backend *bk, teng_net *net, int tensor);

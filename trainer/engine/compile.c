@@ -173,8 +173,9 @@ static int _plan_acts(teng_net *net, _bufs *b, int *store, int *wsbuf)
             last = _bt(net, t->producer);
         if (pl->kind == TENG_L_ADD && !net->no_reuse) {
             const teng_tensor *a = &net->t[pl->in[0]];
+            unsigned pr = _reads(net, a->producer);
             if (pl->in[0] != net->input && a->nconsumers == 1 &&
-                !(_reads(net, a->producer) & 4u) && a->bytes >= t->bytes) {
+                (!(pr & 4u) || (pr & 8u)) && a->bytes >= t->bytes) {
                 store[id] = store[pl->in[0]];
                 if (b->iv[store[id]].last < last)
                     b->iv[store[id]].last = last;
