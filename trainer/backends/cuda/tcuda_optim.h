@@ -36,14 +36,14 @@ typedef struct tcuda_optim tcuda_optim;
 
 /* One param as the kernels see it (device pointers). */
 typedef struct {
-    float *master; /* fp32 master weights, count elements */
-    void *work;    /* working copy; == master when work_dtype is TENG_F32 */
-    teng_dtype work_dtype; /* TENG_F32, TENG_F16 or TENG_BF16 */
-    const float *grad;     /* fp32 gradient, count elements */
-    size_t offset;         /* byte offset of the param in the params arena:
-                            * also its place in optimizer-state buffers and in
-                            * any buffer "laid out like the params arena" */
-    size_t count;          /* elements */
+    float *master;          /* fp32 master weights, count elements */
+    void *work;             /* working copy; == master when work_dtype is TENG_F32 */
+    teng_dtype work_dtype;  /* TENG_F32, TENG_F16 or TENG_BF16 */
+    const float *grad;      /* fp32 gradient, count elements */
+    size_t offset;          /* byte offset of the param in the params arena:
+                             * also its place in optimizer-state buffers and in
+                             * any buffer "laid out like the params arena" */
+    size_t count;           /* elements */
 } tcuda_optim_param;
 
 /* Build the plan for np params; stream is a cudaStream_t. */
