@@ -79,6 +79,7 @@ TCUDA_C = \
 	trainer/backends/cuda/cuda_layers.c \
 	trainer/backends/cuda/cuda_exec.c \
 	trainer/backends/cuda/cuda_input.c \
+	trainer/backends/cuda/cuda_graph.c \
 	trainer/backends/cuda/chunk_plan.c
 TCUDA_CU = trainer/backends/cuda/cuda_kernels.cu \
 	trainer/backends/cuda/cuda_optim.cu

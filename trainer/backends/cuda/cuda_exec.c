@@ -1,8 +1,8 @@
 /* trainer/backends/cuda/cuda_exec.c: the cuda backend's forward and
  * backward of every layer and the gradient fan-in sums, on the
  * descriptors and algorithms cuda_layers.c planned. Everything is queued
- * on the backend's stream; the only host wait is the loss layer's
- * forward (the engine reads the loss on the host after it).
+ * on the backend's stream, with no host wait (a step graph records these
+ * calls); the loss is read later (cuda_graph.c).
  *
  * FC in cuBLAS's column-major terms: x (n x C row-major) is X, C x n;
  * W (k x C, OI) is Wc, C x k; y (n x k) is Y, k x n. Forward Y = Wc^T X,
@@ -234,8 +234,9 @@ static int _xent_bwd(teng_backend *bk, teng_net *net, int li)
     return TENG_OK;
 }
 
-/* The loss: per-row losses on the device, summed on the host in row
- * order (as teng_host_xent does) after the step's one wait. */
+/* The loss: per-row losses on the device and their copy to pinned host
+ * memory, queued; no host wait here (a step graph records this call):
+ * the engine's teng_net_loss waits and sums them (_tcuda_loss_sum). */
 static int _xent_fwd(teng_backend *bk, teng_net *net, int li)
 {
     tcuda_impl *im = _tcuda(bk);
@@ -249,10 +250,6 @@ static int _xent_fwd(teng_backend *bk, teng_net *net, int li)
                          l->smoothing, 1.0f, l->ws, NULL));
     TCUDA_RT(cudaMemcpyAsync(cn->host_loss, l->ws, sizeof(double) * s.n,
                              cudaMemcpyDeviceToHost, im->stream));
-    TCUDA_RT(cudaStreamSynchronize(im->stream));
-    l->loss_sum = 0.0;
-    for (int i = 0; i < s.n; i++)
-        l->loss_sum += cn->host_loss[i];
     return TENG_OK;
 }
 

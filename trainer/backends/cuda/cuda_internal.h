@@ -146,6 +146,13 @@ int _tcuda_backward(teng_backend *bk, teng_net *net, int layer);
 int _tcuda_grad_sum(teng_backend *bk, teng_net *net, int tensor);
 unsigned _tcuda_bwd_reads(teng_backend *bk, const teng_net *net, int layer);
 
+/* Step graphs and the deferred loss (cuda_graph.c). */
+int _tcuda_graph_begin(teng_backend *bk);
+int _tcuda_graph_end(teng_backend *bk, void **graph);
+int _tcuda_graph_launch(teng_backend *bk, void *graph);
+void _tcuda_graph_free(teng_backend *bk, void *graph);
+int _tcuda_loss_sum(teng_backend *bk, const teng_net *net, double *sum);
+
 /* The 8-bit input path (cuda_input.c): its stream, events and staging. */
 int _tcuda_input_open(tcuda_impl *im);
 void _tcuda_input_close(tcuda_impl *im);

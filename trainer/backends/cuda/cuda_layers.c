@@ -6,8 +6,8 @@
  * asked once per shape) and sizes the scratch arena to the largest
  * workspace any of them needs, so no call of a step allocates. bind()
  * builds the optimizer plan on the arena pointers. forward()/backward()
- * only queue work on the backend's stream; the one host wait of a step is
- * the loss layer's forward, whose loss the engine reads on the host.
+ * only queue work on the backend's stream, with no host wait; the loss is
+ * read when the engine asks for it (cuda_graph.c).
  *
  * Precision: in FP32 mode convolutions run with CUDNN_FMA_MATH and cuBLAS
  * in pedantic FP32 (no TF32), so the mode matches the oneDNN backend
@@ -288,6 +288,7 @@ static int _plan_loss(teng_net *net, tcuda_net *cn)
         return TENG_OK;
     int n = net->t[net->l[net->loss_layer].in[0]].shape.n;
     TCUDA_RT(cudaMallocHost((void **)&cn->host_loss, sizeof(double) * n));
+    memset(cn->host_loss, 0, sizeof(double) * n); /* before any forward */
     cn->host_loss_n = n;
     return TENG_OK;
 }
