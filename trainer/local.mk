@@ -47,7 +47,9 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/ttrain_state_hash.h \
 	trainer/train/state_hash.c \
 	trainer/train/ttrain_device.h \
-	trainer/train/device.c
+	trainer/train/device.c \
+	trainer/train/step_graph.h \
+	trainer/train/step_graph.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS)
 trainer_libtorustrain_la_LIBADD = common/libtoruscommon.la $(DNNL_LIBS) \
 	$(HDF5_LIBS) -lm
@@ -183,6 +185,13 @@ tests_unit_test_cuda_optim_LDADD = $(TRAINER_TEST_LDADD)
 tests_unit_test_loss_scale_SOURCES = tests/unit/test_loss_scale.c
 tests_unit_test_loss_scale_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_loss_scale_LDADD = $(TRAINER_TEST_LDADD)
+
+# When the step is recorded in a CUDA graph (train/step_graph.c): plain C.
+check_PROGRAMS += tests/unit/test_step_graph
+TESTS += tests/unit/test_step_graph
+tests_unit_test_step_graph_SOURCES = tests/unit/test_step_graph.c
+tests_unit_test_step_graph_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_step_graph_LDADD = $(TRAINER_TEST_LDADD)
 
 # The GPU of each rank (train/device.c): plain C, no GPU needed.
 check_PROGRAMS += tests/unit/test_train_device

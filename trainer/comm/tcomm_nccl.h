@@ -44,5 +44,15 @@ tcomm_rc tcomm_nccl_reserve(tcomm_nccl_t *n, size_t count, tcomm_wire wire);
  * found as on the CPU path. The handle is unusable after that. */
 tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
                          size_t *nonfinite);
+/* tcomm_nccl_wait in two halves, for a step that a CUDA graph records.
+ * join: consumer waits (on the device) for every reduction enqueued so
+ * far, then copies their inf/nan count to pinned host memory and clears
+ * it, all queued on consumer, with no host wait (so it may be recorded).
+ * count: waits on this thread, as tcomm_nccl_wait does (deadline, NCCL
+ * async errors, lost rank named), for consumer's work queued so far, and
+ * returns the count that the last join copied. */
+tcomm_rc tcomm_nccl_join(tcomm_nccl_t *n, cudaStream_t consumer);
+tcomm_rc tcomm_nccl_count(tcomm_nccl_t *n, cudaStream_t consumer,
+                          size_t *nonfinite);
 
 #endif

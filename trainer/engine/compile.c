@@ -407,6 +407,7 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
     if (!net->global_batch)
         net->global_batch = max_batch;
     _set_batch_shapes(net, max_batch);
+    net->plans++;
     if ((rc = bk->ops->plan(bk, net, max_batch)))
         return torus_error_prefix(rc, "backend %s", bk->ops->name);
     for (int i = 0; i < net->nt; i++)
@@ -450,6 +451,7 @@ int teng_net_set_batch(teng_net *net, int batch)
     teng_backend *bk = net->bk;
     bk->ops->release(bk, net);
     _set_batch_shapes(net, batch);
+    net->plans++; /* step graphs of the old plan are stale */
     if ((rc = bk->ops->plan(bk, net, batch)))
         return torus_error_prefix(rc, "backend %s", bk->ops->name);
     for (int i = 0; i < net->nt; i++)

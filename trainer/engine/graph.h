@@ -69,6 +69,7 @@ struct teng_net {
     int compiled;
     uint64_t dropout_seed;
     uint64_t step;        /* advances dropout masks */
+    unsigned plans;       /* backend plans so far (compile, set_batch) */
     int capturing;        /* between teng_net_graph_begin and _end */
     uint64_t graph_step0; /* step at teng_net_graph_begin */
     /* arenas (device memory) */

@@ -141,6 +141,11 @@ int teng_net_graph_supported(const teng_net *net)
     return net->bk && net->bk->ops->graph_begin != NULL;
 }
 
+unsigned teng_net_plan_id(const teng_net *net)
+{
+    return net->plans;
+}
+
 int teng_net_graph_begin(teng_net *net)
 {
     _NEED_COMPILED(net);

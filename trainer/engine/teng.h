@@ -222,6 +222,9 @@ double teng_net_loss(const teng_net *net);
  * the work that uses g is done (teng_net_sync). */
 typedef struct teng_graph teng_graph;
 int teng_net_graph_supported(const teng_net *net);
+/* Changes whenever the backend plans the net again (teng_net_set_batch
+ * to another batch): a graph recorded before is stale then. */
+unsigned teng_net_plan_id(const teng_net *net);
 int teng_net_graph_begin(teng_net *net);
 int teng_net_graph_end(teng_net *net, teng_graph **g);
 int teng_net_graph_replay(teng_net *net, teng_graph *g);

@@ -70,6 +70,31 @@ int ttrain_gx_wait(ttrain_gx *x, size_t *nonfinite, double *wait_s)
     return 0;
 }
 
+int ttrain_gx_capturable(const ttrain_gx *x)
+{
+    return tcomm_gpu_capturable(x->g);
+}
+
+int ttrain_gx_finish_device(ttrain_gx *x)
+{
+    return tcomm_gpu_finish_device(x->g) ? -1 : 0;
+}
+
+int ttrain_gx_finish_host(ttrain_gx *x, size_t *nonfinite, double *wait_s)
+{
+    tcomm_fusion_stats st;
+    if (tcomm_gpu_finish_host(x->g, &st))
+        return -1;
+    *nonfinite = st.nonfinite;
+    *wait_s += st.wait_s;
+    return 0;
+}
+
+void ttrain_gx_abandon(ttrain_gx *x)
+{
+    tcomm_gpu_abandon(x->g);
+}
+
 int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo)
 {
     (void)algo; /* the path's own algorithm: a few KB once per evaluation */
@@ -124,6 +149,30 @@ int ttrain_gx_wait(ttrain_gx *x, size_t *nonfinite, double *wait_s)
     (void)x, (void)wait_s;
     *nonfinite = 0;
     return 0;
+}
+
+int ttrain_gx_capturable(const ttrain_gx *x)
+{
+    (void)x;
+    return 0;
+}
+
+int ttrain_gx_finish_device(ttrain_gx *x)
+{
+    (void)x;
+    return 0;
+}
+
+int ttrain_gx_finish_host(ttrain_gx *x, size_t *nonfinite, double *wait_s)
+{
+    (void)x, (void)wait_s;
+    *nonfinite = 0;
+    return 0;
+}
+
+void ttrain_gx_abandon(ttrain_gx *x)
+{
+    (void)x;
 }
 
 int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo)

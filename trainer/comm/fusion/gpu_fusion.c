@@ -34,13 +34,14 @@ struct tcomm_gpu {
     tcomm_nccl_t *nccl;
 #endif
     /* staged */
-    tcomm_fusion_t *host; /* one tensor per bucket: its staged span */
-    float *stage;         /* pinned: every bucket's span, bucket order */
-    size_t *stage_off;    /* per bucket, floats into stage */
-    cudaEvent_t *ready;   /* per bucket, on compute: its last layer */
-    cudaEvent_t *staged;  /* per bucket, on comm: its copy to the host */
-    cudaEvent_t done;     /* on comm: every copy back */
-    int hnext;            /* next bucket handed to the host fusion */
+    tcomm_fusion_t *host;       /* one tensor per bucket: its staged span */
+    float *stage;               /* pinned: every bucket's span, bucket order */
+    size_t *stage_off;          /* per bucket, floats into stage */
+    cudaEvent_t *ready;         /* per bucket, on compute: its last layer */
+    cudaEvent_t *staged;        /* per bucket, on comm: its copy to the host */
+    cudaEvent_t done;           /* on comm: every copy back */
+    int hnext;                  /* next bucket handed to the host fusion */
+    tcomm_fusion_stats pending; /* finish_device's, for finish_host */
 };
 
 #define CUDA_TRY(call) TC_CUDA_TRY(g->c->info.rank, call)
@@ -370,7 +371,18 @@ static tcomm_rc _finish_staged(tcomm_gpu_t *g, tcomm_fusion_stats *st)
     return TCOMM_OK;
 }
 
-tcomm_rc tcomm_gpu_finish(tcomm_gpu_t *g, tcomm_fusion_stats *st)
+int tcomm_gpu_capturable(const tcomm_gpu_t *g)
+{
+    return g->path == TC_GPU_NCCL;
+}
+
+void tcomm_gpu_abandon(tcomm_gpu_t *g)
+{
+    tc_plan_reset(&g->plan);
+    g->hnext = 0;
+}
+
+tcomm_rc tcomm_gpu_finish_device(tcomm_gpu_t *g)
 {
     if (!g->sealed)
         return TORUS_FAIL(TCOMM_ERR_ARG, "gpu fusion: finish before seal");
@@ -378,20 +390,47 @@ tcomm_rc tcomm_gpu_finish(tcomm_gpu_t *g, tcomm_fusion_stats *st)
     tcomm_fusion_stats s = {0};
     tc_plan_flush(&g->plan); /* unused gradients count as ready */
     tcomm_rc rc = _launch_ready(g);
+    /* Staged: the host's part is the whole of it (never recorded). */
     if (!rc && g->path == TC_GPU_STAGED)
         rc = _finish_staged(g, &s);
 #ifdef TORUS_HAVE_NCCL
     if (!rc && g->path == TC_GPU_NCCL) {
-        rc = tcomm_nccl_wait(g->nccl, g->compute, &s.nonfinite);
+        rc = tcomm_nccl_join(g->nccl, g->compute);
         s.buckets = (size_t)g->plan.nb;
     }
 #endif
-    tc_plan_reset(&g->plan);
-    g->hnext = 0;
+    tcomm_gpu_abandon(g); /* the plan is ready for the next step */
     s.wait_s = tcomm_wtime() - t0;
+    g->pending = s;
+    return rc;
+}
+
+tcomm_rc tcomm_gpu_finish_host(tcomm_gpu_t *g, tcomm_fusion_stats *st)
+{
+    double t0 = tcomm_wtime();
+    tcomm_fusion_stats s = g->pending;
+    tcomm_rc rc = TCOMM_OK;
+#ifdef TORUS_HAVE_NCCL
+    if (g->path == TC_GPU_NCCL) {
+        s.buckets = (size_t)g->plan.nb;
+        rc = tcomm_nccl_count(g->nccl, g->compute, &s.nonfinite);
+    }
+#endif
+    s.wait_s += tcomm_wtime() - t0;
+    g->pending = (tcomm_fusion_stats){0};
     if (st)
         *st = s;
     return rc;
+}
+
+tcomm_rc tcomm_gpu_finish(tcomm_gpu_t *g, tcomm_fusion_stats *st)
+{
+    tcomm_rc rc = tcomm_gpu_finish_device(g);
+    if (rc) {
+        g->pending = (tcomm_fusion_stats){0};
+        return rc;
+    }
+    return tcomm_gpu_finish_host(g, st);
 }
 
 tcomm_rc tcomm_gpu_allreduce(tcomm_gpu_t *g, float *dev, size_t count,

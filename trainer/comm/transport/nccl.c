@@ -353,3 +353,31 @@ tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
     }
     return TCOMM_OK;
 }
+
+tcomm_rc tcomm_nccl_join(tcomm_nccl_t *n, cudaStream_t consumer)
+{
+    if (n->aborted)
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: the NCCL communicators were aborted",
+                          n->c->info.rank);
+    CUDA_TRY(cudaEventRecord(n->done, n->stream));
+    CUDA_TRY(cudaStreamWaitEvent(consumer, n->done, 0));
+    CUDA_TRY(cudaMemcpyAsync(n->h_bad, n->d_bad, sizeof *n->h_bad,
+                             cudaMemcpyDeviceToHost, consumer));
+    CUDA_TRY(cudaMemsetAsync(n->d_bad, 0, sizeof *n->d_bad, consumer));
+    return TCOMM_OK;
+}
+
+tcomm_rc tcomm_nccl_count(tcomm_nccl_t *n, cudaStream_t consumer,
+                          size_t *nonfinite)
+{
+    if (n->aborted)
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: the NCCL communicators were aborted",
+                          n->c->info.rank);
+    CUDA_TRY(cudaEventRecord(n->done, consumer));
+    tcomm_rc rc = _poll(n, n->done);
+    if (!rc)
+        *nonfinite = (size_t)*n->h_bad;
+    return rc;
+}
