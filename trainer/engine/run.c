@@ -138,7 +138,7 @@ struct teng_graph {
 
 int teng_net_graph_supported(const teng_net *net)
 {
-    return net->bk && net->bk->ops->graph_begin != NULL;
+    return net->bk && teng_backend_graph_supported(net->bk);
 }
 
 unsigned teng_net_plan_id(const teng_net *net)

@@ -276,6 +276,8 @@ void teng_net_set_dropout_seed(teng_net *net, uint64_t seed);
 uint64_t teng_net_dropout_step(const teng_net *net);
 void teng_net_set_dropout_step(teng_net *net, uint64_t step);
 const char *teng_backend_name(const teng_backend *bk);
+/* 1 when the backend records step graphs (teng_net_graph_begin). */
+int teng_backend_graph_supported(const teng_backend *bk);
 /* The backend's native queue (a cudaStream_t for the cuda backend) that
  * every launch of a step goes to, for work that must order itself after
  * it (the GPU gradient exchange); and whether its arenas are host memory
