@@ -387,13 +387,19 @@ static void _unfuse(tcuda_net *cn, int a, int b)
 }
 
 /* The BN's reserve space goes after its saved statistics, in its own
- * layer workspace (the engine's arena, kept from forward to backward). */
-static void _fusion_reserve(teng_net *net, int b, size_t rs)
+ * layer workspace (the engine's arena, kept from forward to backward).
+ * Nonzero when a re-plan (another batch) would need more than the
+ * compiled workspace: the chain then runs unfused. */
+static int _fusion_reserve(teng_net *net, int b, size_t rs)
 {
     tcuda_layer *d = &((tcuda_net *)net->bkstate)->l[b];
-    d->rs_off = TCUDA_ALIGN(net->l[b].ws_bytes);
+    size_t off = TCUDA_ALIGN(net->l[b].ws_bytes);
+    if (net->compiled && off + TCUDA_ALIGN(rs) > net->l[b].ws_cap)
+        return 1;
+    d->rs_off = off;
     d->rs_bytes = rs;
-    net->l[b].ws_bytes = d->rs_off + TCUDA_ALIGN(rs);
+    net->l[b].ws_bytes = off + TCUDA_ALIGN(rs);
+    return 0;
 }
 
 /* FP16 mode: the chains cuda_fuse.h picks, less those cuDNN declines;
@@ -423,12 +429,12 @@ int _tcuda_plan_fusion(teng_backend *bk, teng_net *net)
         if (b < 0)
             continue;
         cn->add_of[b] = i;
-        if (_fusion_sizes(bk, net, b, &ws, &rs, &bwd)) {
+        if (_fusion_sizes(bk, net, b, &ws, &rs, &bwd) ||
+            _fusion_reserve(net, b, rs)) {
             _unfuse(cn, i, b);
             continue;
         }
         cn->bwd_fused[b] = (unsigned char)bwd;
-        _fusion_reserve(net, b, rs);
         cn->fuse_ws = ws > cn->fuse_ws ? ws : cn->fuse_ws;
     }
     if (cn->fuse_ws > net->scratch_bytes)
