@@ -1352,6 +1352,9 @@ static int _finish(_run *r)
     if (r->device >= 0)
         printf("step graphs %s: %ld recorded, %ld steps replayed\n",
                ttrain_sg_state(&r->sg), r->sg.records, r->sg.replays);
+    if (r->ex.gx)
+        printf("gradient exchange (%s): %.2f s in its reductions\n",
+               ttrain_gx_path(r->ex.gx), ttrain_gx_comm_s(r->ex.gx));
     if (r->mf)
         fclose(r->mf);
     r->src.close(&r->src);

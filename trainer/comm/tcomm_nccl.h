@@ -29,6 +29,15 @@ void tcomm_nccl_finalize(tcomm_nccl_t *n);
 tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
                               tcomm_algo algo, tcomm_wire wire, unsigned flags,
                               cudaStream_t producer);
+/* The same, with ev[0] and ev[1] (timing events, or ev NULL) recorded on
+ * the communication stream around this reduction's own work (cast,
+ * collectives, cast back): cudaEventElapsedTime of the pair, once the
+ * reduction is done, is its device time. Recorded as external event
+ * nodes when a CUDA graph records the call, so a replay times it too. */
+tcomm_rc tcomm_nccl_allreduce_timed(tcomm_nccl_t *n, float *x, size_t count,
+                                    tcomm_algo algo, tcomm_wire w,
+                                    unsigned flags, cudaStream_t producer,
+                                    const cudaEvent_t *ev);
 
 /* Size the device wire buffer for reductions of up to count values, so
  * that no later call grows it (growing waits for the stream). */

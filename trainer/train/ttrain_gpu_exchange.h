@@ -43,6 +43,10 @@ void ttrain_gx_abandon(ttrain_gx *x);
 /* The BN running statistics averaged over ranks (fp32 wire). */
 int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo);
 size_t ttrain_gx_buckets(const ttrain_gx *x);
+/* Seconds the reductions took so far: on the nccl path their device time
+ * (per-bucket CUDA events, read after each step's count wait, which has
+ * already waited for them), on the staged path the host fusion's. */
+double ttrain_gx_comm_s(const ttrain_gx *x);
 /* "nccl" or "staged". */
 const char *ttrain_gx_path(const ttrain_gx *x);
 void ttrain_gx_close(ttrain_gx *x);

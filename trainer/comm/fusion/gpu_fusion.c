@@ -42,6 +42,10 @@ struct tcomm_gpu {
     cudaEvent_t done;           /* on comm: every copy back */
     int hnext;                  /* next bucket handed to the host fusion */
     tcomm_fusion_stats pending; /* finish_device's, for finish_host */
+    /* nccl: per bucket, timing events around its reduction and whether
+     * this step launched it (an empty bucket is skipped) */
+    cudaEvent_t *tev;
+    unsigned char *timed;
 };
 
 #define CUDA_TRY(call) TC_CUDA_TRY(g->c->info.rank, call)
@@ -267,6 +271,40 @@ static tcomm_rc _seal_staged(tcomm_gpu_t *g)
     return rc ? rc : tcomm_fusion_seal(g->host);
 }
 
+#ifdef TORUS_HAVE_NCCL
+/* nccl: a pair of timing events per bucket (comm_s in the stats). */
+static tcomm_rc _seal_timing(tcomm_gpu_t *g)
+{
+    int nb = g->plan.nb;
+    g->tev = calloc(2 * (size_t)nb + 1, sizeof *g->tev);
+    g->timed = calloc((size_t)nb + 1, 1);
+    if (!g->tev || !g->timed)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for %d buckets", nb);
+    for (int i = 0; i < 2 * nb; i++)
+        CUDA_TRY(cudaEventCreate(&g->tev[i]));
+    return TCOMM_OK;
+}
+
+/* nccl: the device time of the buckets the last step launched, all done
+ * (after the count's wait), so reading it waits for nothing. A pair that
+ * cannot be read counts 0. */
+static double _comm_time(tcomm_gpu_t *g)
+{
+    double s = 0;
+    for (int b = 0; g->timed && b < g->plan.nb; b++) {
+        float ms = 0;
+        if (!g->timed[b])
+            continue;
+        if (cudaEventElapsedTime(&ms, g->tev[2 * b], g->tev[2 * b + 1]) ==
+            cudaSuccess)
+            s += ms / 1e3;
+        else
+            (void)cudaGetLastError();
+    }
+    return s;
+}
+#endif
+
 tcomm_rc tcomm_gpu_seal(tcomm_gpu_t *g)
 {
     if (g->sealed)
@@ -282,6 +320,8 @@ tcomm_rc tcomm_gpu_seal(tcomm_gpu_t *g)
 #ifdef TORUS_HAVE_NCCL
     if (g->path == TC_GPU_NCCL)
         rc = tcomm_nccl_reserve(g->nccl, maxf, g->o.wire);
+    if (!rc && g->path == TC_GPU_NCCL)
+        rc = _seal_timing(g);
 #endif
     if (!rc && g->path == TC_GPU_STAGED)
         rc = _seal_staged(g);
@@ -318,11 +358,13 @@ static tcomm_rc _launch(tcomm_gpu_t *g, int b)
     const tc_pbucket *k = &g->plan.b[b];
     size_t span = (k->hi - k->lo) / 4;
 #ifdef TORUS_HAVE_NCCL
-    if (g->path == TC_GPU_NCCL) /* every rank skips an empty one alike */
-        return span ? tcomm_nccl_allreduce(g->nccl, (float *)k->lo, span,
-                                           g->o.algo, g->o.wire, g->o.flags,
-                                           g->compute)
+    if (g->path == TC_GPU_NCCL) { /* every rank skips an empty one alike */
+        g->timed[b] = span > 0;
+        return span ? tcomm_nccl_allreduce_timed(
+                          g->nccl, (float *)k->lo, span, g->o.algo, g->o.wire,
+                          g->o.flags, g->compute, g->tev + 2 * b)
                     : TCOMM_OK;
+    }
 #endif
     CUDA_TRY(cudaEventRecord(g->ready[b], g->compute));
     CUDA_TRY(cudaStreamWaitEvent(g->comm, g->ready[b], 0));
@@ -414,6 +456,8 @@ tcomm_rc tcomm_gpu_finish_host(tcomm_gpu_t *g, tcomm_fusion_stats *st)
     if (g->path == TC_GPU_NCCL) {
         s.buckets = (size_t)g->plan.nb;
         rc = tcomm_nccl_count(g->nccl, g->compute, &s.nonfinite);
+        if (!rc)
+            s.comm_s = _comm_time(g);
     }
 #endif
     s.wait_s += tcomm_wtime() - t0;
@@ -486,6 +530,11 @@ void tcomm_gpu_destroy(tcomm_gpu_t *g)
     }
     if (g->done)
         cudaEventDestroy(g->done);
+    for (int i = 0; g->tev && i < 2 * g->plan.nb; i++)
+        if (g->tev[i])
+            cudaEventDestroy(g->tev[i]);
+    free(g->tev);
+    free(g->timed);
     if (g->comm)
         cudaStreamDestroy(g->comm);
     cudaFreeHost(g->stage);

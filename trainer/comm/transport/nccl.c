@@ -209,6 +209,15 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
                               tcomm_algo algo, tcomm_wire w, unsigned flags,
                               cudaStream_t producer)
 {
+    return tcomm_nccl_allreduce_timed(n, x, count, algo, w, flags, producer,
+                                      NULL);
+}
+
+tcomm_rc tcomm_nccl_allreduce_timed(tcomm_nccl_t *n, float *x, size_t count,
+                                    tcomm_algo algo, tcomm_wire w,
+                                    unsigned flags, cudaStream_t producer,
+                                    const cudaEvent_t *ev)
+{
     tcomm_t *c = n->c;
     const tcomm_info *i = &c->info;
     int P = i->size;
@@ -228,6 +237,9 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
         return rc;
     CUDA_TRY(cudaEventRecord(n->ready, producer));
     CUDA_TRY(cudaStreamWaitEvent(n->stream, n->ready, 0));
+    if (ev)
+        CUDA_TRY(cudaEventRecordWithFlags(ev[0], n->stream,
+                                          cudaEventRecordExternal));
     float scale = (flags & TCOMM_AVERAGE) ? 1.0f / (float)P : 1.0f;
     CUDA_TRY((cudaError_t)tcomm_cuda_pack(x, n->wire, count, npad, scale,
                                           (int)w, n->stream));
@@ -235,6 +247,9 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
         return rc;
     CUDA_TRY((cudaError_t)tcomm_cuda_unpack(n->wire, x, count, (int)w, n->d_bad,
                                             n->stream));
+    if (ev)
+        CUDA_TRY(cudaEventRecordWithFlags(ev[1], n->stream,
+                                          cudaEventRecordExternal));
     CUDA_TRY(cudaEventRecord(n->done, n->stream));
     return TCOMM_OK;
 }
