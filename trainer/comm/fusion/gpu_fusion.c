@@ -393,21 +393,32 @@ tcomm_rc tcomm_gpu_ready(tcomm_gpu_t *g, int index)
     return rc ? rc : _launch_ready(g);
 }
 
-/* Staged: the host sums, then the copies back on the comm stream. */
+/* Staged: bucket b's sum back to the device, on the comm stream. */
+static tcomm_rc _copy_back(tcomm_gpu_t *g, int b)
+{
+    const tc_pbucket *k = &g->plan.b[b];
+    if (k->hi > k->lo)
+        CUDA_TRY(cudaMemcpyAsync((void *)k->lo, g->stage + g->stage_off[b],
+                                 k->hi - k->lo, cudaMemcpyHostToDevice,
+                                 g->comm));
+    return TCOMM_OK;
+}
+
+/* Staged: the host sums; each bucket is copied back as soon as the host
+ * fusion has reduced it (they are reduced in order), while it reduces the
+ * next; then the compute stream waits for the last copy. */
 static tcomm_rc _finish_staged(tcomm_gpu_t *g, tcomm_fusion_stats *st)
 {
-    tcomm_rc rc = _hand_over(g, 1);
+    int nb = g->plan.nb, b = 0;
+    tcomm_rc rc = _hand_over(g, 1); /* every bucket ready on the host */
+    for (; !rc && b < nb && tcomm_fusion_wait(g->host, b + 1) > b; b++)
+        rc = _copy_back(g, b);
     if (!rc)
         rc = tcomm_fusion_finish(g->host, st);
+    for (; !rc && b < nb; b++) /* without a communication thread */
+        rc = _copy_back(g, b);
     if (rc)
         return rc;
-    for (int b = 0; b < g->plan.nb; b++) {
-        const tc_pbucket *k = &g->plan.b[b];
-        if (k->hi > k->lo)
-            CUDA_TRY(cudaMemcpyAsync((void *)k->lo, g->stage + g->stage_off[b],
-                                     k->hi - k->lo, cudaMemcpyHostToDevice,
-                                     g->comm));
-    }
     CUDA_TRY(cudaEventRecord(g->done, g->comm));
     CUDA_TRY(cudaStreamWaitEvent(g->compute, g->done, 0));
     return TCOMM_OK;
