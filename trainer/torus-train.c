@@ -522,8 +522,6 @@ static int _pick_device(_run *r, int *device)
     return 0;
 }
 
-/* Model, memory and optimizer: everything the steps use is allocated
- * here, then the gradient exchange, the synthetic pool and --metrics. */
 /* Whether the step may be recorded as a CUDA graph (step_graph.h): the
  * backend's graphs, TCUDA_GRAPH, an exchange with no host work in the
  * step (one rank, or the NCCL path), no dropout. */
@@ -539,6 +537,8 @@ static void _graph_open(_run *r)
                    teng_net_graph_supported(r->net), host_ex, dropout);
 }
 
+/* Model, memory and optimizer: everything the steps use is allocated
+ * here, then the gradient exchange, the synthetic pool and --metrics. */
 static int _build_net(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;

@@ -6,7 +6,9 @@
  * cross-entropy rows with label smoothing, ReLU backward, residual add,
  * gradient sums; and the BN + add + ReLU fusion decision on the models'
  * graphs (cuda_fuse.c), and the engine's plan for the fused chain's
- * backward (bit 3 of bwd_reads) on the oneDNN backend. */
+ * backward (bit 3 of bwd_reads) on the oneDNN backend, and the engine's
+ * step-graph bookkeeping (step count, misuse, plan id) with stand-in
+ * graph ops. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -373,6 +375,85 @@ START_TEST(fused_backward_plan)
 }
 END_TEST
 
+/* ---- the engine's step-graph bookkeeping (teng_net_graph_*) ---- */
+
+/* The oneDNN backend with stand-in graph ops: they record and launch
+ * nothing, and count; _gfail makes the next graph_end fail. */
+static int _gbegun, _glaunched, _gfail;
+static int _gbegin(teng_backend *bk)
+{
+    (void)bk;
+    _gbegun++;
+    return 0;
+}
+static int _gend(teng_backend *bk, void **graph)
+{
+    (void)bk;
+    *graph = &_gbegun;
+    return _gfail ? TENG_EBACKEND : 0;
+}
+static int _glaunch(teng_backend *bk, void *graph)
+{
+    (void)bk;
+    _glaunched += graph == &_gbegun;
+    return 0;
+}
+static void _gfree(teng_backend *bk, void *graph)
+{
+    (void)bk, (void)graph;
+}
+
+START_TEST(graph_step_count)
+{
+    teng_backend *bk = lh_backend();
+    const teng_backend_ops *dnnl = bk->ops;
+    ck_assert(!teng_backend_graph_supported(bk));
+    _fops = *bk->ops;
+    _fops.graph_begin = _gbegin;
+    _fops.graph_end = _gend;
+    _fops.graph_launch = _glaunch;
+    _fops.graph_free = _gfree;
+    bk->ops = &_fops;
+    teng_net *net;
+    teng_graph *g = NULL, *g2 = NULL;
+    ck_assert_int_eq(teng_net_create(&net), 0);
+    int x = teng_add_input(net, 4, 4, 4);
+    int y = teng_add_conv(net, "c", x, 4, 3, 1, 1, 0);
+    ck_assert_int_ge(teng_add_dropout(net, "d", y, 0.5f), 0);
+    ck_assert_int_eq(teng_net_compile(net, bk, 2), 0);
+    ck_assert(teng_net_graph_supported(net));
+    unsigned plan = teng_net_plan_id(net);
+    uint64_t s0 = teng_net_dropout_step(net);
+    /* Recording runs nothing: the step count is back; the replay counts. */
+    ck_assert_int_eq(teng_net_graph_begin(net), 0);
+    ck_assert_int_eq(teng_net_graph_begin(net), TENG_ESTATE); /* nested */
+    ck_assert_int_eq(teng_net_forward(net, 1), 0);
+    ck_assert_int_eq(teng_net_graph_replay(net, g), TENG_ESTATE);
+    ck_assert_int_eq(teng_net_graph_end(net, &g), 0);
+    ck_assert_uint_eq(teng_net_dropout_step(net), s0);
+    ck_assert_int_eq(teng_net_graph_replay(net, g), 0);
+    ck_assert_int_eq(teng_net_graph_replay(net, g), 0);
+    ck_assert_uint_eq(teng_net_dropout_step(net), s0 + 2);
+    ck_assert_int_eq(_glaunched, 2);
+    /* A failed recording leaves the count as it was, and no graph. */
+    _gfail = 1;
+    ck_assert_int_eq(teng_net_graph_begin(net), 0);
+    ck_assert_int_eq(teng_net_forward(net, 1), 0);
+    ck_assert_int_ne(teng_net_graph_end(net, &g2), 0);
+    ck_assert_ptr_null(g2);
+    ck_assert_uint_eq(teng_net_dropout_step(net), s0 + 2);
+    ck_assert_int_eq(teng_net_graph_end(net, &g2), TENG_ESTATE);
+    _gfail = 0;
+    /* Another batch re-plans: the plan id changes (graphs go stale). */
+    ck_assert_int_eq(teng_net_set_batch(net, 1), 0);
+    ck_assert_uint_ne(teng_net_plan_id(net), plan);
+    teng_net_graph_free(net, g);
+    teng_net_destroy(net);
+    bk->ops = dnnl;
+    bk->ops->destroy(bk);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_host");
@@ -387,6 +468,7 @@ int main(void)
     tcase_add_test(tc, fusion_on_models);
     tcase_add_test(tc, fusion_rules);
     tcase_add_test(tc, fused_backward_plan);
+    tcase_add_test(tc, graph_step_count);
     suite_add_tcase(s, tc);
     return lh_run(s);
 }

@@ -177,11 +177,11 @@ int teng_net_graph_end(teng_net *net, teng_graph **g)
         net->bk->ops->graph_free(net->bk, exec);
         rc = TORUS_FAIL(TENG_ENOMEM, "out of memory");
     }
-    if (rc) {
-        /* Nothing recorded ran: the next forward is this one again. */
-        net->step = net->graph_step0;
+    /* Nothing recorded ran: a replay advances the step, as a forward
+     * does; after a failure the next forward is this one again. */
+    net->step = net->graph_step0;
+    if (rc)
         return _bkfail(net, rc, "graph end", -1);
-    }
     (*g)->exec = exec;
     return TENG_OK;
 }

@@ -213,8 +213,10 @@ double teng_net_loss(const teng_net *net);
 /* Step graphs (a GPU backend's; engine/run.c): 1 when the backend offers
  * them. teng_net_graph_begin starts recording the forward and backward
  * calls (and hooks) that follow, which then queue nothing that runs;
- * teng_net_graph_end turns the recording into *g, or fails with the net
- * as it was before teng_net_graph_begin (the training step count too).
+ * teng_net_graph_end turns the recording into *g, or fails; either way
+ * the training step count is back where teng_net_graph_begin found it
+ * (nothing ran: the replay, or the eager forward after a failure,
+ * advances it).
  * teng_net_graph_replay runs g as one training forward and backward would
  * (the dropout step advances alike) on the current input, labels and
  * params: the same shapes, loss scale and global batch as when recorded,
