@@ -63,13 +63,9 @@ int ttrain_gx_ready(void *ctx, teng_net *net, int layer)
 
 int ttrain_gx_wait(ttrain_gx *x, size_t *nonfinite, double *wait_s)
 {
-    tcomm_fusion_stats st;
-    if (tcomm_gpu_finish(x->g, &st))
-        return -1;
-    x->comm_s += st.comm_s;
-    *nonfinite = st.nonfinite;
-    *wait_s += st.wait_s;
-    return 0;
+    return ttrain_gx_finish_device(x)
+               ? -1
+               : ttrain_gx_finish_host(x, nonfinite, wait_s);
 }
 
 int ttrain_gx_capturable(const ttrain_gx *x)

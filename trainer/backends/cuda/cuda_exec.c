@@ -271,6 +271,24 @@ static int _dropout_fwd(teng_backend *bk, teng_net *net, int li, int training)
     return TENG_OK;
 }
 
+/* A fused call's status s under the run-time rule (tcuda_fuse_status):
+ * TENG_OK, with *unfuse = 1 when cuDNN declined and the caller runs the
+ * unfused calls instead, for good; or the error, named after what. */
+static int _fused_status(cudnnStatus_t s, const char *what, int *unfuse)
+{
+    *unfuse = 0;
+    switch (tcuda_fuse_status(s == CUDNN_STATUS_SUCCESS,
+                              s == CUDNN_STATUS_NOT_SUPPORTED)) {
+    case TCUDA_FUSE_KEEP:
+        return TENG_OK;
+    case TCUDA_FUSE_FAIL:
+        return _tcuda_fail_dnn(__FILE__, __LINE__, what, s);
+    default:
+        *unfuse = 1;
+        return TENG_OK;
+    }
+}
+
 /* The fused chain ending in residual add li (training): y = ReLU(BN(x) +
  * z) in one cuDNN call, the BN's batch statistics and running averages as
  * its own forward would leave them, its output never written. Should cuDNN
@@ -294,22 +312,15 @@ int _tcuda_bn_add_relu_fwd(teng_backend *bk, teng_net *net, int li)
         st + net->stat_off[l->stat0], st + net->stat_off[l->stat0 + 1],
         (double)l->eps, ws + d->ws_off[0], ws + d->ws_off[1], cn->fuse_act, scr,
         cn->fuse_ws, ws + d->rs_off, d->rs_bytes);
-    switch (tcuda_fuse_status(s == CUDNN_STATUS_SUCCESS,
-                              s == CUDNN_STATUS_NOT_SUPPORTED)) {
-    case TCUDA_FUSE_KEEP:
-        return TENG_OK;
-    case TCUDA_FUSE_FAIL:
-        return _tcuda_fail_dnn(__FILE__, __LINE__,
-                               "cudnnBatchNormalizationForwardTrainingEx", s);
-    case TCUDA_FUSE_UNFUSE:
-        break;
-    }
+    int unfuse, rc = _fused_status(
+                    s, "cudnnBatchNormalizationForwardTrainingEx", &unfuse);
+    if (rc || !unfuse)
+        return rc;
     cn->fuse_bn[li] = -1;
     cn->deferred[b] = 0;
     cn->bwd_fused[b] = 0; /* no reserve space written: plain BN backward */
     cn->nfused--;
-    int rc = _bn_fwd(bk, net, b, 1);
-    if (rc)
+    if ((rc = _bn_fwd(bk, net, b, 1)))
         return rc;
     TCUDA_K(tcuda_k_add(im->stream, im->half, net->t[a->in[0]].data,
                         net->t[a->in[1]].data, net->t[a->out].data,
@@ -340,16 +351,10 @@ int _tcuda_bn_add_relu_bwd(teng_backend *bk, teng_net *net, int b)
         p[0].work, p[1].work, p[0].grad, p[1].grad, (double)l->eps,
         ws + d->ws_off[0], ws + d->ws_off[1], cn->fuse_act, net->scratch,
         cn->fuse_ws, ws + d->rs_off, d->rs_bytes);
-    switch (tcuda_fuse_status(s == CUDNN_STATUS_SUCCESS,
-                              s == CUDNN_STATUS_NOT_SUPPORTED)) {
-    case TCUDA_FUSE_KEEP:
-        return TENG_OK;
-    case TCUDA_FUSE_FAIL:
-        return _tcuda_fail_dnn(__FILE__, __LINE__,
-                               "cudnnBatchNormalizationBackwardEx", s);
-    case TCUDA_FUSE_UNFUSE:
-        break;
-    }
+    int unfuse,
+        rc = _fused_status(s, "cudnnBatchNormalizationBackwardEx", &unfuse);
+    if (rc || !unfuse)
+        return rc;
     cn->bwd_fused[b] = 0;
     return _bn_bwd(bk, net, b);
 }

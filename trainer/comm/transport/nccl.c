@@ -347,34 +347,36 @@ static tcomm_rc _poll(tcomm_nccl_t *n, cudaEvent_t ev)
     }
 }
 
+/* Not after an abort: the communicators are gone. */
+static tcomm_rc _alive(const tcomm_nccl_t *n)
+{
+    return n->aborted ? TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                                   "rank %d: the NCCL communicators were "
+                                   "aborted",
+                                   n->c->info.rank)
+                      : TCOMM_OK;
+}
+
 tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
                          size_t *nonfinite)
 {
-    if (n->aborted)
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                          "rank %d: the NCCL communicators were aborted",
-                          n->c->info.rank);
+    tcomm_rc rc = _alive(n);
+    if (rc)
+        return rc;
+    if (nonfinite) {
+        rc = tcomm_nccl_join(n, consumer);
+        return rc ? rc : tcomm_nccl_count(n, consumer, nonfinite);
+    }
     CUDA_TRY(cudaEventRecord(n->done, n->stream));
     CUDA_TRY(cudaStreamWaitEvent(consumer, n->done, 0));
-    if (nonfinite) {
-        CUDA_TRY(cudaMemcpyAsync(n->h_bad, n->d_bad, sizeof *n->h_bad,
-                                 cudaMemcpyDeviceToHost, n->stream));
-        CUDA_TRY(cudaMemsetAsync(n->d_bad, 0, sizeof *n->d_bad, n->stream));
-        CUDA_TRY(cudaEventRecord(n->done, n->stream));
-        tcomm_rc rc = _poll(n, n->done); /* this event only, with deadline */
-        if (rc)
-            return rc;
-        *nonfinite = (size_t)*n->h_bad;
-    }
     return TCOMM_OK;
 }
 
 tcomm_rc tcomm_nccl_join(tcomm_nccl_t *n, cudaStream_t consumer)
 {
-    if (n->aborted)
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                          "rank %d: the NCCL communicators were aborted",
-                          n->c->info.rank);
+    tcomm_rc rc = _alive(n);
+    if (rc)
+        return rc;
     CUDA_TRY(cudaEventRecord(n->done, n->stream));
     CUDA_TRY(cudaStreamWaitEvent(consumer, n->done, 0));
     CUDA_TRY(cudaMemcpyAsync(n->h_bad, n->d_bad, sizeof *n->h_bad,
@@ -386,12 +388,11 @@ tcomm_rc tcomm_nccl_join(tcomm_nccl_t *n, cudaStream_t consumer)
 tcomm_rc tcomm_nccl_count(tcomm_nccl_t *n, cudaStream_t consumer,
                           size_t *nonfinite)
 {
-    if (n->aborted)
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                          "rank %d: the NCCL communicators were aborted",
-                          n->c->info.rank);
+    tcomm_rc rc = _alive(n);
+    if (rc)
+        return rc;
     CUDA_TRY(cudaEventRecord(n->done, consumer));
-    tcomm_rc rc = _poll(n, n->done);
+    rc = _poll(n, n->done);
     if (!rc)
         *nonfinite = (size_t)*n->h_bad;
     return rc;
