@@ -29,8 +29,11 @@ int _tcuda_graph_end(teng_backend *bk, void **graph)
     cudaError_t e = cudaStreamEndCapture(_tcuda(bk)->stream, &g);
     if (e == cudaSuccess && !g)
         e = cudaErrorStreamCaptureInvalidated;
+    /* Should a library allocate inside the recording (an allocation
+     * node), each launch frees the last launch's first. */
     if (e == cudaSuccess)
-        e = cudaGraphInstantiate(&x, g, 0);
+        e = cudaGraphInstantiate(&x, g,
+                                 cudaGraphInstantiateFlagAutoFreeOnLaunch);
     if (g)
         cudaGraphDestroy(g);
     if (e != cudaSuccess) {
