@@ -49,7 +49,9 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/ttrain_device.h \
 	trainer/train/device.c \
 	trainer/train/ttrain_bn_stash.h \
-	trainer/train/bn_stash.c
+	trainer/train/bn_stash.c \
+	trainer/train/ttrain_step_graph.h \
+	trainer/train/step_graph.c
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS)
 trainer_libtorustrain_la_LIBADD = common/libtoruscommon.la $(DNNL_LIBS) \
 	$(HDF5_LIBS) -lm
@@ -81,6 +83,7 @@ TCUDA_C = \
 	trainer/backends/cuda/cuda_layers.c \
 	trainer/backends/cuda/cuda_exec.c \
 	trainer/backends/cuda/cuda_input.c \
+	trainer/backends/cuda/cuda_graph.c \
 	trainer/backends/cuda/chunk_plan.c
 TCUDA_CU = trainer/backends/cuda/cuda_kernels.cu \
 	trainer/backends/cuda/cuda_optim.cu
@@ -184,6 +187,13 @@ tests_unit_test_cuda_optim_LDADD = $(TRAINER_TEST_LDADD)
 tests_unit_test_loss_scale_SOURCES = tests/unit/test_loss_scale.c
 tests_unit_test_loss_scale_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_loss_scale_LDADD = $(TRAINER_TEST_LDADD)
+
+# When the step is recorded in a CUDA graph (train/step_graph.c): plain C.
+check_PROGRAMS += tests/unit/test_step_graph
+TESTS += tests/unit/test_step_graph
+tests_unit_test_step_graph_SOURCES = tests/unit/test_step_graph.c
+tests_unit_test_step_graph_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_step_graph_LDADD = $(TRAINER_TEST_LDADD)
 
 # The GPU of each rank (train/device.c): plain C, no GPU needed.
 check_PROGRAMS += tests/unit/test_train_device

@@ -39,6 +39,7 @@
 #include "trainer/train/ttrain_options.h"
 #include "trainer/train/ttrain_source.h"
 #include "trainer/train/ttrain_state_hash.h"
+#include "trainer/train/ttrain_step_graph.h"
 #include "trainer/train/ttrain_tdata_source.h"
 
 static double _now(void)
@@ -152,9 +153,12 @@ static int _grads_ready(void *ctx, teng_net *net, int layer)
  * count of the summed gradients: tcomm counts them in the reduced buckets
  * (so every rank sees the same count); one rank checks its own gradients
  * (their sum of squares is finite or not: the count is then 0 or 1). */
-static int _grads_wait(_exchange *ex, teng_net *net)
+static int _grads_wait(_exchange *ex, teng_net *net, int replayed)
 {
     ex->nonfinite = 0;
+    /* A replayed step graph ended the exchange on the device already. */
+    if (ex->gx && replayed)
+        return ttrain_gx_finish_host(ex->gx, &ex->nonfinite, &ex->wait_s);
     if (ex->gx)
         return ttrain_gx_wait(ex->gx, &ex->nonfinite, &ex->wait_s);
     if (!ex->fusion) {
@@ -344,6 +348,10 @@ typedef struct {
     long gstep;
     double t_start, images, best, best_at;
     int stopping, skipped;
+    /* the step as a CUDA graph (train/ttrain_step_graph.h) */
+    ttrain_sg sg;
+    teng_graph *graph;
+    unsigned restores; /* checkpoints loaded (the graph key's generation) */
 } _run;
 
 /* A progress window: what the next progress line averages over. */
@@ -446,6 +454,8 @@ static void _print_setup(const _run *r)
     if (r->device >= 0)
         printf("torus-train: rank 0 on GPU %d (%s) of %d visible\n", r->device,
                r->device_why, tbackends_gpus(r->cfg.backend));
+    if (r->device >= 0)
+        printf("torus-train: step graphs %s\n", ttrain_sg_state(&r->sg));
     if (r->have_src)
         printf("torus-train: %d decode thread(s) for the training images\n",
                _decode_threads(r));
@@ -514,6 +524,21 @@ static int _pick_device(_run *r, int *device)
     return 0;
 }
 
+/* Whether the step may be recorded as a CUDA graph (ttrain_step_graph.h): the
+ * backend's graphs, TCUDA_GRAPH, an exchange with no host work in the
+ * step (one rank, or the NCCL path), no dropout. */
+static void _graph_open(_run *r)
+{
+    int dropout = 0;
+    teng_layer_info l;
+    for (int i = 0; !teng_net_layer_info(r->net, i, &l); i++)
+        dropout |= l.kind == TENG_L_DROPOUT;
+    int host_ex =
+        r->cfg.world > 1 && !(r->ex.gx && ttrain_gx_capturable(r->ex.gx));
+    ttrain_sg_init(&r->sg, getenv("TCUDA_GRAPH"),
+                   teng_net_graph_supported(r->net), host_ex, dropout);
+}
+
 /* Model, memory and optimizer: everything the steps use is allocated
  * here, then the gradient exchange, the synthetic pool and --metrics. */
 static int _build_net(_run *r)
@@ -548,6 +573,7 @@ static int _build_net(_run *r)
     if (_exchange_open(&r->ex, r->net, cfg->bucket_kb))
         return _fail("gradient exchange", torus_error_msg());
     teng_net_set_grad_hook(r->net, _grads_ready, &r->ex);
+    _graph_open(r);
     if (cfg->verbose)
         teng_net_summary(r->net, stderr);
     /* --input: 8-bit batches where the backend has the path (auto), or
@@ -779,6 +805,7 @@ static int _restore(_run *r)
                 return _fail("--resume", torus_error_msg());
             teng_net_set_dropout_step(r->net, r->at.dropout_step);
             _restore_own_stats(r);
+            r->restores++; /* a step graph recorded before is stale */
             printf("torus-train: resumed from %s at epoch %d step %ld "
                    "(global step %ld)\n",
                    path, r->at.epoch, r->at.step, r->at.global_step);
@@ -1016,26 +1043,96 @@ static int _prefetch(_run *r, int epoch, long step, long steps, int lbatch,
     return rc;
 }
 
-/* Step parts 1-3: the input, forward and backward (the gradient hook
- * starts the all-reduce of finished buckets while backward goes on), the
- * next batch's fetch and copy, and the rest of the gradient exchange. */
+/* Step parts 2-3 as calls: forward and backward (the gradient hook starts
+ * the all-reduce of finished buckets while backward goes on). */
+static int _fwd_bwd(_run *r)
+{
+    return teng_net_forward(r->net, 1) || teng_net_backward(r->net) ? -1 : 0;
+}
+
+/* Records parts 2-3 and the exchange's end as a step graph. Every rank
+ * takes the same decision (they must all launch the same collectives):
+ * a failure on any rank leaves every rank eager for good, reported once.
+ * Returns 1 recorded, 0 not (run eagerly), -1 error. */
+static int _graph_record(_run *r)
+{
+    teng_graph *g = NULL;
+    char why[256] = "on another rank";
+    int bad = teng_net_graph_begin(r->net) != 0;
+    if (!bad) {
+        bad = _fwd_bwd(r) || (r->ex.gx && ttrain_gx_finish_device(r->ex.gx));
+        bad |= teng_net_graph_end(r->net, &g) != 0; /* ends it in any case */
+    }
+    if (bad) {
+        snprintf(why, sizeof why, "%s", torus_error_msg());
+        teng_net_graph_free(r->net, g);
+        g = NULL;
+        if (r->ex.gx)
+            ttrain_gx_abandon(r->ex.gx);
+    }
+    double v = bad;
+    if (r->cfg.world > 1 && tcomm_max_double(r->comm, &v))
+        return _fail("step graph", tcomm_error()), -1;
+    if (v != 0.0 && g) {
+        teng_net_graph_free(r->net, g);
+        g = NULL;
+    }
+    if (ttrain_sg_recorded(&r->sg, g != NULL) && (bad || r->info.rank == 0))
+        fprintf(stderr,
+                "torus-train: warning: rank %d: recording the step as a CUDA "
+                "graph failed (%s); every step runs eagerly from now on\n",
+                r->info.rank, why);
+    r->graph = g;
+    return g != NULL;
+}
+
+/* Parts 2-3 of a step: as calls, or as the step graph (ttrain_step_graph.h:
+ * recorded once per plan, global batch, loss scale and restore, after one
+ * eager step with them). *replayed: the graph ran them. */
+static int _fwd_bwd_step(_run *r, int lbatch, double scale, int *replayed)
+{
+    ttrain_sg_key k = {teng_net_plan_id(r->net), lbatch * r->cfg.world, scale,
+                       r->restores};
+    int drop, got = 0;
+    ttrain_sg_act act = ttrain_sg_next(&r->sg, &k, &drop);
+    if (drop) { /* a stale graph goes once its last replay is done */
+        if (teng_net_sync(r->net))
+            return _fail("step", torus_error_msg());
+        teng_net_graph_free(r->net, r->graph);
+        r->graph = NULL;
+    }
+    if (act == TTRAIN_SG_RECORD && (got = _graph_record(r)) < 0)
+        return TTRAIN_EXIT_FAIL;
+    *replayed = act == TTRAIN_SG_REPLAY || got == 1;
+    if (*replayed) {
+        if (teng_net_graph_replay(r->net, r->graph))
+            return _fail("step", torus_error_msg());
+        ttrain_sg_replayed(&r->sg);
+    } else if (_fwd_bwd(r)) {
+        return _fail("step", torus_error_msg());
+    }
+    return _GO;
+}
+
+/* Step parts 1-3: the input, forward and backward, the next batch's fetch
+ * and copy, and the rest of the gradient exchange. */
 static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
                        _window *w)
 {
-    int rc;
+    int rc, replayed = 0;
     if ((rc = _step_input(r, epoch, step, lbatch, w)) != _GO)
         return rc;
     _test_sleep("step", r->info.rank, r->gstep + 1);
     /* The loss gradient is scaled; an injected overflow scales it by inf,
      * which makes this rank's gradients inf/nan as a real one would. */
-    teng_net_set_loss_scale(r->net, _test_overflow(r->info.rank, r->gstep + 1)
-                                        ? INFINITY
-                                        : r->ls.scale);
-    if (teng_net_forward(r->net, 1) || teng_net_backward(r->net))
-        return _fail("step", torus_error_msg());
+    double scale =
+        _test_overflow(r->info.rank, r->gstep + 1) ? INFINITY : r->ls.scale;
+    teng_net_set_loss_scale(r->net, scale);
+    if ((rc = _fwd_bwd_step(r, lbatch, scale, &replayed)) != _GO)
+        return rc;
     if ((rc = _prefetch(r, epoch, step, steps, lbatch, w)) != _GO)
         return rc;
-    if (_grads_wait(&r->ex, r->net))
+    if (_grads_wait(&r->ex, r->net, replayed))
         return _fail("gradient exchange",
                      r->ex.fusion ? tcomm_error() : torus_error_msg());
     return _GO;
@@ -1298,12 +1395,20 @@ static int _finish(_run *r)
     uint64_t h;
     if (r->info.rank == 0 && ttrain_state_hash(r->net, &h) == 0)
         printf("state hash %016" PRIx64 " at global step %ld\n", h, r->gstep);
+    if (r->device >= 0)
+        printf("step graphs %s: %ld recorded, %ld steps replayed\n",
+               ttrain_sg_state(&r->sg), r->sg.records, r->sg.replays);
+    if (r->ex.gx)
+        printf("gradient exchange (%s): %.2f s in its reductions\n",
+               ttrain_gx_path(r->ex.gx), ttrain_gx_comm_s(r->ex.gx));
     if (r->mf)
         fclose(r->mf);
     r->src.close(&r->src);
     free(r->plan);
     ttrain_bn_stash_free(&r->bn);
     topt_sgd_free(&r->opt);
+    if (r->graph && !teng_net_sync(r->net))
+        teng_net_graph_free(r->net, r->graph);
     teng_net_destroy(r->net);
     teng_backend_close(r->bk);
     if (r->ex.fusion)

@@ -6,7 +6,8 @@
  *             without bias and stride, BN with and without its ReLU and
  *             its running statistics, ReLU, max/avg/global pooling, FC,
  *             residual add with and without ReLU, BN -> add -> ReLU (fused
- *             in the FP16 mode), the gradient fan-in
+ *             forward and backward in the FP16 mode, with activations kept
+ *             and with the trainer's reuse plan), the gradient fan-in
  *             sum, dropout, softmax cross-entropy with label smoothing) on
  *             random inputs and params, the same on both backends, FP32;
  *             outputs, input gradients, param gradients and BN statistics
@@ -25,6 +26,12 @@
  *   loss      a small ResNet's gradients at loss scale 1024 (divided
  *   scale     back) against scale 1 on each mode, and an infinite scale
  *             flagged by teng_net_grads_finite;
+ *   step      20 steps of a small ResNet (fused BN chains in FP16, LARS)
+ *   graphs    with the step recorded once and replayed (engine
+ *             teng_net_graph_*) against 20 eager steps, on each mode:
+ *             weights and every loss bit for bit, unless a second eager
+ *             run already differs (INFO: no bitwise claim); SKIP on a
+ *             backend without graphs (--self dnnl);
  *   resnet50  (with --bench) ResNet-50 v1.5 synthetic training at a batch,
  *             FP32 and FP16: img/s and the device memory in use
  *             (informational).
@@ -206,22 +213,25 @@ static int _xent(teng_net *n, int x, int *l)
 static const struct {
     const char *name;
     _build fn;
+    int reuse; /* the engine reuses activations (the trainer's plan) */
 } _cases[] = {
-    {"conv 3x3/1 bias", _conv3},
-    {"conv 7x7/2", _conv7},
-    {"conv 1x1/2", _conv1},
-    {"bn", _bn},
-    {"bn+relu", _bnrelu},
-    {"relu", _relu},
-    {"maxpool 3/2", _maxp},
-    {"avgpool 3/2", _avgp},
-    {"gap", _gap},
-    {"fc bias", _fc},
-    {"add + fan-in sum", _add},
-    {"add+relu", _addrelu},
-    {"bn add relu", _bnaddrelu},
-    {"dropout", _drop},
-    {"xent smoothing", _xent},
+    {"conv 3x3/1 bias", _conv3, 0},
+    {"conv 7x7/2", _conv7, 0},
+    {"conv 1x1/2", _conv1, 0},
+    {"bn", _bn, 0},
+    {"bn+relu", _bnrelu, 0},
+    {"relu", _relu, 0},
+    {"maxpool 3/2", _maxp, 0},
+    {"avgpool 3/2", _avgp, 0},
+    {"gap", _gap, 0},
+    {"fc bias", _fc, 0},
+    {"add + fan-in sum", _add, 0},
+    {"add+relu", _addrelu, 0},
+    {"bn add relu", _bnaddrelu, 0},
+    /* Its fused backward reads y where bit 3 of bwd_reads keeps it. */
+    {"bn add relu reuse", _bnaddrelu, 1},
+    {"dropout", _drop, 0},
+    {"xent smoothing", _xent, 0},
 };
 
 typedef struct {
@@ -229,14 +239,14 @@ typedef struct {
     int x, out, loss;
 } _side;
 
-static int _make(_side *s, teng_backend *bk, _build fn)
+static int _make(_side *s, teng_backend *bk, _build fn, int reuse)
 {
     s->loss = -1;
     _OK(teng_net_create(&s->net));
     _OK(s->x = teng_add_input(s->net, C, HW, HW));
     _OK(s->out = fn(s->net, s->x, &s->loss));
     teng_net_set_input_grad(s->net, 1);
-    teng_net_set_no_reuse(s->net, 1);
+    teng_net_set_no_reuse(s->net, !reuse);
     teng_net_set_dropout_seed(s->net, 42);
     _OK(teng_net_compile(s->net, bk, N));
     return 0;
@@ -319,9 +329,9 @@ static int _layer_case(int k, teng_backend *gpu, teng_backend *cpu, double tol,
     char what[64] = "-";
     _tol = tol;
     _bad = _seen = 0;
-    int rc = !a || !b || _make(&g, gpu, _cases[k].fn) ||
-             _make(&c, cpu, _cases[k].fn) || _feed(&g, a) || _feed(&c, a) ||
-             _compare(&g, &c, a, b, &worst, what, sizeof(what));
+    int rc = !a || !b || _make(&g, gpu, _cases[k].fn, _cases[k].reuse) ||
+             _make(&c, cpu, _cases[k].fn, _cases[k].reuse) || _feed(&g, a) ||
+             _feed(&c, a) || _compare(&g, &c, a, b, &worst, what, sizeof(what));
     int pass = !rc && (worst <= tol ||
                        (!isnan(worst) && _bad <= outliers * (double)_seen));
     printf("  %-18s %s  worst %.2e (%s), %zu of %zu above%s\n", _cases[k].name,
@@ -531,6 +541,116 @@ static int _scale_row(teng_backend *bk, double tol, const char *mode, char *row,
     return ok;
 }
 
+/* ---- step graphs: replayed steps against eager ones ---- */
+
+/* STEPS training steps of t on the same batches: eager, or (graph) the
+ * first eager, the second recorded then replayed, the rest replayed, as
+ * torus-train does (train/ttrain_step_graph.h). loss[st]: each step's loss. */
+static int _graph_steps(_trainer *t, int graph, const float *x, size_t px,
+                        const int32_t *y, int steps, double *loss)
+{
+    teng_graph *g = NULL;
+    for (int st = 0; st < steps; st++) {
+        _OK(teng_net_set_input(t->net, x + (size_t)(st % 3) * N * px));
+        _OK(teng_net_set_labels(t->net, y + (st % 3) * N));
+        if (graph && st == 1) {
+            _OK(teng_net_graph_begin(t->net));
+            int bad = teng_net_forward(t->net, 1) || teng_net_backward(t->net);
+            _OK(teng_net_graph_end(t->net, &g) || bad);
+        }
+        if (g) {
+            _OK(teng_net_graph_replay(t->net, g));
+        } else {
+            _OK(teng_net_forward(t->net, 1));
+            _OK(teng_net_backward(t->net));
+        }
+        _OK(topt_sgd_step(&t->opt, 0.1));
+        loss[st] = teng_net_loss(t->net);
+    }
+    _OK(teng_net_sync(t->net));
+    teng_net_graph_free(t->net, g);
+    return 0;
+}
+
+/* Largest difference between two nets' master weights (0: bit for bit). */
+static int _weights_bits(_trainer *a, _trainer *b, double *worst, int *same)
+{
+    *same = 1;
+    size_t big = teng_net_largest_buffer(a->net);
+    float *u = malloc(sizeof(float) * big), *v = malloc(sizeof(float) * big);
+    int rc = !u || !v;
+    *worst = 0;
+    for (int i = 0; !rc && i < teng_net_nparams(a->net); i++) {
+        size_t n = teng_net_param(a->net, i)->count;
+        rc = teng_param_read(a->net, i, 0, u) ||
+             teng_param_read(b->net, i, 0, v);
+        if (rc)
+            break;
+        *same &= !memcmp(u, v, n * sizeof(float));
+        double e = _err(u, v, n);
+        *worst = e > *worst || isnan(e) ? e : *worst;
+    }
+    free(u);
+    free(v);
+    return rc ? -1 : 0;
+}
+
+/* The row: 20 steps of a small ResNet (BN + add + ReLU chains, LARS) with
+ * step graphs against 20 without, bit for bit (weights and every loss).
+ * A second eager run is the control: cuDNN may pick an algorithm that is
+ * not reproducible run to run, and then no bitwise claim is made. */
+static int _graph_row(teng_backend *bk, const char *mode, char *row, size_t len)
+{
+    enum { STEPS = 20 };
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    s.depth = 8;
+    s.image_size = 12;
+    size_t px = (size_t)s.in_channels * s.image_size * s.image_size;
+    _trainer t[3] = {{0}};
+    float *x = malloc(sizeof(float) * 3 * N * px);
+    int32_t y[3 * N];
+    double l[3][STEPS], werr = -1, ctrl = -1;
+    int same = 0, csame = 0, lsame = 0;
+    if (!teng_backend_graph_supported(bk)) {
+        snprintf(row, len, "%-28s SKIP  backend %s records no graphs", mode,
+                 teng_backend_name(bk));
+        free(x);
+        return 1;
+    }
+    int rc = !x;
+    for (int k = 0; !rc && k < 3; k++)
+        rc = _trainer_open(&t[k], bk, &s, N);
+    if (!rc) {
+        _fill(x, 3 * N * px, 31, -1.f, 1.f);
+        for (int i = 0; i < 3 * N; i++)
+            y[i] = (i * 3 + 1) % s.classes;
+        rc = _graph_steps(&t[0], 0, x, px, y, STEPS, l[0]) ||
+             _graph_steps(&t[1], 0, x, px, y, STEPS, l[1]) ||
+             _graph_steps(&t[2], 1, x, px, y, STEPS, l[2]) ||
+             _weights_bits(&t[0], &t[1], &ctrl, &csame) ||
+             _weights_bits(&t[0], &t[2], &werr, &same);
+        lsame = !rc && !memcmp(l[0], l[2], sizeof l[0]);
+    }
+    int ok = !rc && (!csame || (same && lsame));
+    snprintf(row, len,
+             "%-28s %s  %d steps, graph vs eager: weights %s (worst %.1e), "
+             "losses %s%s",
+             mode,
+             rc       ? "FAIL"
+             : !csame ? "INFO"
+             : ok     ? "PASS"
+                      : "FAIL",
+             STEPS, same ? "bit for bit" : "differ", werr,
+             lsame ? "bit for bit" : "differ",
+             rc      ? "; error above"
+             : csame ? ""
+                     : "; two eager runs differ too, no bitwise claim");
+    for (int k = 0; k < 3; k++)
+        _trainer_close(&t[k]);
+    free(x);
+    return ok;
+}
+
 /* ---- the 8-bit input path ---- */
 
 /* The input tensor (canonical NCHW) after staging batches a and b in
@@ -639,10 +759,14 @@ int main(int argc, char **argv)
     ok &=
         _scale_row(gpu, TOL_LAYER, "loss scale cuda (FP32)", s32, sizeof(s32));
     ok &= _scale_row(g16, TOL_F16, "loss scale cuda-fp16", s16, sizeof(s16));
+    char g32[200], g16r[200];
+    ok &= _graph_row(gpu, "step graphs cuda (FP32)", g32, sizeof(g32));
+    ok &= _graph_row(g16, "step graphs cuda-fp16", g16r, sizeof(g16r));
     int train = _train_row(gpu, cpu);
     int bok32 = bench ? _bench(gpu, bench, "FP32", b32, sizeof(b32)) : 1;
     int bok16 = bench ? _bench(g16, bench, "FP16", b16, sizeof(b16)) : 1;
-    printf("%s\n%s\n%s\n%s\n%s\n%s\n", r32, r16, i32, i16, s32, s16);
+    printf("%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n", r32, r16, i32, i16, s32, s16,
+           g32, g16r);
     printf("%-28s %s  final weights within %.0e\n", "tiny-cnn 50 steps FP32",
            train ? "PASS" : "FAIL", TOL_TRAIN);
     printf("%-28s %s  %s\n", "resnet50 synthetic cuda",

@@ -154,6 +154,39 @@ START_TEST(test_nonfinite_and_misuse)
 }
 END_TEST
 
+/* tcomm_fusion_wait: with every gradient ready, the thread reduces the
+ * buckets in order and wait returns once the asked-for ones are done
+ * (more may be); a count past the buckets is clamped; without a thread
+ * (synchronous) it returns what the readies already reduced. */
+START_TEST(test_wait_for_buckets)
+{
+    float g[3][8] = {{1}, {2}, {3}};
+    for (int sync = 0; sync < 2; sync++) {
+        tcomm_fusion_options o = {.bucket_bytes = 32,
+                                  .algo = TCOMM_ALGO_FLAT,
+                                  .wire = TCOMM_WIRE_FP32,
+                                  .synchronous = sync};
+        tcomm_fusion_t *f;
+        tcomm_fusion_stats st;
+        ck_assert_int_eq(tcomm_fusion_create(_c, &o, &f), TCOMM_OK);
+        for (int i = 0; i < 3; i++)
+            tcomm_fusion_add(f, g[i], 8, "g", NULL);
+        ck_assert_int_eq(tcomm_fusion_seal(f), TCOMM_OK);
+        ck_assert_uint_eq(tcomm_fusion_bucket_count(f), 3);
+        ck_assert_int_eq(tcomm_fusion_wait(f, 0), 0); /* nothing ready */
+        ck_assert_int_eq(tcomm_fusion_ready(f, 0), TCOMM_OK);
+        ck_assert_int_ge(tcomm_fusion_wait(f, 1), 1);
+        ck_assert_int_eq(tcomm_fusion_ready(f, 1), TCOMM_OK);
+        ck_assert_int_eq(tcomm_fusion_ready(f, 2), TCOMM_OK);
+        ck_assert_int_eq(tcomm_fusion_wait(f, 99), 3);
+        ck_assert_int_eq(tcomm_fusion_finish(f, &st), TCOMM_OK);
+        ck_assert_uint_eq(st.buckets, 3);
+        ck_assert_int_eq(tcomm_fusion_wait(f, 0), 0); /* the next step */
+        tcomm_fusion_destroy(f);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("comm_fusion");
@@ -162,6 +195,7 @@ int main(void)
     tcase_add_test(t, test_bucket_cuts);
     tcase_add_test(t, test_thread_equals_sync);
     tcase_add_test(t, test_nonfinite_and_misuse);
+    tcase_add_test(t, test_wait_for_buckets);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     /* One process: tcomm is initialised once for all tests. */

@@ -5,7 +5,10 @@
  * host kernels, which the oneDNN backend runs: the dropout hash and masks,
  * cross-entropy rows with label smoothing, ReLU backward, residual add,
  * gradient sums; and the BN + add + ReLU fusion decision on the models'
- * graphs (cuda_fuse.c). */
+ * graphs (cuda_fuse.c), and the engine's plan for the fused chain's
+ * backward (bit 3 of bwd_reads) on the oneDNN backend, and the engine's
+ * step-graph bookkeeping (step count, misuse, plan id) with stand-in
+ * graph ops. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -282,6 +285,175 @@ START_TEST(fusion_rules)
 }
 END_TEST
 
+/* ---- the fused chain's backward (cuda_fuse.h) on the engine's plan ---- */
+
+/* The oneDNN backend as the cuda backend plans a fused chain: its BN
+ * reports tcuda_fuse_reads' bits, and at that BN's backward the test
+ * checks that y (the add's output after forward) is still there. */
+static teng_backend_ops _fops;
+static const teng_backend_ops *_dnnl_ops;
+static int _fbn = -1, _fadd = -1, _fbits = 1, _fseen;
+static float _fy[64 * 36];
+
+static unsigned _freads(teng_backend *bk, const teng_net *net, int li)
+{
+    unsigned plain = _dnnl_ops->bwd_reads(bk, net, li);
+    if (li != _fbn)
+        return plain;
+    return _fbits ? tcuda_fuse_reads(plain, 1) : plain | 4u;
+}
+
+static int _fbackward(teng_backend *bk, teng_net *net, int li)
+{
+    if (li == _fbn) {
+        size_t n = teng_tensor_count(net, net->l[_fadd].out);
+        _fseen =
+            !memcmp(net->t[net->l[_fadd].out].data, _fy, sizeof(float) * n);
+    }
+    return _dnnl_ops->backward(bk, net, li);
+}
+
+/* x -> conv -> bn -> [conv shortcut] -> add(relu); compiled with reuse on
+ * the wrapped backend; returns whether y survived to the BN's backward
+ * and, in *same, whether the add wrote in place over the BN output. */
+static int _fused_liveness(int bits, int *same)
+{
+    teng_backend *bk = lh_backend();
+    _dnnl_ops = bk->ops;
+    _fops = *bk->ops;
+    _fops.bwd_reads = _freads;
+    _fops.backward = _fbackward;
+    bk->ops = &_fops;
+    _fbits = bits;
+    _fseen = 0;
+    teng_net *net;
+    ck_assert_int_eq(teng_net_create(&net), 0);
+    int x = teng_add_input(net, 8, 6, 6);
+    int c = teng_add_conv(net, "conv", x, 8, 3, 1, 1, 0);
+    int b = teng_add_bn(net, "bn", c, 0, 0);
+    int d = teng_add_conv(net, "down", x, 8, 1, 1, 0, 0);
+    int y =
+        teng_add_residual(net, "add", b, teng_add_bn(net, "dbn", d, 0, 0), 1);
+    int out = teng_add_conv(net, "head", y, 8, 3, 1, 1, 0);
+    _fbn = net->t[b].producer;
+    _fadd = net->t[y].producer;
+    teng_net_set_input_grad(net, 1);
+    ck_assert_int_eq(teng_net_compile(net, bk, 2), 0);
+    float in[2 * 8 * 36], g[2 * 8 * 36];
+    lh_fill(in, 2 * 8 * 36, 3, -1.f, 1.f);
+    lh_fill(g, 2 * 8 * 36, 4, -1.f, 1.f);
+    ck_assert_int_eq(teng_net_set_input(net, in), 0);
+    ck_assert_int_eq(teng_net_forward(net, 1), 0);
+    ck_assert_int_eq(teng_net_sync(net), 0);
+    memcpy(_fy, net->t[y].data, sizeof(float) * teng_tensor_count(net, y));
+    ck_assert_int_eq(teng_tensor_write(net, out, 1, g), 0);
+    ck_assert_int_eq(teng_net_backward(net), 0);
+    *same = net->t[b].data == net->t[y].data;
+    ck_assert_int_eq(tcuda_fuse_bwd_ok(net, _fbn, _fadd), *same);
+    teng_net_destroy(net);
+    bk->ops = _dnnl_ops;
+    bk->ops->destroy(bk);
+    return _fseen;
+}
+
+START_TEST(fused_backward_plan)
+{
+    int same;
+    /* Bit 3: the add still writes in place, and y lives to the BN's
+     * backward. */
+    ck_assert(_fused_liveness(1, &same));
+    ck_assert(same);
+    /* Bit 2 alone: no in-place add (the BN output would be overwritten),
+     * so the fused backward would not find y at the BN output. */
+    _fused_liveness(0, &same);
+    ck_assert(!same);
+    ck_assert_uint_eq(tcuda_fuse_reads(1u, 0), 1u);
+    ck_assert_uint_eq(tcuda_fuse_reads(1u, 1), 13u);
+    ck_assert_int_eq(tcuda_fuse_status(1, 0), TCUDA_FUSE_KEEP);
+    ck_assert_int_eq(tcuda_fuse_status(0, 1), TCUDA_FUSE_UNFUSE);
+    ck_assert_int_eq(tcuda_fuse_status(0, 0), TCUDA_FUSE_FAIL);
+}
+END_TEST
+
+/* ---- the engine's step-graph bookkeeping (teng_net_graph_*) ---- */
+
+/* The oneDNN backend with stand-in graph ops: they record and launch
+ * nothing, and count; _gfail makes the next graph_end fail. */
+static int _gbegun, _glaunched, _gfail;
+static int _gbegin(teng_backend *bk)
+{
+    (void)bk;
+    _gbegun++;
+    return 0;
+}
+static int _gend(teng_backend *bk, void **graph)
+{
+    (void)bk;
+    *graph = &_gbegun;
+    return _gfail ? TENG_EBACKEND : 0;
+}
+static int _glaunch(teng_backend *bk, void *graph)
+{
+    (void)bk;
+    _glaunched += graph == &_gbegun;
+    return 0;
+}
+static void _gfree(teng_backend *bk, void *graph)
+{
+    (void)bk, (void)graph;
+}
+
+START_TEST(graph_step_count)
+{
+    teng_backend *bk = lh_backend();
+    const teng_backend_ops *dnnl = bk->ops;
+    ck_assert(!teng_backend_graph_supported(bk));
+    _fops = *bk->ops;
+    _fops.graph_begin = _gbegin;
+    _fops.graph_end = _gend;
+    _fops.graph_launch = _glaunch;
+    _fops.graph_free = _gfree;
+    bk->ops = &_fops;
+    teng_net *net;
+    teng_graph *g = NULL, *g2 = NULL;
+    ck_assert_int_eq(teng_net_create(&net), 0);
+    int x = teng_add_input(net, 4, 4, 4);
+    int y = teng_add_conv(net, "c", x, 4, 3, 1, 1, 0);
+    ck_assert_int_ge(teng_add_dropout(net, "d", y, 0.5f), 0);
+    ck_assert_int_eq(teng_net_compile(net, bk, 2), 0);
+    ck_assert(teng_net_graph_supported(net));
+    unsigned plan = teng_net_plan_id(net);
+    uint64_t s0 = teng_net_dropout_step(net);
+    /* Recording runs nothing: the step count is back; the replay counts. */
+    ck_assert_int_eq(teng_net_graph_begin(net), 0);
+    ck_assert_int_eq(teng_net_graph_begin(net), TENG_ESTATE); /* nested */
+    ck_assert_int_eq(teng_net_forward(net, 1), 0);
+    ck_assert_int_eq(teng_net_graph_replay(net, g), TENG_ESTATE);
+    ck_assert_int_eq(teng_net_graph_end(net, &g), 0);
+    ck_assert_uint_eq(teng_net_dropout_step(net), s0);
+    ck_assert_int_eq(teng_net_graph_replay(net, g), 0);
+    ck_assert_int_eq(teng_net_graph_replay(net, g), 0);
+    ck_assert_uint_eq(teng_net_dropout_step(net), s0 + 2);
+    ck_assert_int_eq(_glaunched, 2);
+    /* A failed recording leaves the count as it was, and no graph. */
+    _gfail = 1;
+    ck_assert_int_eq(teng_net_graph_begin(net), 0);
+    ck_assert_int_eq(teng_net_forward(net, 1), 0);
+    ck_assert_int_ne(teng_net_graph_end(net, &g2), 0);
+    ck_assert_ptr_null(g2);
+    ck_assert_uint_eq(teng_net_dropout_step(net), s0 + 2);
+    ck_assert_int_eq(teng_net_graph_end(net, &g2), TENG_ESTATE);
+    _gfail = 0;
+    /* Another batch re-plans: the plan id changes (graphs go stale). */
+    ck_assert_int_eq(teng_net_set_batch(net, 1), 0);
+    ck_assert_uint_ne(teng_net_plan_id(net), plan);
+    teng_net_graph_free(net, g);
+    teng_net_destroy(net);
+    bk->ops = dnnl;
+    bk->ops->destroy(bk);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_host");
@@ -295,6 +467,8 @@ int main(void)
     tcase_add_test(tc, layout_index_maths);
     tcase_add_test(tc, fusion_on_models);
     tcase_add_test(tc, fusion_rules);
+    tcase_add_test(tc, fused_backward_plan);
+    tcase_add_test(tc, graph_step_count);
     suite_add_tcase(s, tc);
     return lh_run(s);
 }

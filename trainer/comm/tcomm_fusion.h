@@ -57,6 +57,14 @@ tcomm_rc tcomm_fusion_ready(tcomm_fusion_t *f, int index);
 /* Backward ended: reduce the rest, wait for all buckets, reset for the
  * next step. Errors of the communication thread come out here. */
 tcomm_rc tcomm_fusion_finish(tcomm_fusion_t *f, tcomm_fusion_stats *st);
+/* Before finish: waits until at least n buckets of this step are reduced
+ * (buckets are reduced in order, so buckets 0 .. n-1 are then final; a
+ * failed reduction counts as done and finish reports it), and returns how
+ * many are. Every gradient of those n buckets must be marked ready (it
+ * would wait for ever for one that is not). Without a communication thread
+ * (synchronous) it waits for nothing. For the GPU staged path, which copies
+ * each bucket back as soon as it is reduced. */
+int tcomm_fusion_wait(tcomm_fusion_t *f, int n);
 void tcomm_fusion_destroy(tcomm_fusion_t *f);
 
 #endif

@@ -65,6 +65,20 @@ tcomm_rc tcomm_gpu_ready(tcomm_gpu_t *g, int index);
  * for every bucket. st: buckets, nonfinite (same on every rank), wait_s
  * (this call's host time). A lost rank fails here, named. */
 tcomm_rc tcomm_gpu_finish(tcomm_gpu_t *g, tcomm_fusion_stats *st);
+/* finish in two halves, for a step that a CUDA graph records (the
+ * readies and launches of the step, and finish_device, are then recorded
+ * once and replayed; the host bookkeeping is back at its start after
+ * finish_device). finish_device: the rest of the launches, the compute
+ * stream's wait and, on the nccl path, the inf/nan count's copy, queued
+ * with no host wait; on the staged path the whole finish (host work:
+ * never recorded). finish_host: waits for the count (nccl: deadline,
+ * lost rank named) and fills st. capturable: 1 on the nccl path, where
+ * finish_device queues only device work. abandon: after a failed
+ * recording, the bookkeeping back at the step's start. */
+int tcomm_gpu_capturable(const tcomm_gpu_t *g);
+tcomm_rc tcomm_gpu_finish_device(tcomm_gpu_t *g);
+tcomm_rc tcomm_gpu_finish_host(tcomm_gpu_t *g, tcomm_fusion_stats *st);
+void tcomm_gpu_abandon(tcomm_gpu_t *g);
 /* A blocking all-reduce of count fp32 values in device memory, ordered
  * after the compute stream's work (BN statistics before an evaluation):
  * through host memory and tcomm_allreduce, on either path. */

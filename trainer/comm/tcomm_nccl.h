@@ -29,6 +29,15 @@ void tcomm_nccl_finalize(tcomm_nccl_t *n);
 tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
                               tcomm_algo algo, tcomm_wire wire, unsigned flags,
                               cudaStream_t producer);
+/* The same, with ev[0] and ev[1] (timing events, or ev NULL) recorded on
+ * the communication stream around this reduction's own work (cast,
+ * collectives, cast back): cudaEventElapsedTime of the pair, once the
+ * reduction is done, is its device time. Recorded as external event
+ * nodes when a CUDA graph records the call, so a replay times it too. */
+tcomm_rc tcomm_nccl_allreduce_timed(tcomm_nccl_t *n, float *x, size_t count,
+                                    tcomm_algo algo, tcomm_wire w,
+                                    unsigned flags, cudaStream_t producer,
+                                    const cudaEvent_t *ev);
 
 /* Size the device wire buffer for reductions of up to count values, so
  * that no later call grows it (growing waits for the stream). */
@@ -44,5 +53,15 @@ tcomm_rc tcomm_nccl_reserve(tcomm_nccl_t *n, size_t count, tcomm_wire wire);
  * found as on the CPU path. The handle is unusable after that. */
 tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
                          size_t *nonfinite);
+/* tcomm_nccl_wait in two halves, for a step that a CUDA graph records.
+ * join: consumer waits (on the device) for every reduction enqueued so
+ * far, then copies their inf/nan count to pinned host memory and clears
+ * it, all queued on consumer, with no host wait (so it may be recorded).
+ * count: waits on this thread, as tcomm_nccl_wait does (deadline, NCCL
+ * async errors, lost rank named), for consumer's work queued so far, and
+ * returns the count that the last join copied. */
+tcomm_rc tcomm_nccl_join(tcomm_nccl_t *n, cudaStream_t consumer);
+tcomm_rc tcomm_nccl_count(tcomm_nccl_t *n, cudaStream_t consumer,
+                          size_t *nonfinite);
 
 #endif

@@ -23,3 +23,8 @@ int teng_backend_host_memory(const teng_backend *bk)
 {
     return bk->ops->host_memory;
 }
+
+int teng_backend_graph_supported(const teng_backend *bk)
+{
+    return bk->ops->graph_begin != NULL;
+}

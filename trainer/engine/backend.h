@@ -46,7 +46,10 @@ typedef struct teng_backend_ops {
     int (*backward)(teng_backend *bk, teng_net *net, int layer);
     /* Which of the layer's tensors its backward reads: bit j for in[j],
      * bit 2 for out (everything else may be reused after forward). NULL
-     * means all of them. */
+     * means all of them. Bit 3 with bit 2: the out a residual add may
+     * still overwrite in place (its result is what the backward reads
+     * there: a BN whose forward runs fused into the add's); the storage
+     * then lives to this layer's backward. */
     unsigned (*bwd_reads)(teng_backend *bk, const teng_net *net, int layer);
     /* t->grad = sum of t->contrib[0..ncontrib) (contrib[0] may be grad). */
     int (*grad_sum)(teng_backend *bk, teng_net *net, int tensor);
@@ -92,6 +95,22 @@ typedef struct teng_backend_ops {
                      const float *scale, const float *bias);
     void *(*host_alloc)(teng_backend *bk, size_t bytes);
     void (*host_free)(teng_backend *bk, void *p);
+
+    /* Optional: a loss the forward left on the device (no host wait in
+     * the forward). loss_sum waits for it and sums the per-sample losses
+     * of the last forward into *sum. NULL: the forward set loss_sum. */
+    int (*loss_sum)(teng_backend *bk, const teng_net *net, double *sum);
+    /* Optional step graphs (NULL: not offered). graph_begin: from here
+     * to graph_end, the work queued on bk->stream (and on streams that
+     * join it) is recorded, not run, and nothing may wait for it on the
+     * host. graph_end: the recording as an executable graph in *graph, or
+     * an error (the recording is dropped, the stream usable again).
+     * graph_launch: runs it on bk->stream, after the work queued there.
+     * graph_free: after the work that uses it is done. */
+    int (*graph_begin)(teng_backend *bk);
+    int (*graph_end)(teng_backend *bk, void **graph);
+    int (*graph_launch)(teng_backend *bk, void *graph);
+    void (*graph_free)(teng_backend *bk, void *graph);
 } teng_backend_ops;
 
 struct teng_backend {

@@ -173,8 +173,9 @@ static int _plan_acts(teng_net *net, _bufs *b, int *store, int *wsbuf)
             last = _bt(net, t->producer);
         if (pl->kind == TENG_L_ADD && !net->no_reuse) {
             const teng_tensor *a = &net->t[pl->in[0]];
+            unsigned pr = _reads(net, a->producer);
             if (pl->in[0] != net->input && a->nconsumers == 1 &&
-                !(_reads(net, a->producer) & 4u) && a->bytes >= t->bytes) {
+                (!(pr & 4u) || (pr & 8u)) && a->bytes >= t->bytes) {
                 store[id] = store[pl->in[0]];
                 if (b->iv[store[id]].last < last)
                     b->iv[store[id]].last = last;
@@ -406,6 +407,7 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
     if (!net->global_batch)
         net->global_batch = max_batch;
     _set_batch_shapes(net, max_batch);
+    net->plans++;
     if ((rc = bk->ops->plan(bk, net, max_batch)))
         return torus_error_prefix(rc, "backend %s", bk->ops->name);
     for (int i = 0; i < net->nt; i++)
@@ -449,6 +451,7 @@ int teng_net_set_batch(teng_net *net, int batch)
     teng_backend *bk = net->bk;
     bk->ops->release(bk, net);
     _set_batch_shapes(net, batch);
+    net->plans++; /* step graphs of the old plan are stale */
     if ((rc = bk->ops->plan(bk, net, batch)))
         return torus_error_prefix(rc, "backend %s", bk->ops->name);
     for (int i = 0; i < net->nt; i++)

@@ -68,7 +68,10 @@ struct teng_net {
     double loss_scale; /* the loss gradient is multiplied by this (1) */
     int compiled;
     uint64_t dropout_seed;
-    uint64_t step; /* advances dropout masks */
+    uint64_t step;        /* advances dropout masks */
+    unsigned plans;       /* backend plans so far (compile, set_batch) */
+    int capturing;        /* between teng_net_graph_begin and _end */
+    uint64_t graph_step0; /* step at teng_net_graph_begin */
     /* arenas (device memory) */
     void *params, *grads, *stats, *acts, *scratch;
     size_t params_bytes, stats_bytes, acts_bytes, scratch_bytes;

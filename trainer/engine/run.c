@@ -2,6 +2,7 @@
  * sums and the per-layer gradient hook) and moving data in and out in
  * canonical layouts. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -122,7 +123,88 @@ double teng_net_loss(const teng_net *net)
 {
     if (net->loss_layer < 0 || net->batch <= 0)
         return NAN;
-    return net->l[net->loss_layer].loss_sum / net->batch;
+    double sum = net->l[net->loss_layer].loss_sum;
+    if (net->bk && net->bk->ops->loss_sum &&
+        net->bk->ops->loss_sum(net->bk, net, &sum))
+        return NAN;
+    return sum / net->batch;
+}
+
+/* ---- step graphs (teng.h) ---- */
+
+struct teng_graph {
+    void *exec; /* the backend's */
+};
+
+int teng_net_graph_supported(const teng_net *net)
+{
+    return net->bk && teng_backend_graph_supported(net->bk);
+}
+
+unsigned teng_net_plan_id(const teng_net *net)
+{
+    return net->plans;
+}
+
+int teng_net_graph_begin(teng_net *net)
+{
+    _NEED_COMPILED(net);
+    if (!teng_net_graph_supported(net))
+        return TORUS_FAIL(TENG_EINVAL, "backend %s records no step graphs",
+                          net->bk->ops->name);
+    if (net->prof) /* it waits after every layer */
+        return TORUS_FAIL(TENG_ESTATE, "no step graph while profiling");
+    if (net->capturing)
+        return TORUS_FAIL(TENG_ESTATE, "a step graph is already recording");
+    int rc = net->bk->ops->graph_begin(net->bk);
+    if (rc)
+        return _bkfail(net, rc, "graph begin", -1);
+    net->capturing = 1;
+    net->graph_step0 = net->step;
+    return TENG_OK;
+}
+
+int teng_net_graph_end(teng_net *net, teng_graph **g)
+{
+    *g = NULL;
+    _NEED_COMPILED(net);
+    if (!net->capturing)
+        return TORUS_FAIL(TENG_ESTATE, "no step graph is recording");
+    net->capturing = 0;
+    void *exec = NULL;
+    int rc = net->bk->ops->graph_end(net->bk, &exec);
+    if (!rc && !(*g = calloc(1, sizeof **g))) {
+        net->bk->ops->graph_free(net->bk, exec);
+        rc = TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    }
+    /* Nothing recorded ran: a replay advances the step, as a forward
+     * does; after a failure the next forward is this one again. */
+    net->step = net->graph_step0;
+    if (rc)
+        return _bkfail(net, rc, "graph end", -1);
+    (*g)->exec = exec;
+    return TENG_OK;
+}
+
+int teng_net_graph_replay(teng_net *net, teng_graph *g)
+{
+    _NEED_COMPILED(net);
+    if (!g || net->capturing)
+        return TORUS_FAIL(TENG_ESTATE, "no step graph to replay");
+    int rc = net->bk->ops->graph_launch(net->bk, g->exec);
+    if (rc)
+        return _bkfail(net, rc, "graph launch", -1);
+    net->step++; /* as the recorded training forward did */
+    return TENG_OK;
+}
+
+void teng_net_graph_free(teng_net *net, teng_graph *g)
+{
+    if (!g)
+        return;
+    if (g->exec && net->bk)
+        net->bk->ops->graph_free(net->bk, g->exec);
+    free(g);
 }
 
 size_t teng_tensor_count(const teng_net *net, int id)

@@ -207,8 +207,30 @@ int teng_net_forward(teng_net *net, int training);
  * teng_tensor_write(..., grad=1, ...) when the net has no loss. */
 int teng_net_backward(teng_net *net);
 int teng_net_sync(teng_net *net);
-/* Mean per-sample loss of the last forward (local batch). */
+/* Mean per-sample loss of the last forward (local batch); on a backend
+ * that leaves it on the device, this waits for it (NAN if that fails). */
 double teng_net_loss(const teng_net *net);
+/* Step graphs (a GPU backend's; engine/run.c): 1 when the backend offers
+ * them. teng_net_graph_begin starts recording the forward and backward
+ * calls (and hooks) that follow, which then queue nothing that runs;
+ * teng_net_graph_end turns the recording into *g, or fails; either way
+ * the training step count is back where teng_net_graph_begin found it
+ * (nothing ran: the replay, or the eager forward after a failure,
+ * advances it).
+ * teng_net_graph_replay runs g as one training forward and backward would
+ * (the dropout step advances alike) on the current input, labels and
+ * params: the same shapes, loss scale and global batch as when recorded,
+ * which the caller keeps (or records again). teng_net_graph_free after
+ * the work that uses g is done (teng_net_sync). */
+typedef struct teng_graph teng_graph;
+int teng_net_graph_supported(const teng_net *net);
+/* Changes whenever the backend plans the net again (teng_net_set_batch
+ * to another batch): a graph recorded before is stale then. */
+unsigned teng_net_plan_id(const teng_net *net);
+int teng_net_graph_begin(teng_net *net);
+int teng_net_graph_end(teng_net *net, teng_graph **g);
+int teng_net_graph_replay(teng_net *net, teng_graph *g);
+void teng_net_graph_free(teng_net *net, teng_graph *g);
 void teng_net_set_grad_hook(teng_net *net, teng_grad_hook fn, void *ctx);
 /* Before compile: take the grads arena from fn (host-memory backends only;
  * a device backend allocates its own) instead of the backend, e.g. memory
@@ -256,6 +278,8 @@ void teng_net_set_dropout_seed(teng_net *net, uint64_t seed);
 uint64_t teng_net_dropout_step(const teng_net *net);
 void teng_net_set_dropout_step(teng_net *net, uint64_t step);
 const char *teng_backend_name(const teng_backend *bk);
+/* 1 when the backend records step graphs (teng_net_graph_begin). */
+int teng_backend_graph_supported(const teng_backend *bk);
 /* The backend's native queue (a cudaStream_t for the cuda backend) that
  * every launch of a step goes to, for work that must order itself after
  * it (the GPU gradient exchange); and whether its arenas are host memory

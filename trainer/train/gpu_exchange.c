@@ -17,7 +17,8 @@ int ttrain_gx_wanted(const teng_backend *bk)
 #ifdef TORUS_HAVE_CUDA
 struct ttrain_gx {
     tcomm_gpu_t *g;
-    int np; /* params; param i is exchange index np - 1 - i */
+    int np;        /* params; param i is exchange index np - 1 - i */
+    double comm_s; /* the reductions' time so far (tcomm_fusion_stats) */
 };
 
 int ttrain_gx_open(tcomm_t *c, teng_net *net, teng_backend *bk, tcomm_algo algo,
@@ -62,12 +63,35 @@ int ttrain_gx_ready(void *ctx, teng_net *net, int layer)
 
 int ttrain_gx_wait(ttrain_gx *x, size_t *nonfinite, double *wait_s)
 {
+    return ttrain_gx_finish_device(x)
+               ? -1
+               : ttrain_gx_finish_host(x, nonfinite, wait_s);
+}
+
+int ttrain_gx_capturable(const ttrain_gx *x)
+{
+    return tcomm_gpu_capturable(x->g);
+}
+
+int ttrain_gx_finish_device(ttrain_gx *x)
+{
+    return tcomm_gpu_finish_device(x->g) ? -1 : 0;
+}
+
+int ttrain_gx_finish_host(ttrain_gx *x, size_t *nonfinite, double *wait_s)
+{
     tcomm_fusion_stats st;
-    if (tcomm_gpu_finish(x->g, &st))
+    if (tcomm_gpu_finish_host(x->g, &st))
         return -1;
+    x->comm_s += st.comm_s;
     *nonfinite = st.nonfinite;
     *wait_s += st.wait_s;
     return 0;
+}
+
+void ttrain_gx_abandon(ttrain_gx *x)
+{
+    tcomm_gpu_abandon(x->g);
 }
 
 int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo)
@@ -84,6 +108,11 @@ int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo)
 size_t ttrain_gx_buckets(const ttrain_gx *x)
 {
     return tcomm_gpu_bucket_count(x->g);
+}
+
+double ttrain_gx_comm_s(const ttrain_gx *x)
+{
+    return x->comm_s;
 }
 
 const char *ttrain_gx_path(const ttrain_gx *x)
@@ -126,6 +155,30 @@ int ttrain_gx_wait(ttrain_gx *x, size_t *nonfinite, double *wait_s)
     return 0;
 }
 
+int ttrain_gx_capturable(const ttrain_gx *x)
+{
+    (void)x;
+    return 0;
+}
+
+int ttrain_gx_finish_device(ttrain_gx *x)
+{
+    (void)x;
+    return 0;
+}
+
+int ttrain_gx_finish_host(ttrain_gx *x, size_t *nonfinite, double *wait_s)
+{
+    (void)x, (void)wait_s;
+    *nonfinite = 0;
+    return 0;
+}
+
+void ttrain_gx_abandon(ttrain_gx *x)
+{
+    (void)x;
+}
+
 int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo)
 {
     (void)x, (void)net, (void)algo;
@@ -133,6 +186,12 @@ int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo)
 }
 
 size_t ttrain_gx_buckets(const ttrain_gx *x)
+{
+    (void)x;
+    return 0;
+}
+
+double ttrain_gx_comm_s(const ttrain_gx *x)
 {
     (void)x;
     return 0;

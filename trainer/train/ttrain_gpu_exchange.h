@@ -30,9 +30,23 @@ int ttrain_gx_ready(void *x, teng_net *net, int layer);
 /* Ends the step's exchange: *nonfinite = inf/nan in the sums (the same on
  * every rank), *wait_s += the host time spent. */
 int ttrain_gx_wait(ttrain_gx *x, size_t *nonfinite, double *wait_s);
+/* ttrain_gx_wait in two halves for a step that a CUDA graph records
+ * (tcomm_gpu.h): finish_device queues the end of the exchange with no
+ * host wait (nccl path), finish_host waits for the inf/nan count.
+ * capturable: 1 when finish_device queues device work only (nccl; the
+ * staged path's host sums are never recorded). abandon: after a failed
+ * recording. */
+int ttrain_gx_capturable(const ttrain_gx *x);
+int ttrain_gx_finish_device(ttrain_gx *x);
+int ttrain_gx_finish_host(ttrain_gx *x, size_t *nonfinite, double *wait_s);
+void ttrain_gx_abandon(ttrain_gx *x);
 /* The BN running statistics averaged over ranks (fp32 wire). */
 int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo);
 size_t ttrain_gx_buckets(const ttrain_gx *x);
+/* Seconds the reductions took so far: on the nccl path their device time
+ * (per-bucket CUDA events, read after each step's count wait, which has
+ * already waited for them), on the staged path the host fusion's. */
+double ttrain_gx_comm_s(const ttrain_gx *x);
 /* "nccl" or "staged". */
 const char *ttrain_gx_path(const ttrain_gx *x);
 void ttrain_gx_close(ttrain_gx *x);

@@ -240,6 +240,11 @@ static const teng_backend_ops _ops = {
     .input_use = _tcuda_input_use,
     .host_alloc = _tcuda_host_alloc,
     .host_free = _tcuda_host_free,
+    .loss_sum = _tcuda_loss_sum,
+    .graph_begin = _tcuda_graph_begin,
+    .graph_end = _tcuda_graph_end,
+    .graph_launch = _tcuda_graph_launch,
+    .graph_free = _tcuda_graph_free,
 };
 
 /* Device, stream, handles; the handles work on the stream. */

@@ -1,8 +1,8 @@
 /* trainer/backends/cuda/cuda_exec.c: the cuda backend's forward and
  * backward of every layer and the gradient fan-in sums, on the
  * descriptors and algorithms cuda_layers.c planned. Everything is queued
- * on the backend's stream; the only host wait is the loss layer's
- * forward (the engine reads the loss on the host after it).
+ * on the backend's stream, with no host wait (a step graph records these
+ * calls); the loss is read later (cuda_graph.c).
  *
  * FC in cuBLAS's column-major terms: x (n x C row-major) is X, C x n;
  * W (k x C, OI) is Wc, C x k; y (n x k) is Y, k x n. Forward Y = Wc^T X,
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
+#include "trainer/backends/cuda/cuda_fuse.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
 #include "trainer/engine/rng.h"
@@ -233,8 +234,9 @@ static int _xent_bwd(teng_backend *bk, teng_net *net, int li)
     return TENG_OK;
 }
 
-/* The loss: per-row losses on the device, summed on the host in row
- * order (as teng_host_xent does) after the step's one wait. */
+/* The loss: per-row losses on the device and their copy to pinned host
+ * memory, queued; no host wait here (a step graph records this call):
+ * the engine's teng_net_loss waits and sums them (_tcuda_loss_sum). */
 static int _xent_fwd(teng_backend *bk, teng_net *net, int li)
 {
     tcuda_impl *im = _tcuda(bk);
@@ -248,10 +250,6 @@ static int _xent_fwd(teng_backend *bk, teng_net *net, int li)
                          l->smoothing, 1.0f, l->ws, NULL));
     TCUDA_RT(cudaMemcpyAsync(cn->host_loss, l->ws, sizeof(double) * s.n,
                              cudaMemcpyDeviceToHost, im->stream));
-    TCUDA_RT(cudaStreamSynchronize(im->stream));
-    l->loss_sum = 0.0;
-    for (int i = 0; i < s.n; i++)
-        l->loss_sum += cn->host_loss[i];
     return TENG_OK;
 }
 
@@ -271,6 +269,24 @@ static int _dropout_fwd(teng_backend *bk, teng_net *net, int li, int training)
         TCUDA_RT(cudaMemcpyAsync(y->data, x->data, _tcuda_esz(bk) * n,
                                  cudaMemcpyDeviceToDevice, im->stream));
     return TENG_OK;
+}
+
+/* A fused call's status s under the run-time rule (tcuda_fuse_status):
+ * TENG_OK, with *unfuse = 1 when cuDNN declined and the caller runs the
+ * unfused calls instead, for good; or the error, named after what. */
+static int _fused_status(cudnnStatus_t s, const char *what, int *unfuse)
+{
+    *unfuse = 0;
+    switch (tcuda_fuse_status(s == CUDNN_STATUS_SUCCESS,
+                              s == CUDNN_STATUS_NOT_SUPPORTED)) {
+    case TCUDA_FUSE_KEEP:
+        return TENG_OK;
+    case TCUDA_FUSE_FAIL:
+        return _tcuda_fail_dnn(__FILE__, __LINE__, what, s);
+    default:
+        *unfuse = 1;
+        return TENG_OK;
+    }
 }
 
 /* The fused chain ending in residual add li (training): y = ReLU(BN(x) +
@@ -294,23 +310,53 @@ int _tcuda_bn_add_relu_fwd(teng_backend *bk, teng_net *net, int li)
         net->t[l->in[0]].data, d->x, net->t[a->in[1]].data, d->x,
         net->t[a->out].data, d->b, p[0].work, p[1].work, (double)l->momentum,
         st + net->stat_off[l->stat0], st + net->stat_off[l->stat0 + 1],
-        (double)l->eps, ws + d->ws_off[0], ws + d->ws_off[1], cn->fuse_act,
-        scr + cn->fuse_reserve, cn->fuse_ws, scr, cn->fuse_reserve);
-    if (s == CUDNN_STATUS_SUCCESS)
-        return TENG_OK;
-    if (s != CUDNN_STATUS_NOT_SUPPORTED)
-        return _tcuda_fail_dnn(__FILE__, __LINE__,
-                               "cudnnBatchNormalizationForwardTrainingEx", s);
+        (double)l->eps, ws + d->ws_off[0], ws + d->ws_off[1], cn->fuse_act, scr,
+        cn->fuse_ws, ws + d->rs_off, d->rs_bytes);
+    int unfuse, rc = _fused_status(
+                    s, "cudnnBatchNormalizationForwardTrainingEx", &unfuse);
+    if (rc || !unfuse)
+        return rc;
     cn->fuse_bn[li] = -1;
     cn->deferred[b] = 0;
+    cn->bwd_fused[b] = 0; /* no reserve space written: plain BN backward */
     cn->nfused--;
-    int rc = _bn_fwd(bk, net, b, 1);
-    if (rc)
+    if ((rc = _bn_fwd(bk, net, b, 1)))
         return rc;
     TCUDA_K(tcuda_k_add(im->stream, im->half, net->t[a->in[0]].data,
                         net->t[a->in[1]].data, net->t[a->out].data,
                         _count(net, a->out), a->relu));
     return TENG_OK;
+}
+
+/* The backward of fused BN layer b (cuda_fuse.h): the forward's mode and
+ * ops with its reserve space; y is the add's output, dy its gradient,
+ * which the add's backward already masked in place (cuDNN's mask from
+ * the reserve space leaves it as it is), dz goes to the temporary region
+ * and is dropped. Should cuDNN decline at run time, this BN's backward is
+ * the plain one for good. */
+int _tcuda_bn_add_relu_bwd(teng_backend *bk, teng_net *net, int b)
+{
+    tcuda_impl *im = _tcuda(bk);
+    tcuda_net *cn = net->bkstate;
+    teng_layer *l = &net->l[b];
+    const teng_layer *a = &net->l[cn->add_of[b]];
+    const tcuda_layer *d = &cn->l[b];
+    const teng_param *p = &net->p[l->param0];
+    char *ws = l->ws;
+    cudnnStatus_t s = cudnnBatchNormalizationBackwardEx(
+        im->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
+        CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &_one, &_zero, &_one, &_zero,
+        d->x, net->t[l->in[0]].data, d->x, net->t[a->out].data, d->x,
+        net->t[a->out].grad, d->x, _tcuda_tmp(net), d->x, l->in_grad[0], d->b,
+        p[0].work, p[1].work, p[0].grad, p[1].grad, (double)l->eps,
+        ws + d->ws_off[0], ws + d->ws_off[1], cn->fuse_act, net->scratch,
+        cn->fuse_ws, ws + d->rs_off, d->rs_bytes);
+    int unfuse,
+        rc = _fused_status(s, "cudnnBatchNormalizationBackwardEx", &unfuse);
+    if (rc || !unfuse)
+        return rc;
+    cn->bwd_fused[b] = 0;
+    return _bn_bwd(bk, net, b);
 }
 
 int _tcuda_forward(teng_backend *bk, teng_net *net, int li, int training)
@@ -397,8 +443,12 @@ int _tcuda_backward(teng_backend *bk, teng_net *net, int li)
         return TENG_OK;
     case TENG_L_CONV:
         return _conv_bwd(bk, net, li);
-    case TENG_L_BN:
+    case TENG_L_BN: {
+        const tcuda_net *cn = net->bkstate;
+        if (cn->nfused && cn->deferred[li] && cn->bwd_fused[li])
+            return _tcuda_bn_add_relu_bwd(bk, net, li);
         return _bn_bwd(bk, net, li);
+    }
     case TENG_L_FC:
         return _fc_bwd(bk, net, li);
     case TENG_L_ADD:

@@ -35,3 +35,22 @@ int tcuda_fuse_plan(const teng_net *net, int half_nhwc, int *bn_of,
     }
     return n;
 }
+
+unsigned tcuda_fuse_reads(unsigned plain, int deferred)
+{
+    return deferred ? plain | 4u | 8u : plain;
+}
+
+int tcuda_fuse_bwd_ok(const teng_net *net, int b, int a)
+{
+    const void *bn_out = net->t[net->l[b].out].data;
+    const void *add_out = net->t[net->l[a].out].data;
+    return net->no_reuse || (bn_out && bn_out == add_out);
+}
+
+tcuda_fuse_action tcuda_fuse_status(int ok, int not_supported)
+{
+    if (ok)
+        return TCUDA_FUSE_KEEP;
+    return not_supported ? TCUDA_FUSE_UNFUSE : TCUDA_FUSE_FAIL;
+}

@@ -13,7 +13,7 @@
  * block; the projection shortcut's BN (the add's second input) is not
  * fused. In training, the BN's forward is then deferred to the add's:
  * y = ReLU(BN(x) + z) in one call, the BN's own output never written;
- * backward and evaluation are unchanged. */
+ * evaluation is unchanged; backward: see tcuda_fuse_reads below. */
 #ifndef TORUS_TRAINER_BACKENDS_CUDA_FUSE_H
 #define TORUS_TRAINER_BACKENDS_CUDA_FUSE_H
 
@@ -25,5 +25,36 @@
  * nothing is fused). Returns the number of fused chains. */
 int tcuda_fuse_plan(const teng_net *net, int half_nhwc, int *bn_of,
                     unsigned char *deferred);
+
+/* Backward of a fused chain (BN b, add a): one
+ * cudnnBatchNormalizationBackwardEx in the forward's mode and ops
+ * (spatial persistent, BN_ADD_ACTIVATION) with the forward's reserve
+ * space, at the BN's backward slot. The add's backward still masks the
+ * shared output gradient in place first (the projection shortcut's BN,
+ * the add's other input, runs its backward before BN b's), so the fused
+ * call re-applies an idempotent mask and its dz goes to scratch. It reads
+ * the add's output y, so the BN reports its own output read with bit 3
+ * (backend.h): the add still writes in place there and that storage, which
+ * then holds y, lives to the BN's backward. */
+
+/* The engine's bwd_reads bits for a layer whose plain answer is plain;
+ * deferred: a BN whose forward runs fused into its add. */
+unsigned tcuda_fuse_reads(unsigned plain, int deferred);
+
+/* After compile: 1 when the fused backward of BN b (deferred into add a)
+ * can read y at its slot: the add's output shares the BN output's
+ * storage (the in-place add bit 3 allows), or nothing is reused. */
+int tcuda_fuse_bwd_ok(const teng_net *net, int b, int a);
+
+/* The run-time rule for a fused call's cuDNN status, forward and
+ * backward alike: success keeps the chain, "not supported" unfuses it for
+ * good (the unfused calls run instead, now and after), anything else is
+ * an error. */
+typedef enum {
+    TCUDA_FUSE_KEEP,
+    TCUDA_FUSE_UNFUSE,
+    TCUDA_FUSE_FAIL
+} tcuda_fuse_action;
+tcuda_fuse_action tcuda_fuse_status(int ok, int not_supported);
 
 #endif

@@ -56,6 +56,7 @@ typedef struct {
     cudnnActivationDescriptor_t act;
     tcuda_algo_val fwd, bwd, bwf; /* conv: forward, data, filter */
     size_t ws_off[2];             /* BN: saved mean, saved 1/std */
+    size_t rs_off, rs_bytes;      /* fused BN: cuDNN's reserve space */
 } tcuda_layer;
 
 typedef struct {
@@ -67,13 +68,17 @@ typedef struct {
     size_t tmp_bytes;
     /* BN + add + ReLU fusion (cuda_fuse.h), FP16 mode, training only:
      * fuse_bn[add layer] = its BN layer or -1; deferred[BN layer] = 1
-     * while its forward runs in the add's; the call's workspace and
-     * reserve space at the start of the scratch arena. */
-    int *fuse_bn;
-    unsigned char *deferred;
+     * while its forward runs in the add's; add_of[BN layer] = its add;
+     * bwd_fused[BN layer] = 1 while its backward runs as the matching
+     * cudnnBatchNormalizationBackwardEx. The calls' workspace (fuse_ws)
+     * sits at the start of the scratch arena; each fused BN's reserve
+     * space in its own layer workspace (rs_off), which the engine keeps
+     * from the BN's forward to its backward. */
+    int *fuse_bn, *add_of;
+    unsigned char *deferred, *bwd_fused;
     int nfused;
     cudnnActivationDescriptor_t fuse_act;
-    size_t fuse_ws, fuse_reserve;
+    size_t fuse_ws;
 } tcuda_net;
 
 static inline tcuda_impl *_tcuda(teng_backend *bk)
@@ -133,12 +138,20 @@ int _tcuda_plan(teng_backend *bk, teng_net *net, int batch);
 /* The fusion plan (cuda_layers.c) and its forward (cuda_exec.c). */
 int _tcuda_plan_fusion(teng_backend *bk, teng_net *net);
 int _tcuda_bn_add_relu_fwd(teng_backend *bk, teng_net *net, int li);
+int _tcuda_bn_add_relu_bwd(teng_backend *bk, teng_net *net, int b);
 int _tcuda_bind(teng_backend *bk, teng_net *net);
 void _tcuda_release(teng_backend *bk, teng_net *net);
 int _tcuda_forward(teng_backend *bk, teng_net *net, int layer, int training);
 int _tcuda_backward(teng_backend *bk, teng_net *net, int layer);
 int _tcuda_grad_sum(teng_backend *bk, teng_net *net, int tensor);
 unsigned _tcuda_bwd_reads(teng_backend *bk, const teng_net *net, int layer);
+
+/* Step graphs and the deferred loss (cuda_graph.c). */
+int _tcuda_graph_begin(teng_backend *bk);
+int _tcuda_graph_end(teng_backend *bk, void **graph);
+int _tcuda_graph_launch(teng_backend *bk, void *graph);
+void _tcuda_graph_free(teng_backend *bk, void *graph);
+int _tcuda_loss_sum(teng_backend *bk, const teng_net *net, double *sum);
 
 /* The 8-bit input path (cuda_input.c): its stream, events and staging. */
 int _tcuda_input_open(tcuda_impl *im);

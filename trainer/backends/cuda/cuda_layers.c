@@ -6,8 +6,8 @@
  * asked once per shape) and sizes the scratch arena to the largest
  * workspace any of them needs, so no call of a step allocates. bind()
  * builds the optimizer plan on the arena pointers. forward()/backward()
- * only queue work on the backend's stream; the one host wait of a step is
- * the loss layer's forward, whose loss the engine reads on the host.
+ * only queue work on the backend's stream, with no host wait; the loss is
+ * read when the engine asks for it (cuda_graph.c).
  *
  * Precision: in FP32 mode convolutions run with CUDNN_FMA_MATH and cuBLAS
  * in pedantic FP32 (no TF32), so the mode matches the oneDNN backend
@@ -288,6 +288,7 @@ static int _plan_loss(teng_net *net, tcuda_net *cn)
         return TENG_OK;
     int n = net->t[net->l[net->loss_layer].in[0]].shape.n;
     TCUDA_RT(cudaMallocHost((void **)&cn->host_loss, sizeof(double) * n));
+    memset(cn->host_loss, 0, sizeof(double) * n); /* before any forward */
     cn->host_loss_n = n;
     return TENG_OK;
 }
@@ -348,35 +349,73 @@ int _tcuda_plan(teng_backend *bk, teng_net *net, int batch)
 
 /* ---- BN + add + ReLU fusion (cuda_fuse.h) ---- */
 
-/* cuDNN's sizes for the fused call of BN layer b; nonzero when cuDNN
- * does not offer it for these shapes (the chain then runs unfused). */
+/* cuDNN's sizes for the fused calls of BN layer b: the larger of the
+ * forward's and backward's workspace, and the reserve space; nonzero when
+ * cuDNN does not offer the forward for these shapes (the chain then runs
+ * unfused). *bwd = 0 when it does not offer the backward (the forward
+ * stays fused, the backward runs as plain BN). */
 static int _fusion_sizes(teng_backend *bk, teng_net *net, int b, size_t *ws,
-                         size_t *reserve)
+                         size_t *reserve, int *bwd)
 {
     tcuda_net *cn = net->bkstate;
     const tcuda_layer *d = &cn->l[b];
     cudnnHandle_t h = _tcuda(bk)->dnn;
-    return cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-               h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
-               CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, d->x, d->x, d->x, d->b,
-               cn->fuse_act, ws) != CUDNN_STATUS_SUCCESS ||
-           cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-               h, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
-               CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, cn->fuse_act, d->x,
-               reserve) != CUDNN_STATUS_SUCCESS;
+    const cudnnBatchNormMode_t m = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+    const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+    size_t bws = 0;
+    if (cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+            h, m, ops, d->x, d->x, d->x, d->b, cn->fuse_act, ws) !=
+            CUDNN_STATUS_SUCCESS ||
+        cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+            h, m, ops, cn->fuse_act, d->x, reserve) != CUDNN_STATUS_SUCCESS)
+        return 1;
+    *bwd = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+               h, m, ops, d->x, d->x, d->x, d->x, d->x, d->b, cn->fuse_act,
+               &bws) == CUDNN_STATUS_SUCCESS;
+    if (*bwd && bws > *ws)
+        *ws = bws;
+    return 0;
+}
+
+/* Chain (add a, BN b) runs unfused: forward and backward. */
+static void _unfuse(tcuda_net *cn, int a, int b)
+{
+    cn->fuse_bn[a] = -1;
+    cn->deferred[b] = 0;
+    cn->bwd_fused[b] = 0;
+    cn->nfused--;
+}
+
+/* The BN's reserve space goes after its saved statistics, in its own
+ * layer workspace (the engine's arena, kept from forward to backward).
+ * Nonzero when a re-plan (another batch) would need more than the
+ * compiled workspace: the chain then runs unfused. */
+static int _fusion_reserve(teng_net *net, int b, size_t rs)
+{
+    tcuda_layer *d = &((tcuda_net *)net->bkstate)->l[b];
+    size_t off = TCUDA_ALIGN(net->l[b].ws_bytes);
+    if (net->compiled && off + TCUDA_ALIGN(rs) > net->l[b].ws_cap)
+        return 1;
+    d->rs_off = off;
+    d->rs_bytes = rs;
+    net->l[b].ws_bytes = off + TCUDA_ALIGN(rs);
+    return 0;
 }
 
 /* FP16 mode: the chains cuda_fuse.h picks, less those cuDNN declines;
  * TCUDA_FUSE=0 turns fusion off (to compare). The scratch arena grows to
- * the largest call's reserve space plus workspace. */
+ * the largest call's workspace. */
 int _tcuda_plan_fusion(teng_backend *bk, teng_net *net)
 {
     tcuda_net *cn = net->bkstate;
     const char *env = getenv("TCUDA_FUSE");
     int on = _tcuda(bk)->half && !(env && !strcmp(env, "0"));
-    cn->fuse_bn = malloc(sizeof(int) * (size_t)net->nl);
-    cn->deferred = malloc((size_t)net->nl);
-    if (!cn->fuse_bn || !cn->deferred)
+    size_t n = (size_t)net->nl;
+    cn->fuse_bn = malloc(sizeof(int) * n);
+    cn->add_of = malloc(sizeof(int) * n);
+    cn->deferred = malloc(n);
+    cn->bwd_fused = calloc(n, 1);
+    if (!cn->fuse_bn || !cn->add_of || !cn->deferred || !cn->bwd_fused)
         return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     cn->nfused = tcuda_fuse_plan(net, on, cn->fuse_bn, cn->deferred);
     if (!cn->nfused)
@@ -385,22 +424,21 @@ int _tcuda_plan_fusion(teng_backend *bk, teng_net *net)
     TCUDA_DNN(cudnnSetActivationDescriptor(cn->fuse_act, CUDNN_ACTIVATION_RELU,
                                            CUDNN_NOT_PROPAGATE_NAN, 0.0));
     for (int i = 0; i < net->nl; i++) {
-        int b = cn->fuse_bn[i];
+        int b = cn->fuse_bn[i], bwd = 0;
         size_t ws = 0, rs = 0;
         if (b < 0)
             continue;
-        if (_fusion_sizes(bk, net, b, &ws, &rs)) {
-            cn->fuse_bn[i] = -1;
-            cn->deferred[b] = 0;
-            cn->nfused--;
+        cn->add_of[b] = i;
+        if (_fusion_sizes(bk, net, b, &ws, &rs, &bwd) ||
+            _fusion_reserve(net, b, rs)) {
+            _unfuse(cn, i, b);
             continue;
         }
-        rs = TCUDA_ALIGN(rs);
-        cn->fuse_reserve = rs > cn->fuse_reserve ? rs : cn->fuse_reserve;
+        cn->bwd_fused[b] = (unsigned char)bwd;
         cn->fuse_ws = ws > cn->fuse_ws ? ws : cn->fuse_ws;
     }
-    if (cn->fuse_reserve + cn->fuse_ws > net->scratch_bytes)
-        net->scratch_bytes = cn->fuse_reserve + cn->fuse_ws;
+    if (cn->fuse_ws > net->scratch_bytes)
+        net->scratch_bytes = cn->fuse_ws;
     return TENG_OK;
 }
 
@@ -419,6 +457,10 @@ int _tcuda_bind(teng_backend *bk, teng_net *net)
     }
     int rc = tcuda_optim_create(op, net->np, _tcuda(bk)->stream, &cn->optim);
     free(op);
+    /* The fused backward reads y where the engine kept it (cuda_fuse.h). */
+    for (int b = 0; cn->nfused && b < net->nl; b++)
+        if (cn->bwd_fused[b] && !tcuda_fuse_bwd_ok(net, b, cn->add_of[b]))
+            cn->bwd_fused[b] = 0;
     return rc ? torus_error_prefix(rc, "optimizer plan") : TENG_OK;
 }
 
@@ -456,7 +498,9 @@ void _tcuda_release(teng_backend *bk, teng_net *net)
     if (cn->fuse_act)
         cudnnDestroyActivationDescriptor(cn->fuse_act);
     free(cn->fuse_bn);
+    free(cn->add_of);
     free(cn->deferred);
+    free(cn->bwd_fused);
     free(cn->l);
     free(cn);
     net->bkstate = NULL;
@@ -465,14 +509,17 @@ void _tcuda_release(teng_backend *bk, teng_net *net)
 unsigned _tcuda_bwd_reads(teng_backend *bk, const teng_net *net, int li)
 {
     const teng_layer *l = &net->l[li];
+    const tcuda_net *cn = net->bkstate;
     (void)bk;
     switch (l->kind) {
     case TENG_L_CONV:
     case TENG_L_FC: /* weight gradients need the input */
     case TENG_L_XENT:
         return 1u;
-    case TENG_L_BN: /* input; the output for the fused ReLU's mask */
-        return l->relu ? 5u : 1u;
+    case TENG_L_BN: /* input; the output for the fused ReLU's mask or,
+                     * fused into its add, the add's output (bit 3) */
+        return tcuda_fuse_reads(l->relu ? 5u : 1u,
+                                cn && cn->deferred && cn->deferred[li]);
     case TENG_L_RELU:
         return 4u;
     case TENG_L_ADD:

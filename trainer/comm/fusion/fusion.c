@@ -314,6 +314,18 @@ tcomm_rc tcomm_fusion_ready(tcomm_fusion_t *f, int index)
     return f->o.synchronous ? _drain_sync(f) : TCOMM_OK;
 }
 
+int tcomm_fusion_wait(tcomm_fusion_t *f, int n)
+{
+    pthread_mutex_lock(&f->mu);
+    if (n > f->plan.nb)
+        n = f->plan.nb;
+    while (f->thread_up && !f->quit && f->done < n)
+        pthread_cond_wait(&f->cv, &f->mu);
+    int done = f->done;
+    pthread_mutex_unlock(&f->mu);
+    return done;
+}
+
 tcomm_rc tcomm_fusion_finish(tcomm_fusion_t *f, tcomm_fusion_stats *st)
 {
     if (!f->sealed)

@@ -34,13 +34,18 @@ struct tcomm_gpu {
     tcomm_nccl_t *nccl;
 #endif
     /* staged */
-    tcomm_fusion_t *host; /* one tensor per bucket: its staged span */
-    float *stage;         /* pinned: every bucket's span, bucket order */
-    size_t *stage_off;    /* per bucket, floats into stage */
-    cudaEvent_t *ready;   /* per bucket, on compute: its last layer */
-    cudaEvent_t *staged;  /* per bucket, on comm: its copy to the host */
-    cudaEvent_t done;     /* on comm: every copy back */
-    int hnext;            /* next bucket handed to the host fusion */
+    tcomm_fusion_t *host;       /* one tensor per bucket: its staged span */
+    float *stage;               /* pinned: every bucket's span, bucket order */
+    size_t *stage_off;          /* per bucket, floats into stage */
+    cudaEvent_t *ready;         /* per bucket, on compute: its last layer */
+    cudaEvent_t *staged;        /* per bucket, on comm: its copy to the host */
+    cudaEvent_t done;           /* on comm: every copy back */
+    int hnext;                  /* next bucket handed to the host fusion */
+    tcomm_fusion_stats pending; /* finish_device's, for finish_host */
+    /* nccl: per bucket, timing events around its reduction and whether
+     * this step launched it (an empty bucket is skipped) */
+    cudaEvent_t *tev;
+    unsigned char *timed;
 };
 
 #define CUDA_TRY(call) TC_CUDA_TRY(g->c->info.rank, call)
@@ -266,6 +271,40 @@ static tcomm_rc _seal_staged(tcomm_gpu_t *g)
     return rc ? rc : tcomm_fusion_seal(g->host);
 }
 
+#ifdef TORUS_HAVE_NCCL
+/* nccl: a pair of timing events per bucket (comm_s in the stats). */
+static tcomm_rc _seal_timing(tcomm_gpu_t *g)
+{
+    int nb = g->plan.nb;
+    g->tev = calloc(2 * (size_t)nb + 1, sizeof *g->tev);
+    g->timed = calloc((size_t)nb + 1, 1);
+    if (!g->tev || !g->timed)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for %d buckets", nb);
+    for (int i = 0; i < 2 * nb; i++)
+        CUDA_TRY(cudaEventCreate(&g->tev[i]));
+    return TCOMM_OK;
+}
+
+/* nccl: the device time of the buckets the last step launched, all done
+ * (after the count's wait), so reading it waits for nothing. A pair that
+ * cannot be read counts 0. */
+static double _comm_time(tcomm_gpu_t *g)
+{
+    double s = 0;
+    for (int b = 0; g->timed && b < g->plan.nb; b++) {
+        float ms = 0;
+        if (!g->timed[b])
+            continue;
+        if (cudaEventElapsedTime(&ms, g->tev[2 * b], g->tev[2 * b + 1]) ==
+            cudaSuccess)
+            s += ms / 1e3;
+        else
+            (void)cudaGetLastError();
+    }
+    return s;
+}
+#endif
+
 tcomm_rc tcomm_gpu_seal(tcomm_gpu_t *g)
 {
     if (g->sealed)
@@ -281,6 +320,8 @@ tcomm_rc tcomm_gpu_seal(tcomm_gpu_t *g)
 #ifdef TORUS_HAVE_NCCL
     if (g->path == TC_GPU_NCCL)
         rc = tcomm_nccl_reserve(g->nccl, maxf, g->o.wire);
+    if (!rc && g->path == TC_GPU_NCCL)
+        rc = _seal_timing(g);
 #endif
     if (!rc && g->path == TC_GPU_STAGED)
         rc = _seal_staged(g);
@@ -317,11 +358,13 @@ static tcomm_rc _launch(tcomm_gpu_t *g, int b)
     const tc_pbucket *k = &g->plan.b[b];
     size_t span = (k->hi - k->lo) / 4;
 #ifdef TORUS_HAVE_NCCL
-    if (g->path == TC_GPU_NCCL) /* every rank skips an empty one alike */
-        return span ? tcomm_nccl_allreduce(g->nccl, (float *)k->lo, span,
-                                           g->o.algo, g->o.wire, g->o.flags,
-                                           g->compute)
+    if (g->path == TC_GPU_NCCL) { /* every rank skips an empty one alike */
+        g->timed[b] = span > 0;
+        return span ? tcomm_nccl_allreduce_timed(
+                          g->nccl, (float *)k->lo, span, g->o.algo, g->o.wire,
+                          g->o.flags, g->compute, g->tev + 2 * b)
                     : TCOMM_OK;
+    }
 #endif
     CUDA_TRY(cudaEventRecord(g->ready[b], g->compute));
     CUDA_TRY(cudaStreamWaitEvent(g->comm, g->ready[b], 0));
@@ -350,27 +393,49 @@ tcomm_rc tcomm_gpu_ready(tcomm_gpu_t *g, int index)
     return rc ? rc : _launch_ready(g);
 }
 
-/* Staged: the host sums, then the copies back on the comm stream. */
+/* Staged: bucket b's sum back to the device, on the comm stream. */
+static tcomm_rc _copy_back(tcomm_gpu_t *g, int b)
+{
+    const tc_pbucket *k = &g->plan.b[b];
+    if (k->hi > k->lo)
+        CUDA_TRY(cudaMemcpyAsync((void *)k->lo, g->stage + g->stage_off[b],
+                                 k->hi - k->lo, cudaMemcpyHostToDevice,
+                                 g->comm));
+    return TCOMM_OK;
+}
+
+/* Staged: the host sums; each bucket is copied back as soon as the host
+ * fusion has reduced it (they are reduced in order), while it reduces the
+ * next; then the compute stream waits for the last copy. */
 static tcomm_rc _finish_staged(tcomm_gpu_t *g, tcomm_fusion_stats *st)
 {
-    tcomm_rc rc = _hand_over(g, 1);
+    int nb = g->plan.nb, b = 0;
+    tcomm_rc rc = _hand_over(g, 1); /* every bucket ready on the host */
+    for (; !rc && b < nb && tcomm_fusion_wait(g->host, b + 1) > b; b++)
+        rc = _copy_back(g, b);
     if (!rc)
         rc = tcomm_fusion_finish(g->host, st);
+    for (; !rc && b < nb; b++) /* without a communication thread */
+        rc = _copy_back(g, b);
     if (rc)
         return rc;
-    for (int b = 0; b < g->plan.nb; b++) {
-        const tc_pbucket *k = &g->plan.b[b];
-        if (k->hi > k->lo)
-            CUDA_TRY(cudaMemcpyAsync((void *)k->lo, g->stage + g->stage_off[b],
-                                     k->hi - k->lo, cudaMemcpyHostToDevice,
-                                     g->comm));
-    }
     CUDA_TRY(cudaEventRecord(g->done, g->comm));
     CUDA_TRY(cudaStreamWaitEvent(g->compute, g->done, 0));
     return TCOMM_OK;
 }
 
-tcomm_rc tcomm_gpu_finish(tcomm_gpu_t *g, tcomm_fusion_stats *st)
+int tcomm_gpu_capturable(const tcomm_gpu_t *g)
+{
+    return g->path == TC_GPU_NCCL;
+}
+
+void tcomm_gpu_abandon(tcomm_gpu_t *g)
+{
+    tc_plan_reset(&g->plan);
+    g->hnext = 0;
+}
+
+tcomm_rc tcomm_gpu_finish_device(tcomm_gpu_t *g)
 {
     if (!g->sealed)
         return TORUS_FAIL(TCOMM_ERR_ARG, "gpu fusion: finish before seal");
@@ -378,20 +443,49 @@ tcomm_rc tcomm_gpu_finish(tcomm_gpu_t *g, tcomm_fusion_stats *st)
     tcomm_fusion_stats s = {0};
     tc_plan_flush(&g->plan); /* unused gradients count as ready */
     tcomm_rc rc = _launch_ready(g);
+    /* Staged: the host's part is the whole of it (never recorded). */
     if (!rc && g->path == TC_GPU_STAGED)
         rc = _finish_staged(g, &s);
 #ifdef TORUS_HAVE_NCCL
     if (!rc && g->path == TC_GPU_NCCL) {
-        rc = tcomm_nccl_wait(g->nccl, g->compute, &s.nonfinite);
+        rc = tcomm_nccl_join(g->nccl, g->compute);
         s.buckets = (size_t)g->plan.nb;
     }
 #endif
-    tc_plan_reset(&g->plan);
-    g->hnext = 0;
+    tcomm_gpu_abandon(g); /* the plan is ready for the next step */
     s.wait_s = tcomm_wtime() - t0;
+    g->pending = s;
+    return rc;
+}
+
+tcomm_rc tcomm_gpu_finish_host(tcomm_gpu_t *g, tcomm_fusion_stats *st)
+{
+    double t0 = tcomm_wtime();
+    tcomm_fusion_stats s = g->pending;
+    tcomm_rc rc = TCOMM_OK;
+#ifdef TORUS_HAVE_NCCL
+    if (g->path == TC_GPU_NCCL) {
+        s.buckets = (size_t)g->plan.nb;
+        rc = tcomm_nccl_count(g->nccl, g->compute, &s.nonfinite);
+        if (!rc)
+            s.comm_s = _comm_time(g);
+    }
+#endif
+    s.wait_s += tcomm_wtime() - t0;
+    g->pending = (tcomm_fusion_stats){0};
     if (st)
         *st = s;
     return rc;
+}
+
+tcomm_rc tcomm_gpu_finish(tcomm_gpu_t *g, tcomm_fusion_stats *st)
+{
+    tcomm_rc rc = tcomm_gpu_finish_device(g);
+    if (rc) {
+        g->pending = (tcomm_fusion_stats){0};
+        return rc;
+    }
+    return tcomm_gpu_finish_host(g, st);
 }
 
 tcomm_rc tcomm_gpu_allreduce(tcomm_gpu_t *g, float *dev, size_t count,
@@ -447,6 +541,11 @@ void tcomm_gpu_destroy(tcomm_gpu_t *g)
     }
     if (g->done)
         cudaEventDestroy(g->done);
+    for (int i = 0; g->tev && i < 2 * g->plan.nb; i++)
+        if (g->tev[i])
+            cudaEventDestroy(g->tev[i]);
+    free(g->tev);
+    free(g->timed);
     if (g->comm)
         cudaStreamDestroy(g->comm);
     cudaFreeHost(g->stage);

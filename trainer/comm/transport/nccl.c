@@ -209,6 +209,15 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
                               tcomm_algo algo, tcomm_wire w, unsigned flags,
                               cudaStream_t producer)
 {
+    return tcomm_nccl_allreduce_timed(n, x, count, algo, w, flags, producer,
+                                      NULL);
+}
+
+tcomm_rc tcomm_nccl_allreduce_timed(tcomm_nccl_t *n, float *x, size_t count,
+                                    tcomm_algo algo, tcomm_wire w,
+                                    unsigned flags, cudaStream_t producer,
+                                    const cudaEvent_t *ev)
+{
     tcomm_t *c = n->c;
     const tcomm_info *i = &c->info;
     int P = i->size;
@@ -228,6 +237,9 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
         return rc;
     CUDA_TRY(cudaEventRecord(n->ready, producer));
     CUDA_TRY(cudaStreamWaitEvent(n->stream, n->ready, 0));
+    if (ev)
+        CUDA_TRY(cudaEventRecordWithFlags(ev[0], n->stream,
+                                          cudaEventRecordExternal));
     float scale = (flags & TCOMM_AVERAGE) ? 1.0f / (float)P : 1.0f;
     CUDA_TRY((cudaError_t)tcomm_cuda_pack(x, n->wire, count, npad, scale,
                                           (int)w, n->stream));
@@ -235,6 +247,9 @@ tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
         return rc;
     CUDA_TRY((cudaError_t)tcomm_cuda_unpack(n->wire, x, count, (int)w, n->d_bad,
                                             n->stream));
+    if (ev)
+        CUDA_TRY(cudaEventRecordWithFlags(ev[1], n->stream,
+                                          cudaEventRecordExternal));
     CUDA_TRY(cudaEventRecord(n->done, n->stream));
     return TCOMM_OK;
 }
@@ -332,24 +347,53 @@ static tcomm_rc _poll(tcomm_nccl_t *n, cudaEvent_t ev)
     }
 }
 
+/* Not after an abort: the communicators are gone. */
+static tcomm_rc _alive(const tcomm_nccl_t *n)
+{
+    return n->aborted ? TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                                   "rank %d: the NCCL communicators were "
+                                   "aborted",
+                                   n->c->info.rank)
+                      : TCOMM_OK;
+}
+
 tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
                          size_t *nonfinite)
 {
-    if (n->aborted)
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                          "rank %d: the NCCL communicators were aborted",
-                          n->c->info.rank);
+    tcomm_rc rc = _alive(n);
+    if (rc)
+        return rc;
+    if (nonfinite) {
+        rc = tcomm_nccl_join(n, consumer);
+        return rc ? rc : tcomm_nccl_count(n, consumer, nonfinite);
+    }
     CUDA_TRY(cudaEventRecord(n->done, n->stream));
     CUDA_TRY(cudaStreamWaitEvent(consumer, n->done, 0));
-    if (nonfinite) {
-        CUDA_TRY(cudaMemcpyAsync(n->h_bad, n->d_bad, sizeof *n->h_bad,
-                                 cudaMemcpyDeviceToHost, n->stream));
-        CUDA_TRY(cudaMemsetAsync(n->d_bad, 0, sizeof *n->d_bad, n->stream));
-        CUDA_TRY(cudaEventRecord(n->done, n->stream));
-        tcomm_rc rc = _poll(n, n->done); /* this event only, with deadline */
-        if (rc)
-            return rc;
-        *nonfinite = (size_t)*n->h_bad;
-    }
     return TCOMM_OK;
+}
+
+tcomm_rc tcomm_nccl_join(tcomm_nccl_t *n, cudaStream_t consumer)
+{
+    tcomm_rc rc = _alive(n);
+    if (rc)
+        return rc;
+    CUDA_TRY(cudaEventRecord(n->done, n->stream));
+    CUDA_TRY(cudaStreamWaitEvent(consumer, n->done, 0));
+    CUDA_TRY(cudaMemcpyAsync(n->h_bad, n->d_bad, sizeof *n->h_bad,
+                             cudaMemcpyDeviceToHost, consumer));
+    CUDA_TRY(cudaMemsetAsync(n->d_bad, 0, sizeof *n->d_bad, consumer));
+    return TCOMM_OK;
+}
+
+tcomm_rc tcomm_nccl_count(tcomm_nccl_t *n, cudaStream_t consumer,
+                          size_t *nonfinite)
+{
+    tcomm_rc rc = _alive(n);
+    if (rc)
+        return rc;
+    CUDA_TRY(cudaEventRecord(n->done, consumer));
+    rc = _poll(n, n->done);
+    if (!rc)
+        *nonfinite = (size_t)*n->h_bad;
+    return rc;
 }
