@@ -4,7 +4,8 @@
 # and its %files list matches what `make install` installs with the spec's
 # own directories: every installed file is packaged, and every file the
 # list names is installed (an RPM build fails on either). The .deb side is
-# tests/integration/deploy_deb.sh. No cluster, no root needed.
+# tests/integration/deploy_deb.sh. Every installed program has a man page.
+# No cluster, no root needed.
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -46,3 +47,14 @@ while read -r pat; do
     _installed "$pat" || fail "torus.spec's %files lists $pat, which make install does not install"
 done <"$tmp/files"
 echo "ok: torus.spec parses, version $version, %files = make install ($(wc -l <"$tmp/installed") files)"
+
+# Every installed program has its man page (a tool without one is a tool an
+# admin cannot look up on the cluster).
+bindir=$(ev %_bindir) mandir=$(ev %_mandir) n=0
+for f in "$tmp/root$bindir"/*; do
+    [ -e "$f" ] || fail "make install installed no program into $bindir"
+    name=$(basename "$f")
+    [ -f "$tmp/root$mandir/man1/$name.1" ] || fail "$bindir/$name is installed without $mandir/man1/$name.1"
+    n=$((n + 1))
+done
+echo "ok: each of the $n installed programs has its man page"

@@ -15,13 +15,15 @@ for t in man groff lexgrog mandoc; do
     command -v $t >/dev/null || { echo "SKIP: '$t' not installed (run tools/install-deps)"; exit 77; }
 done
 
-# name:program whose --help made the page ('-' for torus(7): no program).
+# name:program whose --help made the page ('-' for torus(7): no program;
+# '@' for a script of the source tree).
 pages=(
     torus-layout.1:topology/torus-layout
     torus-pack.1:data/torus-pack
     torus-data-bench.1:data/torus-data-bench
     torus-train.1:trainer/torus-train
     torus-bench.1:trainer/bench/torus-bench
+    torus-plot.1:@trainer/torus-plot
     spank_torus.8:plugins/spank-torus-doc
     torus.7:-
 )
@@ -43,7 +45,9 @@ for entry in "${pages[@]}"; do
     grep -q '^OPTIONS\|^ENVIRONMENT' "$tmp/text" || fail "$page: rendered page has no OPTIONS or ENVIRONMENT"
     [ "$prog" = - ] && continue
     # Every option --help names is in the rendered page.
-    "$b/$prog" --help >"$tmp/help" || fail "$prog --help failed"
+    # '@' marks a script run from the source tree (torus-plot).
+    case $prog in @*) exe=$s/${prog#@} prog=${prog#@} ;; *) exe=$b/$prog ;; esac
+    "$exe" --help >"$tmp/help" || fail "$prog --help failed"
     n=0
     for opt in $(grep -o -- '--[a-z0-9][-a-z0-9]*\|^ *-[A-Za-z],\|^ *-[A-Za-z] ' "$tmp/help" |
                  sed 's/^ *//; s/[, ]$//' | sort -u); do
