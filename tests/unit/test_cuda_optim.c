@@ -9,6 +9,12 @@
  *   copies are the rounded masters, nothing outside the params changes,
  *   and the sums of squares (per-thread, block tree, per-param fold) are
  *   within their rounding bound of a double sum;
+ * - the device step's loops (issue 14) over a plan: the sums of squares
+ *   of masters and gradients in one pass equal the two passes'; the
+ *   arguments each tensor forms itself (tcuda_sgd_hyper: LARS trust,
+ *   1/scale folded in) and the update equal the eager host step bit for
+ *   bit; a step with a non-zero inf/nan count changes nothing; the
+ *   inf/nan count counts every inf and NaN of the params, not padding;
  * - the per-element maths the kernels run (optim_math.h), bit for bit:
  *   tcuda_sgd_elem against teng_host_sgd (trainer/engine/host_kernels.c),
  *   tcuda_lars_trust against topt_lars_trust (trainer/optim/sgd.c), and
@@ -25,8 +31,8 @@
 #include "common/torus_error.h"
 #include "trainer/backends/cuda/chunk_plan.h"
 #include "trainer/backends/cuda/optim_math.h"
-#include "trainer/engine/teng.h"
 #include "trainer/engine/host_kernels.h"
+#include "trainer/engine/teng.h"
 #include "trainer/optim/topt.h"
 
 static float _f(uint32_t u)
@@ -243,6 +249,150 @@ END_TEST
 
 /* ------------------------------------------------------- the update */
 
+/* ------------------------------------------------- the device step */
+
+/* sgd.c's host rule before it called tcuda_sgd_hyper, written out again:
+ * the device's arguments must be these, bit for bit. */
+static teng_sgd_args _hyper_ref(const tcuda_hyper *h, float w2, float g2,
+                                double lr, double mom, double scale,
+                                float *trust)
+{
+    float inv = (float)(1.0 / scale), s = (float)scale, t = 1.f;
+    if (h->lars)
+        t = topt_lars_trust(sqrtf(w2), sqrtf(g2) * inv, h->eta, h->wd, h->eps);
+    *trust = t;
+    return (teng_sgd_args){(float)(lr * t) * inv, (float)mom, h->wd * s};
+}
+
+START_TEST(sgd_hyper_is_the_host_rule_bit_for_bit)
+{
+    uint64_t seed = 99;
+    for (int k = 0; k < 200000; k++) {
+        tcuda_hyper h = {(k & 1) ? 5e-5f : 0.f, (k >> 1) & 1, 0.001f, 1e-9f};
+        /* norms over many decades, zeros and a NaN now and then */
+        float w2 = _f((_xs(&seed) % 0x7f800000u)) * (k % 97 == 0 ? 0.f : 1.f);
+        float g2 = _f((_xs(&seed) % 0x7f800000u));
+        if (k % 101 == 0)
+            g2 = NAN;
+        double lr = (double)(_xs(&seed) % 100000) / 9973.0;
+        double mom = 0.9 * (1.0 + (double)(_xs(&seed) % 100) / 1000.0);
+        double scale = k % 3 ? ldexp(1.0, (int)(_xs(&seed) % 25))
+                             : 1.0 + (double)(_xs(&seed) % 1000);
+        float t1, t2;
+        teng_sgd_args a =
+            tcuda_sgd_hyper(&h, w2, g2, lr, (float)mom, scale, &t1);
+        teng_sgd_args b = _hyper_ref(&h, w2, g2, lr, mom, scale, &t2);
+        ck_assert_int_eq(memcmp(&t1, &t2, sizeof t1), 0);
+        ck_assert_int_eq(memcmp(&a, &b, sizeof a), 0);
+    }
+}
+END_TEST
+
+/* The device step's loops (tcuda_sumsq2_thread, tcuda_step_thread) over a
+ * plan equal the eager host step: norms as tcuda_sumsq_thread forms them,
+ * arguments as sgd.c forms them, teng_host_sgd; a step with a non-zero
+ * inf/nan count changes nothing at all. */
+static void _norms2(const _arena *a, const tcuda_plan *plan, float *w2,
+                    float *g2, int two)
+{
+    memset(w2, 0, NP * sizeof *w2), memset(g2, 0, NP * sizeof *g2);
+    for (uint32_t c = 0; c < plan->nchunks; c++)
+        for (unsigned t = 0; t < NT; t++) {
+            const tcuda_chunk *k = &plan->chunks[c];
+            const tcuda_dparam *p = &a->p[k->param];
+            float sw, sg;
+            if (two) {
+                tcuda_sumsq2_thread(p, k->begin, k->end, t, NT, &sw, &sg);
+            } else {
+                sw = tcuda_sumsq_thread(p, (const char *)a->w, k->begin, k->end,
+                                        t, NT);
+                sg = tcuda_sumsq_thread(p, (const char *)a->g, k->begin, k->end,
+                                        t, NT);
+            }
+            w2[k->param] += sw, g2[k->param] += sg;
+        }
+}
+
+START_TEST(device_step_over_a_plan_is_host_step)
+{
+    _arena gpu, host;
+    _arena_make(&gpu, 21);
+    _arena_make(&host, 21);
+    tcuda_plan plan;
+    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, &plan), 0);
+    tcuda_hyper h[NP];
+    for (int i = 0; i < NP; i++) /* LARS, plain with and without decay */
+        h[i] =
+            (tcuda_hyper){i % 3 == 2 ? 0.f : 1e-4f, i % 3 == 0, 0.001f, 1e-9f};
+    const unsigned long long bad[] = {0, 7, 0, 1};
+    const double scale = 1024.0;
+    float w2[NP], g2[NP], w2b[NP], g2b[NP], t;
+    for (int step = 0; step < 4; step++) {
+        double lr = 0.1 * (step + 1), mom = 0.9;
+        _norms2(&gpu, &plan, w2, g2, 1);
+        _norms2(&host, &plan, w2b, g2b, 0);
+        ck_assert(!memcmp(w2, w2b, sizeof w2) && !memcmp(g2, g2b, sizeof g2));
+        float *w0 = malloc(gpu.total * 4), *v0 = malloc(gpu.total * 4);
+        ck_assert(w0 && v0);
+        memcpy(w0, gpu.w, gpu.total * 4), memcpy(v0, gpu.v, gpu.total * 4);
+        for (uint32_t c = plan.nchunks; c-- > 0;) {
+            const tcuda_chunk *k = &plan.chunks[c];
+            for (unsigned th = 0; th < NT; th++)
+                tcuda_step_thread(&gpu.p[k->param], (char *)gpu.v, &h[k->param],
+                                  w2[k->param], g2[k->param], lr, (float)mom,
+                                  scale, bad[step], k->begin, k->end, th, NT);
+        }
+        if (bad[step]) { /* skipped: nothing moved */
+            ck_assert(!memcmp(w0, gpu.w, gpu.total * 4));
+            ck_assert(!memcmp(v0, gpu.v, gpu.total * 4));
+        } else {
+            for (int i = 0; i < NP; i++) {
+                teng_sgd_args a =
+                    _hyper_ref(&h[i], w2b[i], g2b[i], lr, mom, scale, &t);
+                teng_host_sgd(host.w + host.off[i], host.g + host.off[i],
+                              host.v + host.off[i], _counts[i], a.lr,
+                              a.momentum, a.wd);
+            }
+        }
+        free(w0), free(v0);
+        ck_assert(!memcmp(gpu.w, host.w, host.total * 4));
+        ck_assert(!memcmp(gpu.v, host.v, host.total * 4));
+    }
+    _check_work(&gpu);
+    tcuda_plan_free(&plan);
+    _arena_free(&gpu);
+    _arena_free(&host);
+}
+END_TEST
+
+START_TEST(nonfinite_count_over_a_plan)
+{
+    _arena a;
+    _arena_make(&a, 3);
+    tcuda_plan plan;
+    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, &plan), 0);
+    /* inf, -inf, NaNs (quiet, signalling, negative) and, not counted, the
+     * largest finite value and the padding after a param. */
+    const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+                            0xffffffffu};
+    int planted = 0;
+    for (int i = 0; i < NP; i++)
+        for (size_t k = 0; k < _counts[i]; k += 997)
+            a.g[a.off[i] + k] = _f(bad[planted++ % 5]);
+    a.g[a.off[3] + 1] = 3.4028235e38f;
+    a.g[a.off[0] + _counts[0]] = INFINITY; /* padding: no param's element */
+    unsigned long long n = 0;
+    for (uint32_t c = 0; c < plan.nchunks; c++)
+        for (unsigned t = 0; t < NT; t++)
+            n += tcuda_nonfinite_thread(&a.p[plan.chunks[c].param],
+                                        plan.chunks[c].begin,
+                                        plan.chunks[c].end, t, NT);
+    ck_assert_uint_eq(n, (unsigned long long)planted);
+    tcuda_plan_free(&plan);
+    _arena_free(&a);
+}
+END_TEST
+
 START_TEST(sgd_elem_is_host_sgd_bit_for_bit)
 {
     enum { N = 1 << 16 };
@@ -426,6 +576,9 @@ int main(void)
     tcase_add_test(tc, kernel_sumsq_over_a_plan_within_rounding);
     tcase_add_test(tc, sgd_elem_is_host_sgd_bit_for_bit);
     tcase_add_test(tc, lars_trust_is_host_bit_for_bit);
+    tcase_add_test(tc, sgd_hyper_is_the_host_rule_bit_for_bit);
+    tcase_add_test(tc, device_step_over_a_plan_is_host_step);
+    tcase_add_test(tc, nonfinite_count_over_a_plan);
     tcase_add_test(tc, f16_rounding_matches_reference);
     tcase_add_test(tc, bf16_rounding_matches_reference);
     suite_add_tcase(su, tc);

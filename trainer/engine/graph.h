@@ -66,6 +66,11 @@ struct teng_net {
     int max_batch, batch;
     int global_batch;  /* loss normaliser kn (remark 3) */
     double loss_scale; /* the loss gradient is multiplied by this (1) */
+    /* Device memory holding the loss scale as a double, which a device
+     * loss backward reads at run time instead of loss_scale (so a
+     * recorded step graph follows a scale the device changes); NULL: use
+     * loss_scale. Only a backend with device arenas reads it. */
+    const double *loss_scale_dev;
     int compiled;
     uint64_t dropout_seed;
     uint64_t step;        /* advances dropout masks */

@@ -49,6 +49,11 @@ void teng_net_set_loss_scale(teng_net *net, double scale)
     net->loss_scale = scale;
 }
 
+void teng_net_set_loss_scale_dev(teng_net *net, const double *dev)
+{
+    net->loss_scale_dev = dev;
+}
+
 void teng_net_set_grad_hook(teng_net *net, teng_grad_hook fn, void *ctx)
 {
     net->grad_hook = fn;

@@ -179,6 +179,10 @@ void teng_net_set_global_batch(teng_net *net, int global_batch);
  * comes out scaled; the optimizer divides it out again
  * (topt_sgd_step_scaled). The loss value itself is not scaled. */
 void teng_net_set_loss_scale(teng_net *net, double scale);
+/* A device double (the cuda backend's memory) that the loss backward reads
+ * the scale from when it runs, instead of the value above (NULL: the
+ * value above again). Backends with host arenas ignore it. */
+void teng_net_set_loss_scale_dev(teng_net *net, const double *dev);
 int teng_net_set_input(teng_net *net, const float *nchw);
 int teng_net_set_labels(teng_net *net, const int32_t *labels);
 /* The 8-bit input path: the data input from n (= the batch) u8 NHWC images

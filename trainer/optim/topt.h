@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 
+#include "trainer/backends/cuda/optim_math.h"
 #include "trainer/engine/teng.h"
 
 typedef enum {
@@ -118,6 +119,13 @@ int topt_sgd_step(topt_sgd *o, double lr);
  * tensor's arguments and the LARS gradient norm; with a power of two the
  * result is bit for bit topt_sgd_step's on the unscaled gradients. */
 int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale);
+/* Param i's constant hyper-parameters (its weight decay, 0 on an excluded
+ * BN/bias tensor; whether LARS scales it; eta, eps), and the momentum the
+ * next step at learning rate lr uses (momentum correction: scaled by
+ * lr / the previous step's lr): what a device that forms the update
+ * arguments itself (tcuda_sgd_hyper) is given. */
+tcuda_hyper topt_sgd_tensor_hyper(const topt_sgd *o, int i);
+double topt_sgd_momentum(const topt_sgd *o, double lr);
 /* Param id's momentum buffer in canonical layout (for checkpoints). */
 int topt_sgd_state_read(topt_sgd *o, int id, float *dst);
 int topt_sgd_state_write(topt_sgd *o, int id, const float *src);

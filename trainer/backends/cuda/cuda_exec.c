@@ -227,8 +227,15 @@ static int _xent_bwd(teng_backend *bk, teng_net *net, int li)
     float *dz = im->half ? (float *)((char *)_tcuda_tmp(net) +
                                      TCUDA_ALIGN(sizeof(float) * n))
                          : (float *)l->in_grad[0];
-    TCUDA_K(tcuda_k_xent(im->stream, _logits(bk, net, l), net->labels, s.n, s.c,
-                         l->smoothing, teng_loss_norm(net), l->ws, dz));
+    if (net->loss_scale_dev) /* the device's loss-scale decision's value */
+        TCUDA_K(tcuda_k_xent_dev(im->stream, _logits(bk, net, l), net->labels,
+                                 s.n, s.c, l->smoothing,
+                                 (double)net->global_batch, net->loss_scale_dev,
+                                 l->ws, dz));
+    else
+        TCUDA_K(tcuda_k_xent(im->stream, _logits(bk, net, l), net->labels, s.n,
+                             s.c, l->smoothing, teng_loss_norm(net), l->ws,
+                             dz));
     if (im->half)
         TCUDA_K(tcuda_k_to_f16(im->stream, dz, l->in_grad[0], n));
     return TENG_OK;
