@@ -75,12 +75,13 @@ START_TEST(device_decision_is_the_eager_rule)
         c.init = 64, c.max_scale = 4096;
         if (mode) /* static:S or off: min = max = init */
             c.min_scale = c.max_scale = c.init = mode == 1 ? 256 : 1;
-        tcuda_ls_config dc = {c.min_scale, c.max_scale, c.growth,
-                              c.backoff,   c.interval,  mode == 0};
+        tcuda_ls_config dc = {c.min_scale, c.max_scale, c.growth, c.backoff,
+                              c.interval,  mode == 0,   0.9,      1};
         topt_loss_scale_state ref;
         topt_loss_scale_init(&ref, &c);
         tcuda_ls_state d = {.scale = c.init};
-        long skipped = 0, worst = 0;
+        long skipped = 0, worst = 0, applied = 0;
+        double loss_sum = 0, prev_lr = 0;
         for (int k = 0; k < 20000; k++) {
             seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
             /* bursts of overflow: long enough to reach the minimum */
@@ -92,11 +93,15 @@ START_TEST(device_decision_is_the_eager_rule)
             int fin = bad == 0;
             topt_loss_scale_update(&ref, &c, fin);
             int backs_off = mode == 0 && before > c.min_scale;
+            double lr = 0.1 + k * 1e-4, loss = 2.5 - k * 1e-5;
             if (fin)
-                skipped = 0;
+                skipped = 0, loss_sum += loss, applied++, prev_lr = lr;
             else if (!backs_off && ++skipped > worst)
                 worst = skipped;
-            ck_assert_int_eq(tcuda_ls_decide(&d, &dc, bad), fin);
+            ck_assert_int_eq(tcuda_ls_decide(&d, &dc, bad, lr, loss), fin);
+            ck_assert_double_eq(d.loss_sum, loss_sum);
+            ck_assert_int_eq(d.applied, applied);
+            ck_assert_double_eq(d.prev_lr, prev_lr);
             ck_assert_double_eq(d.used, before);
             ck_assert_double_eq(d.scale, ref.scale);
             ck_assert_int_eq(d.clean, ref.clean);

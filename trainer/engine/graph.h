@@ -71,6 +71,10 @@ struct teng_net {
      * recorded step graph follows a scale the device changes); NULL: use
      * loss_scale. Only a backend with device arenas reads it. */
     const double *loss_scale_dev;
+    /* the device step (teng_net_dstep_open), kept for a rebind */
+    int dstep_on;
+    teng_tensor_hyper *dstep_h;
+    teng_dstep_config dstep_c;
     int compiled;
     uint64_t dropout_seed;
     uint64_t step;        /* advances dropout masks */

@@ -96,10 +96,8 @@ double topt_sgd_momentum(const topt_sgd *o, double lr)
 {
     /* Remark 2: with the LR inside v, a change of LR must rescale the
      * history, or the first steps after it use the old rate. */
-    double mom = o->cfg.momentum;
-    if (o->cfg.momentum_correction && o->prev_lr > 0)
-        mom *= lr / o->prev_lr;
-    return mom;
+    return tcuda_momentum(o->cfg.momentum, o->cfg.momentum_correction, lr,
+                          o->prev_lr);
 }
 
 int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale)
@@ -118,6 +116,35 @@ int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale)
         return torus_error_prefix(rc, "optimizer");
     o->prev_lr = lr;
     o->steps++;
+    return TENG_OK;
+}
+
+int topt_sgd_dstep_open(topt_sgd *o, const teng_dstep_config *ls,
+                        const teng_dstep_state *s)
+{
+    int np = teng_net_nparams(o->net);
+    teng_tensor_hyper *h = calloc((size_t)np + 1, sizeof *h);
+    if (!h)
+        return TORUS_FAIL(TENG_ENOMEM, "optimizer: out of memory");
+    for (int i = 0; i < np; i++)
+        h[i] = topt_sgd_tensor_hyper(o, i);
+    teng_dstep_config c = *ls;
+    c.momentum = o->cfg.momentum;
+    c.correction = o->cfg.momentum_correction;
+    teng_dstep_state st = *s;
+    st.prev_lr = o->prev_lr;
+    int rc = teng_net_dstep_open(o->net, h, &c, &st);
+    free(h);
+    return rc ? torus_error_prefix(rc, "optimizer") : TENG_OK;
+}
+
+int topt_sgd_dstep(topt_sgd *o, double lr)
+{
+    int rc = teng_net_dstep(o->net, o->velocity, lr);
+    if (rc)
+        return torus_error_prefix(rc, "optimizer");
+    /* o->steps and o->prev_lr: the device's, until the caller reads them
+     * back (teng_net_dstep_read) */
     return TENG_OK;
 }
 

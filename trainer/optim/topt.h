@@ -126,6 +126,15 @@ int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale);
  * arguments itself (tcuda_sgd_hyper) is given. */
 tcuda_hyper topt_sgd_tensor_hyper(const topt_sgd *o, int i);
 double topt_sgd_momentum(const topt_sgd *o, double lr);
+/* The device step (teng.h, teng_net_dstep_*): open it with every tensor's
+ * constants, the momentum config and the optimizer's prev_lr, and the
+ * loss-scale part of ls (its momentum fields are filled here) at state
+ * s; then each step queues the whole update on the device. The device
+ * keeps prev_lr from then on: a checkpoint must copy it back
+ * (teng_net_dstep_read) into o->prev_lr first. */
+int topt_sgd_dstep_open(topt_sgd *o, const teng_dstep_config *ls,
+                        const teng_dstep_state *s);
+int topt_sgd_dstep(topt_sgd *o, double lr);
 /* Param id's momentum buffer in canonical layout (for checkpoints). */
 int topt_sgd_state_read(topt_sgd *o, int id, float *dst);
 int topt_sgd_state_write(topt_sgd *o, int id, const float *src);

@@ -164,7 +164,10 @@ __global__ static void _k_step(const tcuda_chunk *chunks,
     tcuda_chunk c = chunks[blockIdx.x];
     tcuda_dparam p = ps[c.param];
     tcuda_hyper h = hyp[c.param];
-    tcuda_step_thread(&p, vel, &h, w2[c.param], g2[c.param], st->lr, st->mom,
+    /* (float) of the double, as sgd.c's host code rounds it */
+    float mom = (float)tcuda_momentum(ls->c.momentum, ls->c.correction, st->lr,
+                                      ls->s.prev_lr);
+    tcuda_step_thread(&p, vel, &h, w2[c.param], g2[c.param], st->lr, mom,
                       ls->s.scale, 0, c.begin, c.end, threadIdx.x, THREADS);
 }
 
@@ -180,11 +183,20 @@ __global__ static void _k_nonfinite(const tcuda_chunk *chunks,
         atomicAdd(&ls->bad, (unsigned long long)n);
 }
 
-/* One thread: the step's decision, then the count starts again at 0. */
-__global__ static void _k_decide(tcuda_ls_dev *ls)
+/* One thread: the step's decision (with its loss from the loss layer's
+ * per-row losses, NULL: none), then the count starts again at 0. */
+__global__ static void _k_decide(tcuda_ls_dev *ls, const tcuda_step_args *st,
+                                 const double *rows, int n, int batch)
 {
-    tcuda_ls_decide(&ls->s, &ls->c, ls->bad);
+    double loss = rows ? tcuda_step_loss(rows, n, batch) : 0.0;
+    tcuda_ls_decide(&ls->s, &ls->c, ls->bad, st->lr, loss);
     ls->bad = 0;
+}
+
+__global__ static void _k_window_reset(tcuda_ls_dev *ls)
+{
+    ls->s.loss_sum = 0.0;
+    ls->s.applied = 0;
 }
 
 /* ---------------------------------------------------------------- host */
@@ -430,13 +442,13 @@ extern "C" int tcuda_optim_count_nonfinite(tcuda_optim *o)
     return TENG_OK;
 }
 
-/* The step's LR and momentum to the device from the next pinned slot. */
-static int _step_args(tcuda_optim *o, double lr, float mom)
+/* The step's LR to the device from the next pinned slot. */
+static int _step_args(tcuda_optim *o, double lr)
 {
     int s = o->slot;
     if (o->ev_live[s]) /* only when SLOTS steps ahead of the GPU */
         _CK(cudaEventSynchronize(o->ev[s]));
-    o->h_step[s] = (tcuda_step_args){lr, mom};
+    o->h_step[s] = (tcuda_step_args){lr};
     _CK(cudaMemcpyAsync(o->d_step, &o->h_step[s], sizeof *o->h_step,
                         cudaMemcpyHostToDevice, o->stream));
     _CK(cudaEventRecord(o->ev[s], o->stream));
@@ -445,11 +457,12 @@ static int _step_args(tcuda_optim *o, double lr, float mom)
     return TENG_OK;
 }
 
-extern "C" int tcuda_optim_step(tcuda_optim *o, void *vel, double lr, float mom)
+extern "C" int tcuda_optim_step(tcuda_optim *o, void *vel, double lr,
+                                const double *loss_rows, int nrows, int batch)
 {
     if (!o->dev_open)
         return TORUS_FAIL(TENG_ESTATE, "cuda optimizer: device step not open");
-    int rc = _step_args(o, lr, mom);
+    int rc = _step_args(o, lr);
     if (rc)
         return rc;
     if (o->any_lars && o->nchunks) {
@@ -464,7 +477,8 @@ extern "C" int tcuda_optim_step(tcuda_optim *o, void *vel, double lr, float mom)
         _k_step<<<o->nchunks, THREADS, 0, o->stream>>>(
             o->d_chunks, o->d_params, (char *)vel, o->d_hyper, o->d_w2, o->d_g2,
             o->d_step, o->d_ls);
-    _k_decide<<<1, 1, 0, o->stream>>>(o->d_ls);
+    _k_decide<<<1, 1, 0, o->stream>>>(o->d_ls, o->d_step, loss_rows, nrows,
+                                       batch > 0 ? batch : 1);
     _CK(cudaGetLastError());
     _CK(cudaMemcpyAsync(o->h_ls, &o->d_ls->s, sizeof *o->h_ls,
                         cudaMemcpyDeviceToHost, o->stream));
@@ -473,12 +487,19 @@ extern "C" int tcuda_optim_step(tcuda_optim *o, void *vel, double lr, float mom)
     return TENG_OK;
 }
 
-extern "C" int tcuda_optim_ls_read(tcuda_optim *o, tcuda_ls_state *s)
+extern "C" int tcuda_optim_ls_read(tcuda_optim *o, tcuda_ls_state *s,
+                                   int reset_window)
 {
     if (!o->dev_open)
         return TORUS_FAIL(TENG_ESTATE, "cuda optimizer: device step not open");
     if (o->ls_live)
         _CK(cudaEventSynchronize(o->ev_ls));
     *s = *o->h_ls;
+    if (reset_window) { /* queued: the next decision starts a new window */
+        _k_window_reset<<<1, 1, 0, o->stream>>>(o->d_ls);
+        _CK(cudaGetLastError());
+        o->h_ls->loss_sum = 0.0;
+        o->h_ls->applied = 0;
+    }
     return TENG_OK;
 }

@@ -142,12 +142,9 @@ static inline TCUDA_OHD float tcuda_lars_trust(float wnorm, float gnorm,
 }
 
 /* One tensor's constant hyper-parameters, fixed for the run: its weight
- * decay (0 for an excluded BN/bias tensor) and whether LARS scales it. */
-typedef struct {
-    float wd;
-    int lars; /* 0: plain momentum SGD for this tensor */
-    float eta, eps;
-} tcuda_hyper;
+ * decay (0 for an excluded BN/bias tensor) and whether LARS scales it
+ * (the engine's type: the backend op receives it). */
+typedef teng_tensor_hyper tcuda_hyper;
 
 /* The update arguments of one tensor (sgd.c's rule): w2, g2 are the sums
  * of squares of its weights and of its gradients, which are `scale` times
@@ -199,32 +196,32 @@ static inline TCUDA_OHD int tcuda_ls_next(double *scale, long *clean,
 
 /* The loss-scale machine's config and the step decisions' state, as the
  * device keeps them (one struct in device memory, mirrored to pinned host
- * memory for the host to read when it wants a host value). */
-typedef struct {
-    double min_scale, max_scale, growth, backoff;
-    long interval;
-    int dynamic; /* 1: --loss-scale dynamic (backing off cures overflow) */
-} tcuda_ls_config;
+ * memory for the host to read when it wants a host value): the engine's
+ * teng_dstep_config and teng_dstep_state. */
+typedef teng_dstep_config tcuda_ls_config;
+typedef teng_dstep_state tcuda_ls_state;
 
-typedef struct {
-    double scale;           /* the loss scale the next step runs at */
-    double used;            /* the one the last decided step ran at */
-    long clean;             /* clean steps in a row (topt_loss_scale_state) */
-    long overflows;         /* steps skipped in all */
-    long skipped;           /* skips in a row that did not back the scale off
-                             * (torus-train's --max-nonfinite run) */
-    long worst;             /* the longest such run since the host cleared it */
-    long decided;           /* steps decided in all */
-    unsigned long long bad; /* the last decided step's inf/nan count */
-} tcuda_ls_state;
+/* The momentum of a step at lr (topt_sgd_momentum): with the correction,
+ * scaled by lr / the last applied step's lr (remark 2). */
+static inline TCUDA_OHD double tcuda_momentum(double base, int correction,
+                                              double lr, double prev_lr)
+{
+    if (correction && prev_lr > 0)
+        return TCUDA_DMUL(base, TCUDA_DDIV(lr, prev_lr));
+    return base;
+}
 
 /* One step's decision from its inf/nan count: the transition above, plus
  * the skip run as torus-train's eager _step_update keeps it (a clean step
  * ends it; a skip that backs a dynamic scale off above its minimum leaves
- * it; any other skip lengthens it). Returns 1 when the update applies. */
+ * it; any other skip lengthens it), and, for an applied step, its lr (for
+ * the next momentum correction) and its loss (loss, added to the window,
+ * as the host adds teng_net_loss of applied steps). Returns 1 when the
+ * update applies. */
 static inline TCUDA_OHD int tcuda_ls_decide(tcuda_ls_state *s,
                                             const tcuda_ls_config *c,
-                                            unsigned long long bad)
+                                            unsigned long long bad, double lr,
+                                            double loss)
 {
     int finite = bad == 0;
     int backs_off = c->dynamic && s->scale > c->min_scale;
@@ -234,11 +231,26 @@ static inline TCUDA_OHD int tcuda_ls_decide(tcuda_ls_state *s,
     int apply =
         tcuda_ls_next(&s->scale, &s->clean, &s->overflows, c->min_scale,
                       c->max_scale, c->growth, c->backoff, c->interval, finite);
-    if (apply)
+    if (apply) {
         s->skipped = 0;
-    else if (!backs_off && ++s->skipped > s->worst)
+        s->prev_lr = lr;
+        s->loss_sum += loss;
+        s->applied++;
+    } else if (!backs_off && ++s->skipped > s->worst) {
         s->worst = s->skipped;
+    }
     return apply;
+}
+
+/* A step's loss from its per-row losses, as teng_net_loss forms it: the
+ * sum in row order, over the batch. */
+static inline TCUDA_OHD double tcuda_step_loss(const double *rows, int n,
+                                               int batch)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        sum = sum + rows[i];
+    return TCUDA_DDIV(sum, (double)batch);
 }
 
 /* A param as the kernels read it (the device table holds one per param). */

@@ -72,16 +72,20 @@ int tcuda_optim_refresh(tcuda_optim *o);
  * rank); the decision clears it. scale: the device double that holds the
  * loss scale the next step runs at (for teng_net_set_loss_scale_dev).
  * count_nonfinite: queue the count of every gradient's inf/nan into bad.
- * step: queue the update at lr with momentum mom (topt_sgd_momentum):
- * LARS norms on the device, each tensor's arguments formed on the device
- * by tcuda_sgd_hyper at the scale the step ran at, nothing changed when
- * bad is not 0; then the decision (tcuda_ls_decide) and the async copy of
- * its state to a pinned mirror. No host wait (the host waits only when it
- * is 4 steps ahead of the device, for a pinned argument slot).
- * ls_read: waits for the last queued decision's copy; *s = its state. */
+ * step: queue the update at lr: LARS norms on the device, the momentum
+ * (tcuda_momentum, from the last applied step's lr that the device keeps)
+ * and each tensor's arguments formed on the device by tcuda_sgd_hyper at
+ * the scale the step ran at, nothing changed when bad is not 0; then the
+ * decision (tcuda_ls_decide, with the step's loss from the loss layer's
+ * nrows per-row losses at device loss_rows over batch; NULL: none) and
+ * the async copy of its state to a pinned mirror. No host wait (the host
+ * waits only when it is 4 steps ahead of the device, for a pinned
+ * argument slot).
+ * ls_read: waits for the last queued decision's copy; *s = its state;
+ * with reset_window, the window (loss sum, applied steps) restarts at 0
+ * from the next decision on. */
 typedef struct {
     double lr;
-    float mom;
 } tcuda_step_args;
 
 typedef struct {
@@ -95,8 +99,9 @@ int tcuda_optim_device_open(tcuda_optim *o, const tcuda_hyper *h,
 unsigned long long *tcuda_optim_bad(tcuda_optim *o);
 const double *tcuda_optim_scale(tcuda_optim *o);
 int tcuda_optim_count_nonfinite(tcuda_optim *o);
-int tcuda_optim_step(tcuda_optim *o, void *vel, double lr, float mom);
-int tcuda_optim_ls_read(tcuda_optim *o, tcuda_ls_state *s);
+int tcuda_optim_step(tcuda_optim *o, void *vel, double lr,
+                     const double *loss_rows, int nrows, int batch);
+int tcuda_optim_ls_read(tcuda_optim *o, tcuda_ls_state *s, int reset_window);
 void tcuda_optim_destroy(tcuda_optim *o);
 
 #ifdef __cplusplus
