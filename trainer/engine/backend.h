@@ -87,6 +87,12 @@ typedef struct teng_backend_ops {
     int (*dstep)(teng_backend *bk, teng_net *net, void *vel, double lr);
     int (*dstep_read)(teng_backend *bk, teng_net *net, teng_dstep_state *s,
                       int reset_window);
+    /* Optional: queue the copy of n labels (host memory, checked) to
+     * net->labels, ordered after the work queued so far and before the
+     * work queued next, and return without waiting for it (labels may be
+     * reused at once). NULL: upload. */
+    int (*upload_labels)(teng_backend *bk, teng_net *net, const int32_t *labels,
+                         int n);
 
     /* Optional 8-bit input path (NULL: the engine normalises on the host,
      * engine/input.c). input_stage: start copying n u8 NHWC images (px)

@@ -287,6 +287,7 @@ static const teng_backend_ops _ops = {
     .input_stage = _tcuda_input_stage,
     .input_use = _tcuda_input_use,
     .host_alloc = _tcuda_host_alloc,
+    .upload_labels = _tcuda_labels,
     .host_free = _tcuda_host_free,
     .loss_sum = _tcuda_loss_sum,
     .graph_begin = _tcuda_graph_begin,
