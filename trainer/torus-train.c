@@ -358,6 +358,7 @@ typedef struct {
     /* the device step (teng_net_dstep_*): the device decides skips and
      * the loss scale; the host reads its state lazily (_dstep_sync) */
     int dstep;
+    int upd_eager;          /* this step's update is the caller's to queue */
     teng_dstep_state dseen; /* as last read */
 } _run;
 
@@ -1067,7 +1068,8 @@ static int _graph_record(_run *r)
     char why[256] = "on another rank";
     int bad = teng_net_graph_begin(r->net) != 0;
     if (!bad) {
-        bad = _fwd_bwd(r) || (r->ex.gx && ttrain_gx_finish_device(r->ex.gx));
+        bad = _fwd_bwd(r) || (r->ex.gx && ttrain_gx_finish_device(r->ex.gx)) ||
+              (r->sg.update && topt_sgd_dstep(&r->opt, 0, TENG_DSTEP_QUEUE));
         bad |= teng_net_graph_end(r->net, &g) != 0; /* ends it in any case */
     }
     if (bad) {
@@ -1111,6 +1113,7 @@ static int _fwd_bwd_step(_run *r, int lbatch, double scale, int *replayed)
     if (act == TTRAIN_SG_RECORD && (got = _graph_record(r)) < 0)
         return TTRAIN_EXIT_FAIL;
     *replayed = act == TTRAIN_SG_REPLAY || got == 1;
+    r->upd_eager = ttrain_sg_update_eager(&r->sg, *replayed);
     if (*replayed) {
         if (teng_net_graph_replay(r->net, r->graph))
             return _fail("step", torus_error_msg());
@@ -1124,7 +1127,7 @@ static int _fwd_bwd_step(_run *r, int lbatch, double scale, int *replayed)
 /* Step parts 1-3: the input, forward and backward, the next batch's fetch
  * and copy, and the rest of the gradient exchange. */
 static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
-                       _window *w)
+                       double lr, _window *w)
 {
     int rc, replayed = 0;
     if ((rc = _step_input(r, epoch, step, lbatch, w)) != _GO)
@@ -1135,6 +1138,9 @@ static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
     double scale =
         _test_overflow(r->info.rank, r->gstep + 1) ? INFINITY : r->ls.scale;
     teng_net_set_loss_scale(r->net, scale);
+    /* The device step's lr goes into its pinned ring before the launch. */
+    if (r->dstep && topt_sgd_dstep(&r->opt, lr, TENG_DSTEP_BEGIN))
+        return _fail("optimizer", torus_error_msg());
     /* Under the device step the backward reads the device's scale (an
      * injected inf is the host's value again): one graph for any scale. */
     if ((rc = _fwd_bwd_step(r, lbatch, r->dstep && isfinite(scale) ? 0 : scale,
@@ -1172,6 +1178,7 @@ static int _dstep_open(_run *r)
         teng_net_dstep_read(r->net, &r->dseen, 1))
         return _fail("device step", torus_error_msg());
     r->dstep = r->ex.dstep = 1;
+    ttrain_sg_set_update(&r->sg, 1); /* recordings hold the update */
     if (r->info.rank == 0)
         printf("torus-train: update, skips and loss scale on the device "
                "(read back every --print-every steps)\n");
@@ -1251,10 +1258,12 @@ static void _skip_warning(const _run *r, double scale, int backs_off)
 static int _step_update(_run *r, double lr, _window *w)
 {
     const ttrain_config *cfg = &r->cfg;
-    if (r->dstep) /* queued; decided on the device (_dstep_sync) */
-        return topt_sgd_dstep(&r->opt, lr) ? _fail("optimizer",
-                                                   torus_error_msg())
-                                           : _GO;
+    if (r->dstep) /* queued (or in the step graph); decided on the device */
+        return topt_sgd_dstep(&r->opt, lr,
+                              r->upd_eager ? TENG_DSTEP_QUEUE | TENG_DSTEP_END
+                                           : TENG_DSTEP_END)
+                   ? _fail("optimizer", torus_error_msg())
+                   : _GO;
     double scale = r->ls.scale;
     int finite = !r->ex.nonfinite;
     topt_loss_scale_update(&r->ls, &r->ls_cfg, finite);
@@ -1416,7 +1425,7 @@ static int _epoch(_run *r, int epoch)
         if ((cfg->max_steps && r->gstep >= cfg->max_steps) || r->stopping)
             break;
         double lr = topt_lr_at_step(&cfg->sched, epoch, step);
-        if ((rc = _step_grads(r, epoch, step, steps, lbatch, &w)) != _GO ||
+        if ((rc = _step_grads(r, epoch, step, steps, lbatch, lr, &w)) != _GO ||
             (rc = _step_update(r, lr, &w)) != _GO)
             break;
         r->gstep++;

@@ -84,7 +84,8 @@ typedef struct teng_backend_ops {
     int (*dstep_open)(teng_backend *bk, teng_net *net,
                       const teng_tensor_hyper *h, const teng_dstep_config *c,
                       const teng_dstep_state *s, const double **scale);
-    int (*dstep)(teng_backend *bk, teng_net *net, void *vel, double lr);
+    int (*dstep)(teng_backend *bk, teng_net *net, void *vel, double lr,
+                 unsigned parts);
     int (*dstep_read)(teng_backend *bk, teng_net *net, teng_dstep_state *s,
                       int reset_window);
     /* Optional: queue the copy of n labels (host memory, checked) to

@@ -356,8 +356,19 @@ int teng_net_dstep_supported(const teng_net *net);
 int teng_net_dstep_open(teng_net *net, const teng_tensor_hyper *h,
                         const teng_dstep_config *c, const teng_dstep_state *s);
 /* Queue the step's update at learning rate lr on optimizer state vel
- * (teng_optstate_alloc), after the backward and the exchange. */
-int teng_net_dstep(teng_net *net, void *vel, double lr);
+ * (teng_optstate_alloc), after the backward and the exchange: parts
+ * TENG_DSTEP_ALL. In three parts for a step graph: BEGIN (host: hands lr
+ * over; before the step's launch), QUEUE (device work only, the same
+ * every step: a step graph may record it; vel), END (host: after the
+ * step's launch). Each step runs BEGIN, QUEUE (or the graph holding it)
+ * and END, in that order. */
+enum {
+    TENG_DSTEP_BEGIN = 1,
+    TENG_DSTEP_QUEUE = 2,
+    TENG_DSTEP_END = 4,
+    TENG_DSTEP_ALL = 7
+};
+int teng_net_dstep(teng_net *net, void *vel, double lr, unsigned parts);
 /* Wait for the last queued step's decision; *s = the state; with
  * reset_window, the window's loss sum and count start again at 0. */
 int teng_net_dstep_read(teng_net *net, teng_dstep_state *s, int reset_window);

@@ -106,11 +106,11 @@ int teng_net_dstep_open(teng_net *net, const teng_tensor_hyper *h,
     return TENG_OK;
 }
 
-int teng_net_dstep(teng_net *net, void *vel, double lr)
+int teng_net_dstep(teng_net *net, void *vel, double lr, unsigned parts)
 {
     if (!net->dstep_on)
         return TORUS_FAIL(TENG_ESTATE, "device step: not open");
-    int rc = net->bk->ops->dstep(net->bk, net, vel, lr);
+    int rc = net->bk->ops->dstep(net->bk, net, vel, lr, parts);
     return rc ? torus_error_prefix(rc, "device step on %s", net->bk->ops->name)
               : TENG_OK;
 }

@@ -138,9 +138,9 @@ int topt_sgd_dstep_open(topt_sgd *o, const teng_dstep_config *ls,
     return rc ? torus_error_prefix(rc, "optimizer") : TENG_OK;
 }
 
-int topt_sgd_dstep(topt_sgd *o, double lr)
+int topt_sgd_dstep(topt_sgd *o, double lr, unsigned parts)
 {
-    int rc = teng_net_dstep(o->net, o->velocity, lr);
+    int rc = teng_net_dstep(o->net, o->velocity, lr, parts);
     if (rc)
         return torus_error_prefix(rc, "optimizer");
     /* o->steps and o->prev_lr: the device's, until the caller reads them

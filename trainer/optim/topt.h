@@ -134,7 +134,8 @@ double topt_sgd_momentum(const topt_sgd *o, double lr);
  * (teng_net_dstep_read) into o->prev_lr first. */
 int topt_sgd_dstep_open(topt_sgd *o, const teng_dstep_config *ls,
                         const teng_dstep_state *s);
-int topt_sgd_dstep(topt_sgd *o, double lr);
+/* parts: teng_net_dstep's (TENG_DSTEP_ALL, or one part for a step graph) */
+int topt_sgd_dstep(topt_sgd *o, double lr, unsigned parts);
 /* Param id's momentum buffer in canonical layout (for checkpoints). */
 int topt_sgd_state_read(topt_sgd *o, int id, float *dst);
 int topt_sgd_state_write(topt_sgd *o, int id, const float *src);

@@ -197,7 +197,8 @@ static int _dstep_open(teng_backend *bk, teng_net *net,
     return rc;
 }
 
-static int _dstep(teng_backend *bk, teng_net *net, void *vel, double lr)
+static int _dstep(teng_backend *bk, teng_net *net, void *vel, double lr,
+                  unsigned parts)
 {
     int rc = _optim(net);
     (void)bk;
@@ -211,9 +212,13 @@ static int _dstep(teng_backend *bk, teng_net *net, void *vel, double lr)
         rows = l->ws;
         n = net->t[l->in[0]].shape.n;
     }
-    if ((rc = tcuda_optim_count_nonfinite(o)))
+    if ((parts & TENG_DSTEP_BEGIN) && (rc = tcuda_optim_step_begin(o, lr)))
         return rc;
-    return tcuda_optim_step(o, vel, lr, rows, n, net->batch);
+    if ((parts & TENG_DSTEP_QUEUE) &&
+        ((rc = tcuda_optim_count_nonfinite(o)) ||
+         (rc = tcuda_optim_step_queue(o, vel, rows, n, net->batch))))
+        return rc;
+    return (parts & TENG_DSTEP_END) ? tcuda_optim_step_end(o) : TENG_OK;
 }
 
 static int _dstep_read(teng_backend *bk, teng_net *net, teng_dstep_state *s,

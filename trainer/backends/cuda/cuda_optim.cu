@@ -15,8 +15,8 @@
  * - refresh: one kernel, working copies := rounded masters.
  * - the device step (tcuda_optim_step, issue 14), with no host wait: the
  *   LARS sums of squares of masters and gradients in one pass into device
- *   arrays (when a tensor uses LARS), the step's LR and momentum up in one
- *   async H2D copy from a pinned slot, one kernel that forms each tensor's
+ *   arrays (when a tensor uses LARS), the step's LR up in one async H2D
+ *   copy of a fixed pinned ring, one kernel that forms each tensor's
  *   arguments itself (tcuda_sgd_hyper: trust ratio, 1/scale folded in) and
  *   updates, and returns at once when the step's inf/nan count is not 0;
  *   then a one-thread kernel runs the loss-scale decision
@@ -59,11 +59,19 @@ struct tcuda_optim {
     int dev_open, any_lars;
     tcuda_hyper *d_hyper;         /* np constant hyper-parameters */
     float *d_w2, *d_g2, *d_gpart; /* np, np, nchunks */
-    tcuda_step_args *d_step;
+    /* the steps' lr: a pinned ring of SLOTS, copied whole to the device
+     * ring every step (one fixed source: a step graph can record it);
+     * step q reads slot q % SLOTS, q counted by the device (decided) and
+     * the host (q) alike; the host rewrites a slot after sev[slot], which
+     * follows the step that last used it */
+    tcuda_step_args *d_step; /* SLOTS */
     tcuda_step_args *h_step; /* pinned, SLOTS */
-    tcuda_ls_dev *d_ls;      /* state, config, inf/nan count */
-    tcuda_ls_state *h_ls;    /* pinned mirror of d_ls->s */
-    cudaEvent_t ev_ls;       /* after the mirror's last copy */
+    cudaEvent_t sev[SLOTS];
+    int sev_live[SLOTS];
+    long q;               /* the next step's number (tcuda_ls_state.decided) */
+    tcuda_ls_dev *d_ls;   /* state, config, inf/nan count */
+    tcuda_ls_state *h_ls; /* pinned mirror of d_ls->s */
+    cudaEvent_t ev_ls;    /* after the mirror's last copy */
     int ls_live;
 };
 
@@ -156,11 +164,12 @@ __global__ static void _k_sumsq2(const tcuda_chunk *chunks,
 __global__ static void _k_step(const tcuda_chunk *chunks,
                                const tcuda_dparam *ps, char *vel,
                                const tcuda_hyper *hyp, const float *w2,
-                               const float *g2, const tcuda_step_args *st,
+                               const float *g2, const tcuda_step_args *ring,
                                const tcuda_ls_dev *ls)
 {
     if (ls->bad)
         return;
+    const tcuda_step_args *st = &ring[ls->s.decided % SLOTS];
     tcuda_chunk c = chunks[blockIdx.x];
     tcuda_dparam p = ps[c.param];
     tcuda_hyper h = hyp[c.param];
@@ -185,9 +194,10 @@ __global__ static void _k_nonfinite(const tcuda_chunk *chunks,
 
 /* One thread: the step's decision (with its loss from the loss layer's
  * per-row losses, NULL: none), then the count starts again at 0. */
-__global__ static void _k_decide(tcuda_ls_dev *ls, const tcuda_step_args *st,
+__global__ static void _k_decide(tcuda_ls_dev *ls, const tcuda_step_args *ring,
                                  const double *rows, int n, int batch)
 {
+    const tcuda_step_args *st = &ring[ls->s.decided % SLOTS];
     double loss = rows ? tcuda_step_loss(rows, n, batch) : 0.0;
     tcuda_ls_decide(&ls->s, &ls->c, ls->bad, st->lr, loss);
     ls->bad = 0;
@@ -362,6 +372,12 @@ extern "C" void tcuda_optim_destroy(tcuda_optim *o)
         cudaEventSynchronize(o->ev_ls);
     if (o->ev_ls)
         cudaEventDestroy(o->ev_ls);
+    for (int s = 0; s < SLOTS; s++) {
+        if (o->sev_live[s])
+            cudaEventSynchronize(o->sev[s]);
+        if (o->sev[s])
+            cudaEventDestroy(o->sev[s]);
+    }
     cudaFreeHost(o->h_ls);
     cudaFreeHost(o->h_step);
     cudaFree(o->d_ls);
@@ -389,7 +405,9 @@ static int _device_alloc(tcuda_optim *o)
     _CK(cudaMalloc((void **)&o->d_w2, np * sizeof(float)));
     _CK(cudaMalloc((void **)&o->d_g2, np * sizeof(float)));
     _CK(cudaMalloc((void **)&o->d_gpart, nc * sizeof(float)));
-    _CK(cudaMalloc((void **)&o->d_step, sizeof(tcuda_step_args)));
+    _CK(cudaMalloc((void **)&o->d_step, SLOTS * sizeof(tcuda_step_args)));
+    for (int s = 0; s < SLOTS; s++)
+        _CK(cudaEventCreateWithFlags(&o->sev[s], cudaEventDisableTiming));
     _CK(cudaMallocHost((void **)&o->h_step, SLOTS * sizeof(tcuda_step_args)));
     _CK(cudaMalloc((void **)&o->d_ls, sizeof(tcuda_ls_dev)));
     _CK(cudaMallocHost((void **)&o->h_ls, sizeof(tcuda_ls_state)));
@@ -418,6 +436,7 @@ extern "C" int tcuda_optim_device_open(tcuda_optim *o, const tcuda_hyper *h,
     _CK(cudaMemcpy(o->d_ls, &d, sizeof d, cudaMemcpyHostToDevice));
     *o->h_ls = *s;
     o->ls_live = 0;
+    o->q = s->decided;
     return TENG_OK;
 }
 
@@ -442,29 +461,26 @@ extern "C" int tcuda_optim_count_nonfinite(tcuda_optim *o)
     return TENG_OK;
 }
 
-/* The step's LR to the device from the next pinned slot. */
-static int _step_args(tcuda_optim *o, double lr)
-{
-    int s = o->slot;
-    if (o->ev_live[s]) /* only when SLOTS steps ahead of the GPU */
-        _CK(cudaEventSynchronize(o->ev[s]));
-    o->h_step[s] = (tcuda_step_args){lr};
-    _CK(cudaMemcpyAsync(o->d_step, &o->h_step[s], sizeof *o->h_step,
-                        cudaMemcpyHostToDevice, o->stream));
-    _CK(cudaEventRecord(o->ev[s], o->stream));
-    o->ev_live[s] = 1;
-    o->slot = (s + 1) % SLOTS;
-    return TENG_OK;
-}
-
-extern "C" int tcuda_optim_step(tcuda_optim *o, void *vel, double lr,
-                                const double *loss_rows, int nrows, int batch)
+extern "C" int tcuda_optim_step_begin(tcuda_optim *o, double lr)
 {
     if (!o->dev_open)
         return TORUS_FAIL(TENG_ESTATE, "cuda optimizer: device step not open");
-    int rc = _step_args(o, lr);
-    if (rc)
-        return rc;
+    int s = (int)(o->q % SLOTS);
+    if (o->sev_live[s]) /* only when SLOTS steps ahead of the GPU */
+        _CK(cudaEventSynchronize(o->sev[s]));
+    o->h_step[s] = (tcuda_step_args){lr};
+    return TENG_OK;
+}
+
+/* Device work only, the same every step (a step graph may record it). */
+extern "C" int tcuda_optim_step_queue(tcuda_optim *o, void *vel,
+                                      const double *loss_rows, int nrows,
+                                      int batch)
+{
+    if (!o->dev_open)
+        return TORUS_FAIL(TENG_ESTATE, "cuda optimizer: device step not open");
+    _CK(cudaMemcpyAsync(o->d_step, o->h_step, SLOTS * sizeof *o->h_step,
+                        cudaMemcpyHostToDevice, o->stream));
     if (o->any_lars && o->nchunks) {
         _k_sumsq2<<<o->nchunks, THREADS, 0, o->stream>>>(
             o->d_chunks, o->d_params, o->d_part, o->d_gpart);
@@ -478,13 +494,33 @@ extern "C" int tcuda_optim_step(tcuda_optim *o, void *vel, double lr,
             o->d_chunks, o->d_params, (char *)vel, o->d_hyper, o->d_w2, o->d_g2,
             o->d_step, o->d_ls);
     _k_decide<<<1, 1, 0, o->stream>>>(o->d_ls, o->d_step, loss_rows, nrows,
-                                       batch > 0 ? batch : 1);
+                                      batch > 0 ? batch : 1);
     _CK(cudaGetLastError());
     _CK(cudaMemcpyAsync(o->h_ls, &o->d_ls->s, sizeof *o->h_ls,
                         cudaMemcpyDeviceToHost, o->stream));
+    return TENG_OK;
+}
+
+extern "C" int tcuda_optim_step_end(tcuda_optim *o)
+{
+    if (!o->dev_open)
+        return TORUS_FAIL(TENG_ESTATE, "cuda optimizer: device step not open");
+    int s = (int)(o->q % SLOTS);
+    _CK(cudaEventRecord(o->sev[s], o->stream));
+    o->sev_live[s] = 1;
     _CK(cudaEventRecord(o->ev_ls, o->stream));
     o->ls_live = 1;
+    o->q++;
     return TENG_OK;
+}
+
+extern "C" int tcuda_optim_step(tcuda_optim *o, void *vel, double lr,
+                                const double *loss_rows, int nrows, int batch)
+{
+    int rc = tcuda_optim_step_begin(o, lr);
+    if (!rc)
+        rc = tcuda_optim_step_queue(o, vel, loss_rows, nrows, batch);
+    return rc ? rc : tcuda_optim_step_end(o);
 }
 
 extern "C" int tcuda_optim_ls_read(tcuda_optim *o, tcuda_ls_state *s,

@@ -81,6 +81,10 @@ int tcuda_optim_refresh(tcuda_optim *o);
  * the async copy of its state to a pinned mirror. No host wait (the host
  * waits only when it is 4 steps ahead of the device, for a pinned
  * argument slot).
+ * step is step_begin (host: the lr into the pinned ring, waiting only
+ * for a slot 4 steps back), step_queue (device work only, the same every
+ * step: a step graph may record it and replay it between a begin and an
+ * end) and step_end (host: the events that order the ring and the mirror).
  * ls_read: waits for the last queued decision's copy; *s = its state;
  * with reset_window, the window (loss sum, applied steps) restarts at 0
  * from the next decision on. */
@@ -101,6 +105,10 @@ const double *tcuda_optim_scale(tcuda_optim *o);
 int tcuda_optim_count_nonfinite(tcuda_optim *o);
 int tcuda_optim_step(tcuda_optim *o, void *vel, double lr,
                      const double *loss_rows, int nrows, int batch);
+int tcuda_optim_step_begin(tcuda_optim *o, double lr);
+int tcuda_optim_step_queue(tcuda_optim *o, void *vel, const double *loss_rows,
+                           int nrows, int batch);
+int tcuda_optim_step_end(tcuda_optim *o);
 int tcuda_optim_ls_read(tcuda_optim *o, tcuda_ls_state *s, int reset_window);
 void tcuda_optim_destroy(tcuda_optim *o);
 
