@@ -365,6 +365,34 @@ START_TEST(device_step_over_a_plan_is_host_step)
 }
 END_TEST
 
+/* The decision kernel's loss (tcuda_step_loss) is teng_net_loss's rule:
+ * the per-row losses summed in row order from 0, over the batch; the
+ * momentum (tcuda_momentum) is sgd.c's remark-2 rule, m * (lr / prev). */
+START_TEST(step_loss_and_momentum_are_the_host_rules)
+{
+    uint64_t seed = 3;
+    double rows[256];
+    for (int k = 0; k < 2000; k++) {
+        int n = 1 + (int)(_xs(&seed) % 256), batch = n + (int)(k % 3);
+        double sum = 0.0;
+        for (int i = 0; i < n; i++) {
+            rows[i] = (double)_xs(&seed) / 4294967296.0 * 9.0;
+            sum += rows[i];
+        }
+        double want = sum / batch, got = tcuda_step_loss(rows, n, batch);
+        ck_assert_int_eq(memcmp(&want, &got, sizeof got), 0);
+        double lr = (double)(_xs(&seed) % 100000) / 7919.0,
+               prev = k % 5 ? (double)(_xs(&seed) % 100000) / 7907.0 : 0.0;
+        double m = 0.9 * (lr / prev), mm = tcuda_momentum(0.9, 1, lr, prev);
+        if (!(prev > 0))
+            m = 0.9;
+        ck_assert_int_eq(memcmp(&m, &mm, sizeof m), 0);
+        mm = tcuda_momentum(0.9, 0, lr, prev); /* no correction */
+        ck_assert_double_eq(mm, 0.9);
+    }
+}
+END_TEST
+
 START_TEST(nonfinite_count_over_a_plan)
 {
     _arena a;
@@ -579,6 +607,7 @@ int main(void)
     tcase_add_test(tc, sgd_hyper_is_the_host_rule_bit_for_bit);
     tcase_add_test(tc, device_step_over_a_plan_is_host_step);
     tcase_add_test(tc, nonfinite_count_over_a_plan);
+    tcase_add_test(tc, step_loss_and_momentum_are_the_host_rules);
     tcase_add_test(tc, f16_rounding_matches_reference);
     tcase_add_test(tc, bf16_rounding_matches_reference);
     suite_add_tcase(su, tc);
