@@ -605,6 +605,17 @@ static int _weights_bits(_trainer *a, _trainer *b, double *worst, int *same)
     return rc ? -1 : 0;
 }
 
+/* The small ResNet of the step rows (depth 8, 12x12); *px: floats per
+ * image. */
+static tmodel_spec _small_resnet(size_t *px)
+{
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    s.depth = 8;
+    s.image_size = 12;
+    *px = (size_t)s.in_channels * s.image_size * s.image_size;
+    return s;
+}
+
 /* The row: 20 steps of a small ResNet (BN + add + ReLU chains, LARS) with
  * step graphs against 20 without, bit for bit (weights and every loss).
  * A second eager run is the control: cuDNN may pick an algorithm that is
@@ -612,10 +623,8 @@ static int _weights_bits(_trainer *a, _trainer *b, double *worst, int *same)
 static int _graph_row(teng_backend *bk, const char *mode, char *row, size_t len)
 {
     enum { STEPS = 20 };
-    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
-    s.depth = 8;
-    s.image_size = 12;
-    size_t px = (size_t)s.in_channels * s.image_size * s.image_size;
+    size_t px;
+    tmodel_spec s = _small_resnet(&px);
     _trainer t[3] = {{0}};
     float *x = malloc(sizeof(float) * 3 * N * px);
     int32_t y[3 * N];
@@ -722,10 +731,8 @@ static int _dstep_row(teng_backend *bk, const char *mode, const char *hmode,
                       char *row, char *hrow, size_t len)
 {
     enum { STEPS = 20 };
-    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
-    s.depth = 8;
-    s.image_size = 12;
-    size_t px = (size_t)s.in_channels * s.image_size * s.image_size;
+    size_t px;
+    tmodel_spec s = _small_resnet(&px);
     _trainer t[4] = {{0}};
     float *x = malloc(sizeof(float) * 3 * N * px);
     int32_t y[3 * N];

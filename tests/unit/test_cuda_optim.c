@@ -164,13 +164,20 @@ static void _check_work(const _arena *a)
     ck_assert_uint_eq(untouched, a->total - written);
 }
 
+/* Two equal arenas (the kernels' and the host's) and the plan over them. */
+static void _pair_make(_arena *gpu, _arena *host, uint64_t seed,
+                       tcuda_plan *plan)
+{
+    _arena_make(gpu, seed);
+    _arena_make(host, seed);
+    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, plan), 0);
+}
+
 START_TEST(kernel_loops_over_a_plan_are_host_sgd)
 {
     _arena gpu, host;
-    _arena_make(&gpu, 11);
-    _arena_make(&host, 11);
     tcuda_plan plan;
-    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, &plan), 0);
+    _pair_make(&gpu, &host, 11, &plan);
     teng_sgd_args args[NP];
     for (int i = 0; i < NP; i++)
         args[i] =
@@ -316,10 +323,8 @@ static void _norms2(const _arena *a, const tcuda_plan *plan, float *w2,
 START_TEST(device_step_over_a_plan_is_host_step)
 {
     _arena gpu, host;
-    _arena_make(&gpu, 21);
-    _arena_make(&host, 21);
     tcuda_plan plan;
-    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, &plan), 0);
+    _pair_make(&gpu, &host, 21, &plan);
     tcuda_hyper h[NP];
     for (int i = 0; i < NP; i++) /* LARS, plain with and without decay */
         h[i] =
