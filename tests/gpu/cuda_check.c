@@ -553,6 +553,26 @@ static int _scale_row(teng_backend *bk, double tol, const char *mode, char *row,
 
 /* ---- step graphs: replayed steps against eager ones ---- */
 
+/* One step's forward and backward (and, with update, the device step's
+ * device part) as calls, or from the graph *g: recorded first when
+ * record, as torus-train does. */
+static int _fwd_bwd_graph(_trainer *t, int record, int update, teng_graph **g)
+{
+    if (record) {
+        _OK(teng_net_graph_begin(t->net));
+        int bad = teng_net_forward(t->net, 1) || teng_net_backward(t->net) ||
+                  (update && topt_sgd_dstep(&t->opt, 0, TENG_DSTEP_QUEUE));
+        _OK(teng_net_graph_end(t->net, g) || bad);
+    }
+    if (*g)
+        return teng_net_graph_replay(t->net, *g) ? -1 : 0;
+    _OK(teng_net_forward(t->net, 1));
+    _OK(teng_net_backward(t->net));
+    if (update)
+        _OK(topt_sgd_dstep(&t->opt, 0, TENG_DSTEP_QUEUE));
+    return 0;
+}
+
 /* STEPS training steps of t on the same batches: eager, or (graph) the
  * first eager, the second recorded then replayed, the rest replayed, as
  * torus-train does (train/ttrain_step_graph.h). loss[st]: each step's loss. */
@@ -563,17 +583,7 @@ static int _graph_steps(_trainer *t, int graph, const float *x, size_t px,
     for (int st = 0; st < steps; st++) {
         _OK(teng_net_set_input(t->net, x + (size_t)(st % 3) * N * px));
         _OK(teng_net_set_labels(t->net, y + (st % 3) * N));
-        if (graph && st == 1) {
-            _OK(teng_net_graph_begin(t->net));
-            int bad = teng_net_forward(t->net, 1) || teng_net_backward(t->net);
-            _OK(teng_net_graph_end(t->net, &g) || bad);
-        }
-        if (g) {
-            _OK(teng_net_graph_replay(t->net, g));
-        } else {
-            _OK(teng_net_forward(t->net, 1));
-            _OK(teng_net_backward(t->net));
-        }
+        _OK(_fwd_bwd_graph(t, graph && st == 1, 0, &g));
         _OK(topt_sgd_step(&t->opt, 0.1));
         loss[st] = teng_net_loss(t->net);
     }
@@ -702,20 +712,7 @@ static int _dstep_steps(_trainer *t, int graph, int host, const float *x,
             continue;
         }
         _OK(topt_sgd_dstep(&t->opt, _dlr(st), TENG_DSTEP_BEGIN));
-        if (graph && st == 1) {
-            _OK(teng_net_graph_begin(t->net));
-            int bad = teng_net_forward(t->net, 1) ||
-                      teng_net_backward(t->net) ||
-                      topt_sgd_dstep(&t->opt, 0, TENG_DSTEP_QUEUE);
-            _OK(teng_net_graph_end(t->net, &g) || bad);
-        }
-        if (g) {
-            _OK(teng_net_graph_replay(t->net, g));
-        } else {
-            _OK(teng_net_forward(t->net, 1));
-            _OK(teng_net_backward(t->net));
-            _OK(topt_sgd_dstep(&t->opt, 0, TENG_DSTEP_QUEUE));
-        }
+        _OK(_fwd_bwd_graph(t, graph && st == 1, 1, &g));
         _OK(topt_sgd_dstep(&t->opt, 0, TENG_DSTEP_END));
         loss[st] = teng_net_loss(t->net);
     }

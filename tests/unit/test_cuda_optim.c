@@ -164,12 +164,14 @@ static void _check_work(const _arena *a)
     ck_assert_uint_eq(untouched, a->total - written);
 }
 
-/* Two equal arenas (the kernels' and the host's) and the plan over them. */
+/* An arena and the plan over it; with host, an equal second one (the
+ * kernels' and the host's). */
 static void _pair_make(_arena *gpu, _arena *host, uint64_t seed,
                        tcuda_plan *plan)
 {
     _arena_make(gpu, seed);
-    _arena_make(host, seed);
+    if (host)
+        _arena_make(host, seed);
     ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, plan), 0);
 }
 
@@ -216,9 +218,8 @@ END_TEST
 START_TEST(kernel_sumsq_over_a_plan_within_rounding)
 {
     _arena a;
-    _arena_make(&a, 5);
     tcuda_plan plan;
-    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, &plan), 0);
+    _pair_make(&a, NULL, 5, &plan);
     float *part = malloc((plan.nchunks + 1) * sizeof *part), red[NT];
     for (uint32_t c = 0; c < plan.nchunks; c++) { /* _k_sumsq */
         const tcuda_chunk *k = &plan.chunks[c];
@@ -401,9 +402,8 @@ END_TEST
 START_TEST(nonfinite_count_over_a_plan)
 {
     _arena a;
-    _arena_make(&a, 3);
     tcuda_plan plan;
-    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, &plan), 0);
+    _pair_make(&a, NULL, 3, &plan);
     /* inf, -inf, NaNs (quiet, signalling, negative) and, not counted, the
      * largest finite value and the padding after a param. */
     const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
