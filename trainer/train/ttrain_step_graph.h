@@ -12,7 +12,9 @@
  * What it bakes in, so that a change means recording again: the plan's
  * shapes and buffers (teng_net_plan_id: the batch, and any re-plan such as
  * evaluation's short batches), the global batch and the loss scale (the
- * loss layer's backward multiplies by them), and the weights' place
+ * loss layer's backward multiplies by them; under the device step the
+ * backward reads the scale from device memory, and torus-train keys it
+ * as 0, unless a test injects an inf), and the weights' place
  * (a checkpoint restore counts as a new generation). After any change,
  * one step runs eagerly first (cuDNN and cuBLAS allocate lazily at a
  * shape's first call, which a recording refuses), the next is recorded,
