@@ -82,6 +82,7 @@ typedef struct {
     int np;           /* params; param i is fusion index np - 1 - i */
     double wait_s;    /* time blocked in _grads_wait, for the progress line */
     size_t nonfinite; /* inf/nan in this step's summed gradients */
+    int dstep;        /* the device counts them (_dstep_open) */
 } _exchange;
 
 static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb)
@@ -163,6 +164,8 @@ static int _grads_wait(_exchange *ex, teng_net *net, int replayed)
         return ttrain_gx_wait(ex->gx, &ex->nonfinite, &ex->wait_s);
     if (!ex->fusion) {
         int finite;
+        if (ex->dstep) /* the device step counts them: no host wait */
+            return 0;
         if (teng_net_grads_finite(net, &finite))
             return -1;
         ex->nonfinite = !finite;
@@ -352,6 +355,11 @@ typedef struct {
     ttrain_sg sg;
     teng_graph *graph;
     unsigned restores; /* checkpoints loaded (the graph key's generation) */
+    /* the device step (teng_net_dstep_*): the device decides skips and
+     * the loss scale; the host reads its state lazily (_dstep_sync) */
+    int dstep;
+    int upd_eager;          /* this step's update is the caller's to queue */
+    teng_dstep_state dseen; /* as last read */
 } _run;
 
 /* A progress window: what the next progress line averages over. */
@@ -1060,7 +1068,8 @@ static int _graph_record(_run *r)
     char why[256] = "on another rank";
     int bad = teng_net_graph_begin(r->net) != 0;
     if (!bad) {
-        bad = _fwd_bwd(r) || (r->ex.gx && ttrain_gx_finish_device(r->ex.gx));
+        bad = _fwd_bwd(r) || (r->ex.gx && ttrain_gx_finish_device(r->ex.gx)) ||
+              (r->sg.update && topt_sgd_dstep(&r->opt, 0, TENG_DSTEP_QUEUE));
         bad |= teng_net_graph_end(r->net, &g) != 0; /* ends it in any case */
     }
     if (bad) {
@@ -1104,6 +1113,7 @@ static int _fwd_bwd_step(_run *r, int lbatch, double scale, int *replayed)
     if (act == TTRAIN_SG_RECORD && (got = _graph_record(r)) < 0)
         return TTRAIN_EXIT_FAIL;
     *replayed = act == TTRAIN_SG_REPLAY || got == 1;
+    r->upd_eager = ttrain_sg_update_eager(&r->sg, *replayed);
     if (*replayed) {
         if (teng_net_graph_replay(r->net, r->graph))
             return _fail("step", torus_error_msg());
@@ -1117,7 +1127,7 @@ static int _fwd_bwd_step(_run *r, int lbatch, double scale, int *replayed)
 /* Step parts 1-3: the input, forward and backward, the next batch's fetch
  * and copy, and the rest of the gradient exchange. */
 static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
-                       _window *w)
+                       double lr, _window *w)
 {
     int rc, replayed = 0;
     if ((rc = _step_input(r, epoch, step, lbatch, w)) != _GO)
@@ -1128,13 +1138,90 @@ static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
     double scale =
         _test_overflow(r->info.rank, r->gstep + 1) ? INFINITY : r->ls.scale;
     teng_net_set_loss_scale(r->net, scale);
-    if ((rc = _fwd_bwd_step(r, lbatch, scale, &replayed)) != _GO)
+    /* The device step's lr goes into its pinned ring before the launch. */
+    if (r->dstep && topt_sgd_dstep(&r->opt, lr, TENG_DSTEP_BEGIN))
+        return _fail("optimizer", torus_error_msg());
+    /* Under the device step the backward reads the device's scale (an
+     * injected inf is the host's value again): one graph for any scale. */
+    if ((rc = _fwd_bwd_step(r, lbatch, r->dstep && isfinite(scale) ? 0 : scale,
+                            &replayed)) != _GO)
         return rc;
     if ((rc = _prefetch(r, epoch, step, steps, lbatch, w)) != _GO)
         return rc;
     if (_grads_wait(&r->ex, r->net, replayed))
         return _fail("gradient exchange",
                      r->ex.fusion ? tcomm_error() : torus_error_msg());
+    return _GO;
+}
+
+/* The device step (issue 14): on a backend that has it (cuda) and unless
+ * TCUDA_DSTEP=0, the update, the skip decision and the loss scale run on
+ * the device with no host wait; the host learns them in _dstep_sync. */
+static int _dstep_open(_run *r)
+{
+    const char *env = getenv("TCUDA_DSTEP");
+    if (!teng_net_dstep_supported(r->net) || (env && !strcmp(env, "0")))
+        return _GO;
+    const topt_loss_scale_config *c = &r->ls_cfg;
+    teng_dstep_config dc = {.min_scale = c->min_scale,
+                            .max_scale = c->max_scale,
+                            .growth = c->growth,
+                            .backoff = c->backoff,
+                            .interval = c->interval,
+                            .dynamic = r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC};
+    teng_dstep_state s = {.scale = r->ls.scale,
+                          .used = r->ls.scale,
+                          .clean = r->ls.clean,
+                          .overflows = r->ls.overflows,
+                          .skipped = r->skipped};
+    if (topt_sgd_dstep_open(&r->opt, &dc, &s) ||
+        teng_net_dstep_read(r->net, &r->dseen, 1))
+        return _fail("device step", torus_error_msg());
+    r->dstep = r->ex.dstep = 1;
+    ttrain_sg_set_update(&r->sg, 1); /* recordings hold the update */
+    if (r->info.rank == 0)
+        printf("torus-train: update, skips and loss scale on the device "
+               "(read back every --print-every steps)\n");
+    return _GO;
+}
+
+/* What the device decided since the last read (one wait for its last
+ * queued decision): the loss scale, skips (warned late, here), the
+ * --max-nonfinite run, the optimizer's step count and last lr, and, for
+ * a progress window w, its loss sum and applied steps (a new window
+ * starts on the device). */
+static int _dstep_sync(_run *r, _window *w, double lr)
+{
+    teng_dstep_state d;
+    if (teng_net_dstep_read(r->net, &d, w != NULL))
+        return _fail("device step", torus_error_msg());
+    long decided = d.decided - r->dseen.decided;
+    long skips = d.overflows - r->dseen.overflows;
+    r->ls = (topt_loss_scale_state){d.scale, d.clean, d.overflows};
+    r->skipped = (int)d.skipped;
+    r->opt.prev_lr = d.prev_lr;
+    r->opt.steps += decided - skips;
+    r->dseen = d;
+    if (w) {
+        w->loss_sum = d.loss_sum;
+        w->n = (int)d.applied;
+    }
+    if (skips && r->info.rank == 0)
+        fprintf(stderr,
+                "torus-train: warning: by global step %ld: %ld of the last "
+                "%ld steps skipped for inf/nan in the summed gradients (the "
+                "device decides; seen late, at this read); loss scale now "
+                "%g\n",
+                r->gstep, skips, decided, d.scale);
+    if (d.worst > r->cfg.max_nonfinite) {
+        TORUS_FAIL(-1,
+                   "by global step %ld: the summed gradients held inf/nan in "
+                   "%ld steps in a row (--max-nonfinite %d; lr %.5g): the "
+                   "training has diverged; lower --lr or resume from a "
+                   "checkpoint",
+                   r->gstep, d.worst, r->cfg.max_nonfinite, lr);
+        return _fail("training diverged", torus_error_msg());
+    }
     return _GO;
 }
 
@@ -1171,6 +1258,12 @@ static void _skip_warning(const _run *r, double scale, int backs_off)
 static int _step_update(_run *r, double lr, _window *w)
 {
     const ttrain_config *cfg = &r->cfg;
+    if (r->dstep) /* queued (or in the step graph); decided on the device */
+        return topt_sgd_dstep(&r->opt, lr,
+                              r->upd_eager ? TENG_DSTEP_QUEUE | TENG_DSTEP_END
+                                           : TENG_DSTEP_END)
+                   ? _fail("optimizer", torus_error_msg())
+                   : _GO;
     double scale = r->ls.scale;
     int finite = !r->ex.nonfinite;
     topt_loss_scale_update(&r->ls, &r->ls_cfg, finite);
@@ -1214,6 +1307,8 @@ static int _progress(_run *r, int epoch, long step, long steps, int gbatch,
 {
     if (r->gstep % r->cfg.print_every != 0 && step != steps - 1)
         return _GO;
+    if (r->dstep && _dstep_sync(r, w, lr) != _GO)
+        return TTRAIN_EXIT_FAIL;
     if (_sum(&r->ex, &w->loss_sum, 1))
         return _fail("loss", tcomm_error());
     /* NAN when every step of the window was skipped */
@@ -1255,6 +1350,10 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
         !(r->stopping || last ||
           (cfg->ckpt_every && r->gstep % cfg->ckpt_every == 0)))
         return _GO;
+    /* The checkpoint records the device's true loss-scale state. */
+    if (r->dstep && _dstep_sync(r, NULL, 0) != _GO)
+        return TTRAIN_EXIT_FAIL;
+    r->at.ls = r->ls;
     /* The file gets the ranks' average; this rank's own statistics stay
      * live when training goes on, and are saved for the resume at a stop
      * (ttrain_bn_stash.h): checkpoints change nothing, resumes are
@@ -1326,7 +1425,7 @@ static int _epoch(_run *r, int epoch)
         if ((cfg->max_steps && r->gstep >= cfg->max_steps) || r->stopping)
             break;
         double lr = topt_lr_at_step(&cfg->sched, epoch, step);
-        if ((rc = _step_grads(r, epoch, step, steps, lbatch, &w)) != _GO ||
+        if ((rc = _step_grads(r, epoch, step, steps, lbatch, lr, &w)) != _GO ||
             (rc = _step_update(r, lr, &w)) != _GO)
             break;
         r->gstep++;
@@ -1345,6 +1444,8 @@ static int _train(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
     r->gstep = r->at.global_step;
+    if (_dstep_open(r) != _GO)
+        return TTRAIN_EXIT_FAIL;
     r->t_start = _now();
     r->best = -1;
     for (int epoch = r->at.epoch; epoch < cfg->sched.epochs && !r->stopping;
@@ -1383,6 +1484,8 @@ static int _finish(_run *r)
                "every process's), %.0f MB of it this net's arenas\n",
                r->dev_peak / 1e6, r->device,
                teng_net_alloc_bytes(r->net) / 1e6);
+    if (r->dstep && _dstep_sync(r, NULL, 0) != _GO)
+        status = TTRAIN_EXIT_FAIL;
     if (r->ls_mode != TOPT_LOSS_SCALE_OFF)
         printf("loss scale %g at the end, %ld overflow steps skipped in all\n",
                r->ls.scale, r->ls.overflows);

@@ -32,6 +32,16 @@
  *             weights and every loss bit for bit, unless a second eager
  *             run already differs (INFO: no bitwise claim); SKIP on a
  *             backend without graphs (--self dnnl);
+ *   device    the same 20 steps with the device step (engine
+ *   step      teng_net_dstep: inf/nan count, LARS, update and a dynamic
+ *             loss scale from 64, growing every 5 clean steps, all on
+ *             the device, the lr changing every step): graphs holding the
+ *             update (replayed between the host's BEGIN and END) against
+ *             eager device steps, weights, losses and the device's
+ *             decisions bit for bit (same control); and the eager device
+ *             step against the host's step at the same scales (within
+ *             TOL_LAYER; bit for bit reported); SKIP on a backend without
+ *             the device step or graphs;
  *   resnet50  (with --bench) ResNet-50 v1.5 synthetic training at a batch,
  *             FP32 and FP16: img/s and the device memory in use
  *             (informational).
@@ -543,6 +553,26 @@ static int _scale_row(teng_backend *bk, double tol, const char *mode, char *row,
 
 /* ---- step graphs: replayed steps against eager ones ---- */
 
+/* One step's forward and backward (and, with update, the device step's
+ * device part) as calls, or from the graph *g: recorded first when
+ * record, as torus-train does. */
+static int _fwd_bwd_graph(_trainer *t, int record, int update, teng_graph **g)
+{
+    if (record) {
+        _OK(teng_net_graph_begin(t->net));
+        int bad = teng_net_forward(t->net, 1) || teng_net_backward(t->net) ||
+                  (update && topt_sgd_dstep(&t->opt, 0, TENG_DSTEP_QUEUE));
+        _OK(teng_net_graph_end(t->net, g) || bad);
+    }
+    if (*g)
+        return teng_net_graph_replay(t->net, *g) ? -1 : 0;
+    _OK(teng_net_forward(t->net, 1));
+    _OK(teng_net_backward(t->net));
+    if (update)
+        _OK(topt_sgd_dstep(&t->opt, 0, TENG_DSTEP_QUEUE));
+    return 0;
+}
+
 /* STEPS training steps of t on the same batches: eager, or (graph) the
  * first eager, the second recorded then replayed, the rest replayed, as
  * torus-train does (train/ttrain_step_graph.h). loss[st]: each step's loss. */
@@ -553,17 +583,7 @@ static int _graph_steps(_trainer *t, int graph, const float *x, size_t px,
     for (int st = 0; st < steps; st++) {
         _OK(teng_net_set_input(t->net, x + (size_t)(st % 3) * N * px));
         _OK(teng_net_set_labels(t->net, y + (st % 3) * N));
-        if (graph && st == 1) {
-            _OK(teng_net_graph_begin(t->net));
-            int bad = teng_net_forward(t->net, 1) || teng_net_backward(t->net);
-            _OK(teng_net_graph_end(t->net, &g) || bad);
-        }
-        if (g) {
-            _OK(teng_net_graph_replay(t->net, g));
-        } else {
-            _OK(teng_net_forward(t->net, 1));
-            _OK(teng_net_backward(t->net));
-        }
+        _OK(_fwd_bwd_graph(t, graph && st == 1, 0, &g));
         _OK(topt_sgd_step(&t->opt, 0.1));
         loss[st] = teng_net_loss(t->net);
     }
@@ -595,6 +615,17 @@ static int _weights_bits(_trainer *a, _trainer *b, double *worst, int *same)
     return rc ? -1 : 0;
 }
 
+/* The small ResNet of the step rows (depth 8, 12x12); *px: floats per
+ * image. */
+static tmodel_spec _small_resnet(size_t *px)
+{
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    s.depth = 8;
+    s.image_size = 12;
+    *px = (size_t)s.in_channels * s.image_size * s.image_size;
+    return s;
+}
+
 /* The row: 20 steps of a small ResNet (BN + add + ReLU chains, LARS) with
  * step graphs against 20 without, bit for bit (weights and every loss).
  * A second eager run is the control: cuDNN may pick an algorithm that is
@@ -602,10 +633,8 @@ static int _weights_bits(_trainer *a, _trainer *b, double *worst, int *same)
 static int _graph_row(teng_backend *bk, const char *mode, char *row, size_t len)
 {
     enum { STEPS = 20 };
-    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
-    s.depth = 8;
-    s.image_size = 12;
-    size_t px = (size_t)s.in_channels * s.image_size * s.image_size;
+    size_t px;
+    tmodel_spec s = _small_resnet(&px);
     _trainer t[3] = {{0}};
     float *x = malloc(sizeof(float) * 3 * N * px);
     int32_t y[3 * N];
@@ -649,6 +678,110 @@ static int _graph_row(teng_backend *bk, const char *mode, char *row, size_t len)
         _trainer_close(&t[k]);
     free(x);
     return ok;
+}
+
+/* ---- the device step: graphs with the update, and the host's step ---- */
+
+static double _dlr(int st)
+{
+    return 0.1 * (1.0 + st / 20.0); /* a new lr every step: the ring */
+}
+
+/* STEPS device steps (graph: the second recorded with the update, the
+ * rest replayed) or, with host, the host's scaled step at the scale the
+ * device would use (known here: no overflow, growth every 5 steps). */
+static int _dstep_steps(_trainer *t, int graph, int host, const float *x,
+                        size_t px, const int32_t *y, int steps, double *loss,
+                        teng_dstep_state *out)
+{
+    teng_dstep_config c = {1.0, 16777216.0, 2.0, 0.5, 5, 1, 0, 0};
+    teng_dstep_state s0 = {.scale = 64.0, .used = 64.0};
+    teng_graph *g = NULL;
+    if (!host)
+        _OK(topt_sgd_dstep_open(&t->opt, &c, &s0));
+    for (int st = 0; st < steps; st++) {
+        double sc = ldexp(64.0, st / 5);
+        _OK(teng_net_set_input(t->net, x + (size_t)(st % 3) * N * px));
+        _OK(teng_net_set_labels(t->net, y + (st % 3) * N));
+        if (host) {
+            teng_net_set_loss_scale(t->net, sc);
+            _OK(teng_net_forward(t->net, 1));
+            _OK(teng_net_backward(t->net));
+            _OK(topt_sgd_step_scaled(&t->opt, _dlr(st), sc));
+            loss[st] = teng_net_loss(t->net);
+            continue;
+        }
+        _OK(topt_sgd_dstep(&t->opt, _dlr(st), TENG_DSTEP_BEGIN));
+        _OK(_fwd_bwd_graph(t, graph && st == 1, 1, &g));
+        _OK(topt_sgd_dstep(&t->opt, 0, TENG_DSTEP_END));
+        loss[st] = teng_net_loss(t->net);
+    }
+    _OK(teng_net_sync(t->net));
+    if (!host)
+        _OK(teng_net_dstep_read(t->net, out, 0));
+    teng_net_graph_free(t->net, g);
+    return 0;
+}
+
+/* The two rows (see the head): into row (graphs) and hrow (host). */
+static int _dstep_row(teng_backend *bk, const char *mode, const char *hmode,
+                      char *row, char *hrow, size_t len)
+{
+    enum { STEPS = 20 };
+    size_t px;
+    tmodel_spec s = _small_resnet(&px);
+    _trainer t[4] = {{0}};
+    float *x = malloc(sizeof(float) * 3 * N * px);
+    int32_t y[3 * N];
+    double l[4][STEPS], werr = -1, ctrl = -1, herr = -1;
+    teng_dstep_state d[3] = {{0}};
+    int same = 0, csame = 0, lsame = 0, dsame = 0, hsame = 0;
+    int rc = !x;
+    for (int k = 0; !rc && k < 4; k++)
+        rc = _trainer_open(&t[k], bk, &s, N);
+    if (rc || !teng_backend_graph_supported(bk) ||
+        !teng_net_dstep_supported(t[0].net)) {
+        snprintf(row, len, "%-28s %s  %s", mode, rc ? "FAIL" : "SKIP",
+                 rc ? "error above" : "no device step or no graphs here");
+        snprintf(hrow, len, "%-28s %s  %s", hmode, rc ? "FAIL" : "SKIP",
+                 rc ? "error above" : "no device step or no graphs here");
+        for (int k = 0; k < 4; k++)
+            _trainer_close(&t[k]);
+        free(x);
+        return !rc;
+    }
+    _fill(x, 3 * N * px, 31, -1.f, 1.f);
+    for (int i = 0; i < 3 * N; i++)
+        y[i] = (i * 3 + 1) % s.classes;
+    rc = _dstep_steps(&t[0], 0, 0, x, px, y, STEPS, l[0], &d[0]) ||
+         _dstep_steps(&t[1], 0, 0, x, px, y, STEPS, l[1], &d[1]) ||
+         _dstep_steps(&t[2], 1, 0, x, px, y, STEPS, l[2], &d[2]) ||
+         _dstep_steps(&t[3], 0, 1, x, px, y, STEPS, l[3], NULL) ||
+         _weights_bits(&t[0], &t[1], &ctrl, &csame) ||
+         _weights_bits(&t[0], &t[2], &werr, &same) ||
+         _weights_bits(&t[0], &t[3], &herr, &hsame);
+    lsame = !rc && !memcmp(l[0], l[2], sizeof l[0]);
+    dsame = !rc && !memcmp(&d[0], &d[2], sizeof d[0]) && d[0].scale == 1024.0;
+    int ok = !rc && (!csame || (same && lsame && dsame));
+    snprintf(row, len,
+             "%-28s %s  %d steps, graph+update vs eager: weights %s (worst "
+             "%.1e), losses %s, decisions %s%s",
+             mode,
+             rc       ? "FAIL"
+             : !csame ? "INFO"
+             : ok     ? "PASS"
+                      : "FAIL",
+             STEPS, same ? "bit for bit" : "differ", werr,
+             lsame ? "bit for bit" : "differ", dsame ? "equal" : "differ",
+             csame ? "" : "; two eager runs differ too, no bitwise claim");
+    int hok = !rc && herr <= TOL_LAYER;
+    snprintf(hrow, len, "%-28s %s  device vs host step: worst %.1e (%s)", mode,
+             hok ? "PASS" : "FAIL", herr,
+             hsame ? "bit for bit" : "not bit for bit");
+    for (int k = 0; k < 4; k++)
+        _trainer_close(&t[k]);
+    free(x);
+    return ok && hok;
 }
 
 /* ---- the 8-bit input path ---- */
@@ -762,11 +895,17 @@ int main(int argc, char **argv)
     char g32[200], g16r[200];
     ok &= _graph_row(gpu, "step graphs cuda (FP32)", g32, sizeof(g32));
     ok &= _graph_row(g16, "step graphs cuda-fp16", g16r, sizeof(g16r));
+    char d32[320], d32h[320], d16[320], d16h[320];
+    ok &= _dstep_row(gpu, "device step cuda (FP32)",
+                     "device vs host cuda (FP32)", d32, d32h, sizeof(d32h));
+    ok &= _dstep_row(g16, "device step cuda-fp16", "device vs host cuda-fp16",
+                     d16, d16h, sizeof(d16h));
     int train = _train_row(gpu, cpu);
     int bok32 = bench ? _bench(gpu, bench, "FP32", b32, sizeof(b32)) : 1;
     int bok16 = bench ? _bench(g16, bench, "FP16", b16, sizeof(b16)) : 1;
     printf("%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n", r32, r16, i32, i16, s32, s16,
            g32, g16r);
+    printf("%s\n%s\n%s\n%s\n", d32, d32h, d16, d16h);
     printf("%-28s %s  final weights within %.0e\n", "tiny-cnn 50 steps FP32",
            train ? "PASS" : "FAIL", TOL_TRAIN);
     printf("%-28s %s  %s\n", "resnet50 synthetic cuda",

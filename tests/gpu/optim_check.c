@@ -16,6 +16,15 @@
  *   every one of the 2^32 fp32 bit patterns into an fp16 and a bf16
  *   working copy must equal tcuda_f16_rne / tcuda_bf16_rne run on the host
  *   (the CPU unit test checks those against a reference rounding).
+ * - "device step vs eager kernels": the device step (tcuda_optim_step:
+ *   the LARS norms, trust ratios and arguments formed on the device, the
+ *   inf/nan count, the skip, the loss-scale decision) over the same 161
+ *   tensors against the eager kernels (tcuda_optim_sumsq to the host, the
+ *   host forming the arguments with tcuda_sgd_hyper, tcuda_optim_sgd), 3
+ *   steps at loss scale 1024 with a new lr each: clean, one NaN in a
+ *   gradient (the device skips and backs off to 512; the eager side does
+ *   not update), clean: masters, velocities and working copies bit for
+ *   bit, and the decisions (1 overflow, scale 512, 3 decided).
  * Exit 1 if a row failed, else 0; with no usable device it prints
  * "SKIP: <reason>" and exits 77.
  */
@@ -27,10 +36,10 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "trainer/backends/cuda/tcuda_optim.h"
 #include "trainer/backends/cuda/optim_math.h"
-#include "trainer/engine/teng.h"
+#include "trainer/backends/cuda/tcuda_optim.h"
 #include "trainer/engine/host_kernels.h"
+#include "trainer/engine/teng.h"
 #include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
 
@@ -52,7 +61,7 @@
         }                                                   \
     } while (0)
 
-static char _rows[2][160];
+static char _rows[3][200];
 
 static uint32_t _xs(uint64_t *s)
 {
@@ -256,6 +265,139 @@ fail:
     return -1;
 }
 
+/* Device buffers of one side of the device-step row. */
+typedef struct {
+    float *w, *g, *v;
+    uint16_t *h;
+    tcuda_optim *o;
+} _side;
+
+static int _side_open(_net *n, cudaStream_t st, tcuda_optim_param *p,
+                      const float *g, _side *s)
+{
+    CK(cudaMalloc((void **)&s->w, n->total * 4));
+    CK(cudaMalloc((void **)&s->g, n->total * 4));
+    CK(cudaMalloc((void **)&s->v, n->total * 4));
+    CK(cudaMalloc((void **)&s->h, n->total * 2));
+    CK(cudaMemcpy(s->w, n->w, n->total * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(s->g, g, n->total * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(s->v, 0, n->total * 4));
+    CK(cudaMemset(s->h, 0, n->total * 2));
+    for (int i = 0; i < n->np; i++)
+        p[i] = (tcuda_optim_param){s->w + n->off[i],
+                                   n->type[i] == TENG_F32
+                                       ? (void *)(s->w + n->off[i])
+                                       : (void *)(s->h + n->off[i]),
+                                   n->type[i],
+                                   s->g + n->off[i],
+                                   n->off[i] * sizeof(float),
+                                   n->count[i]};
+    OK(tcuda_optim_create(p, n->np, st, &s->o));
+    return 0;
+fail:
+    return -1;
+}
+
+static void _side_close(_side *s)
+{
+    tcuda_optim_destroy(s->o);
+    cudaFree(s->w), cudaFree(s->g), cudaFree(s->v), cudaFree(s->h);
+}
+
+/* The eager side's step: GPU norms to the host, the host's arguments. */
+static int _eager_step(_net *n, _side *a, const tcuda_hyper *h, double lr,
+                       double prev, double scale, float *w2, float *g2,
+                       teng_sgd_args *args)
+{
+    float t;
+    OK(tcuda_optim_sumsq(a->o, a->w, w2));
+    OK(tcuda_optim_sumsq(a->o, a->g, g2));
+    float mom = (float)tcuda_momentum(0.9, 1, lr, prev);
+    for (int i = 0; i < n->np; i++)
+        args[i] = tcuda_sgd_hyper(&h[i], w2[i], g2[i], lr, mom, scale, &t);
+    OK(tcuda_optim_sgd(a->o, a->v, args));
+    return 0;
+fail:
+    return -1;
+}
+
+/* Both sides equal, whole arenas (padding included)? 1 yes, 0 no, -1 a
+ * CUDA error. */
+static int _sides_same(_net *n, cudaStream_t st, _side *a, _side *b)
+{
+    size_t bytes[3] = {n->total * 4, n->total * 4, n->total * 2};
+    void *da[3] = {a->w, a->v, a->h}, *db[3] = {b->w, b->v, b->h};
+    char *x = malloc(bytes[0]), *y = malloc(bytes[0]);
+    int same = x && y;
+    for (int k = 0; k < 3 && same; k++) {
+        CK(cudaMemcpyAsync(x, da[k], bytes[k], cudaMemcpyDeviceToHost, st));
+        CK(cudaMemcpyAsync(y, db[k], bytes[k], cudaMemcpyDeviceToHost, st));
+        CK(cudaStreamSynchronize(st));
+        same = !memcmp(x, y, bytes[k]);
+    }
+    free(x), free(y);
+    return same;
+fail:
+    free(x), free(y);
+    return -1;
+}
+
+static int _dstep_row(_net *n, cudaStream_t st, tcuda_optim_param *p)
+{
+    _side a = {0}, b = {0};
+    int np = n->np, same = 0, rc = -1;
+    float *g = malloc(n->total * 4), *w2 = calloc(np, 4), *g2 = calloc(np, 4);
+    teng_sgd_args *args = calloc(np, sizeof *args);
+    tcuda_hyper *h = calloc(np, sizeof *h);
+    tcuda_ls_state ls = {.scale = 1024.0, .used = 1024.0}, got = {0};
+    tcuda_ls_config c = {1.0, 16777216.0, 2.0, 0.5, 2000, 1, 0.9, 1};
+    const double lr[3] = {1.5, 2.0, 2.5};
+    const float nan = NAN;
+    if (!g || !w2 || !g2 || !args || !h)
+        goto fail;
+    for (size_t k = 0; k < n->total; k++)
+        g[k] = n->g[k] * 1024.f; /* the loss-scaled gradients */
+    for (int i = 0; i < np; i++)
+        h[i] = (tcuda_hyper){n->plain[i] ? 0.f : 5e-5f, !n->plain[i], 1e-3f,
+                             1e-9f};
+    if (_side_open(n, st, p, g, &a) || _side_open(n, st, p, g, &b))
+        goto fail;
+    OK(tcuda_optim_device_open(b.o, h, &c, &ls));
+    OK(_eager_step(n, &a, h, lr[0], 0, 1024.0, w2, g2, args));
+    OK(tcuda_optim_count_nonfinite(b.o) ||
+       tcuda_optim_step(b.o, b.v, lr[0], NULL, 0, 1));
+    /* step 2: a NaN in the device side's gradient; the eager side skips */
+    CK(cudaMemcpyAsync(b.g + n->off[7] + 3, &nan, 4, cudaMemcpyHostToDevice,
+                       st));
+    OK(tcuda_optim_count_nonfinite(b.o) ||
+       tcuda_optim_step(b.o, b.v, lr[1], NULL, 0, 1));
+    CK(cudaMemcpyAsync(b.g + n->off[7] + 3, g + n->off[7] + 3, 4,
+                       cudaMemcpyHostToDevice, st));
+    /* step 3: at the backed-off scale, momentum from the last applied lr */
+    OK(_eager_step(n, &a, h, lr[2], lr[0], 512.0, w2, g2, args));
+    OK(tcuda_optim_count_nonfinite(b.o) ||
+       tcuda_optim_step(b.o, b.v, lr[2], NULL, 0, 1));
+    OK(tcuda_optim_ls_read(b.o, &got, 0));
+    same = _sides_same(n, st, &a, &b);
+    int dec = got.overflows == 1 && got.scale == 512.0 && got.decided == 3 &&
+              got.prev_lr == lr[2] && got.bad == 0;
+    snprintf(_rows[2], sizeof _rows[2],
+             "%s   %d tensors, 3 steps (one NaN): arenas %s; decisions: "
+             "%ld overflow, scale %g, %ld decided",
+             same == 1 && dec ? "PASS" : "FAIL", np,
+             same == 1 ? "bit for bit" : "DIFFER", got.overflows, got.scale,
+             got.decided);
+    rc = same == 1 && dec;
+fail:
+    if (rc < 0)
+        snprintf(_rows[2], sizeof _rows[2],
+                 "FAIL   CUDA or optimizer error (see stderr)");
+    _side_close(&a);
+    _side_close(&b);
+    free(g), free(w2), free(g2), free(args), free(h);
+    return rc;
+}
+
 /* Every fp32 pattern through tcuda_optim_refresh into fp16 and bf16. */
 static int _rounding_row(cudaStream_t st)
 {
@@ -323,7 +465,7 @@ int main(void)
     uint16_t *d_h = NULL;
     cudaStream_t st = NULL;
     tcuda_optim_param *p = calloc(n.np, sizeof *p);
-    int lars = -1, round = -1;
+    int lars = -1, round = -1, dstep = -1;
     CK(cudaStreamCreate(&st));
     CK(cudaMalloc((void **)&d_w, n.total * 4));
     CK(cudaMalloc((void **)&d_g, n.total * 4));
@@ -334,6 +476,7 @@ int main(void)
     CK(cudaMemset(d_v, 0, n.total * 4));
     lars = _lars_row(&n, st, p, d_w, d_g, d_v, d_h);
     cudaFree(d_w), cudaFree(d_g), cudaFree(d_v), cudaFree(d_h);
+    dstep = _dstep_row(&n, st, p);
     round = _rounding_row(st);
 fail:
     if (lars < 0 && !_rows[0][0])
@@ -342,5 +485,8 @@ fail:
         snprintf(_rows[1], sizeof _rows[1], "FAIL   not run");
     printf("%-28s %s\n", "LARS/SGD kernel vs host", _rows[0]);
     printf("%-28s %s\n", "fp16 working copy rounding", _rows[1]);
-    return lars == 1 && round == 1 ? 0 : 1;
+    if (!_rows[2][0])
+        snprintf(_rows[2], sizeof _rows[2], "FAIL   not run");
+    printf("%-28s %s\n", "device step vs eager kernels", _rows[2]);
+    return lars == 1 && round == 1 && dstep == 1 ? 0 : 1;
 }

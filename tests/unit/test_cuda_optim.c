@@ -9,6 +9,12 @@
  *   copies are the rounded masters, nothing outside the params changes,
  *   and the sums of squares (per-thread, block tree, per-param fold) are
  *   within their rounding bound of a double sum;
+ * - the device step's loops (issue 14) over a plan: the sums of squares
+ *   of masters and gradients in one pass equal the two passes'; the
+ *   arguments each tensor forms itself (tcuda_sgd_hyper: LARS trust,
+ *   1/scale folded in) and the update equal the eager host step bit for
+ *   bit; a step with a non-zero inf/nan count changes nothing; the
+ *   inf/nan count counts every inf and NaN of the params, not padding;
  * - the per-element maths the kernels run (optim_math.h), bit for bit:
  *   tcuda_sgd_elem against teng_host_sgd (trainer/engine/host_kernels.c),
  *   tcuda_lars_trust against topt_lars_trust (trainer/optim/sgd.c), and
@@ -25,8 +31,8 @@
 #include "common/torus_error.h"
 #include "trainer/backends/cuda/chunk_plan.h"
 #include "trainer/backends/cuda/optim_math.h"
-#include "trainer/engine/teng.h"
 #include "trainer/engine/host_kernels.h"
+#include "trainer/engine/teng.h"
 #include "trainer/optim/topt.h"
 
 static float _f(uint32_t u)
@@ -158,13 +164,22 @@ static void _check_work(const _arena *a)
     ck_assert_uint_eq(untouched, a->total - written);
 }
 
+/* An arena and the plan over it; with host, an equal second one (the
+ * kernels' and the host's). */
+static void _pair_make(_arena *gpu, _arena *host, uint64_t seed,
+                       tcuda_plan *plan)
+{
+    _arena_make(gpu, seed);
+    if (host)
+        _arena_make(host, seed);
+    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, plan), 0);
+}
+
 START_TEST(kernel_loops_over_a_plan_are_host_sgd)
 {
     _arena gpu, host;
-    _arena_make(&gpu, 11);
-    _arena_make(&host, 11);
     tcuda_plan plan;
-    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, &plan), 0);
+    _pair_make(&gpu, &host, 11, &plan);
     teng_sgd_args args[NP];
     for (int i = 0; i < NP; i++)
         args[i] =
@@ -203,9 +218,8 @@ END_TEST
 START_TEST(kernel_sumsq_over_a_plan_within_rounding)
 {
     _arena a;
-    _arena_make(&a, 5);
     tcuda_plan plan;
-    ck_assert_int_eq(tcuda_plan_build(_counts, NP, TCUDA_PLAN_CHUNK, &plan), 0);
+    _pair_make(&a, NULL, 5, &plan);
     float *part = malloc((plan.nchunks + 1) * sizeof *part), red[NT];
     for (uint32_t c = 0; c < plan.nchunks; c++) { /* _k_sumsq */
         const tcuda_chunk *k = &plan.chunks[c];
@@ -242,6 +256,175 @@ START_TEST(kernel_sumsq_over_a_plan_within_rounding)
 END_TEST
 
 /* ------------------------------------------------------- the update */
+
+/* ------------------------------------------------- the device step */
+
+/* sgd.c's host rule before it called tcuda_sgd_hyper, written out again:
+ * the device's arguments must be these, bit for bit. */
+static teng_sgd_args _hyper_ref(const tcuda_hyper *h, float w2, float g2,
+                                double lr, double mom, double scale,
+                                float *trust)
+{
+    float inv = (float)(1.0 / scale), s = (float)scale, t = 1.f;
+    if (h->lars)
+        t = topt_lars_trust(sqrtf(w2), sqrtf(g2) * inv, h->eta, h->wd, h->eps);
+    *trust = t;
+    return (teng_sgd_args){(float)(lr * t) * inv, (float)mom, h->wd * s};
+}
+
+START_TEST(sgd_hyper_is_the_host_rule_bit_for_bit)
+{
+    uint64_t seed = 99;
+    for (int k = 0; k < 200000; k++) {
+        tcuda_hyper h = {(k & 1) ? 5e-5f : 0.f, (k >> 1) & 1, 0.001f, 1e-9f};
+        /* norms over many decades, zeros and a NaN now and then */
+        float w2 = _f((_xs(&seed) % 0x7f800000u)) * (k % 97 == 0 ? 0.f : 1.f);
+        float g2 = _f((_xs(&seed) % 0x7f800000u));
+        if (k % 101 == 0)
+            g2 = NAN;
+        double lr = (double)(_xs(&seed) % 100000) / 9973.0;
+        double mom = 0.9 * (1.0 + (double)(_xs(&seed) % 100) / 1000.0);
+        double scale = k % 3 ? ldexp(1.0, (int)(_xs(&seed) % 25))
+                             : 1.0 + (double)(_xs(&seed) % 1000);
+        float t1, t2;
+        teng_sgd_args a =
+            tcuda_sgd_hyper(&h, w2, g2, lr, (float)mom, scale, &t1);
+        teng_sgd_args b = _hyper_ref(&h, w2, g2, lr, mom, scale, &t2);
+        ck_assert_int_eq(memcmp(&t1, &t2, sizeof t1), 0);
+        ck_assert_int_eq(memcmp(&a, &b, sizeof a), 0);
+    }
+}
+END_TEST
+
+/* The device step's loops (tcuda_sumsq2_thread, tcuda_step_thread) over a
+ * plan equal the eager host step: norms as tcuda_sumsq_thread forms them,
+ * arguments as sgd.c forms them, teng_host_sgd; a step with a non-zero
+ * inf/nan count changes nothing at all. */
+static void _norms2(const _arena *a, const tcuda_plan *plan, float *w2,
+                    float *g2, int two)
+{
+    memset(w2, 0, NP * sizeof *w2), memset(g2, 0, NP * sizeof *g2);
+    for (uint32_t c = 0; c < plan->nchunks; c++)
+        for (unsigned t = 0; t < NT; t++) {
+            const tcuda_chunk *k = &plan->chunks[c];
+            const tcuda_dparam *p = &a->p[k->param];
+            float sw, sg;
+            if (two) {
+                tcuda_sumsq2_thread(p, k->begin, k->end, t, NT, &sw, &sg);
+            } else {
+                sw = tcuda_sumsq_thread(p, (const char *)a->w, k->begin, k->end,
+                                        t, NT);
+                sg = tcuda_sumsq_thread(p, (const char *)a->g, k->begin, k->end,
+                                        t, NT);
+            }
+            w2[k->param] += sw, g2[k->param] += sg;
+        }
+}
+
+START_TEST(device_step_over_a_plan_is_host_step)
+{
+    _arena gpu, host;
+    tcuda_plan plan;
+    _pair_make(&gpu, &host, 21, &plan);
+    tcuda_hyper h[NP];
+    for (int i = 0; i < NP; i++) /* LARS, plain with and without decay */
+        h[i] =
+            (tcuda_hyper){i % 3 == 2 ? 0.f : 1e-4f, i % 3 == 0, 0.001f, 1e-9f};
+    const unsigned long long bad[] = {0, 7, 0, 1};
+    const double scale = 1024.0;
+    float w2[NP], g2[NP], w2b[NP], g2b[NP], t;
+    for (int step = 0; step < 4; step++) {
+        double lr = 0.1 * (step + 1), mom = 0.9;
+        _norms2(&gpu, &plan, w2, g2, 1);
+        _norms2(&host, &plan, w2b, g2b, 0);
+        ck_assert(!memcmp(w2, w2b, sizeof w2) && !memcmp(g2, g2b, sizeof g2));
+        float *w0 = malloc(gpu.total * 4), *v0 = malloc(gpu.total * 4);
+        ck_assert(w0 && v0);
+        memcpy(w0, gpu.w, gpu.total * 4), memcpy(v0, gpu.v, gpu.total * 4);
+        for (uint32_t c = plan.nchunks; c-- > 0;) {
+            const tcuda_chunk *k = &plan.chunks[c];
+            for (unsigned th = 0; th < NT; th++)
+                tcuda_step_thread(&gpu.p[k->param], (char *)gpu.v, &h[k->param],
+                                  w2[k->param], g2[k->param], lr, (float)mom,
+                                  scale, bad[step], k->begin, k->end, th, NT);
+        }
+        if (bad[step]) { /* skipped: nothing moved */
+            ck_assert(!memcmp(w0, gpu.w, gpu.total * 4));
+            ck_assert(!memcmp(v0, gpu.v, gpu.total * 4));
+        } else {
+            for (int i = 0; i < NP; i++) {
+                teng_sgd_args a =
+                    _hyper_ref(&h[i], w2b[i], g2b[i], lr, mom, scale, &t);
+                teng_host_sgd(host.w + host.off[i], host.g + host.off[i],
+                              host.v + host.off[i], _counts[i], a.lr,
+                              a.momentum, a.wd);
+            }
+        }
+        free(w0), free(v0);
+        ck_assert(!memcmp(gpu.w, host.w, host.total * 4));
+        ck_assert(!memcmp(gpu.v, host.v, host.total * 4));
+    }
+    _check_work(&gpu);
+    tcuda_plan_free(&plan);
+    _arena_free(&gpu);
+    _arena_free(&host);
+}
+END_TEST
+
+/* The decision kernel's loss (tcuda_step_loss) is teng_net_loss's rule:
+ * the per-row losses summed in row order from 0, over the batch; the
+ * momentum (tcuda_momentum) is sgd.c's remark-2 rule, m * (lr / prev). */
+START_TEST(step_loss_and_momentum_are_the_host_rules)
+{
+    uint64_t seed = 3;
+    double rows[256];
+    for (int k = 0; k < 2000; k++) {
+        int n = 1 + (int)(_xs(&seed) % 256), batch = n + (int)(k % 3);
+        double sum = 0.0;
+        for (int i = 0; i < n; i++) {
+            rows[i] = (double)_xs(&seed) / 4294967296.0 * 9.0;
+            sum += rows[i];
+        }
+        double want = sum / batch, got = tcuda_step_loss(rows, n, batch);
+        ck_assert_int_eq(memcmp(&want, &got, sizeof got), 0);
+        double lr = (double)(_xs(&seed) % 100000) / 7919.0,
+               prev = k % 5 ? (double)(_xs(&seed) % 100000) / 7907.0 : 0.0;
+        double m = 0.9 * (lr / prev), mm = tcuda_momentum(0.9, 1, lr, prev);
+        if (!(prev > 0))
+            m = 0.9;
+        ck_assert_int_eq(memcmp(&m, &mm, sizeof m), 0);
+        mm = tcuda_momentum(0.9, 0, lr, prev); /* no correction */
+        ck_assert_double_eq(mm, 0.9);
+    }
+}
+END_TEST
+
+START_TEST(nonfinite_count_over_a_plan)
+{
+    _arena a;
+    tcuda_plan plan;
+    _pair_make(&a, NULL, 3, &plan);
+    /* inf, -inf, NaNs (quiet, signalling, negative) and, not counted, the
+     * largest finite value and the padding after a param. */
+    const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+                            0xffffffffu};
+    int planted = 0;
+    for (int i = 0; i < NP; i++)
+        for (size_t k = 0; k < _counts[i]; k += 997)
+            a.g[a.off[i] + k] = _f(bad[planted++ % 5]);
+    a.g[a.off[3] + 1] = 3.4028235e38f;
+    a.g[a.off[0] + _counts[0]] = INFINITY; /* padding: no param's element */
+    unsigned long long n = 0;
+    for (uint32_t c = 0; c < plan.nchunks; c++)
+        for (unsigned t = 0; t < NT; t++)
+            n += tcuda_nonfinite_thread(&a.p[plan.chunks[c].param],
+                                        plan.chunks[c].begin,
+                                        plan.chunks[c].end, t, NT);
+    ck_assert_uint_eq(n, (unsigned long long)planted);
+    tcuda_plan_free(&plan);
+    _arena_free(&a);
+}
+END_TEST
 
 START_TEST(sgd_elem_is_host_sgd_bit_for_bit)
 {
@@ -426,6 +609,10 @@ int main(void)
     tcase_add_test(tc, kernel_sumsq_over_a_plan_within_rounding);
     tcase_add_test(tc, sgd_elem_is_host_sgd_bit_for_bit);
     tcase_add_test(tc, lars_trust_is_host_bit_for_bit);
+    tcase_add_test(tc, sgd_hyper_is_the_host_rule_bit_for_bit);
+    tcase_add_test(tc, device_step_over_a_plan_is_host_step);
+    tcase_add_test(tc, nonfinite_count_over_a_plan);
+    tcase_add_test(tc, step_loss_and_momentum_are_the_host_rules);
     tcase_add_test(tc, f16_rounding_matches_reference);
     tcase_add_test(tc, bf16_rounding_matches_reference);
     suite_add_tcase(su, tc);

@@ -3,12 +3,15 @@
  * growth after N clean steps in a row, a clean run broken by an overflow,
  * both bounds, config validation, and restoring checkpointed state
  * (in-range values come back, hostile ones are refused and change
- * nothing). */
+ * nothing); the transition the cuda backend's one-thread decision kernel
+ * runs (tcuda_ls_next, shared with the host) in every case, and its step
+ * decision (tcuda_ls_decide) against torus-train's eager rule. */
 #include <check.h>
 #include <math.h>
 #include <string.h>
 
 #include "common/torus_error.h"
+#include "trainer/backends/cuda/optim_math.h"
 #include "trainer/engine/teng.h"
 #include "trainer/optim/topt_loss_scale.h"
 
@@ -19,6 +22,99 @@ static topt_loss_scale_config _cfg(long interval)
     c.interval = interval;
     return c;
 }
+
+/* tcuda_ls_next (trainer/backends/cuda/optim_math.h) is the transition the
+ * device's decision kernel runs: every transition against values worked
+ * out here from the contract, and topt_loss_scale_update agreeing. */
+START_TEST(shared_transition_every_case)
+{
+    const double lo = 1.0, hi = 1024.0, gr = 2.0, bo = 0.5;
+    const long iv = 4;
+    const double scales[] = {lo, 1.5, 3.0, 512.0, 600.0, hi};
+    const long cleans[] = {0, 1, iv - 2, iv - 1};
+    for (int fin = 0; fin < 2; fin++)
+        for (int a = 0; a < 6; a++)
+            for (int b = 0; b < 4; b++) {
+                double sc = scales[a], want_s = sc;
+                long cl = cleans[b], ov = 5, want_c, want_o = ov;
+                if (!fin) { /* back off to no less than lo, restart, count */
+                    want_s = sc / 2 < lo ? lo : sc / 2;
+                    want_c = 0;
+                    want_o = ov + 1;
+                } else if (cl + 1 == iv) { /* the interval-th clean step */
+                    want_s = sc * 2 > hi ? hi : sc * 2;
+                    want_c = 0;
+                } else {
+                    want_c = cl + 1;
+                }
+                double s1 = sc;
+                long c1 = cl, o1 = ov;
+                int r = tcuda_ls_next(&s1, &c1, &o1, lo, hi, gr, bo, iv, fin);
+                ck_assert_int_eq(r, fin);
+                ck_assert_double_eq(s1, want_s);
+                ck_assert_int_eq(c1, want_c);
+                ck_assert_int_eq(o1, want_o);
+                topt_loss_scale_config c = {sc, lo, hi, gr, bo, iv};
+                topt_loss_scale_state st = {sc, cl, ov};
+                ck_assert_int_eq(topt_loss_scale_update(&st, &c, fin), fin);
+                ck_assert_double_eq(st.scale, s1);
+                ck_assert_int_eq(st.clean, c1);
+                ck_assert_int_eq(st.overflows, o1);
+            }
+}
+END_TEST
+
+/* tcuda_ls_decide against torus-train's eager _step_update rule, written
+ * out here: a long random run of clean and overflowing steps under a
+ * dynamic, a static and an off scale, every field after every step. */
+START_TEST(device_decision_is_the_eager_rule)
+{
+    uint64_t seed = 7;
+    for (int mode = 0; mode < 3; mode++) {
+        topt_loss_scale_config c = _cfg(5);
+        c.init = 64, c.max_scale = 4096;
+        if (mode) /* static:S or off: min = max = init */
+            c.min_scale = c.max_scale = c.init = mode == 1 ? 256 : 1;
+        tcuda_ls_config dc = {c.min_scale, c.max_scale, c.growth, c.backoff,
+                              c.interval,  mode == 0,   0.9,      1};
+        topt_loss_scale_state ref;
+        topt_loss_scale_init(&ref, &c);
+        tcuda_ls_state d = {.scale = c.init};
+        long skipped = 0, worst = 0, applied = 0;
+        double loss_sum = 0, prev_lr = 0;
+        for (int k = 0; k < 20000; k++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            /* bursts of overflow: long enough to reach the minimum */
+            unsigned long long bad =
+                (seed >> 33) % 9 < 2 ? (seed >> 40) % 3 : 0;
+            if (k % 1000 > 980)
+                bad = 1 + k % 4;
+            double before = ref.scale;
+            int fin = bad == 0;
+            topt_loss_scale_update(&ref, &c, fin);
+            int backs_off = mode == 0 && before > c.min_scale;
+            double lr = 0.1 + k * 1e-4, loss = 2.5 - k * 1e-5;
+            if (fin)
+                skipped = 0, loss_sum += loss, applied++, prev_lr = lr;
+            else if (!backs_off && ++skipped > worst)
+                worst = skipped;
+            ck_assert_int_eq(tcuda_ls_decide(&d, &dc, bad, lr, loss), fin);
+            ck_assert_double_eq(d.loss_sum, loss_sum);
+            ck_assert_int_eq(d.applied, applied);
+            ck_assert_double_eq(d.prev_lr, prev_lr);
+            ck_assert_double_eq(d.used, before);
+            ck_assert_double_eq(d.scale, ref.scale);
+            ck_assert_int_eq(d.clean, ref.clean);
+            ck_assert_int_eq(d.overflows, ref.overflows);
+            ck_assert_int_eq(d.skipped, skipped);
+            ck_assert_int_eq(d.worst, worst);
+            ck_assert_int_eq(d.decided, k + 1);
+            ck_assert_uint_eq(d.bad, bad);
+        }
+        ck_assert_int_gt(worst, 1); /* the run reached the skip counting */
+    }
+}
+END_TEST
 
 START_TEST(defaults_and_start)
 {
@@ -249,6 +345,8 @@ int main(void)
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, restore_checks_saved_state);
     tcase_add_test(tc, parse_modes);
+    tcase_add_test(tc, shared_transition_every_case);
+    tcase_add_test(tc, device_decision_is_the_eager_rule);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);

@@ -4,7 +4,9 @@
  * new plan (batch change, evaluation's re-plan), global batch, loss scale
  * or restore drops the recording and starts again; a failed recording is
  * reported once and the run stays eager; TCUDA_GRAPH=0, a backend without
- * graphs, a host-side exchange and dropout never record. */
+ * graphs, a host-side exchange and dropout never record; with the device
+ * step on, recordings hold the update and the caller queues it only on
+ * steps that ran no graph; turning it on or off records again. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -36,6 +38,55 @@ static void _run(ttrain_sg *s, ttrain_sg_key k, int steps, int ok, char *out)
 }
 
 static const ttrain_sg_key K = {1, 256, 65536.0, 0};
+
+/* Who queues the update, step by step: 'g' (the graph holds it) or 'c'
+ * (the caller), after each action letter. */
+static void _run_update(ttrain_sg *s, ttrain_sg_key k, int steps, int ok,
+                        char *out)
+{
+    for (int i = 0; i < steps; i++) {
+        int drop, ran = 0;
+        ttrain_sg_act a = _next(s, k, &drop);
+        if (drop)
+            *out++ = 'd';
+        *out++ = "ERP"[a];
+        if (a == TTRAIN_SG_RECORD)
+            ttrain_sg_recorded(s, ok);
+        ran = a != TTRAIN_SG_EAGER && s->have;
+        *out++ = ttrain_sg_update_eager(s, ran) ? 'c' : 'g';
+    }
+    *out = 0;
+}
+
+START_TEST(update_in_the_graph)
+{
+    ttrain_sg s;
+    char a[64];
+    ttrain_sg_init(&s, NULL, 1, 0, 0);
+    _run_update(&s, K, 3, 1, a); /* device step off: the caller, always */
+    ck_assert_str_eq(a, "EcRcPc");
+    ttrain_sg_set_update(&s, 1); /* on: eager once, then a new recording */
+    ck_assert_str_eq(ttrain_sg_state(&s), "on (the update included)");
+    _run_update(&s, K, 4, 1, a);
+    ck_assert_str_eq(a, "dEcRgPgPg");
+    ttrain_sg_set_update(&s, 1); /* no change: no new recording */
+    _run_update(&s, K, 1, 1, a);
+    ck_assert_str_eq(a, "Pg");
+    ttrain_sg_set_update(&s, 0); /* off again: the recording goes */
+    _run_update(&s, K, 3, 1, a);
+    ck_assert_str_eq(a, "dEcRcPc");
+    /* a failed recording with the update on: the caller, for good */
+    ttrain_sg_init(&s, NULL, 1, 0, 0);
+    ttrain_sg_set_update(&s, 1);
+    _run_update(&s, K, 3, 0, a);
+    ck_assert_str_eq(a, "EcRcEc");
+    /* graphs off: the caller */
+    ttrain_sg_init(&s, "0", 1, 0, 0);
+    ttrain_sg_set_update(&s, 1);
+    _run_update(&s, K, 2, 1, a);
+    ck_assert_str_eq(a, "EcEc");
+}
+END_TEST
 
 START_TEST(record_once_then_replay)
 {
@@ -130,6 +181,7 @@ int main(void)
     tcase_add_test(tc, key_changes_record_again);
     tcase_add_test(tc, failure_is_for_good);
     tcase_add_test(tc, never_recorded);
+    tcase_add_test(tc, update_in_the_graph);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

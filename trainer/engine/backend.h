@@ -78,6 +78,22 @@ typedef struct teng_backend_ops {
      * checkpoint): refresh the working copies. NULL when every working
      * copy is its master (dtype TENG_F32). */
     int (*refresh_work)(teng_backend *bk, teng_net *net);
+    /* Optional device step (teng.h, teng_net_dstep_*; NULL: none).
+     * dstep_open returns in *scale the device double the loss backward
+     * reads; dstep_read waits for the last decision's copy. */
+    int (*dstep_open)(teng_backend *bk, teng_net *net,
+                      const teng_tensor_hyper *h, const teng_dstep_config *c,
+                      const teng_dstep_state *s, const double **scale);
+    int (*dstep)(teng_backend *bk, teng_net *net, void *vel, double lr,
+                 unsigned parts);
+    int (*dstep_read)(teng_backend *bk, teng_net *net, teng_dstep_state *s,
+                      int reset_window);
+    /* Optional: queue the copy of n labels (host memory, checked) to
+     * net->labels, ordered after the work queued so far and before the
+     * work queued next, and return without waiting for it (labels may be
+     * reused at once). NULL: upload. */
+    int (*upload_labels)(teng_backend *bk, teng_net *net, const int32_t *labels,
+                         int n);
 
     /* Optional 8-bit input path (NULL: the engine normalises on the host,
      * engine/input.c). input_stage: start copying n u8 NHWC images (px)

@@ -449,7 +449,12 @@ int teng_net_set_batch(teng_net *net, int batch)
     if (batch == net->batch)
         return TENG_OK;
     teng_backend *bk = net->bk;
+    /* The device step's state lives in the plan: through the host. */
+    teng_dstep_state ds;
+    if (net->dstep_on && (rc = teng_net_dstep_read(net, &ds, 0)))
+        return rc;
     bk->ops->release(bk, net);
+    net->loss_scale_dev = NULL;
     _set_batch_shapes(net, batch);
     net->plans++; /* step graphs of the old plan are stale */
     if ((rc = bk->ops->plan(bk, net, batch)))
@@ -477,6 +482,9 @@ int teng_net_set_batch(teng_net *net, int batch)
     }
     if ((rc = bk->ops->bind(bk, net)))
         return torus_error_prefix(rc, "backend %s", bk->ops->name);
+    if (net->dstep_on &&
+        (rc = teng_net_dstep_open(net, net->dstep_h, &net->dstep_c, &ds)))
+        return rc;
     return TENG_OK;
 }
 
@@ -493,6 +501,7 @@ void teng_net_free(teng_net *net)
             if (arenas[i])
                 bk->ops->free(bk, arenas[i]);
     }
+    free(net->dstep_h);
     free(net->t);
     free(net->l);
     free(net->p);

@@ -66,6 +66,15 @@ struct teng_net {
     int max_batch, batch;
     int global_batch;  /* loss normaliser kn (remark 3) */
     double loss_scale; /* the loss gradient is multiplied by this (1) */
+    /* Device memory holding the loss scale as a double, which a device
+     * loss backward reads at run time instead of loss_scale (so a
+     * recorded step graph follows a scale the device changes); NULL: use
+     * loss_scale. Only a backend with device arenas reads it. */
+    const double *loss_scale_dev;
+    /* the device step (teng_net_dstep_open), kept for a rebind */
+    int dstep_on;
+    teng_tensor_hyper *dstep_h;
+    teng_dstep_config dstep_c;
     int compiled;
     uint64_t dropout_seed;
     uint64_t step;        /* advances dropout masks */

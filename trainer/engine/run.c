@@ -49,6 +49,11 @@ void teng_net_set_loss_scale(teng_net *net, double scale)
     net->loss_scale = scale;
 }
 
+void teng_net_set_loss_scale_dev(teng_net *net, const double *dev)
+{
+    net->loss_scale_dev = dev;
+}
+
 void teng_net_set_grad_hook(teng_net *net, teng_grad_hook fn, void *ctx)
 {
     net->grad_hook = fn;
@@ -323,8 +328,10 @@ int teng_net_set_labels(teng_net *net, const int32_t *labels)
                               "label %d of sample %d is outside 0..%d",
                               labels[i], i, k - 1);
     memcpy(net->host_labels, labels, sizeof(int32_t) * (size_t)net->batch);
-    int rc = net->bk->ops->upload(net->bk, net->labels, labels,
-                                  sizeof(int32_t) * (size_t)net->batch);
+    int rc = net->bk->ops->upload_labels
+                 ? net->bk->ops->upload_labels(net->bk, net, labels, net->batch)
+                 : net->bk->ops->upload(net->bk, net->labels, labels,
+                                        sizeof(int32_t) * (size_t)net->batch);
     return rc ? _bkfail(net, rc, "label upload", -1) : TENG_OK;
 }
 

@@ -179,6 +179,10 @@ void teng_net_set_global_batch(teng_net *net, int global_batch);
  * comes out scaled; the optimizer divides it out again
  * (topt_sgd_step_scaled). The loss value itself is not scaled. */
 void teng_net_set_loss_scale(teng_net *net, double scale);
+/* A device double (the cuda backend's memory) that the loss backward reads
+ * the scale from when it runs, instead of the value above (NULL: the
+ * value above again). Backends with host arenas ignore it. */
+void teng_net_set_loss_scale_dev(teng_net *net, const double *dev);
 int teng_net_set_input(teng_net *net, const float *nchw);
 int teng_net_set_labels(teng_net *net, const int32_t *labels);
 /* The 8-bit input path: the data input from n (= the batch) u8 NHWC images
@@ -308,6 +312,66 @@ int teng_net_grads_finite(teng_net *net, int *finite);
 /* One fused momentum-SGD update of every param's master copy (and its
  * working copy) with its own args[i] and its slice of state. */
 int teng_net_sgd_update(teng_net *net, void *state, const teng_sgd_args *args);
+
+/* ---- the device step (a backend with device arenas: cuda) ----
+ * The whole update on the device with no host wait: the inf/nan count of
+ * the (summed) gradients, LARS norms, each tensor's arguments, the update
+ * (nothing changes when the count is not 0), the loss-scale decision and
+ * the loss of applied steps, summed for the progress line. The host reads
+ * the decisions' state when it wants a host value (teng_net_dstep_read).
+ * Per-tensor constants (optimizer config, fixed for the run): */
+typedef struct {
+    float wd; /* 0 on a tensor excluded from decay */
+    int lars; /* LARS scales this tensor */
+    float eta, eps;
+} teng_tensor_hyper;
+/* The loss-scale machine (topt_loss_scale_config) and the momentum. */
+typedef struct {
+    double min_scale, max_scale, growth, backoff;
+    long interval;
+    int dynamic;     /* backing off cures an overflow (--max-nonfinite) */
+    double momentum; /* before the momentum correction */
+    int correction;  /* momentum *= lr / the last applied step's lr */
+} teng_dstep_config;
+/* What the device decided (topt_loss_scale_state and more). */
+typedef struct {
+    double scale;           /* the loss scale the next step runs at */
+    double used;            /* the one the last decided step ran at */
+    long clean;             /* clean steps in a row */
+    long overflows;         /* steps skipped in all */
+    long skipped;           /* skips in a row that did not back the scale off */
+    long worst;             /* the longest such run so far */
+    long decided;           /* steps decided in all */
+    unsigned long long bad; /* the last decided step's inf/nan count */
+    double prev_lr;         /* the last applied step's lr (0: none) */
+    double loss_sum;        /* the window: summed loss of applied steps */
+    long applied;           /* and their number */
+} teng_dstep_state;
+/* 1 when the backend has the device step. */
+int teng_net_dstep_supported(const teng_net *net);
+/* Turn it on (h: teng_net_nparams() entries) with state s (the start or a
+ * checkpoint's); also points the loss backward at the device's scale
+ * (teng_net_set_loss_scale_dev). Blocking; kept across teng_net_set_batch
+ * (the state goes through the host at a rebind). */
+int teng_net_dstep_open(teng_net *net, const teng_tensor_hyper *h,
+                        const teng_dstep_config *c, const teng_dstep_state *s);
+/* Queue the step's update at learning rate lr on optimizer state vel
+ * (teng_optstate_alloc), after the backward and the exchange: parts
+ * TENG_DSTEP_ALL. In three parts for a step graph: BEGIN (host: hands lr
+ * over; before the step's launch), QUEUE (device work only, the same
+ * every step: a step graph may record it; vel), END (host: after the
+ * step's launch). Each step runs BEGIN, QUEUE (or the graph holding it)
+ * and END, in that order. */
+enum {
+    TENG_DSTEP_BEGIN = 1,
+    TENG_DSTEP_QUEUE = 2,
+    TENG_DSTEP_END = 4,
+    TENG_DSTEP_ALL = 7
+};
+int teng_net_dstep(teng_net *net, void *vel, double lr, unsigned parts);
+/* Wait for the last queued step's decision; *s = the state; with
+ * reset_window, the window's loss sum and count start again at 0. */
+int teng_net_dstep_read(teng_net *net, teng_dstep_state *s, int reset_window);
 
 size_t teng_net_param_count(const teng_net *net);
 /* Elements of the largest param or BN statistics vector (at least 1): a

@@ -4,6 +4,8 @@
  * params, so the optimizer above never touches the backend and a device
  * backend needs no host round trip per tensor. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "trainer/engine/internal.h"
 
@@ -67,5 +69,57 @@ int teng_net_sgd_update(teng_net *net, void *state, const teng_sgd_args *args)
     teng_backend *bk = net->bk;
     int rc = bk->ops->sgd_update(bk, net, state, args);
     return rc ? torus_error_prefix(rc, "SGD update on %s", bk->ops->name)
+              : TENG_OK;
+}
+
+/* ---- the device step (teng.h) ---- */
+
+int teng_net_dstep_supported(const teng_net *net)
+{
+    return net->bk && net->bk->ops->dstep_open && net->bk->ops->dstep &&
+           net->bk->ops->dstep_read;
+}
+
+int teng_net_dstep_open(teng_net *net, const teng_tensor_hyper *h,
+                        const teng_dstep_config *c, const teng_dstep_state *s)
+{
+    _NEED_COMPILED(net, "device step");
+    if (!teng_net_dstep_supported(net))
+        return TORUS_FAIL(TENG_ESTATE, "backend %s has no device step",
+                          net->bk->ops->name);
+    size_t n = (size_t)net->np + 1;
+    if (h != net->dstep_h) { /* a rebind passes the kept copy back */
+        teng_tensor_hyper *k = malloc(n * sizeof *k);
+        if (!k)
+            return TORUS_FAIL(TENG_ENOMEM, "device step: out of memory");
+        memcpy(k, h, (size_t)net->np * sizeof *k);
+        free(net->dstep_h);
+        net->dstep_h = k;
+    }
+    net->dstep_c = *c;
+    const double *scale = NULL;
+    int rc = net->bk->ops->dstep_open(net->bk, net, net->dstep_h, c, s, &scale);
+    if (rc)
+        return torus_error_prefix(rc, "device step on %s", net->bk->ops->name);
+    net->dstep_on = 1;
+    net->loss_scale_dev = scale;
+    return TENG_OK;
+}
+
+int teng_net_dstep(teng_net *net, void *vel, double lr, unsigned parts)
+{
+    if (!net->dstep_on)
+        return TORUS_FAIL(TENG_ESTATE, "device step: not open");
+    int rc = net->bk->ops->dstep(net->bk, net, vel, lr, parts);
+    return rc ? torus_error_prefix(rc, "device step on %s", net->bk->ops->name)
+              : TENG_OK;
+}
+
+int teng_net_dstep_read(teng_net *net, teng_dstep_state *s, int reset_window)
+{
+    if (!net->dstep_on)
+        return TORUS_FAIL(TENG_ESTATE, "device step: not open");
+    int rc = net->bk->ops->dstep_read(net->bk, net, s, reset_window);
+    return rc ? torus_error_prefix(rc, "device step on %s", net->bk->ops->name)
               : TENG_OK;
 }

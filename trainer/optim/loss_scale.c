@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
+#include "trainer/backends/cuda/optim_math.h"
 #include "trainer/engine/teng.h"
 
 void topt_loss_scale_defaults(topt_loss_scale_config *c)
@@ -57,19 +58,10 @@ void topt_loss_scale_init(topt_loss_scale_state *s,
 int topt_loss_scale_update(topt_loss_scale_state *s,
                            const topt_loss_scale_config *c, int finite)
 {
-    if (!finite) {
-        double b = s->scale * c->backoff;
-        s->scale = b < c->min_scale ? c->min_scale : b;
-        s->clean = 0;
-        s->overflows++;
-        return 0;
-    }
-    if (++s->clean >= c->interval) {
-        double g = s->scale * c->growth;
-        s->scale = g > c->max_scale ? c->max_scale : g;
-        s->clean = 0;
-    }
-    return 1;
+    /* The transition the cuda backend's decision kernel runs too. */
+    return tcuda_ls_next(&s->scale, &s->clean, &s->overflows, c->min_scale,
+                         c->max_scale, c->growth, c->backoff, c->interval,
+                         finite);
 }
 
 int topt_loss_scale_restore(topt_loss_scale_state *s,

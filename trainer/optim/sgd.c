@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "common/torus_error.h"
+#include "trainer/backends/cuda/optim_math.h"
 #include "trainer/optim/topt.h"
 
 void topt_config_defaults(topt_config *c)
@@ -40,9 +41,7 @@ float topt_lars_trust(float wnorm, float gnorm, float eta, float wd, float eps)
 {
     /* A fresh zero-initialised tensor (|w| = 0) or a dead one (|g| = 0)
      * keeps the plain learning rate instead of freezing. */
-    if (!(wnorm > 0.f) || !(gnorm > 0.f))
-        return 1.f;
-    return eta * wnorm / (gnorm + wd * wnorm + eps);
+    return tcuda_lars_trust(wnorm, gnorm, eta, wd, eps);
 }
 
 int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg)
@@ -67,31 +66,38 @@ int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg)
 }
 
 /* Fills o->trust and o->args for this step from the norms in o->w2/g2,
- * whose gradients are `scale` times the true ones (loss scaling). The
- * 1/scale is folded into the arguments, so the update needs no pass of
- * its own: v = m v + (lr/S) (S g + (wd S) w) is m v + lr (g + wd w), and
- * with a power-of-two S every factor and product is exact, so the update
- * is bit for bit the unscaled one. LARS sees |g| = sqrt(|S g|^2) / S. */
+ * whose gradients are `scale` times the true ones (loss scaling):
+ * tcuda_sgd_hyper's rule (optim_math.h), the one the cuda backend's LARS
+ * kernel runs on the device too. */
 static void _hyper(topt_sgd *o, double lr, double mom, double scale)
 {
-    const topt_config *c = &o->cfg;
-    float inv = (float)(1.0 / scale), s = (float)scale;
     for (int i = 0; i < teng_net_nparams(o->net); i++) {
-        int plain =
-            c->exclude_bn_bias && teng_net_param(o->net, i)->is_bn_or_bias;
-        float wd = plain ? 0.f : (float)c->weight_decay, trust = 1.f;
-        if (c->lars && !plain)
-            trust = topt_lars_trust(sqrtf(o->w2[i]), sqrtf(o->g2[i]) * inv,
-                                    (float)c->lars_eta, wd, (float)c->lars_eps);
-        o->trust[i] = trust;
-        o->args[i] =
-            (teng_sgd_args){(float)(lr * trust) * inv, (float)mom, wd * s};
+        tcuda_hyper h = topt_sgd_tensor_hyper(o, i);
+        o->args[i] = tcuda_sgd_hyper(&h, o->w2[i], o->g2[i], lr, (float)mom,
+                                     scale, &o->trust[i]);
     }
+}
+
+tcuda_hyper topt_sgd_tensor_hyper(const topt_sgd *o, int i)
+{
+    const topt_config *c = &o->cfg;
+    int plain = c->exclude_bn_bias && teng_net_param(o->net, i)->is_bn_or_bias;
+    return (tcuda_hyper){plain ? 0.f : (float)c->weight_decay,
+                         c->lars && !plain, (float)c->lars_eta,
+                         (float)c->lars_eps};
 }
 
 int topt_sgd_step(topt_sgd *o, double lr)
 {
     return topt_sgd_step_scaled(o, lr, 1.0);
+}
+
+double topt_sgd_momentum(const topt_sgd *o, double lr)
+{
+    /* Remark 2: with the LR inside v, a change of LR must rescale the
+     * history, or the first steps after it use the old rate. */
+    return tcuda_momentum(o->cfg.momentum, o->cfg.momentum_correction, lr,
+                          o->prev_lr);
 }
 
 int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale)
@@ -100,11 +106,7 @@ int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale)
     if (!(grad_scale > 0) || !isfinite(grad_scale))
         return TORUS_FAIL(TENG_EINVAL, "optimizer: gradient scale %g",
                           grad_scale);
-    /* Remark 2: with the LR inside v, a change of LR must rescale the
-     * history, or the first steps after it use the old rate. */
-    double mom = c->momentum;
-    if (c->momentum_correction && o->prev_lr > 0)
-        mom *= lr / o->prev_lr;
+    double mom = topt_sgd_momentum(o, lr);
     int rc = 0;
     if (c->lars && ((rc = teng_param_sumsq(o->net, 0, o->w2)) ||
                     (rc = teng_param_sumsq(o->net, 1, o->g2))))
@@ -114,6 +116,35 @@ int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale)
         return torus_error_prefix(rc, "optimizer");
     o->prev_lr = lr;
     o->steps++;
+    return TENG_OK;
+}
+
+int topt_sgd_dstep_open(topt_sgd *o, const teng_dstep_config *ls,
+                        const teng_dstep_state *s)
+{
+    int np = teng_net_nparams(o->net);
+    teng_tensor_hyper *h = calloc((size_t)np + 1, sizeof *h);
+    if (!h)
+        return TORUS_FAIL(TENG_ENOMEM, "optimizer: out of memory");
+    for (int i = 0; i < np; i++)
+        h[i] = topt_sgd_tensor_hyper(o, i);
+    teng_dstep_config c = *ls;
+    c.momentum = o->cfg.momentum;
+    c.correction = o->cfg.momentum_correction;
+    teng_dstep_state st = *s;
+    st.prev_lr = o->prev_lr;
+    int rc = teng_net_dstep_open(o->net, h, &c, &st);
+    free(h);
+    return rc ? torus_error_prefix(rc, "optimizer") : TENG_OK;
+}
+
+int topt_sgd_dstep(topt_sgd *o, double lr, unsigned parts)
+{
+    int rc = teng_net_dstep(o->net, o->velocity, lr, parts);
+    if (rc)
+        return torus_error_prefix(rc, "optimizer");
+    /* o->steps and o->prev_lr: the device's, until the caller reads them
+     * back (teng_net_dstep_read) */
     return TENG_OK;
 }
 

@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 
+#include "trainer/backends/cuda/optim_math.h"
 #include "trainer/engine/teng.h"
 
 typedef enum {
@@ -118,6 +119,23 @@ int topt_sgd_step(topt_sgd *o, double lr);
  * tensor's arguments and the LARS gradient norm; with a power of two the
  * result is bit for bit topt_sgd_step's on the unscaled gradients. */
 int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale);
+/* Param i's constant hyper-parameters (its weight decay, 0 on an excluded
+ * BN/bias tensor; whether LARS scales it; eta, eps), and the momentum the
+ * next step at learning rate lr uses (momentum correction: scaled by
+ * lr / the previous step's lr): what a device that forms the update
+ * arguments itself (tcuda_sgd_hyper) is given. */
+tcuda_hyper topt_sgd_tensor_hyper(const topt_sgd *o, int i);
+double topt_sgd_momentum(const topt_sgd *o, double lr);
+/* The device step (teng.h, teng_net_dstep_*): open it with every tensor's
+ * constants, the momentum config and the optimizer's prev_lr, and the
+ * loss-scale part of ls (its momentum fields are filled here) at state
+ * s; then each step queues the whole update on the device. The device
+ * keeps prev_lr from then on: a checkpoint must copy it back
+ * (teng_net_dstep_read) into o->prev_lr first. */
+int topt_sgd_dstep_open(topt_sgd *o, const teng_dstep_config *ls,
+                        const teng_dstep_state *s);
+/* parts: teng_net_dstep's (TENG_DSTEP_ALL, or one part for a step graph) */
+int topt_sgd_dstep(topt_sgd *o, double lr, unsigned parts);
 /* Param id's momentum buffer in canonical layout (for checkpoints). */
 int topt_sgd_state_read(topt_sgd *o, int id, float *dst);
 int topt_sgd_state_write(topt_sgd *o, int id, const float *src);

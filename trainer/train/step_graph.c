@@ -57,6 +57,19 @@ int ttrain_sg_recorded(ttrain_sg *s, int ok)
     return first;
 }
 
+void ttrain_sg_set_update(ttrain_sg *s, int on)
+{
+    on = on != 0;
+    if (on != s->update)
+        s->warm = 0; /* the recording held (or lacked) the update */
+    s->update = on;
+}
+
+int ttrain_sg_update_eager(const ttrain_sg *s, int ran)
+{
+    return !(ran && s->update);
+}
+
 void ttrain_sg_replayed(ttrain_sg *s)
 {
     s->replays++;
@@ -68,7 +81,7 @@ const char *ttrain_sg_state(const ttrain_sg *s)
     if (s->failed)
         return "failed (eager)";
     if (!s->off)
-        return "on";
+        return s->update ? "on (the update included)" : "on";
     strcpy(buf, "off: ");
     strncat(buf, s->off, sizeof buf - 6);
     return buf;

@@ -181,6 +181,56 @@ static int _sgd(teng_backend *bk, teng_net *net, void *vel,
     return rc;
 }
 
+/* The device step (teng.h): the inf/nan count of the gradients as they
+ * are now (after the exchange: the sums, the same on every rank), then
+ * the update and the decision, whose loss comes from the loss layer's
+ * per-row losses (cuda_exec.c keeps them in its workspace). */
+static int _dstep_open(teng_backend *bk, teng_net *net,
+                       const teng_tensor_hyper *h, const teng_dstep_config *c,
+                       const teng_dstep_state *s, const double **scale)
+{
+    int rc = _optim(net);
+    (void)bk;
+    tcuda_optim *o = rc ? NULL : ((tcuda_net *)net->bkstate)->optim;
+    if (!rc && !(rc = tcuda_optim_device_open(o, h, c, s)))
+        *scale = tcuda_optim_scale(o);
+    return rc;
+}
+
+static int _dstep(teng_backend *bk, teng_net *net, void *vel, double lr,
+                  unsigned parts)
+{
+    int rc = _optim(net);
+    (void)bk;
+    if (rc)
+        return rc;
+    tcuda_optim *o = ((tcuda_net *)net->bkstate)->optim;
+    const double *rows = NULL;
+    int n = 0;
+    if (net->loss_layer >= 0) {
+        const teng_layer *l = &net->l[net->loss_layer];
+        rows = l->ws;
+        n = net->t[l->in[0]].shape.n;
+    }
+    if ((parts & TENG_DSTEP_BEGIN) && (rc = tcuda_optim_step_begin(o, lr)))
+        return rc;
+    if ((parts & TENG_DSTEP_QUEUE) &&
+        ((rc = tcuda_optim_count_nonfinite(o)) ||
+         (rc = tcuda_optim_step_queue(o, vel, rows, n, net->batch))))
+        return rc;
+    return (parts & TENG_DSTEP_END) ? tcuda_optim_step_end(o) : TENG_OK;
+}
+
+static int _dstep_read(teng_backend *bk, teng_net *net, teng_dstep_state *s,
+                       int reset_window)
+{
+    int rc = _optim(net);
+    (void)bk;
+    return rc ? rc
+              : tcuda_optim_ls_read(((tcuda_net *)net->bkstate)->optim, s,
+                                    reset_window);
+}
+
 /* FP16 mode: the working copies follow the masters. */
 static int _refresh(teng_backend *bk, teng_net *net)
 {
@@ -235,10 +285,14 @@ static const teng_backend_ops _ops = {
     .param_io = _param_io,
     .param_sumsq = _param_sumsq,
     .sgd_update = _sgd,
+    .dstep_open = _dstep_open,
+    .dstep = _dstep,
+    .dstep_read = _dstep_read,
     .refresh_work = NULL, /* FP32: every working copy is its master */
     .input_stage = _tcuda_input_stage,
     .input_use = _tcuda_input_use,
     .host_alloc = _tcuda_host_alloc,
+    .upload_labels = _tcuda_labels,
     .host_free = _tcuda_host_free,
     .loss_sum = _tcuda_loss_sum,
     .graph_begin = _tcuda_graph_begin,

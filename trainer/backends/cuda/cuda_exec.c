@@ -7,6 +7,7 @@
  * FC in cuBLAS's column-major terms: x (n x C row-major) is X, C x n;
  * W (k x C, OI) is Wc, C x k; y (n x k) is Y, k x n. Forward Y = Wc^T X,
  * dX = Wc dY, dWc = X dY^T. */
+#include <math.h>
 #include <string.h>
 
 #include "common/torus_error.h"
@@ -227,8 +228,17 @@ static int _xent_bwd(teng_backend *bk, teng_net *net, int li)
     float *dz = im->half ? (float *)((char *)_tcuda_tmp(net) +
                                      TCUDA_ALIGN(sizeof(float) * n))
                          : (float *)l->in_grad[0];
-    TCUDA_K(tcuda_k_xent(im->stream, _logits(bk, net, l), net->labels, s.n, s.c,
-                         l->smoothing, teng_loss_norm(net), l->ws, dz));
+    /* The device's loss-scale decision's value; an injected inf (a test's
+     * overflow, teng_net_set_loss_scale) is the host's value. */
+    if (net->loss_scale_dev && isfinite(net->loss_scale))
+        TCUDA_K(tcuda_k_xent_dev(im->stream, _logits(bk, net, l), net->labels,
+                                 s.n, s.c, l->smoothing,
+                                 (double)net->global_batch, net->loss_scale_dev,
+                                 l->ws, dz));
+    else
+        TCUDA_K(tcuda_k_xent(im->stream, _logits(bk, net, l), net->labels, s.n,
+                             s.c, l->smoothing, teng_loss_norm(net), l->ws,
+                             dz));
     if (im->half)
         TCUDA_K(tcuda_k_to_f16(im->stream, dz, l->in_grad[0], n));
     return TENG_OK;

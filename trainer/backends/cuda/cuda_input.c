@@ -11,7 +11,16 @@
  * the host (event copied[slot]: the loader may reuse the buffer as soon as
  * it returns; by then the copy has long finished when the pipeline keeps
  * up) and on the compute stream. Device staging grows on the first batch
- * and on a larger batch only, never within steady steps. */
+ * and on a larger batch only, never within steady steps.
+ *
+ * Labels (_tcuda_labels, the engine's upload_labels): copied into one of
+ * two pinned slots, then to the device labels on the copy stream, which
+ * first waits (on the device) for the compute stream's work queued so far
+ * (event lab_free: the last step's loss still reads the labels); the
+ * compute stream waits for the copy (event lab_copied[slot]). The host
+ * waits only to reuse a slot whose copy, two steps back, has not run. */
+#include <string.h>
+
 #include "common/torus_error.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
@@ -19,7 +28,10 @@
 int _tcuda_input_open(tcuda_impl *im)
 {
     TCUDA_RT(cudaStreamCreateWithFlags(&im->copy, cudaStreamNonBlocking));
+    TCUDA_RT(cudaEventCreateWithFlags(&im->lab_free, cudaEventDisableTiming));
     for (int i = 0; i < 2; i++) {
+        TCUDA_RT(cudaEventCreateWithFlags(&im->lab_copied[i],
+                                          cudaEventDisableTiming));
         TCUDA_RT(
             cudaEventCreateWithFlags(&im->copied[i], cudaEventDisableTiming));
         TCUDA_RT(
@@ -33,6 +45,10 @@ void _tcuda_input_close(tcuda_impl *im)
     if (im->copy)
         cudaStreamSynchronize(im->copy);
     for (int i = 0; i < 2; i++) {
+        if (im->lab_host[i])
+            cudaFreeHost(im->lab_host[i]);
+        if (im->lab_copied[i])
+            cudaEventDestroy(im->lab_copied[i]);
         if (im->stage[i])
             cudaFree(im->stage[i]);
         if (im->copied[i])
@@ -40,8 +56,38 @@ void _tcuda_input_close(tcuda_impl *im)
         if (im->used[i])
             cudaEventDestroy(im->used[i]);
     }
+    if (im->lab_free)
+        cudaEventDestroy(im->lab_free);
     if (im->copy)
         cudaStreamDestroy(im->copy);
+}
+
+int _tcuda_labels(teng_backend *bk, teng_net *net, const int32_t *labels, int n)
+{
+    tcuda_impl *im = _tcuda(bk);
+    int s = im->lab_slot;
+    if (im->lab_live[s]) /* its copy two steps back */
+        TCUDA_RT(cudaEventSynchronize(im->lab_copied[s]));
+    if ((size_t)n > im->lab_cap[s]) { /* the first batch, a larger one */
+        if (im->lab_host[s])
+            TCUDA_RT(cudaFreeHost(im->lab_host[s]));
+        im->lab_host[s] = NULL;
+        im->lab_cap[s] = 0;
+        TCUDA_RT(cudaMallocHost((void **)&im->lab_host[s],
+                                sizeof(int32_t) * (size_t)n));
+        im->lab_cap[s] = (size_t)n;
+    }
+    memcpy(im->lab_host[s], labels, sizeof(int32_t) * (size_t)n);
+    TCUDA_RT(cudaEventRecord(im->lab_free, im->stream));
+    TCUDA_RT(cudaStreamWaitEvent(im->copy, im->lab_free, 0));
+    TCUDA_RT(cudaMemcpyAsync(net->labels, im->lab_host[s],
+                             sizeof(int32_t) * (size_t)n,
+                             cudaMemcpyHostToDevice, im->copy));
+    TCUDA_RT(cudaEventRecord(im->lab_copied[s], im->copy));
+    TCUDA_RT(cudaStreamWaitEvent(im->stream, im->lab_copied[s], 0));
+    im->lab_live[s] = 1;
+    im->lab_slot = s ^ 1;
+    return TENG_OK;
 }
 
 void *_tcuda_host_alloc(teng_backend *bk, size_t bytes)

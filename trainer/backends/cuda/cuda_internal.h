@@ -46,6 +46,12 @@ typedef struct {
     uint8_t *stage[2]; /* device staging: images, then their flips */
     size_t stage_cap[2];
     int stage_n[2];
+    /* labels (cuda_input.c, _tcuda_labels): two pinned slots, each
+     * copied to the device labels on the copy stream */
+    int32_t *lab_host[2];
+    size_t lab_cap[2]; /* labels each slot holds */
+    cudaEvent_t lab_copied[2], lab_free;
+    int lab_live[2], lab_slot;
 } tcuda_impl;
 
 typedef struct {
@@ -161,6 +167,8 @@ int _tcuda_input_stage(teng_backend *bk, teng_net *net, int slot,
 int _tcuda_input_use(teng_backend *bk, teng_net *net, int slot,
                      const float *scale, const float *bias);
 void *_tcuda_host_alloc(teng_backend *bk, size_t bytes);
+int _tcuda_labels(teng_backend *bk, teng_net *net, const int32_t *labels,
+                  int n);
 void _tcuda_host_free(teng_backend *bk, void *p);
 
 #endif

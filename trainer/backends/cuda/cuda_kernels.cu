@@ -180,6 +180,30 @@ extern "C" int tcuda_k_xent(void *stream, const float *z, const int32_t *labels,
     return _launched();
 }
 
+/* As _xent, the normaliser read from device memory at run time (the
+ * division as teng_loss_norm's, correctly rounded fp64 then fp32). */
+static __global__ void _xent_dev(const float *z, const int32_t *labels, int n,
+                                 int k, float s, double gbatch,
+                                 const double *scale, double *loss, float *dz)
+{
+    float norm = (float)__ddiv_rn(gbatch, *scale);
+    _FOR(i, (size_t)n)
+    {
+        loss[i] = teng_xent_row(z + i * (size_t)k, k, labels[i], s, norm,
+                                dz ? dz + i * (size_t)k : NULL);
+    }
+}
+
+extern "C" int tcuda_k_xent_dev(void *stream, const float *z,
+                                const int32_t *labels, int n, int k, float s,
+                                double gbatch, const double *scale,
+                                double *loss, float *dz)
+{
+    _xent_dev<<<_blocks((size_t)n), _THREADS, 0, (cudaStream_t)stream>>>(
+        z, labels, n, k, s, gbatch, scale, loss, dz);
+    return _launched();
+}
+
 template <typename T>
 static __global__ void _bias_add(void *y, const float *b, int n, int k)
 {

@@ -40,6 +40,12 @@ int tcuda_k_dropout_bwd(void *stream, int half, const void *dy, void *dx,
  * is not NULL, dL/dz / norm in fp32 (teng_host_xent's maths). */
 int tcuda_k_xent(void *stream, const float *z, const int32_t *labels, int n,
                  int k, float s, float norm, double *loss, float *dz);
+/* The same with the normaliser formed on the device when it runs:
+ * norm = (float)(gbatch / *scale), scale a device double (the loss
+ * scale that the device's loss-scale decision keeps). */
+int tcuda_k_xent_dev(void *stream, const float *z, const int32_t *labels, int n,
+                     int k, float s, double gbatch, const double *scale,
+                     double *loss, float *dz);
 /* y[i][j] += b[j] over n rows of k; db[j] = sum over rows of dy[i][j]. */
 int tcuda_k_bias_add(void *stream, int half, void *y, const float *b, int n,
                      int k);

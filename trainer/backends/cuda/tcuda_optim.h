@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 
+#include "trainer/backends/cuda/optim_math.h"
 #include "trainer/engine/teng.h"
 
 #ifdef __cplusplus
@@ -36,14 +37,14 @@ typedef struct tcuda_optim tcuda_optim;
 
 /* One param as the kernels see it (device pointers). */
 typedef struct {
-    float *master;          /* fp32 master weights, count elements */
-    void *work;             /* working copy; == master when work_dtype is TENG_F32 */
-    teng_dtype work_dtype;  /* TENG_F32, TENG_F16 or TENG_BF16 */
-    const float *grad;      /* fp32 gradient, count elements */
-    size_t offset;          /* byte offset of the param in the params arena:
-                             * also its place in optimizer-state buffers and in
-                             * any buffer "laid out like the params arena" */
-    size_t count;           /* elements */
+    float *master; /* fp32 master weights, count elements */
+    void *work;    /* working copy; == master when work_dtype is TENG_F32 */
+    teng_dtype work_dtype; /* TENG_F32, TENG_F16 or TENG_BF16 */
+    const float *grad;     /* fp32 gradient, count elements */
+    size_t offset;         /* byte offset of the param in the params arena:
+                            * also its place in optimizer-state buffers and in
+                            * any buffer "laid out like the params arena" */
+    size_t count;          /* elements */
 } tcuda_optim_param;
 
 /* Build the plan for np params; stream is a cudaStream_t. */
@@ -60,6 +61,55 @@ int tcuda_optim_sgd(tcuda_optim *o, void *vel, const teng_sgd_args *a);
 /* Working copies := rounded masters, for every param (after the engine
  * wrote masters: initialisation, a restored checkpoint). Does not wait. */
 int tcuda_optim_refresh(tcuda_optim *o);
+
+/* ---- the device step (issue 14): an update with no host wait ----
+ * device_open: the per-tensor constant hyper-parameters h (np entries,
+ * topt_sgd_tensor_hyper), the loss-scale machine's config c and state s
+ * (at the start, or restored from a checkpoint). Blocking: call it
+ * outside a step; again to restore a state.
+ * bad: the device count (unsigned long long) that the step's inf/nan
+ * counts are added into (the exchange's, or count_nonfinite's with one
+ * rank); the decision clears it. scale: the device double that holds the
+ * loss scale the next step runs at (for teng_net_set_loss_scale_dev).
+ * count_nonfinite: queue the count of every gradient's inf/nan into bad.
+ * step: queue the update at lr: LARS norms on the device, the momentum
+ * (tcuda_momentum, from the last applied step's lr that the device keeps)
+ * and each tensor's arguments formed on the device by tcuda_sgd_hyper at
+ * the scale the step ran at, nothing changed when bad is not 0; then the
+ * decision (tcuda_ls_decide, with the step's loss from the loss layer's
+ * nrows per-row losses at device loss_rows over batch; NULL: none) and
+ * the async copy of its state to a pinned mirror. No host wait (the host
+ * waits only when it is 4 steps ahead of the device, for a pinned
+ * argument slot).
+ * step is step_begin (host: the lr into the pinned ring, waiting only
+ * for a slot 4 steps back), step_queue (device work only, the same every
+ * step: a step graph may record it and replay it between a begin and an
+ * end) and step_end (host: the events that order the ring and the mirror).
+ * ls_read: waits for the last queued decision's copy; *s = its state;
+ * with reset_window, the window (loss sum, applied steps) restarts at 0
+ * from the next decision on. */
+typedef struct {
+    double lr;
+} tcuda_step_args;
+
+typedef struct {
+    tcuda_ls_state s;
+    tcuda_ls_config c;
+    unsigned long long bad;
+} tcuda_ls_dev;
+
+int tcuda_optim_device_open(tcuda_optim *o, const tcuda_hyper *h,
+                            const tcuda_ls_config *c, const tcuda_ls_state *s);
+unsigned long long *tcuda_optim_bad(tcuda_optim *o);
+const double *tcuda_optim_scale(tcuda_optim *o);
+int tcuda_optim_count_nonfinite(tcuda_optim *o);
+int tcuda_optim_step(tcuda_optim *o, void *vel, double lr,
+                     const double *loss_rows, int nrows, int batch);
+int tcuda_optim_step_begin(tcuda_optim *o, double lr);
+int tcuda_optim_step_queue(tcuda_optim *o, void *vel, const double *loss_rows,
+                           int nrows, int batch);
+int tcuda_optim_step_end(tcuda_optim *o);
+int tcuda_optim_ls_read(tcuda_optim *o, tcuda_ls_state *s, int reset_window);
 void tcuda_optim_destroy(tcuda_optim *o);
 
 #ifdef __cplusplus
