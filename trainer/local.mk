@@ -17,6 +17,7 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/engine/rng.c \
 	trainer/engine/host_kernels.h \
 	trainer/engine/elem_math.h \
+	trainer/engine/step_math.h \
 	trainer/engine/host_kernels.c \
 	trainer/engine/net.c \
 	trainer/engine/compile.c \
@@ -92,7 +93,8 @@ TCUDA_KHDR = trainer/backends/cuda/cuda_kernels.h \
 	trainer/backends/cuda/tcuda_optim.h trainer/backends/cuda/optim_math.h \
 	trainer/backends/cuda/chunk_plan.h
 TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/teng.h \
-	trainer/engine/elem_math.h common/torus_error.h data/read/tdata_norm.h
+	trainer/engine/elem_math.h trainer/engine/step_math.h common/torus_error.h \
+	data/read/tdata_norm.h
 # The algorithm cache is plain C: built everywhere (its unit test runs
 # without CUDA).
 trainer_libtorustrain_la_SOURCES += trainer/backends/cuda/cuda_algo.h \

@@ -20,7 +20,7 @@
  *   the LARS norms, trust ratios and arguments formed on the device, the
  *   inf/nan count, the skip, the loss-scale decision) over the same 161
  *   tensors against the eager kernels (tcuda_optim_sumsq to the host, the
- *   host forming the arguments with tcuda_sgd_hyper, tcuda_optim_sgd), 3
+ *   host forming the arguments with teng_sgd_hyper, tcuda_optim_sgd), 3
  *   steps at loss scale 1024 with a new lr each: clean, one NaN in a
  *   gradient (the device skips and backs off to 512; the eager side does
  *   not update), clean: masters, velocities and working copies bit for
@@ -305,16 +305,16 @@ static void _side_close(_side *s)
 }
 
 /* The eager side's step: GPU norms to the host, the host's arguments. */
-static int _eager_step(_net *n, _side *a, const tcuda_hyper *h, double lr,
+static int _eager_step(_net *n, _side *a, const teng_tensor_hyper *h, double lr,
                        double prev, double scale, float *w2, float *g2,
                        teng_sgd_args *args)
 {
     float t;
     OK(tcuda_optim_sumsq(a->o, a->w, w2));
     OK(tcuda_optim_sumsq(a->o, a->g, g2));
-    float mom = (float)tcuda_momentum(0.9, 1, lr, prev);
+    float mom = (float)teng_momentum(0.9, 1, lr, prev);
     for (int i = 0; i < n->np; i++)
-        args[i] = tcuda_sgd_hyper(&h[i], w2[i], g2[i], lr, mom, scale, &t);
+        args[i] = teng_sgd_hyper(&h[i], w2[i], g2[i], lr, mom, scale, &t);
     OK(tcuda_optim_sgd(a->o, a->v, args));
     return 0;
 fail:
@@ -348,9 +348,9 @@ static int _dstep_row(_net *n, cudaStream_t st, tcuda_optim_param *p)
     int np = n->np, same = 0, rc = -1;
     float *g = malloc(n->total * 4), *w2 = calloc(np, 4), *g2 = calloc(np, 4);
     teng_sgd_args *args = calloc(np, sizeof *args);
-    tcuda_hyper *h = calloc(np, sizeof *h);
-    tcuda_ls_state ls = {.scale = 1024.0, .used = 1024.0}, got = {0};
-    tcuda_ls_config c = {1.0, 16777216.0, 2.0, 0.5, 2000, 1, 0.9, 1};
+    teng_tensor_hyper *h = calloc(np, sizeof *h);
+    teng_dstep_state ls = {.scale = 1024.0, .used = 1024.0}, got = {0};
+    teng_dstep_config c = {1.0, 16777216.0, 2.0, 0.5, 2000, 1, 0.9, 1};
     const double lr[3] = {1.5, 2.0, 2.5};
     const float nan = NAN;
     if (!g || !w2 || !g2 || !args || !h)
@@ -358,7 +358,7 @@ static int _dstep_row(_net *n, cudaStream_t st, tcuda_optim_param *p)
     for (size_t k = 0; k < n->total; k++)
         g[k] = n->g[k] * 1024.f; /* the loss-scaled gradients */
     for (int i = 0; i < np; i++)
-        h[i] = (tcuda_hyper){n->plain[i] ? 0.f : 5e-5f, !n->plain[i], 1e-3f,
+        h[i] = (teng_tensor_hyper){n->plain[i] ? 0.f : 5e-5f, !n->plain[i], 1e-3f,
                              1e-9f};
     if (_side_open(n, st, p, g, &a) || _side_open(n, st, p, g, &b))
         goto fail;

@@ -45,11 +45,15 @@ plugins/
 tests/**
 '
 
-# Entries of one layer that must not include each other either (siblings
-# that both build on what lies below them), one group per line.
+# Entries that must not include each other either, one group per line:
+# siblings of one layer that both build on what lies below them, and the
+# optimizer and the compute backends (the optimizer reaches a backend only
+# through the engine; the rules both need are the engine's step_math.h).
 APART='
 data/pack/ data/read/
 trainer/backends/dnnl/ trainer/backends/cuda/
+trainer/optim/ trainer/backends/dnnl/
+trainer/optim/ trainer/backends/cuda/
 '
 
 # Known upward includes, each with the reason it is still there; remove a

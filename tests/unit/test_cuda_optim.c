@@ -11,13 +11,13 @@
  *   within their rounding bound of a double sum;
  * - the device step's loops (issue 14) over a plan: the sums of squares
  *   of masters and gradients in one pass equal the two passes'; the
- *   arguments each tensor forms itself (tcuda_sgd_hyper: LARS trust,
+ *   arguments each tensor forms itself (teng_sgd_hyper: LARS trust,
  *   1/scale folded in) and the update equal the eager host step bit for
  *   bit; a step with a non-zero inf/nan count changes nothing; the
  *   inf/nan count counts every inf and NaN of the params, not padding;
  * - the per-element maths the kernels run (optim_math.h), bit for bit:
  *   tcuda_sgd_elem against teng_host_sgd (trainer/engine/host_kernels.c),
- *   tcuda_lars_trust against topt_lars_trust (trainer/optim/sgd.c), and
+ *   teng_lars_trust against topt_lars_trust (trainer/optim/sgd.c), and
  *   the fp16/bf16 rounding against a reference built another way (round
  *   the value in double with nearbyint at the format's quantum), over
  *   every sign and exponent with the mantissas around each rounding tie,
@@ -259,9 +259,9 @@ END_TEST
 
 /* ------------------------------------------------- the device step */
 
-/* sgd.c's host rule before it called tcuda_sgd_hyper, written out again:
+/* sgd.c's host rule before it called teng_sgd_hyper, written out again:
  * the device's arguments must be these, bit for bit. */
-static teng_sgd_args _hyper_ref(const tcuda_hyper *h, float w2, float g2,
+static teng_sgd_args _hyper_ref(const teng_tensor_hyper *h, float w2, float g2,
                                 double lr, double mom, double scale,
                                 float *trust)
 {
@@ -276,7 +276,7 @@ START_TEST(sgd_hyper_is_the_host_rule_bit_for_bit)
 {
     uint64_t seed = 99;
     for (int k = 0; k < 200000; k++) {
-        tcuda_hyper h = {(k & 1) ? 5e-5f : 0.f, (k >> 1) & 1, 0.001f, 1e-9f};
+        teng_tensor_hyper h = {(k & 1) ? 5e-5f : 0.f, (k >> 1) & 1, 0.001f, 1e-9f};
         /* norms over many decades, zeros and a NaN now and then */
         float w2 = _f((_xs(&seed) % 0x7f800000u)) * (k % 97 == 0 ? 0.f : 1.f);
         float g2 = _f((_xs(&seed) % 0x7f800000u));
@@ -288,7 +288,7 @@ START_TEST(sgd_hyper_is_the_host_rule_bit_for_bit)
                              : 1.0 + (double)(_xs(&seed) % 1000);
         float t1, t2;
         teng_sgd_args a =
-            tcuda_sgd_hyper(&h, w2, g2, lr, (float)mom, scale, &t1);
+            teng_sgd_hyper(&h, w2, g2, lr, (float)mom, scale, &t1);
         teng_sgd_args b = _hyper_ref(&h, w2, g2, lr, mom, scale, &t2);
         ck_assert_int_eq(memcmp(&t1, &t2, sizeof t1), 0);
         ck_assert_int_eq(memcmp(&a, &b, sizeof a), 0);
@@ -326,10 +326,10 @@ START_TEST(device_step_over_a_plan_is_host_step)
     _arena gpu, host;
     tcuda_plan plan;
     _pair_make(&gpu, &host, 21, &plan);
-    tcuda_hyper h[NP];
+    teng_tensor_hyper h[NP];
     for (int i = 0; i < NP; i++) /* LARS, plain with and without decay */
         h[i] =
-            (tcuda_hyper){i % 3 == 2 ? 0.f : 1e-4f, i % 3 == 0, 0.001f, 1e-9f};
+            (teng_tensor_hyper){i % 3 == 2 ? 0.f : 1e-4f, i % 3 == 0, 0.001f, 1e-9f};
     const unsigned long long bad[] = {0, 7, 0, 1};
     const double scale = 1024.0;
     float w2[NP], g2[NP], w2b[NP], g2b[NP], t;
@@ -371,9 +371,9 @@ START_TEST(device_step_over_a_plan_is_host_step)
 }
 END_TEST
 
-/* The decision kernel's loss (tcuda_step_loss) is teng_net_loss's rule:
+/* The decision kernel's loss (teng_step_loss) is teng_net_loss's rule:
  * the per-row losses summed in row order from 0, over the batch; the
- * momentum (tcuda_momentum) is sgd.c's remark-2 rule, m * (lr / prev). */
+ * momentum (teng_momentum) is sgd.c's remark-2 rule, m * (lr / prev). */
 START_TEST(step_loss_and_momentum_are_the_host_rules)
 {
     uint64_t seed = 3;
@@ -385,15 +385,15 @@ START_TEST(step_loss_and_momentum_are_the_host_rules)
             rows[i] = (double)_xs(&seed) / 4294967296.0 * 9.0;
             sum += rows[i];
         }
-        double want = sum / batch, got = tcuda_step_loss(rows, n, batch);
+        double want = sum / batch, got = teng_step_loss(rows, n, batch);
         ck_assert_int_eq(memcmp(&want, &got, sizeof got), 0);
         double lr = (double)(_xs(&seed) % 100000) / 7919.0,
                prev = k % 5 ? (double)(_xs(&seed) % 100000) / 7907.0 : 0.0;
-        double m = 0.9 * (lr / prev), mm = tcuda_momentum(0.9, 1, lr, prev);
+        double m = 0.9 * (lr / prev), mm = teng_momentum(0.9, 1, lr, prev);
         if (!(prev > 0))
             m = 0.9;
         ck_assert_int_eq(memcmp(&m, &mm, sizeof m), 0);
-        mm = tcuda_momentum(0.9, 0, lr, prev); /* no correction */
+        mm = teng_momentum(0.9, 0, lr, prev); /* no correction */
         ck_assert_double_eq(mm, 0.9);
     }
 }
@@ -465,7 +465,7 @@ START_TEST(lars_trust_is_host_bit_for_bit)
         if (i % 70 == 0)
             gn = NAN;
         float a = topt_lars_trust(wn, gn, 1e-3f, 5e-5f, 1e-9f);
-        float b = tcuda_lars_trust(wn, gn, 1e-3f, 5e-5f, 1e-9f);
+        float b = teng_lars_trust(wn, gn, 1e-3f, 5e-5f, 1e-9f);
         ck_assert_msg(!memcmp(&a, &b, sizeof a), "%a %a: %a vs %a", wn, gn, a,
                       b);
     }

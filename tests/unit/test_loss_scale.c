@@ -4,8 +4,8 @@
  * both bounds, config validation, and restoring checkpointed state
  * (in-range values come back, hostile ones are refused and change
  * nothing); the transition the cuda backend's one-thread decision kernel
- * runs (tcuda_ls_next, shared with the host) in every case, and its step
- * decision (tcuda_ls_decide) against torus-train's eager rule. */
+ * runs (teng_ls_next, shared with the host) in every case, and its step
+ * decision (teng_ls_decide) against torus-train's eager rule. */
 #include <check.h>
 #include <math.h>
 #include <string.h>
@@ -23,7 +23,7 @@ static topt_loss_scale_config _cfg(long interval)
     return c;
 }
 
-/* tcuda_ls_next (trainer/backends/cuda/optim_math.h) is the transition the
+/* teng_ls_next (trainer/backends/cuda/optim_math.h) is the transition the
  * device's decision kernel runs: every transition against values worked
  * out here from the contract, and topt_loss_scale_update agreeing. */
 START_TEST(shared_transition_every_case)
@@ -49,7 +49,7 @@ START_TEST(shared_transition_every_case)
                 }
                 double s1 = sc;
                 long c1 = cl, o1 = ov;
-                int r = tcuda_ls_next(&s1, &c1, &o1, lo, hi, gr, bo, iv, fin);
+                int r = teng_ls_next(&s1, &c1, &o1, lo, hi, gr, bo, iv, fin);
                 ck_assert_int_eq(r, fin);
                 ck_assert_double_eq(s1, want_s);
                 ck_assert_int_eq(c1, want_c);
@@ -64,7 +64,7 @@ START_TEST(shared_transition_every_case)
 }
 END_TEST
 
-/* tcuda_ls_decide against torus-train's eager _step_update rule, written
+/* teng_ls_decide against torus-train's eager _step_update rule, written
  * out here: a long random run of clean and overflowing steps under a
  * dynamic, a static and an off scale, every field after every step. */
 START_TEST(device_decision_is_the_eager_rule)
@@ -75,11 +75,11 @@ START_TEST(device_decision_is_the_eager_rule)
         c.init = 64, c.max_scale = 4096;
         if (mode) /* static:S or off: min = max = init */
             c.min_scale = c.max_scale = c.init = mode == 1 ? 256 : 1;
-        tcuda_ls_config dc = {c.min_scale, c.max_scale, c.growth, c.backoff,
+        teng_dstep_config dc = {c.min_scale, c.max_scale, c.growth, c.backoff,
                               c.interval,  mode == 0,   0.9,      1};
         topt_loss_scale_state ref;
         topt_loss_scale_init(&ref, &c);
-        tcuda_ls_state d = {.scale = c.init};
+        teng_dstep_state d = {.scale = c.init};
         long skipped = 0, worst = 0, applied = 0;
         double loss_sum = 0, prev_lr = 0;
         for (int k = 0; k < 20000; k++) {
@@ -98,7 +98,7 @@ START_TEST(device_decision_is_the_eager_rule)
                 skipped = 0, loss_sum += loss, applied++, prev_lr = lr;
             else if (!backs_off && ++skipped > worst)
                 worst = skipped;
-            ck_assert_int_eq(tcuda_ls_decide(&d, &dc, bad, lr, loss), fin);
+            ck_assert_int_eq(teng_ls_decide(&d, &dc, bad, lr, loss), fin);
             ck_assert_double_eq(d.loss_sum, loss_sum);
             ck_assert_int_eq(d.applied, applied);
             ck_assert_double_eq(d.prev_lr, prev_lr);

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "trainer/backends/cuda/optim_math.h"
+#include "trainer/engine/step_math.h"
 #include "trainer/engine/teng.h"
 
 void topt_loss_scale_defaults(topt_loss_scale_config *c)
@@ -59,7 +59,7 @@ int topt_loss_scale_update(topt_loss_scale_state *s,
                            const topt_loss_scale_config *c, int finite)
 {
     /* The transition the cuda backend's decision kernel runs too. */
-    return tcuda_ls_next(&s->scale, &s->clean, &s->overflows, c->min_scale,
+    return teng_ls_next(&s->scale, &s->clean, &s->overflows, c->min_scale,
                          c->max_scale, c->growth, c->backoff, c->interval,
                          finite);
 }

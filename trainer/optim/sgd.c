@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "common/torus_error.h"
-#include "trainer/backends/cuda/optim_math.h"
+#include "trainer/engine/step_math.h"
 #include "trainer/optim/topt.h"
 
 void topt_config_defaults(topt_config *c)
@@ -41,7 +41,7 @@ float topt_lars_trust(float wnorm, float gnorm, float eta, float wd, float eps)
 {
     /* A fresh zero-initialised tensor (|w| = 0) or a dead one (|g| = 0)
      * keeps the plain learning rate instead of freezing. */
-    return tcuda_lars_trust(wnorm, gnorm, eta, wd, eps);
+    return teng_lars_trust(wnorm, gnorm, eta, wd, eps);
 }
 
 int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg)
@@ -67,22 +67,22 @@ int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg)
 
 /* Fills o->trust and o->args for this step from the norms in o->w2/g2,
  * whose gradients are `scale` times the true ones (loss scaling):
- * tcuda_sgd_hyper's rule (optim_math.h), the one the cuda backend's LARS
+ * teng_sgd_hyper's rule (optim_math.h), the one the cuda backend's LARS
  * kernel runs on the device too. */
 static void _hyper(topt_sgd *o, double lr, double mom, double scale)
 {
     for (int i = 0; i < teng_net_nparams(o->net); i++) {
-        tcuda_hyper h = topt_sgd_tensor_hyper(o, i);
-        o->args[i] = tcuda_sgd_hyper(&h, o->w2[i], o->g2[i], lr, (float)mom,
+        teng_tensor_hyper h = topt_sgd_tensor_hyper(o, i);
+        o->args[i] = teng_sgd_hyper(&h, o->w2[i], o->g2[i], lr, (float)mom,
                                      scale, &o->trust[i]);
     }
 }
 
-tcuda_hyper topt_sgd_tensor_hyper(const topt_sgd *o, int i)
+teng_tensor_hyper topt_sgd_tensor_hyper(const topt_sgd *o, int i)
 {
     const topt_config *c = &o->cfg;
     int plain = c->exclude_bn_bias && teng_net_param(o->net, i)->is_bn_or_bias;
-    return (tcuda_hyper){plain ? 0.f : (float)c->weight_decay,
+    return (teng_tensor_hyper){plain ? 0.f : (float)c->weight_decay,
                          c->lars && !plain, (float)c->lars_eta,
                          (float)c->lars_eps};
 }
@@ -96,7 +96,7 @@ double topt_sgd_momentum(const topt_sgd *o, double lr)
 {
     /* Remark 2: with the LR inside v, a change of LR must rescale the
      * history, or the first steps after it use the old rate. */
-    return tcuda_momentum(o->cfg.momentum, o->cfg.momentum_correction, lr,
+    return teng_momentum(o->cfg.momentum, o->cfg.momentum_correction, lr,
                           o->prev_lr);
 }
 

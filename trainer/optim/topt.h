@@ -28,7 +28,7 @@
 
 #include <stddef.h>
 
-#include "trainer/backends/cuda/optim_math.h"
+#include "trainer/engine/step_math.h"
 #include "trainer/engine/teng.h"
 
 typedef enum {
@@ -123,8 +123,8 @@ int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale);
  * BN/bias tensor; whether LARS scales it; eta, eps), and the momentum the
  * next step at learning rate lr uses (momentum correction: scaled by
  * lr / the previous step's lr): what a device that forms the update
- * arguments itself (tcuda_sgd_hyper) is given. */
-tcuda_hyper topt_sgd_tensor_hyper(const topt_sgd *o, int i);
+ * arguments itself (teng_sgd_hyper) is given. */
+teng_tensor_hyper topt_sgd_tensor_hyper(const topt_sgd *o, int i);
 double topt_sgd_momentum(const topt_sgd *o, double lr);
 /* The device step (teng.h, teng_net_dstep_*): open it with every tensor's
  * constants, the momentum config and the optimizer's prev_lr, and the

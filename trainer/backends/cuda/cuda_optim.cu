@@ -17,10 +17,10 @@
  *   LARS sums of squares of masters and gradients in one pass into device
  *   arrays (when a tensor uses LARS), the step's LR up in one async H2D
  *   copy of a fixed pinned ring, one kernel that forms each tensor's
- *   arguments itself (tcuda_sgd_hyper: trust ratio, 1/scale folded in) and
+ *   arguments itself (teng_sgd_hyper: trust ratio, 1/scale folded in) and
  *   updates, and returns at once when the step's inf/nan count is not 0;
  *   then a one-thread kernel runs the loss-scale decision
- *   (tcuda_ls_decide), clears the count and its state goes to a pinned
+ *   (teng_ls_decide), clears the count and its state goes to a pinned
  *   mirror by an async copy, which the host reads when it wants to.
  * The per-thread loops are optim_math.h's, which the CPU tests run over
  * the same plan.
@@ -57,7 +57,7 @@ struct tcuda_optim {
     int slot;
     /* the device step (tcuda_optim_device_open) */
     int dev_open, any_lars;
-    tcuda_hyper *d_hyper;         /* np constant hyper-parameters */
+    teng_tensor_hyper *d_hyper;         /* np constant hyper-parameters */
     float *d_w2, *d_g2, *d_gpart; /* np, np, nchunks */
     /* the steps' lr: a pinned ring of SLOTS, copied whole to the device
      * ring every step (one fixed source: a step graph can record it);
@@ -68,9 +68,9 @@ struct tcuda_optim {
     tcuda_step_args *h_step; /* pinned, SLOTS */
     cudaEvent_t sev[SLOTS];
     int sev_live[SLOTS];
-    long q;               /* the next step's number (tcuda_ls_state.decided) */
+    long q;               /* the next step's number (teng_dstep_state.decided) */
     tcuda_ls_dev *d_ls;   /* state, config, inf/nan count */
-    tcuda_ls_state *h_ls; /* pinned mirror of d_ls->s */
+    teng_dstep_state *h_ls; /* pinned mirror of d_ls->s */
     cudaEvent_t ev_ls;    /* after the mirror's last copy */
     int ls_live;
 };
@@ -163,7 +163,7 @@ __global__ static void _k_sumsq2(const tcuda_chunk *chunks,
  * scale the step ran at (the decision that changes it runs after). */
 __global__ static void _k_step(const tcuda_chunk *chunks,
                                const tcuda_dparam *ps, char *vel,
-                               const tcuda_hyper *hyp, const float *w2,
+                               const teng_tensor_hyper *hyp, const float *w2,
                                const float *g2, const tcuda_step_args *ring,
                                const tcuda_ls_dev *ls)
 {
@@ -172,9 +172,9 @@ __global__ static void _k_step(const tcuda_chunk *chunks,
     const tcuda_step_args *st = &ring[ls->s.decided % SLOTS];
     tcuda_chunk c = chunks[blockIdx.x];
     tcuda_dparam p = ps[c.param];
-    tcuda_hyper h = hyp[c.param];
+    teng_tensor_hyper h = hyp[c.param];
     /* (float) of the double, as sgd.c's host code rounds it */
-    float mom = (float)tcuda_momentum(ls->c.momentum, ls->c.correction, st->lr,
+    float mom = (float)teng_momentum(ls->c.momentum, ls->c.correction, st->lr,
                                       ls->s.prev_lr);
     tcuda_step_thread(&p, vel, &h, w2[c.param], g2[c.param], st->lr, mom,
                       ls->s.scale, 0, c.begin, c.end, threadIdx.x, THREADS);
@@ -198,8 +198,8 @@ __global__ static void _k_decide(tcuda_ls_dev *ls, const tcuda_step_args *ring,
                                  const double *rows, int n, int batch)
 {
     const tcuda_step_args *st = &ring[ls->s.decided % SLOTS];
-    double loss = rows ? tcuda_step_loss(rows, n, batch) : 0.0;
-    tcuda_ls_decide(&ls->s, &ls->c, ls->bad, st->lr, loss);
+    double loss = rows ? teng_step_loss(rows, n, batch) : 0.0;
+    teng_ls_decide(&ls->s, &ls->c, ls->bad, st->lr, loss);
     ls->bad = 0;
 }
 
@@ -401,7 +401,7 @@ extern "C" void tcuda_optim_destroy(tcuda_optim *o)
 static int _device_alloc(tcuda_optim *o)
 {
     size_t np = o->np ? (size_t)o->np : 1, nc = o->nchunks ? o->nchunks : 1;
-    _CK(cudaMalloc((void **)&o->d_hyper, np * sizeof(tcuda_hyper)));
+    _CK(cudaMalloc((void **)&o->d_hyper, np * sizeof(teng_tensor_hyper)));
     _CK(cudaMalloc((void **)&o->d_w2, np * sizeof(float)));
     _CK(cudaMalloc((void **)&o->d_g2, np * sizeof(float)));
     _CK(cudaMalloc((void **)&o->d_gpart, nc * sizeof(float)));
@@ -410,14 +410,14 @@ static int _device_alloc(tcuda_optim *o)
         _CK(cudaEventCreateWithFlags(&o->sev[s], cudaEventDisableTiming));
     _CK(cudaMallocHost((void **)&o->h_step, SLOTS * sizeof(tcuda_step_args)));
     _CK(cudaMalloc((void **)&o->d_ls, sizeof(tcuda_ls_dev)));
-    _CK(cudaMallocHost((void **)&o->h_ls, sizeof(tcuda_ls_state)));
+    _CK(cudaMallocHost((void **)&o->h_ls, sizeof(teng_dstep_state)));
     _CK(cudaEventCreateWithFlags(&o->ev_ls, cudaEventDisableTiming));
     return TENG_OK;
 }
 
-extern "C" int tcuda_optim_device_open(tcuda_optim *o, const tcuda_hyper *h,
-                                       const tcuda_ls_config *c,
-                                       const tcuda_ls_state *s)
+extern "C" int tcuda_optim_device_open(tcuda_optim *o, const teng_tensor_hyper *h,
+                                       const teng_dstep_config *c,
+                                       const teng_dstep_state *s)
 {
     int rc;
     if (!o->dev_open && (rc = _device_alloc(o)))
@@ -523,7 +523,7 @@ extern "C" int tcuda_optim_step(tcuda_optim *o, void *vel, double lr,
     return rc ? rc : tcuda_optim_step_end(o);
 }
 
-extern "C" int tcuda_optim_ls_read(tcuda_optim *o, tcuda_ls_state *s,
+extern "C" int tcuda_optim_ls_read(tcuda_optim *o, teng_dstep_state *s,
                                    int reset_window)
 {
     if (!o->dev_open)

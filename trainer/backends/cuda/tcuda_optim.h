@@ -73,10 +73,10 @@ int tcuda_optim_refresh(tcuda_optim *o);
  * loss scale the next step runs at (for teng_net_set_loss_scale_dev).
  * count_nonfinite: queue the count of every gradient's inf/nan into bad.
  * step: queue the update at lr: LARS norms on the device, the momentum
- * (tcuda_momentum, from the last applied step's lr that the device keeps)
- * and each tensor's arguments formed on the device by tcuda_sgd_hyper at
+ * (teng_momentum, from the last applied step's lr that the device keeps)
+ * and each tensor's arguments formed on the device by teng_sgd_hyper at
  * the scale the step ran at, nothing changed when bad is not 0; then the
- * decision (tcuda_ls_decide, with the step's loss from the loss layer's
+ * decision (teng_ls_decide, with the step's loss from the loss layer's
  * nrows per-row losses at device loss_rows over batch; NULL: none) and
  * the async copy of its state to a pinned mirror. No host wait (the host
  * waits only when it is 4 steps ahead of the device, for a pinned
@@ -93,13 +93,13 @@ typedef struct {
 } tcuda_step_args;
 
 typedef struct {
-    tcuda_ls_state s;
-    tcuda_ls_config c;
+    teng_dstep_state s;
+    teng_dstep_config c;
     unsigned long long bad;
 } tcuda_ls_dev;
 
-int tcuda_optim_device_open(tcuda_optim *o, const tcuda_hyper *h,
-                            const tcuda_ls_config *c, const tcuda_ls_state *s);
+int tcuda_optim_device_open(tcuda_optim *o, const teng_tensor_hyper *h,
+                            const teng_dstep_config *c, const teng_dstep_state *s);
 unsigned long long *tcuda_optim_bad(tcuda_optim *o);
 const double *tcuda_optim_scale(tcuda_optim *o);
 int tcuda_optim_count_nonfinite(tcuda_optim *o);
@@ -109,7 +109,7 @@ int tcuda_optim_step_begin(tcuda_optim *o, double lr);
 int tcuda_optim_step_queue(tcuda_optim *o, void *vel, const double *loss_rows,
                            int nrows, int batch);
 int tcuda_optim_step_end(tcuda_optim *o);
-int tcuda_optim_ls_read(tcuda_optim *o, tcuda_ls_state *s, int reset_window);
+int tcuda_optim_ls_read(tcuda_optim *o, teng_dstep_state *s, int reset_window);
 void tcuda_optim_destroy(tcuda_optim *o);
 
 #ifdef __cplusplus
