@@ -358,8 +358,8 @@ static int _dstep_row(_net *n, cudaStream_t st, tcuda_optim_param *p)
     for (size_t k = 0; k < n->total; k++)
         g[k] = n->g[k] * 1024.f; /* the loss-scaled gradients */
     for (int i = 0; i < np; i++)
-        h[i] = (teng_tensor_hyper){n->plain[i] ? 0.f : 5e-5f, !n->plain[i], 1e-3f,
-                             1e-9f};
+        h[i] = (teng_tensor_hyper){n->plain[i] ? 0.f : 5e-5f, !n->plain[i],
+                                   1e-3f, 1e-9f};
     if (_side_open(n, st, p, g, &a) || _side_open(n, st, p, g, &b))
         goto fail;
     OK(tcuda_optim_device_open(b.o, h, &c, &ls));

@@ -276,7 +276,8 @@ START_TEST(sgd_hyper_is_the_host_rule_bit_for_bit)
 {
     uint64_t seed = 99;
     for (int k = 0; k < 200000; k++) {
-        teng_tensor_hyper h = {(k & 1) ? 5e-5f : 0.f, (k >> 1) & 1, 0.001f, 1e-9f};
+        teng_tensor_hyper h = {(k & 1) ? 5e-5f : 0.f, (k >> 1) & 1, 0.001f,
+                               1e-9f};
         /* norms over many decades, zeros and a NaN now and then */
         float w2 = _f((_xs(&seed) % 0x7f800000u)) * (k % 97 == 0 ? 0.f : 1.f);
         float g2 = _f((_xs(&seed) % 0x7f800000u));
@@ -328,8 +329,8 @@ START_TEST(device_step_over_a_plan_is_host_step)
     _pair_make(&gpu, &host, 21, &plan);
     teng_tensor_hyper h[NP];
     for (int i = 0; i < NP; i++) /* LARS, plain with and without decay */
-        h[i] =
-            (teng_tensor_hyper){i % 3 == 2 ? 0.f : 1e-4f, i % 3 == 0, 0.001f, 1e-9f};
+        h[i] = (teng_tensor_hyper){i % 3 == 2 ? 0.f : 1e-4f, i % 3 == 0, 0.001f,
+                                   1e-9f};
     const unsigned long long bad[] = {0, 7, 0, 1};
     const double scale = 1024.0;
     float w2[NP], g2[NP], w2b[NP], g2b[NP], t;

@@ -76,7 +76,7 @@ START_TEST(device_decision_is_the_eager_rule)
         if (mode) /* static:S or off: min = max = init */
             c.min_scale = c.max_scale = c.init = mode == 1 ? 256 : 1;
         teng_dstep_config dc = {c.min_scale, c.max_scale, c.growth, c.backoff,
-                              c.interval,  mode == 0,   0.9,      1};
+                                c.interval,  mode == 0,   0.9,      1};
         topt_loss_scale_state ref;
         topt_loss_scale_init(&ref, &c);
         teng_dstep_state d = {.scale = c.init};

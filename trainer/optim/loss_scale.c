@@ -60,8 +60,8 @@ int topt_loss_scale_update(topt_loss_scale_state *s,
 {
     /* The transition the cuda backend's decision kernel runs too. */
     return teng_ls_next(&s->scale, &s->clean, &s->overflows, c->min_scale,
-                         c->max_scale, c->growth, c->backoff, c->interval,
-                         finite);
+                        c->max_scale, c->growth, c->backoff, c->interval,
+                        finite);
 }
 
 int topt_loss_scale_restore(topt_loss_scale_state *s,

@@ -74,7 +74,7 @@ static void _hyper(topt_sgd *o, double lr, double mom, double scale)
     for (int i = 0; i < teng_net_nparams(o->net); i++) {
         teng_tensor_hyper h = topt_sgd_tensor_hyper(o, i);
         o->args[i] = teng_sgd_hyper(&h, o->w2[i], o->g2[i], lr, (float)mom,
-                                     scale, &o->trust[i]);
+                                    scale, &o->trust[i]);
     }
 }
 
@@ -83,8 +83,8 @@ teng_tensor_hyper topt_sgd_tensor_hyper(const topt_sgd *o, int i)
     const topt_config *c = &o->cfg;
     int plain = c->exclude_bn_bias && teng_net_param(o->net, i)->is_bn_or_bias;
     return (teng_tensor_hyper){plain ? 0.f : (float)c->weight_decay,
-                         c->lars && !plain, (float)c->lars_eta,
-                         (float)c->lars_eps};
+                               c->lars && !plain, (float)c->lars_eta,
+                               (float)c->lars_eps};
 }
 
 int topt_sgd_step(topt_sgd *o, double lr)
@@ -97,7 +97,7 @@ double topt_sgd_momentum(const topt_sgd *o, double lr)
     /* Remark 2: with the LR inside v, a change of LR must rescale the
      * history, or the first steps after it use the old rate. */
     return teng_momentum(o->cfg.momentum, o->cfg.momentum_correction, lr,
-                          o->prev_lr);
+                         o->prev_lr);
 }
 
 int topt_sgd_step_scaled(topt_sgd *o, double lr, double grad_scale)

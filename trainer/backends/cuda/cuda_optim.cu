@@ -57,7 +57,7 @@ struct tcuda_optim {
     int slot;
     /* the device step (tcuda_optim_device_open) */
     int dev_open, any_lars;
-    teng_tensor_hyper *d_hyper;         /* np constant hyper-parameters */
+    teng_tensor_hyper *d_hyper;   /* np constant hyper-parameters */
     float *d_w2, *d_g2, *d_gpart; /* np, np, nchunks */
     /* the steps' lr: a pinned ring of SLOTS, copied whole to the device
      * ring every step (one fixed source: a step graph can record it);
@@ -68,10 +68,10 @@ struct tcuda_optim {
     tcuda_step_args *h_step; /* pinned, SLOTS */
     cudaEvent_t sev[SLOTS];
     int sev_live[SLOTS];
-    long q;               /* the next step's number (teng_dstep_state.decided) */
-    tcuda_ls_dev *d_ls;   /* state, config, inf/nan count */
+    long q;             /* the next step's number (teng_dstep_state.decided) */
+    tcuda_ls_dev *d_ls; /* state, config, inf/nan count */
     teng_dstep_state *h_ls; /* pinned mirror of d_ls->s */
-    cudaEvent_t ev_ls;    /* after the mirror's last copy */
+    cudaEvent_t ev_ls;      /* after the mirror's last copy */
     int ls_live;
 };
 
@@ -175,7 +175,7 @@ __global__ static void _k_step(const tcuda_chunk *chunks,
     teng_tensor_hyper h = hyp[c.param];
     /* (float) of the double, as sgd.c's host code rounds it */
     float mom = (float)teng_momentum(ls->c.momentum, ls->c.correction, st->lr,
-                                      ls->s.prev_lr);
+                                     ls->s.prev_lr);
     tcuda_step_thread(&p, vel, &h, w2[c.param], g2[c.param], st->lr, mom,
                       ls->s.scale, 0, c.begin, c.end, threadIdx.x, THREADS);
 }
@@ -415,7 +415,8 @@ static int _device_alloc(tcuda_optim *o)
     return TENG_OK;
 }
 
-extern "C" int tcuda_optim_device_open(tcuda_optim *o, const teng_tensor_hyper *h,
+extern "C" int tcuda_optim_device_open(tcuda_optim *o,
+                                       const teng_tensor_hyper *h,
                                        const teng_dstep_config *c,
                                        const teng_dstep_state *s)
 {

@@ -99,7 +99,8 @@ typedef struct {
 } tcuda_ls_dev;
 
 int tcuda_optim_device_open(tcuda_optim *o, const teng_tensor_hyper *h,
-                            const teng_dstep_config *c, const teng_dstep_state *s);
+                            const teng_dstep_config *c,
+                            const teng_dstep_state *s);
 unsigned long long *tcuda_optim_bad(tcuda_optim *o);
 const double *tcuda_optim_scale(tcuda_optim *o);
 int tcuda_optim_count_nonfinite(tcuda_optim *o);
