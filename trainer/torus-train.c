@@ -831,6 +831,9 @@ static int _step_update(_run *r, double lr, _window *w)
                    "steps in a row (--max-nonfinite %d; lr %.5g): the training "
                    "has diverged; lower --lr or resume from a checkpoint",
                    r->gstep + 1, r->skipped, cfg->max_nonfinite, lr);
+        if (r->mf) /* a record a sweep can tell from a crash */
+            fprintf(r->mf, "{\"diverged\":1,\"global_step\":%ld}\n",
+                    r->gstep + 1);
         return _fail("training diverged", torus_error_msg());
     }
     char what[64] = "inf/nan in the gradients";

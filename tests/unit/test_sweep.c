@@ -103,7 +103,8 @@ static void _plan(tsweep_plan *p)
     p->trials = 3;
     ck_assert_int_eq(tsweep_parse_batches(p, "32:128"), 0);
     ck_assert_int_eq(tsweep_add_recipe(p, "sgd=--warmup-epochs 0"), 0);
-    ck_assert_int_eq(tsweep_add_recipe(p, "lars=--lars --warmup-epochs 2"), 0);
+    ck_assert_int_eq(
+        tsweep_add_recipe(p, "lars=--lars --lr 2 --warmup-epochs 2"), 0);
     snprintf(p->train, sizeof(p->train), "--data /d --model tiny-cnn");
     ck_assert_int_eq(tsweep_plan_expand(p), 0);
 }
@@ -113,11 +114,11 @@ START_TEST(test_plan_roundtrip)
     char path[64];
     _plan(&_p);
     ck_assert_int_eq(_p.ntasks, 3 * 2 * 3);
-    /* batch 64 (index 1), lars (1), trial 0: half the linear value */
+    /* batch 64 (index 1), lars (1), trial 0: half its own --lr 2 */
     const tsweep_task *t = &_p.task[1 * 6 + 1 * 3 + 0];
     ck_assert_int_eq(t->batch, 64);
     ck_assert_int_eq(t->recipe, 1);
-    ck_assert(fabs(t->lr - 0.05) < 1e-15);
+    ck_assert(fabs(t->lr - 1.0) < 1e-15);
     ck_assert(fabs(_p.task[2].lr - 0.2) < 1e-15);
     ck_assert_int_eq(tsweep_eval_every(&_p, 64), 156); /* 10000 / 64 */
     snprintf(path, sizeof(path), "%s/plan", _dir);
@@ -125,10 +126,12 @@ START_TEST(test_plan_roundtrip)
     ck_assert_int_eq(tsweep_plan_read(&_q, path), 0);
     ck_assert_int_eq(_q.ntasks, _p.ntasks);
     ck_assert_mem_eq(_q.task, _p.task, sizeof(_p.task[0]) * 18);
-    ck_assert_str_eq(_q.recipe[1].args, "--lars --warmup-epochs 2");
+    ck_assert_str_eq(_q.recipe[1].args, "--lars --lr 2 --warmup-epochs 2");
+    ck_assert(fabs(_q.recipe[1].lr - 2) < 1e-15 && _q.recipe[0].lr == 0);
     ck_assert_int_eq(tsweep_parse_batches(&_q, "64,32"), TSWEEP_EPLAN);
     ck_assert_int_eq(tsweep_add_recipe(&_q, "a b=--x"), TSWEEP_EPLAN);
     ck_assert_int_eq(tsweep_add_recipe(&_q, "q=--data 'x y'"), TSWEEP_EPLAN);
+    ck_assert_int_eq(tsweep_add_recipe(&_q, "q=--lr -1"), TSWEEP_EPLAN);
 }
 END_TEST
 
@@ -162,7 +165,7 @@ END_TEST
 
 /* One results line for a task of _p (18 tasks). */
 static const char *_good =
-    "{\"task\":4,\"batch\":32,\"recipe\":\"lars\",\"trial\":1,\"lr\":0.1,"
+    "{\"task\":4,\"batch\":32,\"recipe\":\"lars\",\"trial\":1,\"lr\":2,"
     "\"reached\":1,\"steps\":120,\"time\":3.5,\"top1\":80.2}\n";
 
 /* Reads text as a results file: the return code, the error in msg. */
@@ -193,12 +196,12 @@ static const char *const _bad[][2] = {
     {"{\"task\":-1}\n", "results.jsonl:2: bad value"},
     {"{\"task\":1e999}\n", "results.jsonl:2: bad value"},
     {"{\"recipe\":\"unterminated}\n", "results.jsonl:2: bad value"},
-    {"{\"task\":4,\"batch\":32,\"recipe\":\"lars\",\"trial\":1,\"lr\":0.1,"
+    {"{\"task\":4,\"batch\":32,\"recipe\":\"lars\",\"trial\":1,\"lr\":2,"
      "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":80}\n",
      "results.jsonl:2: task 4 again (first at line 1)"},
     {"{\"task\":5,\"batch\":64,\"recipe\":\"lars\",\"trial\":2,\"lr\":0.2,"
      "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":80}\n",
-     "results.jsonl:2: task 5 is batch 32 lars trial 2 lr 0.2 in the plan"},
+     "results.jsonl:2: task 5 is batch 32 lars trial 2 lr 4 in the plan"},
     {"{\"task\":99,\"batch\":32,\"recipe\":\"lars\",\"trial\":2,\"lr\":0.2,"
      "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":80}\n",
      "results.jsonl:2: task 99 is not in the plan"},
@@ -231,7 +234,7 @@ START_TEST(test_results_append)
     tsweep_result w = {.task = 17,
                        .batch = 128,
                        .trial = 2,
-                       .lr = 0.2,
+                       .lr = 4,
                        .reached = 0,
                        .steps = 300,
                        .time = 9.25,

@@ -88,6 +88,13 @@ int tsweep_add_recipe(tsweep_plan *p, const char *spec)
                           "--recipe '%s': want NAME=OPTIONS, NAME of "
                           "[A-Za-z0-9_.+-], OPTIONS without quotes",
                           spec);
+    const char *lr = strstr(r->args, "--lr ");
+    if (lr && (lr == r->args || lr[-1] == ' ')) {
+        char *end;
+        r->lr = strtod(lr + 5, &end);
+        if (!(r->lr > 0 && r->lr < 1e6) || (*end && *end != ' '))
+            return TORUS_FAIL(TSWEEP_EPLAN, "--recipe '%s': bad --lr", spec);
+    }
     for (int i = 0; i < p->nrecipes; i++)
         if (!strcmp(p->recipe[i].name, r->name))
             return TORUS_FAIL(TSWEEP_EPLAN, "--recipe: '%s' given twice",
@@ -136,10 +143,11 @@ int tsweep_plan_expand(tsweep_plan *p)
             for (int t = 0; t < p->trials; t++) {
                 /* A grid centred on the linear-scaling value (torus-train
                  * multiplies --lr by batch / ref-batch). */
-                double k = t - (p->trials - 1) / 2.0;
+                double k = t - (p->trials - 1) / 2.0,
+                       lr = p->recipe[r].lr ? p->recipe[r].lr : p->base_lr;
                 tsweep_task *x = &p->task[p->ntasks];
                 *x = (tsweep_task){p->ntasks, p->batch[b], r, t,
-                                   p->base_lr * pow(p->lr_spread, k)};
+                                   lr * pow(p->lr_spread, k)};
                 p->ntasks++;
             }
     return 0;

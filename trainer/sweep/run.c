@@ -177,6 +177,19 @@ static int _outcome(const char *path, tsweep_result *r)
     return 0;
 }
 
+/* 1 when torus-train recorded that the run diverged. */
+static int _diverged(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[TSWEEP_LINE_LEN];
+    int d = 0;
+    while (f && !d && fgets(line, sizeof(line), f))
+        d = !strncmp(line, "{\"diverged\":1,", 14);
+    if (f)
+        fclose(f);
+    return d;
+}
+
 /* The wall time of the earlier attempts (work/task-ID.time), or 0. */
 static double _time_so_far(const char *path)
 {
@@ -251,7 +264,8 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
                           "task %d: torus-train was stopped and wrote a "
                           "checkpoint; run the task again to resume it",
                           t->id);
-    if (st)
+    /* A diverged trial is an outcome (the LR was too high), not a fault. */
+    if (st && !(st == 1 && _diverged(c.metrics)))
         return TORUS_FAIL(TSWEEP_EIO,
                           "task %d: torus-train failed (exit "
                           "status %d); see its messages above",
@@ -269,8 +283,11 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
         return TSWEEP_EIO;
     printf("torus-sweep: task %d: %s at global step %ld, %.1f s (top-1 "
            "%.2f%%)\n",
-           t->id, r.reached ? "target reached" : "budget spent", r.steps,
-           r.time, r.top1);
+           t->id,
+           r.reached ? "target reached"
+           : st      ? "diverged"
+                     : "budget spent",
+           r.steps, r.time, r.top1);
     return 0;
 }
 

@@ -27,6 +27,7 @@
 typedef struct {
     char name[TSWEEP_NAME_LEN]; /* [A-Za-z0-9_.+-], the curve's label */
     char args[TSWEEP_ARGS_LEN]; /* its torus-train options */
+    double lr; /* its own "--lr X" among them (0: the plan's --lr) */
 } tsweep_recipe;
 
 typedef struct {
@@ -80,7 +81,8 @@ int tsweep_plan_write(const tsweep_plan *p, const char *path);
 int tsweep_plan_read(tsweep_plan *p, const char *path);
 /* Parses "32,64,128" or "32:8192" (doubling) into p->batch. */
 int tsweep_parse_batches(tsweep_plan *p, const char *s);
-/* Adds "NAME=ARGS" as a recipe. */
+/* Adds "NAME=ARGS" as a recipe; an "--lr X" in ARGS centres its LR grid
+ * on X instead of the plan's --lr. */
 int tsweep_add_recipe(tsweep_plan *p, const char *spec);
 /* Global steps between evaluations for batch b (>= 1). */
 long tsweep_eval_every(const tsweep_plan *p, int batch);
