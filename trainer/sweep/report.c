@@ -24,6 +24,28 @@ static int _bindex(const tsweep_plan *p, int batch)
     return -1;
 }
 
+/* The regimes of recipe c over the batches that have a finished trial: a
+ * batch still pending is no point of the curve, one whose trials all
+ * missed the target is (the steps 0). Indices map back to p->batch. */
+static void _regimes(const tsweep_plan *p, tsweep_summary *s, int c, double tol,
+                     double gain_min)
+{
+    int batch[TSWEEP_MAX_BATCHES], at[TSWEEP_MAX_BATCHES], n = 0;
+    double steps[TSWEEP_MAX_BATCHES];
+    for (int b = 0; b < p->nbatches; b++)
+        if (s->finished[c * p->nbatches + b]) {
+            batch[n] = p->batch[b];
+            steps[n] = s->steps[c * p->nbatches + b];
+            at[n++] = b;
+        }
+    tsweep_regimes g;
+    tsweep_regimes_find(batch, steps, n, tol, gain_min, &g);
+    int *idx[4] = {&g.ref, &g.leave, &g.last_perfect, &g.stop};
+    for (int i = 0; i < 4; i++)
+        *idx[i] = *idx[i] >= 0 ? at[*idx[i]] : -1;
+    s->reg[c] = g;
+}
+
 void tsweep_summarize(const tsweep_plan *p, const tsweep_result *r, int n,
                       double tol, double gain_min, tsweep_summary *s)
 {
@@ -39,17 +61,26 @@ void tsweep_summarize(const tsweep_plan *p, const tsweep_result *r, int n,
         }
     }
     for (int c = 0; c < p->nrecipes; c++)
-        tsweep_regimes_find(p->batch, &s->steps[c * p->nbatches], p->nbatches,
-                            tol, gain_min, &s->reg[c]);
+        _regimes(p, s, c, tol, gain_min);
 }
 
-static const char *_regime(const tsweep_regimes *g, int b)
+static const char *_regime(const tsweep_regimes *g, int b, int finished)
 {
-    if (g->ref < 0 || b < g->ref)
+    if (g->ref < 0 || b < g->ref || !finished)
         return "-";
     if (g->stop >= 0 && b > g->stop)
         return "maximal";
     return b <= g->last_perfect ? "perfect" : "diminishing";
+}
+
+/* The largest batch of recipe c with a finished trial. */
+static int _last_done(const tsweep_plan *p, const tsweep_summary *s, int c)
+{
+    int last = 0;
+    for (int b = 0; b < p->nbatches; b++)
+        if (s->finished[c * p->nbatches + b])
+            last = b;
+    return last;
 }
 
 /* The summary line of recipe c. */
@@ -69,11 +100,11 @@ static void _recipe_line(const tsweep_plan *p, const tsweep_summary *s, int c,
         fprintf(f, " (batch %d takes more than %.2fx the perfect steps)",
                 B[g->leave], TSWEEP_PERFECT_TOL);
     else
-        fprintf(f, " (the largest batch of the sweep)");
+        fprintf(f, " (the largest batch finished)");
     if (g->stop >= 0)
         fprintf(f, "; stops gaining after batch %d\n", B[g->stop]);
     else
-        fprintf(f, "; still gaining at batch %d\n", B[p->nbatches - 1]);
+        fprintf(f, "; still gaining at batch %d\n", B[_last_done(p, s, c)]);
 }
 
 void tsweep_print_table(const tsweep_plan *p, const tsweep_summary *s, FILE *f)
@@ -91,14 +122,15 @@ void tsweep_print_table(const tsweep_plan *p, const tsweep_summary *s, FILE *f)
             if (!x) {
                 fprintf(f, " %11s %9s %9s %6s %9s %7s  %s\n", "-",
                         s->finished[k] ? "not hit" : "pending", "-", "-", "-",
-                        "-", _regime(g, b));
+                        "-", _regime(g, b, s->finished[k]));
                 continue;
             }
             double perfect = s->steps[c * p->nbatches + g->ref] *
                              p->batch[g->ref] / p->batch[b];
             fprintf(f, " %11.5g %9ld %9.0f %6.2f %9.1f %7.2f  %s\n",
                     x->lr * p->batch[b] / p->ref_batch, x->steps, perfect,
-                    x->steps / perfect, x->time, x->top1, _regime(g, b));
+                    x->steps / perfect, x->time, x->top1,
+                    _regime(g, b, s->finished[k]));
         }
     }
     fprintf(f,
@@ -137,11 +169,54 @@ static int _plot_data(const tsweep_plan *p, const tsweep_summary *s, int c,
     return 0;
 }
 
+/* The range of the steps drawn: the curves' and the perfect lines'. */
+static void _yrange(const tsweep_plan *p, const tsweep_summary *s, double *lo,
+                    double *hi)
+{
+    for (int c = 0; c < p->nrecipes; c++) {
+        const tsweep_regimes *g = &s->reg[c];
+        const double *st = &s->steps[c * p->nbatches];
+        if (g->ref < 0)
+            continue;
+        double last = st[g->ref] * p->batch[g->ref] / p->batch[p->nbatches - 1];
+        for (int b = 0; b < p->nbatches; b++)
+            if (st[b] > 0) {
+                *hi = *hi > st[b] ? *hi : st[b];
+                *lo = *lo > 0 && *lo < st[b] ? *lo : st[b];
+            }
+        *lo = *lo < last ? *lo : last;
+    }
+}
+
+/* Recipe c's curve, its perfect line and the marks it has. */
+static void _plot_recipe(const tsweep_plan *p, const tsweep_summary *s, int c,
+                         const char *dir, FILE *f)
+{
+    const char *n = p->recipe[c].name;
+    const tsweep_regimes *g = &s->reg[c];
+    fprintf(f,
+            "'%s/c%d' w linespoints lc %d lw 2 pt 7 ps 1.2 t '%s', "
+            "'%s/p%d' w lines lc %d dt 2 t '%s: perfect scaling'",
+            dir, c, c + 1, n, dir, c, c + 1, n);
+    if (g->leave >= 0 && s->steps[c * p->nbatches + g->leave] > 0)
+        fprintf(f,
+                ", '%s/l%d' w points lc %d pt 6 ps 3.5 lw 2 t '%s: leaves "
+                "perfect scaling (> %.2fx)'",
+                dir, c, c + 1, n, TSWEEP_PERFECT_TOL);
+    if (g->stop >= 0)
+        fprintf(f,
+                ", '%s/s%d' w points lc %d pt 8 ps 3.5 lw 2 t '%s: stops "
+                "gaining'",
+                dir, c, c + 1, n);
+}
+
 /* The gnuplot commands: log-log axes, a colour per recipe. */
 static void _plot_script(const tsweep_plan *p, const tsweep_summary *s,
                          const char *dir, const char *png, int w, int h,
                          const char *title, FILE *f)
 {
+    double lo = 0, hi = 0;
+    _yrange(p, s, &lo, &hi);
     fprintf(f, "set terminal pngcairo noenhanced size %d,%d font ',11'\n", w,
             h);
     fprintf(f, "set output '%s'\nset title '%s'\n", png, title);
@@ -149,26 +224,19 @@ static void _plot_script(const tsweep_plan *p, const tsweep_summary *s,
                "mxtics mytics\nset format y '%%g'\n");
     fprintf(f,
             "set xlabel 'global batch size (log scale)'\n"
-            "set ylabel 'steps to target test top-1 %g%% (log scale)'\n",
+            "set ylabel 'steps to test top-1 %g%% (log scale)'\n",
             p->target);
-    fprintf(f,
-            "set key outside right top box\nset offsets graph 0.05, graph "
-            "0.05, graph 0.05, graph 0.05\nset xrange [%g:%g]\nplot ",
-            p->batch[0] / 1.2, p->batch[p->nbatches - 1] * 1.2);
+    fprintf(f, "set key inside right top box opaque\nset xrange [%g:%g]\n",
+            p->batch[0] / 1.3, p->batch[p->nbatches - 1] * 1.3);
+    if (hi > 0)
+        fprintf(f, "set yrange [%g:%g]\n", lo / 1.6, hi * 1.6);
+    fprintf(f, "plot ");
     int any = 0;
     for (int c = 0; c < p->nrecipes; c++) {
-        const char *n = p->recipe[c].name;
         if (s->reg[c].ref < 0)
             continue;
-        fprintf(f,
-                "%s'%s/c%d' w linespoints lc %d lw 2 pt 7 ps 1.2 t '%s', "
-                "'%s/p%d' w lines lc %d dt 2 t '%s: perfect scaling', ",
-                any ? ", " : "", dir, c, c + 1, n, dir, c, c + 1, n);
-        fprintf(f,
-                "'%s/l%d' w points lc %d pt 6 ps 3.5 lw 2 t '%s: leaves "
-                "perfect (> %.2fx)', '%s/s%d' w points lc %d pt 8 ps 3.5 lw "
-                "2 t '%s: stops gaining'",
-                dir, c, c + 1, n, TSWEEP_PERFECT_TOL, dir, c, c + 1, n);
+        fprintf(f, "%s", any ? ", " : "");
+        _plot_recipe(p, s, c, dir, f);
         any = 1;
     }
     if (!any) /* nothing reached the target: an empty frame says so */

@@ -175,11 +175,6 @@ static int _read_all(FILE *f, const char *path, const tsweep_plan *p,
                               "ended by a newline (a cut write?)",
                               path, no, TSWEEP_LINE_LEN);
         line[len - 1] = '\0';
-        if (*n == p->ntasks)
-            return TORUS_FAIL(TSWEEP_EPARSE,
-                              "%s:%d: more results than the "
-                              "plan's %d tasks",
-                              path, no, p->ntasks);
         tsweep_result r = {.line = no};
         const char *why;
         if (_parse(line, &r, &why))
@@ -187,7 +182,7 @@ static int _read_all(FILE *f, const char *path, const tsweep_plan *p,
                               why, line);
         if (_match(p, &r, out, *n, path))
             return TSWEEP_EPARSE;
-        out[(*n)++] = r;
+        out[(*n)++] = r; /* at most ntasks: each is a plan task, once */
     }
     return ferror(f) ? TORUS_FAIL(TSWEEP_EIO, "%s: read error", path) : 0;
 }
