@@ -26,24 +26,8 @@ FM=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
 command -v gnuplot >/dev/null || tl_skip "gnuplot not found (tools/install-deps installs gnuplot-nox)"
 tl_cluster_up --nodes 1
 t=$TL_BASE/sweep
-mkdir -p "$t/idx"
-
-# The first N items of a gzipped idx file, its count field rewritten.
-subset() {
-    local n=$3
-    {
-        zcat "$1" | head -c 4 || true
-        printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $((n >> 24 & 255)) \
-            $((n >> 16 & 255)) $((n >> 8 & 255)) $((n & 255)))"
-        zcat "$1" | tail -c +9 | head -c $(($4 - 8 + n * $5)) || true
-    } | gzip -1 >"$2"
-}
-subset "$FM/train-images-idx3-ubyte.gz" "$t/idx/train-images-idx3-ubyte.gz" 2048 16 784
-subset "$FM/train-labels-idx1-ubyte.gz" "$t/idx/train-labels-idx1-ubyte.gz" 2048 8 1
-subset "$FM/t10k-images-idx3-ubyte.gz" "$t/idx/t10k-images-idx3-ubyte.gz" 500 16 784
-subset "$FM/t10k-labels-idx1-ubyte.gz" "$t/idx/t10k-labels-idx1-ubyte.gz" 500 8 1
-"$pack" -o "$t/fm" "$t/idx/train-images-idx3-ubyte.gz" >/dev/null
-"$pack" -o "$t/fm" -s test "$t/idx/t10k-images-idx3-ubyte.gz" >/dev/null
+. "$top_srcdir/tests/bench/sweep/fmnist_subset.sh"
+fmnist_subset "$FM" "$t/fm" 2048 500 "$pack" || tl_fail "cannot pack the Fashion-MNIST subset"
 
 d=$t/run
 "$sweep" plan "$d" --target 40 --batches 32,64 --trials 1 --epochs 4 \

@@ -26,4 +26,5 @@ tests_unit_test_sweep_LDADD = trainer/sweep/libtsweep.la $(CHECK_LIBS) -lm
 # (jobs/sweep.sbatch): results, resume, the PNG.
 TESTS += tests/integration/sweep_cluster.sh
 EXTRA_DIST += tests/integration/sweep_cluster.sh \
-	tests/bench/sweep/README.md tests/bench/sweep/run.sh
+	tests/bench/sweep/README.md tests/bench/sweep/run.sh \
+	tests/bench/sweep/fmnist_subset.sh

@@ -29,27 +29,9 @@ export TORUS_TRAIN=$B/trainer/torus-train
 [ -f "$SRC/train-images-idx3-ubyte.gz" ] || { echo "$me: no Fashion-MNIST in $SRC (dataset-fashion-mnist)" >&2; exit 2; }
 mkdir -p "$W"
 
-# subset SRC DST N HEADER ITEM: the first N items of a gzipped idx file,
-# its count field rewritten (big-endian, bytes 4..7).
-subset() {
-    local n=$3
-    {
-        zcat "$1" | head -c 4 || true
-        printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $((n >> 24 & 255)) \
-            $((n >> 16 & 255)) $((n >> 8 & 255)) $((n & 255)))"
-        zcat "$1" | tail -c +9 | head -c $(($4 - 8 + n * $5)) || true
-    } | gzip -1 >"$2"
-}
+. "$(dirname "$0")/fmnist_subset.sh"
 data=$W/fmnist-${TRAIN_N:=8192}-${TEST_N:=500}
-if [ ! -f "$data/test-index.txt" ]; then
-    mkdir -p "$W/idx"
-    subset "$SRC/train-images-idx3-ubyte.gz" "$W/idx/train-images-idx3-ubyte.gz" "$TRAIN_N" 16 784
-    subset "$SRC/train-labels-idx1-ubyte.gz" "$W/idx/train-labels-idx1-ubyte.gz" "$TRAIN_N" 8 1
-    subset "$SRC/t10k-images-idx3-ubyte.gz" "$W/idx/t10k-images-idx3-ubyte.gz" "$TEST_N" 16 784
-    subset "$SRC/t10k-labels-idx1-ubyte.gz" "$W/idx/t10k-labels-idx1-ubyte.gz" "$TEST_N" 8 1
-    "$B/data/torus-pack" -o "$data" "$W/idx/train-images-idx3-ubyte.gz" >/dev/null
-    "$B/data/torus-pack" -o "$data" -s test "$W/idx/t10k-images-idx3-ubyte.gz" >/dev/null
-fi
+[ -f "$data/test-index.txt" ] || fmnist_subset "$SRC" "$data" "$TRAIN_N" "$TEST_N" "$B/data/torus-pack"
 
 dir=$W/sweep
 common="--weight-decay 0 --decay none"
