@@ -260,7 +260,7 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
     if (_save_time(tpath, total))
         return TSWEEP_EIO;
     if (st == 3)
-        return TORUS_FAIL(3,
+        return TORUS_FAIL(TSWEEP_STOPPED,
                           "task %d: torus-train was stopped and wrote a "
                           "checkpoint; run the task again to resume it",
                           t->id);

@@ -62,7 +62,9 @@ static int _usage_error(const char *msg)
 static int _fail(int rc)
 {
     fprintf(stderr, "torus-sweep: %s\n", torus_error_msg());
-    return rc == 3 ? 3 : rc == TSWEEP_EPARSE || rc == TSWEEP_EPLAN ? 2 : 1;
+    return rc == TSWEEP_STOPPED                        ? 3
+           : rc == TSWEEP_EPARSE || rc == TSWEEP_EPLAN ? 2
+                                                       : 1;
 }
 
 static int _load(tsweep_plan *p, const char *dir, tsweep_result **r, int *n)
@@ -266,8 +268,9 @@ static int _cmd_report(const char *dir, int argc, char **argv)
         else if (c != 'S' || sscanf(optarg, "%dx%d%c", &w, &h, &tail) != 2)
             return _usage_error("report: -o PNG, --size WxH, --title T");
     }
-    if (optind != argc)
-        return _usage_error("report: unexpected argument");
+    if (optind != argc || w < 200 || h < 150 || w > 8000 || h > 8000)
+        return _usage_error("report: unexpected argument, or --size not in "
+                            "200x150..8000x8000");
     tsweep_result *r = NULL;
     int n, rc = _load(&p, dir, &r, &n);
     if (!rc) {

@@ -68,7 +68,13 @@ typedef struct {
 } tsweep_result;
 
 /* Error codes (TORUS_FAIL). */
-enum { TSWEEP_OK = 0, TSWEEP_EIO = 1, TSWEEP_EPARSE = 2, TSWEEP_EPLAN = 3 };
+enum {
+    TSWEEP_OK = 0,
+    TSWEEP_EIO = 1,
+    TSWEEP_EPARSE = 2,
+    TSWEEP_EPLAN = 3,
+    TSWEEP_STOPPED = 4, /* a task's torus-train was stopped by a signal */
+};
 
 /* ---- plan.c ---- */
 /* Defaults: target 0 (must be set), LR 0.1 at 256, 3 trials x2 apart,
@@ -100,9 +106,9 @@ const tsweep_result *tsweep_results_find(const tsweep_result *r, int n, int id);
 /* ---- run.c ---- */
 /* Runs task id of the plan in sweep directory dir with the torus-train
  * program train (launched through p->launcher), unless the results hold
- * it already. Returns 0 (done, now or before), 3 when torus-train was
- * stopped by a signal after writing its checkpoint (run again: it
- * resumes), or another code with the error recorded. */
+ * it already. Returns 0 (done, now or before), TSWEEP_STOPPED when torus-train
+ * was stopped by a signal after writing its checkpoint (run again: it resumes),
+ * or another code with the error recorded. */
 int tsweep_run_task(const tsweep_plan *p, const char *dir, int id,
                     const char *train);
 
