@@ -141,15 +141,22 @@ void tsweep_print_table(const tsweep_plan *p, const tsweep_summary *s, FILE *f)
         _recipe_line(p, s, c, f);
 }
 
+/* 1 when point k has finished trials and none reached the target. */
+static int _missed(const tsweep_summary *s, int k)
+{
+    return s->finished[k] && !(s->steps[k] > 0);
+}
+
 /* Writes the data files of recipe c into dir: its curve (c), its perfect
- * line (p), and its marks (l: leaves perfect scaling, s: stops gaining). */
+ * line (p), and its marks (l: leaves perfect scaling, s: stops gaining, m:
+ * batches that missed the target, drawn at height ymiss, above the curves). */
 static int _plot_data(const tsweep_plan *p, const tsweep_summary *s, int c,
-                      const char *dir)
+                      const char *dir, double ymiss)
 {
     const tsweep_regimes *g = &s->reg[c];
     const double *st = &s->steps[c * p->nbatches];
-    const char kinds[] = "cpls";
-    for (int k = 0; k < 4; k++) {
+    const char kinds[] = "cplsm";
+    for (int k = 0; k < 5; k++) {
         char path[600];
         snprintf(path, sizeof(path), "%s/%c%d", dir, kinds[k], c);
         FILE *f = fopen(path, "w");
@@ -160,16 +167,21 @@ static int _plot_data(const tsweep_plan *p, const tsweep_summary *s, int c,
             int show = k == 0   ? st[b] > 0
                        : k == 1 ? b >= g->ref
                        : k == 2 ? b == g->leave && st[b] > 0
-                                : b == g->stop;
+                       : k == 3 ? b == g->stop
+                                : _missed(s, c * p->nbatches + b);
             if (show)
-                fprintf(f, "%d %.17g\n", p->batch[b], k == 1 ? perfect : st[b]);
+                fprintf(f, "%d %.17g\n", p->batch[b],
+                        k == 1   ? perfect
+                        : k == 4 ? ymiss
+                                 : st[b]);
         }
         fclose(f);
     }
     return 0;
 }
 
-/* The range of the steps drawn: the curves' and the perfect lines'. */
+/* The range of the steps drawn: the curves' and the perfect lines'; the
+ * misses of recipe c are drawn at hi * (1.2 + 0.15 c), above them. */
 static void _yrange(const tsweep_plan *p, const tsweep_summary *s, double *lo,
                     double *hi)
 {
@@ -208,6 +220,14 @@ static void _plot_recipe(const tsweep_plan *p, const tsweep_summary *s, int c,
                 ", '%s/s%d' w points lc %d pt 8 ps 3.5 lw 2 t '%s: stops "
                 "gaining'",
                 dir, c, c + 1, n);
+    int missed = 0;
+    for (int b = 0; b < p->nbatches; b++)
+        missed |= _missed(s, c * p->nbatches + b);
+    if (missed)
+        fprintf(f,
+                ", '%s/m%d' w points lc %d pt 2 ps 2 lw 2 t '%s: missed the "
+                "target within the budget'",
+                dir, c, c + 1, n);
 }
 
 /* The gnuplot commands: log-log axes, a colour per recipe. */
@@ -226,10 +246,11 @@ static void _plot_script(const tsweep_plan *p, const tsweep_summary *s,
             "set xlabel 'global batch size (log scale)'\n"
             "set ylabel 'steps to test top-1 %g%% (log scale)'\n",
             p->target);
-    fprintf(f, "set key inside right top box opaque\nset xrange [%g:%g]\n",
+    fprintf(f, "set key inside left bottom box opaque\nset xrange [%g:%g]\n",
             p->batch[0] / 1.3, p->batch[p->nbatches - 1] * 1.3);
     if (hi > 0)
-        fprintf(f, "set yrange [%g:%g]\n", lo / 1.6, hi * 1.6);
+        fprintf(f, "set yrange [%g:%g]\n", lo / 1.6,
+                hi * (1.4 + 0.15 * p->nrecipes));
     fprintf(f, "plot ");
     int any = 0;
     for (int c = 0; c < p->nrecipes; c++) {
@@ -249,7 +270,7 @@ static void _cleanup(const char *dir, int nrecipes)
 {
     char path[600];
     for (int c = 0; c < nrecipes; c++)
-        for (const char *k = "cpls"; *k; k++) {
+        for (const char *k = "cplsm"; *k; k++) {
             snprintf(path, sizeof(path), "%s/%c%d", dir, *k, c);
             unlink(path);
         }
@@ -288,9 +309,11 @@ int tsweep_plot(const tsweep_plan *p, const tsweep_summary *s, const char *png,
     if (!mkdtemp(dir))
         return TORUS_FAIL(TSWEEP_EIO, "mkdtemp: %s", strerror(errno));
     int rc = 0;
+    double lo = 0, hi = 0;
+    _yrange(p, s, &lo, &hi);
     for (int c = 0; c < p->nrecipes && !rc; c++)
         if (s->reg[c].ref >= 0)
-            rc = _plot_data(p, s, c, dir);
+            rc = _plot_data(p, s, c, dir, hi * (1.2 + 0.15 * c));
     snprintf(script, sizeof(script), "%s/plot.gp", dir);
     FILE *f = rc ? NULL : fopen(script, "w");
     if (!rc && !f)
