@@ -360,6 +360,8 @@ typedef struct {
     int dstep;
     int upd_eager;          /* this step's update is the caller's to queue */
     teng_dstep_state dseen; /* as last read */
+    int reached;    /* --target-top1 reached: training ends */
+    long eval_step; /* global step of the last evaluation (-1: none) */
 } _run;
 
 /* A progress window: what the next progress line averages over. */
@@ -1283,6 +1285,9 @@ static int _step_update(_run *r, double lr, _window *w)
                    "steps in a row (--max-nonfinite %d; lr %.5g): the training "
                    "has diverged; lower --lr or resume from a checkpoint",
                    r->gstep + 1, r->skipped, cfg->max_nonfinite, lr);
+        if (r->mf) /* a record a sweep can tell from a crash */
+            fprintf(r->mf, "{\"diverged\":1,\"global_step\":%ld}\n",
+                    r->gstep + 1);
         return _fail("training diverged", torus_error_msg());
     }
     _skip_warning(r, scale, backs_off);
@@ -1379,10 +1384,35 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
     return _GO;
 }
 
-/* Evaluation on the test split at the end of an epoch. */
+/* --target-top1: the first evaluation at or above the target ends the
+ * run; the step and the time (of this run, since its start or resume)
+ * go to stdout and, as a "target_top1" record, to the metrics. */
+static void _target(_run *r, double top1)
+{
+    if (!(r->cfg.target_top1 > 0) || top1 < r->cfg.target_top1)
+        return;
+    double t = _now() - r->t_start;
+    r->reached = 1;
+    printf("target top-1 %.2f%% reached at global step %ld after %.1f s\n",
+           r->cfg.target_top1, r->gstep, t);
+    fflush(stdout);
+    if (r->mf) {
+        fprintf(r->mf,
+                "{\"target_top1\":%.4f,\"global_step\":%ld,\"top1\":%.4f,"
+                "\"time\":%.3f}\n",
+                r->cfg.target_top1, r->gstep, top1, t);
+        fflush(r->mf);
+    }
+}
+
+/* Evaluation on the test split at the end of an epoch, and every
+ * --eval-every steps (never twice at one step). */
 static int _epoch_eval(_run *r, int epoch, int lbatch)
 {
     double c[4], t0 = _now();
+    if (r->eval_step == r->gstep)
+        return _GO;
+    r->eval_step = r->gstep;
     if (_evaluate(&r->ex, &r->src, r->net, lbatch, c))
         return _fail("evaluation", torus_error_msg());
     double top1 = 100 * c[0] / c[2];
@@ -1400,6 +1430,7 @@ static int _epoch_eval(_run *r, int epoch, int lbatch)
                 _now() - r->t_start);
         fflush(r->mf);
     }
+    _target(r, top1);
     return _GO;
 }
 
@@ -1432,8 +1463,13 @@ static int _epoch(_run *r, int epoch)
         r->images += gbatch;
         if ((rc = _progress(r, epoch, step, steps, gbatch, lr, &w)) == _GO)
             rc = _checkpoint(r, epoch, step, steps);
+        if (rc == _GO && cfg->eval_every && r->gstep % cfg->eval_every == 0 &&
+            !r->stopping)
+            rc = _epoch_eval(r, epoch, lbatch);
+        if (r->reached)
+            break;
     }
-    if (rc == _GO && r->have_src && !r->stopping)
+    if (rc == _GO && r->have_src && !r->stopping && !r->reached)
         rc = _epoch_eval(r, epoch, lbatch);
     return rc;
 }
@@ -1448,8 +1484,9 @@ static int _train(_run *r)
         return TTRAIN_EXIT_FAIL;
     r->t_start = _now();
     r->best = -1;
-    for (int epoch = r->at.epoch; epoch < cfg->sched.epochs && !r->stopping;
-         epoch++) {
+    r->eval_step = -1;
+    for (int epoch = r->at.epoch;
+         epoch < cfg->sched.epochs && !r->stopping && !r->reached; epoch++) {
         int rc = _epoch(r, epoch);
         if (rc != _GO)
             return rc;
@@ -1504,6 +1541,9 @@ static int _finish(_run *r)
     if (r->ex.gx)
         printf("gradient exchange (%s): %.2f s in its reductions\n",
                ttrain_gx_path(r->ex.gx), ttrain_gx_comm_s(r->ex.gx));
+    if (r->cfg.target_top1 > 0 && !r->reached && !r->stopping)
+        printf("target top-1 %.2f%% not reached by global step %ld\n",
+               r->cfg.target_top1, r->gstep);
     if (r->mf)
         fclose(r->mf);
     r->src.close(&r->src);

@@ -31,6 +31,9 @@ done
 expect_error 2 'eval-only needs --checkpoint-dir' --synthetic --eval-only
 expect_error 2 'eval-only needs --checkpoint-dir' --synthetic --checkpoint-dir "$tmp" --eval-only
 expect_error 2 'max-nonfinite: -1 must be >= 0' --synthetic --max-nonfinite -1
+expect_error 2 'target-top1 and --eval-every need --data' --synthetic --target-top1 50
+expect_error 2 'target-top1 in 0..100' --synthetic --target-top1 101
+expect_error 2 'eval-every must be >= 0' --synthetic --eval-every -1
 
 # Dry run: Goyal's recipe at batch 1024 (peak 0.4, warmup from 0.1 over
 # 5 epochs, x0.1 at 30/60/80) and a Sony batch stage at epoch 2.

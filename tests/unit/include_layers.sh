@@ -40,6 +40,7 @@ trainer/models/
 trainer/optim/
 trainer/train/
 trainer/bench/
+trainer/sweep/
 trainer/
 plugins/
 tests/**

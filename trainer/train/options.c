@@ -109,6 +109,12 @@ static const _opt _opts[] = {
     {"threads", _INT, _S(threads), "N", "compute threads per rank [2]"},
     {"seed", _SPECIAL, 0, 0, "N", "random seed for init and data [1]"},
     {"max-steps", _LONG, _S(max_steps), "N", "stop after N steps [0: all]"},
+    {"target-top1", _DBL, _S(target_top1), "PCT",
+     "stop once the test top-1 reaches PCT percent (needs --data); the "
+     "step, the time and a \"target_top1\" metrics record say when [0: off]"},
+    {"eval-every", _LONG, _S(eval_every), "N",
+     "also evaluate the test split every N global steps, so --target-top1 "
+     "is seen within N steps, not at the end of an epoch [0: per epoch]"},
     {"print-every", _INT, _S(print_every), "N",
      "steps between progress lines [20]"},
     {"metrics", _STR, _O(metrics), "FILE", "append JSON-lines metrics here"},
@@ -624,6 +630,17 @@ static int _validate_checkpoints(const ttrain_config *c)
     if (c->max_steps < 0) {
         fprintf(stderr, "torus-train: --max-steps: %ld must be >= 0\n",
                 c->max_steps);
+        return TTRAIN_EXIT_USAGE;
+    }
+    if (c->eval_every < 0 || !(c->target_top1 >= 0 && c->target_top1 <= 100)) {
+        fprintf(stderr, "torus-train: --eval-every must be >= 0 and "
+                        "--target-top1 in 0..100\n");
+        return TTRAIN_EXIT_USAGE;
+    }
+    if ((c->target_top1 > 0 || c->eval_every) &&
+        (!c->data[0] || c->synthetic)) {
+        fprintf(stderr, "torus-train: --target-top1 and --eval-every need "
+                        "--data (the test split)\n");
         return TTRAIN_EXIT_USAGE;
     }
     if (!tbackends_known(c->backend)) {

@@ -34,6 +34,8 @@ typedef struct {
 
     uint64_t seed;
     long max_steps;      /* stop early (0: run all epochs) */
+    double target_top1;  /* stop once test top-1 >= this, in % (0: off) */
+    long eval_every;     /* steps between evaluations (0: per epoch) */
     int print_every;     /* steps between progress lines */
     char metrics[512];   /* JSON-lines metrics file ("" = none) */
     char ckpt_dir[512];  /* checkpoints go here ("" = none) */

@@ -1,0 +1,96 @@
+#!/bin/bash
+# sweep_cluster.sh: torus-sweep and jobs/sweep.sbatch on the local Slurm
+# cluster, on a small Fashion-MNIST subset (2048 training, 500 test
+# images, 14 px, tiny-cnn): a two-batch (32, 64), one-recipe, one-trial
+# sweep to a low target (test top-1 40%).
+#   1. Preemption: task 1 run by hand gets SIGTERM after its first
+#      checkpoint; torus-sweep exits 3, records nothing, and its
+#      torus-train has written a checkpoint.
+#   2. jobs/sweep.sbatch submits the two pending tasks as an array and
+#      waits: task 1 resumes from its checkpoint (not from step 0), both
+#      reach the target, results.jsonl holds exactly tasks 0 and 1, and
+#      sweep.png is a PNG of the size asked for (1000x650).
+#   3. Run again: nothing is submitted or trained (the results and every
+#      task's metrics stay byte for byte the same), and `torus-sweep run`
+#      of a finished task skips it.
+#   4. A hostile line appended to the results is refused by the report
+#      with the file and line.
+set -euo pipefail
+. "$top_srcdir/tests/cluster/testlib.sh"
+sweep=$top_builddir/trainer/sweep/torus-sweep
+train=$top_builddir/trainer/torus-train
+pack=$top_builddir/data/torus-pack
+FM=${FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}
+[ -f "$FM/train-images-idx3-ubyte.gz" ] ||
+    tl_skip "Fashion-MNIST not found in $FM (Debian package dataset-fashion-mnist)"
+command -v gnuplot >/dev/null || tl_skip "gnuplot not found (tools/install-deps installs gnuplot-nox)"
+tl_cluster_up --nodes 1
+t=$TL_BASE/sweep
+. "$top_srcdir/tests/bench/sweep/fmnist_subset.sh"
+fmnist_subset "$FM" "$t/fm" 2048 500 "$pack" || tl_fail "cannot pack the Fashion-MNIST subset"
+
+d=$t/run
+"$sweep" plan "$d" --target 40 --batches 32,64 --trials 1 --epochs 4 \
+    --eval-images 256 --lr 0.8 \
+    --train "--data $t/fm --model tiny-cnn --image-size 14 --channels 1 --classes 10 --threads 1 --print-every 1000" \
+    --recipe "sgd=--warmup-epochs 0 --decay none --weight-decay 0" >"$t/plan.log" ||
+    tl_fail "plan: $(cat "$t/plan.log")"
+[ "$("$sweep" pending "$d")" = "0-1" ] || tl_fail "pending: '$("$sweep" pending "$d")', expected 0-1"
+
+# ---- 1. a task stopped by SIGTERM after its first checkpoint ----
+# Task 1 checkpoints every 4 steps (256 images / batch 64); the test
+# makes its torus-train sleep 3 s at step 5, the window for the signal.
+TTRAIN_TEST_SLEEP=step:0:5:3 TORUS_TRAIN=$train "$sweep" run "$d" 1 >"$t/kill.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+    ls "$d"/work/task-1.ckpt/*.h5 >/dev/null 2>&1 && break
+    sleep 0.1
+done
+ls "$d"/work/task-1.ckpt/*.h5 >/dev/null 2>&1 || tl_fail "task 1 wrote no checkpoint: $(tail -3 "$t/kill.log")"
+kill -TERM $pid
+rc=0
+wait $pid || rc=$?
+[ $rc = 3 ] || tl_fail "task 1 stopped by SIGTERM: exit $rc, expected 3: $(tail -3 "$t/kill.log")"
+grep -q 'run the task again to resume it' "$t/kill.log" || tl_fail "no resume hint: $(tail -2 "$t/kill.log")"
+[ ! -s "$d/results.jsonl" ] || tl_fail "a stopped task left a result: $(cat "$d/results.jsonl")"
+echo "PASS: SIGTERM stops a task after its checkpoint (exit 3, no result)"
+
+# ---- 2. the array: task 0 afresh, task 1 resumed ----
+TORUS_BUILD=$top_builddir SWEEP_THROTTLE=1 timeout 300 \
+    "$top_srcdir/jobs/sweep.sbatch" "$d" >"$t/sweep.log" 2>&1 ||
+    tl_fail "jobs/sweep.sbatch: $(tail -15 "$t/sweep.log"; tail -5 "$d"/work/task-*.out)"
+grep -q 'submitting tasks 0-1' "$t/sweep.log" || tl_fail "did not submit 0-1: $(head -3 "$t/sweep.log")"
+grep -q 'resumed from .*(global step [1-9]' "$d/work/task-1.out" ||
+    tl_fail "task 1 did not resume from its checkpoint: $(grep -E 'resumed|afresh' "$d/work/task-1.out")"
+grep -q 'starting afresh' "$d/work/task-0.out" || tl_fail "task 0 did not start afresh"
+awk '{ print }' "$d/results.jsonl" | sed 's/,"time".*//' | sort >"$t/res"
+grep -c . "$t/res" | grep -qx 2 || tl_fail "results: $(cat "$d/results.jsonl")"
+grep -q '^{"task":0,"batch":32,"recipe":"sgd","trial":0,"lr":0.80000000000000004,"reached":1,"steps":[1-9]' "$t/res" &&
+    grep -q '^{"task":1,"batch":64,"recipe":"sgd","trial":0,"lr":0.80000000000000004,"reached":1,"steps":[1-9]' "$t/res" ||
+    tl_fail "results do not hold both tasks reaching the target: $(cat "$d/results.jsonl")"
+grep -Eq '^sgd +32 +1/1 ' "$t/sweep.log" || tl_fail "no table row for batch 32: $(cat "$t/sweep.log")"
+png=$d/sweep.png
+[ "$(head -c 8 "$png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || tl_fail "$png is not a PNG"
+[ "$(od -An -tu1 -j 12 -N 4 "$png" | tr -d ' ')" = 73726882 ] || tl_fail "$png has no IHDR first"
+wh=$(od -An -tu1 -j 16 -N 8 "$png" | awk '{ print $1*16777216 + $2*65536 + $3*256 + $4 "x" $5*16777216 + $6*65536 + $7*256 + $8 }')
+[ "$wh" = 1000x650 ] || tl_fail "$png is $wh, expected 1000x650"
+echo "PASS: the array ran task 0 afresh and resumed task 1; results, table and a 1000x650 PNG"
+
+# ---- 3. run again: nothing reruns ----
+sums() { md5sum "$d/results.jsonl" "$d"/work/task-*.jsonl; }
+before=$(sums)
+TORUS_BUILD=$top_builddir timeout 120 "$top_srcdir/jobs/sweep.sbatch" "$d" >"$t/again.log" 2>&1 ||
+    tl_fail "second run: $(tail -5 "$t/again.log")"
+grep -q 'nothing to run' "$t/again.log" || tl_fail "second run submitted something: $(head -3 "$t/again.log")"
+TORUS_TRAIN=/bin/false "$sweep" run "$d" 0 >"$t/skip.log" 2>&1 || tl_fail "run of a done task: $(cat "$t/skip.log")"
+grep -q 'task 0 is done (.*results.jsonl:[12]): skipped' "$t/skip.log" || tl_fail "not skipped: $(cat "$t/skip.log")"
+[ "$(sums)" = "$before" ] || tl_fail "the second run changed results or metrics"
+echo "PASS: a second run trains nothing"
+
+# ---- 4. a hostile results line ----
+echo '{"task":1,"batch":64,"oops":1}' >>"$d/results.jsonl"
+rc=0
+"$sweep" report "$d" -o "$t/x.png" >"$t/bad.log" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q 'results.jsonl:3: unknown field' "$t/bad.log" ||
+    tl_fail "hostile line: exit $rc, $(cat "$t/bad.log")"
+echo "PASS: a hostile results line is refused with file:line"

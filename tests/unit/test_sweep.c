@@ -1,0 +1,288 @@
+/* test_sweep.c: the batch sweep's library without a cluster:
+ *   - regime detection on synthetic steps-to-target curves: perfect
+ *     scaling (no bend), a bending curve S(B) = Smin (1 + Bnoise / B)
+ *     (McCandlish et al.), whose bends are known in closed form, a flat
+ *     one, and curves with batches that missed the target;
+ *   - the plan file round trip, and the LR grid around the linear rule;
+ *   - the results file: a good line, then hostile lines (bad JSON, unknown
+ *     or missing fields, a task of another plan, a duplicate, a cut line),
+ *     each refused with an error naming the file and line. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/torus_error.h"
+#include "trainer/sweep/tsweep.h"
+
+/* 32, 64, ... 32 << (n - 1) */
+static void _batches(int *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        b[i] = 32 << i;
+}
+
+START_TEST(test_perfect)
+{
+    int b[9];
+    double s[9];
+    _batches(b, 9);
+    for (int i = 0; i < 9; i++)
+        s[i] = 1048576.0 / b[i];
+    tsweep_regimes g;
+    tsweep_regimes_find(b, s, 9, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &g);
+    ck_assert_int_eq(g.ref, 0);
+    ck_assert_int_eq(g.leave, -1);
+    ck_assert_int_eq(g.last_perfect, 8);
+    ck_assert_int_eq(g.stop, -1);
+}
+END_TEST
+
+/* S(B) = 100 (1 + 1024 / B) over B = 32 .. 32768: the ratio to the
+ * perfect line through B = 32 is (B + 1024) / 1056, above 1.25 from
+ * B = 512 on (256: 1.21); the gain exponent of the doubling from B is
+ * log2((B + 1024) / (B + 512)): 0.152 from 4096, 0.082 from 8192, so the
+ * last batch that gains is 8192. */
+START_TEST(test_bending)
+{
+    int b[11];
+    double s[11];
+    _batches(b, 11);
+    for (int i = 0; i < 11; i++)
+        s[i] = 100.0 * (1 + 1024.0 / b[i]);
+    tsweep_regimes g;
+    tsweep_regimes_find(b, s, 11, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &g);
+    ck_assert_int_eq(b[g.leave], 512);
+    ck_assert_int_eq(b[g.last_perfect], 256);
+    ck_assert_int_eq(b[g.stop], 8192);
+}
+END_TEST
+
+START_TEST(test_flat)
+{
+    int b[6];
+    double s[6] = {500, 500, 500, 500, 500, 500};
+    _batches(b, 6);
+    tsweep_regimes g;
+    tsweep_regimes_find(b, s, 6, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &g);
+    ck_assert_int_eq(g.leave, 1);
+    ck_assert_int_eq(g.last_perfect, 0);
+    ck_assert_int_eq(g.stop, 0);
+}
+END_TEST
+
+/* The smallest batch missed the target (0), and the largest too (NaN):
+ * the reference is the first that reached it, and a miss is no gain. */
+START_TEST(test_missed)
+{
+    int b[5];
+    double s[5] = {0, 800, 400, 200, NAN};
+    _batches(b, 5);
+    tsweep_regimes g;
+    tsweep_regimes_find(b, s, 5, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &g);
+    ck_assert_int_eq(g.ref, 1);
+    ck_assert_int_eq(g.leave, 4);
+    ck_assert_int_eq(g.last_perfect, 3);
+    ck_assert_int_eq(g.stop, 3);
+    double none[3] = {0, -1, INFINITY};
+    tsweep_regimes_find(b, none, 3, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &g);
+    ck_assert_int_eq(g.ref, -1);
+    ck_assert_int_eq(g.stop, -1);
+}
+END_TEST
+
+static tsweep_plan _p, _q;
+static char _dir[] = "/tmp/test_sweep.XXXXXX";
+
+static void _plan(tsweep_plan *p)
+{
+    tsweep_plan_defaults(p);
+    p->target = 80;
+    p->trials = 3;
+    ck_assert_int_eq(tsweep_parse_batches(p, "32:128"), 0);
+    ck_assert_int_eq(tsweep_add_recipe(p, "sgd=--warmup-epochs 0"), 0);
+    ck_assert_int_eq(
+        tsweep_add_recipe(p, "lars=--lars --lr 2 --warmup-epochs 2"), 0);
+    snprintf(p->train, sizeof(p->train), "--data /d --model tiny-cnn");
+    ck_assert_int_eq(tsweep_plan_expand(p), 0);
+}
+
+START_TEST(test_plan_roundtrip)
+{
+    char path[64];
+    _plan(&_p);
+    ck_assert_int_eq(_p.ntasks, 3 * 2 * 3);
+    /* batch 64 (index 1), lars (1), trial 0: half its own --lr 2 */
+    const tsweep_task *t = &_p.task[1 * 6 + 1 * 3 + 0];
+    ck_assert_int_eq(t->batch, 64);
+    ck_assert_int_eq(t->recipe, 1);
+    ck_assert(fabs(t->lr - 1.0) < 1e-15);
+    ck_assert(fabs(_p.task[2].lr - 0.2) < 1e-15);
+    ck_assert_int_eq(tsweep_eval_every(&_p, 64), 156); /* 10000 / 64 */
+    snprintf(path, sizeof(path), "%s/plan", _dir);
+    ck_assert_int_eq(tsweep_plan_write(&_p, path), 0);
+    ck_assert_int_eq(tsweep_plan_read(&_q, path), 0);
+    ck_assert_int_eq(_q.ntasks, _p.ntasks);
+    ck_assert_mem_eq(_q.task, _p.task, sizeof(_p.task[0]) * 18);
+    ck_assert_str_eq(_q.recipe[1].args, "--lars --lr 2 --warmup-epochs 2");
+    ck_assert(fabs(_q.recipe[1].lr - 2) < 1e-15 && _q.recipe[0].lr == 0);
+    ck_assert_int_eq(tsweep_parse_batches(&_q, "64,32"), TSWEEP_EPLAN);
+    ck_assert_int_eq(tsweep_add_recipe(&_q, "a b=--x"), TSWEEP_EPLAN);
+    ck_assert_int_eq(tsweep_add_recipe(&_q, "q=--data 'x y'"), TSWEEP_EPLAN);
+    ck_assert_int_eq(tsweep_add_recipe(&_q, "q=--lr -1"), TSWEEP_EPLAN);
+}
+END_TEST
+
+/* Writes text as the whole of path. */
+static void _write(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A plan file edited by hand: its line is named. */
+START_TEST(test_plan_hostile)
+{
+    char path[64];
+    _plan(&_p);
+    snprintf(path, sizeof(path), "%s/plan", _dir);
+    _write(path, "target 80\nbatches 32\nrecipe s=\ntrials 1\nbogus 1\n");
+    ck_assert_int_eq(tsweep_plan_read(&_q, path), TSWEEP_EPARSE);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "plan:5: 'bogus'"));
+    _write(path, "target 80\nbatches 32\nrecipe s=\ntrials 1\n"
+                 "task 0 64 s 0 0.1\n");
+    ck_assert_int_eq(tsweep_plan_read(&_q, path), TSWEEP_EPARSE);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "plan:5: task line"));
+    _write(path, "target 80\nbatches 32\nrecipe s=\ntrials 1\n");
+    ck_assert_int_eq(tsweep_plan_read(&_q, path), TSWEEP_EPARSE);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "0 of 0 tasks"));
+}
+END_TEST
+
+/* One results line for a task of _p (18 tasks). */
+static const char *_good =
+    "{\"task\":4,\"batch\":32,\"recipe\":\"lars\",\"trial\":1,\"lr\":2,"
+    "\"reached\":1,\"steps\":120,\"time\":3.5,\"top1\":80.2}\n";
+
+/* Reads text as a results file: the return code, the error in msg. */
+static int _read(const char *text)
+{
+    char path[64];
+    tsweep_result *r = NULL;
+    int n;
+    snprintf(path, sizeof(path), "%s/results.jsonl", _dir);
+    _write(path, text);
+    int rc = tsweep_results_read(path, &_p, &r, &n);
+    if (!rc) {
+        ck_assert_int_eq(n, 1);
+        ck_assert_int_eq(r[0].steps, 120);
+        ck_assert_int_eq(r[0].line, 1);
+        ck_assert_str_eq(r[0].recipe, "lars");
+    }
+    free(r);
+    return rc;
+}
+
+/* text, then the line and words its error must name */
+static const char *const _bad[][2] = {
+    {"not json\n", "results.jsonl:2: not a JSON object"},
+    {"{\"task\":5,\"batch\":32}\n", "results.jsonl:2: a field is missing"},
+    {"{\"task\":5,\"oops\":1}\n", "results.jsonl:2: unknown field"},
+    {"{\"task\":5,\"task\":5}\n", "results.jsonl:2: field given twice"},
+    {"{\"task\":-1}\n", "results.jsonl:2: bad value"},
+    {"{\"task\":1e999}\n", "results.jsonl:2: bad value"},
+    {"{\"recipe\":\"unterminated}\n", "results.jsonl:2: bad value"},
+    {"{\"task\":4,\"batch\":32,\"recipe\":\"lars\",\"trial\":1,\"lr\":2,"
+     "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":80}\n",
+     "results.jsonl:2: task 4 again (first at line 1)"},
+    {"{\"task\":5,\"batch\":64,\"recipe\":\"lars\",\"trial\":2,\"lr\":0.2,"
+     "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":80}\n",
+     "results.jsonl:2: task 5 is batch 32 lars trial 2 lr 4 in the plan"},
+    {"{\"task\":99,\"batch\":32,\"recipe\":\"lars\",\"trial\":2,\"lr\":0.2,"
+     "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":80}\n",
+     "results.jsonl:2: task 99 is not in the plan"},
+    {"{\"task\":5,\"batch\":32", "results.jsonl:2: line longer than"},
+};
+
+START_TEST(test_results_hostile)
+{
+    char text[8192];
+    _plan(&_p);
+    ck_assert_int_eq(_read(_good), 0);
+    for (size_t i = 0; i < sizeof(_bad) / sizeof(_bad[0]); i++) {
+        snprintf(text, sizeof(text), "%s%s", _good, _bad[i][0]);
+        ck_assert_int_eq(_read(text), TSWEEP_EPARSE);
+        ck_assert_msg(strstr(torus_error_msg(), _bad[i][1]),
+                      "case %zu: got '%s', want '%s'", i, torus_error_msg(),
+                      _bad[i][1]);
+    }
+    memset(text, 'x', 5000);
+    memcpy(text + 5000, "\n", 2);
+    ck_assert_int_eq(_read(text), TSWEEP_EPARSE);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "results.jsonl:1:"));
+}
+END_TEST
+
+/* Appended lines read back as they were written. */
+START_TEST(test_results_append)
+{
+    char path[64];
+    tsweep_result w = {.task = 17,
+                       .batch = 128,
+                       .trial = 2,
+                       .lr = 4,
+                       .reached = 0,
+                       .steps = 300,
+                       .time = 9.25,
+                       .top1 = 71.5},
+                  *r = NULL;
+    int n;
+    _plan(&_p);
+    snprintf(w.recipe, sizeof(w.recipe), "lars");
+    snprintf(path, sizeof(path), "%s/results.jsonl", _dir);
+    unlink(path);
+    ck_assert_int_eq(tsweep_results_append(path, &w), 0);
+    ck_assert_int_eq(tsweep_results_read(path, &_p, &r, &n), 0);
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(r[0].task, 17);
+    ck_assert_int_eq(r[0].reached, 0);
+    ck_assert_int_eq(r[0].steps, 300);
+    ck_assert(fabs(r[0].top1 - 71.5) < 1e-9);
+    ck_assert_ptr_nonnull(tsweep_results_find(r, n, 17));
+    ck_assert_ptr_null(tsweep_results_find(r, n, 3));
+    free(r);
+}
+END_TEST
+
+int main(void)
+{
+    if (!mkdtemp(_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    Suite *s = suite_create("sweep");
+    TCase *tc = tcase_create("sweep");
+    tcase_add_test(tc, test_perfect);
+    tcase_add_test(tc, test_bending);
+    tcase_add_test(tc, test_flat);
+    tcase_add_test(tc, test_missed);
+    tcase_add_test(tc, test_plan_roundtrip);
+    tcase_add_test(tc, test_plan_hostile);
+    tcase_add_test(tc, test_results_hostile);
+    tcase_add_test(tc, test_results_append);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", _dir);
+    if (system(cmd))
+        fprintf(stderr, "could not remove %s\n", _dir);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,324 @@
+/* run.c: one task of the sweep (one job array index): torus-train at the
+ * task's batch, recipe and LR until the target top-1 or the budget, then
+ * one line in the results file. A task already in the results is skipped;
+ * a task whose torus-train was stopped by a signal (preemption: it writes
+ * a checkpoint and exits 3) resumes from that checkpoint when run again.
+ * The time to target is torus-train's wall time summed over the attempts
+ * (work/task-ID.time keeps the sum between them). */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/torus_error.h"
+#include "trainer/sweep/tsweep.h"
+
+#define _MAX_ARGS 256
+
+static volatile pid_t _child;
+
+/* Slurm signals every process of the step; a signal sent to torus-sweep
+ * alone (kill, Ctrl-C) reaches torus-train too, which then checkpoints. */
+static void _forward(int sig)
+{
+    if (_child > 0)
+        kill(_child, sig);
+}
+
+static double _now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* Appends the blank-separated words of s (copied into buf) to argv. */
+static int _split(char *buf, size_t size, const char *s, char **argv, int *n)
+{
+    snprintf(buf, size, "%s", s);
+    for (char *w = strtok(buf, " \t"); w; w = strtok(NULL, " \t")) {
+        if (*n >= _MAX_ARGS - 1)
+            return TORUS_FAIL(TSWEEP_EPLAN, "more than %d words of options",
+                              _MAX_ARGS);
+        argv[(*n)++] = w;
+    }
+    return 0;
+}
+
+typedef struct {
+    char words[3][TSWEEP_ARGS_LEN];
+    char num[7][64];
+    char metrics[1024], ckpt[1024];
+    char *argv[_MAX_ARGS];
+} _cmd;
+
+/* The command line of task t: launcher, torus-train, the shared options,
+ * the recipe's, then what the sweep sets (these come last and win). */
+static int _command(const tsweep_plan *p, const tsweep_task *t,
+                    const char *train, _cmd *c)
+{
+    int n = 0;
+    if (_split(c->words[0], TSWEEP_ARGS_LEN, p->launcher, c->argv, &n))
+        return TSWEEP_EPLAN;
+    c->argv[n++] = (char *)train;
+    if (_split(c->words[1], TSWEEP_ARGS_LEN, p->train, c->argv, &n) ||
+        _split(c->words[2], TSWEEP_ARGS_LEN, p->recipe[t->recipe].args, c->argv,
+               &n) ||
+        n > _MAX_ARGS - 24)
+        return TORUS_FAIL(TSWEEP_EPLAN, "too many options");
+    snprintf(c->num[0], 64, "%d", t->batch);
+    snprintf(c->num[1], 64, "%.17g", t->lr);
+    snprintf(c->num[2], 64, "%d", p->epochs);
+    snprintf(c->num[3], 64, "%.17g", p->target);
+    snprintf(c->num[4], 64, "%ld", tsweep_eval_every(p, t->batch));
+    snprintf(c->num[5], 64, "%d", p->ref_batch);
+    const char *fixed[] = {"--batch",
+                           c->num[0],
+                           "--lr",
+                           c->num[1],
+                           "--epochs",
+                           c->num[2],
+                           "--target-top1",
+                           c->num[3],
+                           "--eval-every",
+                           c->num[4],
+                           "--ref-batch",
+                           c->num[5],
+                           "--metrics",
+                           c->metrics,
+                           "--checkpoint-dir",
+                           c->ckpt,
+                           "--checkpoint-every",
+                           c->num[4],
+                           "--resume"};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        c->argv[n++] = (char *)fixed[i];
+    if (p->max_steps) {
+        snprintf(c->num[6], 64, "%ld", p->max_steps);
+        c->argv[n++] = "--max-steps";
+        c->argv[n++] = c->num[6];
+    }
+    c->argv[n] = NULL;
+    return 0;
+}
+
+/* Runs argv to its end, forwarding SIGTERM/SIGINT/SIGUSR1. Returns the
+ * exit status (128 + signal when killed), or -1 when it could not start. */
+static int _spawn(char **argv)
+{
+    struct sigaction sa = {.sa_handler = _forward}, old[3];
+    const int sigs[3] = {SIGTERM, SIGINT, SIGUSR1};
+    sigemptyset(&sa.sa_mask);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execvp(argv[0], argv);
+        fprintf(stderr, "torus-sweep: cannot run %s: %s\n", argv[0],
+                strerror(errno));
+        _exit(127);
+    }
+    if (pid < 0)
+        return TORUS_FAIL(-1, "fork: %s", strerror(errno));
+    _child = pid;
+    for (int i = 0; i < 3; i++)
+        sigaction(sigs[i], &sa, &old[i]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    _child = 0;
+    for (int i = 0; i < 3; i++)
+        sigaction(sigs[i], &old[i], NULL);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A number after "key": in a metrics line, or -1 when absent or bad. */
+static double _field(const char *line, const char *key)
+{
+    const char *q = strstr(line, key);
+    if (!q)
+        return -1;
+    char *end;
+    errno = 0;
+    double x = strtod(q + strlen(key), &end);
+    return errno || end == q + strlen(key) || !isfinite(x) || x < 0 ? -1 : x;
+}
+
+/* What torus-train's metrics say of the task: the "target_top1" record
+ * (reached: its step and top-1), else the last step and best top-1. */
+static int _outcome(const char *path, tsweep_result *r)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return TORUS_FAIL(TSWEEP_EIO, "%s: cannot open: %s", path,
+                          strerror(errno));
+    char line[TSWEEP_LINE_LEN];
+    r->reached = 0;
+    r->steps = 0;
+    r->top1 = 0;
+    while (fgets(line, sizeof(line), f)) {
+        double step = _field(line, "\"global_step\":"),
+               top1 = _field(line, "\"top1\":");
+        if (step > r->steps)
+            r->steps = (long)step;
+        if (top1 > r->top1 && top1 <= 100)
+            r->top1 = top1;
+        if (strstr(line, "\"target_top1\":") && step >= 0 && top1 >= 0) {
+            r->reached = 1, r->steps = (long)step, r->top1 = top1;
+            break;
+        }
+    }
+    fclose(f);
+    return 0;
+}
+
+/* 1 when torus-train recorded that the run diverged. */
+static int _diverged(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[TSWEEP_LINE_LEN];
+    int d = 0;
+    while (f && !d && fgets(line, sizeof(line), f))
+        d = !strncmp(line, "{\"diverged\":1,", 14);
+    if (f)
+        fclose(f);
+    return d;
+}
+
+/* The wall time of the earlier attempts (work/task-ID.time), or 0. */
+static double _time_so_far(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    double t = 0;
+    if (f) {
+        if (fscanf(f, "%lf", &t) != 1 || !isfinite(t) || t < 0 || t > 1e9) {
+            fprintf(stderr, "torus-sweep: %s:1: not a time; counting from 0\n",
+                    path);
+            t = 0;
+        }
+        fclose(f);
+    }
+    return t;
+}
+
+static int _save_time(const char *path, double t)
+{
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "%.3f\n", t) < 0 || fclose(f))
+        return TORUS_FAIL(TSWEEP_EIO, "%s: cannot write: %s", path,
+                          strerror(errno));
+    return 0;
+}
+
+/* 1 when task id is in the results (said on stdout), 0 when not, -1 on a
+ * bad results file. */
+static int _done(const tsweep_plan *p, const char *dir, int id)
+{
+    char path[1024];
+    tsweep_result *r;
+    int n;
+    snprintf(path, sizeof(path), "%s/results.jsonl", dir);
+    if (tsweep_results_read(path, p, &r, &n)) {
+        free(r);
+        return -1;
+    }
+    const tsweep_result *x = tsweep_results_find(r, n, id);
+    if (x)
+        printf("torus-sweep: task %d is done (%s:%d): skipped\n", id, path,
+               x->line);
+    free(r);
+    return x != NULL;
+}
+
+/* Runs torus-train for t and records the outcome (rc: its exit status). */
+static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
+                    const char *train)
+{
+    static _cmd c;
+    char tpath[1024];
+    snprintf(c.metrics, sizeof(c.metrics), "%s/work/task-%d.jsonl", dir, t->id);
+    snprintf(c.ckpt, sizeof(c.ckpt), "%s/work/task-%d.ckpt", dir, t->id);
+    snprintf(tpath, sizeof(tpath), "%s/work/task-%d.time", dir, t->id);
+    if (mkdir(c.ckpt, 0755) && errno != EEXIST)
+        return TORUS_FAIL(TSWEEP_EIO, "%s: %s", c.ckpt, strerror(errno));
+    if (_command(p, t, train, &c))
+        return TSWEEP_EPLAN;
+    double before = _time_so_far(tpath), t0 = _now();
+    printf("torus-sweep: task %d: batch %d, %s, trial %d, --lr %g:", t->id,
+           t->batch, p->recipe[t->recipe].name, t->trial, t->lr);
+    for (char **a = c.argv; *a; a++)
+        printf(" %s", *a);
+    printf("\n");
+    fflush(stdout);
+    int st = _spawn(c.argv);
+    double total = before + (_now() - t0);
+    if (_save_time(tpath, total))
+        return TSWEEP_EIO;
+    if (st == 3)
+        return TORUS_FAIL(TSWEEP_STOPPED,
+                          "task %d: torus-train was stopped and wrote a "
+                          "checkpoint; run the task again to resume it",
+                          t->id);
+    /* A diverged trial is an outcome (the LR was too high), not a fault. */
+    if (st && !(st == 1 && _diverged(c.metrics)))
+        return TORUS_FAIL(TSWEEP_EIO,
+                          "task %d: torus-train failed (exit "
+                          "status %d); see its messages above",
+                          t->id, st);
+    tsweep_result r = {.task = t->id,
+                       .batch = t->batch,
+                       .trial = t->trial,
+                       .lr = t->lr,
+                       .time = total};
+    snprintf(r.recipe, sizeof(r.recipe), "%s", p->recipe[t->recipe].name);
+    if (_outcome(c.metrics, &r))
+        return TSWEEP_EIO;
+    snprintf(tpath, sizeof(tpath), "%s/results.jsonl", dir);
+    if (tsweep_results_append(tpath, &r))
+        return TSWEEP_EIO;
+    printf("torus-sweep: task %d: %s at global step %ld, %.1f s (top-1 "
+           "%.2f%%)\n",
+           t->id,
+           r.reached ? "target reached"
+           : st      ? "diverged"
+                     : "budget spent",
+           r.steps, r.time, r.top1);
+    return 0;
+}
+
+int tsweep_run_task(const tsweep_plan *p, const char *dir, int id,
+                    const char *train)
+{
+    char path[1024];
+    if (id < 0 || id >= p->ntasks)
+        return TORUS_FAIL(TSWEEP_EPLAN, "task %d: the plan has tasks 0..%d", id,
+                          p->ntasks - 1);
+    int d = _done(p, dir, id);
+    if (d)
+        return d < 0 ? TSWEEP_EPARSE : 0;
+    snprintf(path, sizeof(path), "%s/work", dir);
+    if (mkdir(path, 0755) && errno != EEXIST)
+        return TORUS_FAIL(TSWEEP_EIO, "%s: %s", path, strerror(errno));
+    /* One runner per task: a second one (the same index submitted twice)
+     * leaves it alone rather than train it twice. */
+    snprintf(path, sizeof(path), "%s/work/task-%d.lock", dir, id);
+    int fd = open(path, O_RDWR | O_CREAT, 0644);
+    if (fd < 0)
+        return TORUS_FAIL(TSWEEP_EIO, "%s: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        close(fd);
+        return TORUS_FAIL(TSWEEP_EIO,
+                          "task %d is running elsewhere (%s is "
+                          "locked)",
+                          id, path);
+    }
+    int rc = (d = _done(p, dir, id)) ? (d < 0 ? TSWEEP_EPARSE : 0)
+                                     : _attempt(p, dir, &p->task[id], train);
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,313 @@
+/* torus-sweep.c: the batch-size sweep's command line (see tsweep.h and
+ * docs/batch-science.md):
+ *   torus-sweep plan DIR OPTIONS   write the grid of tasks to DIR/plan
+ *   torus-sweep pending DIR        the task ids not yet in the results, as
+ *                                  sbatch --array wants them ("0-3,7")
+ *   torus-sweep run DIR ID         run one task (a job array index)
+ *   torus-sweep report DIR         table on stdout, log-log PNG
+ * Exit status: 0 ok, 1 failure, 2 bad usage or input, 3 a task was
+ * stopped by a signal after its checkpoint (run it again to resume). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/torus_error.h"
+#include "config.h"
+#include "trainer/sweep/tsweep.h"
+
+static void _usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: torus-sweep plan DIR --target PCT --batches B,B,...|FROM:TO\n"
+        "                   --recipe NAME=OPTIONS [--recipe ...] [options]\n"
+        "       torus-sweep pending DIR\n"
+        "       torus-sweep run DIR ID [--torus-train PATH]\n"
+        "       torus-sweep report DIR [-o PNG] [--size WxH] [--title T]\n"
+        "\n"
+        "Measures steps to a target test top-1 against the global batch, per\n"
+        "optimizer recipe, tuning the LR per batch (Shallue et al. 2019).\n"
+        "plan options:\n"
+        "  --target PCT        test top-1 to reach, in percent (required)\n"
+        "  --batches LIST      global batches, increasing; FROM:TO doubles\n"
+        "  --recipe N=OPTS     a recipe: its name and torus-train options,\n"
+        "                      blank-separated, e.g. 'lars=--lars "
+        "--warmup-epochs 2'\n"
+        "  --train OPTS        torus-train options of every task (--data, "
+        "--model...)\n"
+        "  --launcher CMD      prefix of torus-train, e.g. 'srun --mpi=pmix'\n"
+        "  --lr LR             base LR at --ref-batch, scaled linearly [0.1]\n"
+        "  --ref-batch N       [256]\n"
+        "  --trials N          LR trials per batch and recipe, centred on "
+        "the\n"
+        "                      linear-scaling LR [3]\n"
+        "  --lr-spread F       factor between neighbouring trials [2]\n"
+        "  --epochs E          the budget (torus-train --epochs) [10]\n"
+        "  --max-steps N       a step cap per task [0: none]\n"
+        "  --eval-images N     evaluate every ~N training images [10000]\n"
+        "run: --torus-train PATH (else $TORUS_TRAIN, else torus-train)\n"
+        "report: -o PNG [DIR/sweep.png], --size WxH [1000x650], --title T\n"
+        "The results are DIR/results.jsonl, one line per finished task.\n");
+}
+
+static int _usage_error(const char *msg)
+{
+    fprintf(stderr, "torus-sweep: %s (see --help)\n", msg);
+    return 2;
+}
+
+static int _fail(int rc)
+{
+    fprintf(stderr, "torus-sweep: %s\n", torus_error_msg());
+    return rc == TSWEEP_STOPPED                        ? 3
+           : rc == TSWEEP_EPARSE || rc == TSWEEP_EPLAN ? 2
+                                                       : 1;
+}
+
+static int _load(tsweep_plan *p, const char *dir, tsweep_result **r, int *n)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/plan", dir);
+    int rc = tsweep_plan_read(p, path);
+    snprintf(path, sizeof(path), "%s/results.jsonl", dir);
+    if (!rc && r)
+        rc = tsweep_results_read(path, p, r, n);
+    return rc;
+}
+
+static const struct option _plan_opts[] = {{"target", 1, 0, 't'},
+                                           {"batches", 1, 0, 'b'},
+                                           {"recipe", 1, 0, 'r'},
+                                           {"train", 1, 0, 'T'},
+                                           {"launcher", 1, 0, 'L'},
+                                           {"lr", 1, 0, 'l'},
+                                           {"ref-batch", 1, 0, 'R'},
+                                           {"trials", 1, 0, 'n'},
+                                           {"lr-spread", 1, 0, 's'},
+                                           {"epochs", 1, 0, 'e'},
+                                           {"max-steps", 1, 0, 'm'},
+                                           {"eval-images", 1, 0, 'E'},
+                                           {0, 0, 0, 0}};
+
+/* A number option into *x; 2 (after the message) when it is not one. */
+static int _number(const char *name, const char *v, double *x)
+{
+    char *end;
+    errno = 0;
+    *x = strtod(v, &end);
+    if (end == v || *end || errno) {
+        fprintf(stderr, "torus-sweep: --%s: '%s' is not a number\n", name, v);
+        return 2;
+    }
+    return 0;
+}
+
+/* One plan option c with value v into p. */
+static int _plan_opt(tsweep_plan *p, int c, const char *v, const char *name)
+{
+    double x = 0;
+    if (c == 'b' || c == 'r')
+        return (c == 'b' ? tsweep_parse_batches(p, v) : tsweep_add_recipe(p, v))
+                   ? _fail(TSWEEP_EPLAN)
+                   : 0;
+    if (c == 'T' || c == 'L') {
+        char *dst = c == 'T' ? p->train : p->launcher;
+        if (strlen(v) >= TSWEEP_ARGS_LEN)
+            return _usage_error("--train or --launcher is too long");
+        strcpy(dst, v);
+        return 0;
+    }
+    if (_number(name, v, &x))
+        return 2;
+    if (c == 't')
+        p->target = x;
+    else if (c == 'l')
+        p->base_lr = x;
+    else if (c == 's')
+        p->lr_spread = x;
+    else if (x != (long)x || x < 0 || x > 1e12)
+        return _usage_error("a count option is not a whole number");
+    else if (c == 'R' || c == 'n' || c == 'e')
+        *(c == 'R'   ? &p->ref_batch
+          : c == 'n' ? &p->trials
+                     : &p->epochs) = (int)x;
+    else
+        *(c == 'm' ? &p->max_steps : &p->eval_images) = (long)x;
+    return 0;
+}
+
+/* 1 when the files a and b hold the same bytes. */
+static int _same_file(const char *a, const char *b)
+{
+    FILE *f = fopen(a, "r"), *g = fopen(b, "r");
+    int same = f && g, x;
+    while (same && (x = getc(f)) != EOF)
+        same = x == getc(g);
+    if (same)
+        same = getc(g) == EOF;
+    if (f)
+        fclose(f);
+    if (g)
+        fclose(g);
+    return same;
+}
+
+/* Writes DIR/plan; an existing plan that differs is kept when results
+ * of it exist (they would no longer match their tasks). */
+static int _cmd_plan(const char *dir, int argc, char **argv)
+{
+    static tsweep_plan p;
+    tsweep_plan_defaults(&p);
+    int c, rc;
+    while ((c = getopt_long(argc, argv, "", _plan_opts, NULL)) != -1) {
+        if (c == '?')
+            return 2;
+        const char *name = _plan_opts[0].name;
+        for (const struct option *o = _plan_opts; o->name; o++)
+            if (o->val == c)
+                name = o->name;
+        if ((rc = _plan_opt(&p, c, optarg, name)))
+            return rc;
+    }
+    if (optind != argc)
+        return _usage_error("unexpected argument after the plan options");
+    if (tsweep_plan_expand(&p))
+        return _fail(TSWEEP_EPLAN);
+    if (mkdir(dir, 0755) && errno != EEXIST) {
+        TORUS_FAIL(TSWEEP_EIO, "%s: %s", dir, strerror(errno));
+        return _fail(TSWEEP_EIO);
+    }
+    char path[1024], tmp[1100], res[1024];
+    snprintf(path, sizeof(path), "%s/plan", dir);
+    snprintf(tmp, sizeof(tmp), "%s/plan.new", dir);
+    snprintf(res, sizeof(res), "%s/results.jsonl", dir);
+    if (tsweep_plan_write(&p, tmp))
+        return _fail(TSWEEP_EIO);
+    struct stat st;
+    if (!stat(res, &st) && st.st_size > 0 && !_same_file(tmp, path)) {
+        remove(tmp);
+        fprintf(stderr,
+                "torus-sweep: %s holds results of another plan "
+                "(%s): plan a new sweep in a new directory\n",
+                res, path);
+        return 2;
+    }
+    if (rename(tmp, path)) {
+        TORUS_FAIL(TSWEEP_EIO, "%s: %s", path, strerror(errno));
+        return _fail(TSWEEP_EIO);
+    }
+    printf("torus-sweep: %s: %d tasks (%d batches x %d recipes x %d LR "
+           "trials)\n",
+           path, p.ntasks, p.nbatches, p.nrecipes, p.trials);
+    return 0;
+}
+
+/* The unfinished task ids as ranges, "0-3,7" ("" when all are done). */
+static int _cmd_pending(const char *dir)
+{
+    static tsweep_plan p;
+    tsweep_result *r = NULL;
+    int n, rc = _load(&p, dir, &r, &n), first = 1;
+    if (rc) {
+        free(r);
+        return _fail(rc);
+    }
+    for (int i = 0; i < p.ntasks; i++) {
+        if (tsweep_results_find(r, n, i))
+            continue;
+        int j = i;
+        while (j + 1 < p.ntasks && !tsweep_results_find(r, n, j + 1))
+            j++;
+        printf(j > i ? "%s%d-%d" : "%s%d", first ? "" : ",", i, j);
+        first = 0;
+        i = j;
+    }
+    printf("\n");
+    free(r);
+    return 0;
+}
+
+static int _cmd_run(const char *dir, int argc, char **argv)
+{
+    static tsweep_plan p;
+    const char *train = getenv("TORUS_TRAIN");
+    char *end;
+    if (argc < 1)
+        return _usage_error("run: no task id");
+    errno = 0;
+    long id = strtol(argv[0], &end, 10);
+    if (end == argv[0] || *end || errno || id < 0 || id > 1000000)
+        return _usage_error("run: the task id is not a number");
+    if (argc == 3 && !strcmp(argv[1], "--torus-train"))
+        train = argv[2];
+    else if (argc != 1)
+        return _usage_error("run: DIR ID [--torus-train PATH]");
+    int rc = _load(&p, dir, NULL, NULL);
+    if (!rc)
+        rc = tsweep_run_task(&p, dir, (int)id, train ? train : "torus-train");
+    return rc ? _fail(rc) : 0;
+}
+
+static int _cmd_report(const char *dir, int argc, char **argv)
+{
+    static tsweep_plan p;
+    static tsweep_summary s;
+    static const struct option o[] = {
+        {"size", 1, 0, 'S'}, {"title", 1, 0, 'T'}, {0, 0, 0, 0}};
+    char png[1024], title[256] = "", tail;
+    int w = 1000, h = 650, c;
+    snprintf(png, sizeof(png), "%s/sweep.png", dir);
+    while ((c = getopt_long(argc, argv, "o:", o, NULL)) != -1) {
+        if (c == 'o')
+            snprintf(png, sizeof(png), "%s", optarg);
+        else if (c == 'T')
+            snprintf(title, sizeof(title), "%s", optarg);
+        else if (c != 'S' || sscanf(optarg, "%dx%d%c", &w, &h, &tail) != 2)
+            return _usage_error("report: -o PNG, --size WxH, --title T");
+    }
+    if (optind != argc || w < 200 || h < 150 || w > 8000 || h > 8000)
+        return _usage_error("report: unexpected argument, or --size not in "
+                            "200x150..8000x8000");
+    tsweep_result *r = NULL;
+    int n, rc = _load(&p, dir, &r, &n);
+    if (!rc) {
+        if (!title[0])
+            snprintf(title, sizeof(title),
+                     "steps to test top-1 %g%% vs "
+                     "global batch (%d of %d tasks done)",
+                     p.target, n, p.ntasks);
+        tsweep_summarize(&p, r, n, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &s);
+        tsweep_print_table(&p, &s, stdout);
+        if (!(rc = tsweep_plot(&p, &s, png, w, h, title)))
+            printf("torus-sweep: wrote %s\n", png);
+    }
+    free(r);
+    return rc ? _fail(rc) : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "--help")) {
+        _usage(stdout);
+        return 0;
+    }
+    if (argc >= 2 && !strcmp(argv[1], "--version")) {
+        printf("torus-sweep %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    if (argc < 3)
+        return _usage_error("want a command and a sweep directory");
+    const char *cmd = argv[1], *dir = argv[2];
+    if (!strcmp(cmd, "plan"))
+        return _cmd_plan(dir, argc - 2, argv + 2);
+    if (!strcmp(cmd, "pending") && argc == 3)
+        return _cmd_pending(dir);
+    if (!strcmp(cmd, "run"))
+        return _cmd_run(dir, argc - 3, argv + 3);
+    if (!strcmp(cmd, "report"))
+        return _cmd_report(dir, argc - 2, argv + 2);
+    return _usage_error("unknown command");
+}

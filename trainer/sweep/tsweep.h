@@ -1,0 +1,156 @@
+/* tsweep.h: the batch-size sweep (prefix tsweep_), the library behind
+ * torus-sweep. A sweep lives in one directory:
+ *   plan          the grid of tasks, one per (global batch, recipe, LR
+ *                 trial), and the settings every task shares (text, written
+ *                 by tsweep_plan_write, read back by tsweep_plan_read);
+ *   results.jsonl one JSON line per finished task: steps and time to the
+ *                 target test top-1, or that the budget ran out first;
+ *   work/         per task: torus-train's metrics, checkpoints, attempts.
+ * Steps-to-target against the batch then shows the three regimes of
+ * Shallue et al. (2019): perfect scaling, diminishing returns, maximal
+ * data parallelism; tsweep_regimes_find() places the bends.
+ *
+ * Everything read from a file is hostile: errors are TORUS_FAIL messages
+ * that name the file and line. */
+#ifndef TORUS_TRAINER_SWEEP_TSWEEP_H
+#define TORUS_TRAINER_SWEEP_TSWEEP_H
+
+#include <stdio.h>
+
+#define TSWEEP_MAX_BATCHES 32
+#define TSWEEP_MAX_RECIPES 8
+#define TSWEEP_MAX_TRIALS  9
+#define TSWEEP_NAME_LEN    32
+#define TSWEEP_ARGS_LEN    1024
+#define TSWEEP_LINE_LEN    4096
+
+typedef struct {
+    char name[TSWEEP_NAME_LEN]; /* [A-Za-z0-9_.+-], the curve's label */
+    char args[TSWEEP_ARGS_LEN]; /* its torus-train options */
+    double lr; /* its own "--lr X" among them (0: the plan's --lr) */
+} tsweep_recipe;
+
+typedef struct {
+    int id, batch, recipe, trial;
+    double lr; /* --lr: the base LR at --ref-batch (torus-train scales it) */
+} tsweep_task;
+
+typedef struct {
+    double target;    /* test top-1 in percent */
+    double base_lr;   /* linear-scaling base LR at ref_batch */
+    int ref_batch;    /* reference batch of the linear scaling rule */
+    int trials;       /* LR trials per (batch, recipe), odd or even */
+    double lr_spread; /* factor between neighbouring trials */
+    int epochs;       /* the budget: torus-train's --epochs */
+    long max_steps;   /* a step cap per task (0: none) */
+    long eval_images; /* evaluate every ~this many training images */
+    char train[TSWEEP_ARGS_LEN];    /* options every task shares */
+    char launcher[TSWEEP_ARGS_LEN]; /* prefix such as "srun --mpi=pmix" */
+    int nbatches;
+    int batch[TSWEEP_MAX_BATCHES]; /* increasing */
+    int nrecipes;
+    tsweep_recipe recipe[TSWEEP_MAX_RECIPES];
+    int ntasks;
+    tsweep_task
+        task[TSWEEP_MAX_BATCHES * TSWEEP_MAX_RECIPES * TSWEEP_MAX_TRIALS];
+} tsweep_plan;
+
+/* One finished task (a results line). */
+typedef struct {
+    int task, batch, trial;
+    char recipe[TSWEEP_NAME_LEN];
+    double lr;
+    int reached; /* the target top-1 was reached */
+    long steps;  /* global steps to the target (or run, when not reached) */
+    double time; /* torus-train wall seconds over all attempts */
+    double top1; /* top-1 at the target, or the best seen */
+    int line;    /* where it was read */
+} tsweep_result;
+
+/* Error codes (TORUS_FAIL). */
+enum {
+    TSWEEP_OK = 0,
+    TSWEEP_EIO = 1,
+    TSWEEP_EPARSE = 2,
+    TSWEEP_EPLAN = 3,
+    TSWEEP_STOPPED = 4, /* a task's torus-train was stopped by a signal */
+};
+
+/* ---- plan.c ---- */
+/* Defaults: target 0 (must be set), LR 0.1 at 256, 3 trials x2 apart,
+ * 10 epochs, evaluation every 10000 images. */
+void tsweep_plan_defaults(tsweep_plan *p);
+/* Checks the settings and expands the grid into p->task (ids in order
+ * batch, recipe, trial). */
+int tsweep_plan_expand(tsweep_plan *p);
+int tsweep_plan_write(const tsweep_plan *p, const char *path);
+int tsweep_plan_read(tsweep_plan *p, const char *path);
+/* Parses "32,64,128" or "32:8192" (doubling) into p->batch. */
+int tsweep_parse_batches(tsweep_plan *p, const char *s);
+/* Adds "NAME=ARGS" as a recipe; an "--lr X" in ARGS centres its LR grid
+ * on X instead of the plan's --lr. */
+int tsweep_add_recipe(tsweep_plan *p, const char *spec);
+/* Global steps between evaluations for batch b (>= 1). */
+long tsweep_eval_every(const tsweep_plan *p, int batch);
+
+/* ---- results.c ---- */
+/* Reads every line of path (a missing file is an empty one) and checks it
+ * against the plan: *out (malloc'd, *n entries). */
+int tsweep_results_read(const char *path, const tsweep_plan *p,
+                        tsweep_result **out, int *n);
+/* Appends one line under an exclusive lock (array tasks finish at once). */
+int tsweep_results_append(const char *path, const tsweep_result *r);
+/* The result of task id, or NULL. */
+const tsweep_result *tsweep_results_find(const tsweep_result *r, int n, int id);
+
+/* ---- run.c ---- */
+/* Runs task id of the plan in sweep directory dir with the torus-train
+ * program train (launched through p->launcher), unless the results hold
+ * it already. Returns 0 (done, now or before), TSWEEP_STOPPED when torus-train
+ * was stopped by a signal after writing its checkpoint (run again: it resumes),
+ * or another code with the error recorded. */
+int tsweep_run_task(const tsweep_plan *p, const char *dir, int id,
+                    const char *train);
+
+/* ---- regime.c ---- */
+/* Where a steps-to-target curve leaves perfect scaling and where it stops
+ * gaining. Points are in increasing batch order; steps <= 0 or not finite
+ * mean the target was not reached at that batch. The reference is the
+ * first reached point: perfect(i) = steps[ref] * batch[ref] / batch[i].
+ *   leave: the first point after ref whose steps exceed tol * perfect (or
+ *          that did not reach the target); perfect scaling holds up to
+ *          the point before it;
+ *   stop:  the last point that still gained: the point before the first
+ *          doubling (scaled to the batch ratio) that cut the steps by
+ *          less than a factor 2^gain_min, or did not reach the target.
+ * All are indices, -1 when the sweep shows no such point (ref -1: no
+ * point reached the target). */
+typedef struct {
+    int ref, leave, last_perfect, stop;
+} tsweep_regimes;
+
+#define TSWEEP_PERFECT_TOL 1.25
+#define TSWEEP_GAIN_MIN    0.1
+
+void tsweep_regimes_find(const int *batch, const double *steps, int n,
+                         double tol, double gain_min, tsweep_regimes *out);
+
+/* ---- report.c ---- */
+/* The best trial per (recipe, batch): steps[r * nbatches + b] (0 when no
+ * trial reached the target) and which result it came from (NULL: none). */
+typedef struct {
+    double steps[TSWEEP_MAX_RECIPES * TSWEEP_MAX_BATCHES];
+    const tsweep_result *best[TSWEEP_MAX_RECIPES * TSWEEP_MAX_BATCHES];
+    int finished[TSWEEP_MAX_RECIPES * TSWEEP_MAX_BATCHES]; /* trials */
+    tsweep_regimes reg[TSWEEP_MAX_RECIPES];
+} tsweep_summary;
+
+void tsweep_summarize(const tsweep_plan *p, const tsweep_result *r, int n,
+                      double tol, double gain_min, tsweep_summary *s);
+void tsweep_print_table(const tsweep_plan *p, const tsweep_summary *s, FILE *f);
+/* Draws the PNG with gnuplot (log-log: steps to target against batch, a
+ * curve per recipe, its perfect-scaling line and marks). */
+int tsweep_plot(const tsweep_plan *p, const tsweep_summary *s, const char *png,
+                int width, int height, const char *title);
+
+#endif
