@@ -24,6 +24,7 @@ pages=(
     torus-train.1:trainer/torus-train
     torus-bench.1:trainer/bench/torus-bench
     torus-plot.1:@trainer/torus-plot
+    torus-sweep.1:trainer/sweep/torus-sweep
     spank_torus.8:plugins/spank-torus-doc
     torus.7:-
 )
