@@ -23,18 +23,17 @@ tl_skip() {
 # OpenMPI 4.1.4's TCP start-up can crash inside MPI_Init on a loaded host
 # (a NULL handler in its event loop; tcomm says so on that rank, see
 # trainer/comm/bootstrap/init.c). That is the MPI library, not torus: it
-# alone earns one retry, and every retry is logged.
+# alone earns a retry (two at most), and every retry is logged.
+# TL_SRUN_TIMEOUT: the seconds each try may take (300).
 tl_srun_mpi() {
-    local out rc
-    out=$(timeout 300 srun "$@" 2>&1)
-    rc=$?
-    if [ $rc != 0 ] && grep -q 'OpenMPI crashed inside MPI_Init' <<<"$out"; then
-        echo "RETRY: srun $*: exit $rc, OpenMPI crashed inside MPI_Init:" >&2
-        grep -E 'tcomm:|srun: error' <<<"$out" | head -5 | sed 's/^/    /' >&2
-        out=$(timeout 300 srun "$@" 2>&1)
+    local out rc try
+    for try in 1 2 3; do
+        out=$(timeout "${TL_SRUN_TIMEOUT:-300}" srun "$@" 2>&1)
         rc=$?
-        echo "RETRY: second try exit $rc" >&2
-    fi
+        [ $rc != 0 ] && [ $try -lt 3 ] && grep -q 'OpenMPI crashed inside MPI_Init' <<<"$out" || break
+        echo "RETRY: srun $*: try $try exit $rc, OpenMPI crashed inside MPI_Init:" >&2
+        grep -E 'tcomm:|srun: error' <<<"$out" | head -5 | sed 's/^/    /' >&2
+    done
     printf '%s\n' "$out"
     return $rc
 }

@@ -96,7 +96,7 @@ step bench "$top_builddir/trainer/bench/torus-bench" -b 4K -e 1M -f 16 -n 2 -w 1
 # A rank killed in the middle of a collective: Slurm's PMIx plugin tears
 # the step down; nothing may hang and srun must name the task.
 t0=$SECONDS
-out=$(timeout 90 srun --mpi=pmix -N4 -n8 "$B/comm_fault_check" --die 5 --timeout 20 2>&1)
+out=$(TL_SRUN_TIMEOUT=90 tl_srun_mpi --mpi=pmix -N4 -n8 "$B/comm_fault_check" --die 5 --timeout 20)
 rc=$?
 dt=$((SECONDS - t0))
 echo "$out" | grep -E 'dying|task|lost' | sed 's/^/[kill] /'
@@ -109,7 +109,7 @@ echo "$out" | grep -q 'finished all iterations' && tl_fail "kill: a rank finishe
 # A rank that hangs (SIGSTOP) in the middle of a collective: tcomm's own
 # detection. Every other rank names rank 5 and the job ends non-zero.
 t0=$SECONDS
-out=$(timeout 90 srun --mpi=pmix -N4 -n8 "$B/comm_fault_check" --stall 5 --timeout 6 2>&1)
+out=$(TL_SRUN_TIMEOUT=90 tl_srun_mpi --mpi=pmix -N4 -n8 "$B/comm_fault_check" --stall 5 --timeout 6)
 rc=$?
 dt=$((SECONDS - t0))
 echo "$out" | grep -E 'hanging|is lost' | sed 's/^/[stall] /'

@@ -39,7 +39,7 @@ export OMPI_MCA_orte_tmpdir_base="$TL_BASE/ompi-tmp"
 _run() {
     local what=$1 t0=$SECONDS
     shift
-    OUT=$(timeout 90 srun --mpi=pmix -N2 -n4 "$@" 2>&1)
+    OUT=$(TL_SRUN_TIMEOUT=90 tl_srun_mpi --mpi=pmix -N2 -n4 "$@")
     RC=$?
     DT=$((SECONDS - t0))
     echo "$OUT" | grep -E 'rank 3|task 3|TCOMM_FAULT|start-up' | head -6 | sed "s/^/[$what] /"
@@ -97,7 +97,7 @@ echo "$OUT" | grep -q 'shared block allocated' && tl_fail "no shm: a rank went o
 # blamed. A rank that stops in that wait is still named, after 12 s.
 for call in long-barrier long-timeout; do
     t0=$SECONDS
-    OUT=$(timeout 90 srun --mpi=pmix -N2 -n4 "$BIN" --timeout 3 --slow 0 6 --in $call 2>&1)
+    OUT=$(TL_SRUN_TIMEOUT=90 tl_srun_mpi --mpi=pmix -N2 -n4 "$BIN" --timeout 3 --slow 0 6 --in $call)
     RC=$?
     echo "$OUT" | grep -E 'busy|lost|finished' | sed "s/^/[$call] /"
     [ $RC = 0 ] || tl_fail "$call: exit $RC: a rank was blamed for a long wait"
