@@ -15,7 +15,7 @@
 #   TRAIN_N [8192] training images, TEST_N [500] test images (the first
 #   ones of Fashion-MNIST's splits), SIZE [14] pixels, TARGET [70],
 #   BATCHES [32:2048], TRIALS [3], EPOCHS [12] (the budget per task),
-#   SGD_LR [0.8], LARS_LR [4] (base LRs at batch 256), LARS_ETA [0.02],
+#   SGD_LR [0.8], LARS_LR [1] (base LRs at batch 256), LARS_ETA [0.02],
 #   EVAL_IMAGES [4096],
 #   THREADS [2], ONLY_TRIAL=K: run only trial K (resumable as above)
 set -euo pipefail
@@ -40,7 +40,7 @@ common="--weight-decay 0 --decay none"
     --eval-images "${EVAL_IMAGES:-4096}" \
     --train "--data $data --model tiny-cnn --image-size ${SIZE:-14} --channels 1 --classes 10 --threads ${THREADS:-2} --print-every 1000" \
     --recipe "sgd=--lr ${SGD_LR:-0.8} --warmup-epochs 0 $common" \
-    --recipe "lars-warmup=--lars --lars-eta ${LARS_ETA:-0.02} --lr ${LARS_LR:-4} --warmup-epochs 2 $common"
+    --recipe "lars-warmup=--lars --lars-eta ${LARS_ETA:-0.02} --lr ${LARS_LR:-1} --warmup-epochs 2 $common"
 
 # The middle trial of every (batch, recipe) first, then the lower, then
 # the higher ones (task ids: batch-major, then recipe, then trial).
