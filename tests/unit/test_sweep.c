@@ -6,7 +6,8 @@
  *   - the plan file round trip, and the LR grid around the linear rule;
  *   - the results file: a good line, then hostile lines (bad JSON, unknown
  *     or missing fields, a task of another plan, a duplicate, a cut line),
- *     each refused with an error naming the file and line. */
+ *     each refused with an error naming the file and line;
+ *   - the summary line of a recipe names why it leaves perfect scaling. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -258,6 +259,42 @@ START_TEST(test_results_append)
 }
 END_TEST
 
+/* The summary lines name why a recipe leaves perfect scaling: a batch
+ * over 1.25x the perfect steps, or one that missed the target. */
+START_TEST(test_summary_lines)
+{
+    /* trial 0 of each (batch, recipe): sgd 1000, 500, 400 steps (400 is
+     * 1.6x the perfect 250); lars 1000, 500, then not reached at 128 */
+    static const long steps[2][3] = {{1000, 500, 400}, {1000, 500, 0}};
+    tsweep_result r[6];
+    tsweep_summary sum;
+    char out[4096] = "";
+    _plan(&_p);
+    for (int b = 0; b < 3; b++)
+        for (int c = 0; c < 2; c++) {
+            int id = b * 6 + c * 3;
+            r[b * 2 + c] =
+                (tsweep_result){.task = id,
+                                .batch = _p.task[id].batch,
+                                .lr = _p.task[id].lr,
+                                .reached = steps[c][b] > 0,
+                                .steps = steps[c][b] ? steps[c][b] : 99,
+                                .top1 = 80};
+        }
+    tsweep_summarize(&_p, r, 6, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &sum);
+    FILE *f = fmemopen(out, sizeof(out) - 1, "w");
+    ck_assert_ptr_nonnull(f);
+    tsweep_print_table(&_p, &sum, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(out,
+                                 "sgd: perfect scaling from batch 32 up to "
+                                 "batch 64 (batch 128 takes more than 1.25x"));
+    ck_assert_ptr_nonnull(strstr(out,
+                                 "lars: perfect scaling from batch 32 up to "
+                                 "batch 64 (batch 128 missed the target"));
+}
+END_TEST
+
 int main(void)
 {
     if (!mkdtemp(_dir)) {
@@ -274,6 +311,7 @@ int main(void)
     tcase_add_test(tc, test_plan_hostile);
     tcase_add_test(tc, test_results_hostile);
     tcase_add_test(tc, test_results_append);
+    tcase_add_test(tc, test_summary_lines);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

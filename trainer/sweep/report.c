@@ -96,7 +96,10 @@ static void _recipe_line(const tsweep_plan *p, const tsweep_summary *s, int c,
     }
     fprintf(f, "perfect scaling from batch %d up to batch %d", B[g->ref],
             B[g->last_perfect]);
-    if (g->leave >= 0)
+    if (g->leave >= 0 && s->steps[c * p->nbatches + g->leave] == 0)
+        fprintf(f, " (batch %d missed the target within the budget)",
+                B[g->leave]);
+    else if (g->leave >= 0)
         fprintf(f, " (batch %d takes more than %.2fx the perfect steps)",
                 B[g->leave], TSWEEP_PERFECT_TOL);
     else
