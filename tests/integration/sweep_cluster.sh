@@ -13,7 +13,10 @@
 #   3. Run again: nothing is submitted or trained (the results and every
 #      task's metrics stay byte for byte the same), and `torus-sweep run`
 #      of a finished task skips it.
-#   4. A hostile line appended to the results is refused by the report
+#   4. report --target: at the plan's target it reads the same steps
+#      from the tasks' evaluations as the results hold; at a lower one no
+#      more steps; above the plan's it is refused (exit 2).
+#   5. A hostile line appended to the results is refused by the report
 #      with the file and line.
 set -euo pipefail
 . "$top_srcdir/tests/cluster/testlib.sh"
@@ -87,7 +90,32 @@ grep -q 'task 0 is done (.*results.jsonl:[12]): skipped' "$t/skip.log" || tl_fai
 [ "$(sums)" = "$before" ] || tl_fail "the second run changed results or metrics"
 echo "PASS: a second run trains nothing"
 
-# ---- 4. a hostile results line ----
+# ---- 4. report --target, read back from the evaluations ----
+steps_of() { awk -v b="$1" '$1 == "sgd" && $2 == b { print $5 }' "$2"; }
+"$sweep" report "$d" -o "$t/t40.png" >"$t/t40.log" 2>&1 || tl_fail "report: $(cat "$t/t40.log")"
+"$sweep" report "$d" -o "$t/t40b.png" --target 40 >"$t/t40b.log" 2>&1 ||
+    tl_fail "report --target 40: $(cat "$t/t40b.log")"
+"$sweep" report "$d" -o "$t/t20.png" --target 20 >"$t/t20.log" 2>&1 ||
+    tl_fail "report --target 20: $(cat "$t/t20.log")"
+# The first evaluation at or above T% in a task's metrics, read here.
+first_at() {
+    awk -v T="$2" 'match($0, /"global_step":[0-9]+/) { g = substr($0, RSTART + 14, RLENGTH - 14) }
+        /"top5":/ && !/target_top1/ && match($0, /"top1":[0-9.]+/) &&
+        substr($0, RSTART + 7, RLENGTH - 7) + 0 >= T { print g; exit }' "$1"
+}
+for k in 0 1; do
+    b=$((32 << k))
+    s40=$(steps_of $b "$t/t40.log") s40b=$(steps_of $b "$t/t40b.log") s20=$(steps_of $b "$t/t20.log")
+    e20=$(first_at "$d/work/task-$k.jsonl" 20)
+    [ -n "$s40" ] && [ "$s40" = "$s40b" ] && [ "$s20" = "$e20" ] && [ "$s20" -le "$s40" ] ||
+        tl_fail "batch $b: steps $s40 (results), $s40b (--target 40), $s20 (--target 20; the metrics say $e20)"
+done
+rc=0
+"$sweep" report "$d" -o "$t/t41.png" --target 41 >"$t/t41.log" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "at most the plan's 40" "$t/t41.log" || tl_fail "--target 41: exit $rc, $(cat "$t/t41.log")"
+echo "PASS: report --target reads the evaluations (same steps at the plan's target, no more at 20%)"
+
+# ---- 5. a hostile results line ----
 echo '{"task":1,"batch":64,"oops":1}' >>"$d/results.jsonl"
 rc=0
 "$sweep" report "$d" -o "$t/x.png" >"$t/bad.log" 2>&1 || rc=$?

@@ -7,12 +7,14 @@
  *   - the results file: a good line, then hostile lines (bad JSON, unknown
  *     or missing fields, a task of another plan, a duplicate, a cut line),
  *     each refused with an error naming the file and line;
- *   - the summary line of a recipe names why it leaves perfect scaling. */
+ *   - the summary line of a recipe names why it leaves perfect scaling;
+ *   - a lower target read back from a task's evaluations (report --target). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/torus_error.h"
@@ -295,6 +297,43 @@ START_TEST(test_summary_lines)
 }
 END_TEST
 
+/* report --target: a lower target is read from the task's evaluations;
+ * step lines, the target record and bad values do not count; a target
+ * above the plan's and a missing metrics file are refused, named. */
+START_TEST(test_task_at)
+{
+    char path[96];
+    tsweep_result r = {.task = 5, .reached = 1, .steps = 40, .time = 9};
+    _plan(&_p); /* target 80 */
+    snprintf(path, sizeof(path), "%s/work", _dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/work/task-5.jsonl", _dir);
+    _write(path, "{\"epoch\":0,\"step\":8,\"global_step\":8,\"loss\":2}\n"
+                 "{\"epoch\":0,\"global_step\":8,\"top1\":41.0,\"top5\":90,"
+                 "\"time\":2.5}\n"
+                 "{\"epoch\":0,\"global_step\":16,\"top1\":-3,\"top5\":90}\n"
+                 "{\"epoch\":0,\"global_step\":24,\"top1\":x,\"top5\":90}\n"
+                 "{\"epoch\":1,\"global_step\":32,\"top1\":66.5,\"top5\":99,"
+                 "\"time\":7.25}\n"
+                 "{\"epoch\":1,\"global_step\":40,\"top1\":81.0,\"top5\":99,"
+                 "\"time\":9}\n"
+                 "{\"target_top1\":80,\"global_step\":40,\"top1\":81.0}\n");
+    ck_assert_int_eq(tsweep_task_at(&_p, _dir, 65, &r), 0);
+    ck_assert_int_eq(r.reached, 1);
+    ck_assert_int_eq(r.steps, 32);
+    ck_assert(fabs(r.top1 - 66.5) < 1e-9 && fabs(r.time - 7.25) < 1e-9);
+    ck_assert_int_eq(tsweep_task_at(&_p, _dir, 80, &r), 0);
+    ck_assert_int_eq(r.steps, 40);
+    ck_assert_int_eq(tsweep_task_at(&_p, _dir, 30, &r), 0);
+    ck_assert_int_eq(r.steps, 8);
+    ck_assert_int_eq(tsweep_task_at(&_p, _dir, 80.5, &r), TSWEEP_EPLAN);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "at most the plan's 80"));
+    r.task = 6;
+    ck_assert_int_eq(tsweep_task_at(&_p, _dir, 65, &r), TSWEEP_EIO);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "task-6.jsonl"));
+}
+END_TEST
+
 int main(void)
 {
     if (!mkdtemp(_dir)) {
@@ -312,6 +351,7 @@ int main(void)
     tcase_add_test(tc, test_results_hostile);
     tcase_add_test(tc, test_results_append);
     tcase_add_test(tc, test_summary_lines);
+    tcase_add_test(tc, test_task_at);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

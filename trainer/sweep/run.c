@@ -149,9 +149,11 @@ static double _field(const char *line, const char *key)
     return errno || end == q + strlen(key) || !isfinite(x) || x < 0 ? -1 : x;
 }
 
-/* What torus-train's metrics say of the task: the "target_top1" record
- * (reached: its step and top-1), else the last step and best top-1. */
-static int _outcome(const char *path, tsweep_result *r)
+/* What torus-train's metrics say of the task. target < 0: the
+ * "target_top1" record (reached: its step and top-1), else the last step
+ * and best top-1. target >= 0: the first evaluation (a line with "top5")
+ * at or above it (reached: its step, top-1 and the evaluation's time). */
+static int _outcome(const char *path, double target, tsweep_result *r)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -164,17 +166,38 @@ static int _outcome(const char *path, tsweep_result *r)
     while (fgets(line, sizeof(line), f)) {
         double step = _field(line, "\"global_step\":"),
                top1 = _field(line, "\"top1\":");
+        int target_line = strstr(line, "\"target_top1\":") != NULL;
         if (step > r->steps)
             r->steps = (long)step;
         if (top1 > r->top1 && top1 <= 100)
             r->top1 = top1;
-        if (strstr(line, "\"target_top1\":") && step >= 0 && top1 >= 0) {
+        if (target < 0 && target_line && step >= 0 && top1 >= 0) {
             r->reached = 1, r->steps = (long)step, r->top1 = top1;
+            break;
+        }
+        if (target >= 0 && !target_line && strstr(line, "\"top5\":") &&
+            step > 0 && top1 >= target && top1 <= 100) {
+            double t = _field(line, "\"time\":");
+            r->reached = 1, r->steps = (long)step, r->top1 = top1;
+            r->time = t < 0 ? 0 : t;
             break;
         }
     }
     fclose(f);
     return 0;
+}
+
+int tsweep_task_at(const tsweep_plan *p, const char *dir, double target,
+                   tsweep_result *r)
+{
+    char path[1024];
+    if (!(target > 0 && target <= p->target))
+        return TORUS_FAIL(TSWEEP_EPLAN,
+                          "target %g: must be above 0 and at most the "
+                          "plan's %g (the tasks stopped there)",
+                          target, p->target);
+    snprintf(path, sizeof(path), "%s/work/task-%d.jsonl", dir, r->task);
+    return _outcome(path, target, r);
 }
 
 /* 1 when torus-train recorded that the run diverged. */
@@ -276,7 +299,7 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
                        .lr = t->lr,
                        .time = total};
     snprintf(r.recipe, sizeof(r.recipe), "%s", p->recipe[t->recipe].name);
-    if (_outcome(c.metrics, &r))
+    if (_outcome(c.metrics, -1, &r))
         return TSWEEP_EIO;
     snprintf(tpath, sizeof(tpath), "%s/results.jsonl", dir);
     if (tsweep_results_append(tpath, &r))

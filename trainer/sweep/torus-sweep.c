@@ -32,6 +32,7 @@ static const char _help[] =
     "    torus-sweep pending DIR\n"
     "    torus-sweep run DIR ID [--torus-train PATH]\n"
     "    torus-sweep report DIR [-o PNG] [--size WxH] [--title T]\n"
+    "                [--target PCT]\n"
     "\n"
     "DESCRIPTION\n"
     "    Measures steps to a target test top-1 against the global batch, per\n"
@@ -74,6 +75,11 @@ static const char _help[] =
     "    -o PNG              the picture [DIR/sweep.png]\n"
     "    --size WxH          its size in pixels [1000x650]\n"
     "    --title T           its title\n"
+    "    --target PCT        report steps to a lower top-1 than the plan's,\n"
+    "                        from the evaluations in DIR/work/task-ID.jsonl\n"
+    "                        (the first at or above PCT; its time is that\n"
+    "                        evaluation's in its torus-train run); at most\n"
+    "                        the plan's target, where the tasks stopped\n"
     "    --help              print this help and exit\n"
     "    --version           print the version and exit\n"
     "\n"
@@ -290,30 +296,40 @@ static int _cmd_report(const char *dir, int argc, char **argv)
 {
     static tsweep_plan p;
     static tsweep_summary s;
-    static const struct option o[] = {
-        {"size", 1, 0, 'S'}, {"title", 1, 0, 'T'}, {0, 0, 0, 0}};
-    char png[1024], title[256] = "", tail;
+    static const struct option o[] = {{"size", 1, 0, 'S'},
+                                      {"title", 1, 0, 'T'},
+                                      {"target", 1, 0, 'P'},
+                                      {0, 0, 0, 0}};
+    char png[1024], title[256] = "", tail, *end;
     int w = 1000, h = 650, c;
+    double target = 0;
     snprintf(png, sizeof(png), "%s/sweep.png", dir);
     while ((c = getopt_long(argc, argv, "o:", o, NULL)) != -1) {
         if (c == 'o')
             snprintf(png, sizeof(png), "%s", optarg);
         else if (c == 'T')
             snprintf(title, sizeof(title), "%s", optarg);
-        else if (c != 'S' || sscanf(optarg, "%dx%d%c", &w, &h, &tail) != 2)
-            return _usage_error("report: -o PNG, --size WxH, --title T");
+        else if (c == 'P' && ((target = strtod(optarg, &end)) <= 0 || *end ||
+                              !(target <= 100)))
+            return _usage_error("report: --target PCT: a top-1 in (0, 100]");
+        else if (c != 'P' &&
+                 (c != 'S' || sscanf(optarg, "%dx%d%c", &w, &h, &tail) != 2))
+            return _usage_error(
+                "report: -o PNG, --size WxH, --title T, --target PCT");
     }
     if (optind != argc || w < 200 || h < 150 || w > 8000 || h > 8000)
         return _usage_error("report: unexpected argument, or --size not in "
                             "200x150..8000x8000");
     tsweep_result *r = NULL;
     int n, rc = _load(&p, dir, &r, &n);
+    for (int i = 0; !rc && target > 0 && i < n; i++)
+        rc = tsweep_task_at(&p, dir, target, &r[i]);
     if (!rc) {
         if (!title[0])
             snprintf(title, sizeof(title),
                      "steps to test top-1 %g%% vs "
                      "global batch (%d of %d tasks done)",
-                     p.target, n, p.ntasks);
+                     target > 0 ? target : p.target, n, p.ntasks);
         tsweep_summarize(&p, r, n, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &s);
         tsweep_print_table(&p, &s, stdout);
         if (!(rc = tsweep_plot(&p, &s, png, w, h, title)))

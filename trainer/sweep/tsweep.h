@@ -112,6 +112,14 @@ const tsweep_result *tsweep_results_find(const tsweep_result *r, int n, int id);
 int tsweep_run_task(const tsweep_plan *p, const char *dir, int id,
                     const char *train);
 
+/* Re-reads the evaluations of finished task r->task (DIR/work/task-ID.jsonl)
+ * at a lower target top-1 (0 < target <= the plan's; the tasks stopped at
+ * the plan's): r becomes the first evaluation at or above it (reached,
+ * global step, top-1, the time of that evaluation in its torus-train run),
+ * or not reached with the best top-1 seen. */
+int tsweep_task_at(const tsweep_plan *p, const char *dir, double target,
+                   tsweep_result *r);
+
 /* ---- regime.c ---- */
 /* Where a steps-to-target curve leaves perfect scaling and where it stops
  * gaining. Points are in increasing batch order; steps <= 0 or not finite
