@@ -324,12 +324,14 @@ static int _cmd_report(const char *dir, int argc, char **argv)
     int n, rc = _load(&p, dir, &r, &n);
     for (int i = 0; !rc && target > 0 && i < n; i++)
         rc = tsweep_task_at(&p, dir, target, &r[i]);
+    if (target > 0)
+        p.target = target; /* what the table and the plot are of */
     if (!rc) {
         if (!title[0])
             snprintf(title, sizeof(title),
                      "steps to test top-1 %g%% vs "
                      "global batch (%d of %d tasks done)",
-                     target > 0 ? target : p.target, n, p.ntasks);
+                     p.target, n, p.ntasks);
         tsweep_summarize(&p, r, n, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &s);
         tsweep_print_table(&p, &s, stdout);
         if (!(rc = tsweep_plot(&p, &s, png, w, h, title)))
