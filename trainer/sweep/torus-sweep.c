@@ -300,7 +300,7 @@ static int _cmd_report(const char *dir, int argc, char **argv)
                                       {"title", 1, 0, 'T'},
                                       {"target", 1, 0, 'P'},
                                       {0, 0, 0, 0}};
-    char png[1024], title[256] = "", tail, *end;
+    char png[1024], title[256] = "", tail;
     int w = 1000, h = 650, c;
     double target = 0;
     snprintf(png, sizeof(png), "%s/sweep.png", dir);
@@ -309,8 +309,9 @@ static int _cmd_report(const char *dir, int argc, char **argv)
             snprintf(png, sizeof(png), "%s", optarg);
         else if (c == 'T')
             snprintf(title, sizeof(title), "%s", optarg);
-        else if (c == 'P' && ((target = strtod(optarg, &end)) <= 0 || *end ||
-                              !(target <= 100)))
+        else if (c == 'P' && _number("target", optarg, &target))
+            return 2;
+        else if (c == 'P' && !(target > 0 && target <= 100))
             return _usage_error("report: --target PCT: a top-1 in (0, 100]");
         else if (c != 'P' &&
                  (c != 'S' || sscanf(optarg, "%dx%d%c", &w, &h, &tail) != 2))
