@@ -155,6 +155,13 @@ tests_unit_test_engine_models_SOURCES = tests/unit/test_engine_models.c \
 tests_unit_test_engine_models_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_engine_models_LDADD = $(TRAINER_TEST_LDADD)
 
+check_PROGRAMS += tests/unit/test_engine_live
+TESTS += tests/unit/test_engine_live
+tests_unit_test_engine_live_SOURCES = tests/unit/test_engine_live.c \
+	tests/unit/layer_harness.c tests/unit/layer_harness.h
+tests_unit_test_engine_live_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_engine_live_LDADD = $(TRAINER_TEST_LDADD)
+
 check_PROGRAMS += tests/unit/test_optim
 TESTS += tests/unit/test_optim
 tests_unit_test_optim_SOURCES = tests/unit/test_optim.c \

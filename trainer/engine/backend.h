@@ -28,6 +28,9 @@
 
 #include "trainer/engine/graph.h"
 
+/* bwd_reads bit: the layer's workspace is read after the backward. */
+#define TENG_READS_WS_LATE 16u
+
 typedef struct teng_backend_ops {
     const char *name;
     int host_memory; /* arenas are plain host memory (teng_grads_alloc) */
@@ -49,7 +52,12 @@ typedef struct teng_backend_ops {
      * means all of them. Bit 3 with bit 2: the out a residual add may
      * still overwrite in place (its result is what the backward reads
      * there: a BN whose forward runs fused into the add's); the storage
-     * then lives to this layer's backward. */
+     * then lives to this layer's backward. Bit 4 (TENG_READS_WS_LATE):
+     * the backend reads the layer's workspace after the whole backward
+     * (a device step reading the per-row losses): the workspace then
+     * lives to the end of the step, and teng_net_late_ws hands it out;
+     * any workspace read after its layer's backward must say so here, or
+     * the planner gives its memory to gradients written later. */
     unsigned (*bwd_reads)(teng_backend *bk, const teng_net *net, int layer);
     /* t->grad = sum of t->contrib[0..ncontrib) (contrib[0] may be grad). */
     int (*grad_sum)(teng_backend *bk, teng_net *net, int tensor);
@@ -139,6 +147,14 @@ struct teng_backend {
     void *stream;
     void *impl;
 };
+
+/* For a backend: the workspace of `layer` that it reads after the whole
+ * backward, which its bwd_reads declared with TENG_READS_WS_LATE and the
+ * plan keeps live to the end of the step. NULL, after TORUS_FAIL naming
+ * the layer, when the layer has no workspace or did not declare it: a
+ * late reader must take its pointer from here, so that an undeclared
+ * read fails instead of reading memory the planner gave to others. */
+void *teng_net_late_ws(const teng_net *net, int layer);
 
 /* What a backend exports to the registry. */
 typedef struct teng_backend_desc {

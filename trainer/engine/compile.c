@@ -186,9 +186,16 @@ static int _plan_acts(teng_net *net, _bufs *b, int *store, int *wsbuf)
             return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     }
     for (int i = 0; i < net->nl; i++) {
+        /* A workspace the backend reads after the whole backward (the
+         * device step's per-row losses) lives to the end of the step:
+         * ending it at the layer's own backward would hand its memory to
+         * gradients written later, under the reader. */
+        teng_layer *l = &net->l[i];
+        l->ws_late = (_reads(net, i) & TENG_READS_WS_LATE) != 0;
         wsbuf[i] = -1;
-        if (net->l[i].ws_bytes &&
-            (wsbuf[i] = _newbuf(b, net->l[i].ws_bytes, i, _bt(net, i))) < 0)
+        if (l->ws_bytes &&
+            (wsbuf[i] = _newbuf(b, l->ws_bytes, i,
+                                l->ws_late ? end : _bt(net, i))) < 0)
             return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     }
     return TENG_OK;
@@ -364,6 +371,7 @@ static void _place_acts(teng_net *net, const _acts_plan *ap)
     for (int i = 0; i < net->nl; i++) {
         teng_layer *l = &net->l[i];
         l->ws = ap->wsbuf[i] >= 0 ? a + iv[ap->wsbuf[i]].offset : NULL;
+        l->ws_buf = ap->wsbuf[i];
         for (int j = 0; j < 2; j++) {
             int s = ap->slot[i * 2 + j];
             l->in_grad[j] = s >= 0 ? a + iv[s].offset : NULL;
@@ -403,6 +411,9 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
         return TORUS_FAIL(TENG_EINVAL, "batch %d must be > 0", max_batch);
     net->bk = bk;
     net->max_batch = max_batch;
+    const char *poison = getenv("TENG_POISON");
+    if (poison && !strcmp(poison, "1"))
+        net->poison = 1;
     net->t[net->input].needs_grad = net->input_grad;
     if (!net->global_batch)
         net->global_batch = max_batch;
@@ -427,6 +438,9 @@ int teng_net_compile(teng_net *net, teng_backend *bk, int max_batch)
         goto out;
     }
     net->compiled = 1;
+    net->acts_iv = ap.b.iv; /* the net keeps its plan (graph.h) */
+    net->acts_niv = ap.b.n;
+    ap.b.iv = NULL;
     rc = _init_stats(net);
 out:
     free(ap.b.iv);
@@ -502,6 +516,8 @@ void teng_net_free(teng_net *net)
                 bk->ops->free(bk, arenas[i]);
     }
     free(net->dstep_h);
+    free(net->acts_iv);
+    free(net->poison_src);
     free(net->t);
     free(net->l);
     free(net->p);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trainer/engine/arena.h"
 #include "trainer/engine/teng.h"
 
 typedef struct teng_tensor {
@@ -44,6 +45,8 @@ typedef struct teng_layer {
     size_t ws_bytes; /* forward->backward workspace, in the acts arena */
     size_t ws_cap;   /* ws_bytes at the compiled max batch */
     void *ws;
+    int ws_late;      /* ws lives to the end of the step (TENG_READS_WS_LATE) */
+    int ws_buf;       /* ws's buffer in the net's acts plan; -1: none */
     void *in_grad[2]; /* where backward writes dL/d(in[i]); NULL: skip */
     void *bk;         /* backend private state */
     /* outputs of the loss layer */
@@ -84,7 +87,15 @@ struct teng_net {
     /* arenas (device memory) */
     void *params, *grads, *stats, *acts, *scratch;
     size_t params_bytes, stats_bytes, acts_bytes, scratch_bytes;
-    int no_reuse;         /* keep every activation readable after forward */
+    int no_reuse; /* keep every activation readable after forward */
+    /* The acts arena's plan as compiled: each buffer's bytes, lifetime (in
+     * the step's time axis, compile.c) and offset; what the poison mode
+     * walks and the liveness tests read. */
+    teng_interval *acts_iv;
+    int acts_niv;
+    int poison; /* fill each acts buffer with NaN once its lifetime ends */
+    void *poison_src; /* host NaN bytes, for backends without host memory */
+    size_t poison_cap;
     size_t scratch_cap;   /* allocated scratch (plan may ask for more) */
     int32_t *labels;      /* device, max_batch entries, in acts */
     int32_t *host_labels; /* host copies for top-k without per-step malloc */

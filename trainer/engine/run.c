@@ -76,6 +76,62 @@ void teng_net_set_no_reuse(teng_net *net, int on)
     net->no_reuse = on;
 }
 
+void teng_net_set_poison(teng_net *net, int on)
+{
+    net->poison = on;
+}
+
+void *teng_net_late_ws(const teng_net *net, int layer)
+{
+    if (!net->compiled || layer < 0 || layer >= net->nl) {
+        TORUS_FAIL(TENG_EINVAL, "no compiled layer %d", layer);
+        return NULL;
+    }
+    const teng_layer *l = &net->l[layer];
+    if (!l->ws || !l->ws_late) {
+        TORUS_FAIL(TENG_EINVAL,
+                   "layer %d '%s': its workspace is read after the backward "
+                   "but %s",
+                   layer, l->name,
+                   l->ws ? "was not declared so (TENG_READS_WS_LATE): the "
+                           "plan reuses it"
+                         : "it has none");
+        return NULL;
+    }
+    return l->ws;
+}
+
+/* Poison mode: the acts buffers whose lifetime ends at step time `at`
+ * (forward of layer i: i; its backward: 2 nl - 1 - i) become NaN bytes. */
+static int _poison(teng_net *net, int at)
+{
+    teng_backend *bk = net->bk;
+    if (!net->poison || net->capturing)
+        return TENG_OK;
+    for (int i = 0; i < net->acts_niv; i++) {
+        const teng_interval *b = &net->acts_iv[i];
+        char *p = (char *)net->acts + b->offset;
+        if (b->last != at || !b->bytes)
+            continue;
+        if (bk->ops->host_memory) {
+            memset(p, 0xff, b->bytes);
+            continue;
+        }
+        if (b->bytes > net->poison_cap) {
+            void *src = realloc(net->poison_src, b->bytes);
+            if (!src)
+                return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+            memset(src, 0xff, b->bytes);
+            net->poison_src = src;
+            net->poison_cap = b->bytes;
+        }
+        int rc = bk->ops->upload(bk, p, net->poison_src, b->bytes);
+        if (rc)
+            return _bkfail(net, rc, "poison", -1);
+    }
+    return TENG_OK;
+}
+
 int teng_net_forward(teng_net *net, int training)
 {
     _NEED_COMPILED(net);
@@ -88,6 +144,8 @@ int teng_net_forward(teng_net *net, int training)
         if (rc)
             return _bkfail(net, rc, "forward", i);
         _prof(net, 2 * i, &t0);
+        if ((rc = _poison(net, i)))
+            return rc;
     }
     return TENG_OK;
 }
@@ -113,6 +171,8 @@ int teng_net_backward(teng_net *net)
             return TORUS_FAIL(TENG_EINVAL,
                               "gradient hook failed after layer %d '%s' (%d)",
                               i, l->name, rc);
+        if ((rc = _poison(net, 2 * net->nl - 1 - i)))
+            return rc;
     }
     return TENG_OK;
 }

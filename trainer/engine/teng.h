@@ -247,6 +247,14 @@ void teng_net_set_input_grad(teng_net *net, int on);
  * be read after forward (tests, debugging); costs memory. By default only
  * tensors nobody consumes (outputs) are guaranteed readable. */
 void teng_net_set_no_reuse(teng_net *net, int on);
+/* Debug: fill every buffer of the activations arena with NaN bytes (0xff:
+ * a NaN in fp32, fp16 and fp64) as soon as its planned lifetime ends, so
+ * that anything reading a buffer past its plan reads NaN instead of
+ * another buffer's bytes; a run whose results match a run without it
+ * read nothing outside the plan. Costs a fill per buffer per step. Also
+ * on when TENG_POISON=1 is in the environment at compile. Not applied
+ * while a step graph records. */
+void teng_net_set_poison(teng_net *net, int on);
 
 /* ---- data in canonical layouts (NCHW tensors, OIHW/OI/C params) ---- */
 int teng_tensor_write(teng_net *net, int id, int grad, const float *src);

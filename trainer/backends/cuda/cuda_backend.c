@@ -208,8 +208,11 @@ static int _dstep(teng_backend *bk, teng_net *net, void *vel, double lr,
     const double *rows = NULL;
     int n = 0;
     if (net->loss_layer >= 0) {
+        /* Read after the whole backward and the update: only the plan's
+         * late workspace is still this layer's then (backend.h). */
         const teng_layer *l = &net->l[net->loss_layer];
-        rows = l->ws;
+        if (!(rows = teng_net_late_ws(net, net->loss_layer)))
+            return TENG_EINVAL;
         n = net->t[l->in[0]].shape.n;
     }
     if ((parts & TENG_DSTEP_BEGIN) && (rc = tcuda_optim_step_begin(o, lr)))

@@ -1,6 +1,8 @@
 /* cuda_fuse.c: the BN + add + ReLU fusion decision (see cuda_fuse.h). */
 #include "trainer/backends/cuda/cuda_fuse.h"
 
+#include "trainer/engine/backend.h"
+
 /* Layer a (a residual add) can run BN layer b fused: the rules of
  * cuda_fuse.h, b being the producer of a's first input. */
 static int _fusable(const teng_net *net, const teng_layer *a, int *b)
@@ -53,4 +55,30 @@ tcuda_fuse_action tcuda_fuse_status(int ok, int not_supported)
     if (ok)
         return TCUDA_FUSE_KEEP;
     return not_supported ? TCUDA_FUSE_UNFUSE : TCUDA_FUSE_FAIL;
+}
+
+unsigned tcuda_bwd_reads(const teng_net *net, const unsigned char *deferred,
+                         int li)
+{
+    const teng_layer *l = &net->l[li];
+    switch (l->kind) {
+    case TENG_L_CONV:
+    case TENG_L_FC: /* weight gradients need the input */
+        return 1u;
+    case TENG_L_XENT: /* and the device step reads the per-row losses */
+        return 1u | TENG_READS_WS_LATE;
+    case TENG_L_BN: /* input; the output for the fused ReLU's mask or,
+                     * fused into its add, the add's output (bit 3) */
+        return tcuda_fuse_reads(l->relu ? 5u : 1u, deferred && deferred[li]);
+    case TENG_L_RELU:
+        return 4u;
+    case TENG_L_ADD:
+        return l->relu ? 4u : 0u;
+    case TENG_L_MAXPOOL:
+    case TENG_L_AVGPOOL:
+    case TENG_L_GAP: /* cuDNN's pooling backward reads x and y */
+        return 5u;
+    default:
+        return 0u; /* dropout keeps its mask in ws */
+    }
 }

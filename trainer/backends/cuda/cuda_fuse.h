@@ -41,6 +41,14 @@ int tcuda_fuse_plan(const teng_net *net, int half_nhwc, int *bn_of,
  * deferred: a BN whose forward runs fused into its add. */
 unsigned tcuda_fuse_reads(unsigned plain, int deferred);
 
+/* The cuda backend's whole bwd_reads answer for layer li (backend.h),
+ * in plain C so that a CPU stand-in plans with the real read sets:
+ * deferred as tcuda_fuse_plan set it (NULL: nothing fused). The loss
+ * layer's workspace (per-row losses) is read by the device step after
+ * the backward, hence TENG_READS_WS_LATE there. */
+unsigned tcuda_bwd_reads(const teng_net *net, const unsigned char *deferred,
+                         int li);
+
 /* After compile: 1 when the fused backward of BN b (deferred into add a)
  * can read y at its slot: the add's output shares the BN output's
  * storage (the in-place add bit 3 allows), or nothing is reused. */

@@ -508,27 +508,7 @@ void _tcuda_release(teng_backend *bk, teng_net *net)
 
 unsigned _tcuda_bwd_reads(teng_backend *bk, const teng_net *net, int li)
 {
-    const teng_layer *l = &net->l[li];
     const tcuda_net *cn = net->bkstate;
     (void)bk;
-    switch (l->kind) {
-    case TENG_L_CONV:
-    case TENG_L_FC: /* weight gradients need the input */
-    case TENG_L_XENT:
-        return 1u;
-    case TENG_L_BN: /* input; the output for the fused ReLU's mask or,
-                     * fused into its add, the add's output (bit 3) */
-        return tcuda_fuse_reads(l->relu ? 5u : 1u,
-                                cn && cn->deferred && cn->deferred[li]);
-    case TENG_L_RELU:
-        return 4u;
-    case TENG_L_ADD:
-        return l->relu ? 4u : 0u;
-    case TENG_L_MAXPOOL:
-    case TENG_L_AVGPOOL:
-    case TENG_L_GAP: /* cuDNN's pooling backward reads x and y */
-        return 5u;
-    default:
-        return 0u; /* dropout keeps its mask in ws */
-    }
+    return tcuda_bwd_reads(net, cn ? cn->deferred : NULL, li);
 }
