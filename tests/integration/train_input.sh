@@ -7,7 +7,7 @@
 # evaluations, weights, momentum and BN statistics bit for bit, across an
 # epoch boundary); a run stopped while a batch was fetched ahead resumes
 # exactly (the checkpoint does not count it as served); bad --input values
-# are refused.
+# are refused; the engine's poison mode (TENG_POISON=1) changes nothing.
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
 tr_need_h5diff
@@ -53,10 +53,15 @@ evals() { grep test: "$1" | sed 's/, [0-9.]* s)$/)/'; } # without the time
 cmp -s <(evals "$tmp/float.log") <(evals "$tmp/u8.log") ||
     fail "evaluations differ: $(grep test: "$tmp/float.log" "$tmp/u8.log")"
 same_state float u8 12
-# The batches do not depend on the number of decode threads.
-train u8t3 --input u8 --decode-threads 3
+# The batches do not depend on the number of decode threads; and with the
+# engine's poison mode (each activation buffer NaN once its planned
+# lifetime ends) the run reads nothing outside its plan: the same losses,
+# evaluations and state bit for bit.
+TENG_POISON=1 train u8t3 --input u8 --decode-threads 3
 grep -q '^torus-train: 3 decode thread(s)' "$tmp/u8t3.log" || fail "decode threads: $(grep decode "$tmp/u8t3.log")"
-cmp -s <(steps "$tmp/u8.jsonl") <(steps "$tmp/u8t3.jsonl") || fail "3 decode threads: losses differ"
+cmp -s <(steps "$tmp/u8.jsonl") <(steps "$tmp/u8t3.jsonl") || fail "3 decode threads, poisoned: losses differ"
+cmp -s <(evals "$tmp/u8.log") <(evals "$tmp/u8t3.log") || fail "poisoned: evaluations differ"
+same_state u8 u8t3 12
 "${run[@]}" --decode-threads 300 --dry-run >"$tmp/log" 2>&1
 [ $? -eq 2 ] && grep -q -- "--decode-threads: 300 is not in 0..256" "$tmp/log" || fail "--decode-threads 300: $(cat "$tmp/log")"
 
