@@ -24,3 +24,4 @@ tests_oracle_teng_dump_LDADD = trainer/libtorustrain.la -lm
 # checkpoint). The GPU rows (cuda, cuda-fp16) run from the GPU bundle.
 TESTS += tests/oracle/oracle.sh
 EXTRA_DIST += tests/oracle/oracle.sh tests/oracle/oracle-check
+dist_doc_DATA += docs/oracle.md
