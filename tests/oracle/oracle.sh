@@ -47,6 +47,11 @@ for row in grad.conv grad.bn step; do
 done
 "${oc[@]}" --backend dnnl --model resnet50 --px 4 >/dev/null 2>&1
 [ $? -eq 2 ] || fail "oracle-check --px 4 is not a usage error (exit 2)"
+# Without a GPU in PyTorch the GPU rows are N/A (3), never a pass.
+if ! "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+    "${oc[@]}" --backend cuda --model cifar-resnet8 >"$tmp/log" 2>&1
+    [ $? -eq 3 ] || fail "oracle-check --backend cuda without CUDA is not N/A (3): $(cat "$tmp/log")"
+fi
 
 # ---- torus-torch round trips
 train=("$b/trainer/torus-train" --synthetic --dataset-size 32 --epochs 1 --batch 8

@@ -7,7 +7,11 @@
  * one training forward and backward (BN in training mode, softmax
  * cross-entropy with --smoothing, the loss divided by the batch) and one
  * momentum-SGD step (topt_sgd: wd as lambda*w on conv and fc weights only,
- * v = m*v + lr*(g + wd*w), w -= v; no LARS), and writes OUT:
+ * v = m*v + lr*(g + wd*w), w -= v; no LARS), and writes OUT. With
+ * --device-step, on a backend that has it (cuda), the step is the device
+ * step torus-train runs there (teng_net_dstep: the update, its skip
+ * decision and the loss it records, static loss scale) and loss.npy is
+ * the loss that step recorded; elsewhere the host-driven step.
  *   logits.npy     B x classes float32, after the forward
  *   loss.npy       (1,) float64, the batch's mean loss
  *   g/NAME.npy     every param's gradient (divided by --loss-scale)
@@ -43,6 +47,7 @@ typedef struct {
     tmodel_spec spec;
     int batch, threads;
     double lr, momentum, wd, loss_scale;
+    int device_step; /* use the device step where the backend has it */
 } _opts;
 
 /* ---- .npy: version 1.0 headers, little-endian, C order ---- */
@@ -192,7 +197,8 @@ static int _load_batch(const _opts *o, teng_net *net)
 }
 
 /* Forward, the logits and the loss written; backward. */
-static int _forward_backward(const _opts *o, teng_net *net, int loss_layer)
+static int _forward_backward(const _opts *o, teng_net *net, topt_sgd *opt,
+                             int dstep, int loss_layer)
 {
     int logits = net->l[loss_layer].in[0];
     size_t dims[2] = {(size_t)o->batch, (size_t)o->spec.classes};
@@ -200,6 +206,8 @@ static int _forward_backward(const _opts *o, teng_net *net, int loss_layer)
     char path[4096];
     int rc = !z ? TORUS_FAIL(-1, "out of memory") : 0;
     teng_net_set_loss_scale(net, o->loss_scale);
+    if (!rc && dstep && topt_sgd_dstep(opt, o->lr, TENG_DSTEP_BEGIN))
+        rc = -1;
     if (!rc &&
         (teng_net_forward(net, 1) || teng_tensor_read(net, logits, 0, z)))
         rc = -1;
@@ -213,10 +221,43 @@ static int _forward_backward(const _opts *o, teng_net *net, int loss_layer)
     return rc || teng_net_backward(net) || teng_net_sync(net) ? -1 : 0;
 }
 
+/* The device step at a static loss scale, as torus-train opens it. */
+static int _device_step_open(const _opts *o, topt_sgd *opt)
+{
+    teng_dstep_config c = {.min_scale = 1,
+                           .max_scale = o->loss_scale,
+                           .growth = 2,
+                           .backoff = 0.5,
+                           .interval = 1000,
+                           .dynamic = 0};
+    teng_dstep_state s = {.scale = o->loss_scale, .used = o->loss_scale};
+    return topt_sgd_dstep_open(opt, &c, &s);
+}
+
+/* Queues the rest of the device step, waits for its decision and writes
+ * the loss it recorded for the step as loss.npy (over the forward's). */
+static int _device_step(const _opts *o, topt_sgd *opt)
+{
+    teng_dstep_state st;
+    if (topt_sgd_dstep(opt, o->lr, TENG_DSTEP_QUEUE | TENG_DSTEP_END) ||
+        teng_net_dstep_read(opt->net, &st, 1))
+        return -1;
+    if (st.bad || st.applied != 1)
+        return TORUS_FAIL(-1,
+                          "the device step skipped the step (%llu inf/nan, "
+                          "%ld applied)",
+                          st.bad, st.applied);
+    double loss = st.loss_sum / (double)st.applied;
+    size_t one = 1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/loss.npy", o->out);
+    return _npy_write(path, "<f8", 1, &one, &loss);
+}
+
 /* Gradients (unscaled), statistics and params.txt; then the step and the
  * weights after it. */
 static int _step_and_dump(const _opts *o, teng_net *net, topt_sgd *opt,
-                          float *buf)
+                          int dstep, float *buf)
 {
     static const char *kinds[] = {"weight", "bias", "gamma", "beta"};
     char path[4096];
@@ -241,7 +282,8 @@ static int _step_and_dump(const _opts *o, teng_net *net, topt_sgd *opt,
         rc = teng_stats_read(net, i, buf) ||
              _write_floats(o->out, "s", name, teng_stats_count(net, i), buf);
     }
-    rc = rc || topt_sgd_step_scaled(opt, o->lr, o->loss_scale);
+    rc = rc || (dstep ? _device_step(o, opt)
+                      : topt_sgd_step_scaled(opt, o->lr, o->loss_scale));
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *p = teng_net_param(net, i);
         rc = teng_param_read(net, i, 0, buf) ||
@@ -274,7 +316,7 @@ static int _run(const _opts *o)
     cfg.momentum = o->momentum;
     cfg.weight_decay = o->wd;
     float *buf = NULL;
-    int loss = -1;
+    int loss = -1, dstep = 0;
     int rc = _mkdirs(o->out) || tbackends_open(o->backend, &bo, &bk) ||
              teng_net_create(&net) ||
              (loss = tmodel_build(net, &o->spec)) < 0 ||
@@ -284,9 +326,15 @@ static int _run(const _opts *o)
         buf = malloc(teng_net_largest_buffer(net) * sizeof *buf);
         rc = !buf ? TORUS_FAIL(-1, "out of memory")
                   : topt_sgd_init(&opt, net, &cfg) ||
-                        _load_state(o, net, &opt, buf) || _load_batch(o, net) ||
-                        _forward_backward(o, net, loss) ||
-                        _step_and_dump(o, net, &opt, buf);
+                        _load_state(o, net, &opt, buf);
+        dstep = !rc && o->device_step && teng_net_dstep_supported(net);
+        printf("teng_dump: %s on %s, update by the %s step\n",
+               tmodel_name(o->spec.kind), teng_backend_name(bk),
+               dstep ? "device" : "host-driven");
+        rc = rc || (dstep && _device_step_open(o, &opt)) ||
+             _load_batch(o, net) ||
+             _forward_backward(o, net, &opt, dstep, loss) ||
+             _step_and_dump(o, net, &opt, dstep, buf);
     }
     if (rc)
         fprintf(stderr, "teng_dump: %s\n", torus_error_msg());
@@ -308,7 +356,7 @@ static int _usage(const char *why)
             "cifar-resnet [--depth D] --in DIR --out DIR [--backend NAME] "
             "[--image-size N] [--channels C] [--classes K] [--batch B] "
             "[--lr F] [--momentum F] [--wd F] [--smoothing F] [--loss-scale "
-            "F] [--threads N]\n",
+            "F] [--threads N] [--device-step]\n",
             why);
     return 2;
 }
@@ -353,28 +401,38 @@ static int _apply(_opts *o, tmodel_kind kind, const double *v)
 
 static int _parse(int argc, char **argv, _opts *o)
 {
-    static const struct option lo[] = {
-        {"model", 1, 0, 'm'},     {"depth", 1, 0, 'd'},
-        {"in", 1, 0, 'i'},        {"out", 1, 0, 'o'},
-        {"backend", 1, 0, 'b'},   {"image-size", 1, 0, 'p'},
-        {"channels", 1, 0, 'c'},  {"classes", 1, 0, 'k'},
-        {"batch", 1, 0, 'n'},     {"lr", 1, 0, 'l'},
-        {"momentum", 1, 0, 'M'},  {"wd", 1, 0, 'w'},
-        {"smoothing", 1, 0, 's'}, {"loss-scale", 1, 0, 'S'},
-        {"threads", 1, 0, 't'},   {0, 0, 0, 0}};
+    static const struct option lo[] = {{"model", 1, 0, 'm'},
+                                       {"depth", 1, 0, 'd'},
+                                       {"in", 1, 0, 'i'},
+                                       {"out", 1, 0, 'o'},
+                                       {"backend", 1, 0, 'b'},
+                                       {"image-size", 1, 0, 'p'},
+                                       {"channels", 1, 0, 'c'},
+                                       {"classes", 1, 0, 'k'},
+                                       {"batch", 1, 0, 'n'},
+                                       {"lr", 1, 0, 'l'},
+                                       {"momentum", 1, 0, 'M'},
+                                       {"wd", 1, 0, 'w'},
+                                       {"smoothing", 1, 0, 's'},
+                                       {"loss-scale", 1, 0, 'S'},
+                                       {"threads", 1, 0, 't'},
+                                       {"device-step", 0, 0, 'D'},
+                                       {0, 0, 0, 0}};
     const char *model = NULL;
     double v[16];
     int c;
     for (int i = 0; i < 16; i++)
         v[i] = -1; /* not given */
-    *o = (_opts){"dnnl", NULL, NULL, {0}, 2, 0, 0.1, 0.9, 1e-4, 1.0};
+    *o = (_opts){"dnnl", NULL, NULL, {0}, 2, 0, 0.1, 0.9, 1e-4, 1.0, 0};
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         int i = 0;
         for (; lo[i].name && lo[i].val != c; i++)
             ;
         if (!lo[i].name)
             return _usage("unknown option");
-        if (c == 'm' || c == 'i' || c == 'o' || c == 'b') {
+        if (c == 'D')
+            o->device_step = 1;
+        else if (c == 'm' || c == 'i' || c == 'o' || c == 'b') {
             const char **s[] = {&model, &o->in, &o->out, &o->backend};
             *s[c == 'm' ? 0 : c == 'i' ? 1 : c == 'o' ? 2 : 3] = optarg;
         } else if (_num(lo[i].name, 0, 1 << 20, &v[i]))
