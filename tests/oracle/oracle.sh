@@ -9,7 +9,8 @@
 #    models, import back --like themselves bit for bit (every dataset and
 #    attribute), import fresh with the same weights and zero momentum, and
 #    torus-train --resume from an imported checkpoint ends on the state
-#    hash of the resume from the original; a checkpoint of another model is
+#    hash of the resume from the original; a checkpoint of another model,
+#    a state dict of another shape and a pickle that would run code are
 #    refused.
 # Needs python3 with torch, torchvision, h5py and numpy (tools/install-deps).
 set -u
@@ -123,6 +124,14 @@ echo "ok: --resume from the imported checkpoint ends on $h2 as from the original
     fail "export of the wrong model: $(cat "$tmp/log")"
 "${tt[@]}" import "$tmp/r18.pt" "$tmp/y.h5" --model cifar-resnet >"$tmp/log" 2>&1
 [ $? -eq 1 ] || fail "import of resnet18 weights as cifar-resnet: $(cat "$tmp/log")"
+# A pickle that would run code when loaded is refused, not run.
+"$py" -c 'import sys, torch
+class Evil:
+    def __reduce__(self): return (print, ("EVIL CODE RAN",))
+torch.save({"conv1.weight": Evil()}, sys.argv[1])' "$tmp/evil.pt"
+"${tt[@]}" import "$tmp/evil.pt" "$tmp/z.h5" --model resnet18 >"$tmp/log" 2>&1
+[ $? -eq 1 ] && ! grep -q "EVIL CODE RAN" "$tmp/log" && [ ! -e "$tmp/z.h5" ] ||
+    fail "a hostile pickle: $(cat "$tmp/log")"
 "${tt[@]}" export "$ck" >/dev/null 2>&1
 [ $? -eq 2 ] || fail "torus-torch with a missing argument is not a usage error"
 [ $fails -eq 0 ] && echo "PASS: oracle and torus-torch"
