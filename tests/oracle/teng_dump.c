@@ -188,9 +188,11 @@ static int _load_batch(const _opts *o, teng_net *net)
     int rc = !x || !y ? TORUS_FAIL(-1, "out of memory")
              : _npy_read(px, "<f4", n, x) ||
                      _npy_read(py, "<i4", (size_t)o->batch, y) ||
-                     teng_net_set_input(net, x) || teng_net_set_labels(net, y)
+                     teng_net_set_input(net, x)
                  ? -1
                  : 0;
+    if (!rc && teng_net_set_labels(net, y))
+        rc = torus_error_prefix(-1, "%s", py);
     free(x);
     free(y);
     return rc;
