@@ -6,7 +6,8 @@
 #    64 px; with one torch layer deliberately wrong (--break) it FAILS.
 #  - torus-torch: checkpoints of torus-train (cifar-resnet, 1 input channel;
 #    resnet18) export to state dicts that load strict into the PyTorch
-#    models, import back --like themselves bit for bit (every dataset and
+#    models (and torchvision's resnet50 state dict goes there and back),
+#    import back --like themselves bit for bit (every dataset and
 #    attribute), import fresh with the same weights and zero momentum, and
 #    torus-train --resume from an imported checkpoint ends on the state
 #    hash of the resume from the original; a checkpoint of another model,
@@ -104,6 +105,18 @@ with h5py.File(ck) as f:
     assert np.array_equal(sd["layer1.0.conv2.weight"].numpy().reshape(-1),
                           f["params"]["layer1.0.conv2.w"][...])
 print("ok: strict loads into CifarResNet(8, 1 channel) and torchvision resnet18")
+# ResNet-50's names both ways, without a checkpoint: torchvision's state
+# dict -> torus tensors -> a state dict that loads strict, the same values.
+from torus import checkpoint_convert as cc
+m50 = torchvision.models.resnet50(num_classes=10)
+spec = cc.spec_from_state_dict("resnet50", m50.state_dict())
+params, stats = cc.from_state_dict(spec, m50.state_dict())
+sd50 = cc.to_state_dict(spec, params, stats, 7)
+torchvision.models.resnet50(num_classes=10).load_state_dict(sd50, strict=True)
+for k, v in m50.state_dict().items():
+    assert k.endswith("num_batches_tracked") or torch.equal(v, sd50[k]), k
+assert len(params) == 161 and len(stats) == 106, (len(params), len(stats))
+print("ok: resnet50: 161 tensors and 106 statistics there and back, strict load")
 EOF
 
 # torus-train --resume from the imported checkpoint: the run goes on as
