@@ -257,9 +257,9 @@ def read_checkpoint(path, name=None):
             n = int(np.prod(e.shape))
             params[e.torus] = floats("params", e.torus, n)
             momentum[e.torus] = floats("momentum", e.torus, n)
-        stats = []
+        stats, shapes = [], {e.torus: e.shape for e in entries}
         for k, bn in enumerate(bns):
-            c = dict((e.torus, e.shape) for e in entries)[bn + ".gamma"][0]
+            c = shapes[bn + ".gamma"][0]
             stats += [floats("bn_stats", str(2 * k), c), floats("bn_stats", str(2 * k + 1), c)]
         attrs = {k: f.attrs[k] for k in f.attrs.keys()}
     return spec, params, momentum, stats, attrs
@@ -288,7 +288,13 @@ def _fresh_attrs(spec, source, batch_schedule, data_id):
 
 
 def _put(group, key, values):
+    """Dataset key of group := values: written over in place when it holds
+    as many (a --like template's, already chunked with its checksum, and
+    the file does not grow), else created as checkpoint.c creates it."""
     n = values.shape[0]
+    if key in group and group[key].shape == (n,):
+        group[key][...] = values
+        return
     if key in group:
         del group[key]
     group.create_dataset(key, data=values, dtype="<f4", chunks=(max(1, min(n, _CHUNK)),),
@@ -342,6 +348,9 @@ def write_checkpoint(out, spec, params, stats, source, like=None, zero_momentum=
                     _put(groups["momentum"], name, np.zeros_like(v))
             for i, v in enumerate(stats):
                 _put(groups["bn_stats"], str(i), v)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a file torus-train writes; mkstemp's is 0600
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)
