@@ -64,6 +64,8 @@ DATA_SH_TESTS = \
 	tests/integration/data_pack_jpeg.sh \
 	tests/integration/data_corrupt.sh \
 	tests/integration/data_hostile.sh \
+	tests/integration/data_names.sh \
+	tests/integration/data_inputs.sh \
 	tests/integration/data_fuzz.sh
 TESTS += $(DATA_SH_TESTS)
 EXTRA_DIST += $(DATA_SH_TESTS)
