@@ -1,7 +1,10 @@
 /* format/index.c: the dataset index, SPLIT-index.txt (docs/shard-format.md).
  * A small line-oriented text file, so that a person can read it and a job
  * script can grep it; it is written last (tmp + rename) from the shards'
- * own attributes, which makes it reproducible from the shards alone. */
+ * own attributes, which makes it reproducible from the shards alone.
+ * Read as hostile input: opened only as a regular file, lines bounded
+ * (TDATA_MAX_LINE), names escaped on write and unescaped on read
+ * (format/textio.c), mean and std finite with std in (1e-6, 1e6). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -491,10 +491,26 @@ static int _prepare(const tdata_pack_opts *o, int N, int *lo, int *hi,
     int rc = _mkdirs(o->output);
     if (rc)
         return rc;
-    *rep = o->report ? fopen(o->report, "a") : NULL;
-    if (o->report && !*rep)
-        return TORUS_FAIL(TDATA_EIO, "--report=%s: %s", o->report,
-                          strerror(errno));
+    if (!o->report)
+        return TDATA_OK;
+    /* O_NONBLOCK: a FIFO with no reader fails here instead of blocking. */
+    struct stat st;
+    int fd =
+        open(o->report,
+             O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+             0644);
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        return TORUS_FAIL(TDATA_EIO, "--report=%s: not a regular file",
+                          o->report);
+    }
+    *rep = fd < 0 ? NULL : fdopen(fd, "a");
+    if (!*rep) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return TORUS_FAIL(TDATA_EIO, "--report=%s: %s", o->report, strerror(e));
+    }
     return TDATA_OK;
 }
 

@@ -9,8 +9,10 @@
  *   - an IDX file (MNIST/Fashion-MNIST, gz or not).
  * Classes are the sorted folder/wnid names unless --classes=FILE fixes
  * the order (and gives the words, as in LOC_synset_mapping.txt). Every
- * regular, non-hidden file becomes an item; what fails to decode later is
- * reported, never silently dropped. */
+ * regular, non-hidden file becomes an item; every other entry of the walk
+ * (FIFO, device, socket, dangling link, a folder inside a class folder)
+ * is reported on stderr and counted (torus-pack then exits 1), and what
+ * fails to decode later is reported too: nothing is silently dropped. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
