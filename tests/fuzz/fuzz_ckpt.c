@@ -171,7 +171,7 @@ static void _edit_attr(hid_t f, const char *name, _in *in)
                        : t % 5 == 3 ? H5T_NATIVE_FLOAT
                                     : H5T_C_S1);
     if (t % 5 == 4)
-        H5Tset_size(ty, 1 + (size_t)fabs(isfinite(v) ? v : 7) % 300);
+        H5Tset_size(ty, 1 + (size_t)(isfinite(v) ? fmod(fabs(v), 300) : 7));
     double *dv = malloc(nv * sizeof *dv);
     for (hsize_t i = 0; i < nv; i++)
         dv[i] = v;
