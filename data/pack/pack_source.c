@@ -159,9 +159,9 @@ static int _find_class(const tdata_pack_src *s, const char *id)
 
 static int _load_classes(const char *file, tdata_pack_src *s)
 {
-    FILE *f = fopen(file, "r");
-    if (!f)
-        return TORUS_FAIL(TDATA_EIO, "--classes=%s: %s", file, strerror(errno));
+    FILE *f;
+    if (tdata_fopen_regular(file, &f))
+        return torus_error_prefix(TDATA_EIO, "--classes");
     char *line = NULL;
     size_t cap = 0;
     int ln = 0, n = 0, ncap = 0;
@@ -273,10 +273,9 @@ static int _read_synsets(_vread *r)
                           "--devkit-synsets=FILE (wnid per ILSVRC "
                           "ID)",
                           o->val_labels);
-    FILE *sf = fopen(o->devkit_synsets, "r");
-    if (!sf)
-        return TORUS_FAIL(TDATA_EIO, "--devkit-synsets=%s: %s",
-                          o->devkit_synsets, strerror(errno));
+    FILE *sf;
+    if (tdata_fopen_regular(o->devkit_synsets, &sf))
+        return torus_error_prefix(TDATA_EIO, "--devkit-synsets");
     char *sl = NULL;
     size_t sc = 0;
     while (getline(&sl, &sc, sf) > 0) {
@@ -362,10 +361,9 @@ static int _val_line(_vread *r, char *line, _vlab **out, int *ncap)
 static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
                             _vlab **out, int *nout)
 {
-    FILE *f = fopen(o->val_labels, "r");
-    if (!f)
-        return TORUS_FAIL(TDATA_EIO, "--val-labels=%s: %s", o->val_labels,
-                          strerror(errno));
+    FILE *f;
+    if (tdata_fopen_regular(o->val_labels, &f))
+        return torus_error_prefix(TDATA_EIO, "--val-labels");
     _vread r = {.o = o, .files = files, .nf = nf, .csv = -1};
     char *line = NULL;
     size_t cap = 0;
