@@ -268,6 +268,16 @@ static int _key_classes(_ixread *r, const char *key, char *val)
     return TDATA_OK;
 }
 
+/* 1 when S holds a control character: a shard's file name is made from the
+ * split, which never holds one, and is printed in every message about it. */
+static int _has_control(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return 1;
+    return 0;
+}
+
 /* "shards N" and its N "shard I FILE COUNT BYTES CRC" lines; returns like
  * _key_dataset. */
 static int _key_shards(_ixread *r, const char *key, const char *val)
@@ -297,8 +307,8 @@ static int _key_shards(_ixread *r, const char *key, const char *val)
     tdata_index_shard *s = &ix->shards[r->nshard];
     if (sscanf(val, "%d %255s %llu %llu %x", &i, s->file, &cnt, &bytes, &crc) !=
             5 ||
-        i != r->nshard || strchr(s->file, '/') || !strcmp(s->file, "..") ||
-        !strcmp(s->file, "."))
+        i != r->nshard || strchr(s->file, '/') || _has_control(s->file) ||
+        !strcmp(s->file, "..") || !strcmp(s->file, "."))
         return _bad_line(r->path, r->ln, "bad shard line");
     s->count = cnt;
     s->bytes = bytes;

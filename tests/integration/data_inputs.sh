@@ -6,7 +6,8 @@
 #     link to /dev/zero: refused at once by name and kind (a FIFO shard
 #     hung inside H5Fopen before);
 #   - an index with a 200 MB line: refused at the line cap, in little
-#     time and memory; a NUL byte in a line: refused;
+#     time and memory; a NUL byte in a line, a control character in a
+#     shard's file name: refused;
 #   - normalisation that is not finite or absurd (mean nan, std inf,
 #     1e-300, -1, 1e-6, 1e6) or missing: refused with the file and line;
 #     std 2e-6 and 9e5 are still taken.
@@ -64,7 +65,10 @@ rm "$T/ok/big-index.txt"
 printf 'torus-index 1\ncreator a\0b\n' > "$T/ok/nul-index.txt"
 expect "$T/ok/nul-index.txt" "nul-index.txt:2: NUL byte in a text line" "NUL byte"
 rm "$T/ok/nul-index.txt"
-echo "ok: a 200 MB index line is refused at the cap in $ms ms, $rss KB; a NUL byte is refused"
+sed 's/^\(shard 1 train-00001\)/\1\x1b[2J/' "$T/ok/train-index.txt" > "$T/ok/esc-index.txt"
+expect "$T/ok/esc-index.txt" "esc-index.txt:$(grep -n '^shard 1 ' "$T/ok/train-index.txt" | cut -d: -f1): bad shard line" "ESC in a shard name"
+rm "$T/ok/esc-index.txt"
+echo "ok: a 200 MB index line is refused at the cap in $ms ms, $rss KB; a NUL byte, an ESC in a shard name are refused"
 
 norm() { # KEY VALUES: the good index with that line replaced
     sed "s/^$1 .*/$1 $2/" "$ix" > "$T/ok/n-index.txt"
