@@ -326,6 +326,7 @@ fuzz-ckpt: $(top_srcdir)/tests/fuzz/fuzz_ckpt.c \
 		-fsanitize=fuzzer,address,undefined -o tests/fuzz/fuzz_ckpt \
 		tests/fuzz/fuzz_ckpt-main.o tests/fuzz/fuzz_ckpt-checkpoint.o \
 		trainer/libtorustrain.la data/libtdata.la $(HDF5_LIBS) -lm
+	-rmdir tests/fuzz/.libs 2> /dev/null
 fuzz-ckpt-run: fuzz-ckpt
 	$(MKDIR_P) tests/fuzz/work-ckpt
 	tests/fuzz/fuzz_ckpt -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
