@@ -102,4 +102,8 @@ fuzz-smoke:
 	  echo "fuzz-smoke: fuzz_$$t: $$(grep -m1 number_of_executed_units \
 	    $(FUZZ_SMOKE_DIR)/$$t.log), no crash"; \
 	done
-.PHONY: fuzz-smoke
+# The work corpora and scratch files of a run by hand.
+clean-local: clean-fuzz-smoke
+clean-fuzz-smoke:
+	-rm -rf tests/fuzz/smoke
+.PHONY: fuzz-smoke clean-fuzz-smoke
