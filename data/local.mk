@@ -14,6 +14,7 @@ data_libtdata_la_SOURCES = data/tdata.h \
 	data/format/error.c data/format/crc32c.c data/format/rng.c \
 	data/format/limits.c data/format/h5attr.c data/format/durable.c \
 	data/format/shard_write.c data/format/shard_read.c data/format/index.c \
+	data/format/textio.c \
 	data/image/image.h data/image/jpeg_decode.c data/image/png_decode.c \
 	data/image/resize.c \
 	data/pack/pack.h data/pack/idx.c data/pack/pack_source.c \
@@ -63,6 +64,8 @@ DATA_SH_TESTS = \
 	tests/integration/data_pack_jpeg.sh \
 	tests/integration/data_corrupt.sh \
 	tests/integration/data_hostile.sh \
+	tests/integration/data_names.sh \
+	tests/integration/data_inputs.sh \
 	tests/integration/data_fuzz.sh
 TESTS += $(DATA_SH_TESTS)
 EXTRA_DIST += $(DATA_SH_TESTS)

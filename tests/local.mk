@@ -70,3 +70,40 @@ TESTS += tests/integration/deploy_deb.sh
 EXTRA_DIST += tests/integration/deploy_deb.sh
 TESTS += tests/unit/deploy_spec.sh
 EXTRA_DIST += tests/unit/deploy_spec.sh
+
+# Every libFuzzer target (tests/fuzz/) for FUZZ_SMOKE_SECONDS each from its
+# committed seeds: fuzz_parsers (topology parsers), fuzz_data (libtdata's
+# readers, the listing, names), fuzz_ckpt (the checkpoint loader). Needs
+# clang. CI runs the parsers and the checkpoint loader for 5 s each
+# (tests/integration/fuzz_smoke.sh; data_fuzz.sh runs fuzz_data); by hand:
+#   make fuzz-smoke                 # 30 s each
+FUZZ_SMOKE_SECONDS = 30
+FUZZ_SMOKE_TARGETS = parsers data ckpt
+FUZZ_SMOKE_DIR = $(abs_builddir)/tests/fuzz/smoke
+TESTS += tests/integration/fuzz_smoke.sh
+EXTRA_DIST += tests/integration/fuzz_smoke.sh
+fuzz-smoke:
+	@set -e; for t in $(FUZZ_SMOKE_TARGETS); do \
+	  case $$t in \
+	  parsers) seeds=$(top_srcdir)/tests/fuzz/corpus;; \
+	  *) seeds=$(top_srcdir)/tests/fuzz/corpus-$$t;; \
+	  esac; \
+	  $(MAKE) --no-print-directory fuzz-$$t; \
+	  $(MKDIR_P) $(FUZZ_SMOKE_DIR)/$$t $(FUZZ_SMOKE_DIR)/$$t-tmp; \
+	  echo "fuzz-smoke: fuzz_$$t for $(FUZZ_SMOKE_SECONDS) s"; \
+	  LSAN_OPTIONS=suppressions=$(top_srcdir)/tests/fuzz/lsan.supp \
+	    TMPDIR=$(FUZZ_SMOKE_DIR)/$$t-tmp \
+	    tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SMOKE_SECONDS) \
+	    -max_len=4096 -timeout=20 -rss_limit_mb=2048 \
+	    -print_final_stats=1 -artifact_prefix=$(FUZZ_SMOKE_DIR)/$$t/ \
+	    $(FUZZ_SMOKE_DIR)/$$t $$seeds \
+	    > $(FUZZ_SMOKE_DIR)/$$t.log 2>&1 \
+	    || { tail -30 $(FUZZ_SMOKE_DIR)/$$t.log; exit 1; }; \
+	  echo "fuzz-smoke: fuzz_$$t: $$(grep -m1 number_of_executed_units \
+	    $(FUZZ_SMOKE_DIR)/$$t.log), no crash"; \
+	done
+# The work corpora and scratch files of a run by hand.
+clean-local: clean-fuzz-smoke
+clean-fuzz-smoke:
+	-rm -rf tests/fuzz/smoke
+.PHONY: fuzz-smoke clean-fuzz-smoke

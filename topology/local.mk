@@ -83,7 +83,8 @@ FUZZ_SRCS = tests/fuzz/fuzz_parsers.c plugins/args.c topology/plugstack.c topolo
 	topology/names.c topology/switchmap.c topology/coords.c topology/yaml.c topology/layout.c
 FUZZ_SEEDS = tests/fuzz/corpus/spec-auto tests/fuzz/corpus/spec-4x8 tests/fuzz/corpus/args \
 	tests/fuzz/corpus/tasks tests/fuzz/corpus/addr tests/fuzz/corpus/topo tests/fuzz/corpus/cost \
-	tests/fuzz/corpus/block tests/fuzz/corpus/yaml tests/fuzz/corpus/torus3d
+	tests/fuzz/corpus/block tests/fuzz/corpus/yaml tests/fuzz/corpus/torus3d \
+	tests/fuzz/corpus/yaml-deep tests/fuzz/corpus/yaml-deep-ok
 EXTRA_DIST += tests/fuzz/fuzz_parsers.c tests/fuzz/lsan.supp $(FUZZ_SEEDS)
 fuzz-parsers: $(FUZZ_SRCS:%=$(top_srcdir)/%) topology/torus_layout.h topology/torus_cost.h \
 		plugins/torus_plugin.h common/torus_error.h

@@ -14,10 +14,14 @@
  * the first with cluster_default: true, else the first. Every entry is
  * checked (a broken entry breaks the file for Slurm too), and every error
  * names the file and line. The file is hostile: its size is bounded before
- * libyaml sees it, aliases are refused (a walk through them could repeat
- * work without bound), and names and lists go through the same checks as
- * topology.conf's. topology.yaml's ring/torus3d sections (26.05) are not
- * read: give those nodes' addresses instead (coords.c).
+ * libyaml sees it, its nesting is bounded (_DEPTH_MAX) by a pass of
+ * libyaml's event parser before the document is built (building deep flow
+ * collections is superlinear in libyaml: 100 KB of "[[[" took 7 s, and
+ * slurmstepd reads the file for every step), aliases are refused (a
+ * walk through them could repeat work without bound), and names and lists
+ * go through the same checks as topology.conf's. topology.yaml's ring/torus3d
+ * sections (26.05) are not read: give those nodes' addresses instead
+ * (coords.c).
  */
 #include "config.h"
 
@@ -31,6 +35,8 @@
 #include "topology/internal.h"
 
 #define _TOPOLOGIES_MAX 1024u
+/* Deepest nesting of collections taken; a real file has about 6. */
+#define _DEPTH_MAX 64
 
 typedef struct {
     yaml_document_t doc;
@@ -324,6 +330,42 @@ static torus_layout_rc _document(_ctx *x, const char *want,
     return rc;
 }
 
+/* The event pass: refuses nesting deeper than _DEPTH_MAX, stopping at the
+ * first collection past it, so a deep file costs a few tokens past
+ * _DEPTH_MAX whatever its size. A syntax error is left to the load
+ * that follows, which reports it with its line. */
+static torus_layout_rc _check_depth(const char *text, size_t len,
+                                    const char *name)
+{
+    yaml_parser_t p;
+    if (!yaml_parser_initialize(&p))
+        return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
+    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+    torus_layout_rc rc = TORUS_LAYOUT_OK;
+    int depth = 0, done = 0;
+    while (!done && !rc) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&p, &ev))
+            break;
+        yaml_event_type_t t = ev.type;
+        size_t line = ev.start_mark.line + 1;
+        yaml_event_delete(&ev);
+        if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+            if (++depth > _DEPTH_MAX)
+                rc = TORUS_FAIL(TORUS_LAYOUT_EINVAL,
+                                "%s:%zu: collections nested deeper than %d "
+                                "levels; refused",
+                                name, line, _DEPTH_MAX);
+        } else if (t == YAML_SEQUENCE_END_EVENT ||
+                   t == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+        done = t == YAML_STREAM_END_EVENT;
+    }
+    yaml_parser_delete(&p);
+    return rc;
+}
+
 torus_layout_rc torus_layout_topo_parse_yaml(const char *text, size_t len,
                                              const char *name, const char *want,
                                              torus_layout_topo_t **out,
@@ -335,6 +377,9 @@ torus_layout_rc torus_layout_topo_parse_yaml(const char *text, size_t len,
     *flat = false;
     if (memchr(text, '\0', len))
         return TORUS_FAIL(TORUS_LAYOUT_EINVAL, "%s: NUL byte", name);
+    torus_layout_rc drc = _check_depth(text, len, name);
+    if (drc)
+        return drc;
     if (!yaml_parser_initialize(&parser))
         return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);

@@ -309,3 +309,36 @@ tests_unit_test_engine_f16_SOURCES = tests/unit/test_engine_f16.c \
 	tests/unit/layer_harness.c tests/unit/layer_harness.h
 tests_unit_test_engine_f16_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_engine_f16_LDADD = $(TRAINER_TEST_LDADD)
+
+# libFuzzer target for the checkpoint loader (tests/fuzz/fuzz_ckpt.c): mutated
+# HDF5 checkpoints through the real HDF5 library. The harness and
+# checkpoint.c are built with clang and the sanitizers (the fuzzer's
+# coverage); the rest of libtorustrain and libtdata link as built (their
+# own checkpoint.o is never pulled: the instrumented one defines it all).
+# `make fuzz-smoke` runs it; by hand:
+#   make fuzz-ckpt && make fuzz-ckpt-run FUZZ_SECONDS=60
+FUZZ_CKPT_CFLAGS = -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
+	-fno-sanitize-recover=undefined -D_GNU_SOURCE -DHAVE_CONFIG_H \
+	-I$(top_srcdir) -I$(top_builddir) $(HDF5_CFLAGS) $(DNNL_CFLAGS)
+EXTRA_DIST += tests/fuzz/fuzz_ckpt.c tests/fuzz/corpus-ckpt
+fuzz-ckpt: $(top_srcdir)/tests/fuzz/fuzz_ckpt.c \
+		$(top_srcdir)/trainer/train/checkpoint.c trainer/libtorustrain.la \
+		data/libtdata.la
+	$(MKDIR_P) tests/fuzz
+	$(FUZZ_CC) $(FUZZ_CKPT_CFLAGS) -c $(top_srcdir)/tests/fuzz/fuzz_ckpt.c \
+		-o tests/fuzz/fuzz_ckpt-main.o
+	$(FUZZ_CC) $(FUZZ_CKPT_CFLAGS) -c $(top_srcdir)/trainer/train/checkpoint.c \
+		-o tests/fuzz/fuzz_ckpt-checkpoint.o
+	$(LIBTOOL) --silent --tag=CC --mode=link $(FUZZ_CC) \
+		-fsanitize=fuzzer,address,undefined -o tests/fuzz/fuzz_ckpt \
+		tests/fuzz/fuzz_ckpt-main.o tests/fuzz/fuzz_ckpt-checkpoint.o \
+		trainer/libtorustrain.la data/libtdata.la $(HDF5_LIBS) -lm
+	-rmdir tests/fuzz/.libs 2> /dev/null
+fuzz-ckpt-run: fuzz-ckpt
+	$(MKDIR_P) tests/fuzz/work-ckpt
+	tests/fuzz/fuzz_ckpt -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+		-timeout=20 -rss_limit_mb=2048 tests/fuzz/work-ckpt \
+		$(top_srcdir)/tests/fuzz/corpus-ckpt
+CLEANFILES += tests/fuzz/fuzz_ckpt tests/fuzz/fuzz_ckpt-main.o \
+	tests/fuzz/fuzz_ckpt-checkpoint.o
+.PHONY: fuzz-ckpt fuzz-ckpt-run

@@ -95,6 +95,42 @@ int tdata_publish_stream(FILE *f, const char *tmp, const char *path);
     "(a symbolic link or another user's file at the temporary name is " \
     "never followed or replaced)"
 
+/* ------------------------------------------ inputs, text lines, names */
+/* Bounds and escaping of the text files (format/textio.c,
+ * docs/shard-format.md "Names and lines"). */
+#define TDATA_MAX_LINE 65536 /* bytes of one line of an index or listing */
+/* The index's per-channel std must lie strictly between these (and mean
+ * and std be finite): the reader divides every pixel by it. */
+#define TDATA_STD_MIN 1e-6
+#define TDATA_STD_MAX 1e6
+
+/* tdata_open_regular (tdata_format.h) as a read-only stdio stream. */
+int tdata_fopen_regular(const char *path, FILE **f);
+
+/* A text file read line by line: at most TDATA_MAX_LINE bytes a line, no
+ * NUL byte, "\r\n" taken as "\n". */
+typedef struct tdata_lines {
+    FILE *f;
+    const char *path; /* for messages */
+    char *line;       /* the current line, without its end */
+    size_t len;
+    int ln; /* its number, from 1 */
+} tdata_lines;
+void tdata_lines_init(tdata_lines *r, FILE *f, const char *path);
+/* The next line into r->line: 0 with *got 1, 0 with *got 0 at the end, or
+ * a code (too long, NUL byte, read error) naming the file and line. */
+int tdata_lines_next(tdata_lines *r, int *got);
+void tdata_lines_free(tdata_lines *r);
+
+/* NAME with control characters (C0, DEL, C1), bytes that are not UTF-8
+ * and backslashes written as \xHH; with TDATA_ESC_SPACE spaces too (for
+ * space-delimited fields). malloc'd; NULL when out of memory. */
+#define TDATA_ESC_SPACE 1
+char *tdata_name_escape(const char *name, int flags);
+/* Undo tdata_name_escape in place: 0, or -1 when S escapes a NUL byte. A
+ * backslash that does not start \xHH stays as it is. */
+int tdata_name_unescape(char *s);
+
 /* ------------------------------------------------------------ index */
 /* Upper bounds on counts read from an index or a shard, far above any real
  * dataset, so that a hostile count fails before it sizes an allocation. */

@@ -1,7 +1,10 @@
 /* format/index.c: the dataset index, SPLIT-index.txt (docs/shard-format.md).
  * A small line-oriented text file, so that a person can read it and a job
  * script can grep it; it is written last (tmp + rename) from the shards'
- * own attributes, which makes it reproducible from the shards alone. */
+ * own attributes, which makes it reproducible from the shards alone.
+ * Read as hostile input: opened only as a regular file, lines bounded
+ * (TDATA_MAX_LINE), names escaped on write and unescaped on read
+ * (format/textio.c), mean and std finite with std in (1e-6, 1e6). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +36,78 @@ void tdata_index_free(tdata_index *ix)
     memset(ix, 0, sizeof *ix);
 }
 
+/* The escaped form of S (tdata_name_escape) into *out, for the index being
+ * written to PATH (WHAT I names it in the message): 0, or a code when it
+ * is out of memory or too long for a line the reader takes. */
+static int _esc(const char *path, const char *what, int i, const char *s,
+                int flags, char **out)
+{
+    char *e = tdata_name_escape(s, flags);
+    *out = NULL;
+    if (!e)
+        return TORUS_FAIL(TDATA_ENOMEM, "%s: no memory to escape %s %d", path,
+                          what, i);
+    size_t n = strlen(e);
+    if (n > TDATA_MAX_LINE / 2) {
+        free(e);
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "%s: %s %d is %zu bytes once escaped, too long for "
+                          "an index line (%d bytes); refused",
+                          path, what, i, n, TDATA_MAX_LINE);
+    }
+    *out = e;
+    return TDATA_OK;
+}
+
+/* The dataset's keys, the split and creator escaped (they come from a
+ * shard's attributes). 0 or a code. */
+static int _write_head(FILE *f, const char *path, const tdata_index *ix)
+{
+    char *cr, *sp = NULL;
+    int rc = _esc(path, "creator", 0, ix->creator, 0, &cr);
+    if (rc == TDATA_OK && (rc = _esc(path, "split", 0, ix->split, 0, &sp))) {
+        free(cr);
+        return rc;
+    }
+    if (rc)
+        return rc;
+    fprintf(f, "# torus dataset index; format: docs/shard-format.md\n");
+    fprintf(f, "torus-index %d\n", TDATA_FORMAT_VERSION);
+    fprintf(f, "creator %s\n", cr);
+    fprintf(f, "split %s\n", sp);
+    free(cr);
+    free(sp);
+    fprintf(f, "layout %s\n",
+            ix->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded");
+    if (ix->layout == TDATA_LAYOUT_DENSE)
+        fprintf(f, "shape %d %d %d\n", ix->height, ix->width, ix->channels);
+    fprintf(f, "images %llu\n", (unsigned long long)ix->num_images);
+    fprintf(f, "mean %.6f %.6f %.6f\n", ix->mean[0], ix->mean[1], ix->mean[2]);
+    fprintf(f, "std %.6f %.6f %.6f\n", ix->std[0], ix->std[1], ix->std[2]);
+    return TDATA_OK;
+}
+
+/* "class I ID WORDS": the id escaped with its spaces (a field), the words
+ * escaped (the rest of the line). */
+static int _write_classes(FILE *f, const char *path, const tdata_index *ix)
+{
+    fprintf(f, "classes %d\n", ix->num_classes);
+    for (int i = 0; i < ix->num_classes; i++) {
+        char *id, *w = NULL;
+        int rc =
+            _esc(path, "class id", i, ix->class_ids[i], TDATA_ESC_SPACE, &id);
+        if (rc == TDATA_OK)
+            rc = _esc(path, "class words", i, ix->class_words[i], 0, &w);
+        if (rc == TDATA_OK)
+            fprintf(f, "class %d %s%s%s\n", i, id, w[0] ? " " : "", w);
+        free(id);
+        free(w);
+        if (rc)
+            return rc;
+    }
+    return TDATA_OK;
+}
+
 int tdata_index_write(const char *path, const tdata_index *ix)
 {
     char tmp[4096];
@@ -42,21 +117,14 @@ int tdata_index_write(const char *path, const tdata_index *ix)
     if (!f)
         return TORUS_FAIL(TDATA_EIO, "%s: %s " TDATA_TMP_REFUSED, tmp,
                           strerror(errno));
-    fprintf(f, "# torus dataset index; format: docs/shard-format.md\n");
-    fprintf(f, "torus-index %d\n", TDATA_FORMAT_VERSION);
-    fprintf(f, "creator %s\n", ix->creator);
-    fprintf(f, "split %s\n", ix->split);
-    fprintf(f, "layout %s\n",
-            ix->layout == TDATA_LAYOUT_DENSE ? "dense" : "encoded");
-    if (ix->layout == TDATA_LAYOUT_DENSE)
-        fprintf(f, "shape %d %d %d\n", ix->height, ix->width, ix->channels);
-    fprintf(f, "images %llu\n", (unsigned long long)ix->num_images);
-    fprintf(f, "mean %.6f %.6f %.6f\n", ix->mean[0], ix->mean[1], ix->mean[2]);
-    fprintf(f, "std %.6f %.6f %.6f\n", ix->std[0], ix->std[1], ix->std[2]);
-    fprintf(f, "classes %d\n", ix->num_classes);
-    for (int i = 0; i < ix->num_classes; i++)
-        fprintf(f, "class %d %s%s%s\n", i, ix->class_ids[i],
-                ix->class_words[i][0] ? " " : "", ix->class_words[i]);
+    int rc = _write_head(f, path, ix);
+    if (rc == TDATA_OK)
+        rc = _write_classes(f, path, ix);
+    if (rc) {
+        fclose(f);
+        unlink(tmp);
+        return rc;
+    }
     fprintf(f, "shards %d\n", ix->num_shards);
     for (int i = 0; i < ix->num_shards; i++)
         fprintf(f, "shard %d %s %llu %llu %08x\n", i, ix->shards[i].file,
@@ -78,6 +146,7 @@ typedef struct _ixread {
     const char *path;
     int ln;             /* line number, for messages */
     int nclass, nshard; /* class and shard lines so far */
+    int norm;           /* 1: mean seen, 2: std seen */
     tdata_index *ix;
 } _ixread;
 
@@ -97,17 +166,45 @@ static int _key_version(_ixread *r, const char *val)
     return TDATA_OK;
 }
 
+/* "mean M M M" or "std S S S": every batch is normalised by them, so a
+ * value that is not finite, or a std so small or large that the inputs
+ * become inf or 0, is refused here rather than trained on. */
+static int _key_norm(_ixread *r, const char *key, const char *val)
+{
+    int is_std = key[0] == 's';
+    double *d = is_std ? r->ix->std : r->ix->mean;
+    char *end;
+    const char *p = val;
+    for (int c = 0; c < 3; c++, p = end) {
+        d[c] = strtod(p, &end);
+        if (end == p)
+            return _bad_line(r->path, r->ln, "bad mean/std (want 3 numbers)");
+        if (!isfinite(d[c]) ||
+            (is_std && (d[c] <= TDATA_STD_MIN || d[c] >= TDATA_STD_MAX)))
+            return TORUS_FAIL(TDATA_EFORMAT,
+                              "%s:%d: %s %g of channel %d refused: want a "
+                              "finite number%s",
+                              r->path, r->ln, key, d[c], c,
+                              is_std ? " above 1e-06 and below 1e+06" : "");
+    }
+    r->norm |= is_std ? 2 : 1;
+    return TDATA_OK;
+}
+
 /* Keys of the whole dataset. Returns 0, a code, or -1 when KEY is none of
  * them. */
-static int _key_dataset(_ixread *r, const char *key, const char *val)
+static int _key_dataset(_ixread *r, const char *key, char *val)
 {
     tdata_index *ix = r->ix;
     if (!strcmp(key, "torus-index"))
         return _key_version(r, val);
-    if (!strcmp(key, "creator")) {
-        snprintf(ix->creator, sizeof ix->creator, "%s", val);
-    } else if (!strcmp(key, "split")) {
-        snprintf(ix->split, sizeof ix->split, "%s", val);
+    if (!strcmp(key, "creator") || !strcmp(key, "split")) {
+        if (tdata_name_unescape(val))
+            return _bad_line(r->path, r->ln, "escaped NUL byte");
+        if (key[0] == 'c')
+            snprintf(ix->creator, sizeof ix->creator, "%s", val);
+        else
+            snprintf(ix->split, sizeof ix->split, "%s", val);
     } else if (!strcmp(key, "layout")) {
         ix->layout =
             !strcmp(val, "dense") ? TDATA_LAYOUT_DENSE : TDATA_LAYOUT_ENCODED;
@@ -121,9 +218,7 @@ static int _key_dataset(_ixread *r, const char *key, const char *val)
     } else if (!strcmp(key, "images")) {
         ix->num_images = strtoull(val, NULL, 10);
     } else if (!strcmp(key, "mean") || !strcmp(key, "std")) {
-        double *d = key[0] == 'm' ? ix->mean : ix->std;
-        if (sscanf(val, "%lf %lf %lf", &d[0], &d[1], &d[2]) != 3)
-            return _bad_line(r->path, r->ln, "bad mean/std");
+        return _key_norm(r, key, val);
     } else {
         return -1;
     }
@@ -132,7 +227,7 @@ static int _key_dataset(_ixread *r, const char *key, const char *val)
 
 /* "classes N" and its N "class I WNID [words]" lines; returns like
  * _key_dataset. */
-static int _key_classes(_ixread *r, const char *key, const char *val)
+static int _key_classes(_ixread *r, const char *key, char *val)
 {
     tdata_index *ix = r->ix;
     if (!strcmp(key, "classes")) {
@@ -151,18 +246,36 @@ static int _key_classes(_ixread *r, const char *key, const char *val)
     }
     if (strcmp(key, "class"))
         return -1;
-    int i, p2 = 0;
-    char id[256];
-    if (!ix->class_ids || sscanf(val, "%d %255s %n", &i, id, &p2) < 2 ||
-        i != r->nclass || i >= ix->num_classes)
+    /* "I ID[ WORDS]", ID and WORDS escaped (tdata_name_escape). */
+    char *end, *id, *words;
+    long i = strtol(val, &end, 10);
+    if (!ix->class_ids || end == val || *end != ' ' || i != r->nclass ||
+        i >= ix->num_classes)
         return _bad_line(r->path, r->ln, "bad class line");
+    id = end + strspn(end, " ");
+    words = id + strcspn(id, " ");
+    if (*words)
+        *words++ = 0;
+    if (!*id || tdata_name_unescape(id) || tdata_name_unescape(words))
+        return _bad_line(r->path, r->ln,
+                         "bad class line (no id, or an escaped NUL byte)");
     ix->class_ids[i] = strdup(id);
-    ix->class_words[i] = strdup(p2 ? val + p2 : "");
+    ix->class_words[i] = strdup(words);
     if (!ix->class_ids[i] || !ix->class_words[i])
         return TORUS_FAIL(TDATA_ENOMEM, "%s:%d: no memory for a class name",
                           r->path, r->ln);
     r->nclass++;
     return TDATA_OK;
+}
+
+/* 1 when S holds a control character: a shard's file name is made from the
+ * split, which never holds one, and is printed in every message about it. */
+static int _has_control(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return 1;
+    return 0;
 }
 
 /* "shards N" and its N "shard I FILE COUNT BYTES CRC" lines; returns like
@@ -194,8 +307,8 @@ static int _key_shards(_ixread *r, const char *key, const char *val)
     tdata_index_shard *s = &ix->shards[r->nshard];
     if (sscanf(val, "%d %255s %llu %llu %x", &i, s->file, &cnt, &bytes, &crc) !=
             5 ||
-        i != r->nshard || strchr(s->file, '/') || !strcmp(s->file, "..") ||
-        !strcmp(s->file, "."))
+        i != r->nshard || strchr(s->file, '/') || _has_control(s->file) ||
+        !strcmp(s->file, "..") || !strcmp(s->file, "."))
         return _bad_line(r->path, r->ln, "bad shard line");
     s->count = cnt;
     s->bytes = bytes;
@@ -205,13 +318,13 @@ static int _key_shards(_ixread *r, const char *key, const char *val)
 }
 
 /* One line. Unknown keys are skipped: minor additions stay readable. */
-static int _line(_ixread *r, const char *line)
+static int _line(_ixread *r, char *line)
 {
     char key[32];
     int pos = 0;
     if (sscanf(line, "%31s %n", key, &pos) != 1)
         return _bad_line(r->path, r->ln, "unreadable line");
-    const char *val = line + pos;
+    char *val = line + pos;
     if (r->ix->version == 0 && strcmp(key, "torus-index") != 0)
         return _bad_line(r->path, r->ln,
                          "not a torus index (first line must be "
@@ -244,6 +357,9 @@ static int _check_totals(const _ixread *r)
                               "%s: shard counts add up past 2^64", r->path);
         sum += ix->shards[i].count;
     }
+    if (r->norm != 3)
+        return TORUS_FAIL(TDATA_EFORMAT, "%s: no '%s' line", r->path,
+                          r->norm & 1 ? "std" : "mean");
     if (ix->layout == TDATA_LAYOUT_DENSE && ix->height == 0)
         return TORUS_FAIL(TDATA_EFORMAT, "%s: dense index without 'shape'",
                           r->path);
@@ -259,21 +375,20 @@ static int _check_totals(const _ixread *r)
 int tdata_index_read(const char *path, tdata_index *ix)
 {
     memset(ix, 0, sizeof *ix);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return TORUS_FAIL(errno == ENOENT ? TDATA_EMISSING : TDATA_EIO,
-                          "%s: %s", path, strerror(errno));
+    FILE *f;
+    int rc = tdata_fopen_regular(path, &f);
+    if (rc)
+        return rc;
     _ixread r = {.path = path, .ix = ix};
-    char *line = NULL;
-    size_t cap = 0;
-    int rc = TDATA_OK;
-    while (rc == TDATA_OK && getline(&line, &cap, f) > 0) {
-        r.ln++;
-        line[strcspn(line, "\r\n")] = 0;
-        if (line[0] != '#' && line[0] != 0)
-            rc = _line(&r, line);
+    tdata_lines lr;
+    tdata_lines_init(&lr, f, path);
+    int got = 1;
+    while (rc == TDATA_OK && (rc = tdata_lines_next(&lr, &got)) == 0 && got) {
+        r.ln = lr.ln;
+        if (lr.line[0] != '#' && lr.line[0] != 0)
+            rc = _line(&r, lr.line);
     }
-    free(line);
+    tdata_lines_free(&lr);
     fclose(f);
     if (rc == TDATA_OK)
         rc = _check_totals(&r);
@@ -323,6 +438,28 @@ static int _add_shard(tdata_index *ix, tdata_shard *s, int i, const char *path,
     return TDATA_OK;
 }
 
+/* Mean and std per channel from the shards' pixel sums. A channel whose
+ * variance is too small to divide by (one constant colour) gets std 1, as
+ * the reader would refuse it; sums that are not finite (a forged shard)
+ * are refused, naming the directory. */
+static int _norm_from(const _pixsum *px, const char *dir, tdata_index *ix)
+{
+    for (int c = 0; c < 3; c++) {
+        double cnt = px->count;
+        ix->mean[c] = cnt > 0 ? px->sum[c] / cnt : 0.5;
+        double var =
+            cnt > 0 ? px->sq[c] / cnt - ix->mean[c] * ix->mean[c] : 0.25;
+        ix->std[c] = var > 1e-10 ? sqrt(var) : 1.0;
+        if (!isfinite(ix->mean[c]) || !isfinite(ix->std[c]) ||
+            ix->std[c] >= TDATA_STD_MAX)
+            return TORUS_FAIL(TDATA_EFORMAT,
+                              "%s: the shards' pixel_sum/pixel_sumsq give "
+                              "mean %g, std %g for channel %d; refused",
+                              dir, ix->mean[c], ix->std[c], c);
+    }
+    return TDATA_OK;
+}
+
 int tdata_index_build(const char *dir, const char *split, int num_shards,
                       char *index_path, size_t n)
 {
@@ -348,14 +485,9 @@ int tdata_index_build(const char *dir, const char *split, int num_shards,
             rc = _add_shard(&ix, &s, i, path, &px);
         tdata_shard_close(&s);
     }
+    if (rc == TDATA_OK)
+        rc = _norm_from(&px, dir, &ix);
     if (rc == TDATA_OK) {
-        for (int c = 0; c < 3; c++) {
-            double cnt = px.count;
-            ix.mean[c] = cnt > 0 ? px.sum[c] / cnt : 0.5;
-            double var =
-                cnt > 0 ? px.sq[c] / cnt - ix.mean[c] * ix.mean[c] : 0.25;
-            ix.std[c] = var > 1e-12 ? sqrt(var) : 1.0;
-        }
         snprintf(index_path, n, "%s/%s-index.txt", dir, split);
         rc = tdata_index_write(index_path, &ix);
     }

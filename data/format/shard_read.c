@@ -387,20 +387,34 @@ static int _load(hid_t f, tdata_shard *s, int load_classes)
     return TDATA_OK;
 }
 
+/* H5Fopen of PATH, read-only, once tdata_open_regular has seen a regular
+ * file there: HDF5 opens a FIFO blocking, and would wait inside H5Fopen,
+ * holding the HDF5 lock, for a writer that never comes. The caller holds
+ * the lock; a negative id with the error set on failure. */
+static hid_t _h5_open(const char *path)
+{
+    int fd;
+    if (tdata_open_regular(path, &fd, NULL) != TDATA_OK)
+        return -1;
+    close(fd);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t fapl = (hid_t)tdata_h5_fapl();
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    H5Pclose(fapl);
+    if (f < 0)
+        TORUS_FAIL(TDATA_EFORMAT,
+                   "%s: not a readable HDF5 file (truncated or corrupt?)",
+                   path);
+    return f;
+}
+
 /* The HDF5 part of tdata_shard_open, under the process-wide HDF5 lock
  * (decode threads may be naming a sample, rank 0 writing a checkpoint). */
 static int _open_h5(const char *path, tdata_shard *s, int load_classes)
 {
     tdata_h5_lock();
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t fapl = (hid_t)tdata_h5_fapl();
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
-    int rc = f < 0 ? TORUS_FAIL(TDATA_EFORMAT,
-                                "%s: not a readable HDF5 file "
-                                "(truncated or corrupt?)",
-                                path)
-                   : _load(f, s, load_classes);
+    hid_t f = _h5_open(path);
+    int rc = f < 0 ? TDATA_EFORMAT : _load(f, s, load_classes);
     if (f >= 0)
         H5Fclose(f);
     tdata_h5_unlock();
@@ -414,13 +428,13 @@ int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
     s->path = strdup(path);
     if (!s->path)
         return TORUS_FAIL(TDATA_ENOMEM, "%s: no memory for the path", path);
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return TORUS_FAIL(
-            errno == ENOENT ? TDATA_EMISSING : TDATA_EIO, "%s: %s%s", path,
-            errno == ENOENT ? "missing shard: " : "", strerror(errno));
-    s->file_size = (uint64_t)st.st_size;
-    int rc = _open_h5(path, s, load_classes);
+    /* The descriptor pread() serves samples from, opened first: it sees a
+     * regular file (or the open fails here, naming what is there). */
+    int rc = tdata_open_regular(path, &s->fd, &s->file_size);
+    if (rc == TDATA_EMISSING)
+        return TORUS_FAIL(rc, "%s: missing shard: %s", path, strerror(ENOENT));
+    if (rc == TDATA_OK)
+        rc = _open_h5(path, s, load_classes);
     if (rc)
         return rc;
     /* Every chunk must lie inside the file: catches truncation that HDF5's
@@ -433,9 +447,6 @@ int tdata_shard_open(const char *path, tdata_shard *s, int load_classes)
                               "ends past the file's %llu bytes",
                               path, (unsigned long long)c,
                               (unsigned long long)s->file_size);
-    s->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (s->fd < 0)
-        return TORUS_FAIL(TDATA_EIO, "%s: %s", path, strerror(errno));
     return TDATA_OK;
 }
 
@@ -479,12 +490,9 @@ int tdata_shard_pread(const tdata_shard *s, uint64_t lo, uint64_t hi,
 /* tdata_shard_name's HDF5 part; the caller holds the HDF5 lock. */
 static int _name_h5(const tdata_shard *s, uint64_t i, char *buf, size_t n)
 {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t fapl = (hid_t)tdata_h5_fapl();
-    hid_t f = H5Fopen(s->path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
+    hid_t f = _h5_open(s->path);
     if (f < 0)
-        return TORUS_FAIL(TDATA_EIO, "%s: cannot open", s->path);
+        return TDATA_EIO;
     int rc = TDATA_EFORMAT;
     hid_t d = H5Dopen2(f, "names", H5P_DEFAULT);
     if (d >= 0) {
@@ -524,18 +532,13 @@ int tdata_shard_name(const tdata_shard *s, uint64_t i, char *buf, size_t n)
 char **tdata_shard_names(const tdata_shard *s)
 {
     tdata_h5_lock();
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t fapl = (hid_t)tdata_h5_fapl();
-    hid_t f = H5Fopen(s->path, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
+    hid_t f = _h5_open(s->path);
     char **v = f < 0 ? NULL : _read_strings(f, "names", s->n);
     if (f >= 0)
         H5Fclose(f);
     tdata_h5_unlock();
-    if (f < 0) {
-        TORUS_FAIL(TDATA_EIO, "%s: cannot open", s->path);
+    if (f < 0)
         return NULL;
-    }
     if (!v)
         TORUS_FAIL(TDATA_EFORMAT, "%s: bad names dataset", s->path);
     return v;

@@ -75,6 +75,16 @@ enum {
 };
 int tdata_publish(const char *tmp, const char *path);
 
+/* ------------------------------------------------------- opening */
+/* Opens PATH read-only only when it is a regular file: O_NONBLOCK, then
+ * fstat, before anything reads it, so a FIFO, device or socket planted at
+ * an input's name is refused with a message naming it and its kind
+ * instead of blocking. A descriptor in *fd (blocking again) and the size
+ * in *size (may be NULL); TDATA_EMISSING or TDATA_EIO otherwise. */
+int tdata_open_regular(const char *path, int *fd, uint64_t *size);
+/* "a FIFO", "a character device", ... for an st_mode. */
+const char *tdata_file_kind(unsigned mode);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "common/torus_error.h"
@@ -16,9 +17,16 @@
 static uint8_t *_slurp(const char *path, uint64_t limit, size_t *len, int *over)
 {
     *over = 0;
-    gzFile g = gzopen(path, "rb");
-    if (!g)
+    int fd;
+    if (tdata_open_regular(path, &fd, NULL)) {
+        *over = -1; /* the message names the file and what it is */
         return NULL;
+    }
+    gzFile g = gzdopen(fd, "rb");
+    if (!g) {
+        close(fd);
+        return NULL;
+    }
     size_t cap = 1 << 20, n = 0;
     uint8_t *buf = malloc(cap);
     if (!buf) {
@@ -69,6 +77,8 @@ static int _load_images(const char *images, uint8_t **im, uint32_t dims[3])
     size_t ilen = 0;
     int over;
     *im = _slurp(images, tdata_max_idx_bytes(), &ilen, &over);
+    if (!*im && over < 0)
+        return TDATA_EIO;
     if (!*im)
         return TORUS_FAIL(TDATA_EIO, "%s: cannot read (or bad gzip)", images);
     if (over)
@@ -108,6 +118,8 @@ static int _load_labels(const char *labels, uint32_t n, uint8_t **lb)
     int over;
     /* n labels of one byte, after an 8-byte header. */
     *lb = _slurp(labels, (uint64_t)n + 8, &llen, &over);
+    if (!*lb && over < 0)
+        return TDATA_EIO;
     if (!*lb)
         return TORUS_FAIL(TDATA_EIO, "%s: cannot read labels", labels);
     if (over || llen != (size_t)n + 8 || _be32(*lb) != 0x801 ||

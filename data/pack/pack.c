@@ -66,12 +66,19 @@ static void _progress(_job *j, int final)
 static int _read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len,
                       char *why, size_t n)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Non-blocking open and fstat: the walk saw a regular file, but what
+     * is there now may be a FIFO, which would block this thread. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(why, n, "cannot open: %s", strerror(errno));
         if (fd >= 0)
             close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, n, "%s, not a regular file", tdata_file_kind(st.st_mode));
+        close(fd);
         return -1;
     }
     size_t sz = (size_t)st.st_size;
@@ -216,22 +223,26 @@ static int _report_item(const _job *j, uint64_t i, FILE *rep,
                         tdata_shard_meta *m)
 {
     const tdata_pack_out *r = &j->out[i];
-    const char *src = j->items[i].path ? j->items[i].path : j->items[i].name;
-    if (!r->data) {
+    /* Escaped: a newline or tab in a file name must not add a line or a
+     * field to the report. */
+    char *src = tdata_name_escape(
+        j->items[i].path ? j->items[i].path : j->items[i].name, 0);
+    const char *s = src ? src : "(no memory for the name)";
+    int kept = r->data != NULL;
+    if (!kept) {
         m->num_rejected++;
         fprintf(stderr, "%storus-pack: rejected %s: %s\n",
-                j->progress ? "\n" : "", src, r->why);
+                j->progress ? "\n" : "", s, r->why);
         if (rep)
-            fprintf(rep, "rejected\t%s\t%s\n", src, r->why);
-        return 0;
-    }
-    if (r->reencoded) {
+            fprintf(rep, "rejected\t%s\t%s\n", s, r->why);
+    } else if (r->reencoded) {
         m->num_reencoded++;
         if (rep)
             fprintf(rep, "reencoded\t%s\tCMYK/YCCK or PNG stored as RGB JPEG\n",
-                    src);
+                    s);
     }
-    return 1;
+    free(src);
+    return kept;
 }
 
 /* The kept images back to back, with their offsets, labels and names, in
@@ -480,10 +491,26 @@ static int _prepare(const tdata_pack_opts *o, int N, int *lo, int *hi,
     int rc = _mkdirs(o->output);
     if (rc)
         return rc;
-    *rep = o->report ? fopen(o->report, "a") : NULL;
-    if (o->report && !*rep)
-        return TORUS_FAIL(TDATA_EIO, "--report=%s: %s", o->report,
-                          strerror(errno));
+    if (!o->report)
+        return TDATA_OK;
+    /* O_NONBLOCK: a FIFO with no reader fails here instead of blocking. */
+    struct stat st;
+    int fd =
+        open(o->report,
+             O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_CLOEXEC | O_NOCTTY,
+             0644);
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        return TORUS_FAIL(TDATA_EIO, "--report=%s: not a regular file",
+                          o->report);
+    }
+    *rep = fd < 0 ? NULL : fdopen(fd, "a");
+    if (!*rep) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return TORUS_FAIL(TDATA_EIO, "--report=%s: %s", o->report, strerror(e));
+    }
     return TDATA_OK;
 }
 
@@ -497,6 +524,7 @@ int tdata_pack_run(const tdata_pack_opts *o, tdata_pack_summary *sum)
     int N = 0, lo, hi;
     uint64_t *b = NULL;
     FILE *rep = NULL;
+    sum->skipped_sources = src.skipped;
     rc = _plan(o, &src, &N, &b);
     if (rc == TDATA_OK)
         rc = _prepare(o, N, &lo, &hi, &rep);

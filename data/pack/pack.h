@@ -26,6 +26,9 @@ typedef struct tdata_pack_src {
     /* IDX input: all pixels in memory (Fashion-MNIST is 47 MB). */
     uint8_t *idx_pixels;
     int idx_h, idx_w;
+    /* Entries of the walk that are not packed (FIFOs, devices, dangling
+     * links, folders inside class folders), each said on stderr. */
+    uint64_t skipped;
 } tdata_pack_src;
 
 typedef struct tdata_pack_opts {
@@ -51,6 +54,7 @@ typedef struct tdata_pack_opts {
 
 typedef struct tdata_pack_summary {
     uint64_t seen, packed, rejected, reencoded, skipped_shards;
+    uint64_t skipped_sources; /* tdata_pack_src.skipped of the walk */
     int shards_written, index_written;
     char index_path[4096];
 } tdata_pack_summary;

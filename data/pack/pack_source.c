@@ -9,8 +9,10 @@
  *   - an IDX file (MNIST/Fashion-MNIST, gz or not).
  * Classes are the sorted folder/wnid names unless --classes=FILE fixes
  * the order (and gives the words, as in LOC_synset_mapping.txt). Every
- * regular, non-hidden file becomes an item; what fails to decode later is
- * reported, never silently dropped. */
+ * regular, non-hidden file becomes an item; every other entry of the walk
+ * (FIFO, device, socket, dangling link, a folder inside a class folder)
+ * is reported on stderr and counted (torus-pack then exits 1), and what
+ * fails to decode later is reported too: nothing is silently dropped. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -53,49 +55,91 @@ static int _cmpent(const void *a, const void *b)
     return strcmp(((const _ent *)a)->name, ((const _ent *)b)->name);
 }
 
+/* Says on stderr why source entry PATH is not packed (name escaped: it
+ * may hold a newline) and counts it: torus-pack's exit status then says
+ * something was left out. */
+static void _skip(tdata_pack_src *s, const char *path, const char *why,
+                  const char *detail)
+{
+    char *e = tdata_name_escape(path, 0);
+    fprintf(stderr, "torus-pack: skipped %s: %s%s\n", e ? e : "(no memory)",
+            why, detail);
+    free(e);
+    s->skipped++;
+}
+
+/* What entry P of a listed directory is: 1 a directory, 2 a regular file
+ * (size in *size), 0 anything else, reported through _skip unless it is
+ * a plain file where folders are listed (dirs). */
+static int _kind(tdata_pack_src *s, const char *p, unsigned char d_type,
+                 int dirs, uint64_t *size)
+{
+    struct stat st;
+    *size = 0;
+    if (d_type == DT_DIR && dirs)
+        return 1;
+    if (stat(p, &st) != 0) {
+        int e = errno;
+        if (lstat(p, &st) == 0 && S_ISLNK(st.st_mode) && e == ENOENT)
+            _skip(s, p, "a dangling symbolic link", "");
+        else
+            _skip(s, p, "cannot stat: ", strerror(e));
+        return 0;
+    }
+    *size = (uint64_t)st.st_size;
+    if (S_ISDIR(st.st_mode) && !dirs)
+        _skip(s, p, "a directory inside a class folder (not walked)", "");
+    else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+        _skip(s, p, tdata_file_kind(st.st_mode), ", not a regular file");
+    return S_ISDIR(st.st_mode) ? 1 : S_ISREG(st.st_mode) ? 2 : 0;
+}
+
 /* Sorted entries of DIR that are directories (dirs=1) or regular files
- * (dirs=0), hidden ones excluded. One stat() per file (for its size, the
- * shard balance needs it); the type comes from d_type when the file
- * system fills it in, sparing a stat() per class folder. */
-static _ent *_list(const char *dir, int dirs, int *n)
+ * (dirs=0), hidden ones excluded; every other entry is reported (_kind).
+ * One stat() per file (for its size, the shard balance needs it); a
+ * folder's type comes from d_type when the file system fills it in,
+ * sparing a stat() per class folder. */
+static int _list(tdata_pack_src *s, const char *dir, int dirs, _ent **out,
+                 int *n)
 {
     DIR *d = opendir(dir);
-    *n = 0;
-    if (!d)
-        return NULL;
     int cap = 64;
     _ent *v = malloc(cap * sizeof *v);
+    *n = 0;
+    *out = v;
+    if (!d || !v) {
+        int e = errno;
+        if (d)
+            closedir(d);
+        return TORUS_FAIL(TDATA_EIO, "%s: cannot list: %s", dir, strerror(e));
+    }
     struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        uint64_t size = 0;
-        int isdir = e->d_type == DT_DIR, isreg = e->d_type == DT_REG;
-        if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK || !dirs) {
-            char p[4096];
-            struct stat st;
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            if (stat(p, &st) != 0)
-                continue;
-            isdir = S_ISDIR(st.st_mode);
-            isreg = S_ISREG(st.st_mode);
-            size = (uint64_t)st.st_size;
-        }
-        if (dirs ? !isdir : !isreg)
+    int rc = TDATA_OK;
+    while (rc == TDATA_OK && (e = readdir(d))) {
+        char p[4096];
+        uint64_t size;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.' ||
+            _kind(s, p, e->d_type, dirs, &size) != (dirs ? 1 : 2))
             continue;
         if (*n == cap) {
             _ent *nv = realloc(v, (size_t)cap * 2 * sizeof *v);
-            if (!nv)
-                break; /* out of memory: the caller sees a short list */
-            v = nv;
+            if (!nv) {
+                rc = TORUS_FAIL(TDATA_ENOMEM, "%s: no memory to list it", dir);
+                break;
+            }
+            *out = v = nv;
             cap *= 2;
         }
-        v[*n].name = strdup(e->d_name);
-        v[(*n)++].size = size;
+        v[*n].size = size;
+        if (!(v[*n].name = strdup(e->d_name)))
+            rc = TORUS_FAIL(TDATA_ENOMEM, "%s: no memory to list it", dir);
+        else
+            (*n)++;
     }
     closedir(d);
     qsort(v, *n, sizeof *v, _cmpent);
-    return v;
+    return rc;
 }
 
 static void _free_list(_ent *v, int n)
@@ -115,9 +159,9 @@ static int _find_class(const tdata_pack_src *s, const char *id)
 
 static int _load_classes(const char *file, tdata_pack_src *s)
 {
-    FILE *f = fopen(file, "r");
-    if (!f)
-        return TORUS_FAIL(TDATA_EIO, "--classes=%s: %s", file, strerror(errno));
+    FILE *f;
+    if (tdata_fopen_regular(file, &f))
+        return torus_error_prefix(TDATA_EIO, "--classes");
     char *line = NULL;
     size_t cap = 0;
     int ln = 0, n = 0, ncap = 0;
@@ -182,14 +226,17 @@ static int _scan_tree(const tdata_pack_opts *o, tdata_pack_src *s,
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/%s", o->source, classes[c].name);
         int nf;
-        _ent *files = _list(dir, 0, &nf);
-        for (int i = 0; i < nf; i++) {
+        _ent *files;
+        int rc = _list(s, dir, 0, &files, &nf);
+        for (int i = 0; rc == TDATA_OK && i < nf; i++) {
             char p[8200], nm[8200];
             snprintf(p, sizeof p, "%s/%s", dir, files[i].name);
             snprintf(nm, sizeof nm, "%s/%s", classes[c].name, files[i].name);
             _add(s, p, nm, label, files[i].size);
         }
         _free_list(files, nf);
+        if (rc)
+            return rc;
     }
     return TDATA_OK;
 }
@@ -226,10 +273,9 @@ static int _read_synsets(_vread *r)
                           "--devkit-synsets=FILE (wnid per ILSVRC "
                           "ID)",
                           o->val_labels);
-    FILE *sf = fopen(o->devkit_synsets, "r");
-    if (!sf)
-        return TORUS_FAIL(TDATA_EIO, "--devkit-synsets=%s: %s",
-                          o->devkit_synsets, strerror(errno));
+    FILE *sf;
+    if (tdata_fopen_regular(o->devkit_synsets, &sf))
+        return torus_error_prefix(TDATA_EIO, "--devkit-synsets");
     char *sl = NULL;
     size_t sc = 0;
     while (getline(&sl, &sc, sf) > 0) {
@@ -315,10 +361,9 @@ static int _val_line(_vread *r, char *line, _vlab **out, int *ncap)
 static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
                             _vlab **out, int *nout)
 {
-    FILE *f = fopen(o->val_labels, "r");
-    if (!f)
-        return TORUS_FAIL(TDATA_EIO, "--val-labels=%s: %s", o->val_labels,
-                          strerror(errno));
+    FILE *f;
+    if (tdata_fopen_regular(o->val_labels, &f))
+        return torus_error_prefix(TDATA_EIO, "--val-labels");
     _vread r = {.o = o, .files = files, .nf = nf, .csv = -1};
     char *line = NULL;
     size_t cap = 0;
@@ -341,10 +386,12 @@ static int _read_val_labels(const tdata_pack_opts *o, _ent *files, int nf,
 static int _scan_flat(const tdata_pack_opts *o, tdata_pack_src *s)
 {
     int nf;
-    _ent *files = _list(o->source, 0, &nf);
+    _ent *files;
     _vlab *labs = NULL;
     int nl = 0;
-    int rc = _read_val_labels(o, files, nf, &labs, &nl);
+    int rc = _list(s, o->source, 0, &files, &nf);
+    if (rc == TDATA_OK)
+        rc = _read_val_labels(o, files, nf, &labs, &nl);
     if (rc == TDATA_OK && !s->num_classes) {
         /* Classes: the sorted distinct wnids, ImageNet's usual order. */
         char **ids = malloc((nl ? nl : 1) * sizeof *ids);
@@ -426,7 +473,13 @@ int tdata_pack_scan(const tdata_pack_opts *o, tdata_pack_src *s)
     if (o->classes_file && (rc = _load_classes(o->classes_file, s)))
         return rc;
     int nc;
-    _ent *classes = _list(o->source, 1, &nc);
+    _ent *classes = NULL;
+    if (!o->val_labels && (rc = _list(s, o->source, 1, &classes, &nc))) {
+        _free_list(classes, nc);
+        return rc;
+    }
+    if (o->val_labels)
+        nc = 0;
     if (nc > 0 && !o->val_labels)
         rc = _scan_tree(o, s, classes, nc);
     else if (o->val_labels)

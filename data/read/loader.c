@@ -597,10 +597,14 @@ static void _log_bad(tdata_loader *l, _slot *sl, int i, int code,
     tdata_dataset_locate(l->ds, sl->ids[i], &shard, &idx);
     char name[512] = "?";
     tdata_dataset_name(l->ds, sl->ids[i], name, sizeof name);
+    /* The source name as the index writes names: a newline in it must not
+     * make a second log line. */
+    char *esc = tdata_name_escape(name, 0);
     snprintf(msg, n, "bad sample %llu: shard %s index %llu (%s): %s",
              (unsigned long long)sl->ids[i],
              tdata_dataset_shard_path(l->ds, shard), (unsigned long long)idx,
-             name, why);
+             esc ? esc : "?", why);
+    free(esc);
     (void)code;
     fprintf(l->o.log ? l->o.log : stderr, "tdata: %s; skipped\n", msg);
 }

@@ -32,9 +32,9 @@ static int _copy(const char *from, const char *to)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", to, (long)getpid());
-    int in = open(from, O_RDONLY | O_CLOEXEC);
-    if (in < 0)
-        return TORUS_FAIL(TDATA_EIO, "stage: %s: %s", from, strerror(errno));
+    int in;
+    if (tdata_open_regular(from, &in, NULL))
+        return torus_error_prefix(TDATA_EIO, "stage");
     int out = tdata_tmp_create(tmp);
     if (out < 0) {
         int e = errno;

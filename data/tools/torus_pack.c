@@ -58,7 +58,8 @@ static const char _help[] =
     "\n"
     "OPTIONS\n"
     "    -o, --output=DIR        where the shards and index go (created)\n"
-    "    -s, --split=NAME        shard and index name prefix (default: train)\n"
+    "    -s, --split=NAME        shard and index name prefix, up to 32 of\n"
+    "                            A-Z a-z 0-9 . _ - (default: train)\n"
     "    -n, --shards=N          number of shards (default: from "
     "--shard-size)\n"
     "        --shard-size=BYTES  target input bytes per shard; K, M, G "
@@ -116,7 +117,12 @@ static const char _help[] =
     "\n"
     "EXIT STATUS\n"
     "    0  every image was packed\n"
-    "    1  packing finished but some images were rejected (see the report)\n"
+    "    1  packing finished but some images were rejected (see the "
+    "report),\n"
+    "       or some entries of SOURCE were skipped (FIFOs, devices, "
+    "dangling\n"
+    "       links, folders inside class folders: one line each on "
+    "stderr)\n"
     "    2  usage error, or a fatal error (message names the file)\n"
     "\n"
     "EXAMPLES\n"
@@ -289,8 +295,15 @@ static int _opt_other(int c, const char *arg, void *ctx)
         o->output = arg;
         return 0;
     case 's':
-        if (!*arg || strchr(arg, '/'))
-            return _usage("bad --split", arg);
+        /* The split names the shard files and is written into the index
+         * and every shard: plain characters only. */
+        if (!*arg || *arg == '.' ||
+            strspn(arg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                        "0123456789._-") != strlen(arg) ||
+            strlen(arg) > 32)
+            return _usage("bad --split (at most 32 of A-Z a-z 0-9 . _ -, "
+                          "not starting with '.')",
+                          arg);
         o->split = arg;
         return 0;
     case O_CLASSES:
@@ -395,14 +408,17 @@ static int _list_only(const tdata_pack_opts *o)
     if (rc == TDATA_OK)
         rc = tdata_listing_write(o->listing, &src);
     if (rc == TDATA_OK)
-        printf("torus-pack: listed %llu files in %d classes to %s\n",
-               (unsigned long long)src.n, src.num_classes, o->listing);
+        printf("torus-pack: listed %llu files in %d classes to %s; %llu "
+               "skipped\n",
+               (unsigned long long)src.n, src.num_classes, o->listing,
+               (unsigned long long)src.skipped);
+    uint64_t skipped = src.skipped;
     tdata_pack_src_free(&src);
     if (rc) {
         fprintf(stderr, "torus-pack: %s\n", torus_error_msg());
         return 2;
     }
-    return 0;
+    return skipped ? 1 : 0;
 }
 
 /* --array: this task's share of the shards, from the Slurm job array.
@@ -440,13 +456,15 @@ static int _pack(const tdata_pack_opts *o)
         return 2;
     }
     printf("torus-pack: %llu images seen, %llu packed, %llu rejected, "
-           "%llu re-encoded; %d shards written, %llu already done%s%s\n",
+           "%llu re-encoded, %llu sources skipped; %d shards written, %llu "
+           "already done%s%s\n",
            (unsigned long long)s.seen, (unsigned long long)s.packed,
            (unsigned long long)s.rejected, (unsigned long long)s.reencoded,
-           s.shards_written, (unsigned long long)s.skipped_shards,
+           (unsigned long long)s.skipped_sources, s.shards_written,
+           (unsigned long long)s.skipped_shards,
            s.index_written ? "; index " : "",
            s.index_written ? s.index_path : "");
-    return s.rejected ? 1 : 0;
+    return s.rejected || s.skipped_sources ? 1 : 0;
 }
 
 int main(int argc, char **argv)

@@ -3,8 +3,11 @@
  * libtdata: the index parser, the shard reader (real HDF5 shards written
  * by libtdata, then rewritten from the fuzzer's bytes: attributes of any
  * type, rank and size, datasets of any length, or removed), and the
- * packer's inputs (JPEG header and region decode, PNG, IDX). The first
- * input byte picks the reader; the rest is its input. Built and run by
+ * packer's inputs (JPEG header and region decode, PNG, IDX), torus-pack's
+ * saved listing, and the escaping of names in the text files (its round
+ * trip must be exact and its output plain). The first input byte picks
+ * the reader (240-247: listing and names; else modulo 5); the rest is its
+ * input. Built and run by
  * tests/integration/data_fuzz.sh (CI, a fixed short time, seeds in
  * tests/fuzz/corpus-data), or by hand:
  *
@@ -112,12 +115,58 @@ static void _idx(const uint8_t *d, size_t n)
     tdata_pack_src_free(&src);
 }
 
+/* A listing read back: what it promises must be there and in range. */
+static void _listing(const uint8_t *d, size_t n)
+{
+    char p[512];
+    _put("listing", d, n, p, sizeof p);
+    tdata_pack_src src;
+    if (tdata_listing_read(p, "/src", &src) == TDATA_OK)
+        for (uint64_t i = 0; i < src.n; i++)
+            if (!src.items[i].name || !src.items[i].path ||
+                src.items[i].label < 0 ||
+                src.items[i].label >= src.num_classes ||
+                strncmp(src.items[i].path, "/src/", 5))
+                abort();
+    tdata_pack_src_free(&src);
+}
+
+/* Escaping: plain output (no control byte, valid UTF-8 since everything
+ * else is \xHH, no space with TDATA_ESC_SPACE) and an exact round trip;
+ * unescaping arbitrary text never grows it. */
+static void _names(const uint8_t *d, size_t n)
+{
+    if (n < 1)
+        return;
+    int flags = d[0] & 1 ? TDATA_ESC_SPACE : 0;
+    char *name = strndup((const char *)d + 1, n - 1);
+    char *e = tdata_name_escape(name, flags);
+    for (const unsigned char *q = (const unsigned char *)e; *q; q++)
+        if (*q < 0x20 || *q == 0x7f || (*q == ' ' && flags) ||
+            (*q == 0xc2 && q[1] < 0xa0))
+            abort();
+    if (tdata_name_unescape(e) || strcmp(e, name))
+        abort();
+    size_t len = strlen(name);
+    if (tdata_name_unescape(name) == 0 && strlen(name) > len)
+        abort();
+    free(e);
+    free(name);
+}
+
 void fuzz_data_shard(const uint8_t *d, size_t n, const char *dir);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > 65536)
         return 0;
+    if (data[0] >= 240 && data[0] < 248) {
+        if (data[0] & 1)
+            _names(data + 1, size - 1);
+        else
+            _listing(data + 1, size - 1);
+        return 0;
+    }
     switch (data[0] % 5) {
     case 0:
         _index(data + 1, size - 1);

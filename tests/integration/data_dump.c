@@ -6,6 +6,10 @@
  *                                each into OUT.labels
  *   data_dump INDEX files DIR    each sample written to DIR/<source name>;
  *                                "name label" lines to DIR.labels
+ *   data_dump INDEX tree DIR     each sample written to DIR/<its class name
+ *                                in the index>/<source name after its first
+ *                                '/'>: the class folders and files of a
+ *                                packed class tree, names as read back
  *   data_dump INDEX addr ID      "SHARD_PATH OFFSET": the file and byte
  *                                offset of the middle of sample ID (for
  *                                the corruption tests)
@@ -41,8 +45,8 @@ static void _mkparents(char *p)
 int main(int argc, char **argv)
 {
     if (argc != 4 || (strcmp(argv[2], "raw") && strcmp(argv[2], "files") &&
-                      strcmp(argv[2], "addr"))) {
-        fprintf(stderr, "usage: data_dump INDEX raw|files|addr OUT|ID\n");
+                      strcmp(argv[2], "tree") && strcmp(argv[2], "addr"))) {
+        fprintf(stderr, "usage: data_dump INDEX raw|files|tree|addr OUT|ID\n");
         return 2;
     }
     tdata_dataset *ds;
@@ -107,7 +111,13 @@ int main(int argc, char **argv)
             fputc(label, lab);
         } else {
             char p[8192];
-            snprintf(p, sizeof p, "%s/%s", argv[3], e[i].name);
+            const char *base = strchr(e[i].name, '/');
+            if (!strcmp(argv[2], "tree"))
+                snprintf(p, sizeof p, "%s/%s/%s", argv[3],
+                         tdata_dataset_class_name(ds, label),
+                         base ? base + 1 : e[i].name);
+            else
+                snprintf(p, sizeof p, "%s/%s", argv[3], e[i].name);
             _mkparents(p);
             FILE *f = fopen(p, "wb");
             if (!f) {

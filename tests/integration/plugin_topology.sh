@@ -75,6 +75,21 @@ srun -N2 -n2 true 2>"$t/bad.err" || rc=$?
 [ $rc != 0 ] || tl_fail "a bad topology_file did not fail the step"
 grep -q 'bad.conf:2: BlockSizes: 3 is not a power-of-two multiple of 2' "$t/bad.err" ||
     tl_fail "bad topology_file message: $(cat "$t/bad.err")"
+# 1 MB of nested flow sequences in topology.yaml (under topology_max): the
+# plugin in every slurmstepd refuses it at the depth bound before libyaml
+# builds it (libyaml alone took more than 5 minutes), and the step fails
+# in seconds, naming the file.
+{ head -c 524288 /dev/zero | tr '\0' '['; head -c 524288 /dev/zero | tr '\0' ']'; } >"$etc/deep.yaml"
+pl_args topology_file="$etc/deep.yaml"
+rc=0
+t0=$(date +%s%N)
+timeout 120 srun -N2 -n2 true 2>"$t/deep.err" || rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+[ $rc != 0 ] && [ $rc != 124 ] || tl_fail "deep topology.yaml: srun exit $rc after $ms ms"
+grep -q 'deep.yaml:1: collections nested deeper than 64 levels; refused' "$t/deep.err" ||
+    tl_fail "deep topology.yaml message: $(cut -c1-300 "$t/deep.err")"
+[ $ms -lt 15000 ] || tl_fail "deep topology.yaml: the step took $ms ms to fail"
+echo "plugin_topology: 1 MB of nesting in topology.yaml fails the step in $ms ms (slurmstepd)"
 # GPUs and rails. This cluster has no GPUs (no gres), so the step carries
 # what Slurm's gpu gres would set (SLURM_GPUS_ON_NODE, CUDA_VISIBLE_DEVICES):
 # auto makes a row of each node's GPUs, each task gets its own GPU, and
@@ -100,4 +115,4 @@ SLURM_GPUS_ON_NODE=1 srun -N1 --ntasks-per-node=2 sh -c 'echo "[${TORUS_LOCAL_GP
 [ "$(sort -u "$t/gpu2")" = "[unset]" ] && grep -q '2 tasks per node but 1 GPU' "$t/gpu2.err" ||
     tl_fail "too few GPUs: $(cat "$t/gpu2" "$t/gpu2.err")"
 
-echo "plugin_topology: block, yaml (cluster_default; Topology= by torus-layout), torus3d and a bad file as torus-layout says; GPUs and rails per task"
+echo "plugin_topology: block, yaml (cluster_default; Topology= by torus-layout), torus3d, a bad file and a deep yaml as torus-layout says; GPUs and rails per task"

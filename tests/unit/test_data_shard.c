@@ -214,6 +214,41 @@ START_TEST(test_mismatched_index)
 }
 END_TEST
 
+/* One name: its escaped form, and back. */
+static void _esc(const char *name, int flags, const char *want)
+{
+    char *e = tdata_name_escape(name, flags);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_str_eq(e, want);
+    ck_assert_int_eq(tdata_name_unescape(e), 0);
+    ck_assert_str_eq(e, name);
+    free(e);
+}
+
+/* The escaping of names in the text files (docs/shard-format.md, "Names
+ * and lines"): control characters, C1, bytes that are not well-formed
+ * UTF-8 (overlong, surrogate, cut) and the backslash become \xHH; the
+ * space only in a field; UTF-8 text stays. Unescaping refuses \x00 and
+ * leaves a backslash that starts no \xHH as it is. */
+START_TEST(test_names_escape)
+{
+    _esc("a\nmean nan", 0, "a\\x0amean nan");
+    _esc("a\nmean nan", TDATA_ESC_SPACE, "a\\x0amean\\x20nan");
+    _esc("tab\there\r\x7f", 0, "tab\\x09here\\x0d\\x7f");
+    _esc("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 0,
+         "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    _esc("\xc2\x85\x1b[0m", 0, "\\xc2\\x85\\x1b[0m");
+    _esc("\xff\xfe", 0, "\\xff\\xfe");
+    _esc("\xc0\xaf \xed\xa0\x80 \xe2\x82", 0,
+         "\\xc0\\xaf \\xed\\xa0\\x80 \\xe2\\x82");
+    _esc("back\\x41slash", 0, "back\\x5cx41slash");
+    char s1[] = "a\\x00b", s2[] = "a\\b \\x4 \\xg0 \\X41";
+    ck_assert_int_eq(tdata_name_unescape(s1), -1);
+    ck_assert_int_eq(tdata_name_unescape(s2), 0);
+    ck_assert_str_eq(s2, "a\\b \\x4 \\xg0 \\X41");
+}
+END_TEST
+
 START_TEST(test_dense)
 {
     const int n = 7, h = 5, w = 4, c = 3;
@@ -253,6 +288,7 @@ int main(void)
     tcase_add_test(tc, test_newer_version_refused);
     tcase_add_test(tc, test_mismatched_index);
     tcase_add_test(tc, test_dense);
+    tcase_add_test(tc, test_names_escape);
     suite_add_tcase(s, tc);
     return tdata_test_run(s);
 }

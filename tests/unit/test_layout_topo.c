@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/torus_error.h"
@@ -295,6 +296,51 @@ START_TEST(yaml_errors)
 }
 END_TEST
 
+/* Deep nesting is refused by the depth pass before libyaml builds the
+ * document: 1 MB of flow sequences, or of block mappings, in well under
+ * 100 ms of CPU (libyaml alone took more than 5 minutes on the first);
+ * 64 levels, the limit, still parse (and fail later for what they hold). */
+static void yaml_deep(const char *open, size_t depth, const char *close)
+{
+    size_t ol = strlen(open), cl = strlen(close);
+    char *t = malloc(depth * (ol + cl) + 1), *p = t;
+    ck_assert_ptr_nonnull(t);
+    for (size_t i = 0; i < depth; i++, p += ol)
+        memcpy(p, open, ol);
+    for (size_t i = 0; i < depth; i++, p += cl)
+        memcpy(p, close, cl);
+    *p = 0;
+    torus_layout_topo_t *out = NULL;
+    bool flat;
+    struct timespec a, b;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+    torus_layout_rc rc =
+        torus_layout_topo_parse_yaml(t, strlen(t), "t.yaml", NULL, &out, &flat);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+    double ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+    ck_assert_int_ne(rc, TORUS_LAYOUT_OK);
+    ck_assert_ptr_null(out);
+    if (depth > 64) {
+        ck_assert_msg(strstr(torus_error_msg(), "t.yaml:1: collections nested "
+                                                "deeper than 64 levels"),
+                      "depth %zu: %s", depth, torus_error_msg());
+        ck_assert_msg(ms < 100, "depth %zu: refused after %.1f ms", depth, ms);
+    } else {
+        ck_assert_ptr_null(strstr(torus_error_msg(), "nested deeper"));
+    }
+    free(t);
+}
+
+START_TEST(yaml_nesting)
+{
+    yaml_deep("[", 512 * 1024, "]");    /* 1 MB */
+    yaml_deep("{a: ", 100 * 1024, "}"); /* 500 KB of flow mappings */
+    yaml_deep("- ", 64, "");            /* the limit: parsed */
+    yaml_deep("[", 64, "]");
+    yaml_deep("[", 65, "]");
+}
+END_TEST
+
 /* Two torus coordinates one link apart (a side of 2 has no wrap link
  * distinct from the direct one; longer sides are not wrapped here). */
 static bool neighbours(const int *a, const int *b)
@@ -500,6 +546,7 @@ int main(void)
     tcase_add_test(tc, block_lines_and_errors);
     tcase_add_test(tc, yaml_choice);
     tcase_add_test(tc, yaml_errors);
+    tcase_add_test(tc, yaml_nesting);
     tcase_add_test(tc, torus3d_boxes);
     tcase_add_test(tc, torus3d_off_box_and_ring);
     tcase_add_test(tc, addr_file);

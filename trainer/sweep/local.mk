@@ -23,6 +23,10 @@ tests_unit_test_sweep_SOURCES = tests/unit/test_sweep.c
 tests_unit_test_sweep_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_sweep_LDADD = trainer/sweep/libtsweep.la $(CHECK_LIBS) -lm
 
+# The report of a sweep where no batch reached the target (no cluster).
+TESTS += tests/integration/sweep_report.sh
+EXTRA_DIST += tests/integration/sweep_report.sh
+
 # A two-batch sweep as a job array on the local Slurm cluster
 # (jobs/sweep.sbatch): results, resume, the PNG.
 TESTS += tests/integration/sweep_cluster.sh

@@ -254,17 +254,26 @@ static void _plot_script(const tsweep_plan *p, const tsweep_summary *s,
     if (hi > 0)
         fprintf(f, "set yrange [%g:%g]\n", lo / 1.6,
                 hi * (1.4 + 0.15 * p->nrecipes));
-    fprintf(f, "plot ");
     int any = 0;
-    for (int c = 0; c < p->nrecipes; c++) {
+    for (int c = 0; c < p->nrecipes; c++)
+        any |= s->reg[c].ref >= 0;
+    if (!any) {
+        /* Nothing reached the target: an empty frame that says so. gnuplot
+         * refuses a plot with no defined point ("all points y value
+         * undefined"), so it draws a constant above the frame. */
+        fprintf(f, "unset key\nset yrange [1:10]\nset label 1 'no batch "
+                   "reached the target' at graph 0.5,0.5 center\n"
+                   "plot 1e6 notitle\n");
+        return;
+    }
+    fprintf(f, "plot ");
+    for (int c = 0, first = 1; c < p->nrecipes; c++) {
         if (s->reg[c].ref < 0)
             continue;
-        fprintf(f, "%s", any ? ", " : "");
+        fprintf(f, "%s", first ? "" : ", ");
         _plot_recipe(p, s, c, dir, f);
-        any = 1;
+        first = 0;
     }
-    if (!any) /* nothing reached the target: an empty frame says so */
-        fprintf(f, "NaN t 'no batch reached the target'");
     fprintf(f, "\n");
 }
 

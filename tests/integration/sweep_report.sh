@@ -1,0 +1,31 @@
+#!/bin/bash
+# sweep_report.sh: torus-sweep report when no task reached the target, with
+# the real torus-sweep and gnuplot and no cluster: a two-batch plan whose
+# results say both tasks ran their budget and missed (as torus-sweep run
+# appends them). The report must print its table (both batches "not hit"),
+# say that no batch reached the target, draw the PNG (an empty frame
+# labelled so) and exit 0; gnuplot refuses a plot with no defined point,
+# which made this exit 1 before.
+set -euo pipefail
+sweep=${top_builddir:?run from make check}/trainer/sweep/torus-sweep
+command -v gnuplot > /dev/null || { echo "SKIP: gnuplot not installed (Debian: gnuplot-nox)"; exit 77; }
+T=$(mktemp -d "$top_builddir/sweep_report.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+d=$T/run
+"$sweep" plan "$d" --target 90 --batches 32,64 --trials 1 --epochs 1 --lr 0.1 \
+    --train "--data $T/none --model tiny-cnn" --recipe "sgd=--decay none" > "$T/plan.log" ||
+    fail "plan: $(cat "$T/plan.log")"
+while read -r _ id batch recipe trial lr; do
+    printf '{"task":%d,"batch":%d,"recipe":"%s","trial":%d,"lr":%s,"reached":0,"steps":%d,"time":1.5,"top1":42.5}\n' \
+        "$id" "$batch" "$recipe" "$trial" "$lr" $((batch * 3)) >> "$d/results.jsonl"
+done < <(grep '^task ' "$d/plan")
+[ "$(wc -l < "$d/results.jsonl")" = 2 ] || fail "plan has not 2 tasks: $(cat "$d/plan")"
+rc=0
+"$sweep" report "$d" -o "$T/s.png" > "$T/report.log" 2>&1 || rc=$?
+[ $rc = 0 ] || fail "report exit $rc: $(cat "$T/report.log")"
+[ "$(grep -c '^sgd  *\(32\|64\) .*not hit' "$T/report.log")" = 2 ] || fail "table: $(cat "$T/report.log")"
+grep -q 'no batch reached the target' "$T/report.log" || fail "no 'no batch reached': $(cat "$T/report.log")"
+[ "$(head -c 8 "$T/s.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] || fail "s.png is not a PNG"
+[ "$(stat -c %s "$T/s.png")" -gt 1000 ] || fail "s.png is empty"
+echo "ok: report with no batch at the target: table, message, PNG, exit 0"
