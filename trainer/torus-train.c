@@ -1156,7 +1156,7 @@ static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
     return _GO;
 }
 
-/* The device step (issue 14): on a backend that has it (cuda) and unless
+/* The device step: on a backend that has it (cuda) and unless
  * TCUDA_DSTEP=0, the update, the skip decision and the loss scale run on
  * the device with no host wait; the host learns them in _dstep_sync. */
 static int _dstep_open(_run *r)

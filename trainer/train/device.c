@@ -9,12 +9,6 @@
 #include "common/torus_env.h"
 #include "common/torus_error.h"
 
-/* The name is defined once in common/torus_env.h by the topology work
- * (issue 16); until that header has it, the same literal. */
-#ifndef TORUS_ENV_LOCAL_GPU
-#define TORUS_ENV_LOCAL_GPU "TORUS_LOCAL_GPU"
-#endif
-
 /* The devices this process sees, for messages. */
 static const char *_seen(const ttrain_device_in *in, char *buf, size_t n)
 {
