@@ -1,4 +1,4 @@
-/* synthetic.c: the synthetic data source (see source.h). */
+/* synthetic.c: the synthetic data source (see ttrain_source.h). */
 #include <stdlib.h>
 #include <string.h>
 

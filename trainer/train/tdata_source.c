@@ -1,5 +1,5 @@
 /* tdata_source.c: training batches and test-set evaluation from a
- * torus-pack dataset through libtdata (see tdata_source.h). */
+ * torus-pack dataset through libtdata (see ttrain_tdata_source.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
