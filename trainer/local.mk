@@ -221,7 +221,7 @@ endif
 check_PROGRAMS += tests/bench/train/bench_train
 tests_bench_train_bench_train_SOURCES = tests/bench/train/bench_train.c
 tests_bench_train_bench_train_LDADD = trainer/libtorustrain.la -lm
-EXTRA_DIST += tests/bench/train/run_bench.sh tests/bench/train/bench_torch.py
+EXTRA_DIST += tests/bench/train/run_bench.sh tests/bench/train/bench_torch.py tests/bench/train/wire.sh
 
 # The command line, config file and a tiny synthetic run of torus-train.
 TESTS += tests/integration/train_cli.sh

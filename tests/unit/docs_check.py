@@ -42,7 +42,7 @@ SCRIPTS = ('tests/cluster/up', 'tests/cluster/down', 'tests/run-all', 'tests/gpu
 GENERATED = {'configure', 'configure~', 'config.status', 'libtool', 'config.guess',
              'config.sub', 'depcomp', 'install-sh', 'missing', 'compile',
              'ltmain.sh', 'test-driver', 'ar-lib', 'config.h.in', 'aclocal.m4'}
-SKIP_DIRS = {'.git', 'autom4te.cache', 'build-aux', 'm4'}
+SKIP_DIRS = {'.git', 'autom4te.cache', 'build-aux', 'm4', '_build', '_inst'}  # distcheck's
 findings = []
 
 
