@@ -12,6 +12,10 @@ tests_integration_pmix_probe_LDADD = $(PMIX_LIBS)
 # the layer table is in the script.
 TESTS += tests/unit/include_layers.sh
 EXTRA_DIST += tests/unit/include_layers.sh
+# Its sibling: no new TORUS_FAIL(-1, ...); every error carries its module's
+# code.
+TESTS += tests/unit/error_codes.sh
+EXTRA_DIST += tests/unit/error_codes.sh
 
 # Docs that cannot drift: every path a document or comment names exists,
 # every option a document shows is in the program's --help, no comment

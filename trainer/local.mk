@@ -39,6 +39,7 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/optim/sgd.c \
 	trainer/optim/topt_loss_scale.h \
 	trainer/optim/loss_scale.c \
+	trainer/train/ttrain_error.h \
 	trainer/train/ttrain_options.h \
 	trainer/train/options.c \
 	trainer/train/ttrain_source.h \
