@@ -12,6 +12,17 @@ tests_integration_pmix_probe_LDADD = $(PMIX_LIBS)
 # the layer table is in the script.
 TESTS += tests/unit/include_layers.sh
 EXTRA_DIST += tests/unit/include_layers.sh
+# Its sibling: no new TORUS_FAIL(-1, ...); every error carries its module's
+# code.
+TESTS += tests/unit/error_codes.sh
+EXTRA_DIST += tests/unit/error_codes.sh
+
+# Docs that cannot drift: every path a document or comment names exists,
+# every option a document shows is in the program's --help, no comment
+# names an issue number. And every program keeps the command-line
+# conventions (common/torus_cli.h), every job takes --help.
+TESTS += tests/unit/docs_check.sh tests/unit/cli_conventions.sh
+EXTRA_DIST += tests/unit/docs_check.sh tests/unit/docs_check.py tests/unit/cli_conventions.sh
 
 TESTS += \
 	tests/integration/configure_errors.sh \

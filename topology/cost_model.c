@@ -27,16 +27,16 @@
  *   hier-rs:           torus2d with rows = groups of g, columns = G groups.
  *
  * With shm, a row inside a node reduce-scatters (all-gathers) in shared
- * memory: one alpha per phase, not C-1 (trainer/comm/shm_node.c). MPI's own
- * all-reduce on a 16-bit wire runs our user op, a scalar pairwise loop: its
+ * memory: one alpha per phase, not C-1 (trainer/comm/transport/shm.c). MPI's
+ * own all-reduce on a 16-bit wire runs our user op, a scalar pairwise loop: its
  * reduce rate is a tenth of ours. 16-bit wires also pay the casts: a ring
  * encodes every chunk it sends in the reduce-scatter and decodes the whole
  * message after the all-gather.
  *
- * Pipelining (trainer/comm/pipeline.c): with K pieces the network stage N
+ * Pipelining (trainer/comm/algo/pipeline.c): with K pieces the network stage N
  * overlaps the node stages D on another thread: max(D, N + D/K), not N + D.
  *
- * In place (trainer/comm/shared_grads.c): a row inside a node has each
+ * In place (trainer/comm/algo/shared_grads.c): a row inside a node has each
  * member sum its 1/C chunk straight from every member's gradients and write
  * the result into all of them: two barriers and one read and one write of
  * every rank's F fp32 bytes; the column ring runs on the chunk in between. */
@@ -144,7 +144,8 @@ static double _two_level(const torus_cost_t *m, int C, int R, double S,
         return 2 * (m->link[TORUS_LINK_NODE].alpha_s + F / m->reduce_Bps) + col;
     if (in_node_shm) {
         row = _shm_row(m, C, S, F, conv);
-        /* Only shared-memory rows run pipelined (algo_torus2d.c). */
+        /* Only shared-memory rows run pipelined (trainer/comm/algo/torus2d.c).
+         */
         if (R > 1)
             return _overlap(row, col, torus_cost_pieces(m->pipeline, S));
     }

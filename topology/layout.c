@@ -5,7 +5,7 @@
  * alpha-beta model, libtoruscost (cost_model.c), that libtcomm's hybrid
  * algorithm prices with too.
  *
- * Rules it enforces (issue 3): a row never splits a node's tasks unless
+ * Rules it enforces: a row never splits a node's tasks unless
  * C < tasks per node, in which case a node holds whole rows; `auto` only
  * considers shapes whose rows stay inside one leaf (C = tasks per node always
  * qualifies, so such a shape always exists); ties are broken by a fixed rule

@@ -41,7 +41,7 @@ tests_unit_test_layout_LDADD = $(TOPOLOGY_TEST_LDADD)
 tests_unit_test_layout_parse_SOURCES = tests/unit/test_layout_parse.c
 tests_unit_test_layout_parse_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
 tests_unit_test_layout_parse_LDADD = $(TOPOLOGY_TEST_LDADD)
-# block, topology.yaml, torus3d/ring (issue 16): held-out shapes.
+# block, topology.yaml, torus3d/ring: held-out shapes.
 tests_unit_test_layout_topo_SOURCES = tests/unit/test_layout_topo.c
 tests_unit_test_layout_topo_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SLURM_CFLAGS)
 tests_unit_test_layout_topo_LDADD = $(TOPOLOGY_TEST_LDADD)

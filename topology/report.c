@@ -2,7 +2,7 @@
  * report.c: torus-layout's two output formats. The text report is for
  * people (what grid, which groups, which rings, and what the model predicts
  * for each all-reduce algorithm); the JSON is for the integration tests and
- * scripts, so its keys and order are fixed by issue 3.
+ * scripts, so its keys and order are fixed.
  */
 #include "config.h"
 

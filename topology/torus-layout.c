@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/torus_cli.h"
 #include "common/torus_error.h"
 #include "topology/report.h"
 #include "topology/torus_layout.h"
@@ -325,7 +326,8 @@ static int _opt_type(_opts_t *o, const char *arg)
     return 2;
 }
 
-/* One option (getopt's c and optarg): 0, or 2 after the message. */
+/* One option (getopt's c and optarg): 0, 2 after the message, or -1 when
+ * c is none (getopt's '?' or ':'). */
 static int _opt(_opts_t *o, int c, const char *arg)
 {
     switch (c) {
@@ -374,16 +376,18 @@ static int _opt(_opts_t *o, int c, const char *arg)
         printf("torus-layout %s\n", PACKAGE_VERSION);
         exit(0);
     default:
-        fprintf(stderr, "torus-layout: see --help\n");
-        return 2;
+        return -1;
     }
 }
 
 static int _parse_args(int argc, char **argv, _opts_t *o)
 {
     int c;
-    while ((c = getopt_long(argc, argv, "hV", _longopts, NULL)) != -1) {
+    opterr = 0; /* getopt would name the program by its path */
+    while ((c = getopt_long(argc, argv, ":hV", _longopts, NULL)) != -1) {
         int rc = _opt(o, c, optarg);
+        if (rc < 0)
+            return torus_cli_bad_option("torus-layout", c, argv);
         if (rc)
             return rc;
     }

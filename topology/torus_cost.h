@@ -63,7 +63,7 @@ typedef enum torus_cost_algo {
 } torus_cost_algo;
 
 /* in_place bits: this call's gradients lie in node-shared memory and these
- * rings sum them in place (trainer/comm/shared_grads.c). */
+ * rings sum them in place (trainer/comm/algo/shared_grads.c). */
 #define TORUS_COST_INPLACE_ROWS   1u /* torus2d rows */
 #define TORUS_COST_INPLACE_GROUPS 2u /* hier-rs groups */
 
@@ -129,7 +129,7 @@ double torus_cost_time(const torus_cost_t *m, torus_cost_algo a, size_t count,
 torus_cost_algo torus_cost_best(const torus_cost_t *m, size_t count,
                                 int wire_bytes);
 /* Pieces a pipelined message of wire_bytes runs in, at most `pipeline`: the
- * rule trainer/comm/pipeline.c cuts by (1: not cut). */
+ * rule trainer/comm/algo/pipeline.c cuts by (1: not cut). */
 int torus_cost_pieces(int pipeline, double wire_bytes);
 /* Seconds for the least data a node must send in any all-reduce,
  * 2(N-1)/N * S / (bw_leaf * rails), N nodes. 0 on one node. */

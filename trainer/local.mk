@@ -39,6 +39,7 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/optim/sgd.c \
 	trainer/optim/topt_loss_scale.h \
 	trainer/optim/loss_scale.c \
+	trainer/train/ttrain_error.h \
 	trainer/train/ttrain_options.h \
 	trainer/train/options.c \
 	trainer/train/ttrain_source.h \
@@ -228,7 +229,7 @@ endif
 check_PROGRAMS += tests/bench/train/bench_train
 tests_bench_train_bench_train_SOURCES = tests/bench/train/bench_train.c
 tests_bench_train_bench_train_LDADD = trainer/libtorustrain.la -lm
-EXTRA_DIST += tests/bench/train/run_bench.sh tests/bench/train/bench_torch.py
+EXTRA_DIST += tests/bench/train/run_bench.sh tests/bench/train/bench_torch.py tests/bench/train/wire.sh
 
 # The command line, config file and a tiny synthetic run of torus-train.
 TESTS += tests/integration/train_cli.sh

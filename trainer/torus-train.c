@@ -35,6 +35,7 @@
 #include "trainer/train/ttrain_bn_stash.h"
 #include "trainer/train/ttrain_checkpoint.h"
 #include "trainer/train/ttrain_device.h"
+#include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_gpu_exchange.h"
 #include "trainer/train/ttrain_options.h"
 #include "trainer/train/ttrain_source.h"
@@ -213,7 +214,7 @@ static int _check_agreement(_exchange *ex, teng_net *net)
     /* Every rank's hash, as two exact 32-bit halves, by one sum. */
     double *v = calloc(2 * (size_t)ex->world, sizeof(double));
     if (!v)
-        return TORUS_FAIL(-1, "rank %d: out of memory", ex->rank);
+        return TORUS_FAIL(TTRAIN_ENOMEM, "rank %d: out of memory", ex->rank);
     v[2 * ex->rank] = (double)(h >> 32);
     v[2 * ex->rank + 1] = (double)(h & 0xffffffffu);
     int rc = 0;
@@ -221,7 +222,7 @@ static int _check_agreement(_exchange *ex, teng_net *net)
         rc = torus_error_prefix(-1, "rank %d", ex->rank);
     for (int r = 1; r < ex->world && !rc; r++)
         if (v[2 * r] != v[0] || v[2 * r + 1] != v[1]) {
-            rc = TORUS_FAIL(-1,
+            rc = TORUS_FAIL(TTRAIN_ERANKS,
                             "rank %d's weights or BN statistics differ from "
                             "rank 0's (state hash %08" PRIx32 "%08" PRIx32
                             " vs %08" PRIx32 "%08" PRIx32
@@ -613,7 +614,7 @@ static int _eval_only(_run *r, int rc, const char *path)
 {
     double c[4], t0 = _now();
     if (rc > 0) {
-        TORUS_FAIL(-1, "no checkpoint in %s", r->cfg.ckpt_dir);
+        TORUS_FAIL(TTRAIN_ENOCKPT, "no checkpoint in %s", r->cfg.ckpt_dir);
         return _fail("--eval-only", torus_error_msg());
     }
     if (teng_net_set_batch(r->net, r->max_local))
@@ -702,7 +703,8 @@ static int _follow_rank0_failure(_run *r, const char *what)
             tcomm_abort(_job, TTRAIN_EXIT_FAIL, torus_error_msg());
         return TTRAIN_EXIT_FAIL;
     }
-    TORUS_FAIL(-1, "rank %d: rank 0 found no checkpoint to use", r->info.rank);
+    TORUS_FAIL(TTRAIN_ENOCKPT, "rank %d: rank 0 found no checkpoint to use",
+               r->info.rank);
     return _fail(what, torus_error_msg());
 }
 
@@ -868,12 +870,13 @@ typedef struct {
 static const char *_wait_error(int rank, double v, double limit)
 {
     if (v == _CK_LATE)
-        TORUS_FAIL(-1,
+        TORUS_FAIL(TTRAIN_ERANKS,
                    "rank %d: rank 0 has not finished writing the checkpoint "
                    "within --checkpoint-timeout %g s",
                    rank, limit);
     else
-        TORUS_FAIL(-1, "rank %d: rank 0 could not write the checkpoint", rank);
+        TORUS_FAIL(TTRAIN_ERANKS,
+                   "rank %d: rank 0 could not write the checkpoint", rank);
     return torus_error_msg();
 }
 
@@ -1003,7 +1006,7 @@ static int _fetch(_run *r, int epoch, long step, int lbatch, ttrain_batch *b,
     /* Epochs hold whole global batches and slices are even, so a short
      * batch is a data-source bug, never to be trained. */
     if (b->n != lbatch) {
-        TORUS_FAIL(-1,
+        TORUS_FAIL(TTRAIN_EDATA,
                    "rank %d: the source gave %d samples for a local batch of "
                    "%d at epoch %d step %ld",
                    r->info.rank, b->n, lbatch, epoch, step);
@@ -1156,7 +1159,7 @@ static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
     return _GO;
 }
 
-/* The device step (issue 14): on a backend that has it (cuda) and unless
+/* The device step: on a backend that has it (cuda) and unless
  * TCUDA_DSTEP=0, the update, the skip decision and the loss scale run on
  * the device with no host wait; the host learns them in _dstep_sync. */
 static int _dstep_open(_run *r)
@@ -1216,7 +1219,7 @@ static int _dstep_sync(_run *r, _window *w, double lr)
                 "%g\n",
                 r->gstep, skips, decided, d.scale);
     if (d.worst > r->cfg.max_nonfinite) {
-        TORUS_FAIL(-1,
+        TORUS_FAIL(TTRAIN_EDIVERGED,
                    "by global step %ld: the summed gradients held inf/nan in "
                    "%ld steps in a row (--max-nonfinite %d; lr %.5g): the "
                    "training has diverged; lower --lr or resume from a "
@@ -1280,7 +1283,7 @@ static int _step_update(_run *r, double lr, _window *w)
     int backs_off =
         r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC && scale > r->ls_cfg.min_scale;
     if (!backs_off && ++r->skipped > cfg->max_nonfinite) {
-        TORUS_FAIL(-1,
+        TORUS_FAIL(TTRAIN_EDIVERGED,
                    "global step %ld: the summed gradients hold inf/nan in %d "
                    "steps in a row (--max-nonfinite %d; lr %.5g): the training "
                    "has diverged; lower --lr or resume from a checkpoint",

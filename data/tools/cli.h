@@ -11,7 +11,7 @@
  * Returns 0, 2 after the usage line, or -1 when c is not in the group. */
 typedef int (*tdata_cli_group)(int c, const char *arg, void *ctx);
 
-/* "PROG: MSG[: ARG]" and the --help hint on stderr; returns 2. */
+/* "PROG: MSG[: ARG] (see --help)" on stderr; returns 2. */
 int tdata_cli_usage(const char *prog, const char *msg, const char *arg);
 
 /* getopt_long over argv; -h prints help and -V the version, any other

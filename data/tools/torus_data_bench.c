@@ -11,6 +11,7 @@
  * It is also the pipeline's command-line driver for tests (--max-bad,
  * exit status). */
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/torus_cli.h"
 #include "common/torus_error.h"
 #include "config.h"
 #include "data/read/read.h"
@@ -61,8 +63,8 @@ static const char _help[] =
     "        --io-threads=N      loader I/O threads (default: 1)\n"
     "    -b, --batch=N           batch size (default: 32)\n"
     "        --size=N            output size, square (default: 224)\n"
-    "        --eval-resize=N     eval: shorter side before the crop (default "
-    "256)\n"
+    "        --eval-resize=N     eval: shorter side before the crop; 0: the\n"
+    "                            whole image is the crop (default 256)\n"
     "    -n, --images=N          images per measurement (default: the "
     "dataset,\n"
     "                            at least one batch)\n"
@@ -471,49 +473,89 @@ static int _threads(const char *arg, _cfg *c)
     while (*s && c->nthreads < 16) {
         long v = strtol(s, &e, 10);
         if (e == s || v < 1 || v > 64)
-            return _usage("bad --threads", arg);
+            return _usage("--threads: want counts in 1..64, comma separated",
+                          arg);
         c->threads[c->nthreads++] = (int)v;
         s = *e == ',' ? e + 1 : e;
         if (*e && *e != ',')
-            return _usage("bad --threads", arg);
+            return _usage("--threads: want counts in 1..64, comma separated",
+                          arg);
     }
     return 0;
 }
 
-/* Options that take a number. Returns 0, or -1 when o is none of them. */
+/* An integer option in [lo, hi]; else the usage line naming it. */
+static int _int(const char *opt, const char *arg, long lo, long hi, int *v)
+{
+    long x;
+    if (torus_cli_long("torus-data-bench", opt, arg, lo, hi, &x))
+        return TORUS_CLI_USAGE;
+    *v = (int)x;
+    return 0;
+}
+
+/* Options that take a number. Returns 0, 2 after the usage line, or -1
+ * when o is none of them. */
 static int _opt_number(int o, const char *arg, void *ctx)
 {
     _cfg *c = ctx;
+    long v;
     switch (o) {
     case O_IO:
-        c->io_threads = atoi(arg);
-        return 0;
+        return _int("--io-threads", arg, 1, 64, &c->io_threads);
     case 'b':
-        c->batch = atoi(arg);
-        return 0;
+        return _int("--batch", arg, 1, 65536, &c->batch);
     case O_SIZE:
-        c->size = atoi(arg);
-        return 0;
+        return _int("--size", arg, 1, 8192, &c->size);
     case O_EVR:
-        c->eval_resize = atoi(arg);
-        return 0;
+        return _int("--eval-resize", arg, 0, 8192, &c->eval_resize);
     case 'n':
-        c->images = strtoull(arg, NULL, 10);
+        if (torus_cli_long("torus-data-bench", "--images", arg, 0, LONG_MAX,
+                           &v))
+            return TORUS_CLI_USAGE;
+        c->images = (uint64_t)v;
         return 0;
     case O_PF:
-        c->prefetch = atoi(arg);
-        return 0;
+        return _int("--prefetch", arg, 2, 64, &c->prefetch);
     case O_STEP:
-        c->step_ms = atoi(arg);
-        return 0;
+        return _int("--step-ms", arg, 0, 3600000, &c->step_ms);
     case O_MAXBAD:
-        c->max_bad = atol(arg);
-        return 0;
+        return torus_cli_long("torus-data-bench", "--max-bad", arg, 0, LONG_MAX,
+                              &c->max_bad);
     case O_SEED:
-        c->seed = strtoull(arg, NULL, 0);
+        if (torus_cli_long("torus-data-bench", "--seed", arg, 0, LONG_MAX, &v))
+            return TORUS_CLI_USAGE;
+        c->seed = (uint64_t)v;
         return 0;
     }
     return -1;
+}
+
+/* --modes=LIST: each a stage _run_modes knows, checked before anything
+ * is opened or printed. */
+static int _modes(const char *arg, _cfg *c)
+{
+    static const char *const known[] = {"read", "decode", "train", "eval",
+                                        "verify"};
+    if (strlen(arg) >= sizeof c->modes)
+        return _usage("--modes: list too long", arg);
+    char buf[sizeof c->modes], *save;
+    snprintf(buf, sizeof buf, "%s", arg);
+    for (char *m = strtok_r(buf, ",", &save); m;
+         m = strtok_r(NULL, ",", &save)) {
+        size_t k = 0;
+        while (k < sizeof known / sizeof known[0] && strcmp(m, known[k]))
+            k++;
+        if (k == sizeof known / sizeof known[0]) {
+            fprintf(stderr,
+                    "torus-data-bench: --modes: unknown stage '%s' (read, "
+                    "decode, train, eval, verify; see --help)\n",
+                    m);
+            return TORUS_CLI_USAGE;
+        }
+    }
+    snprintf(c->modes, sizeof c->modes, "%s", arg);
+    return 0;
 }
 
 /* Options that choose or switch. Returns 0, 2 after the usage line, or -1
@@ -523,18 +565,17 @@ static int _opt_choice(int o, const char *arg, void *ctx)
     _cfg *c = ctx;
     switch (o) {
     case 'm':
-        snprintf(c->modes, sizeof c->modes, "%s", arg);
-        return 0;
+        return _modes(arg, c);
     case 't':
         return _threads(arg, c);
     case O_DT:
         if (strcmp(arg, "f32") && strcmp(arg, "f16"))
-            return _usage("bad --dtype", arg);
+            return _usage("--dtype: want f32 or f16", arg);
         c->dtype = strcmp(arg, "f32") ? TDATA_F16 : TDATA_F32;
         return 0;
     case O_LAY:
         if (strcmp(arg, "nchw") && strcmp(arg, "nhwc"))
-            return _usage("bad --layout", arg);
+            return _usage("--layout: want nchw or nhwc", arg);
         c->layout = strcmp(arg, "nchw") ? TDATA_NHWC : TDATA_NCHW;
         return 0;
     case O_NOROI:
@@ -581,8 +622,6 @@ static int _parse(int argc, char **argv, _cfg *c)
         return rc;
     if (optind != argc - 1)
         return _usage("exactly one INDEX is required", NULL);
-    if (c->batch < 1 || c->size < 1 || c->prefetch < 2 || c->io_threads < 1)
-        return _usage("bad --batch, --size, --prefetch or --io-threads", NULL);
     return -1;
 }
 

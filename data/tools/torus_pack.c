@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_cli.h"
 #include "common/torus_error.h"
 #include "config.h"
 #include "data/pack/pack.h"
@@ -129,25 +130,25 @@ static const char _help[] =
     "    torus-pack -j 16 -o /lustre/imagenet train/\n"
     "    torus-pack -s val --val-labels=LOC_val_solution.csv \\\n"
     "        --classes=LOC_synset_mapping.txt -o /lustre/imagenet val/\n"
-    "    torus-pack -o fmnist "
-    "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz\n"
+    "    torus-pack -o fmnist \\\n"
+    "        /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz\n"
     "    torus-pack --list-only --listing=OUT/train.list -o OUT train/\n"
-    "    sbatch --array=0-63 --wrap \\\n"
-    "        'torus-pack --array --listing=OUT/train.list --shards=1024 -o OUT "
-    "train/'\n";
+    "    sbatch --array=0-63 --wrap 'torus-pack --array \\\n"
+    "        --listing=OUT/train.list --shards=1024 -o OUT train/'\n";
 
 static int _usage(const char *msg, const char *arg)
 {
     return tdata_cli_usage("torus-pack", msg, arg);
 }
 
-static int _num(const char *s, long lo, long hi, long *v)
+/* An integer option in [lo, hi] into *v; else the usage line naming opt
+ * and the range. */
+static int _num(const char *opt, const char *arg, long lo, long hi, int *v)
 {
-    char *e;
-    long x = strtol(s, &e, 10);
-    if (*s == 0 || *e || x < lo || x > hi)
-        return -1;
-    *v = x;
+    long x;
+    if (torus_cli_long("torus-pack", opt, arg, lo, hi, &x))
+        return TORUS_CLI_USAGE;
+    *v = (int)x;
     return 0;
 }
 
@@ -234,10 +235,7 @@ static int _opt_number(int c, const char *arg, void *ctx)
     long v;
     switch (c) {
     case 'n':
-        if (_num(arg, 1, 99999, &v))
-            return _usage("bad --shards", arg);
-        o->shards = (int)v;
-        return 0;
+        return _num("--shards", arg, 1, 99999, &o->shards);
     case O_SHARD_SIZE:
         return _bytes(arg, &o->shard_bytes) ? _usage("bad --shard-size", arg)
                                             : 0;
@@ -247,31 +245,24 @@ static int _opt_number(int c, const char *arg, void *ctx)
             return _usage("bad --shard-range (want A:B with A < B)", arg);
         return 0;
     case 'j':
-        if (_num(arg, 1, 1024, &v))
-            return _usage("bad --threads", arg);
-        o->threads = (int)v;
-        return 0;
+        return _num("--threads", arg, 1, 1024, &o->threads);
     case O_SEED:
-        o->seed = strtoull(arg, NULL, 0);
+        if (torus_cli_long("torus-pack", "--seed", arg, 0, LONG_MAX, &v))
+            return TORUS_CLI_USAGE;
+        o->seed = (uint64_t)v;
         return 0;
     case O_RESIZE:
-        if (_num(arg, 8, 65535, &v))
-            return _usage("bad --resize-shorter", arg);
-        o->resize_shorter = (int)v;
-        return 0;
+        return _num("--resize-shorter", arg, 8, 65535, &o->resize_shorter);
     case O_DECODED:
         if (sscanf(arg, "%dx%d", &o->dec_h, &o->dec_w) != 2 || o->dec_h < 1 ||
             o->dec_w < 1 || o->dec_h > 4096 || o->dec_w > 4096)
             return _usage("bad --decoded (want HxW)", arg);
         return 0;
     case O_QUALITY:
-        if (_num(arg, 1, 100, &v))
-            return _usage("bad --quality", arg);
-        o->quality = (int)v;
-        return 0;
+        return _num("--quality", arg, 1, 100, &o->quality);
     case O_MAXPIX:
-        if (_num(arg, 1, LONG_MAX, &v))
-            return _usage("bad --max-pixels", arg);
+        if (torus_cli_long("torus-pack", "--max-pixels", arg, 1, LONG_MAX, &v))
+            return TORUS_CLI_USAGE;
         tdata_set_max_pixels((uint64_t)v);
         return 0;
     case O_MAXIDX: {

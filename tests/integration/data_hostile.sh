@@ -36,7 +36,7 @@ CFLAGS="-g -O1 -fno-omit-frame-pointer $SAN -D_GNU_SOURCE -DHAVE_CONFIG_H \
 LIBS="$(var HDF5_LIBS) $(var TURBOJPEG_LIBS) $(var JPEG_LIBS) $(var PNG_LIBS) \
  $(var ZLIB_LIBS) -lpthread -lm"
 cd "$top_srcdir"
-srcs=$(ls common/torus_error.c data/format/*.c data/image/*.c data/pack/*.c \
+srcs=$(ls common/torus_error.c common/torus_cli.c data/format/*.c data/image/*.c data/pack/*.c \
     data/read/*.c data/tools/*.c)
 # Two at a time, like the rest of the suite; the object is named by path.
 printf '%s\n' $srcs | xargs -P 2 -I{} sh -c \
@@ -147,7 +147,7 @@ set +e; "$PACK" --no-progress --max-pixels=100 -o bout2 bomb > out 2> err
 expect 2 "rejected bomb/a/ok.jpg: JPEG declares 16 x 16 pixels, more than the limit of 100" \
     "--max-pixels=100 (every image rejected)"
 set +e; "$PACK" --no-progress --max-pixels=0 -o bout3 bomb > out 2> err
-expect 2 "bad --max-pixels" "--max-pixels=0"
+expect 2 "--max-pixels: '0' is not an integer in 1.." "--max-pixels=0"
 # 8 images of 2048 x 2048: 32 MiB of zeros in 32 KiB of gzip.
 { printf '\x00\x00\x08\x03\x00\x00\x00\x08\x00\x00\x08\x00\x00\x00\x08\x00'
   head -c $((8 * 2048 * 2048)) /dev/zero; } | gzip -1 > big-images-idx3-ubyte.gz

@@ -78,6 +78,10 @@ for f in /usr/bin/torus-train /usr/bin/torus-pack /usr/bin/torus-bench /usr/bin/
     grep -qx "$f" "$work/files" || tl_fail "the package does not ship $f"
     [ -e "$f" ] || tl_fail "$f is listed but missing after dpkg -i"
 done
+for b in $(grep '^/usr/bin/torus-' "$work/files"); do
+    grep -qx "/usr/share/bash-completion/completions/${b##*/}" "$work/files" ||
+        tl_fail "the package ships $b without its bash completion"
+done
 ! grep -q '\.la$\|/include/' "$work/files" || tl_fail "the package ships build leftovers: $(grep '\.la$\|/include/' "$work/files")"
 conf=/etc/slurm/plugstack.conf.d/torus.conf
 dpkg-query -W -f='${Conffiles}\n' torus | grep -q " $conf " || tl_fail "$conf is not a conffile"

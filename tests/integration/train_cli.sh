@@ -64,6 +64,11 @@ expect_error 2 "unknown decay 'linear'" --synthetic --decay linear
 expect_error 2 "momentum 1.5 is not in" --synthetic --momentum 1.5
 expect_error 2 "must start at epoch 0" --synthetic --batch 3:256
 expect_error 2 "warmup of 100 epochs" --synthetic --warmup-epochs 100
+# Without --warmup-epochs a short run warms up for half of it, not the 5
+# epochs that would not fit.
+"$bin" --synthetic --epochs 1 --dry-run >"$tmp/out" 2>"$tmp/err" || fail "--epochs 1: $(cat "$tmp/err")"
+grep -q 'warmup 0.5 epochs' "$tmp/out" || fail "--epochs 1: no half-epoch warmup: $(grep warmup "$tmp/out")"
+"$bin" --synthetic --epochs 90 --dry-run | grep -q 'warmup 5 epochs' || fail "--epochs 90: warmup is not 5"
 expect_error 2 "milestones must be positive and increasing" --synthetic --milestones 30,20
 expect_error 2 "larger than the dataset" --synthetic --dataset-size 100 --batch 256
 expect_error 2 "unknown backend 'tpu'" --synthetic --backend tpu

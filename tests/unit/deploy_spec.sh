@@ -4,7 +4,8 @@
 # and its %files list matches what `make install` installs with the spec's
 # own directories: every installed file is packaged, and every file the
 # list names is installed (an RPM build fails on either). The .deb side is
-# tests/integration/deploy_deb.sh. Every installed program has a man page.
+# tests/integration/deploy_deb.sh. Every installed program has a man page
+# and a bash completion, and its --version names the package's version.
 # No cluster, no root needed.
 set -euo pipefail
 tmp=$(mktemp -d)
@@ -55,6 +56,11 @@ for f in "$tmp/root$bindir"/*; do
     [ -e "$f" ] || fail "make install installed no program into $bindir"
     name=$(basename "$f")
     [ -f "$tmp/root$mandir/man1/$name.1" ] || fail "$bindir/$name is installed without $mandir/man1/$name.1"
+    comp=$tmp/root$(ev %_datadir)/bash-completion/completions/$name
+    [ -f "$comp" ] || fail "$bindir/$name is installed without its bash completion ${comp#"$tmp/root"}"
+    bash -n "$comp" || fail "${comp#"$tmp/root"} is not bash"
+    "$f" --version | grep -q "^$name $version\( \|\$\)" ||
+        fail "the installed $name --version does not say $version: $("$f" --version 2>&1)"
     n=$((n + 1))
 done
-echo "ok: each of the $n installed programs has its man page"
+echo "ok: each of the $n installed programs has its man page and bash completion, and says its version"

@@ -16,19 +16,18 @@ for t in man groff lexgrog mandoc; do
 done
 
 # name:program whose --help made the page ('-' for torus(7): no program;
-# '@' for a script of the source tree).
-pages=(
-    torus-layout.1:topology/torus-layout
-    torus-pack.1:data/torus-pack
-    torus-data-bench.1:data/torus-data-bench
-    torus-train.1:trainer/torus-train
-    torus-bench.1:trainer/bench/torus-bench
-    torus-plot.1:@trainer/torus-plot
-    torus-sweep.1:trainer/sweep/torus-sweep
-    torus-torch.1:@tools/torus-torch
-    spank_torus.8:plugins/spank-torus-doc
-    torus.7:-
-)
+# '@' for a script of the source tree). The programs are every one the
+# build installs (bin_PROGRAMS and dist_bin_SCRIPTS of its Makefile), so a
+# program added later is checked without editing this test.
+pages=(spank_torus.8:plugins/spank-torus-doc torus.7:-)
+mk=$(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$b/Makefile")
+for prog in $(sed -n 's/^bin_PROGRAMS = *//p' <<<"$mk" | sed 's/\$(EXEEXT)//g'); do
+    pages+=("${prog##*/}.1:$prog")
+done
+for prog in $(sed -n 's/^dist_bin_SCRIPTS = *//p' <<<"$mk"); do
+    pages+=("${prog##*/}.1:@$prog")
+done
+[ ${#pages[@]} -ge 7 ] || fail "found too few programs in $b/Makefile: ${pages[*]}"
 for entry in "${pages[@]}"; do
     page=${entry%%:*} prog=${entry#*:}
     f=$b/docs/man/$page

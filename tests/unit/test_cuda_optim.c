@@ -9,7 +9,7 @@
  *   copies are the rounded masters, nothing outside the params changes,
  *   and the sums of squares (per-thread, block tree, per-param fold) are
  *   within their rounding bound of a double sum;
- * - the device step's loops (issue 14) over a plan: the sums of squares
+ * - the device step's loops over a plan: the sums of squares
  *   of masters and gradients in one pass equal the two passes'; the
  *   arguments each tensor forms itself (teng_sgd_hyper: LARS trust,
  *   1/scale folded in) and the update equal the eager host step bit for

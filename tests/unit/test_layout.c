@@ -1,6 +1,6 @@
 /*
  * test_layout.c: Check tests of the 2D-torus layout over many allocation
- * shapes. Each case asserts the invariants of issue 3 (R*C = P, unique
+ * shapes. Each case asserts the layout invariants (R*C = P, unique
  * coordinates, rows never split a node unless C < T, rows inside one leaf
  * where the allocation allows it, leaves adjacent in torus order, `auto`
  * no worse than any allowed shape, determinism) rather than a snapshot.

@@ -1,6 +1,6 @@
 /*
  * test_layout_topo.c: Check tests of the topology forms beyond trees
- * (issue 16): topology/block lines, topology.yaml (with Slurm's choice of
+ * (block forms): topology/block lines, topology.yaml (with Slurm's choice of
  * the partition's topology), and the torus3d/ring address forms. Shapes are
  * held out from the code's own examples: uneven blocks, an allocation that
  * takes part of each of several blocks, one node, a torus box with an odd

@@ -9,7 +9,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$tool" --help | grep -q '^SYNOPSIS' || fail "--help has no SYNOPSIS"
+"$tool" --help >"$tmp/help" # not into grep -q: it may close the pipe early
+grep -q '^SYNOPSIS' "$tmp/help" || fail "--help has no SYNOPSIS"
 "$tool" --version | grep -q '^torus-layout ' || fail "--version"
 
 cat >"$tmp/topology.conf" <<'CONF'

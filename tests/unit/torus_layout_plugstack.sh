@@ -24,7 +24,7 @@ grep -q "note: 'required' fails every srun" "$tmp/err" || fail "no note for requ
 [ "$("$tool" --check-plugstack 'topology=none')" = \
   "plugstack ok: default=off topology=none topology_max=4194304" ] || fail "arguments only"
 "$tool" --check-plugstack 'optional spank_torus.so' >/dev/null || fail "no arguments"
-# topology_file= and nics= (issue 16) are echoed back.
+# topology_file= and nics= are echoed back.
 [ "$("$tool" --check-plugstack 'topology_file=/etc/slurm/torus.yaml nics=mlx5_0,mlx5_1')" = \
   "plugstack ok: default=off topology=tree topology_max=4194304 topology_file=/etc/slurm/torus.yaml nics=mlx5_0,mlx5_1" ] ||
     fail "topology_file/nics not echoed"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_cli.h"
 #include "config.h"
 #include "trainer/bench/bench.h"
 
@@ -21,10 +22,10 @@ static const char _help[] =
     "MODES\n"
     "  (default)            size sweep: one line per size, wire and algorithm "
     "with\n"
-    "                       time, algbw, busbw = algbw*2(P-1)/P, and #wrong "
-    "(elements,\n"
-    "                       summed over ranks, off the double-precision "
-    "reference by\n"
+    "                       time, algbw, busbw = algbw*2(P-1)/P, and #wrong\n"
+    "                       (elements, summed over ranks, off the "
+    "double-precision\n"
+    "                       reference by\n"
     "                       more than the wire's error bound)\n"
     "  --resnet50           gradient sync of the 161 ResNet-50 v1.5 tensors "
     "(25.6M\n"
@@ -96,14 +97,17 @@ static const char _help[] =
     "                       a V100 at batch 32 in mixed precision)\n"
     "  -b, -e, -f, -d as in the sweep\n"
     "\n"
+    "OTHER OPTIONS\n"
+    "      --help           print this help and exit\n"
+    "      --version        print the version and exit\n"
+    "\n"
     "ENVIRONMENT\n"
     "  TORUS_DIMS, TORUS_COORD, TORUS_GROUP, TORUS_NGROUPS, TORUS_VERSION "
     "(from the\n"
     "  torus SPANK plugin) set the grid and groups; --grid/--group-size "
     "override.\n"
-    "  TCOMM_TIMEOUT sets the lost-peer timeout (--timeout wins); "
-    "TCOMM_SIMD=scalar|f16c|avx512\n"
-    "  forces a conversion kernel.\n"
+    "  TCOMM_TIMEOUT sets the lost-peer timeout (--timeout wins);\n"
+    "  TCOMM_SIMD=scalar|f16c|avx512 forces a conversion kernel.\n"
     "\n"
     "EXAMPLES\n"
     "  mpirun -np 4 torus-bench -b 1M -e 64M -a ring,torus2d --grid 2x2\n"
@@ -156,8 +160,18 @@ static int _usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "torus-bench: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry 'torus-bench --help'.\n");
-    return 2;
+    fprintf(stderr, " (see --help)\n");
+    return TORUS_CLI_USAGE;
+}
+
+/* An integer option in [lo, hi]; else the usage line naming it. */
+static int _int(const char *opt, const char *arg, long lo, long hi, int *v)
+{
+    long x;
+    if (torus_cli_long("torus-bench", opt, arg, lo, hi, &x))
+        return TORUS_CLI_USAGE;
+    *v = (int)x;
+    return 0;
 }
 
 static int _list(const char *arg, int *out, int max, int (*parse)(const char *),
@@ -243,14 +257,11 @@ static int _sweep_opt(_cli *k, int ch, const char *arg)
         o->factor = _num(arg, &ok);
         return ok ? 0 : _usage_error("bad -f '%s'", arg);
     case 'n':
-        o->iters = atoi(arg);
-        return o->iters >= 1 ? 0 : _usage_error("bad -n '%s'", arg);
+        return _int("-n", arg, 1, 1000000, &o->iters);
     case 'w':
-        o->warmup = atoi(arg);
-        return 0;
+        return _int("-w", arg, 0, 1000000, &o->warmup);
     case 'c':
-        o->check = atoi(arg);
-        return 0;
+        return _int("-c", arg, 0, 1, &o->check);
     case 'a':
         o->nalgos = _list(arg, o->algos, TCOMM_ALGO_COUNT, tcomm_algo_parse,
                           TCOMM_ALGO_COUNT);
@@ -367,9 +378,18 @@ static int _model_opt(_cli *k, int ch, const char *arg)
     case O_INTRA_GBS:
     case O_INTER_US:
     case O_INTER_GBS:
-    case O_REDUCE_GBS:
+    case O_REDUCE_GBS: {
+        static const char *const name[] = {"--intra-us", "--intra-gbs",
+                                           "--inter-us", "--inter-gbs",
+                                           "--reduce-gbs"};
         k->over[ch - O_INTRA_US] = _num(arg, &ok);
-        return ok ? 0 : _usage_error("bad link parameter '%s'", arg);
+        if (!ok)
+            fprintf(stderr,
+                    "torus-bench: bad %s '%s': want a positive number (see "
+                    "--help)\n",
+                    name[ch - O_INTRA_US], arg);
+        return ok ? 0 : TORUS_CLI_USAGE;
+    }
     case O_SCALING:
         o->scaling = 1;
         return 0;
@@ -435,8 +455,11 @@ static int _parse(int argc, char **argv, _cli *k)
                                          {"version", 0, 0, O_VERSION},
                                          {0, 0, 0, 0}};
     int ch;
-    while ((ch = getopt_long(argc, argv, "b:e:f:n:w:a:d:c:P:", opts, NULL)) !=
+    opterr = 0; /* getopt would name the program by its path */
+    while ((ch = getopt_long(argc, argv, ":b:e:f:n:w:a:d:c:P:", opts, NULL)) !=
            -1) {
+        if (ch == '?' || ch == ':')
+            return torus_cli_bad_option("torus-bench", ch, argv);
         int rc = _sweep_opt(k, ch, optarg);
         if (rc < 0)
             rc = _layout_opt(k, ch, optarg);
@@ -456,8 +479,7 @@ static int _parse(int argc, char **argv, _cli *k)
             printf("torus-bench %s\n", PACKAGE_VERSION);
             return 0;
         }
-        fprintf(stderr, "Try 'torus-bench --help'.\n");
-        return 2;
+        return torus_cli_bad_option("torus-bench", '?', argv);
     }
     if (optind < argc)
         return _usage_error("unexpected argument '%s'", argv[optind]);

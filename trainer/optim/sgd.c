@@ -67,7 +67,7 @@ int topt_sgd_init(topt_sgd *o, teng_net *net, const topt_config *cfg)
 
 /* Fills o->trust and o->args for this step from the norms in o->w2/g2,
  * whose gradients are `scale` times the true ones (loss scaling):
- * teng_sgd_hyper's rule (optim_math.h), the one the cuda backend's LARS
+ * teng_sgd_hyper's rule (engine/step_math.h), the one the cuda backend's LARS
  * kernel runs on the device too. */
 static void _hyper(topt_sgd *o, double lr, double mom, double scale)
 {

@@ -111,6 +111,9 @@ long tsweep_eval_every(const tsweep_plan *p, int batch)
 
 static int _check(const tsweep_plan *p)
 {
+    if (p->target == 0)
+        return TORUS_FAIL(TSWEEP_EPLAN, "--target PCT is required (the "
+                                        "test top-1 to reach)");
     if (!(p->target > 0 && p->target <= 100))
         return TORUS_FAIL(TSWEEP_EPLAN, "--target: %g is not in (0, 100]",
                           p->target);

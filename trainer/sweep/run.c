@@ -123,8 +123,10 @@ static int _spawn(char **argv)
                 strerror(errno));
         _exit(127);
     }
-    if (pid < 0)
-        return TORUS_FAIL(-1, "fork: %s", strerror(errno));
+    if (pid < 0) {
+        TORUS_FAIL(TSWEEP_EIO, "fork: %s", strerror(errno));
+        return -1;
+    }
     _child = pid;
     for (int i = 0; i < 3; i++)
         sigaction(sigs[i], &sa, &old[i]);
@@ -280,6 +282,8 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
     fflush(stdout);
     int st = _spawn(c.argv);
     double total = before + (_now() - t0);
+    if (st < 0) /* the message names fork's error */
+        return TSWEEP_EIO;
     if (_save_time(tpath, total))
         return TSWEEP_EIO;
     if (st == 3)

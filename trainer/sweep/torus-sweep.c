@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/torus_cli.h"
 #include "common/torus_error.h"
 #include "config.h"
 #include "trainer/sweep/tsweep.h"
@@ -169,9 +170,12 @@ static int _plan_opt(tsweep_plan *p, int c, const char *v, const char *name)
         p->base_lr = x;
     else if (c == 's')
         p->lr_spread = x;
-    else if (x != (long)x || x < 0 || x > 1e12)
-        return _usage_error("a count option is not a whole number");
-    else if (c == 'R' || c == 'n' || c == 'e')
+    else if (x != (long)x || x < 0 || x > 1e12) {
+        fprintf(stderr,
+                "torus-sweep: --%s: '%s' is not a whole number (see --help)\n",
+                name, v);
+        return 2;
+    } else if (c == 'R' || c == 'n' || c == 'e')
         *(c == 'R'   ? &p->ref_batch
           : c == 'n' ? &p->trials
                      : &p->epochs) = (int)x;
@@ -203,9 +207,10 @@ static int _cmd_plan(const char *dir, int argc, char **argv)
     static tsweep_plan p;
     tsweep_plan_defaults(&p);
     int c, rc;
-    while ((c = getopt_long(argc, argv, "", _plan_opts, NULL)) != -1) {
-        if (c == '?')
-            return 2;
+    opterr = 0; /* getopt would name the program by its path */
+    while ((c = getopt_long(argc, argv, ":", _plan_opts, NULL)) != -1) {
+        if (c == '?' || c == ':')
+            return torus_cli_bad_option("torus-sweep", c, argv);
         const char *name = _plan_opts[0].name;
         for (const struct option *o = _plan_opts; o->name; o++)
             if (o->val == c)
@@ -304,7 +309,10 @@ static int _cmd_report(const char *dir, int argc, char **argv)
     int w = 1000, h = 650, c;
     double target = 0;
     snprintf(png, sizeof(png), "%s/sweep.png", dir);
-    while ((c = getopt_long(argc, argv, "o:", o, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:", o, NULL)) != -1) {
+        if (c == '?' || c == ':')
+            return torus_cli_bad_option("torus-sweep", c, argv);
         if (c == 'o')
             snprintf(png, sizeof(png), "%s", optarg);
         else if (c == 'T')
@@ -352,16 +360,26 @@ int main(int argc, char **argv)
         printf("torus-sweep %s\n", PACKAGE_VERSION);
         return 0;
     }
+    if (argc >= 2 && argv[1][0] == '-') {
+        fprintf(stderr, "torus-sweep: unknown option '%s' (see --help)\n",
+                argv[1]);
+        return 2;
+    }
     if (argc < 3)
         return _usage_error("want a command and a sweep directory");
     const char *cmd = argv[1], *dir = argv[2];
     if (!strcmp(cmd, "plan"))
         return _cmd_plan(dir, argc - 2, argv + 2);
-    if (!strcmp(cmd, "pending") && argc == 3)
-        return _cmd_pending(dir);
+    if (!strcmp(cmd, "pending"))
+        return argc == 3 ? _cmd_pending(dir)
+                         : _usage_error("pending takes only SWEEPDIR");
     if (!strcmp(cmd, "run"))
         return _cmd_run(dir, argc - 3, argv + 3);
     if (!strcmp(cmd, "report"))
         return _cmd_report(dir, argc - 2, argv + 2);
-    return _usage_error("unknown command");
+    fprintf(stderr,
+            "torus-sweep: unknown command '%s' (plan, pending, run, report; "
+            "see --help)\n",
+            cmd);
+    return 2;
 }

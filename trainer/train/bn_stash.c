@@ -16,6 +16,7 @@
 
 #include "common/torus_error.h"
 #include "data/format/tdata_format.h"
+#include "trainer/train/ttrain_error.h"
 
 static const char _MAGIC[8] = {'T', 'O', 'R', 'U', 'S', 'B', 'N', '1'};
 
@@ -53,7 +54,7 @@ int ttrain_bn_stash_take(ttrain_bn_stash *s, teng_net *net)
     if (!s->v) {
         s->v = malloc((n ? n : 1) * sizeof(float));
         if (!s->v)
-            return TORUS_FAIL(-1, "BN statistics: out of memory");
+            return TORUS_FAIL(TTRAIN_ENOMEM, "BN statistics: out of memory");
         s->n = n;
     }
     return _each(s->v, net, 0);
@@ -78,17 +79,17 @@ int ttrain_bn_stash_save(const ttrain_bn_stash *s, const char *dir,
     memcpy(h.magic, _MAGIC, sizeof h.magic);
     /* A stop before the first checkpoint: rank 0 has not made DIR yet. */
     if (mkdir(dir, 0777) && errno != EEXIST)
-        return TORUS_FAIL(-1, "%s: %s", dir, strerror(errno));
+        return TORUS_FAIL(TTRAIN_EIO, "%s: %s", dir, strerror(errno));
     FILE *f = fopen(tmp, "wx");
     if (!f)
-        return TORUS_FAIL(-1, "%s: %s", tmp, strerror(errno));
+        return TORUS_FAIL(TTRAIN_EIO, "%s: %s", tmp, strerror(errno));
     int bad = fwrite(&h, sizeof h, 1, f) != 1 ||
               fwrite(s->v, sizeof(float), s->n, f) != s->n;
     bad |= fclose(f) != 0;
     if (bad || tdata_publish(tmp, path)) {
         int e = errno;
         unlink(tmp);
-        return TORUS_FAIL(-1, "%s: %s", path, strerror(e));
+        return TORUS_FAIL(TTRAIN_EIO, "%s: %s", path, strerror(e));
     }
     return 0;
 }

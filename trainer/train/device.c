@@ -8,12 +8,7 @@
 
 #include "common/torus_env.h"
 #include "common/torus_error.h"
-
-/* The name is defined once in common/torus_env.h by the topology work
- * (issue 16); until that header has it, the same literal. */
-#ifndef TORUS_ENV_LOCAL_GPU
-#define TORUS_ENV_LOCAL_GPU "TORUS_LOCAL_GPU"
-#endif
+#include "trainer/train/ttrain_error.h"
 
 /* The devices this process sees, for messages. */
 static const char *_seen(const ttrain_device_in *in, char *buf, size_t n)
@@ -32,7 +27,7 @@ static int _from_env(const ttrain_device_in *in, int *device, char *why,
     long v = strtol(in->local_gpu, &end, 10);
     if (!isdigit((unsigned char)in->local_gpu[0]) || *end || errno ||
         v >= in->visible)
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_EDEVICE,
                           "rank %d: " TORUS_ENV_LOCAL_GPU
                           "='%.32s' is not a device index in [0, %d) (%s)",
                           in->rank, in->local_gpu, in->visible,
@@ -48,8 +43,8 @@ int ttrain_device_pick(const ttrain_device_in *in, int *device, char *why,
     char seen[160];
     *device = -1;
     if (in->visible < 1)
-        return TORUS_FAIL(-1, "rank %d: no GPU visible (%s)", in->rank,
-                          _seen(in, seen, sizeof(seen)));
+        return TORUS_FAIL(TTRAIN_EDEVICE, "rank %d: no GPU visible (%s)",
+                          in->rank, _seen(in, seen, sizeof(seen)));
     if (in->local_gpu)
         return _from_env(in, device, why, n);
     if (in->visible == 1) {
@@ -60,7 +55,7 @@ int ttrain_device_pick(const ttrain_device_in *in, int *device, char *why,
     if (in->local_size > in->visible || in->local_rank < 0 ||
         in->local_rank >= in->local_size)
         return TORUS_FAIL(
-            -1,
+            TTRAIN_EDEVICE,
             "rank %d: local rank %d of %d ranks on this node, but %d GPUs "
             "are visible (%s): run at most %d ranks per node, give each "
             "rank its own GPU (srun --gpus-per-task=1) or "

@@ -4,6 +4,7 @@
 
 #include "common/torus_error.h"
 #include "config.h"
+#include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_gpu_exchange.h"
 #ifdef TORUS_HAVE_CUDA
 #include "trainer/comm/tcomm_gpu.h"
@@ -26,7 +27,7 @@ int ttrain_gx_open(tcomm_t *c, teng_net *net, teng_backend *bk, tcomm_algo algo,
 {
     ttrain_gx *x = calloc(1, sizeof *x);
     if (!x)
-        return TORUS_FAIL(-1, "no memory for the GPU exchange");
+        return TORUS_FAIL(TTRAIN_ENOMEM, "no memory for the GPU exchange");
     tcomm_gpu_options o = {
         .bucket_bytes = (size_t)bucket_kb << 10, .algo = algo, .wire = wire};
     /* The loss is divided by the global batch: each rank's gradient is
@@ -136,7 +137,7 @@ int ttrain_gx_open(tcomm_t *c, teng_net *net, teng_backend *bk, tcomm_algo algo,
                    tcomm_wire wire, int bucket_kb, ttrain_gx **out)
 {
     (void)c, (void)net, (void)algo, (void)wire, (void)bucket_kb, (void)out;
-    return TORUS_FAIL(-1,
+    return TORUS_FAIL(TTRAIN_EDEVICE,
                       "backend %s keeps gradients in device memory, but "
                       "torus was built without CUDA: no GPU gradient exchange",
                       teng_backend_name(bk));

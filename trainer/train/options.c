@@ -84,7 +84,7 @@ static const _opt _opts[] = {
     {"ref-batch", _INT, _S(sched.ref_batch), "N",
      "reference batch of the linear scaling rule [256]"},
     {"warmup-epochs", _DBL, _S(sched.warmup_epochs), "E",
-     "linear warmup length in epochs [5]"},
+     "linear warmup length in epochs [5, or half of --epochs when less]"},
     {"warmup-start-lr", _DBL, _S(sched.warmup_start_lr), "LR",
      "LR at step 0 of warmup [the base LR, or the peak if lower]"},
     {"decay", _SPECIAL, 0, 0, "KIND",
@@ -161,6 +161,9 @@ void ttrain_config_defaults(ttrain_config *c)
     memset(c, 0, sizeof(*c));
     c->model = tmodel_defaults(TMODEL_RESNET50);
     topt_schedule_defaults(&c->sched);
+    /* Not given: 5 epochs, or half of a shorter run (_validate_schedule),
+     * so that --epochs alone never fails on the default. */
+    c->sched.warmup_epochs = NAN;
     topt_config_defaults(&c->opt);
     snprintf(c->backend, sizeof(c->backend), "auto");
     snprintf(c->algo, sizeof(c->algo), "hybrid");
@@ -551,6 +554,8 @@ static int _validate_schedule(ttrain_config *c)
      * (the batch still sets the evaluation batch). */
     if (c->eval_only)
         c->sched.warmup_epochs = 0;
+    if (isnan(c->sched.warmup_epochs))
+        c->sched.warmup_epochs = fmin(5, c->sched.epochs / 2.0);
     if (topt_schedule_validate(&c->sched) || topt_config_validate(&c->opt)) {
         fprintf(stderr, "torus-train: %s\n", torus_error_msg());
         return TTRAIN_EXIT_USAGE;

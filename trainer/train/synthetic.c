@@ -1,9 +1,10 @@
-/* synthetic.c: the synthetic data source (see source.h). */
+/* synthetic.c: the synthetic data source (see ttrain_source.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/torus_error.h"
 #include "trainer/engine/rng.h"
+#include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_source.h"
 
 typedef struct {
@@ -18,8 +19,9 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
 {
     _synth *p = s->impl;
     if (n > p->max_batch)
-        return TORUS_FAIL(-1, "batch %d is larger than the synthetic pool (%d)",
-                          n, p->max_batch);
+        return TORUS_FAIL(TTRAIN_EDATA,
+                          "batch %d is larger than the synthetic pool (%d)", n,
+                          p->max_batch);
     /* Labels are a hash of the sample's global index: balanced over the
      * classes, reproducible from the seed, and independent of how the
      * global batch is split over ranks. With one rank the index is the

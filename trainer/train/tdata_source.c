@@ -1,11 +1,12 @@
 /* tdata_source.c: training batches and test-set evaluation from a
- * torus-pack dataset through libtdata (see tdata_source.h). */
+ * torus-pack dataset through libtdata (see ttrain_tdata_source.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/torus_error.h"
 #include "data/tdata.h"
+#include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_tdata_source.h"
 
 typedef struct {
@@ -165,7 +166,7 @@ int ttrain_tdata_open(ttrain_source *s, const char *dir, const tmodel_spec *m,
     memset(s, 0, sizeof(*s));
     _tsrc *p = calloc(1, sizeof(*p));
     if (!p)
-        return TORUS_FAIL(-1, "out of memory");
+        return TORUS_FAIL(TTRAIN_ENOMEM, "out of memory");
     s->impl = p;
     s->next = _next;
     s->seek = ttrain_source_seek_counter;
@@ -181,15 +182,15 @@ int ttrain_tdata_open(ttrain_source *s, const char *dir, const tmodel_spec *m,
     const tdata_dataset_info *tr = tdata_dataset_get_info(p->train),
                              *te = tdata_dataset_get_info(p->test);
     if (tr->channels != m->in_channels && tr->layout == TDATA_LAYOUT_DENSE) {
-        TORUS_FAIL(-1,
+        TORUS_FAIL(TTRAIN_EDATA,
                    "%s: images have %d channels, the model takes %d "
                    "(--channels)",
                    dir, tr->channels, m->in_channels);
         goto fail;
     }
     if (tr->num_classes > m->classes || te->num_classes > m->classes) {
-        TORUS_FAIL(-1, "%s: %d classes, the model has %d (--classes)", dir,
-                   tr->num_classes, m->classes);
+        TORUS_FAIL(TTRAIN_EDATA, "%s: %d classes, the model has %d (--classes)",
+                   dir, tr->num_classes, m->classes);
         goto fail;
     }
     *train_size = (long)tr->num_images;

@@ -22,12 +22,12 @@ typedef struct {
 } ttrain_bn_stash;
 
 /* Copy the net's statistics into the stash (allocated on first use).
- * 0, or -1 with the message in torus_error_msg(). */
+ * 0, or nonzero with the message in torus_error_msg(). */
 int ttrain_bn_stash_take(ttrain_bn_stash *s, teng_net *net);
-/* Write the stash back into the net. 0 or -1 (message). */
+/* Write the stash back into the net. 0 or nonzero (message). */
 int ttrain_bn_stash_put(const ttrain_bn_stash *s, teng_net *net);
 /* Save the stash of RANK of WORLD at global step STEP of run RUN in DIR,
- * durably (temporary name, fsync, rename). 0 or -1 (message). */
+ * durably (temporary name, fsync, rename). 0 or nonzero (message). */
 int ttrain_bn_stash_save(const ttrain_bn_stash *s, const char *dir,
                          const char *run, int rank, int world, long step);
 /* Load this rank's saved statistics into the net: 0 loaded; 1 none that

@@ -29,7 +29,7 @@ typedef struct {
 
 /* Picks the device by the rule above: *device and a few words saying why
  * (why, n bytes: "local rank 1", "TORUS_LOCAL_GPU=2", "the only visible
- * GPU"). Returns 0, or -1 after TORUS_FAIL (common/torus_error.h) naming
+ * GPU"). Returns 0, or TTRAIN_EDEVICE after TORUS_FAIL (torus_error.h) naming
  * the rank; *device is then -1. */
 int ttrain_device_pick(const ttrain_device_in *in, int *device, char *why,
                        size_t n);

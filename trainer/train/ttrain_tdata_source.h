@@ -1,4 +1,5 @@
-/* ttrain_tdata_source.h: torus-train's packed-dataset source (prefix ttrain_tdata_).
+/* ttrain_tdata_source.h: torus-train's packed-dataset source (prefix
+ * ttrain_tdata_).
  *
  * A torus-pack directory holds a train split and a test split
  * (train-index.txt, test-index.txt). Training batches come from libtdata's
@@ -21,7 +22,8 @@
 
 /* Opens DIR's train split (and checks that the test split is there and
  * matches it), for rank of world. *train_size is the number of training
- * images (one epoch). Returns 0, or -1 after TORUS_FAIL naming the file. */
+ * images (one epoch). Returns 0, or nonzero after TORUS_FAIL naming the
+ * file. */
 int ttrain_tdata_open(ttrain_source *s, const char *dir, const tmodel_spec *m,
                       int rank, int world, uint64_t seed, long *train_size);
 

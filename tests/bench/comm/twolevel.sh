@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/bench/comm/twolevel.sh: the plugin's `auto` grid against a
-# topology-blind grid on a two-level emulated network (issue 16), by hand
+# topology-blind grid on a two-level emulated network, by hand
 # (root; not in make check: it measures, it does not assert).
 #
 # 4 nodes x 2 ranks, each node in its own network namespace. Leaves

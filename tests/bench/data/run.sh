@@ -1,5 +1,5 @@
 #!/bin/bash
-# run.sh: the input-pipeline benchmarks of issue 5, run by hand:
+# run.sh: the input-pipeline benchmarks, run by hand:
 #   bash tests/bench/data/run.sh BUILDDIR [WORKDIR]
 # 1. Real photographs: the JPEGs of Debian's opencv-doc and python3-sklearn
 #    at their original sizes, packed with torus-pack; torus-data-bench

@@ -1,5 +1,5 @@
 #!/bin/bash
-# fmnist_long.sh: the longer Fashion-MNIST run of issue 6 (target: at least
+# fmnist_long.sh: the longer Fashion-MNIST run (target: at least
 # 93% test top-1). The same model and recipe as the demo job
 # (jobs/train-fmnist.sbatch: CIFAR-style ResNet-20, global batch 128, base
 # LR 0.2 at batch 256, one warmup epoch, cosine decay, weight decay 5e-4),

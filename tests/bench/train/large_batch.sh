@@ -1,5 +1,5 @@
 #!/bin/bash
-# large_batch.sh: the large-batch claim of issue 6 at small scale. Two runs
+# large_batch.sh: the large-batch claim at small scale. Two runs
 # of the CIFAR-style ResNet-20 on Fashion-MNIST for the same number of
 # epochs:
 #   small: global batch 128, plain momentum SGD (the demo's recipe: base

@@ -13,7 +13,7 @@
  *   tcuda_sgd_elem and writes the rounded working copy (optim_math.h: the
  *   maths the CPU tests check).
  * - refresh: one kernel, working copies := rounded masters.
- * - the device step (tcuda_optim_step, issue 14), with no host wait: the
+ * - the device step (tcuda_optim_step), with no host wait: the
  *   LARS sums of squares of masters and gradients in one pass into device
  *   arrays (when a tensor uses LARS), the step's LR up in one async H2D
  *   copy of a fixed pinned ring, one kernel that forms each tensor's

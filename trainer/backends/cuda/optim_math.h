@@ -1,7 +1,7 @@
 /* trainer/backends/cuda/optim_math.h: the per-element maths of the cuda
  * backend's optimizer kernels (cuda_optim.cu), as static inline functions
  * that compile both as plain C (host, unit-tested on the CPU in
- * tests/unit/test_optim_math.c) and as CUDA device code, so the maths the
+ * tests/unit/test_cuda_optim.c) and as CUDA device code, so the maths the
  * GPU runs is the maths the CPU tests check.
  *
  * Contract:

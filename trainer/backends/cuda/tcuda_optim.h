@@ -62,7 +62,7 @@ int tcuda_optim_sgd(tcuda_optim *o, void *vel, const teng_sgd_args *a);
  * wrote masters: initialisation, a restored checkpoint). Does not wait. */
 int tcuda_optim_refresh(tcuda_optim *o);
 
-/* ---- the device step (issue 14): an update with no host wait ----
+/* ---- the device step: an update with no host wait ----
  * device_open: the per-tensor constant hyper-parameters h (np entries,
  * topt_sgd_tensor_hyper), the loss-scale machine's config c and state s
  * (at the start, or restored from a checkpoint). Blocking: call it
