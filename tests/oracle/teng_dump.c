@@ -61,18 +61,18 @@ static int _npy_read(const char *path, const char *descr, size_t count,
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return TORUS_FAIL(-1, "%s: %s", path, strerror(errno));
+        return TORUS_FAIL(TENG_EINVAL, "%s: %s", path, strerror(errno));
     unsigned char pre[10];
     char hdr[_NPY_MAX_HEADER + 1];
     size_t hl = 0;
     int rc = 0, hsize = 0;
     if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) ||
         pre[6] != 1)
-        rc = TORUS_FAIL(-1, "%s: not a version 1 .npy file", path);
+        rc = TORUS_FAIL(TENG_EINVAL, "%s: not a version 1 .npy file", path);
     else if ((hl = pre[8] | (size_t)pre[9] << 8) > _NPY_MAX_HEADER ||
              fread(hdr, 1, hl, f) != hl)
-        rc =
-            TORUS_FAIL(-1, "%s: .npy header of %zu bytes unreadable", path, hl);
+        rc = TORUS_FAIL(TENG_EINVAL, "%s: .npy header of %zu bytes unreadable",
+                        path, hl);
     hdr[rc ? 0 : hl] = '\0';
     char want[32];
     snprintf(want, sizeof want, "'descr': '%s'", descr);
@@ -80,22 +80,22 @@ static int _npy_read(const char *path, const char *descr, size_t count,
     size_t n = 1;
     if (!rc && (!strstr(hdr, want) || !strstr(hdr, "'fortran_order': False") ||
                 !shape))
-        rc = TORUS_FAIL(-1, "%s: not a C-order %s array", path, descr);
+        rc = TORUS_FAIL(TENG_EINVAL, "%s: not a C-order %s array", path, descr);
     for (const char *s = shape ? shape + 10 : ""; !rc && *s && *s != ')';) {
         char *end;
         unsigned long long d = strtoull(s, &end, 10);
         if (end == s || d > (1ULL << 32) || (d && n > ((size_t)1 << 40) / d))
-            rc = TORUS_FAIL(-1, "%s: bad shape in its header", path);
+            rc = TORUS_FAIL(TENG_EINVAL, "%s: bad shape in its header", path);
         n *= (size_t)d;
         s = end + strspn(end, ", ");
         hsize++;
     }
     if (!rc && (n != count || !hsize))
-        rc = TORUS_FAIL(-1, "%s holds %zu elements, expected %zu", path, n,
-                        count);
+        rc = TORUS_FAIL(TENG_EINVAL, "%s holds %zu elements, expected %zu",
+                        path, n, count);
     if (!rc && (fread(dst, 4, count, f) != count || fgetc(f) != EOF))
-        rc =
-            TORUS_FAIL(-1, "%s: data is not exactly %zu elements", path, count);
+        rc = TORUS_FAIL(TENG_EINVAL, "%s: data is not exactly %zu elements",
+                        path, count);
     fclose(f);
     return rc;
 }
@@ -137,7 +137,8 @@ static int _npy_write(const char *path, const char *descr, int ndims,
     if (f && fclose(f))
         ok = 0;
     return ok ? 0
-              : TORUS_FAIL(-1, "cannot write %s: %s", path, strerror(errno));
+              : TORUS_FAIL(TENG_EINVAL, "cannot write %s: %s", path,
+                           strerror(errno));
 }
 
 static int _write_floats(const char *dir, const char *sub, const char *name,
@@ -185,7 +186,7 @@ static int _load_batch(const _opts *o, teng_net *net)
     char px[4096], py[4096];
     snprintf(px, sizeof px, "%s/x.npy", o->in);
     snprintf(py, sizeof py, "%s/y.npy", o->in);
-    int rc = !x || !y ? TORUS_FAIL(-1, "out of memory")
+    int rc = !x || !y ? TORUS_FAIL(TENG_ENOMEM, "out of memory")
              : _npy_read(px, "<f4", n, x) ||
                      _npy_read(py, "<i4", (size_t)o->batch, y) ||
                      teng_net_set_input(net, x)
@@ -206,7 +207,7 @@ static int _forward_backward(const _opts *o, teng_net *net, topt_sgd *opt,
     size_t dims[2] = {(size_t)o->batch, (size_t)o->spec.classes};
     float *z = malloc(dims[0] * dims[1] * sizeof *z);
     char path[4096];
-    int rc = !z ? TORUS_FAIL(-1, "out of memory") : 0;
+    int rc = !z ? TORUS_FAIL(TENG_ENOMEM, "out of memory") : 0;
     teng_net_set_loss_scale(net, o->loss_scale);
     if (!rc && dstep && topt_sgd_dstep(opt, o->lr, TENG_DSTEP_BEGIN))
         rc = -1;
@@ -245,7 +246,7 @@ static int _device_step(const _opts *o, topt_sgd *opt)
         teng_net_dstep_read(opt->net, &st, 1))
         return -1;
     if (st.bad || st.applied != 1)
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TENG_EINVAL,
                           "the device step skipped the step (%llu inf/nan, "
                           "%ld applied)",
                           st.bad, st.applied);
@@ -266,7 +267,8 @@ static int _step_and_dump(const _opts *o, teng_net *net, topt_sgd *opt,
     snprintf(path, sizeof path, "%s/params.txt", o->out);
     FILE *f = fopen(path, "w");
     if (!f)
-        return TORUS_FAIL(-1, "cannot write %s: %s", path, strerror(errno));
+        return TORUS_FAIL(TENG_EINVAL, "cannot write %s: %s", path,
+                          strerror(errno));
     int rc = 0;
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *p = teng_net_param(net, i);
@@ -277,7 +279,7 @@ static int _step_and_dump(const _opts *o, teng_net *net, topt_sgd *opt,
         rc = rc || _write_floats(o->out, "g", p->name, p->count, buf);
     }
     if (fclose(f) && !rc)
-        rc = TORUS_FAIL(-1, "cannot write %s", path);
+        rc = TORUS_FAIL(TENG_EINVAL, "cannot write %s", path);
     for (int i = 0; i < teng_net_nstats(net) && !rc; i++) {
         char name[16];
         snprintf(name, sizeof name, "%d", i);
@@ -301,7 +303,7 @@ static int _mkdirs(const char *out)
         char path[4096];
         snprintf(path, sizeof path, "%s%s", out, sub[i]);
         if (mkdir(path, 0777) && errno != EEXIST)
-            return TORUS_FAIL(-1, "cannot create %s: %s", path,
+            return TORUS_FAIL(TENG_EINVAL, "cannot create %s: %s", path,
                               strerror(errno));
     }
     return 0;
@@ -326,7 +328,7 @@ static int _run(const _opts *o)
     if (!rc) {
         teng_net_set_global_batch(net, o->batch);
         buf = malloc(teng_net_largest_buffer(net) * sizeof *buf);
-        rc = !buf ? TORUS_FAIL(-1, "out of memory")
+        rc = !buf ? TORUS_FAIL(TENG_ENOMEM, "out of memory")
                   : topt_sgd_init(&opt, net, &cfg) ||
                         _load_state(o, net, &opt, buf);
         dstep = !rc && o->device_step && teng_net_dstep_supported(net);

@@ -33,6 +33,7 @@ declare -A range=(
     [torus-bench]='-n 0'
     [torus-sweep]='plan DIR --target 101'
     [torus-plot]='-o ""'
+    [torus-torch]='--image-size 0'
 )
 
 progs=$(sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$b/Makefile" |
@@ -61,7 +62,7 @@ version=$(sed -n 's/^PACKAGE_VERSION = //p' "$b/Makefile")
 n=0
 for p in $progs; do
     name=${p##*/}
-    case $p in trainer/torus-plot) exe=$s/$p ;; *) exe=$b/$p ;; esac
+    case $p in trainer/torus-plot | tools/torus-torch) exe=$s/$p ;; *) exe=$b/$p ;; esac
     [ -x "$exe" ] || fail "$exe: not built"
     run "$tmp/cwd" "$exe" --help
     [ $rc = 0 ] || fail "$name --help: exit $rc"
