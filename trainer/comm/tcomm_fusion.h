@@ -20,12 +20,26 @@ typedef struct tcomm_fusion tcomm_fusion_t;
  * keeps ResNet-50 at 19 buckets (docs/comm.md). */
 #define TCOMM_FUSION_DEFAULT_BYTES (4u << 20)
 
+/* One bucket's reduction as it ran, for a timeline (on_bucket below). */
+typedef struct {
+    int bucket, ntensors;
+    size_t count;    /* fp32 values */
+    tcomm_algo algo; /* the one that ran (hybrid resolved) */
+    tcomm_wire wire; /* the precision on the wire */
+    int in_place;    /* reduced where it lies in shared memory */
+    double t0, t1;   /* tcomm_wtime() (CLOCK_MONOTONIC) at start and end */
+} tcomm_fusion_span;
+
 typedef struct {
     size_t bucket_bytes; /* theta; 0 = TCOMM_FUSION_DEFAULT_BYTES */
     tcomm_algo algo;
     tcomm_wire wire;
     unsigned flags;  /* TCOMM_AVERAGE */
     int synchronous; /* 1: reduce on the caller's thread (no overlap) */
+    /* Optional: called after each bucket's reduction, on the thread that
+     * reduced it (the communication thread), with ctx on_bucket_ctx. */
+    void (*on_bucket)(void *ctx, const tcomm_fusion_span *s);
+    void *on_bucket_ctx;
 } tcomm_fusion_options;
 
 typedef struct {

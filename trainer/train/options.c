@@ -118,6 +118,12 @@ static const _opt _opts[] = {
     {"print-every", _INT, _S(print_every), "N",
      "steps between progress lines [20]"},
     {"metrics", _STR, _O(metrics), "FILE", "append JSON-lines metrics here"},
+    {"trace", _STR, _O(trace), "FILE",
+     "write a timeline of every step to FILE as Chrome trace-event JSON "
+     "(Perfetto, chrome://tracing; torus-plot --trace draws it): per rank "
+     "the data wait, forward, backward by layer group, each bucket's "
+     "all-reduce (algorithm, bytes, wire), the exchange wait, the update "
+     "and checkpoints; written by rank 0 at the end [off]"},
     {"checkpoint-dir", _STR, _O(ckpt_dir), "DIR",
      "write HDF5 checkpoints here (atomically; at the end, every "
      "--checkpoint-every steps, and on SIGUSR1/SIGTERM)"},
@@ -785,7 +791,8 @@ static void _usage_tail(FILE *f)
         "    TCOMM_SHM=0: no shared memory between the ranks of a node (by\n"
         "    default the gradients live in memory they share, and each bucket\n"
         "    is summed where it lies). More in docs/comm.md.\n"
-        "    TCOMM_GPU=auto|nccl|staged: with a cuda backend and several ranks,\n"
+        "    TCOMM_GPU=auto|nccl|staged: with a cuda backend and several "
+        "ranks,\n"
         "    reduce the gradients with NCCL (one GPU per rank) or with MPI\n"
         "    through pinned host memory (ranks sharing a GPU); auto picks.\n"
         "    TCUDA_GRAPH=0: on a cuda backend, launch every step's forward,\n"

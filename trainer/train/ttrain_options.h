@@ -1,5 +1,5 @@
-/* ttrain_options.h: torus-train's configuration (prefix ttrain_): one struct with
- * every setting, filled from defaults, then an optional config file, then
+/* ttrain_options.h: torus-train's configuration (prefix ttrain_): one struct
+ * with every setting, filled from defaults, then an optional config file, then
  * the command line, and validated once with errors that name the option
  * (and the file and line it came from). */
 #ifndef TORUS_TRAINER_TRAIN_OPTIONS_H
@@ -38,6 +38,7 @@ typedef struct {
     long eval_every;     /* steps between evaluations (0: per epoch) */
     int print_every;     /* steps between progress lines */
     char metrics[512];   /* JSON-lines metrics file ("" = none) */
+    char trace[512];     /* Chrome trace-event timeline ("" = none) */
     char ckpt_dir[512];  /* checkpoints go here ("" = none) */
     long ckpt_every;     /* steps between checkpoints (0: at the end) */
     int keep;            /* newest checkpoints kept */

@@ -205,7 +205,13 @@ static tcomm_rc _reduce_bucket(tcomm_fusion_t *f, int bi)
     f->st.nonfinite += r.nonfinite;
     f->st.buckets++;
     f->st.in_place += r.in_place != 0;
-    f->st.comm_s += tcomm_wtime() - t0;
+    double t1 = tcomm_wtime();
+    f->st.comm_s += t1 - t0;
+    if (f->o.on_bucket)
+        f->o.on_bucket(f->o.on_bucket_ctx,
+                       &(tcomm_fusion_span){bi, b->n, b->count, r.algo_used,
+                                            f->o.wire, r.in_place != 0, t0,
+                                            t1});
     return TCOMM_OK;
 }
 
