@@ -231,6 +231,10 @@ EXTRA_DIST += tests/integration/train_cli.sh
 # torus-plot: loss, LR, batch and accuracy curves from the metrics (gnuplot).
 dist_bin_SCRIPTS += trainer/torus-plot
 TESTS += tests/integration/train_plot.sh
+# --trace on the local cluster: the timeline's spans nest, buckets overlap
+# backward, torus-plot --trace draws it.
+TESTS += tests/integration/train_trace.sh
+EXTRA_DIST += tests/integration/train_trace.sh tests/integration/trace_check.py
 EXTRA_DIST += tests/integration/train_plot.sh
 
 # Checkpoints: bitwise resume, damaged files, signals, --keep.

@@ -1,7 +1,10 @@
 #!/bin/bash
 # comm_bench.sh: torus-bench works in its three modes and its results are
-# checked: the sweep as one process and under mpirun (every line #wrong 0,
-# one line per size x wire x algorithm), the ResNet-50 mode (161 tensors,
+# checked: the sweep as one process and under mpirun (every line #wrong 0
+# out-of-place and in-place, one line per size x wire x algorithm; with
+# --json one JSON object per line that says the same, in-place rows of a
+# node's torus2d row reduced where they lie; "# Avg bus bandwidth" the mean
+# of the printed busbw columns), the ResNet-50 mode (161 tensors,
 # correct fused results), and the model mode (the 2D torus needs far fewer
 # steps than the ring at 4096 ranks and is predicted faster there); plus
 # --help and usage errors.
@@ -16,13 +19,32 @@ TB="$top_builddir/trainer/bench/torus-bench"
 out=$("$TB" -b 4K -e 64K -f 4 -n 2 -w 1 -d fp32,fp16) || { echo "$out"; cm_fail "singleton sweep"; }
 echo "$out" | grep -q '# all results correct' || cm_fail "singleton sweep not checked"
 
-out=$(cm_mpirun 3 "$TB" -b 1K -e 256K -f 16 -n 2 -w 1 -a all -d fp32,fp16,bf16 --group-size 2 2>&1) ||
+json=$(mktemp)
+trap 'rm -f "$json"' EXIT
+out=$(cm_mpirun 3 "$TB" -b 1K -e 256K -f 16 -n 2 -w 1 -a all -d fp32,fp16,bf16 --group-size 2 --json "$json" 2>&1) ||
     { echo "$out"; cm_fail "sweep under mpirun -np 3"; }
 echo "$out" | head -4
 lines=$(echo "$out" | grep -c '^ ')
 [ "$lines" = $((3 * 3 * 6)) ] || { echo "$out"; cm_fail "expected 54 result lines, got $lines"; }
-echo "$out" | awk '/^ / && $5 != "n/a" && $8 != 0 {bad=1} END {exit bad}' ||
-    cm_fail "a sweep line has #wrong != 0"
+echo "$out" | awk '/^ / && $5 != "n/a" && ($8 != 0 || $12 != 0 || $9 == "n/a") {bad=1} END {exit bad}' ||
+    cm_fail "a sweep line has #wrong != 0, or no in-place result"
+# The closing line: the mean of every printed busbw (columns 7 and 11).
+echo "$out" | awk '/^ / && $5 != "n/a" { s += $7 + $11; n += 2 }
+    /^# Avg bus bandwidth *: / { avg = $NF; seen = 1 }
+    END { d = avg - s / n; if (d < 0) d = -d; exit !(seen && n > 0 && d < 0.001) }' ||
+    cm_fail "'# Avg bus bandwidth' is not the mean busbw: $(echo "$out" | tail -2)"
+/usr/bin/python3 - "$json" "$lines" <<'PY' || cm_fail "--json does not match the table"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == int(sys.argv[2]), "%d JSON rows" % len(rows)
+ok = [r for r in rows if r.get("supported", True)]
+assert all(r["oop_wrong"] == 0 and r["ip_wrong"] == 0 for r in ok)
+assert all(abs(r["oop_busbw_GBps"] - r["oop_algbw_GBps"] * 4 / 3) < 1e-5 for r in ok)
+assert any(r["algo"] == "torus2d" and r["ip_reduced_in_place"] for r in ok)
+assert not any(r["algo"] == "flat" and r["ip_reduced_in_place"] for r in ok)
+assert {r["algo"] for r in rows if not r.get("supported", True)} == {"hier-rs"}
+print("ok: %d JSON rows" % len(rows))
+PY
 echo "$out" | grep -q 'hier-rs *n/a' || cm_fail "hier-rs must be n/a with unequal groups of 2 and 1"
 
 out=$(cm_mpirun 2 "$TB" --resnet50 --steps 1 -a ring,torus2d --theta 2M,16M 2>&1) ||

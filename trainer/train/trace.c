@@ -182,15 +182,16 @@ int ttrain_trace_open(const char *path, tcomm_t *comm, int rank, int world,
     char *chunk = world > 1 ? malloc(_CHUNK) : NULL;
     int ok = t && (world == 1 || chunk);
     if (ok && rank == 0 && !(t->f = fopen(path, "w")))
-        TORUS_FAIL(-1, "--trace: cannot create '%s': %s", path,
+        TORUS_FAIL(-1, "cannot create '%s': %s", path,
                    strerror(errno));
     else if (!ok)
-        TORUS_FAIL(-1, "--trace: rank %d: out of memory", rank);
+        TORUS_FAIL(-1, "rank %d: out of memory", rank);
     ok = ok && (rank != 0 || t->f);
     int rc = _agree(comm, world, ok);
     if (rc || !ok) {
         if (ok) /* another rank failed */
-            TORUS_FAIL(-1, "--trace: another rank could not open its trace");
+            TORUS_FAIL(-1, "rank %d: another rank could not open its trace",
+                       rank);
         if (t && t->f)
             fclose(t->f);
         free(t);
@@ -205,7 +206,7 @@ int ttrain_trace_open(const char *path, tcomm_t *comm, int rank, int world,
     /* The time origin: right after a barrier every rank passed. */
     if (world > 1 && tcomm_barrier(comm)) {
         _free(t);
-        return torus_error_prefix(-1, "--trace");
+        return -1;
     }
     t->t0 = _clock();
     _names(t);
