@@ -5,6 +5,9 @@
 # --json one JSON object per line that says the same, in-place rows of a
 # node's torus2d row reduced where they lie; "# Avg bus bandwidth" the mean
 # of the printed busbw columns), the ResNet-50 mode (161 tensors,
+# busbw on the user's fp32 bytes and the wire's bytes apart; the
+# like-for-like chain of tests/bench/comm/chain.awk holds on its rows and
+# fails on a "fused" row whose theta leaves every tensor alone,
 # correct fused results), and the model mode (the 2D torus needs far fewer
 # steps than the ring at 4096 ranks and is predicted faster there); plus
 # --help and usage errors.
@@ -56,6 +59,20 @@ echo "$out" | grep -Eq '^per-tensor +flat +fp32 +- +161 ' || cm_fail "no per-ten
 [ "$(echo "$out" | grep -c '^fused-shm ')" = 4 ] || cm_fail "expected 4 fused-shm rows"
 echo "$out" | awk '/^(fused|fused-shm|per-tensor) / && $NF != 0 {bad=1} END {exit bad}' ||
     cm_fail "wrong ResNet-50 gradients"
+
+# busbw = 102.2 MB fp32 x 2(P-1)/P / time at P=2; wire(MB) by the wire.
+echo "$out" | awk '$1 ~ /^(fused|per-tensor)/ {
+        want = 25557032 * 4 / ($6 / 1e3) / 1e9; d = $8 / want - 1
+        if (d > 0.01 || d < -0.01 || $9 != ($3 == "fp16" ? 51.1 : 102.2)) bad = 1 }
+    END { exit bad }' || cm_fail "resnet50 busbw or wire(MB) columns are not on the right bytes"
+out=$(cm_mpirun 2 "$TB" --resnet50 --steps 1 -a flat,torus2d -d fp32,fp16 --theta 4M,1 2>&1) ||
+    { echo "$out"; cm_fail "resnet50 mode for the chain"; }
+chain=$top_srcdir/tests/bench/comm/chain.awk
+echo "$out" | awk -v theta=4M -v algo=torus2d -f "$chain" || cm_fail "the 4M chain does not hold"
+if msg=$(echo "$out" | awk -v theta=1 -v algo=torus2d -f "$chain"); then
+    cm_fail "the chain passed with a fused row of one tensor per bucket"
+fi
+grep -q "^chain: link 'fusion' changes nothing" <<<"$msg" || cm_fail "chain with theta 1: $msg"
 
 out=$("$TB" --model -P 4096 --ranks-per-node 8 --scaling -b 64M -e 64M) || cm_fail "model mode"
 echo "$out" | tail -3
