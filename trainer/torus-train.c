@@ -636,6 +636,8 @@ static int _eval_only(_run *r, int rc, const char *path)
            path, r->at.epoch, r->at.global_step, 100 * c[0] / c[2],
            100 * c[1] / c[2], c[3] / c[2], c[2], _now() - t0);
     r->src.close(&r->src);
+    if (ttrain_trace_close(_trace, r->comm, NULL)) /* no steps: names only */
+        return _fail("--trace", torus_error_msg());
     tcomm_finalize(r->comm);
     return TTRAIN_EXIT_OK;
 }
