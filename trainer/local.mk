@@ -235,6 +235,10 @@ TESTS += tests/integration/train_plot.sh
 # backward, torus-plot --trace draws it.
 TESTS += tests/integration/train_trace.sh
 EXTRA_DIST += tests/integration/train_trace.sh tests/integration/trace_check.py
+# --bucket-kb auto (mpirun): the choice follows its rule and trains as the
+# size it chose.
+TESTS += tests/integration/train_theta.sh
+EXTRA_DIST += tests/integration/train_theta.sh
 EXTRA_DIST += tests/integration/train_plot.sh
 
 # Checkpoints: bitwise resume, damaged files, signals, --keep.

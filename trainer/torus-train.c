@@ -96,10 +96,12 @@ static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb)
         return 0;
     if (ttrain_gx_wanted(ex->bk))
         return ttrain_gx_open(ex->comm, net, ex->bk, ex->algo, ex->wire,
-                              bucket_kb, &ex->gx)
+                              bucket_kb < 0 ? 0 : bucket_kb, &ex->gx)
                    ? torus_error_prefix(-1, "rank %d", ex->rank)
                    : 0;
-    tcomm_fusion_options fo = {.bucket_bytes = (size_t)bucket_kb << 10,
+    tcomm_fusion_options fo = {.bucket_bytes = bucket_kb < 0
+                                                   ? TCOMM_FUSION_AUTO
+                                                   : (size_t)bucket_kb << 10,
                                .algo = ex->algo,
                                .wire = ex->wire,
                                .on_bucket = _trace ? ttrain_trace_bucket : NULL,
@@ -502,6 +504,9 @@ static void _print_setup(const _run *r)
                : tcomm_fusion_shared(r->ex.fusion) ? " of node-shared memory"
                                                    : "",
                tcomm_algo_name(r->ex.algo), tcomm_wire_name(r->ex.wire));
+    if (r->ex.fusion && *tcomm_fusion_theta_why(r->ex.fusion))
+        printf("torus-train: --bucket-kb auto: %s\n",
+               tcomm_fusion_theta_why(r->ex.fusion));
 }
 
 /* --loss-scale for this backend: auto is dynamic when any param's

@@ -43,6 +43,8 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/fusion/plan.h \
 	trainer/comm/fusion/plan.c \
 	trainer/comm/fusion/fusion.c \
+	trainer/comm/fusion/theta.h \
+	trainer/comm/fusion/theta.c \
 	trainer/comm/bootstrap/bootstrap.h \
 	trainer/comm/bootstrap/init.c \
 	trainer/comm/bootstrap/watchdog.c \

@@ -20,7 +20,7 @@ typedef struct {
     int threads;      /* compute threads per rank */
     int world;        /* ranks (from the PMIx bootstrap) */
     char algo[16];    /* tcomm all-reduce algorithm for the gradients */
-    int bucket_kb;    /* fusion bucket size (0: tcomm's default) */
+    int bucket_kb;    /* fusion bucket size (0: tcomm's default; -1: auto) */
     char wire[8];     /* gradient precision on the wire: fp16, bf16, fp32 */
     int synthetic;    /* synthetic data (benchmarks) */
     char data[512];   /* packed dataset (the data pipeline; later) */
