@@ -6,7 +6,8 @@
 # node's torus2d row reduced where they lie; "# Avg bus bandwidth" the mean
 # of the printed busbw columns), the ResNet-50 mode (161 tensors,
 # busbw on the user's fp32 bytes and the wire's bytes apart; the
-# like-for-like chain of tests/bench/comm/chain.awk holds on its rows and
+# --json one object per row; the like-for-like chain of
+# tests/bench/comm/chain.awk holds on its rows and
 # fails on a "fused" row whose theta leaves every tensor alone,
 # correct fused results), and the model mode (the 2D torus needs far fewer
 # steps than the ring at 4096 ranks and is predicted faster there); plus
@@ -65,8 +66,18 @@ echo "$out" | awk '$1 ~ /^(fused|per-tensor)/ {
         want = 25557032 * 4 / ($6 / 1e3) / 1e9; d = $8 / want - 1
         if (d > 0.01 || d < -0.01 || $9 != ($3 == "fp16" ? 51.1 : 102.2)) bad = 1 }
     END { exit bad }' || cm_fail "resnet50 busbw or wire(MB) columns are not on the right bytes"
-out=$(cm_mpirun 2 "$TB" --resnet50 --steps 1 -a flat,torus2d -d fp32,fp16 --theta 4M,1 2>&1) ||
+out=$(cm_mpirun 2 "$TB" --resnet50 --steps 1 -a flat,torus2d -d fp32,fp16 --theta 4M,1 --json "$json" 2>&1) ||
     { echo "$out"; cm_fail "resnet50 mode for the chain"; }
+/usr/bin/python3 - "$json" "$(echo "$out" | grep -cE '^(per-tensor|rw-ref|fused|fused-shm) ')" <<'PY' ||
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == int(sys.argv[2]), "%d JSON rows for %s table rows" % (len(rows), sys.argv[2])
+assert all(r["user_bytes"] == 25557032 * 4 for r in rows)
+assert all(r["wire_bytes"] == r["user_bytes"] // (2 if r["wire"] == "fp16" else 1) for r in rows)
+assert [r["mode"] for r in rows[:2]] == ["per-tensor", "rw-ref"] and "wrong" not in rows[1]
+assert all(r["wrong"] == 0 for r in rows if r["mode"] != "rw-ref")
+PY
+    cm_fail "--resnet50 --json does not match the table"
 chain=$top_srcdir/tests/bench/comm/chain.awk
 echo "$out" | awk -v theta=4M -v algo=torus2d -f "$chain" || cm_fail "the 4M chain does not hold"
 if msg=$(echo "$out" | awk -v theta=1 -v algo=torus2d -f "$chain"); then

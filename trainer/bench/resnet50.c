@@ -179,15 +179,43 @@ static void _header(const bench_opts *o, const tcomm_info *in, int n,
            "wire(MB)", "#wrong");
 }
 
-/* A row of the table (rank 0): theta "-" for the unfused rows, wrong < 0
- * for rows that reduce nothing. */
-static void _print_row(const tcomm_info *in, size_t total, const char *mode,
-                       const char *algo, tcomm_wire w, const char *theta,
-                       size_t buckets, double t, double naive, double wrong)
+/* What every row of the table shares: the layout, the gradients' fp32
+ * count, the naive row's time (once measured), --json's file (rank 0). */
+typedef struct {
+    const tcomm_info *in;
+    size_t total;
+    double naive;
+    FILE *json;
+} _table;
+
+/* A row's JSON object (--json): the table's columns, bytes as numbers. */
+static void _json_row(const _table *tb, const char *mode, const char *algo,
+                      tcomm_wire w, const char *theta, size_t buckets, double t,
+                      double busbw, double wrong)
 {
+    fprintf(tb->json,
+            "{\"ranks\":%d,\"nodes\":%d,\"grid\":\"%dx%d\",\"mode\":\"%s\","
+            "\"algo\":\"%s\",\"wire\":\"%s\",\"theta\":\"%s\","
+            "\"buckets\":%zu,\"time_ms\":%.4f,\"vs_naive\":%.4f,"
+            "\"busbw_GBps\":%.6f,\"user_bytes\":%zu,\"wire_bytes\":%zu",
+            tb->in->size, tb->in->nnodes, tb->in->rows, tb->in->cols, mode,
+            algo, tcomm_wire_name(w), theta, buckets, t * 1e3, tb->naive / t,
+            busbw, tb->total * 4, tb->total * tcomm_wire_bytes(w));
+    if (wrong >= 0)
+        fprintf(tb->json, ",\"wrong\":%.0f", wrong);
+    fprintf(tb->json, "}\n");
+}
+
+/* A row of the table (rank 0): theta "-" for the unfused rows, buckets 0
+ * and wrong < 0 for the row that reduces nothing. */
+static void _print_row(const _table *tb, const char *mode, const char *algo,
+                       tcomm_wire w, const char *theta, size_t buckets,
+                       double t, double wrong)
+{
+    const tcomm_info *in = tb->in;
     if (in->rank != 0)
         return;
-    double busbw = total * 4.0 * 2 * (in->size - 1) /
+    double busbw = tb->total * 4.0 * 2 * (in->size - 1) /
                    (in->size > 1 ? in->size : 1) / t / 1e9;
     char nb[24] = "-", bad[24] = "-";
     if (buckets)
@@ -195,53 +223,51 @@ static void _print_row(const tcomm_info *in, size_t total, const char *mode,
     if (wrong >= 0)
         snprintf(bad, sizeof bad, "%.0f", wrong);
     printf("%-11s %-8s %-5s %6s %8s %10.2f %8.2fx %11.3f %8.1f %7s\n", mode,
-           algo, tcomm_wire_name(w), theta, nb, t * 1e3, naive / t, busbw,
-           total * tcomm_wire_bytes(w) / 1e6, bad);
+           algo, tcomm_wire_name(w), theta, nb, t * 1e3, tb->naive / t, busbw,
+           tb->total * tcomm_wire_bytes(w) / 1e6, bad);
+    if (tb->json)
+        _json_row(tb, mode, algo, w, theta, buckets, t, busbw, wrong);
 }
 
-/* The baseline and reference rows; returns the baseline's time. */
-static double _baselines(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
-                         const _grads *gr, size_t total, double *bad)
+/* The baseline and reference rows; sets tb->naive, the baseline's time. */
+static void _baselines(tcomm_t *c, const bench_opts *o, const _grads *gr,
+                       _table *tb, double *bad)
 {
     size_t nb;
     double wrong;
-    double naive = _row(c, o, in, gr, PER_TENSOR, TCOMM_ALGO_FLAT,
-                        TCOMM_WIRE_FP32, 0, &nb, &wrong);
+    tb->naive = _row(c, o, tb->in, gr, PER_TENSOR, TCOMM_ALGO_FLAT,
+                     TCOMM_WIRE_FP32, 0, &nb, &wrong);
     *bad += wrong;
-    _print_row(in, total, "per-tensor", "flat", TCOMM_WIRE_FP32, "-", nb, naive,
-               naive, wrong);
-    double ref = _row(c, o, in, gr, RW_REF, TCOMM_ALGO_FLAT, TCOMM_WIRE_FP32, 0,
-                      &nb, &wrong);
-    _print_row(in, total, "rw-ref", "-", TCOMM_WIRE_FP32, "-", 0, ref, naive,
-               -1);
-    if (in->rank == 0)
+    _print_row(tb, "per-tensor", "flat", TCOMM_WIRE_FP32, "-", nb, tb->naive,
+               wrong);
+    double ref = _row(c, o, tb->in, gr, RW_REF, TCOMM_ALGO_FLAT,
+                      TCOMM_WIRE_FP32, 0, &nb, &wrong);
+    _print_row(tb, "rw-ref", "-", TCOMM_WIRE_FP32, "-", 0, ref, -1);
+    if (tb->in->rank == 0)
         printf("#%10s (a reference, not a floor: read + write each gradient "
                "once, all ranks at once)\n",
                "");
-    return naive;
 }
 
 /* The fused rows of one placement of the gradients (shm: shared memory). */
-static void _fused_rows(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
-                        const _grads *gr, size_t total, int shm, double naive,
-                        double *bad)
+static void _fused_rows(tcomm_t *c, const bench_opts *o, const _grads *gr,
+                        const _table *tb, int shm, double *bad)
 {
     for (int ti = 0; ti < o->ntheta; ti++)
         for (int wi = 0; wi < o->nwires; wi++)
             for (int ai = 0; ai < o->nalgos; ai++) {
                 tcomm_algo a = o->algos[ai];
-                if (a == TCOMM_ALGO_HIER_RS && !in->groups_uniform)
+                if (a == TCOMM_ALGO_HIER_RS && !tb->in->groups_uniform)
                     continue;
                 size_t nb;
                 double wrong;
-                double t = _row(c, o, in, gr, FUSED, a, o->wires[wi],
+                double t = _row(c, o, tb->in, gr, FUSED, a, o->wires[wi],
                                 o->theta[ti], &nb, &wrong);
                 *bad += wrong;
                 char th[32];
                 _theta_str(o->theta[ti], th, sizeof th);
-                _print_row(in, total, shm ? "fused-shm" : "fused",
-                           tcomm_algo_name(a), o->wires[wi], th, nb, t, naive,
-                           wrong);
+                _print_row(tb, shm ? "fused-shm" : "fused", tcomm_algo_name(a),
+                           o->wires[wi], th, nb, t, wrong);
             }
 }
 
@@ -268,14 +294,18 @@ int bench_resnet50(tcomm_t *c, const bench_opts *o)
     _grads own = {s, g, n}, shared = {s, gs, n};
     if (o->grads != BENCH_GRADS_PRIVATE && _shared_grads(c, &shared))
         bench_die(c, in.rank, "resnet50 benchmark failed");
+    _table tb = {.in = &in, .total = total};
+    if (in.rank == 0 && o->json && !(tb.json = fopen(o->json, "w")))
+        bench_die(c, in.rank, "cannot open the --json file");
     if (in.rank == 0)
         _header(o, &in, n, total);
     double bad = 0;
-    double naive = _baselines(c, o, &in, &own, total, &bad);
+    _baselines(c, o, &own, &tb, &bad);
     for (int shm = 0; shm < 2; shm++)
         if (o->grads != (shm ? BENCH_GRADS_PRIVATE : BENCH_GRADS_SHARED))
-            _fused_rows(c, o, &in, shm ? &shared : &own, total, shm, naive,
-                        &bad);
+            _fused_rows(c, o, shm ? &shared : &own, &tb, shm, &bad);
+    if (tb.json && fclose(tb.json))
+        bench_die(c, in.rank, "cannot write the --json file");
     for (int i = 0; i < n; i++)
         free(g[i]);
     free(g);
