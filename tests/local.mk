@@ -33,6 +33,7 @@ TESTS += \
 	tests/integration/cluster_pmix.sh \
 	tests/integration/cluster_netns.sh \
 	tests/integration/cluster_updown.sh \
+	tests/integration/cluster_backtoback.sh \
 	tests/gpu/gpu_smoke.sh
 
 EXTRA_DIST += \
@@ -44,6 +45,7 @@ EXTRA_DIST += \
 	tests/integration/cluster_pmix.sh \
 	tests/integration/cluster_netns.sh \
 	tests/integration/cluster_updown.sh \
+	tests/integration/cluster_backtoback.sh \
 	tests/gpu/gpu_smoke.sh \
 	tests/gpu/run \
 	tests/gpu/gpu_exchange.sh \

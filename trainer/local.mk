@@ -134,7 +134,8 @@ bin_PROGRAMS += trainer/torus-train
 # data/format/tdata_h5attr.h.
 trainer_torus_train_SOURCES = trainer/torus-train.c \
 	trainer/train/ttrain_tdata_source.h trainer/train/tdata_source.c \
-	trainer/train/ttrain_gpu_exchange.h trainer/train/gpu_exchange.c
+	trainer/train/ttrain_gpu_exchange.h trainer/train/gpu_exchange.c \
+	trainer/train/ttrain_trace.h trainer/train/trace.c
 trainer_torus_train_CPPFLAGS = $(TCOMM_CPPFLAGS)
 trainer_torus_train_LDADD = trainer/libtorustrain.la data/libtdata.la \
 	$(TCOMM_LIBS) -lm
@@ -238,6 +239,14 @@ EXTRA_DIST += tests/integration/train_cli.sh
 # torus-plot: loss, LR, batch and accuracy curves from the metrics (gnuplot).
 dist_bin_SCRIPTS += trainer/torus-plot
 TESTS += tests/integration/train_plot.sh
+# --trace on the local cluster: the timeline's spans nest, buckets overlap
+# backward, torus-plot --trace draws it.
+TESTS += tests/integration/train_trace.sh
+EXTRA_DIST += tests/integration/train_trace.sh tests/integration/trace_check.py
+# --bucket-kb auto (mpirun): the choice follows its rule and trains as the
+# size it chose.
+TESTS += tests/integration/train_theta.sh
+EXTRA_DIST += tests/integration/train_theta.sh
 EXTRA_DIST += tests/integration/train_plot.sh
 
 # Checkpoints: bitwise resume, damaged files, signals, --keep.

@@ -42,6 +42,7 @@
 #include "trainer/train/ttrain_state_hash.h"
 #include "trainer/train/ttrain_step_graph.h"
 #include "trainer/train/ttrain_tdata_source.h"
+#include "trainer/train/ttrain_trace.h"
 
 static double _now(void)
 {
@@ -49,6 +50,10 @@ static double _now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
+
+/* --trace: the step timeline (ttrain_trace.h); NULL when off, and every
+ * ttrain_trace_* call then does nothing. */
+static ttrain_trace *_trace;
 
 /* SIGUSR1/SIGTERM ask for a checkpoint at the next step boundary. */
 static volatile sig_atomic_t _stop;
@@ -92,12 +97,16 @@ static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb)
         return 0;
     if (ttrain_gx_wanted(ex->bk))
         return ttrain_gx_open(ex->comm, net, ex->bk, ex->algo, ex->wire,
-                              bucket_kb, &ex->gx)
+                              bucket_kb < 0 ? 0 : bucket_kb, &ex->gx)
                    ? torus_error_prefix(-1, "rank %d", ex->rank)
                    : 0;
-    tcomm_fusion_options fo = {.bucket_bytes = (size_t)bucket_kb << 10,
+    tcomm_fusion_options fo = {.bucket_bytes = bucket_kb < 0
+                                                   ? TCOMM_FUSION_AUTO
+                                                   : (size_t)bucket_kb << 10,
                                .algo = ex->algo,
-                               .wire = ex->wire};
+                               .wire = ex->wire,
+                               .on_bucket = _trace ? ttrain_trace_bucket : NULL,
+                               .on_bucket_ctx = _trace};
     if (tcomm_fusion_create(ex->comm, &fo, &ex->fusion))
         goto fail;
     ex->np = teng_net_nparams(net);
@@ -138,6 +147,7 @@ static void *_shared_grads(void *ctx, size_t bytes)
 static int _grads_ready(void *ctx, teng_net *net, int layer)
 {
     _exchange *ex = ctx;
+    ttrain_trace_layer(_trace, net, layer);
     if (ex->gx)
         return ttrain_gx_ready(ex->gx, net, layer);
     if (!ex->fusion)
@@ -495,6 +505,9 @@ static void _print_setup(const _run *r)
                : tcomm_fusion_shared(r->ex.fusion) ? " of node-shared memory"
                                                    : "",
                tcomm_algo_name(r->ex.algo), tcomm_wire_name(r->ex.wire));
+    if (r->ex.fusion && *tcomm_fusion_theta_why(r->ex.fusion))
+        printf("torus-train: --bucket-kb auto: %s\n",
+               tcomm_fusion_theta_why(r->ex.fusion));
 }
 
 /* --loss-scale for this backend: auto is dynamic when any param's
@@ -575,6 +588,9 @@ static int _build_net(_run *r)
     teng_net_set_dropout_seed(
         r->net, teng_hash64((cfg->seed ^ 0xd2095e7dULL) +
                             0x9e3779b97f4a7c15ULL * (uint64_t)r->info.rank));
+    if (cfg->trace[0] && ttrain_trace_open(cfg->trace, r->comm, r->info.rank,
+                                           cfg->world, &_trace))
+        return _fail("--trace", torus_error_msg());
     r->ex = (_exchange){.comm = r->comm,
                         .bk = r->bk,
                         .rank = r->info.rank,
@@ -626,6 +642,8 @@ static int _eval_only(_run *r, int rc, const char *path)
            path, r->at.epoch, r->at.global_step, 100 * c[0] / c[2],
            100 * c[1] / c[2], c[3] / c[2], c[2], _now() - t0);
     r->src.close(&r->src);
+    if (ttrain_trace_close(_trace, r->comm, NULL)) /* no steps: names only */
+        return _fail("--trace", torus_error_msg());
     tcomm_finalize(r->comm);
     return TTRAIN_EXIT_OK;
 }
@@ -1001,8 +1019,10 @@ static int _wait_rank0(_run *r)
 static int _fetch(_run *r, int epoch, long step, int lbatch, ttrain_batch *b,
                   _window *w)
 {
+    ttrain_trace_begin(_trace, "data wait");
     if (r->src.next(&r->src, lbatch, b))
         return _fail("data", torus_error_msg());
+    ttrain_trace_end(_trace);
     /* Epochs hold whole global batches and slices are even, so a short
      * batch is a data-source bug, never to be trained. */
     if (b->n != lbatch) {
@@ -1060,7 +1080,15 @@ static int _prefetch(_run *r, int epoch, long step, long steps, int lbatch,
  * the all-reduce of finished buckets while backward goes on). */
 static int _fwd_bwd(_run *r)
 {
-    return teng_net_forward(r->net, 1) || teng_net_backward(r->net) ? -1 : 0;
+    ttrain_trace_begin(_trace, "forward");
+    if (teng_net_forward(r->net, 1))
+        return -1;
+    ttrain_trace_end(_trace);
+    ttrain_trace_begin(_trace, "backward");
+    if (teng_net_backward(r->net))
+        return -1;
+    ttrain_trace_end(_trace);
+    return 0;
 }
 
 /* Records parts 2-3 and the exchange's end as a step graph. Every rank
@@ -1153,9 +1181,11 @@ static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
         return rc;
     if ((rc = _prefetch(r, epoch, step, steps, lbatch, w)) != _GO)
         return rc;
+    ttrain_trace_begin(_trace, "exchange wait");
     if (_grads_wait(&r->ex, r->net, replayed))
         return _fail("gradient exchange",
                      r->ex.fusion ? tcomm_error() : torus_error_msg());
+    ttrain_trace_end(_trace);
     return _GO;
 }
 
@@ -1377,7 +1407,10 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
     if (_check_agreement(&r->ex, r->net))
         return _fail("checkpoint", torus_error_msg());
     /* Only rank 0 writes; all ranks hold the same weights. */
+    ttrain_trace_begin(_trace, r->info.rank == 0 ? "checkpoint write"
+                                                 : "checkpoint wait");
     int rc = r->info.rank == 0 ? _write_rank0(r) : _wait_rank0(r);
+    ttrain_trace_end(_trace);
     if (rc != _GO || !multi || r->stopping)
         return rc;
     if (last) /* the run is complete: nothing left to resume */
@@ -1459,9 +1492,13 @@ static int _epoch(_run *r, int epoch)
         if ((cfg->max_steps && r->gstep >= cfg->max_steps) || r->stopping)
             break;
         double lr = topt_lr_at_step(&cfg->sched, epoch, step);
-        if ((rc = _step_grads(r, epoch, step, steps, lbatch, lr, &w)) != _GO ||
-            (rc = _step_update(r, lr, &w)) != _GO)
+        ttrain_trace_begin(_trace, "step");
+        if ((rc = _step_grads(r, epoch, step, steps, lbatch, lr, &w)) != _GO)
             break;
+        ttrain_trace_begin(_trace, "update");
+        if ((rc = _step_update(r, lr, &w)) != _GO)
+            break;
+        ttrain_trace_end(_trace);
         r->gstep++;
         r->images += gbatch;
         if ((rc = _progress(r, epoch, step, steps, gbatch, lr, &w)) == _GO)
@@ -1469,6 +1506,7 @@ static int _epoch(_run *r, int epoch)
         if (rc == _GO && cfg->eval_every && r->gstep % cfg->eval_every == 0 &&
             !r->stopping)
             rc = _epoch_eval(r, epoch, lbatch);
+        ttrain_trace_endf(_trace, "\"step\":%ld,\"epoch\":%d", r->gstep, epoch);
         if (r->reached)
             break;
     }
@@ -1547,6 +1585,14 @@ static int _finish(_run *r)
     if (r->cfg.target_top1 > 0 && !r->reached && !r->stopping)
         printf("target top-1 %.2f%% not reached by global step %ld\n",
                r->cfg.target_top1, r->gstep);
+    size_t events;
+    if (_trace && ttrain_trace_close(_trace, r->comm, &events)) {
+        fprintf(stderr, "torus-train: %s\n", torus_error_msg());
+        status = TTRAIN_EXIT_FAIL;
+    } else if (_trace) {
+        printf("trace: %zu events of %d rank(s) in %s\n", events, r->cfg.world,
+               r->cfg.trace);
+    }
     if (r->mf)
         fclose(r->mf);
     r->src.close(&r->src);

@@ -1,7 +1,14 @@
 #!/bin/bash
 # comm_bench.sh: torus-bench works in its three modes and its results are
-# checked: the sweep as one process and under mpirun (every line #wrong 0,
-# one line per size x wire x algorithm), the ResNet-50 mode (161 tensors,
+# checked: the sweep as one process and under mpirun (every line #wrong 0
+# out-of-place and in-place, one line per size x wire x algorithm; with
+# --json one JSON object per line that says the same, in-place rows of a
+# node's torus2d row reduced where they lie; "# Avg bus bandwidth" the mean
+# of the printed busbw columns), the ResNet-50 mode (161 tensors,
+# busbw on the user's fp32 bytes and the wire's bytes apart; the
+# --json one object per row; the like-for-like chain of
+# tests/bench/comm/chain.awk holds on its rows and
+# fails on a "fused" row whose theta leaves every tensor alone,
 # correct fused results), and the model mode (the 2D torus needs far fewer
 # steps than the ring at 4096 ranks and is predicted faster there); plus
 # --help and usage errors.
@@ -16,13 +23,32 @@ TB="$top_builddir/trainer/bench/torus-bench"
 out=$("$TB" -b 4K -e 64K -f 4 -n 2 -w 1 -d fp32,fp16) || { echo "$out"; cm_fail "singleton sweep"; }
 echo "$out" | grep -q '# all results correct' || cm_fail "singleton sweep not checked"
 
-out=$(cm_mpirun 3 "$TB" -b 1K -e 256K -f 16 -n 2 -w 1 -a all -d fp32,fp16,bf16 --group-size 2 2>&1) ||
+json=$(mktemp)
+trap 'rm -f "$json"' EXIT
+out=$(cm_mpirun 3 "$TB" -b 1K -e 256K -f 16 -n 2 -w 1 -a all -d fp32,fp16,bf16 --group-size 2 --json "$json" 2>&1) ||
     { echo "$out"; cm_fail "sweep under mpirun -np 3"; }
 echo "$out" | head -4
 lines=$(echo "$out" | grep -c '^ ')
 [ "$lines" = $((3 * 3 * 6)) ] || { echo "$out"; cm_fail "expected 54 result lines, got $lines"; }
-echo "$out" | awk '/^ / && $5 != "n/a" && $8 != 0 {bad=1} END {exit bad}' ||
-    cm_fail "a sweep line has #wrong != 0"
+echo "$out" | awk '/^ / && $5 != "n/a" && ($8 != 0 || $12 != 0 || $9 == "n/a") {bad=1} END {exit bad}' ||
+    cm_fail "a sweep line has #wrong != 0, or no in-place result"
+# The closing line: the mean of every printed busbw (columns 7 and 11).
+echo "$out" | awk '/^ / && $5 != "n/a" { s += $7 + $11; n += 2 }
+    /^# Avg bus bandwidth *: / { avg = $NF; seen = 1 }
+    END { d = avg - s / n; if (d < 0) d = -d; exit !(seen && n > 0 && d < 0.001) }' ||
+    cm_fail "'# Avg bus bandwidth' is not the mean busbw: $(echo "$out" | tail -2)"
+/usr/bin/python3 - "$json" "$lines" <<'PY' || cm_fail "--json does not match the table"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == int(sys.argv[2]), "%d JSON rows" % len(rows)
+ok = [r for r in rows if r.get("supported", True)]
+assert all(r["oop_wrong"] == 0 and r["ip_wrong"] == 0 for r in ok)
+assert all(abs(r["oop_busbw_GBps"] - r["oop_algbw_GBps"] * 4 / 3) < 1e-5 for r in ok)
+assert any(r["algo"] == "torus2d" and r["ip_reduced_in_place"] for r in ok)
+assert not any(r["algo"] == "flat" and r["ip_reduced_in_place"] for r in ok)
+assert {r["algo"] for r in rows if not r.get("supported", True)} == {"hier-rs"}
+print("ok: %d JSON rows" % len(rows))
+PY
 echo "$out" | grep -q 'hier-rs *n/a' || cm_fail "hier-rs must be n/a with unequal groups of 2 and 1"
 
 out=$(cm_mpirun 2 "$TB" --resnet50 --steps 1 -a ring,torus2d --theta 2M,16M 2>&1) ||
@@ -34,6 +60,30 @@ echo "$out" | grep -Eq '^per-tensor +flat +fp32 +- +161 ' || cm_fail "no per-ten
 [ "$(echo "$out" | grep -c '^fused-shm ')" = 4 ] || cm_fail "expected 4 fused-shm rows"
 echo "$out" | awk '/^(fused|fused-shm|per-tensor) / && $NF != 0 {bad=1} END {exit bad}' ||
     cm_fail "wrong ResNet-50 gradients"
+
+# busbw = 102.2 MB fp32 x 2(P-1)/P / time at P=2; wire(MB) by the wire.
+echo "$out" | awk '$1 ~ /^(fused|per-tensor)/ {
+        want = 25557032 * 4 / ($6 / 1e3) / 1e9; d = $8 / want - 1
+        if (d > 0.01 || d < -0.01 || $9 != ($3 == "fp16" ? 51.1 : 102.2)) bad = 1 }
+    END { exit bad }' || cm_fail "resnet50 busbw or wire(MB) columns are not on the right bytes"
+out=$(cm_mpirun 2 "$TB" --resnet50 --steps 1 -a flat,torus2d -d fp32,fp16 --theta 4M,1 --json "$json" 2>&1) ||
+    { echo "$out"; cm_fail "resnet50 mode for the chain"; }
+/usr/bin/python3 - "$json" "$(echo "$out" | grep -cE '^(per-tensor|rw-ref|fused|fused-shm) ')" <<'PY' ||
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == int(sys.argv[2]), "%d JSON rows for %s table rows" % (len(rows), sys.argv[2])
+assert all(r["user_bytes"] == 25557032 * 4 for r in rows)
+assert all(r["wire_bytes"] == r["user_bytes"] // (2 if r["wire"] == "fp16" else 1) for r in rows)
+assert [r["mode"] for r in rows[:2]] == ["per-tensor", "rw-ref"] and "wrong" not in rows[1]
+assert all(r["wrong"] == 0 for r in rows if r["mode"] != "rw-ref")
+PY
+    cm_fail "--resnet50 --json does not match the table"
+chain=$top_srcdir/tests/bench/comm/chain.awk
+echo "$out" | awk -v theta=4M -v algo=torus2d -f "$chain" || cm_fail "the 4M chain does not hold"
+if msg=$(echo "$out" | awk -v theta=1 -v algo=torus2d -f "$chain"); then
+    cm_fail "the chain passed with a fused row of one tensor per bucket"
+fi
+grep -q "^chain: link 'fusion' changes nothing" <<<"$msg" || cm_fail "chain with theta 1: $msg"
 
 out=$("$TB" --model -P 4096 --ranks-per-node 8 --scaling -b 64M -e 64M) || cm_fail "model mode"
 echo "$out" | tail -3

@@ -2,7 +2,8 @@
 # jobs_bench.sh: jobs/bench.sbatch --quick on the local cluster (2 nodes x 2
 # tasks, spank_torus.so): the report has its header, every section
 # (layout, sweep, resnet50, model) with this allocation's grid, a summary
-# line of busbw for every wire and algorithm at the largest size, the
+# line of busbw for every wire and algorithm at the largest size
+# (out-of-place and in-place), the sweep's average busbw, the
 # ResNet-50 rows, and "correct yes"; a report path it cannot write fails
 # the job.
 set -euo pipefail
@@ -31,9 +32,13 @@ grep -q '^grid: 2 x 2 ' "$r" && grep -q '^# torus-bench sweep: 4 ranks, grid 2x2
     tl_fail "the sections disagree on the 2x2 grid: $(grep -i grid "$r")"
 for w in fp32 fp16; do
     for a in ring torus2d; do
-        grep -Eq "^busbw_GBps_${w}_$a [0-9]+\.[0-9]+$" "$r" || tl_fail "no summary busbw for $w $a: $(sed -n '/## summary/,$p' "$r")"
+        grep -Eq "^busbw_GBps_${w}_$a [0-9]+\.[0-9]+$" "$r" &&
+            grep -Eq "^busbw_inplace_GBps_${w}_$a [0-9]+\.[0-9]+$" "$r" ||
+            tl_fail "no summary busbw for $w $a: $(sed -n '/## summary/,$p' "$r")"
     done
 done
+grep -Eq '^avg_busbw_GBps [0-9]+\.[0-9]+$' "$r" && grep -q '^# Avg bus bandwidth *: ' "$r" ||
+    tl_fail "no average busbw: $(sed -n '/## summary/,$p' "$r")"
 grep -Eq '^resnet50_best_ms [0-9.]+ fused (ring|torus2d) fp16 4M$' "$r" &&
     grep -Eq '^resnet50_per_tensor_ms [0-9.]+$' "$r" && grep -q '^correct yes$' "$r" ||
     tl_fail "summary: $(sed -n '/## summary/,$p' "$r")"

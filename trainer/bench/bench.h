@@ -17,6 +17,7 @@ typedef struct {
     double factor;
     int iters, warmup, check, average, probe;
     int algos[TCOMM_ALGO_COUNT], nalgos;
+    const char *json; /* --json FILE: one object per result line */
     int wires[TCOMM_WIRE_COUNT], nwires;
     tcomm_options topt;
     /* resnet50 */

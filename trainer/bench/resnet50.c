@@ -41,13 +41,13 @@ static double _wrong(const _grads *gr, int P, tcomm_wire w)
     return bad;
 }
 
-/* How a row synchronises the gradients. FLOOR is no synchronisation: every
+/* How a row synchronises the gradients. RW_REF is no synchronisation: every
  * rank reads its fp32 gradients and writes them back once (a scale), all
  * ranks at the same time, timed until the last one is done (a barrier).
- * Any in-place all-reduce must at least do that, so on a node where the
- * ranks share a few cores and memory channels no fused algorithm can beat
- * this time. */
-enum { PER_TENSOR, FUSED, FLOOR };
+ * It is a reference, not a floor: an in-place all-reduce also touches every
+ * gradient, but a measured row can beat it (its own run sees other load
+ * and other cache states). */
+enum { PER_TENSOR, FUSED, RW_REF };
 
 /* The fusion of a FUSED row: every gradient added in backward order (fc
  * first), sealed. */
@@ -119,8 +119,8 @@ static double _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
         if (step >= 0)
             total += t;
     }
-    *wrong = 0; /* the floor reduces nothing: nothing to check */
-    if (mode != FLOOR) {
+    *wrong = 0; /* the reference reduces nothing: nothing to check */
+    if (mode != RW_REF) {
         *wrong = _wrong(gr, in->size, w);
         tcomm_sum_double(c, wrong, 1);
     }
@@ -172,55 +172,102 @@ static void _header(const bench_opts *o, const tcomm_info *in, int n,
            "memory the "
            "node's ranks share (tcomm_shared_alloc), reduced in place on a "
            "node\n");
-    printf("%-11s %-8s %-5s %6s %8s %10s %9s %7s\n", "mode", "algo", "wire",
-           "theta", "buckets", "time(ms)", "vs naive", "#wrong");
+    printf("# busbw: the user's fp32 bytes x 2(P-1)/P / time (nccl-tests); "
+           "wire(MB): the bytes of every gradient at the wire's precision\n");
+    printf("%-11s %-8s %-5s %6s %8s %10s %9s %11s %8s %7s\n", "mode", "algo",
+           "wire", "theta", "buckets", "time(ms)", "vs naive", "busbw(GB/s)",
+           "wire(MB)", "#wrong");
 }
 
-/* The baseline and floor rows; returns the baseline's time. */
-static double _baselines(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
-                         const _grads *gr, double *bad)
+/* What every row of the table shares: the layout, the gradients' fp32
+ * count, the naive row's time (once measured), --json's file (rank 0). */
+typedef struct {
+    const tcomm_info *in;
+    size_t total;
+    double naive;
+    FILE *json;
+} _table;
+
+/* A row's JSON object (--json): the table's columns, bytes as numbers. */
+static void _json_row(const _table *tb, const char *mode, const char *algo,
+                      tcomm_wire w, const char *theta, size_t buckets, double t,
+                      double busbw, double wrong)
+{
+    fprintf(tb->json,
+            "{\"ranks\":%d,\"nodes\":%d,\"grid\":\"%dx%d\",\"mode\":\"%s\","
+            "\"algo\":\"%s\",\"wire\":\"%s\",\"theta\":\"%s\","
+            "\"buckets\":%zu,\"time_ms\":%.4f,\"vs_naive\":%.4f,"
+            "\"busbw_GBps\":%.6f,\"user_bytes\":%zu,\"wire_bytes\":%zu",
+            tb->in->size, tb->in->nnodes, tb->in->rows, tb->in->cols, mode,
+            algo, tcomm_wire_name(w), theta, buckets, t * 1e3, tb->naive / t,
+            busbw, tb->total * 4, tb->total * tcomm_wire_bytes(w));
+    if (wrong >= 0)
+        fprintf(tb->json, ",\"wrong\":%.0f", wrong);
+    fprintf(tb->json, "}\n");
+}
+
+/* A row of the table (rank 0): theta "-" for the unfused rows, buckets 0
+ * and wrong < 0 for the row that reduces nothing. */
+static void _print_row(const _table *tb, const char *mode, const char *algo,
+                       tcomm_wire w, const char *theta, size_t buckets,
+                       double t, double wrong)
+{
+    const tcomm_info *in = tb->in;
+    if (in->rank != 0)
+        return;
+    double busbw = tb->total * 4.0 * 2 * (in->size - 1) /
+                   (in->size > 1 ? in->size : 1) / t / 1e9;
+    char nb[24] = "-", bad[24] = "-";
+    if (buckets)
+        snprintf(nb, sizeof nb, "%zu", buckets);
+    if (wrong >= 0)
+        snprintf(bad, sizeof bad, "%.0f", wrong);
+    printf("%-11s %-8s %-5s %6s %8s %10.2f %8.2fx %11.3f %8.1f %7s\n", mode,
+           algo, tcomm_wire_name(w), theta, nb, t * 1e3, tb->naive / t, busbw,
+           tb->total * tcomm_wire_bytes(w) / 1e6, bad);
+    if (tb->json)
+        _json_row(tb, mode, algo, w, theta, buckets, t, busbw, wrong);
+}
+
+/* The baseline and reference rows; sets tb->naive, the baseline's time. */
+static void _baselines(tcomm_t *c, const bench_opts *o, const _grads *gr,
+                       _table *tb, double *bad)
 {
     size_t nb;
     double wrong;
-    double naive = _row(c, o, in, gr, PER_TENSOR, TCOMM_ALGO_FLAT,
-                        TCOMM_WIRE_FP32, 0, &nb, &wrong);
+    tb->naive = _row(c, o, tb->in, gr, PER_TENSOR, TCOMM_ALGO_FLAT,
+                     TCOMM_WIRE_FP32, 0, &nb, &wrong);
     *bad += wrong;
-    if (in->rank == 0)
-        printf("%-11s %-8s %-5s %6s %8zu %10.2f %8.2fx %7.0f\n", "per-tensor",
-               "flat", "fp32", "-", nb, naive * 1e3, 1.0, wrong);
-    double floor_t = _row(c, o, in, gr, FLOOR, TCOMM_ALGO_FLAT, TCOMM_WIRE_FP32,
-                          0, &nb, &wrong);
-    if (in->rank == 0)
-        printf("%-11s %-8s %-5s %6s %8s %10.2f %8.2fx %7s   (read + write each "
-               "gradient "
+    _print_row(tb, "per-tensor", "flat", TCOMM_WIRE_FP32, "-", nb, tb->naive,
+               wrong);
+    double ref = _row(c, o, tb->in, gr, RW_REF, TCOMM_ALGO_FLAT,
+                      TCOMM_WIRE_FP32, 0, &nb, &wrong);
+    _print_row(tb, "rw-ref", "-", TCOMM_WIRE_FP32, "-", 0, ref, -1);
+    if (tb->in->rank == 0)
+        printf("#%10s (a reference, not a floor: read + write each gradient "
                "once, all ranks at once)\n",
-               "floor", "-", "fp32", "-", "-", floor_t * 1e3, naive / floor_t,
-               "-");
-    return naive;
+               "");
 }
 
 /* The fused rows of one placement of the gradients (shm: shared memory). */
-static void _fused_rows(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
-                        const _grads *gr, int shm, double naive, double *bad)
+static void _fused_rows(tcomm_t *c, const bench_opts *o, const _grads *gr,
+                        const _table *tb, int shm, double *bad)
 {
     for (int ti = 0; ti < o->ntheta; ti++)
         for (int wi = 0; wi < o->nwires; wi++)
             for (int ai = 0; ai < o->nalgos; ai++) {
                 tcomm_algo a = o->algos[ai];
-                if (a == TCOMM_ALGO_HIER_RS && !in->groups_uniform)
+                if (a == TCOMM_ALGO_HIER_RS && !tb->in->groups_uniform)
                     continue;
                 size_t nb;
                 double wrong;
-                double t = _row(c, o, in, gr, FUSED, a, o->wires[wi],
+                double t = _row(c, o, tb->in, gr, FUSED, a, o->wires[wi],
                                 o->theta[ti], &nb, &wrong);
                 *bad += wrong;
                 char th[32];
                 _theta_str(o->theta[ti], th, sizeof th);
-                if (in->rank == 0)
-                    printf("%-11s %-8s %-5s %6s %8zu %10.2f %8.2fx %7.0f\n",
-                           shm ? "fused-shm" : "fused", tcomm_algo_name(a),
-                           tcomm_wire_name(o->wires[wi]), th, nb, t * 1e3,
-                           naive / t, wrong);
+                _print_row(tb, shm ? "fused-shm" : "fused", tcomm_algo_name(a),
+                           o->wires[wi], th, nb, t, wrong);
             }
 }
 
@@ -247,13 +294,18 @@ int bench_resnet50(tcomm_t *c, const bench_opts *o)
     _grads own = {s, g, n}, shared = {s, gs, n};
     if (o->grads != BENCH_GRADS_PRIVATE && _shared_grads(c, &shared))
         bench_die(c, in.rank, "resnet50 benchmark failed");
+    _table tb = {.in = &in, .total = total};
+    if (in.rank == 0 && o->json && !(tb.json = fopen(o->json, "w")))
+        bench_die(c, in.rank, "cannot open the --json file");
     if (in.rank == 0)
         _header(o, &in, n, total);
     double bad = 0;
-    double naive = _baselines(c, o, &in, &own, &bad);
+    _baselines(c, o, &own, &tb, &bad);
     for (int shm = 0; shm < 2; shm++)
         if (o->grads != (shm ? BENCH_GRADS_PRIVATE : BENCH_GRADS_SHARED))
-            _fused_rows(c, o, &in, shm ? &shared : &own, shm, naive, &bad);
+            _fused_rows(c, o, shm ? &shared : &own, &tb, shm, &bad);
+    if (tb.json && fclose(tb.json))
+        bench_die(c, in.rank, "cannot write the --json file");
     for (int i = 0; i < n; i++)
         free(g[i]);
     free(g);

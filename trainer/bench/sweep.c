@@ -1,9 +1,12 @@
 /* trainer/bench/sweep.c: torus-bench's nccl-tests-style size sweep. For each
- * size from -b to -e (times -f), algorithm and wire it prints the mean time per
- * all-reduce (the slowest rank's), algbw = bytes / time, busbw = algbw *
- * 2(P-1)/P (nccl-tests' definition: comparable across P), and #wrong: the
+ * size from -b to -e (times -f), algorithm and wire it prints, out-of-place
+ * (the data in the rank's own memory) and in-place (in memory the node's
+ * ranks share), the mean time per all-reduce (the slowest rank's), algbw =
+ * bytes / time, busbw = algbw * 2(P-1)/P (nccl-tests' definition, on the
+ * user's fp32 bytes: comparable across P and wires), and #wrong: the
  * elements, summed over ranks, that differ from the double-precision
- * reference by more than the wire's error bound. */
+ * reference by more than the wire's error bound; then nccl-tests' closing
+ * "# Avg bus bandwidth" line, and with --json one JSON object per line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +14,17 @@
 
 #include "trainer/bench/bench.h"
 #include "trainer/bench/testdata.h"
+
+/* Where a line's calls find their data: the rank's own buffer (nccl-tests'
+ * out-of-place: libtcomm packs or casts it through its own memory and
+ * writes the result back) or tcomm_shared_alloc memory (in-place: rows and
+ * groups that share a node reduce it where it lies, TCOMM_SHARED). */
+typedef struct {
+    float *x, *xs; /* xs: NULL when the shared block could not be had */
+    FILE *json;    /* --json, rank 0 */
+    double busbw_sum;
+    int busbw_n;
+} _bufs;
 
 static void _header(const bench_opts *o, const tcomm_info *in)
 {
@@ -22,79 +36,178 @@ static void _header(const bench_opts *o, const tcomm_info *in)
            "be narrower)\n",
            o->iters, o->warmup,
            o->average ? "average (pre-scaled by 1/P)" : "sum");
-    printf("#%11s %11s %5s %8s %11s %11s %11s %8s%s\n", "size(B)", "count",
-           "wire", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
-           o->probe ? "   model(us) model/meas" : "");
+    printf("# out-of-place: data in the rank's own memory; in-place: in "
+           "memory the node's ranks share, reduced where it lies\n");
+    printf("#%38s %-44s %-44s\n", "", "  out-of-place", "  in-place");
+    printf("#%11s %11s %5s %8s %11s %11s %11s %8s %11s %11s %11s %8s%s\n",
+           "size(B)", "count", "wire", "algo", "time(us)", "algbw(GB/s)",
+           "busbw(GB/s)", "#wrong", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
+           "#wrong", o->probe ? "   model(us) model/meas" : "");
 }
 
-/* One line's numbers, on rank 0: the slowest rank's time t per call. */
-static void _print(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
-                   size_t count, tcomm_algo a, tcomm_wire w, double t,
-                   double wrong, const tcomm_result *r)
-{
-    double algbw = (double)count * 4 / t / 1e9;
-    double busbw = algbw * 2.0 * (in->size - 1) / (in->size > 1 ? in->size : 1);
-    printf(" %11zu %11zu %5s %8s %11.1f %11.3f %11.3f %8.0f", count * 4, count,
-           tcomm_wire_name(w),
-           a == TCOMM_ALGO_HYBRID ? "hybrid" : tcomm_algo_name(a), t * 1e6,
-           algbw, busbw, wrong);
-    double pt = tcomm_predict(c, a, count, w);
-    if (o->probe && pt >= 0)
-        printf(" %11.1f %10.2f", pt * 1e6, pt / t);
-    printf("\n");
-    if (a == TCOMM_ALGO_HYBRID)
-        printf("#%11s hybrid ran %s\n", "", tcomm_algo_name(r->algo_used));
-}
-
-/* One line of the sweep: a checked call, then the timed ones. Returns 1
- * when the checked result was wrong. */
-static int _line(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
-                 float *x, size_t count, tcomm_algo a, tcomm_wire w)
-{
-    unsigned flags = o->average ? TCOMM_AVERAGE : 0;
+/* One placement's result: the slowest rank's time per call, its
+ * bandwidths, the wrong elements summed over ranks. */
+typedef struct {
+    int ran;      /* 0: not measured (n/a) */
+    int in_place; /* reduced where it lies (in-place placement) */
+    double t, algbw, busbw, wrong;
     tcomm_result r;
-    bench_testdata_fill(x, count, in->rank, 5 + count);
-    tcomm_rc rc = tcomm_allreduce(c, x, count, a, w, flags, &r);
-    if (rc == TCOMM_ERR_UNSUPPORTED) {
-        if (in->rank == 0)
-            printf(" %11zu %11zu %5s %8s %11s %11s %11s %8s\n", count * 4,
-                   count, tcomm_wire_name(w), tcomm_algo_name(a), "n/a", "", "",
-                   "");
-        return 0;
+} _res;
+
+static void _bw(_res *m, size_t count, int P)
+{
+    m->algbw = (double)count * 4 / m->t / 1e9;
+    m->busbw = m->algbw * 2.0 * (P - 1) / (P > 1 ? P : 1);
+}
+
+/* The JSON object of one line (nccl-tests' fields, libtcomm's names). */
+static void _json(FILE *f, const tcomm_info *in, size_t count, tcomm_algo a,
+                  tcomm_wire w, const _res *m, double pt)
+{
+    if (!f)
+        return;
+    fprintf(f,
+            "{\"ranks\":%d,\"nodes\":%d,\"grid\":\"%dx%d\",\"size\":%zu,"
+            "\"count\":%zu,\"wire\":\"%s\",\"algo\":\"%s\"",
+            in->size, in->nnodes, in->rows, in->cols, count * 4, count,
+            tcomm_wire_name(w), tcomm_algo_name(a));
+    if (!m[0].ran) {
+        fprintf(f, ",\"supported\":false}\n");
+        return;
     }
+    if (a == TCOMM_ALGO_HYBRID)
+        fprintf(f, ",\"ran\":\"%s\"", tcomm_algo_name(m[0].r.algo_used));
+    static const char *pre[2] = {"oop", "ip"};
+    for (int k = 0; k < 2; k++)
+        if (m[k].ran)
+            fprintf(f,
+                    ",\"%s_time_us\":%.3f,\"%s_algbw_GBps\":%.6f,\"%s_busbw_"
+                    "GBps\":%.6f,\"%s_wrong\":%.0f",
+                    pre[k], m[k].t * 1e6, pre[k], m[k].algbw, pre[k],
+                    m[k].busbw, pre[k], m[k].wrong);
+    if (m[1].ran)
+        fprintf(f, ",\"ip_reduced_in_place\":%s",
+                m[1].in_place ? "true" : "false");
+    if (pt >= 0)
+        fprintf(f, ",\"model_us\":%.3f", pt * 1e6);
+    fprintf(f, "}\n");
+}
+
+/* One line on rank 0: both placements, the model's prediction. */
+static void _print(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
+                   size_t count, tcomm_algo a, tcomm_wire w, const _res *m,
+                   _bufs *b)
+{
+    printf(" %11zu %11zu %5s %8s", count * 4, count, tcomm_wire_name(w),
+           tcomm_algo_name(a));
+    for (int k = 0; k < 2; k++) {
+        if (!m[k].ran) {
+            printf(" %11s %11s %11s %8s", "n/a", "", "", "");
+            continue;
+        }
+        printf(" %11.1f %11.3f %11.3f %8.0f", m[k].t * 1e6, m[k].algbw,
+               m[k].busbw, m[k].wrong);
+        b->busbw_sum += m[k].busbw;
+        b->busbw_n++;
+    }
+    double pt = o->probe ? tcomm_predict(c, a, count, w) : -1;
+    if (pt >= 0 && m[0].ran)
+        printf(" %11.1f %10.2f", pt * 1e6, pt / m[0].t);
+    printf("\n");
+    if (a == TCOMM_ALGO_HYBRID && m[0].ran)
+        printf("#%11s hybrid ran %s\n", "", tcomm_algo_name(m[0].r.algo_used));
+    _json(b->json, in, count, a, w, m, pt);
+}
+
+static tcomm_rc _call(tcomm_t *c, float *x, size_t count, tcomm_algo a,
+                      tcomm_wire w, unsigned flags, tcomm_result *r)
+{
+    if (!(flags & TCOMM_SHARED))
+        return tcomm_allreduce(c, x, count, a, w, flags, r);
+    tcomm_seg seg = {x, count};
+    return tcomm_allreduce_segs(c, &seg, 1, a, w, flags, r);
+}
+
+/* One placement of a line: a checked call, then the timed ones. Returns
+ * TCOMM_ERR_UNSUPPORTED when the algorithm cannot run here. */
+static tcomm_rc _measure(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
+                         float *x, size_t count, tcomm_algo a, tcomm_wire w,
+                         unsigned place, _res *m)
+{
+    unsigned flags = (o->average ? TCOMM_AVERAGE : 0) | place;
+    bench_testdata_fill(x, count, in->rank, 5 + count);
+    tcomm_rc rc = _call(c, x, count, a, w, flags, &m->r);
+    if (rc == TCOMM_ERR_UNSUPPORTED)
+        return rc;
     if (rc)
         bench_die(c, in->rank, "all-reduce failed");
-    double wrong = 0;
+    m->in_place = m->r.in_place;
+    m->wrong = 0;
     if (o->check)
-        wrong = (double)bench_testdata_wrong(x, count, in->size, 5 + count,
-                                             o->average ? 1.0 / in->size : 1.0,
-                                             w, NULL);
+        m->wrong = (double)bench_testdata_wrong(
+            x, count, in->size, 5 + count, o->average ? 1.0 / in->size : 1.0, w,
+            NULL);
+    tcomm_result r;
     for (int i = 0; i < o->warmup; i++)
-        tcomm_allreduce(c, x, count, a, w, TCOMM_AVERAGE, &r);
+        _call(c, x, count, a, w, TCOMM_AVERAGE | place, &r);
     tcomm_barrier(c);
     double t0 = tcomm_wtime();
     for (int i = 0; i < o->iters; i++)
-        if (tcomm_allreduce(c, x, count, a, w, TCOMM_AVERAGE, &r))
+        if (_call(c, x, count, a, w, TCOMM_AVERAGE | place, &r))
             bench_die(c, in->rank, "all-reduce failed");
-    double t = (tcomm_wtime() - t0) / o->iters;
-    tcomm_max_double(c, &t);
-    tcomm_sum_double(c, &wrong, 1);
+    m->t = (tcomm_wtime() - t0) / o->iters;
+    tcomm_max_double(c, &m->t);
+    tcomm_sum_double(c, &m->wrong, 1);
+    _bw(m, count, in->size);
+    m->ran = 1;
+    return TCOMM_OK;
+}
+
+/* One line of the sweep: out-of-place, then in-place. Returns 1 when a
+ * checked result was wrong. */
+static int _line(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
+                 _bufs *b, size_t count, tcomm_algo a, tcomm_wire w)
+{
+    _res m[2] = {{0}, {0}};
+    if (_measure(c, o, in, b->x, count, a, w, 0, &m[0]) == TCOMM_OK && b->xs)
+        _measure(c, o, in, b->xs, count, a, w, TCOMM_SHARED, &m[1]);
     if (in->rank == 0)
-        _print(c, o, in, count, a, w, t, wrong, &r);
-    return wrong != 0;
+        _print(c, o, in, count, a, w, m, b);
+    return m[0].wrong != 0 || m[1].wrong != 0;
+}
+
+/* The buffers: the private one, and the shared block (collective; where
+ * it cannot be had the in-place columns say n/a). */
+static int _open(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
+                 _bufs *b)
+{
+    size_t bytes = (o->maxbytes / 4 + 1) * 4;
+    memset(b, 0, sizeof *b);
+    b->x = malloc(bytes);
+    if (!b->x) {
+        fprintf(stderr, "torus-bench: no memory for %zu bytes\n", bytes);
+        return 1;
+    }
+    memset(b->x, 0, bytes); /* touch once: first touch is slow here */
+    void *p = NULL;
+    if (tcomm_shared_alloc(c, bytes, &p)) {
+        if (in->rank == 0)
+            printf("# in-place: n/a (%s)\n", tcomm_error());
+    } else {
+        b->xs = p;
+    }
+    if (in->rank == 0 && o->json && !(b->json = fopen(o->json, "w")))
+        bench_die(c, in->rank, "cannot open the --json file");
+    return 0;
 }
 
 int bench_sweep(tcomm_t *c, const bench_opts *o)
 {
     tcomm_info in;
     tcomm_info_get(c, &in);
-    size_t maxcount = o->maxbytes / 4 + 1;
-    float *x = malloc(maxcount * 4);
-    if (!x) {
-        fprintf(stderr, "torus-bench: no memory for %zu bytes\n", o->maxbytes);
+    _bufs b;
+    if (_open(c, o, &in, &b))
         return 1;
-    }
-    memset(x, 0, maxcount * 4); /* touch once: first touch is slow here */
     if (in.rank == 0)
         _header(o, &in);
     int bad = 0;
@@ -103,13 +216,20 @@ int bench_sweep(tcomm_t *c, const bench_opts *o)
         size_t count = (size_t)sz / 4;
         for (int wi = 0; wi < o->nwires; wi++)
             for (int ai = 0; ai < o->nalgos; ai++)
-                bad += _line(c, o, &in, x, count, o->algos[ai], o->wires[wi]);
+                bad += _line(c, o, &in, &b, count, o->algos[ai], o->wires[wi]);
         if (o->factor <= 1.0)
             break;
     }
-    if (in.rank == 0)
+    if (in.rank == 0) {
         printf("# %s\n",
                bad ? "some results were WRONG" : "all results correct");
-    free(x);
+        /* nccl-tests' closing line: the mean busbw of every result
+         * (out-of-place and in-place), in GB/s */
+        printf("# Avg bus bandwidth    : %.3f\n",
+               b.busbw_n ? b.busbw_sum / b.busbw_n : 0.0);
+    }
+    if (b.json && fclose(b.json))
+        bench_die(c, in.rank, "cannot write the --json file");
+    free(b.x);
     return bad ? 1 : 0;
 }

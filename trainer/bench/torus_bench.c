@@ -22,11 +22,18 @@ static const char _help[] =
     "MODES\n"
     "  (default)            size sweep: one line per size, wire and algorithm "
     "with\n"
-    "                       time, algbw, busbw = algbw*2(P-1)/P, and #wrong\n"
-    "                       (elements, summed over ranks, off the "
-    "double-precision\n"
-    "                       reference by\n"
-    "                       more than the wire's error bound)\n"
+    "                       time, algbw, busbw = algbw*2(P-1)/P (on the fp32 "
+    "bytes),\n"
+    "                       and #wrong (elements, summed over ranks, off the\n"
+    "                       double-precision reference by more than the "
+    "wire's error\n"
+    "                       bound), out-of-place (data in each rank's own "
+    "memory) and\n"
+    "                       in-place (in memory the node's ranks share, "
+    "reduced where\n"
+    "                       it lies), as nccl-tests' columns; then the mean "
+    "busbw of\n"
+    "                       every result, '# Avg bus bandwidth'\n"
     "  --resnet50           gradient sync of the 161 ResNet-50 v1.5 tensors "
     "(25.6M\n"
     "                       parameters): per-tensor fp32 flat all-reduce (the "
@@ -55,6 +62,16 @@ static const char _help[] =
     "                       add the cost model's prediction to every line\n"
     "      --grid RxC       lay ranks out R x C, row-major by rank\n"
     "      --group-size N   groups of N consecutive ranks (hier, hier-rs)\n"
+    "      --json FILE      also write every result line to FILE as one JSON "
+    "object\n"
+    "                       (rank 0): size, count, wire, algo, oop_time_us,\n"
+    "                       oop_algbw_GBps, oop_busbw_GBps, oop_wrong, the "
+    "same with\n"
+    "                       ip_ for in-place, model_us with --probe; with\n"
+    "                       --resnet50 one per row: mode, algo, wire, theta,\n"
+    "                       buckets, time_ms, vs_naive, busbw_GBps, "
+    "user_bytes,\n"
+    "                       wire_bytes, wrong\n"
     "      --timeout S      seconds without progress before a peer counts as "
     "lost\n"
     "                       (default 30); start-up may take 4x as long (at "
@@ -224,6 +241,7 @@ enum {
     O_SCALING,
     O_COMPUTE,
     O_GRADS,
+    O_JSON,
     O_HELP,
     O_VERSION
 };
@@ -311,6 +329,9 @@ static int _layout_opt(_cli *k, int ch, const char *arg)
     case O_TIMEOUT:
         o->topt.timeout_s = _num(arg, &ok);
         return ok ? 0 : _usage_error("bad --timeout '%s'", arg);
+    case O_JSON:
+        o->json = arg;
+        return *arg ? 0 : _usage_error("empty --json file name%s", "");
     }
     return -1;
 }
@@ -451,6 +472,7 @@ static int _parse(int argc, char **argv, _cli *k)
                                          {"scaling", 0, 0, O_SCALING},
                                          {"compute-ms", 1, 0, O_COMPUTE},
                                          {"grads", 1, 0, O_GRADS},
+                                         {"json", 1, 0, O_JSON},
                                          {"help", 0, 0, O_HELP},
                                          {"version", 0, 0, O_VERSION},
                                          {0, 0, 0, 0}};
@@ -523,7 +545,9 @@ static void _model_links(_cli *k)
         if (k->rails == 1)
             k->rails = 2;
     }
-    double *fields[5] = {&m->link[TORUS_LINK_NODE].alpha_s, &m->link[TORUS_LINK_NODE].bw_Bps, &m->link[TORUS_LINK_LEAF].alpha_s,
+    double *fields[5] = {&m->link[TORUS_LINK_NODE].alpha_s,
+                         &m->link[TORUS_LINK_NODE].bw_Bps,
+                         &m->link[TORUS_LINK_LEAF].alpha_s,
                          &m->link[TORUS_LINK_LEAF].bw_Bps, &m->reduce_Bps};
     for (int i = 0; i < 5; i++)
         if (k->over[i] > 0)

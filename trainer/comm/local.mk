@@ -43,6 +43,8 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/fusion/plan.h \
 	trainer/comm/fusion/plan.c \
 	trainer/comm/fusion/fusion.c \
+	trainer/comm/fusion/theta.h \
+	trainer/comm/fusion/theta.c \
 	trainer/comm/bootstrap/bootstrap.h \
 	trainer/comm/bootstrap/init.c \
 	trainer/comm/bootstrap/watchdog.c \
@@ -166,4 +168,5 @@ EXTRA_DIST += $(COMM_SH_TESTS) tests/integration/comm_lib.sh
 
 # Design notes and the by-hand benchmarks (numbers go in the issue note).
 dist_doc_DATA += docs/comm.md
-EXTRA_DIST += tests/bench/comm/node.sh tests/bench/comm/netns.sh tests/bench/comm/ddp_gloo_resnet50.py
+EXTRA_DIST += tests/bench/comm/node.sh tests/bench/comm/netns.sh tests/bench/comm/ddp_gloo_resnet50.py \
+	tests/bench/comm/chain.awk

@@ -19,13 +19,34 @@ typedef struct tcomm_fusion tcomm_fusion_t;
  * tests/bench/comm/node.sh is flat from 256 KiB to 32 MiB here, and 4 MiB
  * keeps ResNet-50 at 19 buckets (docs/comm.md). */
 #define TCOMM_FUSION_DEFAULT_BYTES (4u << 20)
+/* bucket_bytes: chosen at seal from the links and the gradients. Seal
+ * then probes the links (tcomm_probe_links, collective, about 0.1 s) and
+ * takes the smallest power of two from 256 KiB to 64 MiB whose buckets the
+ * cost model prices within 10% of one all-reduce of every gradient
+ * (fusion/theta.h); tcomm_fusion_theta_why() says what it chose and why. */
+#define TCOMM_FUSION_AUTO ((size_t)-1)
+
+/* One bucket's reduction as it ran, for a timeline (on_bucket below). */
+typedef struct {
+    int bucket, ntensors;
+    size_t count;    /* fp32 values */
+    tcomm_algo algo; /* the one that ran (hybrid resolved) */
+    tcomm_wire wire; /* the precision on the wire */
+    int in_place;    /* reduced where it lies in shared memory */
+    double t0, t1;   /* tcomm_wtime() (CLOCK_MONOTONIC) at start and end */
+} tcomm_fusion_span;
 
 typedef struct {
-    size_t bucket_bytes; /* theta; 0 = TCOMM_FUSION_DEFAULT_BYTES */
+    size_t bucket_bytes; /* theta; 0 = TCOMM_FUSION_DEFAULT_BYTES, or
+                          * TCOMM_FUSION_AUTO */
     tcomm_algo algo;
     tcomm_wire wire;
     unsigned flags;  /* TCOMM_AVERAGE */
     int synchronous; /* 1: reduce on the caller's thread (no overlap) */
+    /* Optional: called after each bucket's reduction, on the thread that
+     * reduced it (the communication thread), with ctx on_bucket_ctx. */
+    void (*on_bucket)(void *ctx, const tcomm_fusion_span *s);
+    void *on_bucket_ctx;
 } tcomm_fusion_options;
 
 typedef struct {
@@ -45,6 +66,10 @@ tcomm_rc tcomm_fusion_add(tcomm_fusion_t *f, float *grad, size_t count,
 /* Build the buckets, check them against every rank, start the thread. */
 tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f);
 size_t tcomm_fusion_bucket_count(const tcomm_fusion_t *f);
+/* After seal: the bucket size in bytes, and with TCOMM_FUSION_AUTO the
+ * sentence that says why ("" for a size given). */
+size_t tcomm_fusion_theta(const tcomm_fusion_t *f);
+const char *tcomm_fusion_theta_why(const tcomm_fusion_t *f);
 /* After seal: 1 when every rank's gradients lie in tcomm_shared_alloc
  * memory at the same offsets, so that buckets whose rows or groups share
  * a node are reduced in place. */

@@ -1,5 +1,5 @@
-/* ttrain_options.h: torus-train's configuration (prefix ttrain_): one struct with
- * every setting, filled from defaults, then an optional config file, then
+/* ttrain_options.h: torus-train's configuration (prefix ttrain_): one struct
+ * with every setting, filled from defaults, then an optional config file, then
  * the command line, and validated once with errors that name the option
  * (and the file and line it came from). */
 #ifndef TORUS_TRAINER_TRAIN_OPTIONS_H
@@ -20,7 +20,7 @@ typedef struct {
     int threads;      /* compute threads per rank */
     int world;        /* ranks (from the PMIx bootstrap) */
     char algo[16];    /* tcomm all-reduce algorithm for the gradients */
-    int bucket_kb;    /* fusion bucket size (0: tcomm's default) */
+    int bucket_kb;    /* fusion bucket size (0: tcomm's default; -1: auto) */
     char wire[8];     /* gradient precision on the wire: fp16, bf16, fp32 */
     int synthetic;    /* synthetic data (benchmarks) */
     char data[512];   /* packed dataset (the data pipeline; later) */
@@ -38,6 +38,7 @@ typedef struct {
     long eval_every;     /* steps between evaluations (0: per epoch) */
     int print_every;     /* steps between progress lines */
     char metrics[512];   /* JSON-lines metrics file ("" = none) */
+    char trace[512];     /* Chrome trace-event timeline ("" = none) */
     char ckpt_dir[512];  /* checkpoints go here ("" = none) */
     long ckpt_every;     /* steps between checkpoints (0: at the end) */
     int keep;            /* newest checkpoints kept */

@@ -3,23 +3,40 @@
 # collectives issue, run by hand (not in make check):
 #   1. 4 ranks, 64 MiB fp32: busbw of our ring / torus2d against OpenMPI's
 #      own MPI_Allreduce (flat), repeated to show the spread;
-#   2. ResNet-50 v1.5 gradient sync over 4 ranks, three runs. Each run has
-#      the rows that separate the three changes between the naive sync and
-#      ours, and the factor of each, from that run:
-#        per-tensor fp32 MPI_Allreduce (the naive peer)
-#          -> fused fp32, private memory       (factor: fusion)
-#          -> fused fp16, private memory       (factor: fp16 wire)
-#          -> fused fp16, in place, shared mem  (factor: in place)
-#      with torus2d (the algorithm the in-place path runs on one node) and
-#      hybrid; then PyTorch DDP gloo's pure all-reduce time over DDP's own
-#      25 MB buckets on the same 4 ranks x 1 thread, in the same run;
+#   2. ResNet-50 v1.5 gradient sync over 4 ranks, three runs. Each run
+#      has the like-for-like chain from the naive sync to ours, every link
+#      one change, with its factor from that run (tests/bench/comm/chain.awk
+#      reads each row's own attributes and fails the run on a link that
+#      changes anything else, e.g. a "fused" row whose theta leaves every
+#      tensor alone):
+#        per-tensor flat fp32 (the naive peer: one MPI_Allreduce a tensor)
+#          -> fused flat fp32                 (fusion)
+#          -> fused torus2d fp32              (algorithm)
+#          -> fused torus2d fp16              (wire)
+#          -> fused-shm torus2d fp16          (placement: in place, shared)
+#      all fused rows at theta 4M, the ranks on a GRID grid (default 2x2,
+#      so torus2d is 2-D on the node). PyTorch DDP gloo's pure all-reduce
+#      over its own 25 MB fp32 buckets, in the rank's own memory, is
+#      compared with the torus row of the same dtype, placement and bucket
+#      size: fused torus2d fp32 at theta 25M. busbw is on the user's fp32
+#      bytes; wire(MB) says what the wire carried. rw-ref (read and write
+#      every gradient once, all ranks at once) is a reference, not a floor;
+#      the chain has no flat fp16 link: flat fp16 is MPI_Allreduce with a
+#      user op, a peer no framework runs;
 #   3. a bucket-size (theta) sweep of the in-place row;
 #   4. the cost model at 1024+ ranks with Sony's ABCI parameters.
 # Needs /usr/bin/python3 with torch and torchvision (Debian python3-torch
 # python3-torchvision); installs them when missing.
-# Usage: tests/bench/comm/node.sh [BUILD_DIR] (default: the current dir)
+# Usage: tests/bench/comm/node.sh [--grid RxC] [BUILD_DIR] (default: 2x2,
+#        the current dir)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+grid=2x2
+if [ "${1:-}" = --grid ]; then
+    [[ ${2:-} =~ ^[1-9][0-9]*x[1-9][0-9]*$ ]] || { echo "node.sh: --grid RxC (4 ranks)" >&2; exit 2; }
+    grid=$2
+    shift 2
+fi
 build=${1:-.}
 TB="$build/trainer/bench/torus-bench"
 [ -x "$TB" ] || { echo "node.sh: no torus-bench under $build (pass the build dir)" >&2; exit 2; }
@@ -38,23 +55,23 @@ if ! /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null; then
         { echo "node.sh: cannot install the PyTorch peer" >&2; exit 2; }
 fi
 for i in 1 2 3; do
-    out=$(mpi "$TB" --resnet50 --steps 5 -a torus2d,hybrid -d fp32,fp16 --theta 4M --grads both) ||
-        { echo "$out"; exit 1; }
+    out=$(mpi "$TB" --resnet50 --steps 5 -a flat,torus2d -d fp32,fp16 --theta 4M,25M --grads both \
+        --grid "$grid") || { echo "$out"; exit 1; }
     ddp=$(/usr/bin/python3 "$here/ddp_gloo_resnet50.py" --ranks 4 --steps 5) || exit 1
-    echo "$out" | grep -E '^(per|floor|fused|#)'
+    echo "$out" | grep -E '^(per|rw-ref|fused|#)'
     echo "$ddp"
+    echo "$out" | awk -v theta=4M -v algo=torus2d -f "$here/chain.awk" ||
+        { echo "node.sh: run $i: the chain does not hold" >&2; exit 1; }
     { echo "$out"; echo "$ddp"; } | awk '
-        $1 == "per-tensor" { naive = $6 }
-        $1 == "fused" && $2 == "torus2d" && $3 == "fp32" { f32 = $6 }
-        $1 == "fused" && $2 == "torus2d" && $3 == "fp16" { f16 = $6 }
-        $1 == "fused-shm" && $2 == "torus2d" && $3 == "fp16" { shm = $6 }
+        $1 == "fused" && $2 == "torus2d" && $3 == "fp32" && $4 == "25M" { t = $6 }
         $1 == "ddp-gloo" { ddp = $6 }
         END {
-            if (!naive || !f32 || !f16 || !shm || !ddp) { print "node.sh: missing rows"; exit 1 }
-            printf "factors (torus2d): fusion %.2fx (%.1f -> %.1f ms), fp16 wire %.2fx (-> %.1f), in place %.2fx (-> %.1f); all %.2fx; DDP gloo / in place %.2fx\n",
-                naive / f32, naive, f32, f32 / f16, f16, f16 / shm, shm, naive / shm, ddp / shm }'
+            if (!t || !ddp) { print "node.sh: no fused torus2d fp32 25M or ddp-gloo row"; exit 1 }
+            printf "DDP gloo fp32 25M, own memory %.1f ms / torus2d fp32 25M, own memory %.1f ms = %.2fx\n", ddp, t, ddp / t }' ||
+        exit 1
 done
 echo "== 3. theta sweep, in place fp16 torus2d"
-mpi "$TB" --resnet50 --steps 5 -a torus2d -d fp16 --grads shared --theta 256K,1M,2M,4M,8M,16M,32M | grep -E '^(per|fused)'
+mpi "$TB" --resnet50 --steps 5 -a torus2d -d fp16 --grads shared --grid "$grid" \
+    --theta 256K,1M,2M,4M,8M,16M,32M | grep -E '^(per|fused)'
 echo "== 4. cost model, ABCI (4 V100/node, 2 EDR rails)"
 "$TB" --model -P 4096 --ranks-per-node 4 --preset abci --scaling -b 64M -e 64M -d fp16

@@ -27,6 +27,9 @@
 #
 # Usage: tests/bench/comm/twolevel.sh BUILD_DIR [LEAF_RATE] [CROSS_RATE] [SIZE]
 #        (defaults 200mbit 50mbit 8M; rates in mbit)
+# TWOLEVEL_RUNS runs per side (5), TWOLEVEL_ITERS iterations per run (5).
+# A run that prints no torus2d row (srun or torus-bench failed) stops the
+# script with its output and exit 1: the medians are always of every run.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
@@ -35,6 +38,8 @@ leaf=${2:-200mbit}
 cross=${3:-50mbit}
 size=${4:-8M}
 iters=${TWOLEVEL_ITERS:-5}
+runs=${TWOLEVEL_RUNS:-5}
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "TWOLEVEL_RUNS must be a positive count" >&2; exit 2; }
 base=/tmp/torus-twolevel
 so="$build/plugins/.libs/spank_torus.so"
 [[ $leaf =~ ^[0-9]+mbit$ && $cross =~ ^[0-9]+mbit$ ]] || { echo "rates must look like 200mbit" >&2; exit 2; }
@@ -77,22 +82,36 @@ tool() { "$build/topology/torus-layout" --nodes 'n[1-4]' --tasks-per-node 2 "$@"
 costopts() { for k in $1; do printf -- '--cost %s ' "$k"; done; }
 echo "== $(date -u +%FT%TZ) 4 nodes x 2 ranks; leaves {n1,n3} {n2,n4}; htb $leaf in a leaf, $cross across; torus2d $size fp32, $iters iterations"
 
-# One measurement: the plugstack line, then torus-bench's median-free line
-# (torus-bench prints the mean of -n iterations); 3 runs, the median.
-run() {
+# One side: the plugstack line, then RUNS runs of torus-bench, each of
+# whose torus2d row (the mean of -n iterations) goes to FILE; a run without
+# one ends the script, its output shown (no pipeline here: an exit in one
+# would leave only its subshell).
+run() { # PLUGSTACK_ARGS FILE
     sed -i "s|\(spank_torus.so\).*|\1 $1|" "$base/etc/plugstack.conf"
     srun -N4 --ntasks-per-node=2 sh -c '[ $SLURM_PROCID != 0 ] || echo "grid $TORUS_DIMS source $TORUS_SOURCE node order: $(hostname):$TORUS_COORD"' 2>/dev/null
-    for k in 1 2 3; do
-        timeout 600 srun --mpi=pmix -N4 --ntasks-per-node=2 "$build/trainer/bench/torus-bench" \
-            -b "$size" -e "$size" -n "$iters" -w 1 -a torus2d -d fp32 2>&1 |
-            awk '$1 ~ /^[0-9]+$/ && /torus2d/ {print}'
+    : >"$2"
+    local k out row
+    for k in $(seq "$runs"); do
+        out=$(timeout 600 srun --mpi=pmix -N4 --ntasks-per-node=2 "$build/trainer/bench/torus-bench" \
+            -b "$size" -e "$size" -n "$iters" -w 1 -a torus2d -d fp32 2>&1)
+        row=$(awk '$1 ~ /^[0-9]+$/ && $4 == "torus2d" && $5 ~ /^[0-9.]+$/' <<<"$out")
+        if [ -z "$row" ]; then
+            echo "twolevel.sh: run $k of $runs ($1) printed no torus2d row:" >&2
+            printf '%s\n' "$out" | tail -20 >&2
+            exit 1
+        fi
+        echo "$row" | tee -a "$2"
     done
 }
 med() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "-- aware (topology_file)"
-run "default=auto topology_file=$base/etc/twolevel.conf $cost" | tee "$base/aware.txt"
+run "default=auto topology_file=$base/etc/twolevel.conf $cost" "$base/aware.txt"
 echo "-- blind (topology=none)"
-run "default=auto topology=none $cost" | tee "$base/blind.txt"
+run "default=auto topology=none $cost" "$base/blind.txt"
+for side in aware blind; do
+    [ "$(wc -l <"$base/$side.txt")" = "$runs" ] ||
+        { echo "twolevel.sh: $side has $(wc -l <"$base/$side.txt") of $runs rows" >&2; exit 1; }
+done
 # Link probe: a ring all-reduce of SIZE over 2 nodes x 2 ranks, whose two
 # node-to-node edges carry 2(P-1)/P * SIZE = 1.5 * SIZE each, as the rings
 # of the grids do. (One rank per node, a pair exchanging both ways, reaches
@@ -100,12 +119,14 @@ run "default=auto topology=none $cost" | tee "$base/blind.txt"
 # a torus ring.)
 echo "-- link probe: ring all-reduce of $size over 2 nodes x 2 ranks"
 probe() {
-    timeout 300 srun --mpi=pmix -N2 -w "$1" --ntasks-per-node=2 "$build/trainer/bench/torus-bench" \
-        -b "$size" -e "$size" -n "$iters" -w 1 -a ring -d fp32 2>&1 |
-        awk -v s="$size" '$4 == "ring" {b = s; sub(/M$/, "", b); printf "%.6f\n", 1.5 * b * 1048576 / ($5 * 1e-6) / 1e9}'
+    local out
+    out=$(timeout 300 srun --mpi=pmix -N2 -w "$1" --ntasks-per-node=2 "$build/trainer/bench/torus-bench" \
+        -b "$size" -e "$size" -n "$iters" -w 1 -a ring -d fp32 2>&1)
+    awk -v s="$size" '$1 ~ /^[0-9]+$/ && $4 == "ring" && $5 ~ /^[0-9.]+$/ {b = s; sub(/M$/, "", b); printf "%.6f\n", 1.5 * b * 1048576 / ($5 * 1e-6) / 1e9; ok = 1}
+        END { exit !ok }' <<<"$out" || { echo "twolevel.sh: link probe over $1 printed no ring row:" >&2; printf '%s\n' "$out" | tail -20 >&2; return 1; }
 }
-bleaf=$(probe n1,n3)
-bcross=$(probe n1,n2)
+bleaf=$(probe n1,n3) || exit 1
+bcross=$(probe n1,n2) || exit 1
 echo "measured link rate: in a leaf $bleaf GB/s (nominal $(gbs "$leaf")), across $bcross GB/s (nominal $(gbs "$cross"))"
 echo "-- cost model (torus-layout, probed rates)"
 mkeys() { echo "leaf_bw_gbs=$1 cross_bw_gbs=$2 leaf_lat_us=100 cross_lat_us=100 node_bw_gbs=2 node_lat_us=5 bytes=$size"; }

@@ -23,6 +23,12 @@
 #
 # usage: tests/bench/train/run_bench.sh [--builddir DIR] [--rounds N]
 #        [--steps N] [--warmup N] [--threads N] [--batch N] [--size PX]
+#        [--build-only]
+# It builds what it needs first: in a configured DIR (default: the current
+# directory) `make` of torus-train and bench_train (a check program, so
+# plain `make` leaves it out); in a DIR that is not configured, autogen.sh
+# (when the tree has no configure yet) and configure, then the same make.
+# --build-only stops after the build.
 # Targets: torus-train images/s >= 1.2x PyTorch, torus-train peak RSS <=
 # PyTorch's.
 # Exit status: 0 when both targets are met, 1 when not, 2 on a usage or
@@ -31,7 +37,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 builddir=${top_builddir:-$PWD}
-rounds=2 steps=5 warmup=2 threads=2 batch=32 size=224
+rounds=2 steps=5 warmup=2 threads=2 batch=32 size=224 build_only=0
 while [ $# -gt 0 ]; do
     case $1 in
     --builddir) builddir=$2; shift 2 ;;
@@ -41,6 +47,7 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
+    --build-only) build_only=1; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "run_bench.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
@@ -48,10 +55,23 @@ done
 
 bench=$builddir/tests/bench/train/bench_train
 train=$builddir/trainer/torus-train
+top=$(cd "$here/../../.." && pwd)
+if [ ! -f "$builddir/Makefile" ]; then
+    echo "run_bench.sh: $builddir is not configured: configuring it" >&2
+    [ -x "$top/configure" ] || (cd "$top" && ./autogen.sh) >&2 ||
+        { echo "run_bench.sh: autogen.sh failed" >&2; exit 2; }
+    mkdir -p "$builddir"
+    (cd "$builddir" && "$top/configure" >configure.out) >&2 ||
+        { echo "run_bench.sh: configure failed (see $builddir/config.log)" >&2; exit 2; }
+fi
+# make decides what is out of date; up to date, it does nothing.
+make -C "$builddir" -j"$(nproc)" trainer/torus-train tests/bench/train/bench_train >&2 ||
+    { echo "run_bench.sh: building torus-train and bench_train in $builddir failed" >&2; exit 2; }
+[ $build_only = 0 ] || { echo "run_bench.sh: built $train and $bench"; exit 0; }
 [ -x "$train" ] || { echo "run_bench.sh: $train not built" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "run_bench.sh: /usr/bin/time missing: apt-get install time" >&2; exit 2; }
 jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
-[ -x "$bench" ] || { echo "run_bench.sh: $bench not built (make check builds it; or pass --builddir)" >&2; exit 2; }
+[ -x "$bench" ] || { echo "run_bench.sh: $bench not built" >&2; exit 2; }
 [ -r "$jemalloc" ] || { echo "run_bench.sh: $jemalloc missing: apt-get install libjemalloc2" >&2; exit 2; }
 /usr/bin/python3 -c 'import torch, torchvision' 2>/dev/null ||
     { echo "run_bench.sh: /usr/bin/python3 lacks torch/torchvision: apt-get install python3-torch python3-torchvision" >&2; exit 2; }

@@ -17,6 +17,7 @@
 
 #include "trainer/comm/algo/algo.h"
 #include "trainer/comm/fusion/plan.h"
+#include "trainer/comm/fusion/theta.h"
 #include "trainer/comm/tcomm_fusion.h"
 
 typedef struct {
@@ -44,6 +45,7 @@ struct tcomm_fusion {
     tcomm_rc err;
     char errmsg[1024];
     tcomm_fusion_stats st;
+    char theta_why[512]; /* TCOMM_FUSION_AUTO: what was chosen and why */
 };
 
 tcomm_rc tcomm_fusion_create(tcomm_t *c, const tcomm_fusion_options *o,
@@ -205,7 +207,13 @@ static tcomm_rc _reduce_bucket(tcomm_fusion_t *f, int bi)
     f->st.nonfinite += r.nonfinite;
     f->st.buckets++;
     f->st.in_place += r.in_place != 0;
-    f->st.comm_s += tcomm_wtime() - t0;
+    double t1 = tcomm_wtime();
+    f->st.comm_s += t1 - t0;
+    if (f->o.on_bucket)
+        f->o.on_bucket(f->o.on_bucket_ctx,
+                       &(tcomm_fusion_span){bi, b->n, b->count, r.algo_used,
+                                            f->o.wire, r.in_place != 0, t0,
+                                            t1});
     return TCOMM_OK;
 }
 
@@ -244,7 +252,16 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
                           f->nt);
     for (int i = 0; i < f->nt; i++)
         f->segs[i] = (tcomm_seg){f->t[i].grad, f->t[i].count};
-    tcomm_rc rc = tc_plan_cut(&f->plan, f->o.bucket_bytes);
+    tcomm_rc rc;
+    if (f->o.bucket_bytes == TCOMM_FUSION_AUTO) {
+        rc = tcomm_probe_links(f->c);
+        if (!rc)
+            rc = tc_fusion_theta(f->c, &f->plan, f->o.algo, f->o.wire,
+                                 &f->o.bucket_bytes, f->theta_why,
+                                 sizeof f->theta_why);
+    } else {
+        rc = tc_plan_cut(&f->plan, f->o.bucket_bytes);
+    }
     if (!rc)
         rc = _check_layout(f);
     if (rc)
@@ -262,6 +279,16 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
 size_t tcomm_fusion_bucket_count(const tcomm_fusion_t *f)
 {
     return (size_t)f->plan.nb;
+}
+
+size_t tcomm_fusion_theta(const tcomm_fusion_t *f)
+{
+    return f->o.bucket_bytes;
+}
+
+const char *tcomm_fusion_theta_why(const tcomm_fusion_t *f)
+{
+    return f->theta_why;
 }
 
 int tcomm_fusion_shared(const tcomm_fusion_t *f)

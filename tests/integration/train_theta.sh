@@ -1,0 +1,43 @@
+#!/bin/bash
+# train_theta.sh: --bucket-kb auto under `mpirun -np 2` (ResNet-50 at 32 px,
+# 25.6M gradients). Rank 0 prints the size it chose and why; the test
+# checks the reason against the rule: a power of two from 256 KiB to 64 MiB,
+# the bucket count the exchange reports, the buckets priced within 10% of
+# one all-reduce of all gradients, and the next smaller size (when there is
+# one) priced above that. A run with that size given as a number takes the
+# same buckets and gets the same losses bit for bit; bad values are
+# refused naming the option.
+set -u
+. "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
+tr_need_mpirun
+run=("$bin" --model resnet50 --image-size 32 --synthetic --dataset-size 64 --epochs 1
+     --warmup-epochs 0 --batch 8 --threads 1 --max-steps 2 --print-every 1)
+TR_MPI_TIMEOUT=180 tr_mpirun -np 2 "${run[@]}" --bucket-kb auto --metrics "$tmp/auto.jsonl" \
+    >"$tmp/auto.log" 2>&1 || fail "--bucket-kb auto: $(tail -5 "$tmp/auto.log")"
+why=$(grep '^torus-train: --bucket-kb auto: ' "$tmp/auto.log")
+[ -n "$why" ] || fail "no --bucket-kb auto line: $(grep torus-train: "$tmp/auto.log")"
+echo "$why"
+kb=$(sed -n 's/.*auto: \([0-9]*\) KiB, .*/\1/p' <<<"$why")
+nb=$(sed -n 's/.*KiB, \([0-9]*\) buckets: .*/\1/p' <<<"$why")
+got=$(sed -n 's/.*gradients in \([0-9]*\) buckets.*/\1/p' "$tmp/auto.log")
+[ -n "$kb" ] && [ $((kb & (kb - 1))) = 0 ] && [ "$kb" -ge 256 ] && [ "$kb" -le 65536 ] ||
+    fail "chosen size '$kb' KiB is not a power of two in 256..65536"
+[ -n "$nb" ] && [ "$nb" = "$got" ] || fail "the reason says $nb buckets, the exchange has $got"
+# (S ms vs W ms; PREV KiB: P ms; ...): S <= 1.1 W < P
+awk -v w="$why" 'BEGIN {
+    if (!match(w, /\([0-9.]+ ms vs [0-9.]+ ms/)) exit 1
+    split(substr(w, RSTART + 1, RLENGTH - 1), a, " "); s = a[1]; whole = a[4]
+    ok = s <= 1.1 * whole + 0.005
+    if (match(w, /; [0-9]+ KiB: [0-9.]+ ms/)) { split(substr(w, RSTART, RLENGTH), b, " "); ok = ok && b[4] > 1.1 * whole - 0.005 }
+    exit !ok }' || fail "the reason's numbers break the rule: $why"
+TR_MPI_TIMEOUT=180 tr_mpirun -np 2 "${run[@]}" --bucket-kb "$kb" --metrics "$tmp/fixed.jsonl" \
+    >"$tmp/fixed.log" 2>&1 || fail "--bucket-kb $kb: $(tail -5 "$tmp/fixed.log")"
+grep -q "gradients in $got buckets" "$tmp/fixed.log" || fail "--bucket-kb $kb: not $got buckets"
+[ "$(losses "$tmp/auto.jsonl")" = "$(losses "$tmp/fixed.jsonl")" ] ||
+    fail "auto and --bucket-kb $kb trained differently"
+for bad in autox -5 1048577; do
+    "${run[@]}" --bucket-kb "$bad" >"$tmp/bad.log" 2>&1
+    [ $? = 2 ] && grep -q -- '--bucket-kb' "$tmp/bad.log" || fail "--bucket-kb $bad: $(cat "$tmp/bad.log")"
+done
+[ $fails -eq 0 ] && echo "PASS: --bucket-kb auto picks by its rule and trains as that size does"
+exit $((fails > 0))
