@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "trainer/train/ttrain_error.h"
 
 /* Chunks rank 0 gathers the other ranks' events in: a buffer allocated at
  * open, so that close has nothing left to allocate on any rank. */
@@ -182,16 +183,15 @@ int ttrain_trace_open(const char *path, tcomm_t *comm, int rank, int world,
     char *chunk = world > 1 ? malloc(_CHUNK) : NULL;
     int ok = t && (world == 1 || chunk);
     if (ok && rank == 0 && !(t->f = fopen(path, "w")))
-        TORUS_FAIL(-1, "cannot create '%s': %s", path,
-                   strerror(errno));
+        TORUS_FAIL(TTRAIN_EIO, "cannot create '%s': %s", path, strerror(errno));
     else if (!ok)
-        TORUS_FAIL(-1, "rank %d: out of memory", rank);
+        TORUS_FAIL(TTRAIN_ENOMEM, "rank %d: out of memory", rank);
     ok = ok && (rank != 0 || t->f);
     int rc = _agree(comm, world, ok);
     if (rc || !ok) {
         if (ok) /* another rank failed */
-            TORUS_FAIL(-1, "rank %d: another rank could not open its trace",
-                       rank);
+            TORUS_FAIL(TTRAIN_ERANKS,
+                       "rank %d: another rank could not open its trace", rank);
         if (t && t->f)
             fclose(t->f);
         free(t);
@@ -383,10 +383,11 @@ int ttrain_trace_close(ttrain_trace *t, tcomm_t *comm, size_t *events)
     double *v = calloc(2 * (size_t)world, sizeof *v);
     if (!v) {
         ok = 0;
-        TORUS_FAIL(-1, "--trace: rank %d: out of memory", t->rank);
+        TORUS_FAIL(TTRAIN_ENOMEM, "--trace: rank %d: out of memory", t->rank);
     }
     if (_agree(comm, world, ok)) {
-        rc = TORUS_FAIL(-1, "--trace: a rank could not gather its events");
+        rc = TORUS_FAIL(TTRAIN_ERANKS,
+                        "--trace: a rank could not gather its events");
     } else {
         v[t->rank] = (double)t->len;
         v[world + t->rank] = t->truncated;
@@ -403,12 +404,12 @@ int ttrain_trace_close(ttrain_trace *t, tcomm_t *comm, size_t *events)
         ok = 0;
     t->f = NULL;
     if (!rc && t->rank == 0 && !ok)
-        TORUS_FAIL(-1, "--trace: cannot write '%s': %s", t->path,
+        TORUS_FAIL(TTRAIN_EIO, "--trace: cannot write '%s': %s", t->path,
                    strerror(errno));
     if (!rc && _agree(comm, world, ok))
-        rc =
-            ok ? TORUS_FAIL(-1, "--trace: rank 0 could not write '%s'", t->path)
-               : -1;
+        rc = ok ? TORUS_FAIL(TTRAIN_ERANKS,
+                             "--trace: rank 0 could not write '%s'", t->path)
+                : TTRAIN_EIO; /* rank 0 said why */
     free(v);
     _free(t);
     return rc;
