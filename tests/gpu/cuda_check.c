@@ -860,9 +860,19 @@ int main(int argc, char **argv)
         bench = atoi(argv[2]);
     else if (argc == 3 && !strcmp(argv[1], "--self"))
         b32n = b16n = argv[2]; /* the harness itself, on any backend */
+    else if (argc == 2 && !strcmp(argv[1], "--versions"))
+        bench = -1;
     else if (argc != 1) {
-        fprintf(stderr, "usage: cuda_check [--bench BATCH | --self NAME]\n");
+        fprintf(stderr, "usage: cuda_check [--bench BATCH | --self NAME | "
+                        "--versions]\n");
         return 2;
+    }
+    /* The backend is linked in here: the same code as torus_cuda.so. */
+    tbackends_use_module(&tcuda_module_entry);
+    if (bench < 0) {
+        const char *v = tbackends_module_versions();
+        printf("%s\n", v ? v : tbackends_module_error());
+        return v ? 0 : 1;
     }
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (strcmp(b32n, "cuda") == 0 && (e != cudaSuccess || ndev < 1)) {

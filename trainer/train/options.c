@@ -105,7 +105,14 @@ static const _opt _opts[] = {
     {"no-momentum-correction", _NOFLAG, _S(opt.momentum_correction), NULL,
      "do not rescale momentum when the LR changes"},
     {"backend", _STR, _O(backend), "NAME",
-     "compute backend: auto or dnnl [auto]"},
+     "compute backend: dnnl (alias cpu: oneDNN), cuda (alias gpu: cuDNN "
+     "FP32), cuda-fp16 (cuDNN NHWC fp16) or auto (cuda when its module "
+     "loads and sees a GPU, else dnnl). The cuda backends are the module "
+     "torus_cuda.so (package torus-cuda), loaded from TORUS_BACKEND_PATH "
+     "or the package's library folder; torus-train itself links no CUDA "
+     "library. If the module, the NVIDIA driver, a CUDA library "
+     "(libcudart, libcublas, libcudnn.so.9, libnccl.so.2) or its version "
+     "is missing, --backend cuda fails naming it [auto]"},
     {"threads", _INT, _S(threads), "N", "compute threads per rank [2]"},
     {"seed", _SPECIAL, 0, 0, "N", "random seed for init and data [1]"},
     {"max-steps", _LONG, _S(max_steps), "N", "stop after N steps [0: all]"},
@@ -741,7 +748,7 @@ static void _usage_options(FILE *f)
     }
     _option_help(f, "--help", "print this help and exit");
     _option_help(f, "--version",
-                 "print the version and the compiled-in backends");
+                 "print the version and the backends");
 }
 
 /* Usage, part 3: examples, signals, environment and exit status. */
@@ -785,6 +792,8 @@ static void _usage_tail(FILE *f)
         "    TCOMM_SHM=0: no shared memory between the ranks of a node (by\n"
         "    default the gradients live in memory they share, and each bucket\n"
         "    is summed where it lies). More in docs/comm.md.\n"
+        "    TORUS_BACKEND_PATH=DIR[:DIR...]: folders searched for the cuda\n"
+        "    backend's module torus_cuda.so before LIBDIR/torus.\n"
         "    TCOMM_GPU=auto|nccl|staged: with a cuda backend and several ranks,\n"
         "    reduce the gradients with NCCL (one GPU per rank) or with MPI\n"
         "    through pinned host memory (ranks sharing a GPU); auto picks.\n"
