@@ -135,6 +135,11 @@ else
 EXTRA_DIST += $(TCUDA_C) trainer/train/gpu_exchange_cuda.c
 endif
 
+# torus-train and the CPU programs link no CUDA library (ldd); the module
+# loads into torus-train and names what is missing.
+TESTS += tests/integration/cuda_module.sh
+EXTRA_DIST += tests/integration/cuda_module.sh
+
 # torus-train: the training program (one process, or ranks bootstrapped
 # by PMIx exchanging gradients through libtcomm; data from libtdata).
 bin_PROGRAMS += trainer/torus-train

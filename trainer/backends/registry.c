@@ -178,12 +178,12 @@ const char *tbackends_list(void)
 {
     static char list[128];
     if (!list[0]) {
-        strncat(list, "cuda, cuda-fp16 (module " TCUDA_MODULE_FILE ")",
-                sizeof list - 1);
         for (int i = 0; _linked[i]; i++) {
-            strncat(list, ", ", sizeof(list) - strlen(list) - 1);
             strncat(list, _linked[i]->name, sizeof(list) - strlen(list) - 1);
+            strncat(list, ", ", sizeof(list) - strlen(list) - 1);
         }
+        strncat(list, "cuda, cuda-fp16 (module " TCUDA_MODULE_FILE ")",
+                sizeof(list) - strlen(list) - 1);
     }
     return list;
 }

@@ -32,7 +32,7 @@ int tbackends_device_memory(const teng_backend *bk, size_t *used,
 /* 1 if name is "auto" or names a backend linked in or of the cuda module
  * (loaded or not), else 0. */
 int tbackends_known(const char *name);
-/* Names of the backends, the module's first, separated by ", ". */
+/* Names of the backends, the linked ones first, separated by ", ". */
 const char *tbackends_list(void);
 /* A symbol of the loaded cuda module (dlsym), NULL when no module is
  * loaded and checked or it lacks the symbol: how layers above reach the
