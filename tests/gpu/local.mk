@@ -59,7 +59,10 @@ bundle_comm_nccl_check_LDADD = $(tests_integration_comm_nccl_check_OBJECTS) \
 BUNDLE_PROGS += bundle/comm_nccl_check
 endif
 
-gpu-bundle: $(BUNDLE_PROGS) trainer/backends/cuda/torus_cuda.la data/torus-pack
+gpu-bundle: $(BUNDLE_TAR)
+$(BUNDLE_TAR): $(BUNDLE_PROGS) trainer/backends/cuda/torus_cuda.la data/torus-pack \
+		$(srcdir)/tools/gpu-bundle $(srcdir)/tools/elf-rpath $(srcdir)/tests/gpu/run-gpu \
+		$(srcdir)/tests/gpu/gpu_exchange.sh
 	$(AM_V_GEN)$(SHELL) $(srcdir)/tools/gpu-bundle --srcdir '$(srcdir)' \
 		--name '$(BUNDLE_NAME)' --out '$(BUNDLE_TAR)' \
 		--module trainer/backends/cuda/.libs/torus_cuda.so \
