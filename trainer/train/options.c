@@ -61,11 +61,13 @@ static const _opt _opts[] = {
      "after N clean steps [2000]); auto: dynamic when the backend computes "
      "in fp16, off in fp32 [auto]"},
     {"input", _STR, _O(input), "auto|float|u8",
-     "training batches from --data: float (normalised and mirrored by the "
-     "decode threads) or u8 (8-bit, 4x smaller; the backend normalises and "
+     "training batches: float (normalised and mirrored by the decode "
+     "threads) or u8 (8-bit, 4x smaller; the backend normalises and "
      "mirrors them: on a GPU a copy stream moves the next batch while the "
      "step runs and a kernel does the maths; the same values bit for bit); "
-     "auto: u8 on a GPU backend [auto]"},
+     "with --synthetic, u8 serves random 8-bit images (3 channels) through "
+     "that same path; auto: u8 on a GPU backend (with --synthetic, for "
+     "3-channel models) [auto]"},
     {"decode-threads", _INT, _S(decode_threads), "N",
      "threads decoding --data's training images per rank; auto (0): 1 on a "
      "CPU backend (the cores compute), on a GPU backend the cores this "
@@ -537,11 +539,6 @@ static int _validate_inputs(const ttrain_config *c)
         strcmp(c->input, "u8")) {
         fprintf(stderr, "torus-train: --input: '%s' is not auto, float or u8\n",
                 c->input);
-        return TTRAIN_EXIT_USAGE;
-    }
-    if (!strcmp(c->input, "u8") && !c->data[0]) {
-        fprintf(stderr, "torus-train: --input u8 needs --data (synthetic "
-                        "batches are float)\n");
         return TTRAIN_EXIT_USAGE;
     }
     if (tmodel_validate(&c->model)) {

@@ -48,7 +48,9 @@ int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo);
 size_t ttrain_gx_buckets(const ttrain_gx *x);
 /* Seconds the reductions took so far: on the nccl path their device time
  * (per-bucket CUDA events, read after each step's count wait, which has
- * already waited for them), on the staged path the host fusion's. */
+ * already waited for them), on the staged path the host fusion's. Steps
+ * ended by finish_device alone (the device step, which counts inf/nan on
+ * the device) are not counted. */
 double ttrain_gx_comm_s(const ttrain_gx *x);
 /* "nccl" or "staged". */
 const char *ttrain_gx_path(const ttrain_gx *x);
