@@ -65,11 +65,12 @@ static int _load(const char *path)
     snprintf(_mod.path, sizeof _mod.path, "%s", path);
     _mod.handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!_mod.handle) {
-        snprintf(_mod.why, sizeof _mod.why,
-                 "the cuda backend module %.400s does not load: %.600s (it needs "
-                 "the CUDA runtime, cuBLAS, cuDNN 9 and NCCL 2: put their "
-                 "folders on LD_LIBRARY_PATH)",
-                 path, dlerror());
+        snprintf(
+            _mod.why, sizeof _mod.why,
+            "the cuda backend module %.400s does not load: %.600s (it needs "
+            "the CUDA runtime, cuBLAS, cuDNN 9 and NCCL 2: put their "
+            "folders on LD_LIBRARY_PATH)",
+            path, dlerror());
         return -1;
     }
     const tcuda_module *m = dlsym(_mod.handle, TCUDA_MODULE_SYMBOL);
@@ -135,8 +136,8 @@ static const tcuda_module *_module(void)
     snprintf(_mod.why, sizeof _mod.why,
              "the cuda backend is not installed: no " TCUDA_MODULE_FILE
              " in %s%.600s%s" TORUS_PKGLIBDIR
-             " (install the torus-cuda package, or name its folder in "
-             TORUS_ENV_BACKEND_PATH ")",
+             " (install the torus-cuda package, or name its folder "
+             "in " TORUS_ENV_BACKEND_PATH ")",
              env && *env ? TORUS_ENV_BACKEND_PATH "=" : "",
              env && *env ? env : "", env && *env ? " or " : "");
     return NULL;

@@ -95,8 +95,8 @@ static int _stats_average(void *impl, teng_net *net)
 {
     size_t n;
     float *stats = teng_net_stats_buffer(net, &n);
-    return n && tcomm_gpu_allreduce(((_gx *)impl)->g, stats, n,
-                                    TCOMM_WIRE_FP32, TCOMM_AVERAGE)
+    return n && tcomm_gpu_allreduce(((_gx *)impl)->g, stats, n, TCOMM_WIRE_FP32,
+                                    TCOMM_AVERAGE)
                ? -1
                : 0;
 }

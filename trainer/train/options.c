@@ -744,8 +744,7 @@ static void _usage_options(FILE *f)
         _option_help(f, left, _opts[i].help);
     }
     _option_help(f, "--help", "print this help and exit");
-    _option_help(f, "--version",
-                 "print the version and the backends");
+    _option_help(f, "--version", "print the version and the backends");
 }
 
 /* Usage, part 3: examples, signals, environment and exit status. */
@@ -791,7 +790,8 @@ static void _usage_tail(FILE *f)
         "    is summed where it lies). More in docs/comm.md.\n"
         "    TORUS_BACKEND_PATH=DIR[:DIR...]: folders searched for the cuda\n"
         "    backend's module torus_cuda.so before LIBDIR/torus.\n"
-        "    TCOMM_GPU=auto|nccl|staged: with a cuda backend and several ranks,\n"
+        "    TCOMM_GPU=auto|nccl|staged: with a cuda backend and several "
+        "ranks,\n"
         "    reduce the gradients with NCCL (one GPU per rank) or with MPI\n"
         "    through pinned host memory (ranks sharing a GPU); auto picks.\n"
         "    TCUDA_GRAPH=0: on a cuda backend, launch every step's forward,\n"

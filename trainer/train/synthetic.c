@@ -116,8 +116,10 @@ int ttrain_synthetic_use_u8(ttrain_source *s, const tmodel_spec *m,
     p->px = teng_backend_host_alloc(bk, n);
     p->flips = teng_backend_host_alloc(bk, (size_t)p->max_batch);
     if (!p->px || !p->flips)
-        return TORUS_FAIL(-1, "no memory for %zu bytes of 8-bit synthetic "
-                              "images", n);
+        return TORUS_FAIL(-1,
+                          "no memory for %zu bytes of 8-bit synthetic "
+                          "images",
+                          n);
     /* Random pixels and half the images mirrored, like a decoded batch:
      * the backend normalises and mirrors them as it would real ones. */
     for (size_t i = 0; i < n; i++)

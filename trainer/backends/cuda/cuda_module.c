@@ -29,8 +29,7 @@ static int _check_driver(char *why, size_t n)
     if (!h)
         h = dlopen("libcuda.so.1", RTLD_LAZY);
     if (!h) {
-        snprintf(why, n,
-                 "no NVIDIA driver: libcuda.so.1 cannot be loaded (%s)",
+        snprintf(why, n, "no NVIDIA driver: libcuda.so.1 cannot be loaded (%s)",
                  dlerror());
         return -1;
     }

@@ -19,7 +19,7 @@
 
 /* The module's file name, looked for in each folder of TORUS_BACKEND_PATH
  * and then in $(pkglibdir). */
-#define TCUDA_MODULE_FILE "torus_cuda.so"
+#define TCUDA_MODULE_FILE   "torus_cuda.so"
 #define TCUDA_MODULE_SYMBOL "tcuda_module_entry"
 /* Bumped when tcuda_module changes shape. */
 #define TCUDA_MODULE_ABI 1
