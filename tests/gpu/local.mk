@@ -13,8 +13,11 @@
 BUNDLE_NAME = torus-gpu-$(PACKAGE_VERSION)
 BUNDLE_TAR = $(BUNDLE_NAME)-x86_64.tar.xz
 BUNDLE_RPATH = -Wl,-rpath,'$$ORIGIN/../lib'
-EXTRA_DIST += tools/gpu-bundle tools/elf-rpath tests/gpu/run-gpu tests/gpu/bundle_bare.sh
-TESTS += tests/gpu/bundle_bare.sh
+EXTRA_DIST += tools/gpu-bundle tools/elf-rpath tests/gpu/run-gpu tests/gpu/bundle_bare.sh \
+	tests/gpu/run_gpu_rows.sh
+# The bundle on a bare node (mount namespace), and run-gpu's rows, limits
+# and exit codes against stand-in checks (no GPU needed).
+TESTS += tests/gpu/bundle_bare.sh tests/gpu/run_gpu_rows.sh
 
 if HAVE_CUDNN
 EXTRA_PROGRAMS += bundle/torus-train bundle/torus-bench bundle/torus-data-bench \
