@@ -75,7 +75,7 @@ gpu-bundle:
 	@echo "gpu-bundle: configure found no CUDA with cuDNN: there is no cuda module to bundle" >&2; exit 1
 endif
 .PHONY: gpu-bundle
-CLEANFILES += $(BUNDLE_TAR)
+CLEANFILES += $(BUNDLE_TAR) bundle_bare.make.log
 clean-local: clean-gpu-bundle
 clean-gpu-bundle:
 	-rm -rf bundle gpu-bundle.stage
