@@ -468,6 +468,9 @@ static void _print_setup(const _run *r)
     if (r->device >= 0)
         printf("torus-train: rank 0 on GPU %d (%s) of %d visible\n", r->device,
                r->device_why, tbackends_gpus(r->cfg.backend));
+    if (r->device >= 0 && tbackends_module_versions())
+        printf("torus-train: cuda module %s: %s\n", tbackends_module_path(),
+               tbackends_module_versions());
     if (r->device >= 0)
         printf("torus-train: step graphs %s\n", ttrain_sg_state(&r->sg));
     if (r->have_src)
