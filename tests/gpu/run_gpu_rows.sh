@@ -11,6 +11,7 @@
 #   - the budget holds: a check that hangs is stopped at the budget's end
 #     (FAIL, "ran past its time limit"), every later row is FAIL "not
 #     run", and run-gpu ends within the budget plus a few seconds;
+#   - a bundle that needs a newer glibc than the node's says so, exit 1;
 #   - at most 8 files are written, summary.tsv among them, with one line
 #     per row; the table is printed last; a bad option exits 2.
 # Needs root (a mount namespace).
@@ -78,6 +79,11 @@ field() { awk -F'\t' -v r="$2" '$1 == r { print $'"$3"' }' "$T/$1/summary.tsv"; 
 [ $? = 2 ] || fail "run-gpu --bogus: want exit 2"
 
 make_bundle good
+echo 9.99 >"$G/lib/torus/GLIBC"
+run_ns old 120
+[ "$(cat "$T/old.rc")" = 1 ] && grep -q 'needs glibc 9.99 or newer; this node has glibc 2\.' "$T/old.txt" ||
+    fail "a bundle for a newer glibc: exit $(cat "$T/old.rc"): $(cat "$T/old.txt")"
+getconf GNU_LIBC_VERSION | sed 's/^glibc //' >"$G/lib/torus/GLIBC"
 run_ns good 120
 [ "$(cat "$T/good.rc")" = 0 ] || fail "all-pass run exited $(cat "$T/good.rc"): $(cat "$T/good.txt")"
 [ -f "$T/good/summary.tsv" ] || fail "no summary.tsv"
