@@ -13,6 +13,9 @@
 #   - bin/torus-data-bench decodes the bundled JPEG sample (HDF5, TurboJPEG);
 #   - bin/torus-train --backend cuda fails with exit 1 naming the module
 #     and libcudnn.so.9 (no CUDA library is left visible);
+#   and, outside the namespace (this machine's CUDA visible, no driver),
+#   that the bundle's module loads into the bundle's torus-train and
+#   reports the missing driver;
 #   - ./run-gpu with no GPU says so and exits 3.
 # Needs root (mount namespaces); the CI machine is root.
 set -u
@@ -95,4 +98,13 @@ grep -q 'torus_cuda.so does not load: libcudnn.so.9' "$T/out/cuda" ||
     fail "--backend cuda does not name libcudnn.so.9: $(cat "$T/out/cuda")"
 [ "$(cat "$T/out/run-gpu.rc")" = 3 ] || fail "run-gpu without a GPU exited $(cat "$T/out/run-gpu.rc"), want 3: $(cat "$T/out/run-gpu")"
 grep -qi 'no GPU' "$T/out/run-gpu" || fail "run-gpu did not say there is no GPU: $(cat "$T/out/run-gpu")"
+# Outside the namespace, where this machine's CUDA libraries are visible:
+# the bundle's stripped module loads into the bundle's torus-train (every
+# symbol it takes from the program resolves), and then finds no driver.
+if ! ldconfig -p | grep -q 'libcuda\.so\.1' && [ ! -e /dev/nvidia0 ]; then
+    TORUS_BACKEND_PATH=$G/lib/torus "$G/bin/torus-train" --synthetic --backend cuda \
+        --max-steps 1 >"$T/out/cuda-host" 2>&1
+    grep -q "$G/lib/torus/torus_cuda.so): no NVIDIA driver" "$T/out/cuda-host" ||
+        fail "the bundle's module in the bundle's torus-train: $(cat "$T/out/cuda-host")"
+fi
 echo "PASS: $name ($size bytes): $from_bundle library resolutions from the bundle, 2 dnnl steps, decode, cuda names libcudnn.so.9, run-gpu exit 3"
