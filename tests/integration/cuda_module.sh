@@ -3,7 +3,7 @@
 # the CPU package link no CUDA library (ldd), and the cuda backend, the
 # loadable module torus_cuda.so, says what is missing instead of failing
 # to start:
-#   - ldd of torus-train, torus-bench, torus-data-bench, torus-pack,
+#   - ldd of torus-train, torus-bench, torus-sweep, torus-data-bench, torus-pack,
 #     torus-layout and spank_torus.so lists none of libcuda, libcudart,
 #     libcublas(Lt), libcudnn*, libnccl, libnvrtc, libnvJitLink;
 #   - where the module was built: it does link cuDNN (so the check above
@@ -19,7 +19,7 @@ B=${top_builddir:?run from make check}
 fail() { echo "FAIL: $*"; exit 1; }
 CUDA_RE='lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*|nccl|nvrtc|nvJitLink)\.so'
 
-for p in trainer/torus-train trainer/bench/torus-bench data/torus-data-bench \
+for p in trainer/torus-train trainer/bench/torus-bench trainer/sweep/torus-sweep data/torus-data-bench \
     data/torus-pack topology/torus-layout plugins/.libs/spank_torus.so; do
     [ -e "$B/$p" ] || fail "$p not built"
     out=$(ldd "$B/$p") || fail "ldd $p failed: $out"
