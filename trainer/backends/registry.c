@@ -32,7 +32,7 @@
 #define TORUS_PKGLIBDIR "/usr/local/lib/torus"
 #endif
 
-/* Linked in, best first (after the module's, which come before them). */
+/* Linked in, best first; the module's backends come before them. */
 static const teng_backend_desc *const _linked[] = {
 #ifdef TORUS_HAVE_DNNL
     &tdnnl_backend_desc,
@@ -59,7 +59,9 @@ static int _is_module_name(const char *name)
     return 0;
 }
 
-/* dlopens the module at path and checks it. 0, or -1 with _mod.why. */
+/* dlopens the module at path and checks it. 0, or -1 with _mod.why. A
+ * module that fails its check stays loaded: the CUDA runtime may have
+ * started on the driver, and unloading it under the driver is not safe. */
 static int _load(const char *path)
 {
     snprintf(_mod.path, sizeof _mod.path, "%s", path);
