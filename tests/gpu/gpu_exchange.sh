@@ -25,6 +25,11 @@ set -u
 train=${1:?usage: gpu_exchange.sh TORUS_TRAIN WORKDIR}
 work=${2:?usage: gpu_exchange.sh TORUS_TRAIN WORKDIR}
 mkdir -p "$work" && rm -f "$work"/*.jsonl # --metrics appends
+# The cuda module next to that torus-train: a build tree's, or a bundle's.
+if [ -z "${TORUS_BACKEND_PATH:-}" ]; then
+    d=$(cd "$(dirname "$train")" && pwd)
+    export TORUS_BACKEND_PATH=$d/backends/cuda/.libs:$d/../lib/torus
+fi
 rows=() fails=0
 row() { rows+=("$1|$2"); case $2 in FAIL*) fails=$((fails + 1)) ;; esac; }
 finish() { for r in "${rows[@]}"; do echo "$r"; done; exit $((fails > 0)); }
