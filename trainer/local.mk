@@ -152,8 +152,9 @@ trainer_torus_train_SOURCES = trainer/torus-train.c \
 	trainer/train/ttrain_gpu_exchange.h trainer/train/gpu_exchange.c
 trainer_torus_train_CPPFLAGS = $(TCOMM_CPPFLAGS)
 # The cuda module (torus_cuda.so) resolves the engine and libtcomm against
-# this program: export its symbols, and keep every object of the two
-# libraries, used here or only by the module.
+# this program: export its symbols, and keep every object of libtorustrain,
+# used here or only by the module (libtcomm's that the module uses are
+# used here too; tests/integration/cuda_module.sh binds every symbol).
 trainer_torus_train_LDFLAGS = -export-dynamic \
 	-Wl,--whole-archive,trainer/.libs/libtorustrain.a,--no-whole-archive
 trainer_torus_train_LDADD = trainer/libtorustrain.la data/libtdata.la \
