@@ -158,7 +158,8 @@ static int _grads_wait(_exchange *ex, teng_net *net, int replayed)
 {
     ex->nonfinite = 0;
     /* The device step counts inf/nan on the device: the host waits for
-     * nothing (a replayed step graph ended the exchange already). */
+     * nothing here (a replayed step graph ended the exchange already);
+     * _dstep_sync waits, under the exchange's deadline, when it reads. */
     if (ex->gx && ex->dstep)
         return replayed ? 0 : ttrain_gx_finish_device(ex->gx);
     /* A replayed step graph ended the exchange on the device already. */
@@ -1206,6 +1207,12 @@ static int _dstep_open(_run *r)
 static int _dstep_sync(_run *r, _window *w, double lr)
 {
     teng_dstep_state d;
+    /* Steps end the exchange on the device only (_grads_wait): wait here
+     * under its deadline, so a lost peer is named, not waited for. */
+    size_t nf;
+    double ws = 0;
+    if (r->ex.gx && ttrain_gx_finish_host(r->ex.gx, &nf, &ws))
+        return _fail("gradient exchange", torus_error_msg());
     if (teng_net_dstep_read(r->net, &d, w != NULL))
         return _fail("device step", torus_error_msg());
     long decided = d.decided - r->dseen.decided;
