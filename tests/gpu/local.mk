@@ -6,10 +6,9 @@
 # their plain one; tools/gpu-bundle then makes it their only search path,
 # as a DT_RPATH (tools/elf-rpath: unlike a DT_RUNPATH it also finds the
 # dependencies of the bundled libraries, so no LD_LIBRARY_PATH is needed
-# for them). The
-# bundle carries every shared library they need that is neither glibc,
-# libstdc++/libgcc_s nor CUDA; run-gpu finds CUDA, cuBLAS, cuDNN 9 and
-# NCCL 2 on the node at run time.
+# for them). The bundle carries every shared library they need that is
+# neither glibc, libstdc++/libgcc_s nor CUDA; run-gpu finds CUDA, cuBLAS,
+# cuDNN 9 and NCCL 2 on the node at run time.
 BUNDLE_NAME = torus-gpu-$(PACKAGE_VERSION)
 BUNDLE_TAR = $(BUNDLE_NAME)-x86_64.tar.xz
 BUNDLE_RPATH = -Wl,-rpath,'$$ORIGIN/../lib'
