@@ -25,6 +25,11 @@
 #define TORUS_ENV_GPUS_PER_NODE "TORUS_GPUS_PER_NODE"
 #define TORUS_ENV_NIC           "TORUS_NIC"
 
+/* Read by torus's programs, set by users: the folders (colon-separated)
+ * searched before $(pkglibdir) for a loadable backend module
+ * (trainer/backends/registry.c; the cuda backend's torus_cuda.so). */
+#define TORUS_ENV_BACKEND_PATH "TORUS_BACKEND_PATH"
+
 /* The one version this tree writes and understands. */
 #define TORUS_ENV_VERSION_VALUE "1"
 

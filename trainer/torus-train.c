@@ -168,6 +168,11 @@ static int _grads_ready(void *ctx, teng_net *net, int layer)
 static int _grads_wait(_exchange *ex, teng_net *net, int replayed)
 {
     ex->nonfinite = 0;
+    /* The device step counts inf/nan on the device: the host waits for
+     * nothing here (a replayed step graph ended the exchange already);
+     * _dstep_sync waits, under the exchange's deadline, when it reads. */
+    if (ex->gx && ex->dstep)
+        return replayed ? 0 : ttrain_gx_finish_device(ex->gx);
     /* A replayed step graph ended the exchange on the device already. */
     if (ex->gx && replayed)
         return ttrain_gx_finish_host(ex->gx, &ex->nonfinite, &ex->wait_s);
@@ -371,8 +376,8 @@ typedef struct {
     int dstep;
     int upd_eager;          /* this step's update is the caller's to queue */
     teng_dstep_state dseen; /* as last read */
-    int reached;    /* --target-top1 reached: training ends */
-    long eval_step; /* global step of the last evaluation (-1: none) */
+    int reached;            /* --target-top1 reached: training ends */
+    long eval_step;         /* global step of the last evaluation (-1: none) */
 } _run;
 
 /* A progress window: what the next progress line averages over. */
@@ -475,6 +480,9 @@ static void _print_setup(const _run *r)
     if (r->device >= 0)
         printf("torus-train: rank 0 on GPU %d (%s) of %d visible\n", r->device,
                r->device_why, tbackends_gpus(r->cfg.backend));
+    if (r->device >= 0 && tbackends_module_versions())
+        printf("torus-train: cuda module %s: %s\n", tbackends_module_path(),
+               tbackends_module_versions());
     if (r->device >= 0)
         printf("torus-train: step graphs %s\n", ttrain_sg_state(&r->sg));
     if (r->have_src)
@@ -605,10 +613,10 @@ static int _build_net(_run *r)
         teng_net_summary(r->net, stderr);
     /* --input: 8-bit batches where the backend has the path (auto), or
      * where asked (the engine's host path: the same values). */
-    r->u8 = r->have_src &&
-            (!strcmp(cfg->input, "u8") ||
-             (!strcmp(cfg->input, "auto") && teng_backend_has_input_u8(r->bk)));
-    if (r->u8)
+    r->u8 = !strcmp(cfg->input, "u8") ||
+            (!strcmp(cfg->input, "auto") && teng_backend_has_input_u8(r->bk) &&
+             (r->have_src || cfg->model.in_channels == 3));
+    if (r->u8 && r->have_src)
         ttrain_tdata_use_u8(&r->src, r->bk);
     if (r->have_src)
         ttrain_tdata_set_decode_threads(&r->src, _decode_threads(r));
@@ -617,6 +625,10 @@ static int _build_net(_run *r)
         ttrain_synthetic_open(&r->src, &cfg->model, r->max_local, cfg->seed,
                               r->info.rank, cfg->world))
         return _fail("data", "out of memory for the synthetic pool");
+    /* Synthetic 8-bit batches take the production input path. */
+    if (r->u8 && !r->have_src &&
+        ttrain_synthetic_use_u8(&r->src, &cfg->model, r->bk, cfg->seed))
+        return _fail("data", torus_error_msg());
     int rank0 = r->info.rank == 0;
     r->mf = cfg->metrics[0] && rank0 ? fopen(cfg->metrics, "a") : NULL;
     if (cfg->metrics[0] && rank0 && !r->mf)
@@ -1228,6 +1240,12 @@ static int _dstep_open(_run *r)
 static int _dstep_sync(_run *r, _window *w, double lr)
 {
     teng_dstep_state d;
+    /* Steps end the exchange on the device only (_grads_wait): wait here
+     * under its deadline, so a lost peer is named, not waited for. */
+    size_t nf;
+    double ws = 0;
+    if (r->ex.gx && ttrain_gx_finish_host(r->ex.gx, &nf, &ws))
+        return _fail("gradient exchange", torus_error_msg());
     if (teng_net_dstep_read(r->net, &d, w != NULL))
         return _fail("device step", torus_error_msg());
     long decided = d.decided - r->dseen.decided;
@@ -1579,7 +1597,11 @@ static int _finish(_run *r)
     if (r->device >= 0)
         printf("step graphs %s: %ld recorded, %ld steps replayed\n",
                ttrain_sg_state(&r->sg), r->sg.records, r->sg.replays);
-    if (r->ex.gx)
+    if (r->ex.gx && r->dstep)
+        printf("gradient exchange (%s): reductions not timed (the device "
+               "step needs no host wait for them)\n",
+               ttrain_gx_path(r->ex.gx));
+    else if (r->ex.gx)
         printf("gradient exchange (%s): %.2f s in its reductions\n",
                ttrain_gx_path(r->ex.gx), ttrain_gx_comm_s(r->ex.gx));
     if (r->cfg.target_top1 > 0 && !r->reached && !r->stopping)

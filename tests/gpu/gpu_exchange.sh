@@ -1,7 +1,8 @@
 #!/bin/bash
 # tests/gpu/gpu_exchange.sh: torus-train's GPU gradient exchange
-# (trainer/train/gpu_exchange.c over libtcomm's tcomm_gpu), run by
-# tests/gpu/run on a lent GPU machine. BN-free tiny-cnn, --wire fp32, global
+# (the cuda module's train/gpu_exchange_cuda.c over libtcomm's tcomm_gpu),
+# run by hand with mpirun on a GPU machine that has Open MPI (the GPU
+# bundle has no MPI launcher, so run-gpu does not run it). BN-free tiny-cnn, --wire fp32, global
 # batch 32, 8 steps at a high learning rate (as train_dist.sh does on the
 # CPU); every multi-rank run must give the per-step losses of one process
 # at batch 32 on the same backend within 1e-3 relative (GPU summation
@@ -24,6 +25,11 @@ set -u
 train=${1:?usage: gpu_exchange.sh TORUS_TRAIN WORKDIR}
 work=${2:?usage: gpu_exchange.sh TORUS_TRAIN WORKDIR}
 mkdir -p "$work" && rm -f "$work"/*.jsonl # --metrics appends
+# The cuda module next to that torus-train: a build tree's, or a bundle's.
+if [ -z "${TORUS_BACKEND_PATH:-}" ]; then
+    d=$(cd "$(dirname "$train")" && pwd)
+    export TORUS_BACKEND_PATH=$d/backends/cuda/.libs:$d/../lib/torus
+fi
 rows=() fails=0
 row() { rows+=("$1|$2"); case $2 in FAIL*) fails=$((fails + 1)) ;; esac; }
 finish() { for r in "${rows[@]}"; do echo "$r"; done; exit $((fails > 0)); }

@@ -58,6 +58,15 @@ diff -rq "$work/pristine" "$src" | grep -v -e '\.deps$' -e '\.dirstamp$' >"$work
 # 2. What the package says about itself.
 dpkg-deb -f "$deb" Depends >"$work/depends"
 grep -q 'libslurm' "$work/depends" || tl_fail "Depends lacks the shlibs of libslurm: $(cat "$work/depends")"
+# The CPU package: nothing from CUDA, and no cuda module (that is torus-cuda,
+# built with the pkg.torus.gpu profile, which this test's control lists).
+! grep -Eiq 'cuda|cudnn|cublas|nccl|nvidia' "$work/depends" ||
+    tl_fail "the CPU package depends on CUDA: $(cat "$work/depends")"
+! dpkg-deb -c "$deb" | grep -q 'torus_cuda' || tl_fail "the CPU package ships the cuda module"
+(cd "$src" && DEB_BUILD_PROFILES=pkg.torus.gpu dh_listpackages) 2>/dev/null | grep -qx torus-cuda ||
+    tl_fail "debian/control builds no torus-cuda package with the pkg.torus.gpu profile"
+! (cd "$src" && dh_listpackages) 2>/dev/null | grep -qx torus-cuda ||
+    tl_fail "debian/control builds torus-cuda without the pkg.torus.gpu profile"
 grep -q 'slurm-wlm-basic-plugins (>= [0-9]*\.[0-9]*), slurm-wlm-basic-plugins (<< ' "$work/depends" ||
     tl_fail "Depends does not pin the Slurm release: $(cat "$work/depends")"
 dpkg-deb -c "$deb" | awk '{ print $6 }' | sed 's|^\./|/|; s|/$||' | grep -v '^$' >"$work/contents"

@@ -36,8 +36,16 @@ for bad in half U8 ""; do
     [ $? -eq 2 ] && grep -q -- "--input: '$bad' is not auto, float or u8" "$tmp/log" ||
         fail "--input '$bad': $(cat "$tmp/log")"
 done
-"$bin" --synthetic --input u8 --dry-run >"$tmp/log" 2>&1
-[ $? -eq 2 ] && grep -q -- "--input u8 needs --data" "$tmp/log" || fail "--input u8 --synthetic: $(cat "$tmp/log")"
+# Synthetic 8-bit batches: the engine's host path on dnnl (3 channels);
+# a 1-channel model is refused, naming the channels.
+"$bin" --synthetic --input u8 --model tiny-cnn --channels 3 --dataset-size 16 \
+    --batch 8 --max-steps 2 --threads 1 >"$tmp/log" 2>&1
+[ $? -eq 0 ] && grep -q '8-bit input batches, normalised and mirrored on the host' "$tmp/log" &&
+    grep -q 'done: global step 2' "$tmp/log" || fail "--input u8 --synthetic: $(cat "$tmp/log")"
+"$bin" --synthetic --input u8 --model tiny-cnn --dataset-size 16 --batch 8 \
+    --max-steps 1 --threads 1 >"$tmp/log" 2>&1
+[ $? -ne 0 ] && grep -q '8-bit synthetic batches need 3 channels, model has 1' "$tmp/log" ||
+    fail "--input u8 --synthetic with 1 channel: $(cat "$tmp/log")"
 
 # 12 steps over 2 epochs, each followed by an evaluation.
 train float --input float

@@ -13,15 +13,27 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v rpmspec >/dev/null || { echo "SKIP: rpmspec not installed (run tools/install-deps: rpm)"; exit 77; }
 spec=$top_srcdir/torus.spec
+ev() { rpm --eval "$1"; }
 
 # rpm's own parse, every macro expanded; warnings count as failures.
-rpmspec -P "$spec" >"$tmp/spec" 2>"$tmp/err" || fail "rpmspec -P: $(cat "$tmp/err")"
+# A build with the cuda module installs it: the spec then needs --with gpu
+# (the torus-cuda subpackage); without, the module must be in no package.
+with=()
+grep -q '^#define TORUS_HAVE_CUDNN' "$top_builddir/config.h" && with=(--with gpu)
+rpmspec -P "${with[@]}" "$spec" >"$tmp/spec" 2>"$tmp/err" || fail "rpmspec -P: $(cat "$tmp/err")"
+if [ ${#with[@]} = 1 ]; then
+    sed -n '/^%files cuda/,/^%/p' "$tmp/spec" | grep -qx "$(ev %_libdir)/torus/torus_cuda.so" ||
+        fail "torus.spec --with gpu: %files cuda does not hold the module"
+    sed -n '/^%files$/,/^%files cuda/p' "$tmp/spec" | grep -q 'torus_cuda' &&
+        fail "torus.spec: the main package lists the cuda module"
+    rpmspec -P "$spec" 2>/dev/null | grep -q '^%files cuda' &&
+        fail "torus.spec without --with gpu still has %files cuda"
+fi
 [ ! -s "$tmp/err" ] || fail "rpmspec -P warns: $(head -3 "$tmp/err")"
 version=$(sed -n 's/^PACKAGE_VERSION = //p' "$top_builddir/Makefile")
 grep -q "^Version: *$version\$" "$tmp/spec" || fail "torus.spec's Version is not configure's $version"
 
 # Install with the directories the spec's %configure would use.
-ev() { rpm --eval "$1"; }
 spankdir=$(sed -n 's/.*--with-spank-dir=\([^ ]*\).*/\1/p' "$tmp/spec")
 [ -n "$spankdir" ] || fail "the spec's %configure sets no --with-spank-dir"
 make -s -C "$top_builddir" install DESTDIR="$tmp/root" prefix=/usr bindir="$(ev %_bindir)" \

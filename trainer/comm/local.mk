@@ -49,7 +49,7 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/bootstrap/init.c \
 	trainer/comm/bootstrap/watchdog.c \
 	trainer/comm/bootstrap/probe.c
-trainer_comm_libtcomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS) $(CUDA_CFLAGS)
+trainer_comm_libtcomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS)
 # The wire kernels' plain loops (fp32 adds, 1/P scale, inf/nan counts, the
 # fused bucket's gather) are memory-bound passes over every gradient byte;
 # without the full vectoriser they stayed scalar (fused fp16 ResNet-50
@@ -62,37 +62,41 @@ trainer_comm_libtcomm_la_LIBADD = topology/libtoruscost.la common/libtoruscommon
 noinst_HEADERS += trainer/comm/transport/nccl_kernels.h
 EXTRA_DIST += trainer/comm/transport/nccl_kernels.cu
 
-# The NCCL transport (device memory): compiled and linked wherever configure
-# finds CUDA + NCCL, GPU or not. Its kernels are an nvcc object that every
-# program linking libtcomm gets through TCOMM_LIBS.
+# The device-memory gradient exchange (tcomm_gpu.h: NCCL when found, else
+# the staged MPI path) and the NCCL transport, apart from libtcomm so that
+# libtcomm and the programs linking it link no CUDA library: the cuda
+# backend's module (trainer/local.mk) carries them, and so do the GPU
+# checks that link them directly. Built wherever configure finds CUDA (and
+# NCCL for the transport), GPU or not; the NCCL kernels are a libtool
+# object from nvcc (Makefile.am's .cu.lo rule, warnings as errors).
+if HAVE_CUDA
+noinst_LTLIBRARIES += trainer/comm/libtcomm_gpu.la
+trainer_comm_libtcomm_gpu_la_SOURCES = trainer/comm/tcomm_gpu.h \
+	trainer/comm/fusion/gpu_fusion.c
+trainer_comm_libtcomm_gpu_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) \
+	$(PMIX_CFLAGS) $(CUDA_CFLAGS)
+trainer_comm_libtcomm_gpu_la_LIBADD = $(CUDA_LIBS)
 if HAVE_NCCL
-trainer_comm_libtcomm_la_SOURCES += trainer/comm/tcomm_nccl.h trainer/comm/transport/nccl.c
-TCOMM_GPU_LIBS = trainer/comm/transport/nccl_kernels.o $(NCCL_LIBS) $(CUDA_LIBS) -lstdc++
-CLEANFILES += trainer/comm/transport/nccl_kernels.o
-# nvcc's warnings, host and device, are errors (as for the cuda backend).
-trainer/comm/transport/nccl_kernels.o: trainer/comm/transport/nccl_kernels.cu \
-		trainer/comm/transport/nccl_kernels.h trainer/comm/core/wire_math.h
-	@$(MKDIR_P) trainer/comm/transport
-	$(AM_V_GEN)$(NVCC_COMPILE) -Werror all-warnings \
-		-Xcompiler -Wall,-Wextra,-Werror \
-		-c $(srcdir)/trainer/comm/transport/nccl_kernels.cu -o $@
+trainer_comm_libtcomm_gpu_la_SOURCES += trainer/comm/tcomm_nccl.h \
+	trainer/comm/transport/nccl.c
+trainer_comm_libtcomm_gpu_la_LIBADD += trainer/comm/transport/nccl_kernels.lo \
+	$(NCCL_LIBS) -lstdc++
+CLEANFILES += trainer/comm/transport/nccl_kernels.lo \
+	trainer/comm/transport/nccl_kernels.o trainer/comm/transport/nccl_kernels.pic.o
+trainer/comm/transport/nccl_kernels.lo: trainer/comm/transport/nccl_kernels.h \
+	trainer/comm/core/wire_math.h
 else
-TCOMM_GPU_LIBS =
 EXTRA_DIST += trainer/comm/tcomm_nccl.h trainer/comm/transport/nccl.c
 endif
-
-# The device-memory gradient exchange (tcomm_gpu.h: NCCL when found, else
-# the staged MPI path): wherever configure finds CUDA.
-if HAVE_CUDA
-trainer_comm_libtcomm_la_SOURCES += trainer/comm/tcomm_gpu.h trainer/comm/fusion/gpu_fusion.c
-TCOMM_CUDA_LIBS = $(CUDA_LIBS)
 else
-TCOMM_CUDA_LIBS =
-EXTRA_DIST += trainer/comm/tcomm_gpu.h trainer/comm/fusion/gpu_fusion.c
+EXTRA_DIST += trainer/comm/tcomm_gpu.h trainer/comm/fusion/gpu_fusion.c \
+	trainer/comm/tcomm_nccl.h trainer/comm/transport/nccl.c
 endif
+# What a GPU check that uses tcomm_gpu or the NCCL transport links.
+TCOMM_GPU_LIBS = trainer/comm/libtcomm_gpu.la
 
 # What a program that uses libtcomm links.
-TCOMM_LIBS = trainer/comm/libtcomm.la $(TCOMM_GPU_LIBS) $(TCOMM_CUDA_LIBS) $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
+TCOMM_LIBS = trainer/comm/libtcomm.la $(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
 TCOMM_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS) $(CUDA_CFLAGS)
 
 # ------------------------------------------------------------------ tests
@@ -140,7 +144,7 @@ check_PROGRAMS += tests/unit/test_comm_gpu
 TESTS += tests/unit/test_comm_gpu
 tests_unit_test_comm_gpu_SOURCES = tests/unit/test_comm_gpu.c
 tests_unit_test_comm_gpu_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
-tests_unit_test_comm_gpu_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
+tests_unit_test_comm_gpu_LDADD = $(TCOMM_GPU_LIBS) $(TCOMM_LIBS) $(CHECK_LIBS)
 else
 EXTRA_DIST += tests/unit/test_comm_gpu.c
 endif
@@ -149,7 +153,7 @@ if HAVE_NCCL
 check_PROGRAMS += tests/integration/comm_nccl_check
 tests_integration_comm_nccl_check_SOURCES = tests/integration/comm_nccl_check.c $(BENCH_TESTDATA)
 tests_integration_comm_nccl_check_CPPFLAGS = $(TCOMM_CPPFLAGS)
-tests_integration_comm_nccl_check_LDADD = $(TCOMM_LIBS)
+tests_integration_comm_nccl_check_LDADD = $(TCOMM_GPU_LIBS) $(TCOMM_LIBS)
 else
 EXTRA_DIST += tests/integration/comm_nccl_check.c
 endif

@@ -48,12 +48,9 @@ static const _opt _opts[] = {
     {"algo", _STR, _O(algo), "NAME",
      "gradient all-reduce across ranks: flat, ring, hier, hier-rs, torus2d "
      "or hybrid (cheapest per bucket by the cost model) [hybrid]"},
-    {"bucket-kb", _SPECIAL, 0, 0, "KB|auto",
+    {"bucket-kb", _INT, _S(bucket_kb), "KB",
      "gradient fusion bucket size in KiB; smaller buckets start reducing "
-     "earlier in backward; auto: probe the links at start-up and take the "
-     "smallest power of two from 256 KiB to 64 MiB whose buckets the cost "
-     "model prices within 10% of one all-reduce of all gradients (printed "
-     "with the reason; host gradients only) [4096]"},
+     "earlier in backward [4096]"},
     {"wire", _STR, _O(wire), "fp16|bf16|fp32",
      "precision of the gradients on the wire: each rank's gradient (already "
      "divided by the global batch) is cast to it, sums are formed in fp32 "
@@ -64,11 +61,13 @@ static const _opt _opts[] = {
      "after N clean steps [2000]); auto: dynamic when the backend computes "
      "in fp16, off in fp32 [auto]"},
     {"input", _STR, _O(input), "auto|float|u8",
-     "training batches from --data: float (normalised and mirrored by the "
-     "decode threads) or u8 (8-bit, 4x smaller; the backend normalises and "
+     "training batches: float (normalised and mirrored by the decode "
+     "threads) or u8 (8-bit, 4x smaller; the backend normalises and "
      "mirrors them: on a GPU a copy stream moves the next batch while the "
      "step runs and a kernel does the maths; the same values bit for bit); "
-     "auto: u8 on a GPU backend [auto]"},
+     "with --synthetic, u8 serves random 8-bit images (3 channels) through "
+     "that same path; auto: u8 on a GPU backend (with --synthetic, for "
+     "3-channel models) [auto]"},
     {"decode-threads", _INT, _S(decode_threads), "N",
      "threads decoding --data's training images per rank; auto (0): 1 on a "
      "CPU backend (the cores compute), on a GPU backend the cores this "
@@ -87,7 +86,7 @@ static const _opt _opts[] = {
     {"ref-batch", _INT, _S(sched.ref_batch), "N",
      "reference batch of the linear scaling rule [256]"},
     {"warmup-epochs", _DBL, _S(sched.warmup_epochs), "E",
-     "linear warmup length in epochs [5, or half of --epochs when less]"},
+     "linear warmup length in epochs [5]"},
     {"warmup-start-lr", _DBL, _S(sched.warmup_start_lr), "LR",
      "LR at step 0 of warmup [the base LR, or the peak if lower]"},
     {"decay", _SPECIAL, 0, 0, "KIND",
@@ -108,7 +107,14 @@ static const _opt _opts[] = {
     {"no-momentum-correction", _NOFLAG, _S(opt.momentum_correction), NULL,
      "do not rescale momentum when the LR changes"},
     {"backend", _STR, _O(backend), "NAME",
-     "compute backend: auto or dnnl [auto]"},
+     "compute backend: dnnl (alias cpu: oneDNN), cuda (alias gpu: cuDNN "
+     "FP32), cuda-fp16 (cuDNN NHWC fp16) or auto (cuda when its module "
+     "loads and sees a GPU, else dnnl). The cuda backends are the module "
+     "torus_cuda.so (package torus-cuda), loaded from TORUS_BACKEND_PATH "
+     "or the package's library folder; torus-train itself links no CUDA "
+     "library. If the module, the NVIDIA driver, a CUDA library "
+     "(libcudart, libcublas, libcudnn.so.9, libnccl.so.2) or its version "
+     "is missing, --backend cuda fails naming it [auto]"},
     {"threads", _INT, _S(threads), "N", "compute threads per rank [2]"},
     {"seed", _SPECIAL, 0, 0, "N", "random seed for init and data [1]"},
     {"max-steps", _LONG, _S(max_steps), "N", "stop after N steps [0: all]"},
@@ -121,12 +127,6 @@ static const _opt _opts[] = {
     {"print-every", _INT, _S(print_every), "N",
      "steps between progress lines [20]"},
     {"metrics", _STR, _O(metrics), "FILE", "append JSON-lines metrics here"},
-    {"trace", _STR, _O(trace), "FILE",
-     "write a timeline of every step to FILE as Chrome trace-event JSON "
-     "(Perfetto, chrome://tracing; torus-plot --trace draws it): per rank "
-     "the data wait, forward, backward by layer group, each bucket's "
-     "all-reduce (algorithm, bytes, wire), the exchange wait, the update "
-     "and checkpoints; written by rank 0 at the end [off]"},
     {"checkpoint-dir", _STR, _O(ckpt_dir), "DIR",
      "write HDF5 checkpoints here (atomically; at the end, every "
      "--checkpoint-every steps, and on SIGUSR1/SIGTERM)"},
@@ -170,9 +170,6 @@ void ttrain_config_defaults(ttrain_config *c)
     memset(c, 0, sizeof(*c));
     c->model = tmodel_defaults(TMODEL_RESNET50);
     topt_schedule_defaults(&c->sched);
-    /* Not given: 5 epochs, or half of a shorter run (_validate_schedule),
-     * so that --epochs alone never fails on the default. */
-    c->sched.warmup_epochs = NAN;
     topt_config_defaults(&c->opt);
     snprintf(c->backend, sizeof(c->backend), "auto");
     snprintf(c->algo, sizeof(c->algo), "hybrid");
@@ -318,16 +315,6 @@ static int _set_milestones(ttrain_config *c, const char *v, const char *where)
     return 0;
 }
 
-/* --bucket-kb: KiB, or auto (-1: chosen from the links at start-up). */
-static int _set_bucket_kb(ttrain_config *c, const char *v, const char *where)
-{
-    if (!strcmp(v, "auto")) {
-        c->bucket_kb = -1;
-        return 0;
-    }
-    return _set_integer(&c->bucket_kb, _INT, v, where);
-}
-
 static int _set_seed(ttrain_config *c, const char *v, const char *where)
 {
     char *end;
@@ -350,7 +337,7 @@ static const struct {
 } _specials[] = {
     {"model", _set_model}, {"batch", _set_batch},
     {"decay", _set_decay}, {"milestones", _set_milestones},
-    {"seed", _set_seed},   {"bucket-kb", _set_bucket_kb},
+    {"seed", _set_seed},
 };
 
 /* Parses value for option o into c; where is "--name" or "FILE:LINE". */
@@ -554,11 +541,6 @@ static int _validate_inputs(const ttrain_config *c)
                 c->input);
         return TTRAIN_EXIT_USAGE;
     }
-    if (!strcmp(c->input, "u8") && !c->data[0]) {
-        fprintf(stderr, "torus-train: --input u8 needs --data (synthetic "
-                        "batches are float)\n");
-        return TTRAIN_EXIT_USAGE;
-    }
     if (tmodel_validate(&c->model)) {
         fprintf(stderr, "torus-train: model: %s\n", torus_error_msg());
         return TTRAIN_EXIT_USAGE;
@@ -573,8 +555,6 @@ static int _validate_schedule(ttrain_config *c)
      * (the batch still sets the evaluation batch). */
     if (c->eval_only)
         c->sched.warmup_epochs = 0;
-    if (isnan(c->sched.warmup_epochs))
-        c->sched.warmup_epochs = fmin(5, c->sched.epochs / 2.0);
     if (topt_schedule_validate(&c->sched) || topt_config_validate(&c->opt)) {
         fprintf(stderr, "torus-train: %s\n", torus_error_msg());
         return TTRAIN_EXIT_USAGE;
@@ -604,10 +584,8 @@ static int _validate_runtime(const ttrain_config *c)
                 c->decode_threads);
         return TTRAIN_EXIT_USAGE;
     }
-    if (c->bucket_kb < -1 || c->bucket_kb > 1048576) {
-        fprintf(stderr,
-                "torus-train: --bucket-kb: %d is not in 0..1048576 (or "
-                "auto)\n",
+    if (c->bucket_kb < 0 || c->bucket_kb > 1048576) {
+        fprintf(stderr, "torus-train: --bucket-kb: %d is not in 0..1048576\n",
                 c->bucket_kb);
         return TTRAIN_EXIT_USAGE;
     }
@@ -766,8 +744,7 @@ static void _usage_options(FILE *f)
         _option_help(f, left, _opts[i].help);
     }
     _option_help(f, "--help", "print this help and exit");
-    _option_help(f, "--version",
-                 "print the version and the compiled-in backends");
+    _option_help(f, "--version", "print the version and the backends");
 }
 
 /* Usage, part 3: examples, signals, environment and exit status. */
@@ -811,6 +788,8 @@ static void _usage_tail(FILE *f)
         "    TCOMM_SHM=0: no shared memory between the ranks of a node (by\n"
         "    default the gradients live in memory they share, and each bucket\n"
         "    is summed where it lies). More in docs/comm.md.\n"
+        "    TORUS_BACKEND_PATH=DIR[:DIR...]: folders searched for the cuda\n"
+        "    backend's module torus_cuda.so before LIBDIR/torus.\n"
         "    TCOMM_GPU=auto|nccl|staged: with a cuda backend and several "
         "ranks,\n"
         "    reduce the gradients with NCCL (one GPU per rank) or with MPI\n"

@@ -1,15 +1,19 @@
-/* synthetic.c: the synthetic data source (see ttrain_source.h). */
+/* synthetic.c: the synthetic data source (see ttrain_source.h), float
+ * batches, or 8-bit ones for the production input path. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/torus_error.h"
 #include "trainer/engine/rng.h"
-#include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_source.h"
 
 typedef struct {
     float *pool; /* max_batch images */
     int32_t *labels;
+    /* 8-bit batches (ttrain_synthetic_use_u8): max_batch images H x W x C
+     * and their flips, in the backend's host memory */
+    teng_backend *bk;
+    uint8_t *px, *flips;
     int max_batch, classes;
     int rank, world;
     uint64_t base; /* label stream of this seed */
@@ -19,9 +23,8 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
 {
     _synth *p = s->impl;
     if (n > p->max_batch)
-        return TORUS_FAIL(TTRAIN_EDATA,
-                          "batch %d is larger than the synthetic pool (%d)", n,
-                          p->max_batch);
+        return TORUS_FAIL(-1, "batch %d is larger than the synthetic pool (%d)",
+                          n, p->max_batch);
     /* Labels are a hash of the sample's global index: balanced over the
      * classes, reproducible from the seed, and independent of how the
      * global batch is split over ranks. With one rank the index is the
@@ -33,6 +36,18 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
                                  (uint64_t)p->classes);
     s->samples += (uint64_t)n;
     *out = (ttrain_batch){.x = p->pool, .y = p->labels, .n = n};
+    if (p->px) {
+        /* The ImageNet mean and std, as a packed dataset's index has them. */
+        static const float mean[3] = {0.485f, 0.456f, 0.406f},
+                           sd[3] = {0.229f, 0.224f, 0.225f};
+        out->x = NULL;
+        out->px = p->px;
+        out->flips = p->flips;
+        for (int c = 0; c < 3; c++) {
+            out->scale[c] = 1.0f / (255.0f * sd[c]);
+            out->bias[c] = -mean[c] / sd[c];
+        }
+    }
     return 0;
 }
 
@@ -42,6 +57,10 @@ static void _close(ttrain_source *s)
     if (p) {
         free(p->pool);
         free(p->labels);
+        if (p->px)
+            teng_backend_host_free(p->bk, p->px);
+        if (p->flips)
+            teng_backend_host_free(p->bk, p->flips);
     }
     free(p);
     s->impl = NULL;
@@ -80,5 +99,32 @@ int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
     s->next = _next;
     s->seek = ttrain_source_seek_counter;
     s->close = _close;
+    return 0;
+}
+
+int ttrain_synthetic_use_u8(ttrain_source *s, const tmodel_spec *m,
+                            teng_backend *bk, uint64_t seed)
+{
+    _synth *p = s->impl;
+    if (m->in_channels != 3)
+        return TORUS_FAIL(-1,
+                          "8-bit synthetic batches need 3 channels, model "
+                          "has %d",
+                          m->in_channels);
+    size_t n = (size_t)m->image_size * m->image_size * 3 * (size_t)p->max_batch;
+    p->bk = bk;
+    p->px = teng_backend_host_alloc(bk, n);
+    p->flips = teng_backend_host_alloc(bk, (size_t)p->max_batch);
+    if (!p->px || !p->flips)
+        return TORUS_FAIL(-1,
+                          "no memory for %zu bytes of 8-bit synthetic "
+                          "images",
+                          n);
+    /* Random pixels and half the images mirrored, like a decoded batch:
+     * the backend normalises and mirrors them as it would real ones. */
+    for (size_t i = 0; i < n; i++)
+        p->px[i] = (uint8_t)(teng_hash64(seed ^ (uint64_t)i) >> 56);
+    for (int i = 0; i < p->max_batch; i++)
+        p->flips[i] = (uint8_t)(teng_hash64(~seed ^ (uint64_t)i) & 1);
     return 0;
 }

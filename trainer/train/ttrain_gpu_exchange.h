@@ -10,7 +10,10 @@
  * step's exchange and leaves the backend's stream waiting (on the device)
  * for the sums, so the update enqueued next runs after them. Errors:
  * TORUS_FAIL, message in torus_error_msg(). Built into torus-train (not
- * libtorustrain: it links libtcomm); without CUDA it only says so. */
+ * libtorustrain: it links libtcomm), which links no CUDA library: the
+ * exchange itself is in the cuda backend's module (gpu_exchange_cuda.c,
+ * the table ttrain_gx_ops), and these functions forward to it; without a
+ * loaded module, open says so. */
 #ifndef TORUS_TRAINER_TRAIN_GPU_EXCHANGE_H
 #define TORUS_TRAINER_TRAIN_GPU_EXCHANGE_H
 
@@ -45,10 +48,31 @@ int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo);
 size_t ttrain_gx_buckets(const ttrain_gx *x);
 /* Seconds the reductions took so far: on the nccl path their device time
  * (per-bucket CUDA events, read after each step's count wait, which has
- * already waited for them), on the staged path the host fusion's. */
+ * already waited for them), on the staged path the host fusion's. Steps
+ * ended by finish_device alone (the device step, which counts inf/nan on
+ * the device) are not counted. */
 double ttrain_gx_comm_s(const ttrain_gx *x);
 /* "nccl" or "staged". */
 const char *ttrain_gx_path(const ttrain_gx *x);
 void ttrain_gx_close(ttrain_gx *x);
+
+/* The implementation in the cuda module, found by this symbol name
+ * (tbackends_module_symbol); each entry is the function above of the same
+ * name on the module's own state. */
+#define TTRAIN_GX_OPS_SYMBOL "ttrain_gx_cuda_ops"
+typedef struct ttrain_gx_ops {
+    int (*open)(tcomm_t *c, teng_net *net, teng_backend *bk, tcomm_algo algo,
+                tcomm_wire wire, int bucket_kb, void **impl);
+    int (*ready)(void *impl, teng_net *net, int layer);
+    int (*capturable)(const void *impl);
+    int (*finish_device)(void *impl);
+    int (*finish_host)(void *impl, size_t *nonfinite, double *wait_s);
+    void (*abandon)(void *impl);
+    int (*stats_average)(void *impl, teng_net *net);
+    size_t (*buckets)(const void *impl);
+    double (*comm_s)(const void *impl);
+    const char *(*path)(const void *impl);
+    void (*close)(void *impl);
+} ttrain_gx_ops;
 
 #endif

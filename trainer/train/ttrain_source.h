@@ -61,5 +61,12 @@ static inline int ttrain_source_seek_counter(ttrain_source *s, uint64_t samples)
  * distributed-equals-single check relies on it). */
 int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
                           uint64_t seed, int rank, int world);
+/* After ttrain_synthetic_open: serve 8-bit batches instead (--input u8),
+ * random H x W x 3 pixels drawn once and flips, in bk's host memory (so
+ * a GPU backend's copy stream moves them as it moves a packed dataset's),
+ * normalised with the ImageNet mean and std. 0, or nonzero after
+ * TORUS_FAIL. */
+int ttrain_synthetic_use_u8(ttrain_source *s, const tmodel_spec *m,
+                            teng_backend *bk, uint64_t seed);
 
 #endif

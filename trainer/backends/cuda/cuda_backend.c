@@ -253,6 +253,7 @@ static void _destroy(teng_backend *bk)
         _tcuda_input_close(im);
         if (im->blas)
             cublasDestroy(im->blas);
+        cudaFree(im->blas_ws);
         if (im->dnn)
             cudnnDestroy(im->dnn);
         if (im->stream)
@@ -304,6 +305,8 @@ static const teng_backend_ops _ops = {
     .graph_free = _tcuda_graph_free,
 };
 
+enum { TCUDA_BLAS_WS = 32 << 20 };
+
 /* Device, stream, handles; the handles work on the stream. */
 static int _open(tcuda_impl *im, int device)
 {
@@ -313,6 +316,11 @@ static int _open(tcuda_impl *im, int device)
     TCUDA_DNN(cudnnSetStream(im->dnn, im->stream));
     TCUDA_BLAS(cublasCreate(&im->blas));
     TCUDA_BLAS(cublasSetStream(im->blas, im->stream));
+    /* Before any capture: cuBLAS's own workspace would be allocated on
+     * first use, which a stream capture forbids. 32 MiB is what cuBLAS
+     * asks for on Hopper (4 MiB before it). */
+    TCUDA_RT(cudaMalloc(&im->blas_ws, TCUDA_BLAS_WS));
+    TCUDA_BLAS(cublasSetWorkspace(im->blas, im->blas_ws, TCUDA_BLAS_WS));
     int rc = _tcuda_input_open(im);
     if (rc)
         return rc;

@@ -239,6 +239,9 @@ static int _xent_bwd(teng_backend *bk, teng_net *net, int li)
         TCUDA_K(tcuda_k_xent(im->stream, _logits(bk, net, l), net->labels, s.n,
                              s.c, l->smoothing, teng_loss_norm(net), l->ws,
                              dz));
+    int rc = _tcuda_labels_read(im);
+    if (rc)
+        return rc;
     if (im->half)
         TCUDA_K(tcuda_k_to_f16(im->stream, dz, l->in_grad[0], n));
     return TENG_OK;
@@ -258,6 +261,9 @@ static int _xent_fwd(teng_backend *bk, teng_net *net, int li)
                           cn->host_loss_n);
     TCUDA_K(tcuda_k_xent(im->stream, _logits(bk, net, l), net->labels, s.n, s.c,
                          l->smoothing, 1.0f, l->ws, NULL));
+    int rc = _tcuda_labels_read(im);
+    if (rc)
+        return rc;
     TCUDA_RT(cudaMemcpyAsync(cn->host_loss, l->ws, sizeof(double) * s.n,
                              cudaMemcpyDeviceToHost, im->stream));
     return TENG_OK;

@@ -15,10 +15,13 @@
  *
  * Labels (_tcuda_labels, the engine's upload_labels): copied into one of
  * two pinned slots, then to the device labels on the copy stream, which
- * first waits (on the device) for the compute stream's work queued so far
- * (event lab_free: the last step's loss still reads the labels); the
- * compute stream waits for the copy (event lab_copied[slot]). The host
- * waits only to reuse a slot whose copy, two steps back, has not run. */
+ * first waits (on the device) for the last kernel that read them (event
+ * lab_free, recorded by _tcuda_labels_read right after each loss kernel,
+ * as an external event inside a step graph), not for all the compute
+ * queued so far: the copy of the next step's labels overlaps the rest of
+ * this step's backward and update. The compute stream waits for the copy
+ * (event lab_copied[slot]). The host waits only to reuse a slot whose
+ * copy, two steps back, has not run. */
 #include <string.h>
 
 #include "common/torus_error.h"
@@ -78,7 +81,6 @@ int _tcuda_labels(teng_backend *bk, teng_net *net, const int32_t *labels, int n)
         im->lab_cap[s] = (size_t)n;
     }
     memcpy(im->lab_host[s], labels, sizeof(int32_t) * (size_t)n);
-    TCUDA_RT(cudaEventRecord(im->lab_free, im->stream));
     TCUDA_RT(cudaStreamWaitEvent(im->copy, im->lab_free, 0));
     TCUDA_RT(cudaMemcpyAsync(net->labels, im->lab_host[s],
                              sizeof(int32_t) * (size_t)n,
@@ -87,6 +89,13 @@ int _tcuda_labels(teng_backend *bk, teng_net *net, const int32_t *labels, int n)
     TCUDA_RT(cudaStreamWaitEvent(im->stream, im->lab_copied[s], 0));
     im->lab_live[s] = 1;
     im->lab_slot = s ^ 1;
+    return TENG_OK;
+}
+
+int _tcuda_labels_read(tcuda_impl *im)
+{
+    TCUDA_RT(cudaEventRecordWithFlags(im->lab_free, im->stream,
+                                      cudaEventRecordExternal));
     return TENG_OK;
 }
 

@@ -39,6 +39,9 @@ typedef struct {
     cudaStream_t stream;
     cudnnHandle_t dnn;
     cublasHandle_t blas;
+    /* cuBLAS's workspace, ours (cublasSetWorkspace): a step recorded as a
+     * graph must not have cuBLAS allocate one while capturing. */
+    void *blas_ws;
     tcuda_algo_cache algos;
     /* the 8-bit input path (cuda_input.c) */
     cudaStream_t copy;
@@ -169,6 +172,9 @@ int _tcuda_input_use(teng_backend *bk, teng_net *net, int slot,
 void *_tcuda_host_alloc(teng_backend *bk, size_t bytes);
 int _tcuda_labels(teng_backend *bk, teng_net *net, const int32_t *labels,
                   int n);
+/* After a kernel that reads net->labels (the loss): the next label copy
+ * waits for this point of the compute stream only. */
+int _tcuda_labels_read(tcuda_impl *im);
 void _tcuda_host_free(teng_backend *bk, void *p);
 
 #endif

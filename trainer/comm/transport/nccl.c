@@ -165,7 +165,9 @@ static tcomm_rc _wire_reserve(tcomm_nccl_t *n, size_t bytes)
     return TCOMM_OK;
 }
 
-/* Enqueue algo on the packed wire buffer (npad values, P > 1). */
+/* Enqueue algo on the packed wire buffer (npad values). With one rank it
+ * still runs: NCCL's size-1 communicators make it a device copy, and a
+ * one-process check then exercises the real collectives. */
 static tcomm_rc _enqueue(tcomm_nccl_t *n, tcomm_algo algo, size_t npad,
                          tcomm_wire w)
 {
@@ -243,7 +245,7 @@ tcomm_rc tcomm_nccl_allreduce_timed(tcomm_nccl_t *n, float *x, size_t count,
     float scale = (flags & TCOMM_AVERAGE) ? 1.0f / (float)P : 1.0f;
     CUDA_TRY((cudaError_t)tcomm_cuda_pack(x, n->wire, count, npad, scale,
                                           (int)w, n->stream));
-    if (P > 1 && (rc = _enqueue(n, algo, npad, w)))
+    if ((rc = _enqueue(n, algo, npad, w)))
         return rc;
     CUDA_TRY((cudaError_t)tcomm_cuda_unpack(n->wire, x, count, (int)w, n->d_bad,
                                             n->stream));

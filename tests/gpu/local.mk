@@ -1,0 +1,81 @@
+# tests/gpu/local.mk: the self-contained GPU bundle (`make gpu-bundle`,
+# tools/gpu-bundle) and its bare-node test.
+#
+# The bundle's programs are relinked from the same objects with
+# $ORIGIN/../lib in their search path, so the installed programs keep
+# their plain one; tools/gpu-bundle then makes it their only search path,
+# as a DT_RPATH (tools/elf-rpath: unlike a DT_RUNPATH it also finds the
+# dependencies of the bundled libraries, so no LD_LIBRARY_PATH is needed
+# for them). The bundle carries every shared library they need that is
+# neither glibc, libstdc++/libgcc_s nor CUDA; run-gpu finds CUDA, cuBLAS,
+# cuDNN 9 and NCCL 2 on the node at run time.
+BUNDLE_NAME = torus-gpu-$(PACKAGE_VERSION)
+BUNDLE_TAR = $(BUNDLE_NAME)-x86_64.tar.xz
+BUNDLE_RPATH = -Wl,-rpath,'$$ORIGIN/../lib'
+EXTRA_DIST += tools/gpu-bundle tools/elf-rpath tests/gpu/run-gpu tests/gpu/bundle_bare.sh \
+	tests/gpu/run_gpu_rows.sh
+# The bundle on a bare node (mount namespace), and run-gpu's rows, limits
+# and exit codes against stand-in checks (no GPU needed).
+TESTS += tests/gpu/bundle_bare.sh tests/gpu/run_gpu_rows.sh
+
+if HAVE_CUDNN
+EXTRA_PROGRAMS += bundle/torus-train bundle/torus-bench bundle/torus-data-bench \
+	bundle/cuda_check bundle/optim_check bundle/gpu_smoke bundle/test_comm_gpu
+bundle_torus_train_SOURCES =
+bundle_torus_train_DEPENDENCIES = $(trainer_torus_train_OBJECTS) $(trainer_torus_train_DEPENDENCIES)
+bundle_torus_train_LDFLAGS = $(trainer_torus_train_LDFLAGS) $(BUNDLE_RPATH)
+bundle_torus_train_LDADD = $(trainer_torus_train_OBJECTS) $(trainer_torus_train_LDADD)
+bundle_torus_bench_SOURCES =
+bundle_torus_bench_DEPENDENCIES = $(trainer_bench_torus_bench_OBJECTS) $(trainer_bench_torus_bench_DEPENDENCIES)
+bundle_torus_bench_LDFLAGS = $(BUNDLE_RPATH)
+bundle_torus_bench_LDADD = $(trainer_bench_torus_bench_OBJECTS) $(trainer_bench_torus_bench_LDADD)
+bundle_torus_data_bench_SOURCES =
+bundle_torus_data_bench_DEPENDENCIES = $(data_torus_data_bench_OBJECTS) $(data_torus_data_bench_DEPENDENCIES)
+bundle_torus_data_bench_LDFLAGS = $(BUNDLE_RPATH)
+bundle_torus_data_bench_LDADD = $(data_torus_data_bench_OBJECTS) $(data_torus_data_bench_LDADD)
+bundle_cuda_check_SOURCES =
+bundle_cuda_check_DEPENDENCIES = $(tests_gpu_cuda_check_OBJECTS) $(tests_gpu_cuda_check_DEPENDENCIES)
+bundle_cuda_check_LDFLAGS = $(BUNDLE_RPATH)
+bundle_cuda_check_LDADD = $(tests_gpu_cuda_check_OBJECTS) $(tests_gpu_cuda_check_LDADD)
+bundle_optim_check_SOURCES =
+bundle_optim_check_DEPENDENCIES = $(tests_gpu_optim_check_OBJECTS) $(tests_gpu_optim_check_DEPENDENCIES)
+bundle_optim_check_LDFLAGS = $(BUNDLE_RPATH)
+bundle_optim_check_LDADD = $(tests_gpu_optim_check_OBJECTS) $(tests_gpu_optim_check_LDADD)
+bundle_gpu_smoke_SOURCES =
+bundle_gpu_smoke_DEPENDENCIES = $(tests_gpu_gpu_smoke_OBJECTS) $(tests_gpu_gpu_smoke_DEPENDENCIES)
+bundle_gpu_smoke_LDFLAGS = $(BUNDLE_RPATH)
+bundle_gpu_smoke_LDADD = $(tests_gpu_gpu_smoke_OBJECTS) $(tests_gpu_gpu_smoke_LDADD)
+bundle_test_comm_gpu_SOURCES =
+bundle_test_comm_gpu_DEPENDENCIES = $(tests_unit_test_comm_gpu_OBJECTS) $(tests_unit_test_comm_gpu_DEPENDENCIES)
+bundle_test_comm_gpu_LDFLAGS = $(BUNDLE_RPATH)
+bundle_test_comm_gpu_LDADD = $(tests_unit_test_comm_gpu_OBJECTS) $(tests_unit_test_comm_gpu_LDADD)
+BUNDLE_PROGS = bundle/torus-train bundle/torus-bench bundle/torus-data-bench \
+	bundle/cuda_check bundle/optim_check bundle/gpu_smoke bundle/test_comm_gpu
+if HAVE_NCCL
+EXTRA_PROGRAMS += bundle/comm_nccl_check
+bundle_comm_nccl_check_SOURCES =
+bundle_comm_nccl_check_DEPENDENCIES = $(tests_integration_comm_nccl_check_OBJECTS) $(tests_integration_comm_nccl_check_DEPENDENCIES)
+bundle_comm_nccl_check_LDFLAGS = $(BUNDLE_RPATH)
+bundle_comm_nccl_check_LDADD = $(tests_integration_comm_nccl_check_OBJECTS) \
+	$(tests_integration_comm_nccl_check_LDADD)
+BUNDLE_PROGS += bundle/comm_nccl_check
+endif
+
+gpu-bundle: $(BUNDLE_TAR)
+$(BUNDLE_TAR): $(BUNDLE_PROGS) trainer/backends/cuda/torus_cuda.la data/torus-pack \
+		$(srcdir)/tools/gpu-bundle $(srcdir)/tools/elf-rpath $(srcdir)/tests/gpu/run-gpu \
+		$(srcdir)/tests/gpu/gpu_exchange.sh
+	$(AM_V_GEN)$(SHELL) $(srcdir)/tools/gpu-bundle --srcdir '$(srcdir)' \
+		--name '$(BUNDLE_NAME)' --out '$(BUNDLE_TAR)' \
+		--module trainer/backends/cuda/.libs/torus_cuda.so \
+		--pack data/torus-pack $(BUNDLE_PROGS)
+else
+gpu-bundle:
+	@echo "gpu-bundle: configure found no CUDA with cuDNN: there is no cuda module to bundle" >&2; exit 1
+endif
+.PHONY: gpu-bundle
+CLEANFILES += $(BUNDLE_TAR) bundle_bare.make.log
+clean-local: clean-gpu-bundle
+clean-gpu-bundle:
+	-rm -rf bundle gpu-bundle.stage
+.PHONY: clean-gpu-bundle
