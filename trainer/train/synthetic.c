@@ -5,6 +5,7 @@
 
 #include "common/torus_error.h"
 #include "trainer/engine/rng.h"
+#include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_source.h"
 
 typedef struct {
@@ -23,8 +24,9 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
 {
     _synth *p = s->impl;
     if (n > p->max_batch)
-        return TORUS_FAIL(-1, "batch %d is larger than the synthetic pool (%d)",
-                          n, p->max_batch);
+        return TORUS_FAIL(TTRAIN_EDATA,
+                          "batch %d is larger than the synthetic pool (%d)", n,
+                          p->max_batch);
     /* Labels are a hash of the sample's global index: balanced over the
      * classes, reproducible from the seed, and independent of how the
      * global batch is split over ranks. With one rank the index is the
@@ -107,7 +109,7 @@ int ttrain_synthetic_use_u8(ttrain_source *s, const tmodel_spec *m,
 {
     _synth *p = s->impl;
     if (m->in_channels != 3)
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_EDATA,
                           "8-bit synthetic batches need 3 channels, model "
                           "has %d",
                           m->in_channels);
@@ -116,7 +118,7 @@ int ttrain_synthetic_use_u8(ttrain_source *s, const tmodel_spec *m,
     p->px = teng_backend_host_alloc(bk, n);
     p->flips = teng_backend_host_alloc(bk, (size_t)p->max_batch);
     if (!p->px || !p->flips)
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_ENOMEM,
                           "no memory for %zu bytes of 8-bit synthetic "
                           "images",
                           n);
