@@ -20,7 +20,8 @@ TESTS += tests/gpu/bundle_bare.sh tests/gpu/run_gpu_rows.sh
 
 if HAVE_CUDNN
 EXTRA_PROGRAMS += bundle/torus-train bundle/torus-bench bundle/torus-data-bench \
-	bundle/cuda_check bundle/optim_check bundle/gpu_smoke bundle/test_comm_gpu
+	bundle/cuda_check bundle/optim_check bundle/gpu_smoke bundle/test_comm_gpu \
+	bundle/teng_dump
 bundle_torus_train_SOURCES =
 bundle_torus_train_DEPENDENCIES = $(trainer_torus_train_OBJECTS) $(trainer_torus_train_DEPENDENCIES)
 bundle_torus_train_LDFLAGS = $(trainer_torus_train_LDFLAGS) $(BUNDLE_RPATH)
@@ -45,12 +46,17 @@ bundle_gpu_smoke_SOURCES =
 bundle_gpu_smoke_DEPENDENCIES = $(tests_gpu_gpu_smoke_OBJECTS) $(tests_gpu_gpu_smoke_DEPENDENCIES)
 bundle_gpu_smoke_LDFLAGS = $(BUNDLE_RPATH)
 bundle_gpu_smoke_LDADD = $(tests_gpu_gpu_smoke_OBJECTS) $(tests_gpu_gpu_smoke_LDADD)
+bundle_teng_dump_SOURCES =
+bundle_teng_dump_DEPENDENCIES = $(tests_oracle_teng_dump_OBJECTS) $(tests_oracle_teng_dump_DEPENDENCIES)
+bundle_teng_dump_LDFLAGS = $(tests_oracle_teng_dump_LDFLAGS) $(BUNDLE_RPATH)
+bundle_teng_dump_LDADD = $(tests_oracle_teng_dump_OBJECTS) $(tests_oracle_teng_dump_LDADD)
 bundle_test_comm_gpu_SOURCES =
 bundle_test_comm_gpu_DEPENDENCIES = $(tests_unit_test_comm_gpu_OBJECTS) $(tests_unit_test_comm_gpu_DEPENDENCIES)
 bundle_test_comm_gpu_LDFLAGS = $(BUNDLE_RPATH)
 bundle_test_comm_gpu_LDADD = $(tests_unit_test_comm_gpu_OBJECTS) $(tests_unit_test_comm_gpu_LDADD)
 BUNDLE_PROGS = bundle/torus-train bundle/torus-bench bundle/torus-data-bench \
-	bundle/cuda_check bundle/optim_check bundle/gpu_smoke bundle/test_comm_gpu
+	bundle/cuda_check bundle/optim_check bundle/gpu_smoke bundle/test_comm_gpu \
+	bundle/teng_dump
 if HAVE_NCCL
 EXTRA_PROGRAMS += bundle/comm_nccl_check
 bundle_comm_nccl_check_SOURCES =
@@ -64,7 +70,7 @@ endif
 gpu-bundle: $(BUNDLE_TAR)
 $(BUNDLE_TAR): $(BUNDLE_PROGS) trainer/backends/cuda/torus_cuda.la data/torus-pack \
 		$(srcdir)/tools/gpu-bundle $(srcdir)/tools/elf-rpath $(srcdir)/tests/gpu/run-gpu \
-		$(srcdir)/tests/gpu/gpu_exchange.sh
+		$(srcdir)/tests/gpu/gpu_exchange.sh $(srcdir)/tests/oracle/oracle-check
 	$(AM_V_GEN)$(SHELL) $(srcdir)/tools/gpu-bundle --srcdir '$(srcdir)' \
 		--name '$(BUNDLE_NAME)' --out '$(BUNDLE_TAR)' \
 		--module trainer/backends/cuda/.libs/torus_cuda.so \

@@ -13,10 +13,13 @@ dist_torus_python_DATA = python/torus/__init__.py \
 
 # teng_dump: one training step of the real engine on any backend, in and
 # out as .npy files; oracle-check drives it and compares with PyTorch. It
-# links what torus-train's engine links, and nothing of PyTorch.
+# is linked as torus-train is (every object of libtorustrain, its symbols
+# exported, libtcomm), so that --backend cuda loads the cuda module into it
+# as into torus-train; nothing of PyTorch.
 check_PROGRAMS += tests/oracle/teng_dump
 tests_oracle_teng_dump_SOURCES = tests/oracle/teng_dump.c
-tests_oracle_teng_dump_LDADD = trainer/libtorustrain.la -lm
+tests_oracle_teng_dump_LDFLAGS = $(trainer_torus_train_LDFLAGS)
+tests_oracle_teng_dump_LDADD = $(trainer_torus_train_LDADD)
 
 # On the CPU: dnnl against PyTorch fp32 for ResNet-50 (64 px) and the
 # CIFAR ResNet, a deliberately wrong layer caught, and torus-torch's
