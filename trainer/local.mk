@@ -184,7 +184,8 @@ TESTS += tests/unit/test_engine_live
 tests_unit_test_engine_live_SOURCES = tests/unit/test_engine_live.c \
 	tests/unit/layer_harness.c tests/unit/layer_harness.h
 tests_unit_test_engine_live_CFLAGS = $(TRAINER_TEST_CFLAGS)
-tests_unit_test_engine_live_LDADD = $(TRAINER_TEST_LDADD)
+tests_unit_test_engine_live_LDADD = trainer/backends/cuda/libtcuda_host.la \
+	$(TRAINER_TEST_LDADD)
 
 check_PROGRAMS += tests/unit/test_optim
 TESTS += tests/unit/test_optim

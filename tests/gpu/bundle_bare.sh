@@ -49,7 +49,9 @@ for f in ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 \
     libnss_dns.so.2 libstdc++.so.6 libgcc_s.so.1 libtinfo.so.6; do
     [ -e "$SYS/$f" ] && cp -L "$SYS/$f" "$T/sys/$f"
 done
-for f in "$G"/bin/*; do echo "$f"; done >"$T/progs"
+# The programs (bin/ also holds torus-torch, a Python script).
+for f in "$G"/bin/*; do [ "$(head -c 4 "$f" | tail -c 3)" != ELF ] || echo "$f"; done >"$T/progs"
+[ "$(wc -l <"$T/progs")" -ge 8 ] || fail "too few programs in $name/bin: $(cat "$T/progs")"
 
 # Inside the namespace only builtins and the bundle's programs run: the
 # system's tools lose their libraries once the folders are covered.

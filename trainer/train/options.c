@@ -48,9 +48,12 @@ static const _opt _opts[] = {
     {"algo", _STR, _O(algo), "NAME",
      "gradient all-reduce across ranks: flat, ring, hier, hier-rs, torus2d "
      "or hybrid (cheapest per bucket by the cost model) [hybrid]"},
-    {"bucket-kb", _INT, _S(bucket_kb), "KB",
+    {"bucket-kb", _SPECIAL, 0, 0, "KB|auto",
      "gradient fusion bucket size in KiB; smaller buckets start reducing "
-     "earlier in backward [4096]"},
+     "earlier in backward; auto: probe the links at start-up and take the "
+     "smallest power of two from 256 KiB to 64 MiB whose buckets the cost "
+     "model prices within 10% of one all-reduce of all gradients (printed "
+     "with the reason; host gradients only) [4096]"},
     {"wire", _STR, _O(wire), "fp16|bf16|fp32",
      "precision of the gradients on the wire: each rank's gradient (already "
      "divided by the global batch) is cast to it, sums are formed in fp32 "
@@ -86,7 +89,7 @@ static const _opt _opts[] = {
     {"ref-batch", _INT, _S(sched.ref_batch), "N",
      "reference batch of the linear scaling rule [256]"},
     {"warmup-epochs", _DBL, _S(sched.warmup_epochs), "E",
-     "linear warmup length in epochs [5]"},
+     "linear warmup length in epochs [5, or half of --epochs when less]"},
     {"warmup-start-lr", _DBL, _S(sched.warmup_start_lr), "LR",
      "LR at step 0 of warmup [the base LR, or the peak if lower]"},
     {"decay", _SPECIAL, 0, 0, "KIND",
@@ -127,6 +130,12 @@ static const _opt _opts[] = {
     {"print-every", _INT, _S(print_every), "N",
      "steps between progress lines [20]"},
     {"metrics", _STR, _O(metrics), "FILE", "append JSON-lines metrics here"},
+    {"trace", _STR, _O(trace), "FILE",
+     "write a timeline of every step to FILE as Chrome trace-event JSON "
+     "(Perfetto, chrome://tracing; torus-plot --trace draws it): per rank "
+     "the data wait, forward, backward by layer group, each bucket's "
+     "all-reduce (algorithm, bytes, wire), the exchange wait, the update "
+     "and checkpoints; written by rank 0 at the end [off]"},
     {"checkpoint-dir", _STR, _O(ckpt_dir), "DIR",
      "write HDF5 checkpoints here (atomically; at the end, every "
      "--checkpoint-every steps, and on SIGUSR1/SIGTERM)"},
@@ -170,6 +179,9 @@ void ttrain_config_defaults(ttrain_config *c)
     memset(c, 0, sizeof(*c));
     c->model = tmodel_defaults(TMODEL_RESNET50);
     topt_schedule_defaults(&c->sched);
+    /* Not given: 5 epochs, or half of a shorter run (_validate_schedule),
+     * so that --epochs alone never fails on the default. */
+    c->sched.warmup_epochs = NAN;
     topt_config_defaults(&c->opt);
     snprintf(c->backend, sizeof(c->backend), "auto");
     snprintf(c->algo, sizeof(c->algo), "hybrid");
@@ -315,6 +327,16 @@ static int _set_milestones(ttrain_config *c, const char *v, const char *where)
     return 0;
 }
 
+/* --bucket-kb: KiB, or auto (-1: chosen from the links at start-up). */
+static int _set_bucket_kb(ttrain_config *c, const char *v, const char *where)
+{
+    if (!strcmp(v, "auto")) {
+        c->bucket_kb = -1;
+        return 0;
+    }
+    return _set_integer(&c->bucket_kb, _INT, v, where);
+}
+
 static int _set_seed(ttrain_config *c, const char *v, const char *where)
 {
     char *end;
@@ -337,7 +359,7 @@ static const struct {
 } _specials[] = {
     {"model", _set_model}, {"batch", _set_batch},
     {"decay", _set_decay}, {"milestones", _set_milestones},
-    {"seed", _set_seed},
+    {"seed", _set_seed},   {"bucket-kb", _set_bucket_kb},
 };
 
 /* Parses value for option o into c; where is "--name" or "FILE:LINE". */
@@ -555,6 +577,8 @@ static int _validate_schedule(ttrain_config *c)
      * (the batch still sets the evaluation batch). */
     if (c->eval_only)
         c->sched.warmup_epochs = 0;
+    if (isnan(c->sched.warmup_epochs))
+        c->sched.warmup_epochs = fmin(5, c->sched.epochs / 2.0);
     if (topt_schedule_validate(&c->sched) || topt_config_validate(&c->opt)) {
         fprintf(stderr, "torus-train: %s\n", torus_error_msg());
         return TTRAIN_EXIT_USAGE;
@@ -584,8 +608,10 @@ static int _validate_runtime(const ttrain_config *c)
                 c->decode_threads);
         return TTRAIN_EXIT_USAGE;
     }
-    if (c->bucket_kb < 0 || c->bucket_kb > 1048576) {
-        fprintf(stderr, "torus-train: --bucket-kb: %d is not in 0..1048576\n",
+    if (c->bucket_kb < -1 || c->bucket_kb > 1048576) {
+        fprintf(stderr,
+                "torus-train: --bucket-kb: %d is not in 0..1048576 (or "
+                "auto)\n",
                 c->bucket_kb);
         return TTRAIN_EXIT_USAGE;
     }
