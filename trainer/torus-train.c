@@ -360,8 +360,8 @@ typedef struct {
     int dstep;
     int upd_eager;          /* this step's update is the caller's to queue */
     teng_dstep_state dseen; /* as last read */
-    int reached;    /* --target-top1 reached: training ends */
-    long eval_step; /* global step of the last evaluation (-1: none) */
+    int reached;            /* --target-top1 reached: training ends */
+    long eval_step;         /* global step of the last evaluation (-1: none) */
 } _run;
 
 /* A progress window: what the next progress line averages over. */
@@ -673,6 +673,7 @@ static int _meta(_run *r)
     if (cfg->world > 1 && tcomm_bcast_bytes(r->comm, m->run, sizeof(m->run), 0))
         return _fail("checkpoint", tcomm_error());
     m->world = cfg->world;
+    m->plan = &cfg->sched; /* a resumed position must fit it */
     snprintf(m->wire, sizeof(m->wire), "%s", cfg->wire);
     snprintf(m->loss_scale, sizeof(m->loss_scale), "%s",
              topt_loss_scale_mode_name(r->ls_mode));
