@@ -6,7 +6,8 @@
 #   1. Each poison of the newest checkpoint (step 6) is refused with its
 #      reason, and --resume falls back to step 4 of the same run: a param
 #      all NaN, a momentum all inf, BN statistics all NaN (cifar-resnet),
-#      global_step 2^62, a step that disagrees with the global step,
+#      global_step 2^62, a global step or a step that disagrees with the
+#      other,
 #      samples 2^62, previous_lr NaN, loss_scale NaN and -1, another run's
 #      id recorded under this run's name.
 #   2. Junk named for another run (random bytes; another run's checkpoint
@@ -65,6 +66,7 @@ _poison "momentum inf" momentum/fc.w fill=inf \
     "the momentum of param fc.w holds 160 NaN or infinite value(s) of 160 (the first at element 0)"
 _poison "global_step 2^62" global_step i64=4611686018427387904 \
     "its global step 4611686018427387904 disagrees with its position, epoch 0 step 6: the plan has 0 steps before that epoch and 16 in it"
+_poison "global_step disagrees" global_step i64=5 "it records 6 optimizer steps in 5 global steps"
 _poison "step disagrees" step i64=5 \
     "its global step 6 disagrees with its position, epoch 0 step 5: the plan has 0 steps before that epoch and 16 in it"
 _poison "samples 2^62" samples i64=4611686018427387904 \

@@ -5,7 +5,9 @@
 #   srun       plain `srun --mpi=pmix`, which waits for every task,
 #   srun-K0    `srun -K0` (--kill-on-bad-exit=0 said outright),
 #   mpirun     OpenMPI's mpirun on this host,
-#   sbatch     a batch job whose script runs its own plain srun;
+#   sbatch     a batch job whose script runs its own plain srun (the job
+#              is watched with squeue: `sbatch --wait` polls at 2, 10
+#              and 42 s, which would time its polling, not the job);
 # once training is under way, rank 1 gets SIGSTOP (a hung node: it never
 # exits by itself) or SIGKILL (a lost node). Each time the launcher (for
 # sbatch: the job) must end non-zero within the comm timeout + 15 s of the
@@ -29,15 +31,15 @@ train=("$bin" --model tiny-cnn --synthetic --image-size 12 --dataset-size 4096
        --comm-timeout "$TIMEOUT")
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-LPID= STOPPED=
+LPID= STOPPED= JOB=
 # Whatever happens, no stopped or running rank of ours outlives the test.
 _reap() {
     [ -n "$STOPPED" ] && kill -KILL "$STOPPED" 2>/dev/null
     [ -n "$LPID" ] && kill -KILL "$LPID" 2>/dev/null
-    scancel --name=torus-stall 2>/dev/null
-    STOPPED= LPID=
+    [ -n "$JOB" ] && scancel "$JOB" 2>/dev/null
+    STOPPED= LPID= JOB=
 }
-trap '_reap; tl_cluster_down' EXIT
+trap 'rc=$?; _reap; (exit $rc); tl_cluster_down' EXIT
 
 # The pid of rank 1 of the run tagged TAG (its environment says both).
 _rank1() {
@@ -61,6 +63,15 @@ _alive() {
     return 0
 }
 
+# Whether the launcher (or the batch job) still runs.
+_running() {
+    if [ -n "$JOB" ]; then
+        squeue -h -j "$JOB" -o %T 2>/dev/null | grep -Eq 'PENDING|CONFIGURING|RUNNING'
+    else
+        kill -0 "$LPID" 2>/dev/null
+    fi
+}
+
 # _case LAUNCHER SIG: start, wait for step 3 in the log, signal rank 1,
 # time the end.
 _case() {
@@ -73,13 +84,13 @@ _case() {
         --mca btl self,vader,tcp "${train[@]}" >"$log" 2>&1 & ;;
     sbatch)
         printf '#!/bin/bash\nsrun --mpi=pmix "$@"\n' >"$w/job.sh"
-        sbatch --wait -J torus-stall -N2 -n2 -o "$log" "$w/job.sh" "${train[@]}" \
-            >"$w/sbatch.out" 2>&1 & ;;
+        JOB=$(sbatch --parsable -J torus-stall -N2 -n2 -o "$log" "$w/job.sh" "${train[@]}") ||
+            { fail "sbatch: $JOB"; JOB=; return; } ;;
     esac
-    LPID=$!
+    [ -n "$JOB" ] || LPID=$!
     for i in $(seq 300); do
         grep -q '^epoch 0 step 3/' "$log" 2>/dev/null && pid=$(_rank1 "$tag") && break
-        kill -0 "$LPID" 2>/dev/null || break
+        _running || break
         sleep 0.1
     done
     if [ -z "$pid" ]; then
@@ -91,23 +102,29 @@ _case() {
     t0=$(date +%s.%N)
     kill -"$sig" "$pid"
     for i in $(seq $(((LIMIT + 30) * 10))); do
-        kill -0 "$LPID" 2>/dev/null || break
+        _running || break
         sleep 0.1
     done
-    dt=$(echo "$(date +%s.%N) - $t0" | bc)
-    if kill -0 "$LPID" 2>/dev/null; then
+    dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    if _running; then
         fail "$how $sig: the step is still alive $dt s after the signal (hangs)"
         _reap
         return
     fi
-    wait "$LPID"
-    rc=$?
-    LPID=
+    if [ -n "$JOB" ]; then # the batch script's status: its srun's
+        rc=$(scontrol show job "$JOB" | sed -n 's/.* ExitCode=\([0-9]*\):.*/\1/p')
+    else
+        wait "$LPID"
+        rc=$?
+    fi
+    LPID= JOB=
     _alive "$pid" && fail "$how $sig: rank 1 outlived the step: $(grep State "/proc/$pid/status")"
     STOPPED=
     printf 'ended in %5.1f s: %-8s SIG%s (exit %d)\n' "$dt" "$how" "$sig" "$rc"
+    [ "$rc" != 0 ] && awk -v d="$dt" -v l="$LIMIT" 'BEGIN { exit !(d <= l) }' ||
+        grep -E 'tcomm|torus-train:|srun:|slurmstepd|error' "$log" | head -8
     [ "$rc" != 0 ] || fail "$how $sig: exit 0 without rank 1"
-    [ "$(echo "$dt <= $LIMIT" | bc)" = 1 ] ||
+    awk -v d="$dt" -v l="$LIMIT" 'BEGIN { exit !(d <= l) }' ||
         fail "$how $sig: took $dt s, more than the comm timeout + 15 s ($LIMIT s)"
     [ "$sig" = STOP ] && ! grep -q 'rank 1 is lost' "$log" &&
         fail "$how $sig: no rank named rank 1: $(grep -E 'tcomm|torus-train:' "$log" | head -3)"
