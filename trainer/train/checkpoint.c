@@ -673,12 +673,16 @@ static int _check_counts(const ttrain_progress *p, long opt_steps,
                           "its %ld skipped steps (%ld clean in a row) and %ld "
                           "optimizer steps do not fit in %ld global steps",
                           p->ls.overflows, p->ls.clean, opt_steps, g);
-    if (!isfinite(prev_lr) || prev_lr < 0 || (opt_steps > 1 && prev_lr == 0) ||
-        (opt_steps == 0 && prev_lr != 0))
+    if (!isfinite(prev_lr) || prev_lr < 0 || (opt_steps > 1 && prev_lr == 0))
         return TORUS_FAIL(-1,
                           "its previous learning rate %g is not a finite, "
                           "positive one after %ld optimizer steps",
                           prev_lr, opt_steps);
+    if (opt_steps == 0 && prev_lr != 0)
+        return TORUS_FAIL(-1,
+                          "it records a previous learning rate of %g before "
+                          "any optimizer step",
+                          prev_lr);
     return 0;
 }
 

@@ -43,8 +43,9 @@
  * consistent: its run id and global step are those of its file name; every
  * param, momentum and BN statistic is finite; the counters agree with one
  * another (optimizer steps and skipped steps within the global step, the
- * previous LR finite, >= 0, positive once the optimizer stepped, and no
- * more than the plan's largest LR) and, for a resume, with this run's plan
+ * previous LR finite, >= 0, 0 before the first optimizer step and
+ * positive after the second: a warmup from 0 gives a first step at LR 0)
+ * and, for a resume, with this run's plan
  * (want->plan): global step = the steps of the epochs before plus the
  * step, samples = the global batches of those steps; a recorded loss
  * scale is finite in [1, 2^24]. Anything else refuses the file with its
