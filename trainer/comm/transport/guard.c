@@ -25,8 +25,9 @@
  * step of their own) and needs Slurm's clients on the node; killing the
  * process group or the peers on this node leaves the other nodes running;
  * MPI_Abort goes through the same PMIx_Abort in OpenMPI, but only once MPI
- * is up, and not from a thread while another may hold MPI's locks. Should
- * the server not answer, an alarm still ends this process. */
+ * is up (not for the start-up watchdog), and from the guard thread it
+ * would enter MPI while the caller's thread is stuck inside it. Should the
+ * server not answer, an alarm still ends this process. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
