@@ -8,6 +8,9 @@
 #   sbatch     a batch job whose script runs its own plain srun (the job
 #              is watched with squeue: `sbatch --wait` polls at 2, 10
 #              and 42 s, which would time its polling, not the job);
+# and once more under plain srun while rank 0 writes a checkpoint (it
+# sleeps 30 s before the write at step 3, TTRAIN_TEST_SLEEP: rank 1 waits
+# in rounds with rank 0's heartbeat thread, which must notice it);
 # once training is under way, rank 1 gets SIGSTOP (a hung node: it never
 # exits by itself) or SIGKILL (a lost node). Each time the launcher (for
 # sbatch: the job) must end non-zero within the comm timeout + 15 s of the
@@ -80,6 +83,8 @@ _case() {
     case $how in
     srun) srun --mpi=pmix -N2 -n2 "${train[@]}" >"$log" 2>&1 & ;;
     srun-K0) srun --mpi=pmix -K0 -N2 -n2 "${train[@]}" >"$log" 2>&1 & ;;
+    srun-write) TTRAIN_TEST_SLEEP=ckpt:0:3:30 srun --mpi=pmix -N2 -n2 "${train[@]}" \
+        --checkpoint-dir "$w/ck" --checkpoint-every 3 >"$log" 2>&1 & ;;
     mpirun) mpirun -np 2 -x TORUS_STALL_TAG --oversubscribe --bind-to none \
         --mca btl self,vader,tcp "${train[@]}" >"$log" 2>&1 & ;;
     sbatch)
@@ -136,5 +141,6 @@ for how in srun srun-K0 mpirun sbatch; do
         _case "$how" "$sig"
     done
 done
+_case srun-write STOP
 [ $fails -eq 0 ] && echo "PASS: a stalled or lost rank ends the step under every launcher"
 exit $((fails > 0))
