@@ -360,8 +360,8 @@ typedef struct {
     int dstep;
     int upd_eager;          /* this step's update is the caller's to queue */
     teng_dstep_state dseen; /* as last read */
-    int reached;            /* --target-top1 reached: training ends */
-    long eval_step;         /* global step of the last evaluation (-1: none) */
+    int reached;    /* --target-top1 reached: training ends */
+    long eval_step; /* global step of the last evaluation (-1: none) */
 } _run;
 
 /* A progress window: what the next progress line averages over. */
