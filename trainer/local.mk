@@ -285,6 +285,17 @@ TESTS += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh
 EXTRA_DIST += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh \
 	tests/integration/train_lib.sh
 
+# Only consistent checkpoints are trusted: poisoned tensors and counters,
+# junk of other runs, FIFOs/devices/sockets, a full file system.
+TESTS += tests/integration/train_ckpt_trust.sh
+EXTRA_DIST += tests/integration/train_ckpt_trust.sh
+
+# A stopped or killed rank ends the step within the comm timeout + 15 s
+# under plain srun, srun -K0, mpirun and a batch job's own srun (local
+# Slurm cluster).
+TESTS += tests/integration/train_stall.sh
+EXTRA_DIST += tests/integration/train_stall.sh
+
 # Loss scaling in the step: scaled == unscaled bit for bit on dnnl, an
 # injected overflow skips and backs off (1 rank and 2 under mpirun), resume.
 TESTS += tests/integration/train_scale.sh

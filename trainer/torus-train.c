@@ -704,6 +704,7 @@ static int _meta(_run *r)
     if (cfg->world > 1 && tcomm_bcast_bytes(r->comm, m->run, sizeof(m->run), 0))
         return _fail("checkpoint", tcomm_error());
     m->world = cfg->world;
+    m->plan = &cfg->sched; /* a resumed position must fit it */
     snprintf(m->wire, sizeof(m->wire), "%s", cfg->wire);
     snprintf(m->loss_scale, sizeof(m->loss_scale), "%s",
              topt_loss_scale_mode_name(r->ls_mode));

@@ -8,8 +8,9 @@
 #      (bn-RUN-rRANK.f32) next to the checkpoint; its resume ends on the
 #      same state hash (weights and BN statistics, bit for bit) and removes
 #      them.
-#   3. A damaged or truncated statistics file is named in a warning and the
-#      rank goes on from the average: the run still ends with 0.
+#   3. A damaged or truncated statistics file, or a FIFO in its place, is
+#      named in a warning and the rank goes on from the average: the run
+#      still ends with 0.
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
 tr_need_mpirun
@@ -66,4 +67,12 @@ for damage in flip cut; do
         grep -q "; it goes on from the ranks' average BN statistics$" || fail "$damage: no warning naming $f: $(grep -i 'warn\|bn-' "$tmp/$damage.out")"
 done
 [ $fails = 0 ] && echo "ok: a flipped and a truncated statistics file are named, the runs go on"
+# A FIFO in its place is refused by name, not waited on.
+stop "$tmp/fifo" "$tmp/fifo.log"
+f=$(ls "$tmp/fifo"/bn-*-r1.f32)
+rm "$f" && mkfifo "$f"
+tr_mpirun -np 2 "${run[@]}" --checkpoint-dir "$tmp/fifo" --resume >"$tmp/fifo.out" 2>&1 ||
+    fail "fifo: resume failed (124: blocked): $(tail -3 "$tmp/fifo.out")"
+grep "^torus-train: warning: rank 1: '$f' is a FIFO, not a regular file" "$tmp/fifo.out" |
+    grep -q "; it goes on from the ranks' average BN statistics$" || fail "fifo: $(grep -i 'warn\|bn-' "$tmp/fifo.out")"
 [ $fails = 0 ] && echo "PASS: BN statistics across checkpoints and resumes" || exit 1

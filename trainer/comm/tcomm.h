@@ -190,7 +190,9 @@ tcomm_rc tcomm_pmix_fence(tcomm_t *c);
 tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data,
                         size_t len);
 
-/* Abort the whole job with a message (used when a rank is lost). */
+/* Ends the whole job with code after printing msg (used when a rank is
+ * lost): every rank, a stopped one too, under any launcher (PMIx_Abort;
+ * a launcher that waits for every task is not left waiting). */
 void tcomm_abort(tcomm_t *c, int code, const char *msg);
 
 /* Seconds the cost model predicts for an all-reduce of count values on

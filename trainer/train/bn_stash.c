@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include "common/torus_error.h"
 #include "data/format/tdata_format.h"
+#include "trainer/train/ttrain_checkpoint.h"
 #include "trainer/train/ttrain_error.h"
 
 static const char _MAGIC[8] = {'T', 'O', 'R', 'U', 'S', 'B', 'N', '1'};
@@ -94,15 +96,28 @@ int ttrain_bn_stash_save(const ttrain_bn_stash *s, const char *dir,
     return 0;
 }
 
-/* Reads and checks the file into s->v; 0, 1 (none that fits) or -1. */
+static int _finite(const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return 0;
+    return 1;
+}
+
+/* Reads and checks the file into s->v; 0, 1 (none that fits) or -1. Only
+ * a regular file is opened (a FIFO would block the resume). */
 static int _read(ttrain_bn_stash *s, const char *path, int rank, int world,
                  long step)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return errno == ENOENT
-                   ? 1
-                   : TORUS_FAIL(-1, "%s: %s", path, strerror(errno));
+    if (access(path, F_OK) && errno == ENOENT)
+        return 1;
+    int fd = ttrain_ckpt_open_regular(path);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        return fd < 0 ? -1 : TORUS_FAIL(-1, "%s: %s", path, strerror(errno));
+    }
     _header h;
     struct stat st;
     int rc = 1;
@@ -116,6 +131,8 @@ static int _read(ttrain_bn_stash *s, const char *path, int rank, int world,
              fread(s->v, sizeof(float), s->n, f) != s->n ||
              tdata_crc32c(0, s->v, s->n * sizeof(float)) != h.crc)
         rc = TORUS_FAIL(-1, "%s: truncated or damaged (size or CRC32C)", path);
+    else if (!_finite(s->v, s->n))
+        rc = TORUS_FAIL(-1, "%s: holds NaN or infinite statistics", path);
     else
         rc = 0;
     fclose(f);

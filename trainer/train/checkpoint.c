@@ -8,6 +8,7 @@
 #include <hdf5.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,17 @@ static int _put_floats(hid_t g, const char *name, const float *v, size_t n)
     H5Pclose(p);
     H5Sclose(s);
     return rc < 0 ? -1 : 0;
+}
+
+/* Whether all n values are finite; if not, *bad counts the others and
+ * *first is the index of the first. */
+static int _finite(const float *v, size_t n, size_t *bad, size_t *first)
+{
+    *bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]) && (*bad)++ == 0)
+            *first = i;
+    return *bad == 0;
 }
 
 /* Reads dataset name of exactly n floats; -1 if missing, of another
@@ -231,8 +243,10 @@ static int _parse_name(const char *name, long *step, char *run)
 
 /* The checkpoints in dir (only run's unless run is NULL), highest step
  * first; returns the count (0 when dir does not exist or on no memory)
- * and a malloc'd array in *out. */
-static int _list(const char *dir, const char *run, _entry **out)
+ * and a malloc'd array in *out. Regular files only, unless any_kind: a
+ * FIFO or device under a checkpoint's name is then listed, for the
+ * loader to refuse by name. */
+static int _list(const char *dir, const char *run, int any_kind, _entry **out)
 {
     DIR *d = opendir(dir);
     int n = 0, cap = 0;
@@ -247,7 +261,8 @@ static int _list(const char *dir, const char *run, _entry **out)
             (run && strcmp(run, e.run)))
             continue;
         snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        if (stat(path, &st) || !S_ISREG(st.st_mode))
+        if (stat(path, &st) ? lstat(path, &st) || !any_kind
+                            : !S_ISREG(st.st_mode) && !any_kind)
             continue;
         e.mtime = st.st_mtim;
         if (n == cap) {
@@ -282,7 +297,7 @@ static void _name(char *out, size_t n, const char *dir, long step,
 static void _prune(const char *dir, const char *run, long step, int keep)
 {
     _entry *v;
-    int n = _list(dir, run, &v), kept = 1;
+    int n = _list(dir, run, 0, &v), kept = 1;
     for (int i = 0; i < n; i++) {
         char path[4096];
         if (v[i].step == step)
@@ -333,17 +348,51 @@ int ttrain_ckpt_clean(const char *dir, const char *run)
     return n;
 }
 
+/* What a file that is not a regular one is, for a message. */
+static const char *_kind(mode_t m)
+{
+    return S_ISFIFO(m)   ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISDIR(m)  ? "a directory"
+           : S_ISLNK(m)  ? "a dangling symbolic link"
+                         : "not a regular file";
+}
+
+int ttrain_ckpt_open_regular(const char *path)
+{
+    struct stat st;
+    /* A socket cannot be opened at all: say what it is before trying. */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return TORUS_FAIL(-1, "'%s' is %s, not a regular file", path,
+                          _kind(st.st_mode));
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return TORUS_FAIL(-1, "cannot open '%s': %s", path, strerror(errno));
+    /* The name may have changed since the stat: the open file decides. */
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return TORUS_FAIL(-1, "'%s' is %s, not a regular file", path,
+                          _kind(st.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
                         size_t idlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = ttrain_ckpt_open_regular(path);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st)) {
         int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return TORUS_FAIL(-1, "'%s': %s", path,
-                          fd < 0 ? strerror(e) : "not a regular file");
+        close(fd);
+        return TORUS_FAIL(-1, "'%s': %s", path, strerror(e));
     }
     if ((uint64_t)st.st_size > max_bytes) {
         close(fd);
@@ -366,7 +415,42 @@ int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
 
 /* ---- saving ---- */
 
-/* Writes the checkpoint into tmp (created afresh). */
+/* The first system error under a failed HDF5 call of a write (0: none).
+ * HDF5 keeps errno only in its error stack's text ("errno = 28"), and the
+ * next call clears the stack: so the stack's automatic handler, called at
+ * every failing API call, keeps it. Under tdata_h5_lock. */
+static int _h5_errno;
+
+static herr_t _errno_of(unsigned n, const H5E_error2_t *e, void *data)
+{
+    (void)n;
+    (void)data;
+    const char *at = e->desc ? strstr(e->desc, "errno = ") : NULL;
+    if (at && !_h5_errno)
+        _h5_errno = atoi(at + 8);
+    return 0;
+}
+
+static herr_t _on_h5_error(hid_t stack, void *data)
+{
+    (void)data;
+    H5Ewalk2(stack, H5E_WALK_DOWNWARD, _errno_of, NULL);
+    return 0;
+}
+
+/* A file whose close failed (its last flush: a full file system) stays
+ * half-closed in HDF5, and HDF5 1.10.8 crashes on it in its exit handler
+ * (H5F__close_cb under H5_term_library; a second H5Fclose crashes too).
+ * Every file of ours is closed by its own code, so the library's exit
+ * handler has nothing to do: it is turned off before HDF5 starts. */
+__attribute__((constructor)) static void _no_h5_atexit(void)
+{
+    H5dont_atexit();
+}
+
+/* Writes the checkpoint into tmp (created afresh). A full file system or
+ * quota is named as such (ENOSPC, EDQUOT: HDF5's own message names
+ * neither). */
 static int _write_file(const char *tmp, const ttrain_ckpt_meta *m,
                        teng_net *net, topt_sgd *opt, const ttrain_progress *p,
                        const char *config_text)
@@ -377,14 +461,22 @@ static int _write_file(const char *tmp, const ttrain_ckpt_meta *m,
     /* HDF5 is not thread-safe here: the data loader's threads use it too
      * (data/format/tdata_h5attr.h). */
     tdata_h5_lock();
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported here */
+    _h5_errno = 0;
+    H5Eset_auto2(H5E_DEFAULT, _on_h5_error, NULL); /* reported here */
     hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     int rc = f < 0 ? TORUS_FAIL(-1, "cannot create '%s'", tmp)
                    : _write(f, m, net, opt, p, config_text, buf);
     if (f >= 0 && H5Fclose(f) < 0 && !rc)
         rc = TORUS_FAIL(-1, "closing '%s'", tmp);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    int e = _h5_errno;
     tdata_h5_unlock();
     free(buf);
+    if (rc && e)
+        rc = torus_error_prefix(-1, "%s%s", strerror(e),
+                                e == ENOSPC   ? " (ENOSPC)"
+                                : e == EDQUOT ? " (EDQUOT)"
+                                              : "");
     return rc;
 }
 
@@ -527,6 +619,7 @@ static int _read_meta(hid_t f, ttrain_ckpt_meta *m)
                           "its configuration record is missing or malformed");
     /* Files written before loss scaling record no mode: "". */
     m->loss_scale[0] = '\0';
+    m->plan = NULL;
     if (H5Aexists(f, "loss_scale_mode") > 0 &&
         _get_str(f, "loss_scale_mode", m->loss_scale, sizeof(m->loss_scale)))
         return TORUS_FAIL(-1, "its loss-scale mode is malformed");
@@ -553,13 +646,99 @@ static int _read_loss_scale(hid_t f, ttrain_progress *p)
     if (clean < 0 || clean > LONG_MAX / 2 || overflows < 0 ||
         overflows > LONG_MAX / 2)
         return TORUS_FAIL(-1, "its loss-scale counts are out of range");
+    /* Every mode records a scale in [1, 2^24] (1 when off). */
+    if (!(isfinite(scale) && scale >= 1 && scale <= 16777216.0))
+        return TORUS_FAIL(-1, "its loss scale %g is not finite in [1, 2^24]",
+                          scale);
     p->ls = (topt_loss_scale_state){scale, (long)clean, (long)overflows};
     return 0;
 }
 
-/* The training position, its samples divided over world ranks. */
-static int _read_position(hid_t f, int world, ttrain_progress *p, topt_sgd *opt)
+/* The counters against one another: optimizer steps and skipped steps
+ * within the global steps, the previous LR finite, >= 0, and positive
+ * once the optimizer has stepped more than once (a warmup from 0 gives a
+ * first step at LR 0; the plan's LR may have changed since, so no more is
+ * asked of it). */
+static int _check_counts(const ttrain_progress *p, long opt_steps,
+                         double prev_lr)
 {
+    long g = p->global_step;
+    if (opt_steps > g)
+        return TORUS_FAIL(-1,
+                          "it records %ld optimizer steps in %ld global "
+                          "steps",
+                          opt_steps, g);
+    if (p->ls.scale > 0 && (p->ls.overflows > g - opt_steps || p->ls.clean > g))
+        return TORUS_FAIL(-1,
+                          "its %ld skipped steps (%ld clean in a row) and %ld "
+                          "optimizer steps do not fit in %ld global steps",
+                          p->ls.overflows, p->ls.clean, opt_steps, g);
+    if (!isfinite(prev_lr) || prev_lr < 0 || (opt_steps > 1 && prev_lr == 0))
+        return TORUS_FAIL(-1,
+                          "its previous learning rate %g is not a finite, "
+                          "positive one after %ld optimizer steps",
+                          prev_lr, opt_steps);
+    if (opt_steps == 0 && prev_lr != 0)
+        return TORUS_FAIL(-1,
+                          "it records a previous learning rate of %g before "
+                          "any optimizer step",
+                          prev_lr);
+    return 0;
+}
+
+/* The steps and samples of the epochs before epoch under plan s, stage by
+ * stage (a forged epoch costs no loop); -1 on overflow. */
+static int _plan_before(const topt_schedule *s, int epoch, int64_t *steps,
+                        int64_t *samples)
+{
+    *steps = *samples = 0;
+    for (int i = 0; i < s->nstages && s->stage[i].epoch < epoch; i++) {
+        int e1 = i + 1 < s->nstages ? s->stage[i + 1].epoch : epoch;
+        int64_t n = topt_steps_in_epoch(s, s->stage[i].epoch), k, kb;
+        if (__builtin_mul_overflow(
+                n, (int64_t)((e1 < epoch ? e1 : epoch) - s->stage[i].epoch),
+                &k) ||
+            __builtin_mul_overflow(k, (int64_t)s->stage[i].global_batch, &kb) ||
+            __builtin_add_overflow(*steps, k, steps) ||
+            __builtin_add_overflow(*samples, kb, samples))
+            return -1;
+    }
+    return 0;
+}
+
+/* The position against the plan: global step = the steps of the epochs
+ * before plus the step (within its epoch), and the samples served over all
+ * ranks = the global batches of those steps. */
+static int _check_plan(const ttrain_progress *p, int64_t samples,
+                       const topt_schedule *s)
+{
+    int64_t steps, before, at;
+    long n = topt_steps_in_epoch(s, p->epoch);
+    if (_plan_before(s, p->epoch, &steps, &before))
+        return TORUS_FAIL(-1, "its epoch %d is beyond any plan", p->epoch);
+    if (p->step >= n || steps + p->step != p->global_step)
+        return TORUS_FAIL(-1,
+                          "its global step %ld disagrees with its position, "
+                          "epoch %d step %ld: the plan has %" PRId64
+                          " steps before that epoch and %ld in it",
+                          p->global_step, p->epoch, p->step, steps, n);
+    at = before + (int64_t)p->step * topt_batch_at(s, p->epoch);
+    if (samples != at)
+        return TORUS_FAIL(-1,
+                          "it records %" PRId64 " samples served, but the "
+                          "batch schedule serves %" PRId64
+                          " in the steps before epoch %d step %ld",
+                          samples, at, p->epoch, p->step);
+    return 0;
+}
+
+/* The training position, its samples divided over want->world ranks,
+ * checked (_check_counts; _check_plan against want->plan unless
+ * eval_only). */
+static int _read_position(hid_t f, const ttrain_ckpt_meta *want, int eval_only,
+                          ttrain_progress *p, topt_sgd *opt)
+{
+    int world = want->world;
     int64_t v[6];
     double prev_lr;
     if (_get_i64(f, "epoch", &v[0]) || _get_i64(f, "step", &v[1]) ||
@@ -580,7 +759,29 @@ static int _read_position(hid_t f, int world, ttrain_progress *p, topt_sgd *opt)
                            (uint64_t)v[4], {0, 0, 0}};
     opt->steps = (long)v[5];
     opt->prev_lr = prev_lr;
-    return _read_loss_scale(f, p);
+    if (_read_loss_scale(f, p) || _check_counts(p, opt->steps, prev_lr))
+        return -1;
+    return want->plan && !eval_only ? _check_plan(p, v[3], want->plan) : 0;
+}
+
+/* One tensor of group g into buf: read whole and checksummed, then
+ * finite (NaN would pass through ReLU unseen and into the next
+ * checkpoint). what/name/id name it in the reason. */
+static int _get_tensor(hid_t g, const char *dset, float *buf, size_t n,
+                       const char *what, const char *name)
+{
+    size_t bad, first = 0;
+    if (_get_floats(g, dset, buf, n))
+        return TORUS_FAIL(-1,
+                          "%s %s is missing, of another shape, or fails its "
+                          "checksum",
+                          what, name);
+    if (!_finite(buf, n, &bad, &first))
+        return TORUS_FAIL(-1,
+                          "%s %s holds %zu NaN or infinite value(s) of %zu "
+                          "(the first at element %zu)",
+                          what, name, bad, n, first);
+    return 0;
 }
 
 /* Params, momentum and BN statistics. */
@@ -594,25 +795,87 @@ static int _read_state(hid_t f, teng_net *net, topt_sgd *opt)
     hid_t gp = g[_PARAMS], gm = g[_MOMENTUM], gs = g[_STATS];
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *prm = teng_net_param(net, i);
-        if (_get_floats(gp, prm->name, buf, prm->count) ||
-            teng_param_write(net, i, 0, buf) ||
-            _get_floats(gm, prm->name, buf, prm->count) ||
-            topt_sgd_state_write(opt, i, buf))
-            rc = TORUS_FAIL(
-                -1,
-                "param %s is missing, of another shape, or fails its "
-                "checksum",
-                prm->name);
+        rc = _get_tensor(gp, prm->name, buf, prm->count, "param", prm->name);
+        if (!rc && teng_param_write(net, i, 0, buf))
+            rc = TORUS_FAIL(-1, "param %s cannot be set", prm->name);
+        if (!rc)
+            rc = _get_tensor(gm, prm->name, buf, prm->count,
+                             "the momentum of param", prm->name);
+        if (!rc && topt_sgd_state_write(opt, i, buf))
+            rc = TORUS_FAIL(-1, "the momentum of %s cannot be set", prm->name);
     }
     for (int i = 0; i < teng_net_nstats(net) && !rc; i++) {
         char name[16];
         snprintf(name, sizeof(name), "%d", i);
-        if (_get_floats(gs, name, buf, teng_stats_count(net, i)) ||
-            teng_stats_write(net, i, buf))
-            rc = TORUS_FAIL(-1, "BN statistics %d missing or damaged", i);
+        rc = _get_tensor(gs, name, buf, teng_stats_count(net, i),
+                         "BN statistics", name);
+        if (!rc && teng_stats_write(net, i, buf))
+            rc = TORUS_FAIL(-1, "BN statistics %d cannot be set", i);
     }
     _close_groups(g);
     free(buf);
+    return rc;
+}
+
+/* Opens path, a regular file (ttrain_ckpt_open_regular), for HDF5
+ * through its descriptor, so that what HDF5 opens is the file checked;
+ * *fd is to be closed after H5Fclose. -1 after TORUS_FAIL. Under
+ * tdata_h5_lock. */
+static hid_t _open_h5(const char *path, int *fd)
+{
+    char self[64];
+    if ((*fd = ttrain_ckpt_open_regular(path)) < 0)
+        return -1;
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", *fd);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f =
+        H5Fopen(access(self, F_OK) ? path : self, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        close(*fd);
+        return TORUS_FAIL(-1, "not a readable HDF5 file");
+    }
+    return f;
+}
+
+/* ttrain_ckpt_load, and *claimed: the file's record reads, with the run id
+ * of its name (it is that run's checkpoint, whatever else is wrong). */
+static int _load(const char *path, const ttrain_ckpt_meta *want, int eval_only,
+                 teng_net *net, topt_sgd *opt, ttrain_progress *p,
+                 ttrain_ckpt_meta *got, char *note, size_t notelen,
+                 int *claimed)
+{
+    const char *base = strrchr(path, '/');
+    char run[TTRAIN_RUN_LEN];
+    long step;
+    int named = !_parse_name(base ? base + 1 : path, &step, run), fd;
+    note[0] = '\0';
+    *claimed = 0;
+    tdata_h5_lock(); /* shared with the data loader's threads */
+    hid_t f = _open_h5(path, &fd);
+    if (f < 0) {
+        tdata_h5_unlock();
+        return -1;
+    }
+    int rc = _read_meta(f, got);
+    if (!rc && named && strcmp(got->run, run))
+        rc = TORUS_FAIL(-1, "it records run %s, not the %s of its name",
+                        got->run, run);
+    *claimed = !rc;
+    if (!rc && ttrain_ckpt_check(got, want, eval_only, teng_net_nstats(net) > 0,
+                                 note, notelen))
+        rc = -2;
+    if (!rc)
+        rc = _read_position(f, want, eval_only, p, opt);
+    if (!rc && named && p->global_step != step)
+        rc = TORUS_FAIL(-1,
+                        "it records global step %ld, not the %ld of its "
+                        "name",
+                        p->global_step, step);
+    if (!rc)
+        rc = _read_state(f, net, opt);
+    H5Fclose(f);
+    tdata_h5_unlock();
+    close(fd);
     return rc;
 }
 
@@ -621,57 +884,52 @@ int ttrain_ckpt_load(const char *path, const ttrain_ckpt_meta *want,
                      ttrain_progress *p, ttrain_ckpt_meta *got, char *note,
                      size_t notelen)
 {
-    note[0] = '\0';
-    tdata_h5_lock(); /* shared with the data loader's threads */
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) {
-        tdata_h5_unlock();
-        return TORUS_FAIL(-1, "not a readable HDF5 file");
-    }
-    int rc = _read_meta(f, got);
-    if (!rc && ttrain_ckpt_check(got, want, eval_only, teng_net_nstats(net) > 0,
-                                 note, notelen))
-        rc = -2;
-    if (!rc)
-        rc = _read_position(f, want->world, p, opt);
-    if (!rc)
-        rc = _read_state(f, net, opt);
-    H5Fclose(f);
-    tdata_h5_unlock();
-    return rc;
+    int claimed;
+    return _load(path, want, eval_only, net, opt, p, got, note, notelen,
+                 &claimed);
 }
 
-/* The run of the checkpoint written last (by modification time). */
+/* The run of the file written last (by modification time) among v's
+ * files of runs not tried yet (run ""); NULL when none is left. */
 static const char *_latest_run(const _entry *v, int n)
 {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (v[i].mtime.tv_sec > v[best].mtime.tv_sec ||
-            (v[i].mtime.tv_sec == v[best].mtime.tv_sec &&
-             v[i].mtime.tv_nsec > v[best].mtime.tv_nsec))
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (v[i].run[0] &&
+            (best < 0 || v[i].mtime.tv_sec > v[best].mtime.tv_sec ||
+             (v[i].mtime.tv_sec == v[best].mtime.tv_sec &&
+              v[i].mtime.tv_nsec > v[best].mtime.tv_nsec)))
             best = i;
-    return v[best].run;
+    return best < 0 ? NULL : v[best].run;
 }
 
-int ttrain_ckpt_load_latest(const char *dir, const ttrain_ckpt_meta *want,
-                            int eval_only, teng_net *net, topt_sgd *opt,
-                            ttrain_progress *p, ttrain_ckpt_meta *got,
-                            char *name, size_t namelen, char *note,
-                            size_t notelen)
+/* The argument list of load_latest, passed on whole. */
+typedef struct {
+    const ttrain_ckpt_meta *want;
+    int eval_only;
+    teng_net *net;
+    topt_sgd *opt;
+    ttrain_progress *p;
+    ttrain_ckpt_meta *got;
+    char *name, *note;
+    size_t namelen, notelen;
+} _want;
+
+/* Run's checkpoints in dir, newest first, until one loads: 0 (a->name
+ * set), -1 (none; *claimed: one of them read as the run's own, the
+ * message is then set) or -2 (another configuration). */
+static int _load_run(const char *dir, const char *run, const _want *a,
+                     int *claimed)
 {
-    _entry *all, *v;
-    int nall = _list(dir, NULL, &all);
-    if (!nall)
-        return 1;
-    char run[TTRAIN_RUN_LEN], path[4096];
-    snprintf(run, sizeof(run), "%s", _latest_run(all, nall));
-    free(all);
-    int n = _list(dir, run, &v), rc = -1;
+    _entry *v;
+    char path[4096];
+    int n = _list(dir, run, 1, &v), rc = -1, mine;
+    *claimed = 0;
     for (int i = 0; i < n && rc == -1; i++) {
         _name(path, sizeof(path), dir, v[i].step, run);
-        rc = ttrain_ckpt_load(path, want, eval_only, net, opt, p, got, note,
-                              notelen);
+        rc = _load(path, a->want, a->eval_only, a->net, a->opt, a->p, a->got,
+                   a->note, a->notelen, &mine);
+        *claimed |= mine;
         if (rc == -1)
             fprintf(stderr,
                     "torus-train: warning: checkpoint %s does not load "
@@ -681,11 +939,47 @@ int ttrain_ckpt_load_latest(const char *dir, const ttrain_ckpt_meta *want,
         else if (rc == -2)
             torus_error_prefix(rc, "%s", path);
         else
-            snprintf(name, namelen, "ckpt-%ld-%s.h5", v[i].step, run);
+            snprintf(a->name, a->namelen, "ckpt-%ld-%s.h5", v[i].step, run);
     }
     free(v);
-    if (rc == -1)
+    if (rc == -1 && *claimed)
         TORUS_FAIL(-1, "none of the %d checkpoints of run %s in '%s' loads", n,
                    run, dir);
+    return rc;
+}
+
+int ttrain_ckpt_load_latest(const char *dir, const ttrain_ckpt_meta *want,
+                            int eval_only, teng_net *net, topt_sgd *opt,
+                            ttrain_progress *p, ttrain_ckpt_meta *got,
+                            char *name, size_t namelen, char *note,
+                            size_t notelen)
+{
+    _want a = {want, eval_only, net, opt, p, got, name, note, namelen, notelen};
+    _entry *all;
+    int nall = _list(dir, NULL, 1, &all), rc = -1, claimed = 0;
+    const char *latest;
+    if (!nall)
+        return 1;
+    /* Runs by their newest file; a run none of whose files is its own
+     * checkpoint (junk under its name) is passed over. */
+    while (rc == -1 && !claimed && (latest = _latest_run(all, nall))) {
+        char run[TTRAIN_RUN_LEN];
+        snprintf(run, sizeof(run), "%s", latest);
+        for (int i = 0; i < nall; i++)
+            if (!strcmp(all[i].run, run))
+                all[i].run[0] = '\0';
+        rc = _load_run(dir, run, &a, &claimed);
+        if (rc == -1 && !claimed)
+            fprintf(stderr,
+                    "torus-train: warning: no file named for run %s in '%s' "
+                    "reads as a checkpoint of that run; passing them over\n",
+                    run, dir);
+    }
+    free(all);
+    if (rc == -1 && !claimed)
+        TORUS_FAIL(-1,
+                   "none of the %d checkpoints in '%s' loads (none reads as a "
+                   "checkpoint of the run its name gives)",
+                   nall, dir);
     return rc;
 }

@@ -36,6 +36,20 @@
  * says the scale starts afresh). On --eval-only only the model must
  * match (evaluation sums exact counts over any ranks); other training data
  * is a warning.
+ *
+ * Trust (ttrain_ckpt_load): a file is opened only as a regular file
+ * (O_NONBLOCK and fstat before HDF5 sees it: a FIFO, device or socket is
+ * refused by name, never waited on). A checkpoint loads only when it is
+ * consistent: its run id and global step are those of its file name; every
+ * param, momentum and BN statistic is finite; the counters agree with one
+ * another (optimizer steps and skipped steps within the global step, the
+ * previous LR finite, >= 0, 0 before the first optimizer step and
+ * positive after the second: a warmup from 0 gives a first step at LR 0)
+ * and, for a resume, with this run's plan
+ * (want->plan): global step = the steps of the epochs before plus the
+ * step, samples = the global batches of those steps; a recorded loss
+ * scale is finite in [1, 2^24]. Anything else refuses the file with its
+ * reason, and a resume falls back to the run's next older checkpoint.
  */
 #ifndef TORUS_TRAINER_TRAIN_CHECKPOINT_H
 #define TORUS_TRAINER_TRAIN_CHECKPOINT_H
@@ -70,6 +84,9 @@ typedef struct {
     char data_id[128];        /* the training data's identity (compared) */
     char wire[8];             /* fp16, bf16, fp32 */
     char loss_scale[16];      /* off, static, dynamic; "": not recorded */
+    /* Only in what this run wants: the plan a resumed position must fit
+     * (NULL: not checked); NULL in what a file records. */
+    const topt_schedule *plan;
 } ttrain_ckpt_meta;
 
 /* A fresh random run id into run. */
@@ -107,15 +124,24 @@ int ttrain_ckpt_load(const char *path, const ttrain_ckpt_meta *want,
 
 /* Loads the newest checkpoint of dir's latest run (the run of the file
  * written last) that loads, warning on stderr about each newer one of that
- * run that does not; name receives its file name (no directory). Returns 0,
- * 1 when dir holds no checkpoint, -1 when none of the run's loads, or -2
- * when one belongs to another configuration (torus_error_msg() says why,
- * naming the file). */
+ * run that does not; name receives its file name (no directory). Files
+ * named for a run none of whose files reads as that run's checkpoint
+ * (junk, or another run's file renamed) do not make a run: the next run
+ * by time is taken, with a warning. Never another run's file once one of
+ * the run's own reads as its own. Returns 0, 1 when dir holds no
+ * checkpoint, -1 when none of the run's loads, or -2 when one belongs to
+ * another configuration (torus_error_msg() says why, naming the file). */
 int ttrain_ckpt_load_latest(const char *dir, const ttrain_ckpt_meta *want,
                             int eval_only, teng_net *net, topt_sgd *opt,
                             ttrain_progress *p, ttrain_ckpt_meta *got,
                             char *name, size_t namelen, char *note,
                             size_t notelen);
+
+/* Opens path for reading only if it is a regular file: O_NONBLOCK (a
+ * FIFO's open does not wait for a writer), then fstat. Returns the
+ * descriptor (blocking again, close-on-exec), or -1 after TORUS_FAIL
+ * naming the file and what it is ("'x' is a FIFO, not a regular file"). */
+int ttrain_ckpt_open_regular(const char *path);
 
 /* Removes the temporary files that writers of run left in dir (a crash
  * during a save). Returns how many. */

@@ -1,22 +1,19 @@
 /* bootstrap/bootstrap.h: what the start-up files of libtcomm share (layer
  * bootstrap, the top of the library): the deadline on tcomm_init's MPI
- * start-up (watchdog.c) and the exit code and linger of a rank that gives
- * up. tcomm_init itself is in init.c, the link probe in probe.c. */
+ * start-up (watchdog.c) and its exit code. tcomm_init itself is in init.c, the
+ * link probe in probe.c. */
 #ifndef TORUS_TCOMM_BOOTSTRAP_H
 #define TORUS_TCOMM_BOOTSTRAP_H
 
 #include <pthread.h>
 
 #include "trainer/comm/core/comm.h"
+#include "trainer/comm/transport/transport.h"
 
 /* Ends the process with TC_EXIT_STARTUP and a message if start-up does
  * not end in time: from before MPI_Init to tcomm_startup_done (or the
  * first all-reduce of the caller's data, c->started). */
 enum { TC_EXIT_STARTUP = 4 }; /* 3 is torus-train's "checkpointed, requeue" */
-/* Launchers take the whole job down as soon as one rank exits or aborts:
- * a rank that gives up first lingers this long so that the ranks that saw
- * the same failure a moment later can say so too. */
-enum { TC_LINGER_S = 2 };
 typedef struct tc_watchdog {
     pthread_t th;
     pthread_mutex_t mu;

@@ -627,10 +627,13 @@ void tcomm_abort(tcomm_t *c, int code, const char *msg)
 {
     fprintf(stderr, "tcomm: rank %d: %s\n", c ? c->info.rank : 0, msg);
     fflush(stderr);
-    if (c && c->mpi_up) {
+    /* The whole job ends (tc_end_job), not only this rank: under srun
+     * without --kill-on-bad-exit a peer that is stopped would keep the
+     * step alive. */
+    if (c && !c->singleton) {
         struct timespec ts = {TC_LINGER_S, 0};
         nanosleep(&ts, NULL);
-        MPI_Abort(MPI_COMM_WORLD, code);
+        tc_end_job(c, code, msg);
     }
     exit(code);
 }

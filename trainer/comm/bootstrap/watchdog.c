@@ -12,10 +12,10 @@
  * next collective's deadline, if ever. So a thread watches the whole
  * start-up: tcomm_startup_done (or the first all-reduce of the caller's
  * data, for tools that never call it) ends it; if that does not happen in
- * time it says so, naming this rank and the phase, and ends the process,
- * so that srun or mpirun takes the rest of the job down. The limit is read
- * again every second: a caller that raises the timeout (tcomm_set_timeout,
- * say for a long checkpoint load) raises it too. */
+ * time it says so, naming this rank and the phase, and ends the whole job
+ * (tc_end_job: a rank that never started must not keep srun waiting). The limit
+ * is read again every second: a caller that raises the timeout
+ * (tcomm_set_timeout, say for a long checkpoint load) raises it too. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +50,7 @@ static void _fire(const tc_watchdog *w, double limit)
     fflush(stderr);
     struct timespec linger = {TC_LINGER_S, 0};
     nanosleep(&linger, NULL);
-    _exit(TC_EXIT_STARTUP);
+    tc_end_job(w->c, TC_EXIT_STARTUP, "start-up did not finish in time");
 }
 
 static void *_watch(void *arg)

@@ -8,10 +8,29 @@
  * thread out of a blocking MPI call, so tc_guarded runs the call on the
  * caller's thread while a guard thread waits for it with the deadline; if
  * the call does not return in time, the guard names the lost rank (when MPI
- * is thread-multiple) and ends the process with TC_EXIT_LOST, so that the
- * launcher takes the rest of the job down. */
+ * is thread-multiple) and ends the whole job (tc_end_job) with
+ * TC_EXIT_LOST.
+ *
+ * tc_end_job is how every rank of libtcomm that gives up ends the job.
+ * Exiting is not enough: srun without --kill-on-bad-exit (plain srun, srun
+ * -K0, the srun of a batch script) waits for every task, and a stopped
+ * rank (SIGSTOP, a hung node) never exits, so the step would hang until
+ * the time limit. Of the ways a rank could take its peers down, only
+ * PMIx_Abort works under every launcher we run under: ranks always have a
+ * PMIx server (tcomm_init needs one for more than one rank), and the
+ * server ends the whole job: Slurm's mpi/pmix plugin kills the step with
+ * SIGKILL (slurm_kill_job_step, which a stopped task cannot ignore),
+ * OpenMPI's mpirun kills every process of the job. The others fall short:
+ * scancel of SLURM_JOB_ID.SLURM_STEP_ID misses mpirun (its ranks are not a
+ * step of their own) and needs Slurm's clients on the node; killing the
+ * process group or the peers on this node leaves the other nodes running;
+ * MPI_Abort goes through the same PMIx_Abort in OpenMPI, but only once MPI
+ * is up (not for the start-up watchdog), and from the guard thread it
+ * would enter MPI while the caller's thread is stuck inside it. Should the
+ * server not answer, an alarm still ends this process. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -48,10 +67,31 @@ static void _fire(const _guard *g)
             "(this rank waits inside %s); giving up\n",
             g->c->info.rank, who, g->c->timeout_s, g->what);
     fflush(stderr);
-    /* Let the other members say the same before the launcher ends us. */
-    struct timespec linger = {2, 0};
+    /* Let the other members say the same before the job ends. */
+    struct timespec linger = {TC_LINGER_S, 0};
     nanosleep(&linger, NULL);
-    _exit(TC_EXIT_LOST);
+    tc_end_job(g->c, TC_EXIT_LOST, "a rank is lost or stalled");
+}
+
+static volatile sig_atomic_t _end_code = 1;
+
+static void _on_alarm(int sig)
+{
+    (void)sig;
+    _exit(_end_code);
+}
+
+void tc_end_job(const tcomm_t *c, int code, const char *why)
+{
+    _end_code = code;
+    struct sigaction sa = {.sa_handler = _on_alarm};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGALRM, &sa, NULL);
+    alarm(TC_END_BACKSTOP_S);
+    fflush(NULL);
+    if (c && c->pmix_up) /* NULL procs: every process of our namespace */
+        PMIx_Abort(code, why, NULL, 0);
+    _exit(code);
 }
 
 static void *_guard_main(void *arg)

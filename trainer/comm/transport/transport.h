@@ -93,6 +93,17 @@ tcomm_rc tc_win_alloc(tcomm_t *c, const tc_group *g, int ok, size_t bytes,
  * thread ends the process naming the lost rank (exit TC_EXIT_LOST) if it
  * does not return in time. Returns call's MPI error code. */
 int tc_guarded(tcomm_t *c, const char *what, int (*call)(void *), void *arg);
+/* guard.c. Ends the whole job, not only this process: PMIx_Abort (the
+ * launcher's server kills every rank, a stopped one too), then _exit(code);
+ * why goes to the launcher. If the server does not answer within
+ * TC_END_BACKSTOP_S seconds, an alarm ends this process all the same.
+ * Every rank of libtcomm that gives up ends this way. */
+enum { TC_END_BACKSTOP_S = 10 };
+/* The job ends as soon as one rank ends it: a rank that gives up first
+ * lingers this long so that the ranks that saw the same failure a moment
+ * later can say so too. */
+enum { TC_LINGER_S = 2 };
+_Noreturn void tc_end_job(const tcomm_t *c, int code, const char *why);
 /* Test hook: TCOMM_FAULT=point:rank:KILL|STOP signals that world rank at
  * point. */
 void tc_fault_point(const tcomm_t *c, const char *point);
