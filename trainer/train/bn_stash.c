@@ -116,23 +116,27 @@ static int _read(ttrain_bn_stash *s, const char *path, int rank, int world,
     if (!f) {
         if (fd >= 0)
             close(fd);
-        return fd < 0 ? -1 : TORUS_FAIL(-1, "%s: %s", path, strerror(errno));
+        return fd < 0 ? -1
+                      : TORUS_FAIL(TTRAIN_CKPT_EBAD, "%s: %s", path,
+                                   strerror(errno));
     }
     _header h;
     struct stat st;
     int rc = 1;
     if (fstat(fileno(f), &st) || fread(&h, sizeof h, 1, f) != 1 ||
         memcmp(h.magic, _MAGIC, sizeof h.magic))
-        rc = TORUS_FAIL(-1, "%s: not a BN statistics file", path);
+        rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "%s: not a BN statistics file", path);
     else if (h.world != world || h.rank != rank || h.step != step ||
              h.count != s->n)
         rc = 1; /* another stop's, or another number of ranks' */
     else if ((uint64_t)st.st_size != sizeof h + s->n * sizeof(float) ||
              fread(s->v, sizeof(float), s->n, f) != s->n ||
              tdata_crc32c(0, s->v, s->n * sizeof(float)) != h.crc)
-        rc = TORUS_FAIL(-1, "%s: truncated or damaged (size or CRC32C)", path);
+        rc = TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                        "%s: truncated or damaged (size or CRC32C)", path);
     else if (!_finite(s->v, s->n))
-        rc = TORUS_FAIL(-1, "%s: holds NaN or infinite statistics", path);
+        rc = TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                        "%s: holds NaN or infinite statistics", path);
     else
         rc = 0;
     fclose(f);

@@ -187,7 +187,8 @@ static int _write(hid_t f, const ttrain_ckpt_meta *m, teng_net *net,
     int rc = _groups(f, 1, g);
     hid_t gp = g[_PARAMS], gm = g[_MOMENTUM], gs = g[_STATS];
     if (rc || _write_attrs(f, m, opt, p, config_text))
-        rc = TORUS_FAIL(-1, "writing the checkpoint's attributes");
+        rc =
+            TORUS_FAIL(TTRAIN_CKPT_EBAD, "writing the checkpoint's attributes");
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *prm = teng_net_param(net, i);
         const char *name = prm->name;
@@ -195,14 +196,14 @@ static int _write(hid_t f, const ttrain_ckpt_meta *m, teng_net *net,
             _put_floats(gp, name, buf, prm->count) ||
             topt_sgd_state_read(opt, i, buf) ||
             _put_floats(gm, name, buf, prm->count))
-            rc = TORUS_FAIL(-1, "writing param %s", name);
+            rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "writing param %s", name);
     }
     for (int i = 0; i < teng_net_nstats(net) && !rc; i++) {
         char name[16];
         snprintf(name, sizeof(name), "%d", i);
         if (teng_stats_read(net, i, buf) ||
             _put_floats(gs, name, buf, teng_stats_count(net, i)))
-            rc = TORUS_FAIL(-1, "writing BN statistics %d", i);
+            rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "writing BN statistics %d", i);
     }
     _close_groups(g);
     return rc;
@@ -365,16 +366,17 @@ int ttrain_ckpt_open_regular(const char *path)
     struct stat st;
     /* A socket cannot be opened at all: say what it is before trying. */
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
-        return TORUS_FAIL(-1, "'%s' is %s, not a regular file", path,
-                          _kind(st.st_mode));
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "'%s' is %s, not a regular file",
+                          path, _kind(st.st_mode));
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-        return TORUS_FAIL(-1, "cannot open '%s': %s", path, strerror(errno));
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "cannot open '%s': %s", path,
+                          strerror(errno));
     /* The name may have changed since the stat: the open file decides. */
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
-        return TORUS_FAIL(-1, "'%s' is %s, not a regular file", path,
-                          _kind(st.st_mode));
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "'%s' is %s, not a regular file",
+                          path, _kind(st.st_mode));
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0)
@@ -392,11 +394,12 @@ int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
     if (fstat(fd, &st)) {
         int e = errno;
         close(fd);
-        return TORUS_FAIL(-1, "'%s': %s", path, strerror(e));
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "'%s': %s", path, strerror(e));
     }
     if ((uint64_t)st.st_size > max_bytes) {
         close(fd);
-        return TORUS_FAIL(-1, "'%s' is %lld bytes, more than %" PRIu64, path,
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                          "'%s' is %lld bytes, more than %" PRIu64, path,
                           (long long)st.st_size, max_bytes);
     }
     uint64_t h = 0xcbf29ce484222325ULL, total = 0;
@@ -408,7 +411,8 @@ int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
     int e = errno;
     close(fd);
     if (got < 0)
-        return TORUS_FAIL(-1, "reading '%s': %s", path, strerror(e));
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "reading '%s': %s", path,
+                          strerror(e));
     snprintf(id, idlen, "%" PRIu64 " bytes, fnv1a64 %016" PRIx64, total, h);
     return 0;
 }
@@ -457,17 +461,17 @@ static int _write_file(const char *tmp, const ttrain_ckpt_meta *m,
 {
     float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
     if (!buf)
-        return TORUS_FAIL(-1, "out of memory");
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "out of memory");
     /* HDF5 is not thread-safe here: the data loader's threads use it too
      * (data/format/tdata_h5attr.h). */
     tdata_h5_lock();
     _h5_errno = 0;
     H5Eset_auto2(H5E_DEFAULT, _on_h5_error, NULL); /* reported here */
     hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-    int rc = f < 0 ? TORUS_FAIL(-1, "cannot create '%s'", tmp)
+    int rc = f < 0 ? TORUS_FAIL(TTRAIN_CKPT_EBAD, "cannot create '%s'", tmp)
                    : _write(f, m, net, opt, p, config_text, buf);
     if (f >= 0 && H5Fclose(f) < 0 && !rc)
-        rc = TORUS_FAIL(-1, "closing '%s'", tmp);
+        rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "closing '%s'", tmp);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     int e = _h5_errno;
     tdata_h5_unlock();
@@ -486,7 +490,8 @@ int ttrain_ckpt_save(const char *dir, int keep, int rank,
 {
     char tmp[4096], path[4096];
     if (mkdir(dir, 0777) && errno != EEXIST)
-        return TORUS_FAIL(-1, "cannot create '%s': %s", dir, strerror(errno));
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "cannot create '%s': %s", dir,
+                          strerror(errno));
     /* A name no other writer can pick: two jobs resuming one run, or a
      * rank 0 that lingers after its job was replaced, never write into
      * each other's file. */
@@ -496,22 +501,25 @@ int ttrain_ckpt_save(const char *dir, int keep, int rank,
     int len = snprintf(tmp, sizeof(tmp), "%s/.ckpt-%ld-%s.h5.%ld-%d-%s.tmp",
                        dir, p->global_step, m->run, (long)getpid(), rank, salt);
     if (len < 0 || (size_t)len >= sizeof(tmp))
-        return TORUS_FAIL(-1, "--checkpoint-dir '%s' is too long", dir);
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "--checkpoint-dir '%s' is too long",
+                          dir);
     int rc = _write_file(tmp, m, net, opt, p, config_text);
     /* Durable before visible: the data, then the name, then the dir
      * (libtdata's rule for every file it publishes). */
     int step = rc ? 0 : tdata_publish(tmp, path);
     if (step == TDATA_PUBLISH_SYNC)
-        rc = TORUS_FAIL(-1, "fsync '%s': %s", tmp, strerror(errno));
+        rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "fsync '%s': %s", tmp,
+                        strerror(errno));
     else if (step == TDATA_PUBLISH_RENAME)
-        rc = TORUS_FAIL(-1, "rename to '%s': %s", path, strerror(errno));
+        rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "rename to '%s': %s", path,
+                        strerror(errno));
     if (rc) {
         unlink(tmp);
         return rc;
     }
     if (step == TDATA_PUBLISH_DIRSYNC)
         return TORUS_FAIL(
-            -1,
+            TTRAIN_CKPT_EBAD,
             "fsync of the directory '%s' after writing %s: %s (the "
             "checkpoint may not survive a crash)",
             dir, path, strerror(errno));
@@ -570,7 +578,8 @@ int ttrain_ckpt_check(const ttrain_ckpt_meta *got, const ttrain_ckpt_meta *want,
     if (!eval_only)
         _train_diffs(got, want, d, sizeof(d));
     if (*d)
-        return TORUS_FAIL(-1, "written by another configuration: %s", d);
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                          "written by another configuration: %s", d);
     if (eval_only && strcmp(got->data_id, want->data_id))
         snprintf(note, notelen,
                  "the model was trained on %s (%s); evaluating on the test "
@@ -607,7 +616,7 @@ static int _read_meta(hid_t f, ttrain_ckpt_meta *m)
     int64_t world;
     if (_get_str(f, "format", format, sizeof(format)) ||
         strcmp(format, _FORMAT))
-        return TORUS_FAIL(-1, "not a %s checkpoint", _FORMAT);
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "not a %s checkpoint", _FORMAT);
     if (_get_str(f, "run", m->run, sizeof(m->run)) ||
         _get_str(f, "model", m->model, sizeof(m->model)) ||
         _get_i64(f, "world", &world) ||
@@ -615,16 +624,17 @@ static int _read_meta(hid_t f, ttrain_ckpt_meta *m)
         _get_str(f, "data", m->data, sizeof(m->data)) ||
         _get_str(f, "data_id", m->data_id, sizeof(m->data_id)) ||
         _get_str(f, "wire", m->wire, sizeof(m->wire)))
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
                           "its configuration record is missing or malformed");
     /* Files written before loss scaling record no mode: "". */
     m->loss_scale[0] = '\0';
     m->plan = NULL;
     if (H5Aexists(f, "loss_scale_mode") > 0 &&
         _get_str(f, "loss_scale_mode", m->loss_scale, sizeof(m->loss_scale)))
-        return TORUS_FAIL(-1, "its loss-scale mode is malformed");
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "its loss-scale mode is malformed");
     if (world < 1 || world > 1 << 24)
-        return TORUS_FAIL(-1, "it records %" PRId64 " ranks", world);
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "it records %" PRId64 " ranks",
+                          world);
     m->world = (int)world;
     return 0;
 }
@@ -642,13 +652,16 @@ static int _read_loss_scale(hid_t f, ttrain_progress *p)
     if (_get_f64(f, "loss_scale", &scale) ||
         _get_i64(f, "loss_scale_clean", &clean) ||
         _get_i64(f, "loss_scale_overflows", &overflows))
-        return TORUS_FAIL(-1, "its loss-scale state is malformed");
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                          "its loss-scale state is malformed");
     if (clean < 0 || clean > LONG_MAX / 2 || overflows < 0 ||
         overflows > LONG_MAX / 2)
-        return TORUS_FAIL(-1, "its loss-scale counts are out of range");
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                          "its loss-scale counts are out of range");
     /* Every mode records a scale in [1, 2^24] (1 when off). */
     if (!(isfinite(scale) && scale >= 1 && scale <= 16777216.0))
-        return TORUS_FAIL(-1, "its loss scale %g is not finite in [1, 2^24]",
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                          "its loss scale %g is not finite in [1, 2^24]",
                           scale);
     p->ls = (topt_loss_scale_state){scale, (long)clean, (long)overflows};
     return 0;
@@ -664,22 +677,22 @@ static int _check_counts(const ttrain_progress *p, long opt_steps,
 {
     long g = p->global_step;
     if (opt_steps > g)
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
                           "it records %ld optimizer steps in %ld global "
                           "steps",
                           opt_steps, g);
     if (p->ls.scale > 0 && (p->ls.overflows > g - opt_steps || p->ls.clean > g))
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
                           "its %ld skipped steps (%ld clean in a row) and %ld "
                           "optimizer steps do not fit in %ld global steps",
                           p->ls.overflows, p->ls.clean, opt_steps, g);
     if (!isfinite(prev_lr) || prev_lr < 0 || (opt_steps > 1 && prev_lr == 0))
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
                           "its previous learning rate %g is not a finite, "
                           "positive one after %ld optimizer steps",
                           prev_lr, opt_steps);
     if (opt_steps == 0 && prev_lr != 0)
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
                           "it records a previous learning rate of %g before "
                           "any optimizer step",
                           prev_lr);
@@ -715,16 +728,17 @@ static int _check_plan(const ttrain_progress *p, int64_t samples,
     int64_t steps, before, at;
     long n = topt_steps_in_epoch(s, p->epoch);
     if (_plan_before(s, p->epoch, &steps, &before))
-        return TORUS_FAIL(-1, "its epoch %d is beyond any plan", p->epoch);
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "its epoch %d is beyond any plan",
+                          p->epoch);
     if (p->step >= n || steps + p->step != p->global_step)
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
                           "its global step %ld disagrees with its position, "
                           "epoch %d step %ld: the plan has %" PRId64
                           " steps before that epoch and %ld in it",
                           p->global_step, p->epoch, p->step, steps, n);
     at = before + (int64_t)p->step * topt_batch_at(s, p->epoch);
     if (samples != at)
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
                           "it records %" PRId64 " samples served, but the "
                           "batch schedule serves %" PRId64
                           " in the steps before epoch %d step %ld",
@@ -746,14 +760,16 @@ static int _read_position(hid_t f, const ttrain_ckpt_meta *want, int eval_only,
         _get_i64(f, "dropout_step", &v[4]) ||
         _get_i64(f, "optimizer_steps", &v[5]) ||
         _get_f64(f, "previous_lr", &prev_lr))
-        return TORUS_FAIL(-1, "training position missing");
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "training position missing");
     for (int i = 0; i < 6; i++)
         if (v[i] < 0 || (i == 0 && v[i] > INT32_MAX))
-            return TORUS_FAIL(-1, "training position out of range");
+            return TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                              "training position out of range");
     if (v[3] % world)
-        return TORUS_FAIL(
-            -1, "%" PRId64 " samples served do not divide over %d ranks", v[3],
-            world);
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                          "%" PRId64
+                          " samples served do not divide over %d ranks",
+                          v[3], world);
     *p = (ttrain_progress){(int)v[0],      (long)v[1],
                            (long)v[2],     (uint64_t)(v[3] / world),
                            (uint64_t)v[4], {0, 0, 0}};
@@ -772,12 +788,12 @@ static int _get_tensor(hid_t g, const char *dset, float *buf, size_t n,
 {
     size_t bad, first = 0;
     if (_get_floats(g, dset, buf, n))
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
                           "%s %s is missing, of another shape, or fails its "
                           "checksum",
                           what, name);
     if (!_finite(buf, n, &bad, &first))
-        return TORUS_FAIL(-1,
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
                           "%s %s holds %zu NaN or infinite value(s) of %zu "
                           "(the first at element %zu)",
                           what, name, bad, n, first);
@@ -789,20 +805,23 @@ static int _read_state(hid_t f, teng_net *net, topt_sgd *opt)
 {
     float *buf = malloc(teng_net_largest_buffer(net) * sizeof(float));
     if (!buf)
-        return TORUS_FAIL(-1, "out of memory");
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "out of memory");
     hid_t g[_NGROUPS];
-    int rc = _groups(f, 0, g) ? TORUS_FAIL(-1, "groups missing") : 0;
+    int rc =
+        _groups(f, 0, g) ? TORUS_FAIL(TTRAIN_CKPT_EBAD, "groups missing") : 0;
     hid_t gp = g[_PARAMS], gm = g[_MOMENTUM], gs = g[_STATS];
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *prm = teng_net_param(net, i);
         rc = _get_tensor(gp, prm->name, buf, prm->count, "param", prm->name);
         if (!rc && teng_param_write(net, i, 0, buf))
-            rc = TORUS_FAIL(-1, "param %s cannot be set", prm->name);
+            rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "param %s cannot be set",
+                            prm->name);
         if (!rc)
             rc = _get_tensor(gm, prm->name, buf, prm->count,
                              "the momentum of param", prm->name);
         if (!rc && topt_sgd_state_write(opt, i, buf))
-            rc = TORUS_FAIL(-1, "the momentum of %s cannot be set", prm->name);
+            rc = TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                            "the momentum of %s cannot be set", prm->name);
     }
     for (int i = 0; i < teng_net_nstats(net) && !rc; i++) {
         char name[16];
@@ -810,7 +829,8 @@ static int _read_state(hid_t f, teng_net *net, topt_sgd *opt)
         rc = _get_tensor(gs, name, buf, teng_stats_count(net, i),
                          "BN statistics", name);
         if (!rc && teng_stats_write(net, i, buf))
-            rc = TORUS_FAIL(-1, "BN statistics %d cannot be set", i);
+            rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "BN statistics %d cannot be set",
+                            i);
     }
     _close_groups(g);
     free(buf);
@@ -832,7 +852,7 @@ static hid_t _open_h5(const char *path, int *fd)
         H5Fopen(access(self, F_OK) ? path : self, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
         close(*fd);
-        return TORUS_FAIL(-1, "not a readable HDF5 file");
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "not a readable HDF5 file");
     }
     return f;
 }
@@ -858,16 +878,17 @@ static int _load(const char *path, const ttrain_ckpt_meta *want, int eval_only,
     }
     int rc = _read_meta(f, got);
     if (!rc && named && strcmp(got->run, run))
-        rc = TORUS_FAIL(-1, "it records run %s, not the %s of its name",
-                        got->run, run);
+        rc = TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                        "it records run %s, not the %s of its name", got->run,
+                        run);
     *claimed = !rc;
     if (!rc && ttrain_ckpt_check(got, want, eval_only, teng_net_nstats(net) > 0,
                                  note, notelen))
-        rc = -2;
+        rc = TTRAIN_CKPT_ECONFIG;
     if (!rc)
         rc = _read_position(f, want, eval_only, p, opt);
     if (!rc && named && p->global_step != step)
-        rc = TORUS_FAIL(-1,
+        rc = TORUS_FAIL(TTRAIN_CKPT_EBAD,
                         "it records global step %ld, not the %ld of its "
                         "name",
                         p->global_step, step);
@@ -936,15 +957,16 @@ static int _load_run(const char *dir, const char *run, const _want *a,
                     "(%s)%s\n",
                     path, torus_error_msg(),
                     i + 1 < n ? "; trying the one before it" : "");
-        else if (rc == -2)
+        else if (rc == TTRAIN_CKPT_ECONFIG)
             torus_error_prefix(rc, "%s", path);
         else
             snprintf(a->name, a->namelen, "ckpt-%ld-%s.h5", v[i].step, run);
     }
     free(v);
     if (rc == -1 && *claimed)
-        TORUS_FAIL(-1, "none of the %d checkpoints of run %s in '%s' loads", n,
-                   run, dir);
+        TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                   "none of the %d checkpoints of run %s in '%s' loads", n, run,
+                   dir);
     return rc;
 }
 
@@ -977,7 +999,7 @@ int ttrain_ckpt_load_latest(const char *dir, const ttrain_ckpt_meta *want,
     }
     free(all);
     if (rc == -1 && !claimed)
-        TORUS_FAIL(-1,
+        TORUS_FAIL(TTRAIN_CKPT_EBAD,
                    "none of the %d checkpoints in '%s' loads (none reads as a "
                    "checkpoint of the run its name gives)",
                    nall, dir);

@@ -61,6 +61,12 @@
 #include "trainer/optim/topt.h"
 #include "trainer/optim/topt_loss_scale.h"
 
+/* The module's error codes (TORUS_FAIL's, returned): a checkpoint that does
+ * not load or cannot be written or read (damage, a full disk, a forged
+ * counter: a resume falls back to the next older file of the run), and one
+ * of another configuration (the run's options differ: no fallback). */
+enum { TTRAIN_CKPT_EBAD = -1, TTRAIN_CKPT_ECONFIG = -2 };
+
 typedef struct {
     int epoch;                /* the epoch to continue in */
     long step;                /* the next step within that epoch */
