@@ -98,6 +98,12 @@ bad=$(awk -F'\t' 'NR > 1 && $2 != "PASS" && $2 != "N/A"' "$T/good/summary.tsv")
 tail -n 1 "$T/good.txt" | grep -q "^run-gpu: $rows passed\|^run-gpu: [0-9]* passed, 0 failed" || fail "the last line: $(tail -n 1 "$T/good.txt")"
 tail -n $((rows + 2)) "$T/good.txt" | head -n 1 | grep -q '^row  *result  *detail' || fail "the table is not printed last: $(tail -n $((rows + 2)) "$T/good.txt")"
 grep -q 'run-gpu: libfake_cudart.so.13 -> .*/cuda/libfake_cudart.so.13' "$T/good.txt" || fail "the library found is not printed"
+# A node whose torch sees no GPU compares nothing: the oracle rows fail.
+printf '#!/bin/bash\necho "oracle-check: N/A: this PyTorch sees no CUDA device"; exit 3\n' >"$G/share/oracle/oracle-check"
+run_ns notorch 120
+[ "$(cat "$T/notorch.rc")" = 1 ] || fail "oracle N/A: exit $(cat "$T/notorch.rc"), want 1"
+field notorch "oracle cuda resnet50" 2 | grep -qx FAIL && field notorch "oracle cuda resnet50" 3 | grep -q 'sees no CUDA device' ||
+    fail "oracle N/A is not a FAIL row: $(grep '^oracle' "$T/notorch/summary.tsv")"
 
 make_bundle broken
 t0=$SECONDS
@@ -115,4 +121,4 @@ grep -P '^decode \d+ cores\tFAIL\t.*ran past its time limit' "$T/broken/summary.
     fail "the hanging check: $(grep '^decode' "$T/broken/summary.tsv")"
 grep -q 'not run: the 25-s budget was spent' "$T/broken/summary.tsv" || fail "rows after the budget: $(tail -n 3 "$T/broken/summary.tsv")"
 [ "$(ls "$T/broken" | wc -l)" -le 8 ] || fail "more than 8 files: $(ls "$T/broken")"
-echo "PASS: run-gpu: $rows rows all pass; SKIP, INFO and a missing row fail by name; a 25-s budget ends in $took s; <= 8 files"
+echo "PASS: run-gpu: $rows rows all pass; oracle N/A fails; SKIP, INFO and a missing row fail by name; a 25-s budget ends in $took s; <= 8 files"
