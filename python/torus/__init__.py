@@ -1,0 +1,14 @@
+"""torus for PyTorch users.
+
+Modules:
+    torus.data         ShardDataset / ShardLoader: the HDF5 shards through
+                       libtorusdata's C decode and augment threads.
+    torus.distributed  init_from_env() and the 2D-torus DDP comm hooks.
+    torus.env          rank, world size and the plugin's grid from the
+                       environment.
+
+The C library is found through $TORUS_LIBDIR, then the usual install
+folders (see torus._lib).
+"""
+
+__version__ = "0.1.0"
