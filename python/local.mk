@@ -17,4 +17,5 @@ PY_SH_TESTS = tests/integration/py_install.sh tests/integration/py_data.sh \
 	tests/integration/py_hook.sh tests/integration/py_example.sh
 TESTS += $(PY_SH_TESTS)
 EXTRA_DIST += $(PY_SH_TESTS) tests/integration/py_lib.sh \
-	tests/integration/py_data.py tests/integration/py_hook.py
+	tests/integration/py_data.py tests/integration/py_env.py \
+	tests/integration/py_hook.py

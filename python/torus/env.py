@@ -53,7 +53,9 @@ def local_rank():
 
 
 def _pair(name, sep):
-    v = os.environ[name]
+    v = os.environ.get(name)
+    if v is None:
+        raise ValueError(f"TORUS_VERSION=1 but {name} is not set")
     parts = v.split(sep)
     try:
         a, b = (int(p, 10) for p in parts)
