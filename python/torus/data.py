@@ -89,6 +89,9 @@ class ShardLoader:
     return_ids: also yield each batch's global sample ids.
     """
 
+    _h = None  # the C loader; a class default so that __del__ of a
+    #            half-made loader (a refused option) finds it
+
     def __init__(self, dataset, batch_size, train=True, image_size=None,
                  output="float", seed=0, rank=None, world_size=None,
                  drop_last=None, io_threads=0, decode_threads=0, max_bad=-1,
