@@ -15,6 +15,7 @@ MAN_GENERATED = \
 	docs/man/torus-bench.1 \
 	docs/man/torus-plot.1 \
 	docs/man/torus-sweep.1 \
+	docs/man/torus-torch.1 \
 	docs/man/spank_torus.8
 man_MANS += $(MAN_GENERATED)
 dist_man_MANS += docs/man/torus.7
@@ -49,6 +50,8 @@ docs/man/torus-bench.1: trainer/bench/torus-bench$(EXEEXT) $(top_srcdir)/docs/ma
 docs/man/torus-plot.1: $(top_srcdir)/trainer/torus-plot $(top_srcdir)/docs/man/torus-plot.1.in $(HELP2ROFF_DEPS)
 	$(HELP2ROFF_RUN)
 docs/man/torus-sweep.1: trainer/sweep/torus-sweep$(EXEEXT) $(top_srcdir)/docs/man/torus-sweep.1.in $(HELP2ROFF_DEPS)
+	$(HELP2ROFF_RUN)
+docs/man/torus-torch.1: $(top_srcdir)/tools/torus-torch $(top_srcdir)/docs/man/torus-torch.1.in $(HELP2ROFF_DEPS)
 	$(HELP2ROFF_RUN)
 docs/man/spank_torus.8: plugins/spank-torus-doc$(EXEEXT) $(top_srcdir)/docs/man/spank_torus.8.in $(HELP2ROFF_DEPS)
 	$(HELP2ROFF_RUN)

@@ -25,6 +25,7 @@ pages=(
     torus-bench.1:trainer/bench/torus-bench
     torus-plot.1:@trainer/torus-plot
     torus-sweep.1:trainer/sweep/torus-sweep
+    torus-torch.1:@tools/torus-torch
     spank_torus.8:plugins/spank-torus-doc
     torus.7:-
 )
