@@ -33,6 +33,16 @@ data_libtdata_la_CFLAGS = $(AM_CFLAGS) $(VECTORIZE_CFLAGS)
 data_libtdata_la_LIBADD = common/libtoruscommon.la $(HDF5_LIBS) \
 	$(TURBOJPEG_LIBS) $(JPEG_LIBS) $(PNG_LIBS) $(ZLIB_LIBS) -lpthread -lm
 
+# libtorusdata: the reader behind a narrow, versioned C API (api/, the
+# top layer beside tools/), installed as a shared library in $(pkglibdir)
+# for the Python package (python/torus/_lib.py loads it with ctypes). Only
+# the tdata_api_* symbols are exported.
+pkglib_LTLIBRARIES += data/libtorusdata.la
+data_libtorusdata_la_SOURCES = data/api/tdata_api.h data/api/tdata_api.c
+data_libtorusdata_la_LIBADD = data/libtdata.la
+data_libtorusdata_la_LDFLAGS = -version-info 1:0:0 \
+	-export-symbols-regex '^tdata_api_'
+
 # The programs keep their build paths (data/torus-pack, scripts run them
 # from there) and install names; their sources are the tools/ layer.
 bin_PROGRAMS += data/torus-pack

@@ -108,6 +108,24 @@ void tdata_loader_opts_default(tdata_loader_opts *o)
     o->roi_decode = 1;
 }
 
+void tdata_loader_opts_trainer(tdata_loader_opts *o, int mode, int batch,
+                               int size)
+{
+    tdata_loader_opts_default(o);
+    o->mode = mode;
+    o->batch_size = batch;
+    o->out_h = o->out_w = size;
+    o->eval_resize = size;
+    o->scale_min = 0.64;
+    o->scale_max = 1.0;
+    o->order = TDATA_NCHW;
+    o->dtype = TDATA_F32;
+    o->normalize = 1;
+    o->io_threads = 1;
+    o->decode_threads = 1;
+    o->prefetch = 3;
+}
+
 static double _now(void)
 {
     struct timespec t;

@@ -108,6 +108,14 @@ typedef struct tdata_loader_opts {
 } tdata_loader_opts;
 
 void tdata_loader_opts_default(tdata_loader_opts *o);
+/* torus-train's loader options for MODE at batch BATCH and SIZE x SIZE
+ * output: the defaults above, then NCHW f32 normalised, a mild crop
+ * (area 0.64..1: small images keep the object in view), evaluation
+ * without the resize step (eval_resize = SIZE), one I/O and one decode
+ * thread, 3 batches in flight. The trainer and the Python package both
+ * start from it, so their transforms cannot drift apart. */
+void tdata_loader_opts_trainer(tdata_loader_opts *o, int mode, int batch,
+                               int size);
 
 typedef struct tdata_batch {
     void *data; /* n x C x H x W (or n x H x W x C) */

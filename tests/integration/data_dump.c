@@ -4,6 +4,8 @@
  *   data_dump INDEX raw OUT      all samples sorted by source name,
  *                                concatenated into OUT; labels one byte
  *                                each into OUT.labels
+ *   data_dump INDEX ids OUT      the same in global sample id order
+ *                                (what a loader's batch ids index)
  *   data_dump INDEX files DIR    each sample written to DIR/<source name>;
  *                                "name label" lines to DIR.labels
  *   data_dump INDEX tree DIR     each sample written to DIR/<its class name
@@ -45,8 +47,10 @@ static void _mkparents(char *p)
 int main(int argc, char **argv)
 {
     if (argc != 4 || (strcmp(argv[2], "raw") && strcmp(argv[2], "files") &&
-                      strcmp(argv[2], "tree") && strcmp(argv[2], "addr"))) {
-        fprintf(stderr, "usage: data_dump INDEX raw|files|tree|addr OUT|ID\n");
+                      strcmp(argv[2], "tree") && strcmp(argv[2], "addr") &&
+                      strcmp(argv[2], "ids"))) {
+        fprintf(stderr,
+                "usage: data_dump INDEX raw|ids|files|tree|addr OUT|ID\n");
         return 2;
     }
     tdata_dataset *ds;
@@ -82,8 +86,10 @@ int main(int argc, char **argv)
         }
         free(names);
     }
-    qsort(e, in->num_images, sizeof *e, _cmp);
-    int raw = !strcmp(argv[2], "raw");
+    int by_id = !strcmp(argv[2], "ids");
+    if (!by_id)
+        qsort(e, in->num_images, sizeof *e, _cmp);
+    int raw = by_id || !strcmp(argv[2], "raw");
     char lp[4096];
     snprintf(lp, sizeof lp, "%s.labels", argv[3]);
     FILE *out = raw ? fopen(argv[3], "wb") : NULL;

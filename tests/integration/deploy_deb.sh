@@ -9,7 +9,10 @@
 # tree); then purges the package and checks that no file or directory it
 # brought is left. Also: `debian/rules clean` leaves the tree as it was
 # (the package rebuilds cleanly), and debian/changelog and torus.spec carry
-# the version configure.ac does. Needs root (dpkg -i, the cluster).
+# the version configure.ac does. The second binary package, python3-torus,
+# is installed too: its torus.data finds the installed libtorusdata with no
+# TORUS_LIBDIR and reads a set packed by the installed torus-pack; it is
+# purged with nothing left. Needs root (dpkg -i, the cluster).
 set -euo pipefail
 . "$top_srcdir/tests/cluster/testlib.sh"
 [ "$(id -u)" = 0 ] || tl_skip "installs a package and starts a cluster: needs root"
@@ -24,7 +27,7 @@ installed=0
 # On any exit: purge what we installed, then let testlib stop the cluster.
 _cleanup() {
     local rc=$?
-    [ $installed = 1 ] && dpkg --purge torus >/dev/null 2>&1
+    [ $installed = 1 ] && dpkg --purge python3-torus torus >/dev/null 2>&1
     rm -rf "$work"
     [ -n "${TL_BASE:-}" ] && { (exit $rc); tl_cluster_down; }
     exit $rc
@@ -100,6 +103,33 @@ for page in spank_torus torus torus-train torus-layout; do
         tl_fail "man $page failed: $(cat "$work/man.err")"
     [ ! -s "$work/man.err" ] || tl_fail "man $page warns: $(head -3 "$work/man.err")"
 done
+
+# 3b. python3-torus over the installed library (no build tree, no TORUS_LIBDIR).
+pydeb=$work/python3-torus_${version}_all.deb
+[ -f "$pydeb" ] || tl_fail "no $pydeb after the build"
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    dpkg -i "$pydeb" >"$work/install-py.log" 2>&1 || tl_fail "dpkg -i python3-torus failed: $(tail -5 "$work/install-py.log")"
+    /usr/bin/python3 - "$work/idx" <<'PY' || tl_fail "could not write an IDX file"
+import gzip, struct, sys
+with gzip.open(sys.argv[1] + "-images-idx3-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, 12, 28, 28) + bytes(range(256)) * 36 + bytes(12 * 784 - 9216))
+with gzip.open(sys.argv[1] + "-labels-idx1-ubyte.gz", "wb") as f:
+    f.write(struct.pack(">II", 0x801, 12) + bytes([3] * 12))
+PY
+    /usr/bin/torus-pack --no-progress -o "$work/packed" -s train "$work/idx-images-idx3-ubyte.gz" >/dev/null ||
+        tl_fail "installed torus-pack failed"
+    out=$(cd "$work" && env -u TORUS_LIBDIR -u PYTHONPATH /usr/bin/python3 -c '
+import sys, torus.data as d
+ld = d.ShardLoader(sys.argv[1], 4, train=False, world_size=1, rank=0)
+print(sum(len(y) for _, y in ld), d.__file__)' "$work/packed/train-index.txt" 2>&1) ||
+        tl_fail "python3-torus over the installed library: $out"
+    [ "$out" = "12 /usr/lib/python3/dist-packages/torus/data.py" ] || tl_fail "python3-torus read: $out"
+    echo "python3-torus: the installed package reads a packed set through the installed libtorusdata"
+    dpkg --purge python3-torus >"$work/purge-py.log" 2>&1 || tl_fail "dpkg --purge python3-torus: $(cat "$work/purge-py.log")"
+    [ ! -e /usr/lib/python3/dist-packages/torus ] || tl_fail "python3-torus left /usr/lib/python3/dist-packages/torus"
+else
+    echo "python3-torus: not installed here (no python3-torch); its .deb was built"
+fi
 
 # 4. Enable the shipped line as an admin would, check it with the installed
 # torus-layout, and run the smoke job on the cluster with that plugin.

@@ -26,7 +26,7 @@ topology/
 data/format/
 data/image/
 data/pack/ data/read/
-data/ data/tools/
+data/ data/tools/ data/api/
 trainer/comm/tcomm
 trainer/comm/core/
 trainer/comm/transport/

@@ -30,28 +30,15 @@ static void _host_free(void *ptr, void *bk)
     teng_backend_host_free(bk, ptr);
 }
 
-/* Loader options shared by both splits: NCHW f32 normalised, one I/O and
- * one decode thread (the 2 cores belong to the compute threads). */
+/* Loader options shared by both splits: torus-train's (libtdata's
+ * tdata_loader_opts_trainer: NCHW f32 normalised, a mild crop, one I/O and
+ * one decode thread, since the 2 cores belong to the compute threads). */
 static void _opts(const _tsrc *p, tdata_loader_opts *o, int mode, int batch)
 {
-    tdata_loader_opts_default(o);
-    o->mode = mode;
-    o->batch_size = batch;
-    o->out_h = o->out_w = p->size;
-    o->eval_resize = p->size;
-    /* Small images: a mild crop keeps the garment in view (ImageNet's
-     * 0.08 area would often cut it away). */
-    o->scale_min = 0.64;
-    o->scale_max = 1.0;
-    o->order = TDATA_NCHW;
-    o->dtype = TDATA_F32;
-    o->normalize = 1;
+    tdata_loader_opts_trainer(o, mode, batch, p->size);
     o->rank = p->rank;
     o->world = p->world;
     o->seed = p->seed;
-    o->io_threads = 1;
-    o->decode_threads = 1;
-    o->prefetch = 3;
     if (mode == TDATA_TRAIN && p->decode > 1)
         o->decode_threads = p->decode;
     if (p->u8 && mode == TDATA_TRAIN) {

@@ -1,0 +1,97 @@
+"""py_hook.py: run by every rank of py_hook.sh (srun, 4 ranks). After one
+backward of a tiny CNN on per-rank data, DDP with each torus hook holds the
+gradients DDP's default all-reduce gives:
+  torus_allreduce_hook fp32 wire: within 1e-6 relative (|d| <= 1e-6 |g| +
+      1e-9);
+  fp16 wire (torus2d and hierarchical): within the rounding the fp16
+      steps allow: |d| <= (W + 2) 2^-11 S + 2^-24, S the elementwise
+      average of the ranks' |gradient| (every partial sum is at most S in
+      magnitude; W + 2 bounds the roundings on any path);
+  and the fp16 results do differ from the fp32 ones somewhere (the wire
+      really is fp16), and every rank's own gradient differs from the
+      average (the check can fail).
+Several buckets per step (bucket_cap_mb small). Rank 0 prints the grid.
+Exit 1 on any failure, on every rank."""
+import sys
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+import torus.distributed as td
+
+torch.set_num_threads(1)
+grid = td.init_from_env(backend="gloo")
+W, me = dist.get_world_size(), dist.get_rank()
+if me == 0:
+    print(f"grid {grid}: rows {grid.rows} cols {grid.cols}", flush=True)
+
+
+def make():
+    torch.manual_seed(1)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3),
+        torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 10))
+
+
+g = torch.Generator().manual_seed(100 + me)
+x = torch.randn(6, 1, 12, 12, generator=g)
+y = torch.randint(0, 10, (6,), generator=g)
+
+
+calls = []
+# DDP's first backward takes one bucket unless it searches for unused
+# parameters; then the first holds 1 MiB whatever bucket_cap_mb says. A
+# small one makes the first (and only) backward use several buckets.
+dist._DEFAULT_FIRST_BUCKET_BYTES = 4096
+
+
+def grads(hook=None, state=None):
+    m = DDP(make(), bucket_cap_mb=0.004, find_unused_parameters=True)
+    if hook:
+        def counted(st, bucket):
+            calls.append(bucket.buffer().numel())
+            return hook(st, bucket)
+        m.register_comm_hook(state, counted)
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+    return torch.cat([p.grad.reshape(-1) for p in m.parameters()])
+
+
+plain = make()
+local = torch.cat([p.reshape(-1) for p in torch.autograd.grad(
+    torch.nn.functional.cross_entropy(plain(x), y), list(plain.parameters()))])
+ref = grads()
+S = local.abs()
+dist.all_reduce(S)
+S /= W
+fails = []
+runs = {
+    "torus2d fp32": grads(td.torus_allreduce_hook, td.TorusHookState(grid, "fp32")),
+    "torus2d fp16": grads(td.torus_allreduce_hook, grid),
+    "hierarchical fp32": grads(td.hierarchical_hook, td.TorusHookState(grid, "fp32")),
+    "hierarchical fp16": grads(td.hierarchical_hook, td.TorusHookState(grid, "fp16")),
+}
+for name, got in runs.items():
+    d = (got - ref).abs()
+    if name.endswith("fp32"):
+        bound = 1e-6 * ref.abs() + 1e-9
+    else:
+        bound = (W + 2) * 2.0 ** -11 * S + 2.0 ** -24
+    worst = (d - bound).argmax()
+    if (d > bound).any():
+        fails.append(f"{name}: element {int(worst)} {got[worst]:.9g} vs "
+                     f"DDP {ref[worst]:.9g} (bound {bound[worst]:.3g})")
+    elif me == 0:
+        print(f"ok: {name}: max |diff| {d.max():.3g} over {d.numel()} values")
+if len(calls) < 8:
+    fails.append(f"the hooks ran on {len(calls)} buckets in 4 steps, expected several per step")
+if torch.equal(runs["torus2d fp16"], runs["torus2d fp32"]):
+    fails.append("fp16 wire gave exactly the fp32 wire's sums")
+if ((local - ref).abs() <= 1e-3 * ref.abs()).all():
+    fails.append("this rank's own gradient already equals the average")
+for f in fails:
+    print(f"FAIL: rank {me}: {f}", flush=True)
+bad = torch.tensor([len(fails)])
+dist.all_reduce(bad)
+dist.destroy_process_group()
+sys.exit(1 if bad.item() else 0)
