@@ -114,7 +114,8 @@ EXTRA_DIST += tests/bench/data/run.sh tests/bench/data/torchvision_pipeline.py
 # fixed short time; by hand:
 #   make fuzz-data && make fuzz-data-run FUZZ_SECONDS=60
 DATA_FUZZ_SRCS = tests/fuzz/fuzz_data.c tests/fuzz/fuzz_shard.c \
-	common/torus_error.c $(filter %.c,$(data_libtdata_la_SOURCES))
+	common/torus_error.c common/torus_report.c \
+	$(filter %.c,$(data_libtdata_la_SOURCES))
 DATA_FUZZ_LIBS = $(HDF5_LIBS) $(TURBOJPEG_LIBS) $(JPEG_LIBS) $(PNG_LIBS) \
 	$(ZLIB_LIBS) -lpthread -lm
 EXTRA_DIST += tests/fuzz/fuzz_data.c tests/fuzz/fuzz_shard.c \

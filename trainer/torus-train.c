@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "config.h"
 #include "trainer/backends/tbackends.h"
 #include "trainer/comm/tcomm.h"
@@ -138,7 +139,7 @@ static void *_shared_grads(void *ctx, size_t bytes)
         fprintf(stderr,
                 "torus-train: warning: %s; gradients stay in this rank's own "
                 "memory\n",
-                tcomm_error());
+                torus_error_msg());
         return NULL;
     }
     return p;
@@ -416,7 +417,7 @@ static int _bootstrap(_run *r)
      * TCOMM_TIMEOUT, then 30 s); libtcomm's option beats its environment. */
     tcomm_options to = {.timeout_s = r->cfg.comm_timeout};
     if (tcomm_init(&to, &r->comm))
-        return _fail("bootstrap", tcomm_error());
+        return _fail("bootstrap", torus_error_msg());
     tcomm_info_get(r->comm, &r->info);
     r->cfg.world = r->info.size;
     if (r->info.size > 1)
@@ -702,7 +703,7 @@ static int _meta(_run *r)
     /* Rank 0's id on every rank: each rank names its own files by it
      * (ttrain_bn_stash.h). */
     if (cfg->world > 1 && tcomm_bcast_bytes(r->comm, m->run, sizeof(m->run), 0))
-        return _fail("checkpoint", tcomm_error());
+        return _fail("checkpoint", torus_error_msg());
     m->world = cfg->world;
     m->plan = &cfg->sched; /* a resumed position must fit it */
     snprintf(m->wire, sizeof(m->wire), "%s", cfg->wire);
@@ -783,7 +784,7 @@ static int _load_agreed(_run *r, char *path, size_t n, int *found)
             fprintf(stderr, "torus-train: %s: %s\n", what, torus_error_msg());
     }
     if (cfg->world > 1 && tcomm_bcast_bytes(r->comm, &pick, sizeof(pick), 0))
-        return _fail(what, tcomm_error());
+        return _fail(what, torus_error_msg());
     if (pick.rc < 0)
         return _follow_rank0_failure(r, what);
     *found = pick.rc == 0;
@@ -1127,7 +1128,7 @@ static int _graph_record(_run *r)
     }
     double v = bad;
     if (r->cfg.world > 1 && tcomm_max_double(r->comm, &v))
-        return _fail("step graph", tcomm_error()), -1;
+        return _fail("step graph", torus_error_msg()), -1;
     if (v != 0.0 && g) {
         teng_net_graph_free(r->net, g);
         g = NULL;
@@ -1196,8 +1197,7 @@ static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
         return rc;
     ttrain_trace_begin(_trace, "exchange wait");
     if (_grads_wait(&r->ex, r->net, replayed))
-        return _fail("gradient exchange",
-                     r->ex.fusion ? tcomm_error() : torus_error_msg());
+        return _fail("gradient exchange", torus_error_msg());
     ttrain_trace_end(_trace);
     return _GO;
 }
@@ -1367,7 +1367,7 @@ static int _progress(_run *r, int epoch, long step, long steps, int gbatch,
     if (r->dstep && _dstep_sync(r, w, lr) != _GO)
         return TTRAIN_EXIT_FAIL;
     if (_sum(&r->ex, &w->loss_sum, 1))
-        return _fail("loss", tcomm_error());
+        return _fail("loss", torus_error_msg());
     /* NAN when every step of the window was skipped */
     double loss = w->n ? w->loss_sum / r->cfg.world / w->n : NAN;
     double dt = _now() - w->t0, ips = w->n * (double)gbatch / dt;
@@ -1422,7 +1422,7 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
                                         r->info.rank, cfg->world, r->gstep))))
         return _fail("checkpoint", torus_error_msg());
     if (_stats_average(&r->ex, r->net))
-        return _fail("BN statistics", tcomm_error());
+        return _fail("BN statistics", torus_error_msg());
     if (_check_agreement(&r->ex, r->net))
         return _fail("checkpoint", torus_error_msg());
     /* Only rank 0 writes; all ranks hold the same weights. */
@@ -1636,6 +1636,7 @@ static int _finish(_run *r)
 int main(int argc, char **argv)
 {
     static _run r; /* zeroed: no source, no net, no checkpoint yet */
+    torus_report_set("torus-train", NULL);
     int rc;
     if ((rc = _parse(&r, argc, argv)) != _GO || (rc = _bootstrap(&r)) != _GO ||
         (rc = _open_data(&r)) != _GO || (rc = _build_net(&r)) != _GO ||

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "data/pack/pack.h"
 
 static int _cmpitem(const void *a, const void *b)
@@ -55,12 +56,9 @@ static void _progress(_job *j, int final)
     double t = _now() - j->t0;
     double rate = t > 0 ? done / t : 0;
     double eta = rate > 0 ? (j->range_total - done) / rate : 0;
-    fprintf(stderr, "\rtorus-pack: %llu/%llu images  %.0f img/s  ETA %dm%02ds ",
-            (unsigned long long)done, (unsigned long long)j->range_total, rate,
-            (int)(eta / 60), (int)eta % 60);
-    if (final)
-        fputc('\n', stderr);
-    fflush(stderr);
+    torus_progress(final, "%llu/%llu images  %.0f img/s  ETA %dm%02ds ",
+                   (unsigned long long)done, (unsigned long long)j->range_total,
+                   rate, (int)(eta / 60), (int)eta % 60);
 }
 
 static int _read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len,
@@ -231,8 +229,7 @@ static int _report_item(const _job *j, uint64_t i, FILE *rep,
     int kept = r->data != NULL;
     if (!kept) {
         m->num_rejected++;
-        fprintf(stderr, "%storus-pack: rejected %s: %s\n",
-                j->progress ? "\n" : "", s, r->why);
+        torus_note("rejected %s: %s", s, r->why);
         if (rep)
             fprintf(rep, "rejected\t%s\t%s\n", s, r->why);
     } else if (r->reencoded) {
@@ -298,10 +295,7 @@ static int _write_shard(const tdata_pack_opts *o, const tdata_pack_src *src,
     _gather(j, rep, &m, &g);
     int rc = TDATA_OK;
     if (g.good == 0)
-        fprintf(stderr,
-                "torus-pack: shard %d: every image was rejected; "
-                "no shard written\n",
-                s);
+        torus_note("shard %d: every image was rejected; no shard written", s);
     else
         rc = tdata_shard_write(path, &m, g.good, g.data, g.off, g.lab, g.names);
     if (rc == TDATA_OK && g.good) {
@@ -394,10 +388,8 @@ static int _already_packed(const char *path, int s, int N, uint64_t n,
     }
     tdata_shard_close(&sh);
     if (!done)
-        fprintf(stderr,
-                "torus-pack: %s exists but does not match the "
-                "plan; packing it again\n",
-                path);
+        torus_note("%s exists but does not match the plan; packing it again",
+                   path);
     return done;
 }
 

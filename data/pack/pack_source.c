@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "data/pack/pack.h"
 
 static int _cmpstr(const void *a, const void *b)
@@ -55,15 +56,14 @@ static int _cmpent(const void *a, const void *b)
     return strcmp(((const _ent *)a)->name, ((const _ent *)b)->name);
 }
 
-/* Says on stderr why source entry PATH is not packed (name escaped: it
+/* Reports (torus_note) why source entry PATH is not packed (name escaped: it
  * may hold a newline) and counts it: torus-pack's exit status then says
  * something was left out. */
 static void _skip(tdata_pack_src *s, const char *path, const char *why,
                   const char *detail)
 {
     char *e = tdata_name_escape(path, 0);
-    fprintf(stderr, "torus-pack: skipped %s: %s%s\n", e ? e : "(no memory)",
-            why, detail);
+    torus_note("skipped %s: %s%s", e ? e : "(no memory)", why, detail);
     free(e);
     s->skipped++;
 }

@@ -10,6 +10,7 @@
 
 #include "common/torus_cli.h"
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "config.h"
 #include "data/pack/pack.h"
 #include "data/tools/cli.h"
@@ -461,6 +462,7 @@ static int _pack(const tdata_pack_opts *o)
 int main(int argc, char **argv)
 {
     _cli cl;
+    torus_report_set("torus-pack", NULL);
     int rc = _parse(argc, argv, &cl);
     if (rc >= 0)
         return rc;

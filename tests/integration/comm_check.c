@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "trainer/bench/testdata.h"
 #include "trainer/comm/tcomm.h"
 
@@ -40,7 +41,7 @@ int main(int argc, char **argv)
         if ((!strcmp(argv[i], "--grid") || !strcmp(argv[i], "--group-size")) &&
             v) {
             if (tcomm_options_set(&o, argv[i], v)) {
-                fprintf(stderr, "comm_check: %s\n", tcomm_error());
+                fprintf(stderr, "comm_check: %s\n", torus_error_msg());
                 return 2;
             }
             i++;
@@ -61,11 +62,11 @@ int main(int argc, char **argv)
     }
     tcomm_t *c;
     if (tcomm_init(&o, &c)) {
-        fprintf(stderr, "comm_check: %s\n", tcomm_error());
+        fprintf(stderr, "comm_check: %s\n", torus_error_msg());
         return 1;
     }
     if (probe && tcomm_probe_links(c)) {
-        fprintf(stderr, "comm_check: probe: %s\n", tcomm_error());
+        fprintf(stderr, "comm_check: probe: %s\n", torus_error_msg());
         return 1;
     }
     tcomm_info in;
@@ -105,13 +106,14 @@ int main(int argc, char **argv)
                 if (rc == TCOMM_ERR_UNSUPPORTED) {
                     if (in.rank == 0)
                         printf("%-8s %-5s n=%-8zu unsupported here: %s\n", a, w,
-                               n, tcomm_error());
+                               n, torus_error_msg());
                     free(x);
                     free(y);
                     continue;
                 }
                 if (rc) {
-                    fprintf(stderr, "rank %d: %s\n", in.rank, tcomm_error());
+                    fprintf(stderr, "rank %d: %s\n", in.rank,
+                            torus_error_msg());
                     tcomm_abort(c, 1, "all-reduce failed");
                 }
                 size_t first = 0;

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/torus_error.h"
 #include "trainer/comm/tcomm.h"
 
 /* One call of --in's kind at iteration it. */
@@ -124,7 +125,7 @@ int main(int argc, char **argv)
     }
     tcomm_t *c;
     if (tcomm_init(&o, &c)) {
-        fprintf(stderr, "comm_fault_check: %s\n", tcomm_error());
+        fprintf(stderr, "comm_fault_check: %s\n", torus_error_msg());
         return 1;
     }
     tcomm_info in;
@@ -148,7 +149,7 @@ int main(int argc, char **argv)
             sleep((unsigned)slow_s);
         }
         if (_call(c, in_call, algo, x, n, it)) {
-            fprintf(stderr, "comm_fault_check: %s\n", tcomm_error());
+            fprintf(stderr, "comm_fault_check: %s\n", torus_error_msg());
             tcomm_abort(c, 3, "giving up: a peer is lost");
         }
     }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "trainer/bench/testdata.h"
 #include "trainer/comm/tcomm_fusion.h"
 
@@ -49,7 +50,7 @@ static double _run(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o,
         tcomm_fusion_add(f, g[i], n, "grad", NULL);
     }
     if (tcomm_fusion_seal(f)) {
-        fprintf(stderr, "rank %d: %s\n", in->rank, tcomm_error());
+        fprintf(stderr, "rank %d: %s\n", in->rank, torus_error_msg());
         *layout_failed = 1;
         tcomm_fusion_destroy(f);
         return 0;
@@ -60,13 +61,13 @@ static double _run(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o,
             bench_testdata_fill(g[i], _size(i), in->rank, 77 + (uint64_t)i);
             _burn(i);
             if (tcomm_fusion_ready(f, i)) {
-                fprintf(stderr, "rank %d: %s\n", in->rank, tcomm_error());
+                fprintf(stderr, "rank %d: %s\n", in->rank, torus_error_msg());
                 return -1;
             }
         }
         tcomm_fusion_stats st;
         if (tcomm_fusion_finish(f, &st)) {
-            fprintf(stderr, "rank %d: %s\n", in->rank, tcomm_error());
+            fprintf(stderr, "rank %d: %s\n", in->rank, torus_error_msg());
             return -1;
         }
         for (int i = 0; i < NT; i++)
@@ -102,7 +103,7 @@ static int _nan_step(tcomm_t *c, const tcomm_info *in, tcomm_fusion_options *o,
     int rc = tcomm_fusion_finish(f, &st) != TCOMM_OK || st.nonfinite != 1;
     if (rc)
         fprintf(stderr, "rank %d: NaN step: %zu inf/nan counted (want 1): %s\n",
-                in->rank, st.nonfinite, tcomm_error());
+                in->rank, st.nonfinite, torus_error_msg());
     tcomm_fusion_destroy(f);
     return rc;
 }
@@ -127,13 +128,13 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--algo"))
             algo = argv[i + 1];
         else if (tcomm_options_set(&opt, argv[i], argv[i + 1])) {
-            fprintf(stderr, "comm_fusion_check: %s\n", tcomm_error());
+            fprintf(stderr, "comm_fusion_check: %s\n", torus_error_msg());
             return 2;
         }
     }
     tcomm_t *c;
     if (tcomm_init(&opt, &c)) {
-        fprintf(stderr, "comm_fusion_check: %s\n", tcomm_error());
+        fprintf(stderr, "comm_fusion_check: %s\n", torus_error_msg());
         return 1;
     }
     tcomm_info in;
@@ -145,7 +146,7 @@ int main(int argc, char **argv)
             total += 3 * (_size(i) + 1);
         void *base;
         if (tcomm_shared_alloc(c, total * 4, &base)) {
-            fprintf(stderr, "comm_fusion_check: %s\n", tcomm_error());
+            fprintf(stderr, "comm_fusion_check: %s\n", torus_error_msg());
             return 1;
         }
         float *p = (float *)base + (in.rank == skew);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "trainer/bench/testdata.h"
 #include "trainer/comm/tcomm_nccl.h"
 
@@ -27,7 +28,7 @@ int main(int argc, char **argv)
     tcomm_options o = {0};
     for (int i = 1; i + 1 < argc; i += 2)
         if (tcomm_options_set(&o, argv[i], argv[i + 1])) {
-            fprintf(stderr, "comm_nccl_check: %s\n", tcomm_error());
+            fprintf(stderr, "comm_nccl_check: %s\n", torus_error_msg());
             return 2;
         }
     int ndev = 0;
@@ -38,7 +39,7 @@ int main(int argc, char **argv)
     tcomm_t *c;
     tcomm_nccl_t *n;
     if (tcomm_init(&o, &c) || tcomm_nccl_init(c, -1, &n)) {
-        fprintf(stderr, "comm_nccl_check: %s\n", tcomm_error());
+        fprintf(stderr, "comm_nccl_check: %s\n", torus_error_msg());
         return 1;
     }
     tcomm_startup_done(c);
@@ -64,7 +65,8 @@ int main(int argc, char **argv)
                 if (rc == TCOMM_ERR_UNSUPPORTED)
                     continue;
                 if (rc || tcomm_nccl_wait(n, compute, &bad)) {
-                    fprintf(stderr, "rank %d: %s\n", in.rank, tcomm_error());
+                    fprintf(stderr, "rank %d: %s\n", in.rank,
+                            torus_error_msg());
                     return 1;
                 }
                 cudaMemcpyAsync(h, d, cnt * 4, cudaMemcpyDeviceToHost, compute);
@@ -95,7 +97,7 @@ int main(int argc, char **argv)
                              TCOMM_AVERAGE, compute) ||
         tcomm_nccl_wait(n, compute, &bad) || bad != 1) {
         fprintf(stderr, "rank %d: fp16 overflow not reported (%zu): %s\n",
-                in.rank, bad, tcomm_error());
+                in.rank, bad, torus_error_msg());
         fails++;
     }
     if (in.rank == 0 && in.size == 1)

@@ -19,7 +19,7 @@ cd "$top_srcdir"
 CFLAGS="-g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
  -D_GNU_SOURCE -DHAVE_CONFIG_H -I$top_srcdir -I$top_builddir $(var HDF5_CFLAGS) \
  $(var TURBOJPEG_CFLAGS) $(var JPEG_CFLAGS) $(var PNG_CFLAGS) $(var ZLIB_CFLAGS)"
-srcs=$(ls common/torus_error.c data/format/*.c data/image/*.c data/pack/*.c \
+srcs=$(ls common/torus_error.c common/torus_report.c data/format/*.c data/image/*.c data/pack/*.c \
     tests/fuzz/fuzz_data.c tests/fuzz/fuzz_shard.c)
 printf '%s\n' $srcs | xargs -P 2 -I{} sh -c \
     'exec $3 $4 -c "$2" -o "$1/$(echo "$2" | tr / _).o"' _ "$T" {} "$FCC" "$CFLAGS" \

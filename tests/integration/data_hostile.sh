@@ -36,7 +36,7 @@ CFLAGS="-g -O1 -fno-omit-frame-pointer $SAN -D_GNU_SOURCE -DHAVE_CONFIG_H \
 LIBS="$(var HDF5_LIBS) $(var TURBOJPEG_LIBS) $(var JPEG_LIBS) $(var PNG_LIBS) \
  $(var ZLIB_LIBS) -lpthread -lm"
 cd "$top_srcdir"
-srcs=$(ls common/torus_error.c common/torus_cli.c data/format/*.c data/image/*.c data/pack/*.c \
+srcs=$(ls common/torus_error.c common/torus_report.c common/torus_cli.c data/format/*.c data/image/*.c data/pack/*.c \
     data/read/*.c data/tools/*.c)
 # Two at a time, like the rest of the suite; the object is named by path.
 printf '%s\n' $srcs | xargs -P 2 -I{} sh -c \

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "trainer/comm/tcomm_fusion.h"
 
 static tcomm_t *_c;
@@ -17,7 +18,7 @@ static void _setup(void)
     unsetenv("SLURM_NTASKS");
     unsetenv("OMPI_COMM_WORLD_SIZE");
     tcomm_options o = {0};
-    ck_assert_msg(tcomm_init(&o, &_c) == TCOMM_OK, "%s", tcomm_error());
+    ck_assert_msg(tcomm_init(&o, &_c) == TCOMM_OK, "%s", torus_error_msg());
 }
 
 static void _teardown(void)

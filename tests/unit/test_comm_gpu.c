@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "config.h"
 #include "trainer/comm/core/wire_math.h"
 #include "trainer/comm/tcomm_gpu.h"
@@ -28,7 +29,7 @@ static void _setup(void)
     unsetenv("OMPI_COMM_WORLD_SIZE");
     unsetenv("TCOMM_GPU");
     tcomm_options o = {0};
-    ck_assert_msg(tcomm_init(&o, &_c) == TCOMM_OK, "%s", tcomm_error());
+    ck_assert_msg(tcomm_init(&o, &_c) == TCOMM_OK, "%s", torus_error_msg());
     if (cudaGetDeviceCount(&_ndev) != cudaSuccess)
         _ndev = 0;
 }
@@ -46,7 +47,7 @@ START_TEST(test_env_refused)
     tcomm_gpu_t *g = NULL;
     setenv("TCOMM_GPU", "mpi", 1);
     ck_assert_int_eq(tcomm_gpu_create(_c, &_o, NULL, &g), TCOMM_ERR_ENV);
-    ck_assert_ptr_nonnull(strstr(tcomm_error(), "TCOMM_GPU='mpi'"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "TCOMM_GPU='mpi'"));
     ck_assert_ptr_null(g);
     unsetenv("TCOMM_GPU");
 }
@@ -60,7 +61,7 @@ START_TEST(test_no_device)
            "here; tests/gpu/run runs the device cases\n");
     tcomm_gpu_t *g = NULL;
     ck_assert_int_eq(tcomm_gpu_create(_c, &_o, NULL, &g), TCOMM_ERR_TRANSPORT);
-    ck_assert_ptr_nonnull(strstr(tcomm_error(), "rank 0: cuda"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "rank 0: cuda"));
     ck_assert_ptr_null(g);
 }
 END_TEST
@@ -98,14 +99,14 @@ static void _run_path(const char *path)
     ck_assert_int_eq(cudaMemset(d, 0, total * 4), 0);
     tcomm_gpu_t *g;
     ck_assert_msg(tcomm_gpu_create(_c, &_o, st, &g) == TCOMM_OK, "%s",
-                  tcomm_error());
+                  torus_error_msg());
     ck_assert_str_eq(tcomm_gpu_path(g), path);
     for (int p = NP - 1; p >= 0; p--) {
         int ix;
         ck_assert_int_eq(tcomm_gpu_add(g, d + _off(p), _n[p], &ix), TCOMM_OK);
         ck_assert_int_eq(ix, NP - 1 - p);
     }
-    ck_assert_msg(tcomm_gpu_seal(g) == TCOMM_OK, "%s", tcomm_error());
+    ck_assert_msg(tcomm_gpu_seal(g) == TCOMM_OK, "%s", torus_error_msg());
     ck_assert_uint_gt(tcomm_gpu_bucket_count(g), 2);
     for (int s = 0; s < 3; s++) {
         memset(h, 0, total * 4);
@@ -121,7 +122,7 @@ static void _run_path(const char *path)
         }
         tcomm_fusion_stats fs;
         ck_assert_msg(tcomm_gpu_finish(g, &fs) == TCOMM_OK, "%s",
-                      tcomm_error());
+                      torus_error_msg());
         ck_assert_uint_eq(fs.nonfinite, 2); /* -inf and (nan or 1e5) */
         ck_assert_int_eq(
             cudaMemcpyAsync(back, d, total * 4, cudaMemcpyDeviceToHost, st), 0);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/torus_error.h"
 #include "trainer/comm/core/layout_env.h"
 
 /* A fake environment: NULL-terminated name=value pairs. */
@@ -80,8 +81,8 @@ START_TEST(test_bad)
     tcomm_env_layout l;
     _env = _bad[_i].env;
     ck_assert_int_eq(tcomm_layout_parse_env(_get, &l), TCOMM_ERR_ENV);
-    ck_assert_msg(strstr(tcomm_error(), _bad[_i].names) != NULL,
-                  "message '%s' does not name %s", tcomm_error(),
+    ck_assert_msg(strstr(torus_error_msg(), _bad[_i].names) != NULL,
+                  "message '%s' does not name %s", torus_error_msg(),
                   _bad[_i].names);
 }
 END_TEST
@@ -106,7 +107,7 @@ START_TEST(test_options)
     ck_assert_int_eq(o.grid_rows, 2);
     ck_assert_int_eq(o.grid_cols, 3);
     ck_assert_int_eq(tcomm_options_set(&o, "--grid", "2x"), TCOMM_ERR_ENV);
-    ck_assert_ptr_nonnull(strstr(tcomm_error(), "--grid"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "--grid"));
     ck_assert_int_eq(tcomm_options_set(&o, "--group-size", "0"), TCOMM_ERR_ENV);
     ck_assert_int_eq(tcomm_options_set(&o, "--group-size", "4"), TCOMM_OK);
     ck_assert_int_eq(o.group_size, 4);
@@ -192,16 +193,16 @@ START_TEST(test_env_checks)
     all[3].row = 0;
     all[3].col = 1; /* same as rank 1 */
     ck_assert_int_eq(tcomm_layout_finish(all, 4, src, NULL, 0), TCOMM_ERR_ENV);
-    ck_assert_ptr_nonnull(strstr(tcomm_error(), "ranks 1 and 3"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "ranks 1 and 3"));
     all[3].row = 1;
     all[3].col = 1;
     all[2].cols = 3;
     ck_assert_int_eq(tcomm_layout_finish(all, 4, src, NULL, 0), TCOMM_ERR_ENV);
-    ck_assert_ptr_nonnull(strstr(tcomm_error(), "rank 2"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "rank 2"));
     all[2].cols = 2;
     ck_assert_int_eq(tcomm_layout_finish(all, 3, src, NULL, 0),
                      TCOMM_ERR_ENV); /* 2x2 != 3 */
-    ck_assert_ptr_nonnull(strstr(tcomm_error(), "TORUS_DIMS"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "TORUS_DIMS"));
     all[1].group = 0; /* group 1 then holds only rank 2,3: fine */
     ck_assert_int_eq(tcomm_layout_finish(all, 4, src, NULL, 0), TCOMM_OK);
     all[2].group = all[3].group = 0; /* group 1 is empty */

@@ -34,6 +34,12 @@ typedef struct {
 
 enum { BENCH_GRADS_BOTH, BENCH_GRADS_PRIVATE, BENCH_GRADS_SHARED };
 
+/* What a mode returns: every checked result was right, some were wrong, or
+ * it could not go on (torus_error_msg() says why). The modes never print an
+ * error nor end the job: main reports BENCH_FAILED once and, where ranks
+ * communicate, ends the job (the other ranks wait in a collective). */
+enum { BENCH_OK = 0, BENCH_WRONG = 1, BENCH_FAILED = 2 };
+
 /* "64M", "4K", "1G", "1000" -> bytes; 0 on a malformed value. */
 size_t bench_parse_size(const char *s);
 
@@ -45,13 +51,8 @@ typedef struct {
 
 /* grads.c: the parameter tensors of ResNet-50 v1.5 as the models library
  * builds it, in forward (registration) order: *out (malloc'd, n entries)
- * and their total count. 0, or nonzero with torus_error_msg() set. */
+ * and their total count. 0, or BENCH_FAILED with torus_error_msg() set. */
 int bench_resnet50_tensors(bench_tensor **out, int *n, size_t *total);
-
-/* Report this rank's tcomm_error() and abort the whole job (what: the
- * abort's message). */
-void bench_die(tcomm_t *c, int rank, const char *what)
-    __attribute__((noreturn));
 
 int bench_sweep(tcomm_t *c, const bench_opts *o);
 int bench_resnet50(tcomm_t *c, const bench_opts *o);

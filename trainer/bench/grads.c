@@ -17,7 +17,8 @@ static int _copy(const teng_net *net, bench_tensor **out, int *n, size_t *total)
     int np = teng_net_nparams(net);
     bench_tensor *t = calloc((size_t)np, sizeof *t);
     if (!t)
-        return TORUS_FAIL(1, "no memory for %d ResNet-50 tensors", np);
+        return TORUS_FAIL(BENCH_FAILED, "no memory for %d ResNet-50 tensors",
+                          np);
     *total = 0;
     for (int i = 0; i < np; i++) {
         const teng_param *p = teng_net_param(net, i);
@@ -34,11 +35,12 @@ int bench_resnet50_tensors(bench_tensor **out, int *n, size_t *total)
 {
     teng_net *net;
     if (teng_net_create(&net))
-        return torus_error_prefix(1, "building ResNet-50");
+        return torus_error_prefix(BENCH_FAILED, "building ResNet-50");
     tmodel_spec spec = tmodel_defaults(TMODEL_RESNET50);
     int rc = tmodel_build(net, &spec) < 0
-                 ? torus_error_prefix(1, "building ResNet-50 with the models "
-                                         "library")
+                 ? torus_error_prefix(BENCH_FAILED,
+                                      "building ResNet-50 with the models "
+                                      "library")
                  : _copy(net, out, n, total);
     teng_net_destroy(net);
     return rc;

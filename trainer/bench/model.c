@@ -66,10 +66,8 @@ static int _scaling(const bench_opts *o, const tcomm_model_params *mp)
     bench_tensor *s;
     int ns;
     size_t count;
-    if (bench_resnet50_tensors(&s, &ns, &count)) {
-        fprintf(stderr, "torus-bench: %s\n", torus_error_msg());
-        return 1;
-    }
+    if (bench_resnet50_tensors(&s, &ns, &count))
+        return BENCH_FAILED;
     free(s); /* only the total matters here */
     printf(
         "\n# ResNet-50 v1.5 fp16 gradient sync (%zu params, %.1f MB on the "

@@ -9,6 +9,7 @@
  * are handed over in backward order with no compute in between, so the time is
  * pure synchronisation. The last step of each row is checked against the double
  * reference. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,41 +51,44 @@ static double _wrong(const _grads *gr, int P, tcomm_wire w)
 enum { PER_TENSOR, FUSED, RW_REF };
 
 /* The fusion of a FUSED row: every gradient added in backward order (fc
- * first), sealed. */
-static tcomm_fusion_t *_fusion(tcomm_t *c, const tcomm_info *in,
-                               const _grads *gr, tcomm_algo a, tcomm_wire w,
-                               size_t theta)
+ * first), sealed. 0, or BENCH_FAILED (*out then NULL). */
+static int _fusion(tcomm_t *c, const _grads *gr, tcomm_algo a, tcomm_wire w,
+                   size_t theta, tcomm_fusion_t **out)
 {
     tcomm_fusion_t *f = NULL;
     tcomm_fusion_options fo = {
         .bucket_bytes = theta, .algo = a, .wire = w, .flags = TCOMM_AVERAGE};
-    if (tcomm_fusion_create(c, &fo, &f))
-        bench_die(c, in->rank, "resnet50 benchmark failed");
-    for (int i = gr->n - 1; i >= 0; i--)
-        if (tcomm_fusion_add(f, gr->g[i], gr->s[i].count, gr->s[i].name, NULL))
-            bench_die(c, in->rank, "resnet50 benchmark failed");
-    if (tcomm_fusion_seal(f))
-        bench_die(c, in->rank, "resnet50 benchmark failed");
-    return f;
+    int rc = tcomm_fusion_create(c, &fo, &f);
+    for (int i = gr->n - 1; !rc && i >= 0; i--)
+        rc = tcomm_fusion_add(f, gr->g[i], gr->s[i].count, gr->s[i].name, NULL);
+    if (!rc)
+        rc = tcomm_fusion_seal(f);
+    if (rc) {
+        tcomm_fusion_destroy(f);
+        f = NULL;
+    }
+    *out = f;
+    return rc ? torus_error_prefix(BENCH_FAILED, "fusion") : BENCH_OK;
 }
 
-/* One step's synchronisation of every gradient, as mode says. */
-static void _sync(tcomm_t *c, const tcomm_info *in, const _grads *gr, int mode,
-                  tcomm_fusion_t *f, tcomm_algo a, tcomm_wire w)
+/* One step's synchronisation of every gradient, as mode says. 0, or
+ * BENCH_FAILED. */
+static int _sync(tcomm_t *c, const _grads *gr, int mode, tcomm_fusion_t *f,
+                 tcomm_algo a, tcomm_wire w)
 {
     if (mode == FUSED) {
         for (int k = 0; k < gr->n; k++)
             if (tcomm_fusion_ready(f, k))
-                bench_die(c, in->rank, "resnet50 benchmark failed");
+                return torus_error_prefix(BENCH_FAILED, "fusion");
         tcomm_fusion_stats st;
         if (tcomm_fusion_finish(f, &st))
-            bench_die(c, in->rank, "resnet50 benchmark failed");
+            return torus_error_prefix(BENCH_FAILED, "fusion");
     } else if (mode == PER_TENSOR) {
         tcomm_result r;
         for (int i = gr->n - 1; i >= 0; i--)
             if (tcomm_allreduce(c, gr->g[i], gr->s[i].count, a, w,
                                 TCOMM_AVERAGE, &r))
-                bench_die(c, in->rank, "resnet50 benchmark failed");
+                return torus_error_prefix(BENCH_FAILED, "all-reduce");
     } else {
         for (int i = gr->n - 1; i >= 0; i--)
             for (size_t j = 0; j < gr->s[i].count; j++)
@@ -94,26 +98,28 @@ static void _sync(tcomm_t *c, const tcomm_info *in, const _grads *gr, int mode,
          * which every synchronising row pays for. */
         tcomm_barrier(c);
     }
+    return BENCH_OK;
 }
 
-/* One row: returns the mean step time (slowest rank) over o->steps. */
-static double _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
-                   const _grads *gr, int mode, tcomm_algo a, tcomm_wire w,
-                   size_t theta, size_t *buckets, double *wrong)
+/* One row: *mean, the mean step time (slowest rank) over o->steps. 0, or
+ * BENCH_FAILED. */
+static int _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
+                const _grads *gr, int mode, tcomm_algo a, tcomm_wire w,
+                size_t theta, size_t *buckets, double *wrong, double *mean)
 {
     tcomm_fusion_t *f = NULL;
     double total = 0;
-    if (mode == FUSED) {
-        f = _fusion(c, in, gr, a, w, theta);
-        *buckets = tcomm_fusion_bucket_count(f);
-    } else {
-        *buckets = (size_t)gr->n;
-    }
+    if (mode == FUSED && _fusion(c, gr, a, w, theta, &f))
+        return BENCH_FAILED;
+    *buckets = mode == FUSED ? tcomm_fusion_bucket_count(f) : (size_t)gr->n;
     for (int step = -1; step < o->steps; step++) { /* step -1 warms up */
         _fill(gr, in->rank);
         tcomm_barrier(c);
         double t0 = tcomm_wtime();
-        _sync(c, in, gr, mode, f, a, w);
+        if (_sync(c, gr, mode, f, a, w)) {
+            tcomm_fusion_destroy(f);
+            return BENCH_FAILED;
+        }
         double t = tcomm_wtime() - t0;
         tcomm_max_double(c, &t);
         if (step >= 0)
@@ -125,7 +131,8 @@ static double _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
         tcomm_sum_double(c, wrong, 1);
     }
     tcomm_fusion_destroy(f);
-    return total / o->steps;
+    *mean = total / o->steps;
+    return BENCH_OK;
 }
 
 static void _theta_str(size_t t, char *buf, size_t len)
@@ -139,15 +146,17 @@ static void _theta_str(size_t t, char *buf, size_t len)
 }
 
 /* The gradients in tcomm_shared_alloc memory, one after another (64-byte
- * aligned), as a trainer that shares its gradient arena lays them out. */
+ * aligned), as a trainer that shares its gradient arena lays them out.
+ * 0, or tcomm_shared_alloc's code. */
 static int _shared_grads(tcomm_t *c, const _grads *gr)
 {
     size_t bytes = 0;
     for (int i = 0; i < gr->n; i++)
         bytes += (gr->s[i].count * 4 + 63) / 64 * 64;
     void *base;
-    if (tcomm_shared_alloc(c, bytes, &base))
-        return -1;
+    int rc = tcomm_shared_alloc(c, bytes, &base);
+    if (rc)
+        return rc;
     unsigned char *p = base;
     for (int i = 0; i < gr->n; i++) {
         gr->g[i] = (float *)p;
@@ -229,29 +238,34 @@ static void _print_row(const _table *tb, const char *mode, const char *algo,
         _json_row(tb, mode, algo, w, theta, buckets, t, busbw, wrong);
 }
 
-/* The baseline and reference rows; sets tb->naive, the baseline's time. */
-static void _baselines(tcomm_t *c, const bench_opts *o, const _grads *gr,
-                       _table *tb, double *bad)
+/* The baseline and reference rows; sets tb->naive, the baseline's time.
+ * 0, or BENCH_FAILED. */
+static int _baselines(tcomm_t *c, const bench_opts *o, const _grads *gr,
+                      _table *tb, double *bad)
 {
     size_t nb;
-    double wrong;
-    tb->naive = _row(c, o, tb->in, gr, PER_TENSOR, TCOMM_ALGO_FLAT,
-                     TCOMM_WIRE_FP32, 0, &nb, &wrong);
+    double wrong, ref;
+    if (_row(c, o, tb->in, gr, PER_TENSOR, TCOMM_ALGO_FLAT, TCOMM_WIRE_FP32, 0,
+             &nb, &wrong, &tb->naive))
+        return BENCH_FAILED;
     *bad += wrong;
     _print_row(tb, "per-tensor", "flat", TCOMM_WIRE_FP32, "-", nb, tb->naive,
                wrong);
-    double ref = _row(c, o, tb->in, gr, RW_REF, TCOMM_ALGO_FLAT,
-                      TCOMM_WIRE_FP32, 0, &nb, &wrong);
+    if (_row(c, o, tb->in, gr, RW_REF, TCOMM_ALGO_FLAT, TCOMM_WIRE_FP32, 0, &nb,
+             &wrong, &ref))
+        return BENCH_FAILED;
     _print_row(tb, "rw-ref", "-", TCOMM_WIRE_FP32, "-", 0, ref, -1);
     if (tb->in->rank == 0)
         printf("#%10s (a reference, not a floor: read + write each gradient "
                "once, all ranks at once)\n",
                "");
+    return BENCH_OK;
 }
 
-/* The fused rows of one placement of the gradients (shm: shared memory). */
-static void _fused_rows(tcomm_t *c, const bench_opts *o, const _grads *gr,
-                        const _table *tb, int shm, double *bad)
+/* The fused rows of one placement of the gradients (shm: shared memory).
+ * 0, or BENCH_FAILED. */
+static int _fused_rows(tcomm_t *c, const bench_opts *o, const _grads *gr,
+                       const _table *tb, int shm, double *bad)
 {
     for (int ti = 0; ti < o->ntheta; ti++)
         for (int wi = 0; wi < o->nwires; wi++)
@@ -260,15 +274,38 @@ static void _fused_rows(tcomm_t *c, const bench_opts *o, const _grads *gr,
                 if (a == TCOMM_ALGO_HIER_RS && !tb->in->groups_uniform)
                     continue;
                 size_t nb;
-                double wrong;
-                double t = _row(c, o, tb->in, gr, FUSED, a, o->wires[wi],
-                                o->theta[ti], &nb, &wrong);
+                double wrong, t;
+                if (_row(c, o, tb->in, gr, FUSED, a, o->wires[wi], o->theta[ti],
+                         &nb, &wrong, &t))
+                    return BENCH_FAILED;
                 *bad += wrong;
                 char th[32];
                 _theta_str(o->theta[ti], th, sizeof th);
                 _print_row(tb, shm ? "fused-shm" : "fused", tcomm_algo_name(a),
                            o->wires[wi], th, nb, t, wrong);
             }
+    return BENCH_OK;
+}
+
+/* The table: the baselines, then the fused rows of each placement asked
+ * for. BENCH_OK, BENCH_WRONG or BENCH_FAILED. */
+static int _table_rows(tcomm_t *c, const bench_opts *o, const _grads *own,
+                       const _grads *shared, _table *tb)
+{
+    double bad = 0;
+    if (tb->in->rank == 0 && o->json && !(tb->json = fopen(o->json, "w")))
+        return TORUS_FAIL(BENCH_FAILED, "--json: cannot open '%s': %s", o->json,
+                          strerror(errno));
+    if (tb->in->rank == 0)
+        _header(o, tb->in, own->n, tb->total);
+    int rc = _baselines(c, o, own, tb, &bad);
+    for (int shm = 0; !rc && shm < 2; shm++)
+        if (o->grads != (shm ? BENCH_GRADS_PRIVATE : BENCH_GRADS_SHARED))
+            rc = _fused_rows(c, o, shm ? shared : own, tb, shm, &bad);
+    if (tb->json && fclose(tb->json) && !rc)
+        rc = TORUS_FAIL(BENCH_FAILED, "--json: cannot write '%s': %s", o->json,
+                        strerror(errno));
+    return rc ? rc : bad ? BENCH_WRONG : BENCH_OK;
 }
 
 int bench_resnet50(tcomm_t *c, const bench_opts *o)
@@ -278,39 +315,25 @@ int bench_resnet50(tcomm_t *c, const bench_opts *o)
     bench_tensor *s;
     int n;
     size_t total;
-    if (bench_resnet50_tensors(&s, &n, &total)) {
-        fprintf(stderr, "torus-bench: %s\n", torus_error_msg());
-        return 1;
-    }
+    if (bench_resnet50_tensors(&s, &n, &total))
+        return BENCH_FAILED;
     float **g = calloc((size_t)n, sizeof *g),
           **gs = calloc((size_t)n, sizeof *gs);
     for (int i = 0; g && gs && i < n; i++)
         if (!(g[i] = malloc(s[i].count * 4)))
             break;
-    if (!g || !gs || !g[n - 1]) {
-        fprintf(stderr, "torus-bench: no memory for ResNet-50 gradients\n");
-        return 1;
-    }
+    if (!g || !gs || !g[n - 1])
+        return TORUS_FAIL(BENCH_FAILED, "no memory for ResNet-50 gradients");
     _grads own = {s, g, n}, shared = {s, gs, n};
-    if (o->grads != BENCH_GRADS_PRIVATE && _shared_grads(c, &shared))
-        bench_die(c, in.rank, "resnet50 benchmark failed");
     _table tb = {.in = &in, .total = total};
-    if (in.rank == 0 && o->json && !(tb.json = fopen(o->json, "w")))
-        bench_die(c, in.rank, "cannot open the --json file");
-    if (in.rank == 0)
-        _header(o, &in, n, total);
-    double bad = 0;
-    _baselines(c, o, &own, &tb, &bad);
-    for (int shm = 0; shm < 2; shm++)
-        if (o->grads != (shm ? BENCH_GRADS_PRIVATE : BENCH_GRADS_SHARED))
-            _fused_rows(c, o, shm ? &shared : &own, &tb, shm, &bad);
-    if (tb.json && fclose(tb.json))
-        bench_die(c, in.rank, "cannot write the --json file");
+    int rc = o->grads != BENCH_GRADS_PRIVATE && _shared_grads(c, &shared)
+                 ? torus_error_prefix(BENCH_FAILED, "shared gradients")
+                 : _table_rows(c, o, &own, &shared, &tb);
     for (int i = 0; i < n; i++)
         free(g[i]);
     free(g);
     free(gs);
     free(s);
     tcomm_shared_free(c);
-    return bad ? 1 : 0;
+    return rc;
 }

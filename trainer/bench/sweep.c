@@ -7,11 +7,13 @@
  * elements, summed over ranks, that differ from the double-precision
  * reference by more than the wire's error bound; then nccl-tests' closing
  * "# Avg bus bandwidth" line, and with --json one JSON object per line. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/torus_error.h"
 #include "trainer/bench/bench.h"
 #include "trainer/bench/testdata.h"
 
@@ -129,7 +131,8 @@ static tcomm_rc _call(tcomm_t *c, float *x, size_t count, tcomm_algo a,
 }
 
 /* One placement of a line: a checked call, then the timed ones. Returns
- * TCOMM_ERR_UNSUPPORTED when the algorithm cannot run here. */
+ * TCOMM_ERR_UNSUPPORTED when the algorithm cannot run here, another
+ * tcomm_rc when a call failed. */
 static tcomm_rc _measure(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
                          float *x, size_t count, tcomm_algo a, tcomm_wire w,
                          unsigned place, _res *m)
@@ -140,7 +143,7 @@ static tcomm_rc _measure(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
     if (rc == TCOMM_ERR_UNSUPPORTED)
         return rc;
     if (rc)
-        bench_die(c, in->rank, "all-reduce failed");
+        return torus_error_prefix(rc, "all-reduce");
     m->in_place = m->r.in_place;
     m->wrong = 0;
     if (o->check)
@@ -153,8 +156,8 @@ static tcomm_rc _measure(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
     tcomm_barrier(c);
     double t0 = tcomm_wtime();
     for (int i = 0; i < o->iters; i++)
-        if (_call(c, x, count, a, w, TCOMM_AVERAGE | place, &r))
-            bench_die(c, in->rank, "all-reduce failed");
+        if ((rc = _call(c, x, count, a, w, TCOMM_AVERAGE | place, &r)))
+            return torus_error_prefix(rc, "all-reduce");
     m->t = (tcomm_wtime() - t0) / o->iters;
     tcomm_max_double(c, &m->t);
     tcomm_sum_double(c, &m->wrong, 1);
@@ -163,17 +166,20 @@ static tcomm_rc _measure(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
     return TCOMM_OK;
 }
 
-/* One line of the sweep: out-of-place, then in-place. Returns 1 when a
- * checked result was wrong. */
+/* One line of the sweep: out-of-place, then in-place. Returns BENCH_WRONG
+ * when a checked result was wrong, BENCH_FAILED when a call failed. */
 static int _line(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
                  _bufs *b, size_t count, tcomm_algo a, tcomm_wire w)
 {
     _res m[2] = {{0}, {0}};
-    if (_measure(c, o, in, b->x, count, a, w, 0, &m[0]) == TCOMM_OK && b->xs)
-        _measure(c, o, in, b->xs, count, a, w, TCOMM_SHARED, &m[1]);
+    tcomm_rc rc = _measure(c, o, in, b->x, count, a, w, 0, &m[0]);
+    if (rc == TCOMM_OK && b->xs)
+        rc = _measure(c, o, in, b->xs, count, a, w, TCOMM_SHARED, &m[1]);
+    if (rc != TCOMM_OK && rc != TCOMM_ERR_UNSUPPORTED)
+        return BENCH_FAILED;
     if (in->rank == 0)
         _print(c, o, in, count, a, w, m, b);
-    return m[0].wrong != 0 || m[1].wrong != 0;
+    return m[0].wrong != 0 || m[1].wrong != 0 ? BENCH_WRONG : BENCH_OK;
 }
 
 /* The buffers: the private one, and the shared block (collective; where
@@ -184,21 +190,20 @@ static int _open(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
     size_t bytes = (o->maxbytes / 4 + 1) * 4;
     memset(b, 0, sizeof *b);
     b->x = malloc(bytes);
-    if (!b->x) {
-        fprintf(stderr, "torus-bench: no memory for %zu bytes\n", bytes);
-        return 1;
-    }
+    if (!b->x)
+        return TORUS_FAIL(BENCH_FAILED, "no memory for %zu bytes", bytes);
     memset(b->x, 0, bytes); /* touch once: first touch is slow here */
     void *p = NULL;
     if (tcomm_shared_alloc(c, bytes, &p)) {
         if (in->rank == 0)
-            printf("# in-place: n/a (%s)\n", tcomm_error());
+            printf("# in-place: n/a (%s)\n", torus_error_msg());
     } else {
         b->xs = p;
     }
     if (in->rank == 0 && o->json && !(b->json = fopen(o->json, "w")))
-        bench_die(c, in->rank, "cannot open the --json file");
-    return 0;
+        return TORUS_FAIL(BENCH_FAILED, "--json: cannot open '%s': %s", o->json,
+                          strerror(errno));
+    return BENCH_OK;
 }
 
 int bench_sweep(tcomm_t *c, const bench_opts *o)
@@ -207,7 +212,7 @@ int bench_sweep(tcomm_t *c, const bench_opts *o)
     tcomm_info_get(c, &in);
     _bufs b;
     if (_open(c, o, &in, &b))
-        return 1;
+        return BENCH_FAILED;
     if (in.rank == 0)
         _header(o, &in);
     int bad = 0;
@@ -215,8 +220,13 @@ int bench_sweep(tcomm_t *c, const bench_opts *o)
          sz *= o->factor) {
         size_t count = (size_t)sz / 4;
         for (int wi = 0; wi < o->nwires; wi++)
-            for (int ai = 0; ai < o->nalgos; ai++)
-                bad += _line(c, o, &in, &b, count, o->algos[ai], o->wires[wi]);
+            for (int ai = 0; ai < o->nalgos; ai++) {
+                int rc =
+                    _line(c, o, &in, &b, count, o->algos[ai], o->wires[wi]);
+                if (rc == BENCH_FAILED)
+                    return rc;
+                bad += rc == BENCH_WRONG;
+            }
         if (o->factor <= 1.0)
             break;
     }
@@ -229,7 +239,8 @@ int bench_sweep(tcomm_t *c, const bench_opts *o)
                b.busbw_n ? b.busbw_sum / b.busbw_n : 0.0);
     }
     if (b.json && fclose(b.json))
-        bench_die(c, in.rank, "cannot write the --json file");
+        return TORUS_FAIL(BENCH_FAILED, "--json: cannot write '%s': %s",
+                          o->json, strerror(errno));
     free(b.x);
-    return bad ? 1 : 0;
+    return bad ? BENCH_WRONG : BENCH_OK;
 }

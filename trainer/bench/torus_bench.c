@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "common/torus_cli.h"
+#include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "config.h"
 #include "trainer/bench/bench.h"
 
@@ -166,13 +168,6 @@ size_t bench_parse_size(const char *s)
     return *end ? 0 : (size_t)v;
 }
 
-void bench_die(tcomm_t *c, int rank, const char *what)
-{
-    fprintf(stderr, "torus-bench: rank %d: %s\n", rank, tcomm_error());
-    tcomm_abort(c, 1, what);
-    exit(1); /* tcomm_abort does not return */
-}
-
 static int _usage_error(const char *fmt, const char *arg)
 {
     fprintf(stderr, "torus-bench: ");
@@ -319,12 +314,12 @@ static int _layout_opt(_cli *k, int ch, const char *arg)
         return 0;
     case O_GRID:
         if (tcomm_options_set(&o->topt, "--grid", arg))
-            return _usage_error("%s", tcomm_error());
+            return _usage_error("%s", torus_error_msg());
         o->have_grid = 1;
         return 0;
     case O_GROUP:
         if (tcomm_options_set(&o->topt, "--group-size", arg))
-            return _usage_error("%s", tcomm_error());
+            return _usage_error("%s", torus_error_msg());
         return 0;
     case O_TIMEOUT:
         o->topt.timeout_s = _num(arg, &ok);
@@ -577,7 +572,10 @@ static int _run_model(_cli *k)
             o->model.rows = 1, o->model.cols = P;
     }
     o->model.group_size = o->topt.group_size ? o->topt.group_size : q;
-    return bench_model(o);
+    int rc = bench_model(o);
+    if (rc == BENCH_FAILED)
+        fprintf(stderr, "torus-bench: %s\n", torus_error_msg());
+    return rc == BENCH_OK ? 0 : 1;
 }
 
 /* The sweep and --resnet50: they communicate. */
@@ -585,22 +583,32 @@ static int _run_comm(_cli *k)
 {
     tcomm_t *c;
     if (tcomm_init(&k->o.topt, &c)) {
-        fprintf(stderr, "torus-bench: %s\n", tcomm_error());
+        fprintf(stderr, "torus-bench: %s\n", torus_error_msg());
         return 1;
     }
     if (k->o.probe && tcomm_probe_links(c)) {
-        fprintf(stderr, "torus-bench: probe: %s\n", tcomm_error());
+        fprintf(stderr, "torus-bench: probe: %s\n", torus_error_msg());
         tcomm_finalize(c);
         return 1;
     }
     int rc = k->mode == 1 ? bench_resnet50(c, &k->o) : bench_sweep(c, &k->o);
+    if (rc == BENCH_FAILED) {
+        /* Reported once, here; the job ends: the other ranks wait in a
+         * collective this rank will not join. */
+        tcomm_info in;
+        tcomm_info_get(c, &in);
+        fprintf(stderr, "torus-bench: rank %d: %s\n", in.rank,
+                torus_error_msg());
+        tcomm_abort(c, 1, "torus-bench failed");
+    }
     tcomm_finalize(c);
-    return rc;
+    return rc == BENCH_OK ? 0 : 1;
 }
 
 int main(int argc, char **argv)
 {
     _cli k;
+    torus_report_set("torus-bench", NULL);
     _defaults(&k);
     int rc = _parse(argc, argv, &k);
     if (rc >= 0)

@@ -16,7 +16,6 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/core/layout_env.h \
 	trainer/comm/core/layout_env.c \
 	trainer/comm/core/error.h \
-	trainer/comm/core/error.c \
 	trainer/comm/core/comm.h \
 	trainer/comm/core/buffer.c \
 	trainer/comm/core/names.c \

@@ -6,9 +6,9 @@
  * contract (docs/env-contract.md), and reduced with one of several
  * all-reduce algorithms at fp32, fp16 or bf16 wire precision.
  *
- * Errors: every call returns a tcomm_rc. On failure, tcomm_error() returns a
- * one-line message (with the file:line that raised it) for the caller to
- * report once, at its boundary.
+ * Errors: every call returns a tcomm_rc. On failure, torus_error_msg()
+ * (common/torus_error.h) returns a one-line message (with the file:line that
+ * raised it) for the caller to report once, at its boundary.
  */
 #ifndef TORUS_TCOMM_H
 #define TORUS_TCOMM_H
@@ -82,9 +82,6 @@ typedef struct {
 } tcomm_result;
 
 typedef struct tcomm tcomm_t;
-
-/* Last error message of this thread ("" if none). */
-const char *tcomm_error(void);
 
 const char *tcomm_algo_name(tcomm_algo a);
 const char *tcomm_wire_name(tcomm_wire w);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "trainer/sweep/tsweep.h"
 
 #define _MAX_ARGS 256
@@ -222,8 +223,7 @@ static double _time_so_far(const char *path)
     double t = 0;
     if (f) {
         if (fscanf(f, "%lf", &t) != 1 || !isfinite(t) || t < 0 || t > 1e9) {
-            fprintf(stderr, "torus-sweep: %s:1: not a time; counting from 0\n",
-                    path);
+            torus_warn("%s:1: not a time; counting from 0", path);
             t = 0;
         }
         fclose(f);

@@ -16,6 +16,7 @@
 
 #include "common/torus_cli.h"
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "config.h"
 #include "trainer/sweep/tsweep.h"
 
@@ -353,6 +354,7 @@ static int _cmd_report(const char *dir, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    torus_report_set("torus-sweep", NULL);
     if (argc >= 2 && !strcmp(argv[1], "--help")) {
         _usage(stdout);
         return 0;

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "data/format/tdata_format.h"
 #include "data/format/tdata_h5attr.h"
 
@@ -309,10 +310,9 @@ static void _prune(const char *dir, const char *run, long step, int keep)
         }
         _name(path, sizeof(path), dir, v[i].step, run);
         if (v[i].step > step)
-            fprintf(stderr,
-                    "torus-train: removing %s: a later step of this run "
-                    "than the one it resumed from (it did not load)\n",
-                    path);
+            torus_note("removing %s: a later step of this run than the one "
+                       "it resumed from (it did not load)",
+                       path);
         unlink(path);
     }
     free(v);
@@ -952,11 +952,9 @@ static int _load_run(const char *dir, const char *run, const _want *a,
                    a->note, a->notelen, &mine);
         *claimed |= mine;
         if (rc == -1)
-            fprintf(stderr,
-                    "torus-train: warning: checkpoint %s does not load "
-                    "(%s)%s\n",
-                    path, torus_error_msg(),
-                    i + 1 < n ? "; trying the one before it" : "");
+            torus_warn("checkpoint %s does not load (%s)%s", path,
+                       torus_error_msg(),
+                       i + 1 < n ? "; trying the one before it" : "");
         else if (rc == TTRAIN_CKPT_ECONFIG)
             torus_error_prefix(rc, "%s", path);
         else
@@ -992,10 +990,9 @@ int ttrain_ckpt_load_latest(const char *dir, const ttrain_ckpt_meta *want,
                 all[i].run[0] = '\0';
         rc = _load_run(dir, run, &a, &claimed);
         if (rc == -1 && !claimed)
-            fprintf(stderr,
-                    "torus-train: warning: no file named for run %s in '%s' "
-                    "reads as a checkpoint of that run; passing them over\n",
-                    run, dir);
+            torus_warn("no file named for run %s in '%s' reads as a "
+                       "checkpoint of that run; passing them over",
+                       run, dir);
     }
     free(all);
     if (rc == -1 && !claimed)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "trainer/train/ttrain_error.h"
 
 /* Chunks rank 0 gathers the other ranks' events in: a buffer allocated at
@@ -77,11 +78,9 @@ static void _append(ttrain_trace *t, const char *body, int n)
             t->cap = cap;
         } else {
             t->truncated = 1;
-            fprintf(stderr,
-                    "torus-train: warning: rank %d: --trace keeps at most "
-                    "%zu MiB of events (or no memory for more): the trace "
-                    "ends at %.3f s\n",
-                    t->rank, TTRAIN_TRACE_MAX_BYTES >> 20, _clock() - t->t0);
+            torus_warn("rank %d: --trace keeps at most %zu MiB of events (or "
+                       "no memory for more): the trace ends at %.3f s",
+                       t->rank, TTRAIN_TRACE_MAX_BYTES >> 20, _clock() - t->t0);
         }
     }
     if (!t->truncated) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
 #include "trainer/backends/cuda/cuda_layout.h"
@@ -259,10 +260,9 @@ static void _destroy(teng_backend *bk)
         if (im->stream)
             cudaStreamDestroy(im->stream);
         if (bk->opts.verbose)
-            fprintf(stderr,
-                    "cuda: convolution algorithms: %zu shapes, %zu "
-                    "lookups found, %zu asked cuDNN\n",
-                    im->algos.n, im->algos.hits, im->algos.misses);
+            torus_note("cuda: convolution algorithms: %zu shapes, %zu "
+                       "lookups found, %zu asked cuDNN",
+                       im->algos.n, im->algos.hits, im->algos.misses);
         tcuda_algo_free(&im->algos);
         free(im);
     }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "trainer/backends/cuda/cuda_fuse.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
@@ -125,12 +126,12 @@ static int _algo(teng_backend *bk, const teng_layer *l, teng_shape si,
     if ((rc = _ask(bk, d, dir, out)))
         return rc;
     if (bk->opts.verbose)
-        fprintf(stderr, "cuda: %s %dx%dx%dx%d k%d %dx%d/%d: algo %d, %zu B\n",
-                dir == TCUDA_FWD        ? "fwd"
-                : dir == TCUDA_BWD_DATA ? "bwd-data"
-                                        : "bwd-filter",
-                si.n, si.c, si.h, si.w, l->k, l->kh, l->kw, l->sh, out->algo,
-                out->workspace);
+        torus_note("cuda: %s %dx%dx%dx%d k%d %dx%d/%d: algo %d, %zu B",
+                   dir == TCUDA_FWD        ? "fwd"
+                   : dir == TCUDA_BWD_DATA ? "bwd-data"
+                                           : "bwd-filter",
+                   si.n, si.c, si.h, si.w, l->k, l->kh, l->kw, l->sh, out->algo,
+                   out->workspace);
     return tcuda_algo_put(&_tcuda(bk)->algos, &key, out);
 }
 

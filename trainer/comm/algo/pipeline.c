@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "common/torus_error.h"
 #include "trainer/comm/algo/algo.h"
 
 int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes)
@@ -49,7 +50,7 @@ static void *_net_thread(void *arg)
         pthread_mutex_lock(&p->mu);
         if (rc) {
             p->rc = rc; /* the message is this thread's: hand it over */
-            snprintf(p->err, sizeof p->err, "%s", tcomm_error());
+            snprintf(p->err, sizeof p->err, "%s", torus_error_msg());
         } else {
             p->done = i + 1;
         }

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "trainer/comm/algo/algo.h"
 #include "trainer/comm/bootstrap/bootstrap.h"
 #include "trainer/comm/core/layout_env.h"
@@ -226,15 +228,14 @@ static void _layout_source(tcomm_t *c, const tcomm_env_layout *env, int src,
                           ? "one row per node, TORUS_VERSION unknown"
                           : "one row per node";
     if (!env->present && env->source[0] && c->info.rank == 0)
-        fprintf(stderr,
-                "tcomm: warning: %s: this build knows TORUS_VERSION=1 only, "
-                "so the torus layout is ignored\n",
-                env->source);
+        torus_warn("%s: this build knows TORUS_VERSION=1 only, so the torus "
+                   "layout is ignored",
+                   env->source);
     snprintf(c->source, sizeof c->source, "%s%s%s", how,
              (src & TCOMM_SRC_GROUP_OPT) ? " + --group-size" : "",
              note[0] ? " (fallback 1xP)" : "");
     if (note[0] && c->verbose && c->info.rank == 0)
-        fprintf(stderr, "tcomm: %s\n", note);
+        torus_note("%s", note);
 }
 
 /* Take this rank's place from the checked layout of every rank. */
@@ -587,7 +588,7 @@ static void _finish_agree(tcomm_t *c)
         c->world.comm == MPI_COMM_NULL || c->info.size < 2)
         return;
     if (tc_agree(c, &c->world, 1, "reach tcomm_finalize", TCOMM_ERR_TIMEOUT))
-        tcomm_abort(c, TC_EXIT_LOST, tcomm_error());
+        tcomm_abort(c, TC_EXIT_LOST, torus_error_msg());
 }
 
 void tcomm_finalize(tcomm_t *c)

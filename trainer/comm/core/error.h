@@ -1,8 +1,8 @@
 /* core/error.h: how libtcomm reports a failure (layer core, lowest of the
  * library). Every function that can fail returns a tcomm_rc and, where it
  * detects the failure, records the message with TORUS_FAIL (the project's
- * one convention, common/torus_error.h); tcomm_error() (tcomm.h) returns
- * that message for callers written before the convention. */
+ * one convention, common/torus_error.h); callers read it with
+ * torus_error_msg(). */
 #ifndef TORUS_TCOMM_CORE_ERROR_H
 #define TORUS_TCOMM_CORE_ERROR_H
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/torus_error.h"
 #include "trainer/comm/algo/algo.h"
 #include "trainer/comm/fusion/plan.h"
 #include "trainer/comm/fusion/theta.h"
@@ -233,7 +234,7 @@ static void *_thread(void *arg)
         pthread_mutex_lock(&f->mu);
         if (rc && !f->err) {
             f->err = rc;
-            snprintf(f->errmsg, sizeof f->errmsg, "%s", tcomm_error());
+            snprintf(f->errmsg, sizeof f->errmsg, "%s", torus_error_msg());
         }
         f->done++;
         pthread_cond_broadcast(&f->cv);
