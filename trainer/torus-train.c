@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +32,7 @@
 #include "trainer/optim/topt_loss_scale.h"
 #include "trainer/train/ttrain_bn_stash.h"
 #include "trainer/train/ttrain_checkpoint.h"
+#include "trainer/train/ttrain_ckpt_beat.h"
 #include "trainer/train/ttrain_device.h"
 #include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_exchange.h"
@@ -690,70 +690,6 @@ static int _restore(_run *r)
     return _GO;
 }
 
-/* Rank 0's write must not make the others call it lost: a write to a
- * shared file system can outlast --comm-timeout, and they would wait for
- * it inside the next all-reduce. So they wait here instead, in rounds of
- * tcomm_max_double with a heartbeat thread of rank 0 (a round every
- * min(1 s, timeout / 4), each well within the timeout, so libtcomm still
- * notices a rank that dies), up to --checkpoint-timeout. What the rounds
- * carry: */
-enum { _CK_WRITING, _CK_DONE, _CK_FAILED, _CK_LATE };
-
-typedef struct {
-    tcomm_t *comm;
-    double beat, limit;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int state; /* the writer's, under mu */
-} _beat;
-
-/* What every rank says when the rounds end badly (v: _CK_FAILED/_LATE):
- * records it and returns this thread's message. */
-static const char *_wait_error(int rank, double v, double limit)
-{
-    if (v == _CK_LATE)
-        TORUS_FAIL(TTRAIN_ERANKS,
-                   "rank %d: rank 0 has not finished writing the checkpoint "
-                   "within --checkpoint-timeout %g s",
-                   rank, limit);
-    else
-        TORUS_FAIL(TTRAIN_ERANKS,
-                   "rank %d: rank 0 could not write the checkpoint", rank);
-    return torus_error_msg();
-}
-
-/* Rank 0's heartbeat thread: a round at least every beat seconds, and one
- * as soon as the write ends. A lost peer or the time limit end the job
- * from here, as the writer may be stuck in the file system. */
-static void *_heartbeat(void *arg)
-{
-    _beat *b = arg;
-    double t0 = _now();
-    for (;;) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        double end = until.tv_sec + 1e-9 * until.tv_nsec + b->beat;
-        until.tv_sec = (time_t)end;
-        until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
-        pthread_mutex_lock(&b->mu);
-        while (b->state == _CK_WRITING &&
-               pthread_cond_timedwait(&b->cv, &b->mu, &until) != ETIMEDOUT)
-            ;
-        double v = b->state;
-        pthread_mutex_unlock(&b->mu);
-        if (v == _CK_WRITING && _now() - t0 > b->limit)
-            v = _CK_LATE;
-        if (tcomm_max_double(b->comm, &v)) {
-            torus_error_prefix(-1, "rank 0: while writing");
-            _fail("checkpoint", torus_error_msg());
-        }
-        if (v == _CK_LATE)
-            _fail("checkpoint", _wait_error(0, v, b->limit));
-        if (v != _CK_WRITING)
-            return NULL;
-    }
-}
-
 /* Fault injection for the tests (tests/integration/train_ckpt_dist.sh):
  * TTRAIN_TEST_SLEEP=WHERE:RANK:STEP:S makes rank RANK sleep S seconds at
  * global step STEP (0: every step), WHERE being "ckpt" (before writing a
@@ -786,55 +722,38 @@ static int _test_overflow(int rank, long step)
            (!at || at == step);
 }
 
-/* Rank 0 writes, its heartbeat thread keeps the others' rounds going. */
-static int _write_rank0(_run *r)
+/* Rank 0's write (ttrain_ckpt_beat_write's callback): a failure is said
+ * before the others hear of it and end the job. */
+static int _save(void *arg)
 {
+    _run *r = arg;
     const ttrain_config *cfg = &r->cfg;
-    double t = cfg->comm_timeout / 4;
-    _beat b = {.comm = r->comm,
-               .beat = t < 1 ? t : 1,
-               .limit = cfg->ckpt_timeout,
-               .state = _CK_WRITING};
-    pthread_t th;
-    pthread_mutex_init(&b.mu, NULL);
-    pthread_cond_init(&b.cv, NULL);
-    int multi = cfg->world > 1;
-    if (multi && pthread_create(&th, NULL, _heartbeat, &b))
-        return _fail("checkpoint", "cannot start the heartbeat thread");
     _test_sleep("ckpt", 0, r->at.global_step);
     int rc = ttrain_ckpt_save(cfg->ckpt_dir, cfg->keep, 0, &r->meta, r->net,
                               &r->opt, &r->at, r->plan ? r->plan : "");
-    if (rc && multi) /* before the others hear of it and end the job */
+    if (rc && cfg->world > 1)
         fprintf(stderr, "torus-train: checkpoint: %s\n", torus_error_msg());
-    pthread_mutex_lock(&b.mu);
-    b.state = rc ? _CK_FAILED : _CK_DONE;
-    pthread_cond_signal(&b.cv);
-    pthread_mutex_unlock(&b.mu);
-    if (multi)
-        pthread_join(th, NULL);
-    pthread_cond_destroy(&b.cv);
-    pthread_mutex_destroy(&b.mu);
-    if (rc && multi)
-        return _follow_rank0_failure(r, "checkpoint");
-    return rc ? _fail("checkpoint", torus_error_msg()) : _GO;
+    return rc;
 }
 
-/* The other ranks: rounds until rank 0 says how the write ended. */
-static int _wait_rank0(_run *r)
+/* Only rank 0 writes, while the others wait for it (ttrain_ckpt_beat.h). */
+static int _write_or_wait(_run *r)
 {
-    for (;;) {
-        double v = _CK_WRITING;
-        if (tcomm_max_double(r->comm, &v)) {
-            torus_error_prefix(-1, "rank %d: waiting for rank 0's checkpoint",
-                               r->info.rank);
-            return _fail("checkpoint", torus_error_msg());
-        }
-        if (v == _CK_DONE)
-            return _GO;
-        if (v != _CK_WRITING)
-            return _fail("checkpoint",
-                         _wait_error(r->info.rank, v, r->cfg.ckpt_timeout));
-    }
+    ttrain_ckpt_beat b = {.comm = r->comm,
+                          .rank = r->info.rank,
+                          .world = r->cfg.world,
+                          .comm_timeout = r->cfg.comm_timeout,
+                          .ckpt_timeout = r->cfg.ckpt_timeout,
+                          .fail = _fail};
+    if (r->info.rank != 0)
+        return ttrain_ckpt_beat_wait(&b)
+                   ? _fail("checkpoint", torus_error_msg())
+                   : _GO;
+    if (!ttrain_ckpt_beat_write(&b, _save, r))
+        return _GO;
+    if (r->cfg.world > 1)
+        return _follow_rank0_failure(r, "checkpoint");
+    return _fail("checkpoint", torus_error_msg());
 }
 
 /* The batch of (epoch, step) from the source; waiting for it counts as
@@ -1237,7 +1156,7 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
     /* Only rank 0 writes; all ranks hold the same weights. */
     ttrain_trace_begin(_trace, r->info.rank == 0 ? "checkpoint write"
                                                  : "checkpoint wait");
-    int rc = r->info.rank == 0 ? _write_rank0(r) : _wait_rank0(r);
+    int rc = _write_or_wait(r);
     ttrain_trace_end(_trace);
     if (rc != _GO || !multi || r->stopping)
         return rc;
