@@ -54,7 +54,9 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/ttrain_bn_stash.h \
 	trainer/train/bn_stash.c \
 	trainer/train/ttrain_step_graph.h \
-	trainer/train/step_graph.c
+	trainer/train/step_graph.c \
+	trainer/train/ttrain_test_hooks.h \
+	trainer/train/test_hooks.c
 # The registry looks for loadable backend modules in $(pkglibdir).
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS) \
 	-DTORUS_PKGLIBDIR='"$(pkglibdir)"'

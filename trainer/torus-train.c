@@ -10,7 +10,6 @@
  * that backward has completed; ttrain_exchange_wait() waits for the rest before
  * the update). With one rank both reduce to the single-process path.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <sched.h>
@@ -41,6 +40,7 @@
 #include "trainer/train/ttrain_state_hash.h"
 #include "trainer/train/ttrain_step_graph.h"
 #include "trainer/train/ttrain_tdata_source.h"
+#include "trainer/train/ttrain_test_hooks.h"
 #include "trainer/train/ttrain_trace.h"
 
 static double _now(void)
@@ -690,45 +690,13 @@ static int _restore(_run *r)
     return _GO;
 }
 
-/* Fault injection for the tests (tests/integration/train_ckpt_dist.sh):
- * TTRAIN_TEST_SLEEP=WHERE:RANK:STEP:S makes rank RANK sleep S seconds at
- * global step STEP (0: every step), WHERE being "ckpt" (before writing a
- * checkpoint: an fsync to a slow shared file system) or "step" (before the
- * forward pass: a stalled rank). */
-static void _test_sleep(const char *where, int rank, long step)
-{
-    const char *e = getenv("TTRAIN_TEST_SLEEP");
-    char w[8];
-    int r;
-    long at;
-    double s;
-    if (!e || sscanf(e, "%7[a-z]:%d:%ld:%lf", w, &r, &at, &s) != 4 ||
-        strcmp(w, where) || r != rank || (at && at != step) || !(s > 0) ||
-        s > 3600)
-        return;
-    struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) && errno == EINTR)
-        ;
-}
-
-/* TTRAIN_TEST_OVERFLOW=RANK:STEP makes rank RANK's gradients overflow at
- * global step STEP (0: every step), for tests/integration/train_scale.sh. */
-static int _test_overflow(int rank, long step)
-{
-    const char *e = getenv("TTRAIN_TEST_OVERFLOW");
-    int r;
-    long at;
-    return e && sscanf(e, "%d:%ld", &r, &at) == 2 && r == rank &&
-           (!at || at == step);
-}
-
 /* Rank 0's write (ttrain_ckpt_beat_write's callback): a failure is said
  * before the others hear of it and end the job. */
 static int _save(void *arg)
 {
     _run *r = arg;
     const ttrain_config *cfg = &r->cfg;
-    _test_sleep("ckpt", 0, r->at.global_step);
+    ttrain_test_sleep("ckpt", 0, r->at.global_step);
     int rc = ttrain_ckpt_save(cfg->ckpt_dir, cfg->keep, 0, &r->meta, r->net,
                               &r->opt, &r->at, r->plan ? r->plan : "");
     if (rc && cfg->world > 1)
@@ -907,11 +875,12 @@ static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
     int rc, replayed = 0;
     if ((rc = _step_input(r, epoch, step, lbatch, w)) != _GO)
         return rc;
-    _test_sleep("step", r->info.rank, r->gstep + 1);
+    ttrain_test_sleep("step", r->info.rank, r->gstep + 1);
     /* The loss gradient is scaled; an injected overflow scales it by inf,
      * which makes this rank's gradients inf/nan as a real one would. */
-    double scale =
-        _test_overflow(r->info.rank, r->gstep + 1) ? INFINITY : r->ls.scale;
+    double scale = ttrain_test_overflow(r->info.rank, r->gstep + 1)
+                       ? INFINITY
+                       : r->ls.scale;
     teng_net_set_loss_scale(r->net, scale);
     /* The device step's lr goes into its pinned ring before the launch. */
     if (r->dstep && topt_sgd_dstep(&r->opt, lr, TENG_DSTEP_BEGIN))
