@@ -948,8 +948,7 @@ static int _dstep_sync(_run *r, _window *w, double lr)
     long skips = d.overflows - r->dseen.overflows;
     r->ls = (topt_loss_scale_state){d.scale, d.clean, d.overflows};
     r->skipped = (int)d.skipped;
-    r->opt.prev_lr = d.prev_lr;
-    r->opt.steps += decided - skips;
+    topt_sgd_dstep_seen(&r->opt, &r->dseen, &d);
     r->dseen = d;
     if (w) {
         w->loss_sum = d.loss_sum;
