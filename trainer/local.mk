@@ -229,6 +229,19 @@ tests_unit_test_step_graph_SOURCES = tests/unit/test_step_graph.c
 tests_unit_test_step_graph_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_step_graph_LDADD = $(TRAINER_TEST_LDADD)
 
+# The tests' fault injection (train/test_hooks.c), as configured and as
+# --disable-test-hooks compiles it (the Debian package): no cluster needed.
+check_PROGRAMS += tests/unit/test_train_hooks tests/unit/test_train_hooks_off
+TESTS += tests/unit/test_train_hooks tests/unit/test_train_hooks_off
+tests_unit_test_train_hooks_SOURCES = tests/unit/test_train_hooks.c
+tests_unit_test_train_hooks_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_train_hooks_LDADD = $(TRAINER_TEST_LDADD)
+tests_unit_test_train_hooks_off_SOURCES = tests/unit/test_train_hooks.c \
+	trainer/train/test_hooks.c
+tests_unit_test_train_hooks_off_CPPFLAGS = $(AM_CPPFLAGS) -DTTRAIN_NO_TEST_HOOKS=1
+tests_unit_test_train_hooks_off_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_train_hooks_off_LDADD = $(CHECK_LIBS)
+
 # The GPU of each rank (train/device.c): plain C, no GPU needed.
 check_PROGRAMS += tests/unit/test_train_device
 TESTS += tests/unit/test_train_device
