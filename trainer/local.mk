@@ -47,6 +47,7 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/synthetic.c \
 	trainer/train/ttrain_checkpoint.h \
 	trainer/train/checkpoint.c \
+	trainer/train/ckpt_meta.c \
 	trainer/train/ttrain_state_hash.h \
 	trainer/train/state_hash.c \
 	trainer/train/ttrain_device.h \

@@ -475,63 +475,22 @@ static int _eval_only(_run *r, int rc, const char *path)
  * (rank 0 picks, the others follow), and rank 0's write while the others
  * wait ---- */
 
-/* The model and the global batch schedule as checkpoints record them. */
-static int _meta_text(const ttrain_config *cfg, ttrain_ckpt_meta *m)
-{
-    const tmodel_spec *ms = &cfg->model;
-    char depth[32] = "", *text = NULL;
-    size_t len = 0;
-    if (ms->kind == TMODEL_CIFAR_RESNET)
-        snprintf(depth, sizeof(depth), " depth %d", ms->depth);
-    snprintf(m->model, sizeof(m->model), "%s%s, %dx%dx%d input, %d classes",
-             tmodel_name(ms->kind), depth, ms->in_channels, ms->image_size,
-             ms->image_size, ms->classes);
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return -1;
-    for (int i = 0; i < cfg->sched.nstages; i++)
-        fprintf(f, "%s%d:%d", i ? "," : "", cfg->sched.stage[i].epoch,
-                cfg->sched.stage[i].global_batch);
-    fprintf(f, " over %ld samples per epoch", cfg->sched.dataset_size);
-    fclose(f);
-    int rc = !text || len >= sizeof(m->batch) ? -1 : 0;
-    if (!rc)
-        memcpy(m->batch, text, len + 1);
-    free(text);
-    return rc;
-}
-
-/* What checkpoints record of this run (ttrain_ckpt_meta); a fresh run
- * id, which a resume replaces by the checkpoint's. The training data is
- * known by its sample count and the bytes of its index. */
+/* What checkpoints record of this run (ttrain_ckpt_meta_fill), and a
+ * fresh run id, which a resume replaces by the checkpoint's: rank 0's on
+ * every rank, as each rank names its own files by it (ttrain_bn_stash.h). */
 static int _meta(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
-    ttrain_ckpt_meta *m = &r->meta;
-    char id[96], index[600];
-    ttrain_ckpt_new_run(m->run);
-    /* Rank 0's id on every rank: each rank names its own files by it
-     * (ttrain_bn_stash.h). */
-    if (cfg->world > 1 && tcomm_bcast_bytes(r->comm, m->run, sizeof(m->run), 0))
-        return _fail("checkpoint", tcomm_error());
-    m->world = cfg->world;
-    m->plan = &cfg->sched; /* a resumed position must fit it */
-    snprintf(m->wire, sizeof(m->wire), "%s", cfg->wire);
-    snprintf(m->loss_scale, sizeof(m->loss_scale), "%s",
-             topt_loss_scale_mode_name(r->ls_mode));
-    if (_meta_text(cfg, m))
-        return _fail("checkpoint", "the batch schedule is too long to record");
-    if (!r->have_src) {
-        snprintf(m->data, sizeof(m->data), "synthetic data");
-        snprintf(m->data_id, sizeof(m->data_id), "synthetic");
-        return _GO;
-    }
-    snprintf(m->data, sizeof(m->data), "%s", cfg->data);
-    snprintf(index, sizeof(index), "%s/train-index.txt", cfg->data);
-    if (ttrain_ckpt_file_id(index, (uint64_t)1 << 30, id, sizeof(id)))
-        return _fail("--data", torus_error_msg());
-    snprintf(m->data_id, sizeof(m->data_id), "%ld samples, train index %s",
-             cfg->sched.dataset_size, id);
+    ttrain_ckpt_new_run(r->meta.run);
+    if (cfg->world > 1 &&
+        tcomm_bcast_bytes(r->comm, r->meta.run, sizeof(r->meta.run), 0))
+        return _fail("checkpoint", torus_error_msg());
+    int rc = ttrain_ckpt_meta_fill(
+        &r->meta, &cfg->model, &cfg->sched, cfg->world, cfg->wire,
+        topt_loss_scale_mode_name(r->ls_mode), r->have_src ? cfg->data : "");
+    if (rc)
+        return _fail(rc == TTRAIN_CKPT_ECONFIG ? "checkpoint" : "--data",
+                     torus_error_msg());
     return _GO;
 }
 
