@@ -35,6 +35,7 @@
 #include "trainer/train/ttrain_device.h"
 #include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_exchange.h"
+#include "trainer/train/ttrain_input.h"
 #include "trainer/train/ttrain_options.h"
 #include "trainer/train/ttrain_source.h"
 #include "trainer/train/ttrain_state_hash.h"
@@ -170,12 +171,10 @@ typedef struct {
     int have_src;  /* a packed dataset, not the synthetic pool */
     int max_local; /* the largest local batch of the schedule */
     teng_backend *bk;
-    int device;      /* a GPU backend's device, else -1 */
-    size_t dev_peak; /* the most device memory seen in use */
-    /* 8-bit input (--input): the slot the next batch is staged in and
-     * used from, and the batch fetched ahead for the next step */
-    int u8, slot, staged;
-    ttrain_batch next_b;
+    int device;          /* a GPU backend's device, else -1 */
+    size_t dev_peak;     /* the most device memory seen in use */
+    int u8;              /* 8-bit input batches (--input) */
+    ttrain_input in;     /* each step's batch, maybe fetched ahead */
     char device_why[64]; /* why that one (ttrain_device_pick) */
     teng_net *net;
     topt_sgd opt;
@@ -419,6 +418,8 @@ static int _build_net(_run *r)
                                  .trace = _trace};
     if (ttrain_exchange_open(&xc, r->net, r->bk, &r->ex))
         return _fail("gradient exchange", torus_error_msg());
+    r->in = (ttrain_input){
+        .src = &r->src, .net = r->net, .trace = _trace, .rank = r->info.rank};
     _graph_open(r);
     if (cfg->verbose)
         teng_net_summary(r->net, stderr);
@@ -683,48 +684,11 @@ static int _write_or_wait(_run *r)
     return _fail("checkpoint", torus_error_msg());
 }
 
-/* The batch of (epoch, step) from the source; waiting for it counts as
- * data time. An 8-bit batch is also staged: its copy to the device starts
- * (slot r->slot) and runs while the caller goes on. */
-static int _fetch(_run *r, int epoch, long step, int lbatch, ttrain_batch *b,
-                  _window *w)
-{
-    ttrain_trace_begin(_trace, "data wait");
-    if (r->src.next(&r->src, lbatch, b))
-        return _fail("data", torus_error_msg());
-    ttrain_trace_end(_trace);
-    /* Epochs hold whole global batches and slices are even, so a short
-     * batch is a data-source bug, never to be trained. */
-    if (b->n != lbatch) {
-        TORUS_FAIL(TTRAIN_EDATA,
-                   "rank %d: the source gave %d samples for a local batch of "
-                   "%d at epoch %d step %ld",
-                   r->info.rank, b->n, lbatch, epoch, step);
-        return _fail("data", torus_error_msg());
-    }
-    w->data_s += b->wait_s;
-    if (b->px &&
-        teng_net_stage_input_u8(r->net, r->slot, b->px, b->flips, b->n))
-        return _fail("data", torus_error_msg());
-    return _GO;
-}
-
 /* Step part 1: this step's batch into the input tensor (the one fetched
- * and staged during the previous step, if any; an 8-bit one is normalised
- * and mirrored by the backend) and its labels. */
+ * and staged during the previous step, if any) and its labels. */
 static int _step_input(_run *r, int epoch, long step, int lbatch, _window *w)
 {
-    ttrain_batch b;
-    int rc;
-    if (r->staged)
-        b = r->next_b, r->staged = 0;
-    else if ((rc = _fetch(r, epoch, step, lbatch, &b, w)) != _GO)
-        return rc;
-    if (b.px ? teng_net_use_input_u8(r->net, r->slot, b.scale, b.bias)
-             : teng_net_set_input(r->net, b.x))
-        return _fail("data", torus_error_msg());
-    r->slot ^= b.px != NULL;
-    if (teng_net_set_labels(r->net, b.y))
+    if (ttrain_input_step(&r->in, epoch, step, lbatch, &w->data_s))
         return _fail("data", torus_error_msg());
     return _GO;
 }
@@ -741,9 +705,9 @@ static int _prefetch(_run *r, int epoch, long step, long steps, int lbatch,
     if (!r->u8 || step + 1 >= steps || _stop ||
         (cfg->max_steps && r->gstep + 1 >= cfg->max_steps))
         return _GO;
-    int rc = _fetch(r, epoch, step + 1, lbatch, &r->next_b, w);
-    r->staged = rc == _GO;
-    return rc;
+    if (ttrain_input_ahead(&r->in, epoch, step + 1, lbatch, &w->data_s))
+        return _fail("data", torus_error_msg());
+    return _GO;
 }
 
 /* Step parts 2-3 as calls: forward and backward (the gradient hook starts
@@ -1048,7 +1012,7 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
     const ttrain_config *cfg = &r->cfg;
     int more = step + 1 < steps;
     /* A batch fetched ahead (_prefetch) is not served yet. */
-    uint64_t served = r->src.samples - (r->staged ? (uint64_t)r->next_b.n : 0);
+    uint64_t served = ttrain_input_served(&r->in);
     r->at = (ttrain_progress){.epoch = more ? epoch : epoch + 1,
                               .step = more ? step + 1 : 0,
                               .global_step = r->gstep,
