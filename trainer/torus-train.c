@@ -5,10 +5,12 @@
  *
  * One process, or one rank of many (srun --mpi=pmix, mpirun): the two
  * places where ranks meet are the data source (trainer/train/ttrain_source.h:
- * each rank reads its slice of the epoch) and the gradient exchange (the
- * engine's per-layer gradient hook starts the all-reduce of every bucket
- * that backward has completed; ttrain_exchange_wait() waits for the rest before
- * the update). With one rank both reduce to the single-process path.
+ * each rank reads its slice of the epoch) and the gradient exchange
+ * (trainer/train/ttrain_exchange.h, one interface for gradients in host or
+ * device memory: the engine's per-layer gradient hook starts the
+ * all-reduce of every bucket that backward has completed;
+ * ttrain_exchange_wait() waits for the rest before the update). With one
+ * rank both reduce to the single-process path.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -182,7 +184,7 @@ typedef struct {
     topt_loss_scale_mode ls_mode;
     topt_loss_scale_config ls_cfg;
     topt_loss_scale_state ls;
-    ttrain_exchange *ex;
+    ttrain_exchange *ex;   /* the gradient exchange, host or device */
     FILE *mf;              /* --metrics, rank 0 only */
     char *plan;            /* the configuration text stored in checkpoints */
     ttrain_ckpt_meta meta; /* what checkpoints record and resumes compare */
