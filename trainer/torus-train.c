@@ -871,9 +871,8 @@ static int _dstep_sync(_run *r, _window *w, double lr)
         return _fail("device step", torus_error_msg());
     long decided = d.decided - r->dseen.decided;
     long skips = d.overflows - r->dseen.overflows;
-    r->ls = (topt_loss_scale_state){d.scale, d.clean, d.overflows};
     r->skipped = (int)d.skipped;
-    topt_sgd_dstep_seen(&r->opt, &r->dseen, &d);
+    topt_sgd_dstep_seen(&r->opt, &r->ls, &r->dseen, &d);
     r->dseen = d;
     if (w) {
         w->loss_sum = d.loss_sum;

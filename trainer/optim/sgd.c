@@ -138,9 +138,11 @@ int topt_sgd_dstep_open(topt_sgd *o, const teng_dstep_config *ls,
     return rc ? torus_error_prefix(rc, "optimizer") : TENG_OK;
 }
 
-void topt_sgd_dstep_seen(topt_sgd *o, const teng_dstep_state *was,
+void topt_sgd_dstep_seen(topt_sgd *o, topt_loss_scale_state *ls,
+                         const teng_dstep_state *was,
                          const teng_dstep_state *now)
 {
+    *ls = (topt_loss_scale_state){now->scale, now->clean, now->overflows};
     /* A decided step either applied the update or was skipped for an
      * overflow. */
     o->steps +=
