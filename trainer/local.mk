@@ -156,7 +156,7 @@ trainer_torus_train_SOURCES = trainer/torus-train.c \
 	trainer/train/ttrain_exchange.h trainer/train/exchange.c \
 	trainer/train/ttrain_ckpt_beat.h trainer/train/ckpt_beat.c \
 	trainer/train/ttrain_input.h trainer/train/input.c \
-	trainer/train/ttrain_gpu_exchange.h trainer/train/gpu_exchange.c \
+	trainer/train/ttrain_gpu_exchange.h \
 	trainer/train/ttrain_trace.h trainer/train/trace.c
 trainer_torus_train_CPPFLAGS = $(TCOMM_CPPFLAGS)
 # The cuda module (torus_cuda.so) resolves the engine and libtcomm against

@@ -1,14 +1,16 @@
 /* train/exchange.c: the gradient exchange behind one interface (see
  * ttrain_exchange.h). Two implementations fill one table of operations,
  * as comm/fusion/plan.c serves both fusions: _host over tcomm_fusion (or
- * nothing, with one rank) and _device over ttrain_gx (the cuda module's
- * tcomm_gpu); the public calls only dispatch, so a gradient takes the
- * same hops down to the tcomm_* call that starts its bucket. */
+ * nothing, with one rank) and _device over the cuda module's table
+ * (ttrain_gpu_exchange.h: tcomm_gpu); the public calls only dispatch, so a
+ * gradient takes the same hops down to the tcomm_* call that starts its bucket.
+ */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/torus_error.h"
+#include "trainer/backends/tbackends.h"
 #include "trainer/comm/tcomm_fusion.h"
 #include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_exchange.h"
@@ -32,11 +34,12 @@ typedef struct {
 struct ttrain_exchange {
     const _ops *ops;
     ttrain_exchange_config c;
-    tcomm_fusion_t *fusion; /* host, several ranks */
-    ttrain_gx *gx;          /* device */
-    int np;                 /* params; param i is fusion index np - 1 - i */
-    double wait_s;          /* host time blocked in wait */
-    size_t nonfinite;       /* inf/nan in this step's summed gradients */
+    tcomm_fusion_t *fusion;  /* host, several ranks */
+    const ttrain_gx_ops *gx; /* device: the cuda module's table */
+    void *impl;              /* and its state */
+    int np;                  /* params; param i is fusion index np - 1 - i */
+    double wait_s;           /* host time blocked in wait */
+    size_t nonfinite;        /* inf/nan in this step's summed gradients */
 };
 
 /* ---- host: tcomm_fusion over the gradients in host memory ---- */
@@ -158,7 +161,7 @@ static int _host_open(ttrain_exchange *ex, teng_net *net)
 
 static int _dev_ready(ttrain_exchange *ex, teng_net *net, int layer)
 {
-    return ttrain_gx_ready(ex->gx, net, layer);
+    return ex->gx->ready(ex->impl, net, layer);
 }
 
 /* Under the device step the device counts inf/nan: the host only queues
@@ -169,46 +172,47 @@ static int _dev_wait(ttrain_exchange *ex, teng_net *net, int replayed,
 {
     (void)net;
     if (dstep)
-        return replayed ? 0 : ttrain_gx_finish_device(ex->gx);
-    if (replayed)
-        return ttrain_gx_finish_host(ex->gx, &ex->nonfinite, &ex->wait_s);
-    return ttrain_gx_wait(ex->gx, &ex->nonfinite, &ex->wait_s);
+        return replayed ? 0 : ex->gx->finish_device(ex->impl);
+    if (!replayed && ex->gx->finish_device(ex->impl))
+        return -1;
+    return ex->gx->finish_host(ex->impl, &ex->nonfinite, &ex->wait_s);
 }
 
 static int _dev_capturable(const ttrain_exchange *ex)
 {
-    return ttrain_gx_capturable(ex->gx);
+    return ex->gx->capturable(ex->impl);
 }
 
 static int _dev_finish_device(ttrain_exchange *ex)
 {
-    return ttrain_gx_finish_device(ex->gx);
+    return ex->gx->finish_device(ex->impl);
 }
 
 static void _dev_abandon(ttrain_exchange *ex)
 {
-    ttrain_gx_abandon(ex->gx);
+    ex->gx->abandon(ex->impl);
 }
 
 static int _dev_sync(ttrain_exchange *ex)
 {
     size_t nf;
     double ws = 0;
-    return ttrain_gx_finish_host(ex->gx, &nf, &ws);
+    return ex->gx->finish_host(ex->impl, &nf, &ws);
 }
 
 static int _dev_stats_average(ttrain_exchange *ex, void *stats, size_t n,
                               teng_net *net)
 {
+    /* the path's own algorithm: a few KB once per evaluation */
     (void)stats, (void)n;
-    return ttrain_gx_stats_average(ex->gx, net, ex->c.algo);
+    return ex->gx->stats_average(ex->impl, net);
 }
 
 static void _dev_describe(const ttrain_exchange *ex, FILE *f)
 {
     fprintf(f, "gradients in %zu buckets of device memory, %s",
-            ttrain_gx_buckets(ex->gx),
-            strcmp(ttrain_gx_path(ex->gx), "nccl") ? "staged through the host"
+            ex->gx->buckets(ex->impl),
+            strcmp(ex->gx->path(ex->impl), "nccl") ? "staged through the host"
                                                    : "NCCL");
 }
 
@@ -218,15 +222,36 @@ static void _dev_summary(const ttrain_exchange *ex, int dstep, FILE *f)
         fprintf(f,
                 "gradient exchange (%s): reductions not timed (the device "
                 "step needs no host wait for them)\n",
-                ttrain_gx_path(ex->gx));
+                ex->gx->path(ex->impl));
     else
         fprintf(f, "gradient exchange (%s): %.2f s in its reductions\n",
-                ttrain_gx_path(ex->gx), ttrain_gx_comm_s(ex->gx));
+                ex->gx->path(ex->impl), ex->gx->comm_s(ex->impl));
 }
 
 static void _dev_close(ttrain_exchange *ex)
 {
-    ttrain_gx_close(ex->gx);
+    if (ex->impl)
+        ex->gx->close(ex->impl);
+}
+
+/* The implementation is the cuda module's (gpu_exchange_cuda.c), found by
+ * its table's name: torus-train links no CUDA library, and a backend with
+ * gradients in device memory is only ever open with that module loaded. */
+static int _dev_open(ttrain_exchange *ex, teng_net *net, teng_backend *bk)
+{
+    const ttrain_exchange_config *c = &ex->c;
+    ex->gx = tbackends_module_symbol(TTRAIN_GX_OPS_SYMBOL);
+    if (!ex->gx)
+        return TORUS_FAIL(TTRAIN_EDEVICE,
+                          "backend %s keeps gradients in device memory, but "
+                          "no cuda module with a GPU gradient exchange is "
+                          "loaded",
+                          teng_backend_name(bk));
+    int rc = ex->gx->open(c->comm, net, bk, c->algo, c->wire,
+                          c->bucket_kb < 0 ? 0 : c->bucket_kb, &ex->impl);
+    if (rc) /* the module freed what it had made */
+        ex->impl = NULL;
+    return rc;
 }
 
 static const _ops _device = {_dev_ready,         _dev_wait,     _dev_capturable,
@@ -252,11 +277,11 @@ int ttrain_exchange_open(const ttrain_exchange_config *c, teng_net *net,
         return TORUS_FAIL(TTRAIN_ENOMEM, "rank %d: no memory for the exchange",
                           c->rank);
     ex->c = *c;
-    ex->ops = c->world > 1 && ttrain_gx_wanted(bk) ? &_device : &_host;
+    /* Host code must not touch gradients in device memory. */
+    ex->ops = c->world > 1 && !teng_backend_host_memory(bk) ? &_device : &_host;
     int rc = 0;
     if (ex->ops == &_device)
-        rc = ttrain_gx_open(c->comm, net, bk, c->algo, c->wire,
-                            c->bucket_kb < 0 ? 0 : c->bucket_kb, &ex->gx);
+        rc = _dev_open(ex, net, bk);
     else if (c->world > 1)
         rc = _host_open(ex, net);
     if (rc) {
@@ -278,7 +303,7 @@ int ttrain_exchange_wait(ttrain_exchange *ex, teng_net *net, int replayed,
 
 size_t ttrain_exchange_nonfinite(const ttrain_exchange *ex, int *counted)
 {
-    *counted = ex->fusion || ex->gx;
+    *counted = ex->fusion || ex->impl;
     return ex->nonfinite;
 }
 
