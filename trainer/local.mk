@@ -47,6 +47,7 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/synthetic.c \
 	trainer/train/ttrain_checkpoint.h \
 	trainer/train/checkpoint.c \
+	trainer/train/ckpt_meta.c \
 	trainer/train/ttrain_state_hash.h \
 	trainer/train/state_hash.c \
 	trainer/train/ttrain_device.h \
@@ -54,7 +55,9 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/ttrain_bn_stash.h \
 	trainer/train/bn_stash.c \
 	trainer/train/ttrain_step_graph.h \
-	trainer/train/step_graph.c
+	trainer/train/step_graph.c \
+	trainer/train/ttrain_test_hooks.h \
+	trainer/train/test_hooks.c
 # The registry looks for loadable backend modules in $(pkglibdir).
 trainer_libtorustrain_la_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS) $(HDF5_CFLAGS) \
 	-DTORUS_PKGLIBDIR='"$(pkglibdir)"'
@@ -150,7 +153,10 @@ bin_PROGRAMS += trainer/torus-train
 # data/format/tdata_h5attr.h.
 trainer_torus_train_SOURCES = trainer/torus-train.c \
 	trainer/train/ttrain_tdata_source.h trainer/train/tdata_source.c \
-	trainer/train/ttrain_gpu_exchange.h trainer/train/gpu_exchange.c \
+	trainer/train/ttrain_exchange.h trainer/train/exchange.c \
+	trainer/train/ttrain_ckpt_beat.h trainer/train/ckpt_beat.c \
+	trainer/train/ttrain_input.h trainer/train/input.c \
+	trainer/train/ttrain_gpu_exchange.h \
 	trainer/train/ttrain_trace.h trainer/train/trace.c
 trainer_torus_train_CPPFLAGS = $(TCOMM_CPPFLAGS)
 # The cuda module (torus_cuda.so) resolves the engine and libtcomm against
@@ -224,6 +230,19 @@ TESTS += tests/unit/test_step_graph
 tests_unit_test_step_graph_SOURCES = tests/unit/test_step_graph.c
 tests_unit_test_step_graph_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_step_graph_LDADD = $(TRAINER_TEST_LDADD)
+
+# The tests' fault injection (train/test_hooks.c), as configured and as
+# --disable-test-hooks compiles it (the Debian package): no cluster needed.
+check_PROGRAMS += tests/unit/test_train_hooks tests/unit/test_train_hooks_off
+TESTS += tests/unit/test_train_hooks tests/unit/test_train_hooks_off
+tests_unit_test_train_hooks_SOURCES = tests/unit/test_train_hooks.c
+tests_unit_test_train_hooks_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_train_hooks_LDADD = $(TRAINER_TEST_LDADD)
+tests_unit_test_train_hooks_off_SOURCES = tests/unit/test_train_hooks.c \
+	trainer/train/test_hooks.c
+tests_unit_test_train_hooks_off_CPPFLAGS = $(AM_CPPFLAGS) -DTTRAIN_NO_TEST_HOOKS=1
+tests_unit_test_train_hooks_off_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_train_hooks_off_LDADD = $(CHECK_LIBS)
 
 # The GPU of each rank (train/device.c): plain C, no GPU needed.
 check_PROGRAMS += tests/unit/test_train_device

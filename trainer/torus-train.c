@@ -5,15 +5,15 @@
  *
  * One process, or one rank of many (srun --mpi=pmix, mpirun): the two
  * places where ranks meet are the data source (trainer/train/ttrain_source.h:
- * each rank reads its slice of the epoch) and the gradient exchange (the
- * engine's per-layer gradient hook starts the all-reduce of every bucket
- * that backward has completed; _grads_wait() waits for the rest before
- * the update). With one rank both reduce to the single-process path.
+ * each rank reads its slice of the epoch) and the gradient exchange
+ * (trainer/train/ttrain_exchange.h, one interface for gradients in host or
+ * device memory: the engine's per-layer gradient hook starts the
+ * all-reduce of every bucket that backward has completed;
+ * ttrain_exchange_wait() waits for the rest before the update). With one
+ * rank both reduce to the single-process path.
  */
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -28,21 +28,23 @@
 #include "config.h"
 #include "trainer/backends/tbackends.h"
 #include "trainer/comm/tcomm.h"
-#include "trainer/comm/tcomm_fusion.h"
 #include "trainer/engine/rng.h"
 #include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
 #include "trainer/optim/topt_loss_scale.h"
 #include "trainer/train/ttrain_bn_stash.h"
 #include "trainer/train/ttrain_checkpoint.h"
+#include "trainer/train/ttrain_ckpt_beat.h"
 #include "trainer/train/ttrain_device.h"
 #include "trainer/train/ttrain_error.h"
-#include "trainer/train/ttrain_gpu_exchange.h"
+#include "trainer/train/ttrain_exchange.h"
+#include "trainer/train/ttrain_input.h"
 #include "trainer/train/ttrain_options.h"
 #include "trainer/train/ttrain_source.h"
 #include "trainer/train/ttrain_state_hash.h"
 #include "trainer/train/ttrain_step_graph.h"
 #include "trainer/train/ttrain_tdata_source.h"
+#include "trainer/train/ttrain_test_hooks.h"
 #include "trainer/train/ttrain_trace.h"
 
 static double _now(void)
@@ -64,69 +66,6 @@ static void _on_signal(int sig)
     _stop = sig;
 }
 
-/* ---- gradient exchange (libtcomm) ----
- * With one rank the sum over ranks is the local gradient: no fusion, no
- * communication, the single-process path unchanged. With several, every
- * param's gradient is registered with tcomm's fusion in backward order
- * (params lie in forward order, so that is the reverse); the per-layer
- * hook marks a layer's params ready, and a bucket starts its all-reduce
- * on the communication thread as soon as it is complete, while backward
- * goes on. _grads_wait() flushes and waits for the rest. The loss is
- * already divided by the global batch, so the all-reduce is a plain sum
- * (remark 3), and each rank's gradient is already its 1/world share of the
- * mean when it is cast to the wire (--wire, fp16 by default): no rank's
- * value is world times larger than the result, so the cast cannot overflow
- * where the sum would not. tcomm sums in fp32 and rounds the sum to the
- * wire precision; inf/nan in it skip the step on every rank. */
-typedef struct {
-    tcomm_t *comm;
-    int rank, world;
-    tcomm_algo algo;
-    tcomm_wire wire;
-    tcomm_fusion_t *fusion;
-    teng_backend *bk;
-    ttrain_gx *gx;    /* device gradients (cuda): train/gpu_exchange.c */
-    int np;           /* params; param i is fusion index np - 1 - i */
-    double wait_s;    /* time blocked in _grads_wait, for the progress line */
-    size_t nonfinite; /* inf/nan in this step's summed gradients */
-    int dstep;        /* the device counts them (_dstep_open) */
-} _exchange;
-
-static int _exchange_open(_exchange *ex, teng_net *net, int bucket_kb)
-{
-    if (ex->world == 1)
-        return 0;
-    if (ttrain_gx_wanted(ex->bk))
-        return ttrain_gx_open(ex->comm, net, ex->bk, ex->algo, ex->wire,
-                              bucket_kb < 0 ? 0 : bucket_kb, &ex->gx)
-                   ? torus_error_prefix(-1, "rank %d", ex->rank)
-                   : 0;
-    tcomm_fusion_options fo = {.bucket_bytes = bucket_kb < 0
-                                                   ? TCOMM_FUSION_AUTO
-                                                   : (size_t)bucket_kb << 10,
-                               .algo = ex->algo,
-                               .wire = ex->wire,
-                               .on_bucket = _trace ? ttrain_trace_bucket : NULL,
-                               .on_bucket_ctx = _trace};
-    if (tcomm_fusion_create(ex->comm, &fo, &ex->fusion))
-        goto fail;
-    ex->np = teng_net_nparams(net);
-    for (int i = ex->np - 1; i >= 0; i--) {
-        const teng_param *p = teng_net_param(net, i);
-        int idx;
-        /* The backend's layout may pad a param: padding gradients are
-         * zero, and summing zeros keeps them zero. */
-        if (tcomm_fusion_add(ex->fusion, p->grad, p->bytes / sizeof(float),
-                             p->name, &idx))
-            goto fail;
-    }
-    if (tcomm_fusion_seal(ex->fusion))
-        goto fail;
-    return 0;
-fail:
-    return torus_error_prefix(-1, "rank %d", ex->rank);
-}
-
 /* The grads arena in memory that this node's ranks share: the buckets of
  * rows (torus2d) or groups (hier-rs) that sit on one node are then summed
  * where they lie, with no copies (libtcomm, shared_grads.c). Collective:
@@ -145,141 +84,31 @@ static void *_shared_grads(void *ctx, size_t bytes)
     return p;
 }
 
-static int _grads_ready(void *ctx, teng_net *net, int layer)
-{
-    _exchange *ex = ctx;
-    ttrain_trace_layer(_trace, net, layer);
-    if (ex->gx)
-        return ttrain_gx_ready(ex->gx, net, layer);
-    if (!ex->fusion)
-        return 0;
-    teng_layer_info l;
-    if (teng_net_layer_info(net, layer, &l))
-        return -1;
-    for (int i = l.param0; i < l.param0 + l.nparam; i++)
-        if (tcomm_fusion_ready(ex->fusion, ex->np - 1 - i))
-            return -1;
-    return 0;
-}
-
-/* Waits for the rest of the exchange and sets ex->nonfinite to the inf/nan
- * count of the summed gradients: tcomm counts them in the reduced buckets
- * (so every rank sees the same count); one rank checks its own gradients
- * (their sum of squares is finite or not: the count is then 0 or 1). */
-static int _grads_wait(_exchange *ex, teng_net *net, int replayed)
-{
-    ex->nonfinite = 0;
-    /* The device step counts inf/nan on the device: the host waits for
-     * nothing here (a replayed step graph ended the exchange already);
-     * _dstep_sync waits, under the exchange's deadline, when it reads. */
-    if (ex->gx && ex->dstep)
-        return replayed ? 0 : ttrain_gx_finish_device(ex->gx);
-    /* A replayed step graph ended the exchange on the device already. */
-    if (ex->gx && replayed)
-        return ttrain_gx_finish_host(ex->gx, &ex->nonfinite, &ex->wait_s);
-    if (ex->gx)
-        return ttrain_gx_wait(ex->gx, &ex->nonfinite, &ex->wait_s);
-    if (!ex->fusion) {
-        int finite;
-        if (ex->dstep) /* the device step counts them: no host wait */
-            return 0;
-        if (teng_net_grads_finite(net, &finite))
-            return -1;
-        ex->nonfinite = !finite;
-        return 0;
-    }
-    tcomm_fusion_stats st;
-    if (tcomm_fusion_finish(ex->fusion, &st))
-        return -1;
-    ex->wait_s += st.wait_s;
-    ex->nonfinite = st.nonfinite;
-    return 0;
-}
-
-/* BN running statistics are per worker while training (Goyal); the
- * average over ranks is what evaluation and checkpoints see. They stay
- * fp32 on the wire whatever --wire says: they are a few KB once per
- * evaluation, and a variance rounded to fp16 would change the evaluation,
- * not the speed. */
-static int _stats_average(_exchange *ex, teng_net *net)
-{
-    size_t n;
-    void *stats = teng_net_stats_buffer(net, &n);
-    if (ex->world == 1 || !n)
-        return 0;
-    if (ex->gx)
-        return ttrain_gx_stats_average(ex->gx, net, ex->algo);
-    tcomm_result r;
-    return tcomm_allreduce(ex->comm, stats, n, ex->algo, TCOMM_WIRE_FP32,
-                           TCOMM_AVERAGE, &r)
-               ? -1
-               : 0;
-}
-
-/* Every rank must hold the same weights and BN statistics after the
- * average (the gradient sums are identical on all ranks, bit for bit).
- * Ranks that differ mean a bug or a broken node, not noise: name the first
- * one instead of training, evaluating or checkpointing a mixture. */
-static int _check_agreement(_exchange *ex, teng_net *net)
-{
-    if (ex->world == 1)
-        return 0;
-    uint64_t h;
-    if (ttrain_state_hash(net, &h))
-        return torus_error_prefix(-1, "rank %d", ex->rank);
-    /* Every rank's hash, as two exact 32-bit halves, by one sum. */
-    double *v = calloc(2 * (size_t)ex->world, sizeof(double));
-    if (!v)
-        return TORUS_FAIL(TTRAIN_ENOMEM, "rank %d: out of memory", ex->rank);
-    v[2 * ex->rank] = (double)(h >> 32);
-    v[2 * ex->rank + 1] = (double)(h & 0xffffffffu);
-    int rc = 0;
-    if (tcomm_sum_double(ex->comm, v, 2 * ex->world))
-        rc = torus_error_prefix(-1, "rank %d", ex->rank);
-    for (int r = 1; r < ex->world && !rc; r++)
-        if (v[2 * r] != v[0] || v[2 * r + 1] != v[1]) {
-            rc = TORUS_FAIL(TTRAIN_ERANKS,
-                            "rank %d's weights or BN statistics differ from "
-                            "rank 0's (state hash %08" PRIx32 "%08" PRIx32
-                            " vs %08" PRIx32 "%08" PRIx32
-                            "): the ranks have diverged",
-                            r, (uint32_t)v[2 * r], (uint32_t)v[2 * r + 1],
-                            (uint32_t)v[0], (uint32_t)v[1]);
-        }
-    free(v);
-    return rc;
-}
-
 /* A signal reaches ranks at different moments: every rank stops at the
  * first step boundary where any rank has seen one, so none is left
  * waiting in a collective. Returns the signal (0: go on). */
-static int _agree_stop(_exchange *ex)
+static int _agree_stop(ttrain_exchange *ex)
 {
     double v = _stop;
-    if (ex->world > 1 && tcomm_max_double(ex->comm, &v))
+    if (ttrain_exchange_max(ex, &v))
         return _stop ? (int)_stop : SIGTERM;
     return (int)v;
-}
-
-/* Sums n doubles over ranks in place. */
-static int _sum(_exchange *ex, double *v, int n)
-{
-    return ex->world == 1 ? 0 : tcomm_sum_double(ex->comm, v, n) ? -1 : 0;
 }
 
 /* Evaluation on the test split: the BN statistics are averaged first,
  * every rank then evaluates its slice with the same weights and statistics
  * (checked), and the counts are summed: c = top-1 hits, top-5 hits,
  * images, loss sum. Errors name what failed in torus_error_msg(). */
-static int _evaluate(_exchange *ex, ttrain_source *src, teng_net *net,
+static int _evaluate(ttrain_exchange *ex, ttrain_source *src, teng_net *net,
                      int batch, double c[4])
 {
     c[0] = c[1] = c[2] = c[3] = 0;
-    if (_stats_average(ex, net))
+    if (ttrain_exchange_stats_average(ex, net))
         return torus_error_prefix(-1, "BN statistics");
-    if (_check_agreement(ex, net) || ttrain_tdata_eval(src, net, batch, c))
+    if (ttrain_exchange_check_agreement(ex, net) ||
+        ttrain_tdata_eval(src, net, batch, c))
         return -1;
-    if (_sum(ex, c, 4))
+    if (ttrain_exchange_sum(ex, c, 4))
         return torus_error_prefix(-1, "summing the counts");
     return 0;
 }
@@ -345,12 +174,10 @@ typedef struct {
     int have_src;  /* a packed dataset, not the synthetic pool */
     int max_local; /* the largest local batch of the schedule */
     teng_backend *bk;
-    int device;      /* a GPU backend's device, else -1 */
-    size_t dev_peak; /* the most device memory seen in use */
-    /* 8-bit input (--input): the slot the next batch is staged in and
-     * used from, and the batch fetched ahead for the next step */
-    int u8, slot, staged;
-    ttrain_batch next_b;
+    int device;          /* a GPU backend's device, else -1 */
+    size_t dev_peak;     /* the most device memory seen in use */
+    int u8;              /* 8-bit input batches (--input) */
+    ttrain_input in;     /* each step's batch, maybe fetched ahead */
     char device_why[64]; /* why that one (ttrain_device_pick) */
     teng_net *net;
     topt_sgd opt;
@@ -358,7 +185,7 @@ typedef struct {
     topt_loss_scale_mode ls_mode;
     topt_loss_scale_config ls_cfg;
     topt_loss_scale_state ls;
-    _exchange ex;
+    ttrain_exchange *ex;   /* the gradient exchange, host or device */
     FILE *mf;              /* --metrics, rank 0 only */
     char *plan;            /* the configuration text stored in checkpoints */
     ttrain_ckpt_meta meta; /* what checkpoints record and resumes compare */
@@ -501,22 +328,7 @@ static void _print_setup(const _run *r)
                r->ls_cfg.max_scale);
     else if (r->ls_mode == TOPT_LOSS_SCALE_STATIC)
         printf("torus-train: static loss scale %g\n", r->ls.scale);
-    if (r->cfg.world > 1)
-        printf("torus-train: %d ranks on %d nodes, grid %dx%d (%s), "
-               "gradients in %zu buckets%s, all-reduce %s, %s wire\n",
-               r->info.size, r->info.nnodes, r->info.rows, r->info.cols,
-               r->info.source ? r->info.source : "?",
-               r->ex.gx ? ttrain_gx_buckets(r->ex.gx)
-                        : tcomm_fusion_bucket_count(r->ex.fusion),
-               r->ex.gx ? (strcmp(ttrain_gx_path(r->ex.gx), "nccl")
-                               ? " of device memory, staged through the host"
-                               : " of device memory, NCCL")
-               : tcomm_fusion_shared(r->ex.fusion) ? " of node-shared memory"
-                                                   : "",
-               tcomm_algo_name(r->ex.algo), tcomm_wire_name(r->ex.wire));
-    if (r->ex.fusion && *tcomm_fusion_theta_why(r->ex.fusion))
-        printf("torus-train: --bucket-kb auto: %s\n",
-               tcomm_fusion_theta_why(r->ex.fusion));
+    ttrain_exchange_describe(r->ex, &r->info, stdout);
 }
 
 /* --loss-scale for this backend: auto is dynamic when any param's
@@ -566,8 +378,7 @@ static void _graph_open(_run *r)
     teng_layer_info l;
     for (int i = 0; !teng_net_layer_info(r->net, i, &l); i++)
         dropout |= l.kind == TENG_L_DROPOUT;
-    int host_ex =
-        r->cfg.world > 1 && !(r->ex.gx && ttrain_gx_capturable(r->ex.gx));
+    int host_ex = !ttrain_exchange_capturable(r->ex);
     ttrain_sg_init(&r->sg, getenv("TCUDA_GRAPH"),
                    teng_net_graph_supported(r->net), host_ex, dropout);
 }
@@ -600,15 +411,18 @@ static int _build_net(_run *r)
     if (cfg->trace[0] && ttrain_trace_open(cfg->trace, r->comm, r->info.rank,
                                            cfg->world, &_trace))
         return _fail("--trace", torus_error_msg());
-    r->ex = (_exchange){.comm = r->comm,
-                        .bk = r->bk,
-                        .rank = r->info.rank,
-                        .world = cfg->world,
-                        .algo = r->algo,
-                        .wire = (tcomm_wire)tcomm_wire_parse(cfg->wire)};
-    if (_exchange_open(&r->ex, r->net, cfg->bucket_kb))
+    ttrain_exchange_config xc = {.comm = r->comm,
+                                 .rank = r->info.rank,
+                                 .world = cfg->world,
+                                 .algo = r->algo,
+                                 .wire =
+                                     (tcomm_wire)tcomm_wire_parse(cfg->wire),
+                                 .bucket_kb = cfg->bucket_kb,
+                                 .trace = _trace};
+    if (ttrain_exchange_open(&xc, r->net, r->bk, &r->ex))
         return _fail("gradient exchange", torus_error_msg());
-    teng_net_set_grad_hook(r->net, _grads_ready, &r->ex);
+    r->in = (ttrain_input){
+        .src = &r->src, .net = r->net, .trace = _trace, .rank = r->info.rank};
     _graph_open(r);
     if (cfg->verbose)
         teng_net_summary(r->net, stderr);
@@ -648,7 +462,7 @@ static int _eval_only(_run *r, int rc, const char *path)
     }
     if (teng_net_set_batch(r->net, r->max_local))
         return _fail("evaluation", torus_error_msg());
-    if (_evaluate(&r->ex, &r->src, r->net, r->max_local, c))
+    if (_evaluate(r->ex, &r->src, r->net, r->max_local, c))
         return _fail("evaluation", torus_error_msg());
     printf("%s (epoch %d, global step %ld) test: top-1 %.2f%% top-5 "
            "%.2f%% loss %.4f (%.0f images, %.1f s)\n",
@@ -665,63 +479,22 @@ static int _eval_only(_run *r, int rc, const char *path)
  * (rank 0 picks, the others follow), and rank 0's write while the others
  * wait ---- */
 
-/* The model and the global batch schedule as checkpoints record them. */
-static int _meta_text(const ttrain_config *cfg, ttrain_ckpt_meta *m)
-{
-    const tmodel_spec *ms = &cfg->model;
-    char depth[32] = "", *text = NULL;
-    size_t len = 0;
-    if (ms->kind == TMODEL_CIFAR_RESNET)
-        snprintf(depth, sizeof(depth), " depth %d", ms->depth);
-    snprintf(m->model, sizeof(m->model), "%s%s, %dx%dx%d input, %d classes",
-             tmodel_name(ms->kind), depth, ms->in_channels, ms->image_size,
-             ms->image_size, ms->classes);
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return -1;
-    for (int i = 0; i < cfg->sched.nstages; i++)
-        fprintf(f, "%s%d:%d", i ? "," : "", cfg->sched.stage[i].epoch,
-                cfg->sched.stage[i].global_batch);
-    fprintf(f, " over %ld samples per epoch", cfg->sched.dataset_size);
-    fclose(f);
-    int rc = !text || len >= sizeof(m->batch) ? -1 : 0;
-    if (!rc)
-        memcpy(m->batch, text, len + 1);
-    free(text);
-    return rc;
-}
-
-/* What checkpoints record of this run (ttrain_ckpt_meta); a fresh run
- * id, which a resume replaces by the checkpoint's. The training data is
- * known by its sample count and the bytes of its index. */
+/* What checkpoints record of this run (ttrain_ckpt_meta_fill), and a
+ * fresh run id, which a resume replaces by the checkpoint's: rank 0's on
+ * every rank, as each rank names its own files by it (ttrain_bn_stash.h). */
 static int _meta(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
-    ttrain_ckpt_meta *m = &r->meta;
-    char id[96], index[600];
-    ttrain_ckpt_new_run(m->run);
-    /* Rank 0's id on every rank: each rank names its own files by it
-     * (ttrain_bn_stash.h). */
-    if (cfg->world > 1 && tcomm_bcast_bytes(r->comm, m->run, sizeof(m->run), 0))
+    ttrain_ckpt_new_run(r->meta.run);
+    if (cfg->world > 1 &&
+        tcomm_bcast_bytes(r->comm, r->meta.run, sizeof(r->meta.run), 0))
         return _fail("checkpoint", torus_error_msg());
-    m->world = cfg->world;
-    m->plan = &cfg->sched; /* a resumed position must fit it */
-    snprintf(m->wire, sizeof(m->wire), "%s", cfg->wire);
-    snprintf(m->loss_scale, sizeof(m->loss_scale), "%s",
-             topt_loss_scale_mode_name(r->ls_mode));
-    if (_meta_text(cfg, m))
-        return _fail("checkpoint", "the batch schedule is too long to record");
-    if (!r->have_src) {
-        snprintf(m->data, sizeof(m->data), "synthetic data");
-        snprintf(m->data_id, sizeof(m->data_id), "synthetic");
-        return _GO;
-    }
-    snprintf(m->data, sizeof(m->data), "%s", cfg->data);
-    snprintf(index, sizeof(index), "%s/train-index.txt", cfg->data);
-    if (ttrain_ckpt_file_id(index, (uint64_t)1 << 30, id, sizeof(id)))
-        return _fail("--data", torus_error_msg());
-    snprintf(m->data_id, sizeof(m->data_id), "%ld samples, train index %s",
-             cfg->sched.dataset_size, id);
+    int rc = ttrain_ckpt_meta_fill(
+        &r->meta, &cfg->model, &cfg->sched, cfg->world, cfg->wire,
+        topt_loss_scale_mode_name(r->ls_mode), r->have_src ? cfg->data : "");
+    if (rc)
+        return _fail(rc == TTRAIN_CKPT_ECONFIG ? "checkpoint" : "--data",
+                     torus_error_msg());
     return _GO;
 }
 
@@ -808,7 +581,7 @@ static int _load_agreed(_run *r, char *path, size_t n, int *found)
     memcpy(r->meta.run, got.run, sizeof(got.run)); /* the run goes on */
     if (!cfg->eval_only && _restore_loss_scale(r, &got, path))
         return _fail(what, torus_error_msg());
-    if (!cfg->eval_only && _check_agreement(&r->ex, r->net))
+    if (!cfg->eval_only && ttrain_exchange_check_agreement(r->ex, r->net))
         return _fail(what, torus_error_msg());
     return _GO;
 }
@@ -880,195 +653,45 @@ static int _restore(_run *r)
     return _GO;
 }
 
-/* Rank 0's write must not make the others call it lost: a write to a
- * shared file system can outlast --comm-timeout, and they would wait for
- * it inside the next all-reduce. So they wait here instead, in rounds of
- * tcomm_max_double with a heartbeat thread of rank 0 (a round every
- * min(1 s, timeout / 4), each well within the timeout, so libtcomm still
- * notices a rank that dies), up to --checkpoint-timeout. What the rounds
- * carry: */
-enum { _CK_WRITING, _CK_DONE, _CK_FAILED, _CK_LATE };
-
-typedef struct {
-    tcomm_t *comm;
-    double beat, limit;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int state; /* the writer's, under mu */
-} _beat;
-
-/* What every rank says when the rounds end badly (v: _CK_FAILED/_LATE):
- * records it and returns this thread's message. */
-static const char *_wait_error(int rank, double v, double limit)
+/* Rank 0's write (ttrain_ckpt_beat_write's callback): a failure is said
+ * before the others hear of it and end the job. */
+static int _save(void *arg)
 {
-    if (v == _CK_LATE)
-        TORUS_FAIL(TTRAIN_ERANKS,
-                   "rank %d: rank 0 has not finished writing the checkpoint "
-                   "within --checkpoint-timeout %g s",
-                   rank, limit);
-    else
-        TORUS_FAIL(TTRAIN_ERANKS,
-                   "rank %d: rank 0 could not write the checkpoint", rank);
-    return torus_error_msg();
-}
-
-/* Rank 0's heartbeat thread: a round at least every beat seconds, and one
- * as soon as the write ends. A lost peer or the time limit end the job
- * from here, as the writer may be stuck in the file system. */
-static void *_heartbeat(void *arg)
-{
-    _beat *b = arg;
-    double t0 = _now();
-    for (;;) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        double end = until.tv_sec + 1e-9 * until.tv_nsec + b->beat;
-        until.tv_sec = (time_t)end;
-        until.tv_nsec = (long)((end - (double)until.tv_sec) * 1e9);
-        pthread_mutex_lock(&b->mu);
-        while (b->state == _CK_WRITING &&
-               pthread_cond_timedwait(&b->cv, &b->mu, &until) != ETIMEDOUT)
-            ;
-        double v = b->state;
-        pthread_mutex_unlock(&b->mu);
-        if (v == _CK_WRITING && _now() - t0 > b->limit)
-            v = _CK_LATE;
-        if (tcomm_max_double(b->comm, &v)) {
-            torus_error_prefix(-1, "rank 0: while writing");
-            _fail("checkpoint", torus_error_msg());
-        }
-        if (v == _CK_LATE)
-            _fail("checkpoint", _wait_error(0, v, b->limit));
-        if (v != _CK_WRITING)
-            return NULL;
-    }
-}
-
-/* Fault injection for the tests (tests/integration/train_ckpt_dist.sh):
- * TTRAIN_TEST_SLEEP=WHERE:RANK:STEP:S makes rank RANK sleep S seconds at
- * global step STEP (0: every step), WHERE being "ckpt" (before writing a
- * checkpoint: an fsync to a slow shared file system) or "step" (before the
- * forward pass: a stalled rank). */
-static void _test_sleep(const char *where, int rank, long step)
-{
-    const char *e = getenv("TTRAIN_TEST_SLEEP");
-    char w[8];
-    int r;
-    long at;
-    double s;
-    if (!e || sscanf(e, "%7[a-z]:%d:%ld:%lf", w, &r, &at, &s) != 4 ||
-        strcmp(w, where) || r != rank || (at && at != step) || !(s > 0) ||
-        s > 3600)
-        return;
-    struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) && errno == EINTR)
-        ;
-}
-
-/* TTRAIN_TEST_OVERFLOW=RANK:STEP makes rank RANK's gradients overflow at
- * global step STEP (0: every step), for tests/integration/train_scale.sh. */
-static int _test_overflow(int rank, long step)
-{
-    const char *e = getenv("TTRAIN_TEST_OVERFLOW");
-    int r;
-    long at;
-    return e && sscanf(e, "%d:%ld", &r, &at) == 2 && r == rank &&
-           (!at || at == step);
-}
-
-/* Rank 0 writes, its heartbeat thread keeps the others' rounds going. */
-static int _write_rank0(_run *r)
-{
+    _run *r = arg;
     const ttrain_config *cfg = &r->cfg;
-    double t = cfg->comm_timeout / 4;
-    _beat b = {.comm = r->comm,
-               .beat = t < 1 ? t : 1,
-               .limit = cfg->ckpt_timeout,
-               .state = _CK_WRITING};
-    pthread_t th;
-    pthread_mutex_init(&b.mu, NULL);
-    pthread_cond_init(&b.cv, NULL);
-    int multi = cfg->world > 1;
-    if (multi && pthread_create(&th, NULL, _heartbeat, &b))
-        return _fail("checkpoint", "cannot start the heartbeat thread");
-    _test_sleep("ckpt", 0, r->at.global_step);
+    ttrain_test_sleep("ckpt", 0, r->at.global_step);
     int rc = ttrain_ckpt_save(cfg->ckpt_dir, cfg->keep, 0, &r->meta, r->net,
                               &r->opt, &r->at, r->plan ? r->plan : "");
-    if (rc && multi) /* before the others hear of it and end the job */
+    if (rc && cfg->world > 1)
         fprintf(stderr, "torus-train: checkpoint: %s\n", torus_error_msg());
-    pthread_mutex_lock(&b.mu);
-    b.state = rc ? _CK_FAILED : _CK_DONE;
-    pthread_cond_signal(&b.cv);
-    pthread_mutex_unlock(&b.mu);
-    if (multi)
-        pthread_join(th, NULL);
-    pthread_cond_destroy(&b.cv);
-    pthread_mutex_destroy(&b.mu);
-    if (rc && multi)
+    return rc;
+}
+
+/* Only rank 0 writes, while the others wait for it (ttrain_ckpt_beat.h). */
+static int _write_or_wait(_run *r)
+{
+    ttrain_ckpt_beat b = {.comm = r->comm,
+                          .rank = r->info.rank,
+                          .world = r->cfg.world,
+                          .comm_timeout = r->cfg.comm_timeout,
+                          .ckpt_timeout = r->cfg.ckpt_timeout,
+                          .fail = _fail};
+    if (r->info.rank != 0)
+        return ttrain_ckpt_beat_wait(&b)
+                   ? _fail("checkpoint", torus_error_msg())
+                   : _GO;
+    if (!ttrain_ckpt_beat_write(&b, _save, r))
+        return _GO;
+    if (r->cfg.world > 1)
         return _follow_rank0_failure(r, "checkpoint");
-    return rc ? _fail("checkpoint", torus_error_msg()) : _GO;
-}
-
-/* The other ranks: rounds until rank 0 says how the write ended. */
-static int _wait_rank0(_run *r)
-{
-    for (;;) {
-        double v = _CK_WRITING;
-        if (tcomm_max_double(r->comm, &v)) {
-            torus_error_prefix(-1, "rank %d: waiting for rank 0's checkpoint",
-                               r->info.rank);
-            return _fail("checkpoint", torus_error_msg());
-        }
-        if (v == _CK_DONE)
-            return _GO;
-        if (v != _CK_WRITING)
-            return _fail("checkpoint",
-                         _wait_error(r->info.rank, v, r->cfg.ckpt_timeout));
-    }
-}
-
-/* The batch of (epoch, step) from the source; waiting for it counts as
- * data time. An 8-bit batch is also staged: its copy to the device starts
- * (slot r->slot) and runs while the caller goes on. */
-static int _fetch(_run *r, int epoch, long step, int lbatch, ttrain_batch *b,
-                  _window *w)
-{
-    ttrain_trace_begin(_trace, "data wait");
-    if (r->src.next(&r->src, lbatch, b))
-        return _fail("data", torus_error_msg());
-    ttrain_trace_end(_trace);
-    /* Epochs hold whole global batches and slices are even, so a short
-     * batch is a data-source bug, never to be trained. */
-    if (b->n != lbatch) {
-        TORUS_FAIL(TTRAIN_EDATA,
-                   "rank %d: the source gave %d samples for a local batch of "
-                   "%d at epoch %d step %ld",
-                   r->info.rank, b->n, lbatch, epoch, step);
-        return _fail("data", torus_error_msg());
-    }
-    w->data_s += b->wait_s;
-    if (b->px &&
-        teng_net_stage_input_u8(r->net, r->slot, b->px, b->flips, b->n))
-        return _fail("data", torus_error_msg());
-    return _GO;
+    return _fail("checkpoint", torus_error_msg());
 }
 
 /* Step part 1: this step's batch into the input tensor (the one fetched
- * and staged during the previous step, if any; an 8-bit one is normalised
- * and mirrored by the backend) and its labels. */
+ * and staged during the previous step, if any) and its labels. */
 static int _step_input(_run *r, int epoch, long step, int lbatch, _window *w)
 {
-    ttrain_batch b;
-    int rc;
-    if (r->staged)
-        b = r->next_b, r->staged = 0;
-    else if ((rc = _fetch(r, epoch, step, lbatch, &b, w)) != _GO)
-        return rc;
-    if (b.px ? teng_net_use_input_u8(r->net, r->slot, b.scale, b.bias)
-             : teng_net_set_input(r->net, b.x))
-        return _fail("data", torus_error_msg());
-    r->slot ^= b.px != NULL;
-    if (teng_net_set_labels(r->net, b.y))
+    if (ttrain_input_step(&r->in, epoch, step, lbatch, &w->data_s))
         return _fail("data", torus_error_msg());
     return _GO;
 }
@@ -1085,9 +708,9 @@ static int _prefetch(_run *r, int epoch, long step, long steps, int lbatch,
     if (!r->u8 || step + 1 >= steps || _stop ||
         (cfg->max_steps && r->gstep + 1 >= cfg->max_steps))
         return _GO;
-    int rc = _fetch(r, epoch, step + 1, lbatch, &r->next_b, w);
-    r->staged = rc == _GO;
-    return rc;
+    if (ttrain_input_ahead(&r->in, epoch, step + 1, lbatch, &w->data_s))
+        return _fail("data", torus_error_msg());
+    return _GO;
 }
 
 /* Step parts 2-3 as calls: forward and backward (the gradient hook starts
@@ -1115,7 +738,7 @@ static int _graph_record(_run *r)
     char why[256] = "on another rank";
     int bad = teng_net_graph_begin(r->net) != 0;
     if (!bad) {
-        bad = _fwd_bwd(r) || (r->ex.gx && ttrain_gx_finish_device(r->ex.gx)) ||
+        bad = _fwd_bwd(r) || ttrain_exchange_finish_device(r->ex) ||
               (r->sg.update && topt_sgd_dstep(&r->opt, 0, TENG_DSTEP_QUEUE));
         bad |= teng_net_graph_end(r->net, &g) != 0; /* ends it in any case */
     }
@@ -1123,8 +746,7 @@ static int _graph_record(_run *r)
         snprintf(why, sizeof why, "%s", torus_error_msg());
         teng_net_graph_free(r->net, g);
         g = NULL;
-        if (r->ex.gx)
-            ttrain_gx_abandon(r->ex.gx);
+        ttrain_exchange_abandon(r->ex);
     }
     double v = bad;
     if (r->cfg.world > 1 && tcomm_max_double(r->comm, &v))
@@ -1179,11 +801,12 @@ static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
     int rc, replayed = 0;
     if ((rc = _step_input(r, epoch, step, lbatch, w)) != _GO)
         return rc;
-    _test_sleep("step", r->info.rank, r->gstep + 1);
+    ttrain_test_sleep("step", r->info.rank, r->gstep + 1);
     /* The loss gradient is scaled; an injected overflow scales it by inf,
      * which makes this rank's gradients inf/nan as a real one would. */
-    double scale =
-        _test_overflow(r->info.rank, r->gstep + 1) ? INFINITY : r->ls.scale;
+    double scale = ttrain_test_overflow(r->info.rank, r->gstep + 1)
+                       ? INFINITY
+                       : r->ls.scale;
     teng_net_set_loss_scale(r->net, scale);
     /* The device step's lr goes into its pinned ring before the launch. */
     if (r->dstep && topt_sgd_dstep(&r->opt, lr, TENG_DSTEP_BEGIN))
@@ -1196,7 +819,7 @@ static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
     if ((rc = _prefetch(r, epoch, step, steps, lbatch, w)) != _GO)
         return rc;
     ttrain_trace_begin(_trace, "exchange wait");
-    if (_grads_wait(&r->ex, r->net, replayed))
+    if (ttrain_exchange_wait(r->ex, r->net, replayed, r->dstep))
         return _fail("gradient exchange", torus_error_msg());
     ttrain_trace_end(_trace);
     return _GO;
@@ -1225,7 +848,7 @@ static int _dstep_open(_run *r)
     if (topt_sgd_dstep_open(&r->opt, &dc, &s) ||
         teng_net_dstep_read(r->net, &r->dseen, 1))
         return _fail("device step", torus_error_msg());
-    r->dstep = r->ex.dstep = 1;
+    r->dstep = 1;
     ttrain_sg_set_update(&r->sg, 1); /* recordings hold the update */
     if (r->info.rank == 0)
         printf("torus-train: update, skips and loss scale on the device "
@@ -1243,18 +866,14 @@ static int _dstep_sync(_run *r, _window *w, double lr)
     teng_dstep_state d;
     /* Steps end the exchange on the device only (_grads_wait): wait here
      * under its deadline, so a lost peer is named, not waited for. */
-    size_t nf;
-    double ws = 0;
-    if (r->ex.gx && ttrain_gx_finish_host(r->ex.gx, &nf, &ws))
+    if (ttrain_exchange_sync(r->ex))
         return _fail("gradient exchange", torus_error_msg());
     if (teng_net_dstep_read(r->net, &d, w != NULL))
         return _fail("device step", torus_error_msg());
     long decided = d.decided - r->dseen.decided;
     long skips = d.overflows - r->dseen.overflows;
-    r->ls = (topt_loss_scale_state){d.scale, d.clean, d.overflows};
     r->skipped = (int)d.skipped;
-    r->opt.prev_lr = d.prev_lr;
-    r->opt.steps += decided - skips;
+    topt_sgd_dstep_seen(&r->opt, &r->ls, &r->dseen, &d);
     r->dseen = d;
     if (w) {
         w->loss_sum = d.loss_sum;
@@ -1284,9 +903,11 @@ static int _dstep_sync(_run *r, _window *w, double lr)
 static void _skip_warning(const _run *r, double scale, int backs_off)
 {
     char what[64] = "inf/nan in the gradients";
-    if (r->ex.fusion || r->ex.gx)
+    int counted;
+    size_t nf = ttrain_exchange_nonfinite(r->ex, &counted);
+    if (counted)
         snprintf(what, sizeof(what),
-                 "%zu inf/nan values in the summed gradients", r->ex.nonfinite);
+                 "%zu inf/nan values in the summed gradients", nf);
     if (r->info.rank != 0)
         return;
     if (backs_off)
@@ -1319,7 +940,7 @@ static int _step_update(_run *r, double lr, _window *w)
                    ? _fail("optimizer", torus_error_msg())
                    : _GO;
     double scale = r->ls.scale;
-    int finite = !r->ex.nonfinite;
+    int counted, finite = !ttrain_exchange_nonfinite(r->ex, &counted);
     topt_loss_scale_update(&r->ls, &r->ls_cfg, finite);
     if (finite) {
         r->skipped = 0;
@@ -1366,20 +987,20 @@ static int _progress(_run *r, int epoch, long step, long steps, int gbatch,
         return _GO;
     if (r->dstep && _dstep_sync(r, w, lr) != _GO)
         return TTRAIN_EXIT_FAIL;
-    if (_sum(&r->ex, &w->loss_sum, 1))
+    if (ttrain_exchange_sum(r->ex, &w->loss_sum, 1))
         return _fail("loss", torus_error_msg());
     /* NAN when every step of the window was skipped */
     double loss = w->n ? w->loss_sum / r->cfg.world / w->n : NAN;
     double dt = _now() - w->t0, ips = w->n * (double)gbatch / dt;
+    double comm = ttrain_exchange_wait_s(r->ex, 1) / dt;
     printf("epoch %d step %ld/%ld | %.1f img/s | loss %.4f | lr "
            "%.5g | batch %d | data %.1f%% comm %.1f%%\n",
            epoch, step + 1, steps, ips, loss, lr, gbatch, 100 * w->data_s / dt,
-           100 * r->ex.wait_s / dt);
+           100 * comm);
     fflush(stdout);
     _metrics(r->mf, epoch, step + 1, r->gstep, ips, loss, lr, gbatch,
-             w->data_s / dt, r->ex.wait_s / dt);
+             w->data_s / dt, comm);
     *w = (_window){.t0 = _now()};
-    r->ex.wait_s = 0;
     _device_peak(r);
     return _GO;
 }
@@ -1393,7 +1014,7 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
     const ttrain_config *cfg = &r->cfg;
     int more = step + 1 < steps;
     /* A batch fetched ahead (_prefetch) is not served yet. */
-    uint64_t served = r->src.samples - (r->staged ? (uint64_t)r->next_b.n : 0);
+    uint64_t served = ttrain_input_served(&r->in);
     r->at = (ttrain_progress){.epoch = more ? epoch : epoch + 1,
                               .step = more ? step + 1 : 0,
                               .global_step = r->gstep,
@@ -1402,7 +1023,7 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
                               .ls = r->ls};
     int last = (cfg->max_steps && r->gstep >= cfg->max_steps) ||
                (!more && epoch + 1 == cfg->sched.epochs);
-    r->stopping = _agree_stop(&r->ex);
+    r->stopping = _agree_stop(r->ex);
     if (!cfg->ckpt_dir[0] ||
         !(r->stopping || last ||
           (cfg->ckpt_every && r->gstep % cfg->ckpt_every == 0)))
@@ -1421,14 +1042,14 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
                    ttrain_bn_stash_save(&r->bn, cfg->ckpt_dir, r->meta.run,
                                         r->info.rank, cfg->world, r->gstep))))
         return _fail("checkpoint", torus_error_msg());
-    if (_stats_average(&r->ex, r->net))
+    if (ttrain_exchange_stats_average(r->ex, r->net))
         return _fail("BN statistics", torus_error_msg());
-    if (_check_agreement(&r->ex, r->net))
+    if (ttrain_exchange_check_agreement(r->ex, r->net))
         return _fail("checkpoint", torus_error_msg());
     /* Only rank 0 writes; all ranks hold the same weights. */
     ttrain_trace_begin(_trace, r->info.rank == 0 ? "checkpoint write"
                                                  : "checkpoint wait");
-    int rc = r->info.rank == 0 ? _write_rank0(r) : _wait_rank0(r);
+    int rc = _write_or_wait(r);
     ttrain_trace_end(_trace);
     if (rc != _GO || !multi || r->stopping)
         return rc;
@@ -1468,7 +1089,7 @@ static int _epoch_eval(_run *r, int epoch, int lbatch)
     if (r->eval_step == r->gstep)
         return _GO;
     r->eval_step = r->gstep;
-    if (_evaluate(&r->ex, &r->src, r->net, lbatch, c))
+    if (_evaluate(r->ex, &r->src, r->net, lbatch, c))
         return _fail("evaluation", torus_error_msg());
     double top1 = 100 * c[0] / c[2];
     if (top1 > r->best)
@@ -1505,7 +1126,7 @@ static int _epoch(_run *r, int epoch)
     if (r->src.start && r->src.start(&r->src, epoch, first, lbatch))
         return _fail("data", torus_error_msg());
     _window w = {.t0 = _now()};
-    r->ex.wait_s = 0;
+    ttrain_exchange_wait_s(r->ex, 1);
     int rc = _GO;
     for (long step = first; step < steps && rc == _GO; step++) {
         if ((cfg->max_steps && r->gstep >= cfg->max_steps) || r->stopping)
@@ -1598,13 +1219,7 @@ static int _finish(_run *r)
     if (r->device >= 0)
         printf("step graphs %s: %ld recorded, %ld steps replayed\n",
                ttrain_sg_state(&r->sg), r->sg.records, r->sg.replays);
-    if (r->ex.gx && r->dstep)
-        printf("gradient exchange (%s): reductions not timed (the device "
-               "step needs no host wait for them)\n",
-               ttrain_gx_path(r->ex.gx));
-    else if (r->ex.gx)
-        printf("gradient exchange (%s): %.2f s in its reductions\n",
-               ttrain_gx_path(r->ex.gx), ttrain_gx_comm_s(r->ex.gx));
+    ttrain_exchange_summary(r->ex, r->dstep, stdout);
     if (r->cfg.target_top1 > 0 && !r->reached && !r->stopping)
         printf("target top-1 %.2f%% not reached by global step %ld\n",
                r->cfg.target_top1, r->gstep);
@@ -1626,9 +1241,7 @@ static int _finish(_run *r)
         teng_net_graph_free(r->net, r->graph);
     teng_net_destroy(r->net);
     teng_backend_close(r->bk);
-    if (r->ex.fusion)
-        tcomm_fusion_destroy(r->ex.fusion);
-    ttrain_gx_close(r->ex.gx);
+    ttrain_exchange_close(r->ex);
     tcomm_finalize(r->comm);
     return status;
 }

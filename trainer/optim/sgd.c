@@ -138,13 +138,25 @@ int topt_sgd_dstep_open(topt_sgd *o, const teng_dstep_config *ls,
     return rc ? torus_error_prefix(rc, "optimizer") : TENG_OK;
 }
 
+void topt_sgd_dstep_seen(topt_sgd *o, topt_loss_scale_state *ls,
+                         const teng_dstep_state *was,
+                         const teng_dstep_state *now)
+{
+    *ls = (topt_loss_scale_state){now->scale, now->clean, now->overflows};
+    /* A decided step either applied the update or was skipped for an
+     * overflow. */
+    o->steps +=
+        (now->decided - was->decided) - (now->overflows - was->overflows);
+    o->prev_lr = now->prev_lr;
+}
+
 int topt_sgd_dstep(topt_sgd *o, double lr, unsigned parts)
 {
     int rc = teng_net_dstep(o->net, o->velocity, lr, parts);
     if (rc)
         return torus_error_prefix(rc, "optimizer");
     /* o->steps and o->prev_lr: the device's, until the caller reads them
-     * back (teng_net_dstep_read) */
+     * back (topt_sgd_dstep_seen) */
     return TENG_OK;
 }
 

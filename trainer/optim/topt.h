@@ -30,6 +30,7 @@
 
 #include "trainer/engine/step_math.h"
 #include "trainer/engine/teng.h"
+#include "trainer/optim/topt_loss_scale.h"
 
 typedef enum {
     TOPT_DECAY_NONE,
@@ -131,11 +132,18 @@ double topt_sgd_momentum(const topt_sgd *o, double lr);
  * loss-scale part of ls (its momentum fields are filled here) at state
  * s; then each step queues the whole update on the device. The device
  * keeps prev_lr from then on: a checkpoint must copy it back
- * (teng_net_dstep_read) into o->prev_lr first. */
+ * (topt_sgd_dstep_seen) into o->prev_lr first. */
 int topt_sgd_dstep_open(topt_sgd *o, const teng_dstep_config *ls,
                         const teng_dstep_state *s);
 /* parts: teng_net_dstep's (TENG_DSTEP_ALL, or one part for a step graph) */
 int topt_sgd_dstep(topt_sgd *o, double lr, unsigned parts);
+/* The host's copies follow the device step: from the state read before
+ * (was) to the one just read (now, teng_net_dstep_read), the steps it
+ * applied are counted, its prev_lr is taken back, and ls becomes the
+ * device's loss-scale state. */
+void topt_sgd_dstep_seen(topt_sgd *o, topt_loss_scale_state *ls,
+                         const teng_dstep_state *was,
+                         const teng_dstep_state *now);
 /* Param id's momentum buffer in canonical layout (for checkpoints). */
 int topt_sgd_state_read(topt_sgd *o, int id, float *dst);
 int topt_sgd_state_write(topt_sgd *o, int id, const float *src);

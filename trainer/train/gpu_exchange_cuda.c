@@ -1,8 +1,8 @@
 /* train/gpu_exchange_cuda.c: the device-memory gradient exchange over
  * libtcomm's tcomm_gpu, as the table ttrain_gx_ops (ttrain_gpu_exchange.h)
  * that the cuda backend's module exports and torus-train's
- * gpu_exchange.c forwards to. Built into the module only: it links CUDA
- * and NCCL through tcomm_gpu. */
+ * exchange.c calls (its device implementation). Built into the module only: it
+ * links CUDA and NCCL through tcomm_gpu. */
 #include <stdlib.h>
 
 #include "common/torus_error.h"

@@ -58,6 +58,7 @@
 #include <stdint.h>
 
 #include "trainer/engine/teng.h"
+#include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
 #include "trainer/optim/topt_loss_scale.h"
 
@@ -94,6 +95,17 @@ typedef struct {
      * (NULL: not checked); NULL in what a file records. */
     const topt_schedule *plan;
 } ttrain_ckpt_meta;
+
+/* All of m but its run id (ckpt_meta.c): the model and the global batch
+ * schedule as text, world, the wire, the loss-scale mode's name, and the
+ * training data (data: a packed dataset's folder, "" for synthetic data)
+ * by its sample count and the bytes of its index. Returns 0,
+ * TTRAIN_CKPT_ECONFIG when the schedule is too long to record, or
+ * TTRAIN_CKPT_EBAD when the index cannot be read (the file named). */
+int ttrain_ckpt_meta_fill(ttrain_ckpt_meta *m, const tmodel_spec *model,
+                          const topt_schedule *sched, int world,
+                          const char *wire, const char *loss_scale,
+                          const char *data);
 
 /* A fresh random run id into run. */
 void ttrain_ckpt_new_run(char run[TTRAIN_RUN_LEN]);

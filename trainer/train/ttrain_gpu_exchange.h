@@ -1,64 +1,32 @@
-/* ttrain_gpu_exchange.h: torus-train's gradient exchange for a backend
- * whose gradients live in device memory (the cuda backends), with several
- * ranks: libtcomm's tcomm_gpu (NCCL on the device, or the MPI path staged
- * through pinned host memory where ranks share a GPU). Host-memory
- * backends keep the host fusion in torus-train.c.
+/* ttrain_gpu_exchange.h: the contract between torus-train's gradient
+ * exchange (exchange.c, its device implementation) and the cuda backend's
+ * module, which implements it (gpu_exchange_cuda.c) over libtcomm's
+ * tcomm_gpu: NCCL on the device, or the MPI path staged through pinned
+ * host memory where ranks share a GPU. torus-train links no CUDA library:
+ * it finds the table below in the loaded module by name.
  *
  * Every param's gradient is registered in backward order (params lie in
- * forward order, so the reverse); the engine's per-layer hook marks a
- * layer's params ready right after its backward launch; wait() ends the
- * step's exchange and leaves the backend's stream waiting (on the device)
- * for the sums, so the update enqueued next runs after them. Errors:
- * TORUS_FAIL, message in torus_error_msg(). Built into torus-train (not
- * libtorustrain: it links libtcomm), which links no CUDA library: the
- * exchange itself is in the cuda backend's module (gpu_exchange_cuda.c,
- * the table ttrain_gx_ops), and these functions forward to it; without a
- * loaded module, open says so. */
+ * forward order, so the reverse); ready marks a layer's params ready right
+ * after its backward launch; finish_device queues the end of the step's
+ * exchange and leaves the backend's stream waiting (on the device) for the
+ * sums, so the update enqueued next runs after them, with no host wait
+ * (capturable: 1 when that is device work only, nccl, so a CUDA graph may
+ * record it); finish_host waits for the inf/nan count of the sums (the
+ * same on every rank) and adds the host time spent to *wait_s; abandon:
+ * after a failed recording. stats_average: the BN running statistics
+ * averaged over ranks (fp32 wire). comm_s: seconds the reductions took so
+ * far (nccl: per-bucket CUDA events, read after each count wait; staged:
+ * the host fusion's). path: "nccl" or "staged". Errors: TORUS_FAIL,
+ * message in torus_error_msg(). */
 #ifndef TORUS_TRAINER_TRAIN_GPU_EXCHANGE_H
 #define TORUS_TRAINER_TRAIN_GPU_EXCHANGE_H
 
 #include "trainer/comm/tcomm.h"
 #include "trainer/engine/teng.h"
 
-typedef struct ttrain_gx ttrain_gx;
-
-/* 1 when bk keeps its arenas in device memory: the GPU exchange must be
- * used (host code must not touch those gradients). */
-int ttrain_gx_wanted(const teng_backend *bk);
-/* Collective on world, after the net is compiled. */
-int ttrain_gx_open(tcomm_t *c, teng_net *net, teng_backend *bk, tcomm_algo algo,
-                   tcomm_wire wire, int bucket_kb, ttrain_gx **out);
-/* The engine's gradient hook (teng_grad_hook) with x as its context. */
-int ttrain_gx_ready(void *x, teng_net *net, int layer);
-/* Ends the step's exchange: *nonfinite = inf/nan in the sums (the same on
- * every rank), *wait_s += the host time spent. */
-int ttrain_gx_wait(ttrain_gx *x, size_t *nonfinite, double *wait_s);
-/* ttrain_gx_wait in two halves for a step that a CUDA graph records
- * (tcomm_gpu.h): finish_device queues the end of the exchange with no
- * host wait (nccl path), finish_host waits for the inf/nan count.
- * capturable: 1 when finish_device queues device work only (nccl; the
- * staged path's host sums are never recorded). abandon: after a failed
- * recording. */
-int ttrain_gx_capturable(const ttrain_gx *x);
-int ttrain_gx_finish_device(ttrain_gx *x);
-int ttrain_gx_finish_host(ttrain_gx *x, size_t *nonfinite, double *wait_s);
-void ttrain_gx_abandon(ttrain_gx *x);
-/* The BN running statistics averaged over ranks (fp32 wire). */
-int ttrain_gx_stats_average(ttrain_gx *x, teng_net *net, tcomm_algo algo);
-size_t ttrain_gx_buckets(const ttrain_gx *x);
-/* Seconds the reductions took so far: on the nccl path their device time
- * (per-bucket CUDA events, read after each step's count wait, which has
- * already waited for them), on the staged path the host fusion's. Steps
- * ended by finish_device alone (the device step, which counts inf/nan on
- * the device) are not counted. */
-double ttrain_gx_comm_s(const ttrain_gx *x);
-/* "nccl" or "staged". */
-const char *ttrain_gx_path(const ttrain_gx *x);
-void ttrain_gx_close(ttrain_gx *x);
-
-/* The implementation in the cuda module, found by this symbol name
- * (tbackends_module_symbol); each entry is the function above of the same
- * name on the module's own state. */
+/* The cuda module's table, found by this symbol name
+ * (tbackends_module_symbol); every entry works on the module's own state
+ * (impl, made by open). */
 #define TTRAIN_GX_OPS_SYMBOL "ttrain_gx_cuda_ops"
 typedef struct ttrain_gx_ops {
     int (*open)(tcomm_t *c, teng_net *net, teng_backend *bk, tcomm_algo algo,

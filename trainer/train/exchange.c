@@ -1,0 +1,422 @@
+/* train/exchange.c: the gradient exchange behind one interface (see
+ * ttrain_exchange.h). Two implementations fill one table of operations,
+ * as comm/fusion/plan.c serves both fusions: _host over tcomm_fusion (or
+ * nothing, with one rank) and _device over the cuda module's table
+ * (ttrain_gpu_exchange.h: tcomm_gpu); the public calls only dispatch, so a
+ * gradient takes the same hops down to the tcomm_* call that starts its bucket.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/torus_error.h"
+#include "trainer/backends/tbackends.h"
+#include "trainer/comm/tcomm_fusion.h"
+#include "trainer/train/ttrain_error.h"
+#include "trainer/train/ttrain_exchange.h"
+#include "trainer/train/ttrain_gpu_exchange.h"
+#include "trainer/train/ttrain_state_hash.h"
+
+typedef struct {
+    int (*ready)(ttrain_exchange *ex, teng_net *net, int layer);
+    int (*wait)(ttrain_exchange *ex, teng_net *net, int replayed, int dstep);
+    int (*capturable)(const ttrain_exchange *ex);
+    int (*finish_device)(ttrain_exchange *ex);
+    void (*abandon)(ttrain_exchange *ex);
+    int (*sync)(ttrain_exchange *ex);
+    int (*stats_average)(ttrain_exchange *ex, void *stats, size_t n,
+                         teng_net *net);
+    void (*describe)(const ttrain_exchange *ex, FILE *f);
+    void (*summary)(const ttrain_exchange *ex, int dstep, FILE *f);
+    void (*close)(ttrain_exchange *ex);
+} _ops;
+
+struct ttrain_exchange {
+    const _ops *ops;
+    ttrain_exchange_config c;
+    tcomm_fusion_t *fusion;  /* host, several ranks */
+    const ttrain_gx_ops *gx; /* device: the cuda module's table */
+    void *impl;              /* and its state */
+    int np;                  /* params; param i is fusion index np - 1 - i */
+    double wait_s;           /* host time blocked in wait */
+    size_t nonfinite;        /* inf/nan in this step's summed gradients */
+};
+
+/* ---- host: tcomm_fusion over the gradients in host memory ---- */
+
+static int _host_ready(ttrain_exchange *ex, teng_net *net, int layer)
+{
+    if (!ex->fusion)
+        return 0;
+    teng_layer_info l;
+    if (teng_net_layer_info(net, layer, &l))
+        return -1;
+    for (int i = l.param0; i < l.param0 + l.nparam; i++)
+        if (tcomm_fusion_ready(ex->fusion, ex->np - 1 - i))
+            return -1;
+    return 0;
+}
+
+/* tcomm counts inf/nan in the reduced buckets (every rank sees the same
+ * count); one rank checks its own gradients (finite or not: 0 or 1). */
+static int _host_wait(ttrain_exchange *ex, teng_net *net, int replayed,
+                      int dstep)
+{
+    (void)replayed;
+    if (!ex->fusion) {
+        int finite;
+        if (dstep) /* the device step counts them: no host wait */
+            return 0;
+        if (teng_net_grads_finite(net, &finite))
+            return -1;
+        ex->nonfinite = !finite;
+        return 0;
+    }
+    tcomm_fusion_stats st;
+    if (tcomm_fusion_finish(ex->fusion, &st))
+        return -1;
+    ex->wait_s += st.wait_s;
+    ex->nonfinite = st.nonfinite;
+    return 0;
+}
+
+static int _host_capturable(const ttrain_exchange *ex)
+{
+    return !ex->fusion;
+}
+
+static int _none(ttrain_exchange *ex)
+{
+    (void)ex;
+    return 0;
+}
+
+static void _nothing(ttrain_exchange *ex)
+{
+    (void)ex;
+}
+
+static int _host_stats_average(ttrain_exchange *ex, void *stats, size_t n,
+                               teng_net *net)
+{
+    (void)net;
+    tcomm_result r;
+    if (tcomm_allreduce(ex->c.comm, stats, n, ex->c.algo, TCOMM_WIRE_FP32,
+                        TCOMM_AVERAGE, &r))
+        return torus_error_prefix(-1, "rank %d", ex->c.rank);
+    return 0;
+}
+
+static void _host_describe(const ttrain_exchange *ex, FILE *f)
+{
+    fprintf(f, "gradients in %zu buckets%s",
+            tcomm_fusion_bucket_count(ex->fusion),
+            tcomm_fusion_shared(ex->fusion) ? " of node-shared memory" : "");
+}
+
+static void _host_summary(const ttrain_exchange *ex, int dstep, FILE *f)
+{
+    (void)ex, (void)dstep, (void)f;
+}
+
+static void _host_close(ttrain_exchange *ex)
+{
+    if (ex->fusion)
+        tcomm_fusion_destroy(ex->fusion);
+}
+
+static const _ops _host = {
+    _host_ready,   _host_wait, _host_capturable,    _none,
+    _nothing,      _none,      _host_stats_average, _host_describe,
+    _host_summary, _host_close};
+
+/* Every param's gradient goes to the fusion in backward order (params lie
+ * in forward order, so that is the reverse). */
+static int _host_open(ttrain_exchange *ex, teng_net *net)
+{
+    const ttrain_exchange_config *c = &ex->c;
+    tcomm_fusion_options fo = {
+        .bucket_bytes =
+            c->bucket_kb < 0 ? TCOMM_FUSION_AUTO : (size_t)c->bucket_kb << 10,
+        .algo = c->algo,
+        .wire = c->wire,
+        .on_bucket = c->trace ? ttrain_trace_bucket : NULL,
+        .on_bucket_ctx = c->trace};
+    if (tcomm_fusion_create(c->comm, &fo, &ex->fusion))
+        return -1;
+    ex->np = teng_net_nparams(net);
+    for (int i = ex->np - 1; i >= 0; i--) {
+        const teng_param *p = teng_net_param(net, i);
+        int idx;
+        /* The backend's layout may pad a param: padding gradients are
+         * zero, and summing zeros keeps them zero. */
+        if (tcomm_fusion_add(ex->fusion, p->grad, p->bytes / sizeof(float),
+                             p->name, &idx))
+            return -1;
+    }
+    return tcomm_fusion_seal(ex->fusion) ? -1 : 0;
+}
+
+/* ---- device: ttrain_gx, the cuda module's tcomm_gpu exchange ---- */
+
+static int _dev_ready(ttrain_exchange *ex, teng_net *net, int layer)
+{
+    return ex->gx->ready(ex->impl, net, layer);
+}
+
+/* Under the device step the device counts inf/nan: the host only queues
+ * the exchange's end (a replayed step graph ended it already), and sync
+ * waits when the host reads. */
+static int _dev_wait(ttrain_exchange *ex, teng_net *net, int replayed,
+                     int dstep)
+{
+    (void)net;
+    if (dstep)
+        return replayed ? 0 : ex->gx->finish_device(ex->impl);
+    if (!replayed && ex->gx->finish_device(ex->impl))
+        return -1;
+    return ex->gx->finish_host(ex->impl, &ex->nonfinite, &ex->wait_s);
+}
+
+static int _dev_capturable(const ttrain_exchange *ex)
+{
+    return ex->gx->capturable(ex->impl);
+}
+
+static int _dev_finish_device(ttrain_exchange *ex)
+{
+    return ex->gx->finish_device(ex->impl);
+}
+
+static void _dev_abandon(ttrain_exchange *ex)
+{
+    ex->gx->abandon(ex->impl);
+}
+
+static int _dev_sync(ttrain_exchange *ex)
+{
+    size_t nf;
+    double ws = 0;
+    return ex->gx->finish_host(ex->impl, &nf, &ws);
+}
+
+static int _dev_stats_average(ttrain_exchange *ex, void *stats, size_t n,
+                              teng_net *net)
+{
+    /* the path's own algorithm: a few KB once per evaluation */
+    (void)stats, (void)n;
+    return ex->gx->stats_average(ex->impl, net);
+}
+
+static void _dev_describe(const ttrain_exchange *ex, FILE *f)
+{
+    fprintf(f, "gradients in %zu buckets of device memory, %s",
+            ex->gx->buckets(ex->impl),
+            strcmp(ex->gx->path(ex->impl), "nccl") ? "staged through the host"
+                                                   : "NCCL");
+}
+
+static void _dev_summary(const ttrain_exchange *ex, int dstep, FILE *f)
+{
+    if (dstep)
+        fprintf(f,
+                "gradient exchange (%s): reductions not timed (the device "
+                "step needs no host wait for them)\n",
+                ex->gx->path(ex->impl));
+    else
+        fprintf(f, "gradient exchange (%s): %.2f s in its reductions\n",
+                ex->gx->path(ex->impl), ex->gx->comm_s(ex->impl));
+}
+
+static void _dev_close(ttrain_exchange *ex)
+{
+    if (ex->impl)
+        ex->gx->close(ex->impl);
+}
+
+/* The implementation is the cuda module's (gpu_exchange_cuda.c), found by
+ * its table's name: torus-train links no CUDA library, and a backend with
+ * gradients in device memory is only ever open with that module loaded. */
+static int _dev_open(ttrain_exchange *ex, teng_net *net, teng_backend *bk)
+{
+    const ttrain_exchange_config *c = &ex->c;
+    ex->gx = tbackends_module_symbol(TTRAIN_GX_OPS_SYMBOL);
+    if (!ex->gx)
+        return TORUS_FAIL(TTRAIN_EDEVICE,
+                          "backend %s keeps gradients in device memory, but "
+                          "no cuda module with a GPU gradient exchange is "
+                          "loaded",
+                          teng_backend_name(bk));
+    int rc = ex->gx->open(c->comm, net, bk, c->algo, c->wire,
+                          c->bucket_kb < 0 ? 0 : c->bucket_kb, &ex->impl);
+    if (rc) /* the module freed what it had made */
+        ex->impl = NULL;
+    return rc;
+}
+
+static const _ops _device = {_dev_ready,         _dev_wait,     _dev_capturable,
+                             _dev_finish_device, _dev_abandon,  _dev_sync,
+                             _dev_stats_average, _dev_describe, _dev_summary,
+                             _dev_close};
+
+/* ---- the interface ---- */
+
+/* The engine's gradient hook (teng_grad_hook). */
+static int _ready(void *ctx, teng_net *net, int layer)
+{
+    ttrain_exchange *ex = ctx;
+    ttrain_trace_layer(ex->c.trace, net, layer);
+    return ex->ops->ready(ex, net, layer);
+}
+
+int ttrain_exchange_open(const ttrain_exchange_config *c, teng_net *net,
+                         teng_backend *bk, ttrain_exchange **out)
+{
+    ttrain_exchange *ex = calloc(1, sizeof *ex);
+    if (!ex)
+        return TORUS_FAIL(TTRAIN_ENOMEM, "rank %d: no memory for the exchange",
+                          c->rank);
+    ex->c = *c;
+    /* Host code must not touch gradients in device memory. */
+    ex->ops = c->world > 1 && !teng_backend_host_memory(bk) ? &_device : &_host;
+    int rc = 0;
+    if (ex->ops == &_device)
+        rc = _dev_open(ex, net, bk);
+    else if (c->world > 1)
+        rc = _host_open(ex, net);
+    if (rc) {
+        ex->ops->close(ex);
+        free(ex);
+        return torus_error_prefix(rc, "rank %d", c->rank);
+    }
+    teng_net_set_grad_hook(net, _ready, ex);
+    *out = ex;
+    return 0;
+}
+
+int ttrain_exchange_wait(ttrain_exchange *ex, teng_net *net, int replayed,
+                         int dstep)
+{
+    ex->nonfinite = 0;
+    return ex->ops->wait(ex, net, replayed, dstep);
+}
+
+size_t ttrain_exchange_nonfinite(const ttrain_exchange *ex, int *counted)
+{
+    *counted = ex->fusion || ex->impl;
+    return ex->nonfinite;
+}
+
+double ttrain_exchange_wait_s(ttrain_exchange *ex, int restart)
+{
+    double s = ex->wait_s;
+    if (restart)
+        ex->wait_s = 0;
+    return s;
+}
+
+int ttrain_exchange_capturable(const ttrain_exchange *ex)
+{
+    return ex->ops->capturable(ex);
+}
+
+int ttrain_exchange_finish_device(ttrain_exchange *ex)
+{
+    return ex->ops->finish_device(ex);
+}
+
+void ttrain_exchange_abandon(ttrain_exchange *ex)
+{
+    ex->ops->abandon(ex);
+}
+
+int ttrain_exchange_sync(ttrain_exchange *ex)
+{
+    return ex->ops->sync(ex);
+}
+
+/* BN running statistics are per worker while training (Goyal); the
+ * average over ranks is what evaluation and checkpoints see. They stay
+ * fp32 on the wire whatever --wire says: a few KB once per evaluation,
+ * and a variance rounded to fp16 would change the evaluation. */
+int ttrain_exchange_stats_average(ttrain_exchange *ex, teng_net *net)
+{
+    size_t n;
+    void *stats = teng_net_stats_buffer(net, &n);
+    if (ex->c.world == 1 || !n)
+        return 0;
+    return ex->ops->stats_average(ex, stats, n, net);
+}
+
+/* The gradient sums are identical on all ranks, bit for bit: ranks that
+ * differ after the average mean a bug or a broken node, not noise. */
+int ttrain_exchange_check_agreement(ttrain_exchange *ex, teng_net *net)
+{
+    int world = ex->c.world, rank = ex->c.rank;
+    uint64_t h;
+    if (world == 1)
+        return 0;
+    if (ttrain_state_hash(net, &h))
+        return torus_error_prefix(-1, "rank %d", rank);
+    /* Every rank's hash, as two exact 32-bit halves, by one sum. */
+    double *v = calloc(2 * (size_t)world, sizeof(double));
+    if (!v)
+        return TORUS_FAIL(TTRAIN_ENOMEM, "rank %d: out of memory", rank);
+    v[2 * rank] = (double)(h >> 32);
+    v[2 * rank + 1] = (double)(h & 0xffffffffu);
+    int rc = ttrain_exchange_sum(ex, v, 2 * world);
+    for (int r = 1; r < world && !rc; r++)
+        if (v[2 * r] != v[0] || v[2 * r + 1] != v[1])
+            rc = TORUS_FAIL(TTRAIN_ERANKS,
+                            "rank %d's weights or BN statistics differ from "
+                            "rank 0's (state hash %08" PRIx32 "%08" PRIx32
+                            " vs %08" PRIx32 "%08" PRIx32
+                            "): the ranks have diverged",
+                            r, (uint32_t)v[2 * r], (uint32_t)v[2 * r + 1],
+                            (uint32_t)v[0], (uint32_t)v[1]);
+    free(v);
+    return rc;
+}
+
+int ttrain_exchange_sum(ttrain_exchange *ex, double *v, int n)
+{
+    if (ex->c.world == 1 || !tcomm_sum_double(ex->c.comm, v, n))
+        return 0;
+    return torus_error_prefix(-1, "rank %d", ex->c.rank);
+}
+
+int ttrain_exchange_max(ttrain_exchange *ex, double *v)
+{
+    if (ex->c.world == 1 || !tcomm_max_double(ex->c.comm, v))
+        return 0;
+    return torus_error_prefix(-1, "rank %d", ex->c.rank);
+}
+
+void ttrain_exchange_describe(const ttrain_exchange *ex, const tcomm_info *info,
+                              FILE *f)
+{
+    if (ex->c.world == 1)
+        return;
+    fprintf(f, "torus-train: %d ranks on %d nodes, grid %dx%d (%s), ",
+            info->size, info->nnodes, info->rows, info->cols,
+            info->source ? info->source : "?");
+    ex->ops->describe(ex, f);
+    fprintf(f, ", all-reduce %s, %s wire\n", tcomm_algo_name(ex->c.algo),
+            tcomm_wire_name(ex->c.wire));
+    if (ex->fusion && *tcomm_fusion_theta_why(ex->fusion))
+        fprintf(f, "torus-train: --bucket-kb auto: %s\n",
+                tcomm_fusion_theta_why(ex->fusion));
+}
+
+void ttrain_exchange_summary(const ttrain_exchange *ex, int dstep, FILE *f)
+{
+    ex->ops->summary(ex, dstep, f);
+}
+
+void ttrain_exchange_close(ttrain_exchange *ex)
+{
+    if (!ex)
+        return;
+    ex->ops->close(ex);
+    free(ex);
+}

@@ -1,0 +1,18 @@
+/* ttrain_test_hooks.h: fault injection for the tests, read from the
+ * environment, and compiled out of release builds (configure
+ * --disable-test-hooks, as the Debian package is built): there every call
+ * does nothing, whatever the environment says.
+ * - TTRAIN_TEST_SLEEP=WHERE:RANK:STEP:S makes rank RANK sleep S seconds
+ *   (at most an hour) at global step STEP (0: every step), WHERE being
+ *   "ckpt" (before writing a checkpoint: an fsync to a slow shared file
+ *   system) or "step" (before the forward pass: a stalled rank);
+ * - TTRAIN_TEST_OVERFLOW=RANK:STEP makes rank RANK's gradients overflow
+ *   at global step STEP (0: every step). */
+#ifndef TORUS_TRAINER_TRAIN_TEST_HOOKS_H
+#define TORUS_TRAINER_TRAIN_TEST_HOOKS_H
+
+void ttrain_test_sleep(const char *where, int rank, long step);
+/* 1 when this rank's gradients are to overflow at this step. */
+int ttrain_test_overflow(int rank, long step);
+
+#endif
