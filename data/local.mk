@@ -119,7 +119,7 @@ DATA_FUZZ_SRCS = tests/fuzz/fuzz_data.c tests/fuzz/fuzz_shard.c \
 DATA_FUZZ_LIBS = $(HDF5_LIBS) $(TURBOJPEG_LIBS) $(JPEG_LIBS) $(PNG_LIBS) \
 	$(ZLIB_LIBS) -lpthread -lm
 EXTRA_DIST += tests/fuzz/fuzz_data.c tests/fuzz/fuzz_shard.c \
-	tests/fuzz/corpus-data
+	tests/fuzz/fuzz_input.h tests/fuzz/corpus-data
 fuzz-data: $(DATA_FUZZ_SRCS:%=$(top_srcdir)/%)
 	$(MKDIR_P) tests/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -D_GNU_SOURCE -DHAVE_CONFIG_H -I$(top_srcdir) \

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "tests/fuzz/fuzz_input.h"
 #include "trainer/backends/tbackends.h"
 #include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
@@ -118,27 +119,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     mkdir(w, 0755);
     snprintf(_work, sizeof _work, "%s/ckpt-10-0123abcd.h5", w);
     return 0;
-}
-
-typedef struct _in {
-    const uint8_t *p;
-    size_t n;
-} _in;
-
-static uint8_t _u8(_in *in)
-{
-    if (!in->n)
-        return 0;
-    in->n--;
-    return *in->p++;
-}
-
-static uint64_t _u64(_in *in)
-{
-    uint64_t v = 0;
-    for (int k = 0; k < 8; k++)
-        v = v << 8 | _u8(in);
-    return v;
 }
 
 /* A value the loader must judge: NaN, infinities, huge, negative, zero, or

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "data/format/format.h"
+#include "tests/fuzz/fuzz_input.h"
 
 void fuzz_data_shard(const uint8_t *d, size_t n, const char *dir);
 
@@ -27,27 +28,6 @@ static const char *const _attrs[] = {
 static const char *const _dsets[] = {"labels",     "crc32c", "offsets",
                                      "images",     "names",  "class_ids",
                                      "class_words"};
-
-typedef struct _in {
-    const uint8_t *p;
-    size_t n;
-} _in;
-
-static uint8_t _u8(_in *in)
-{
-    if (!in->n)
-        return 0;
-    in->n--;
-    return *in->p++;
-}
-
-static uint64_t _u64(_in *in)
-{
-    uint64_t v = 0;
-    for (int k = 0; k < 8; k++)
-        v = v << 8 | _u8(in);
-    return v;
-}
 
 /* A valid shard of k images, 4 x 4 x 3 dense or 10-byte encoded. */
 static int _base(const char *path, int dense, int k)
