@@ -591,6 +591,16 @@ static int _run_comm(_cli *k)
         tcomm_finalize(c);
         return 1;
     }
+    if (k->o.probe) {
+        /* What the model/meas column prices with: a model that is off
+         * starts with a link probed wrong. */
+        char links[256];
+        tcomm_info in;
+        tcomm_info_get(c, &in);
+        tcomm_links_text(c, links, sizeof links);
+        if (in.rank == 0)
+            printf("# probed links: %s\n", links);
+    }
     int rc = k->mode == 1 ? bench_resnet50(c, &k->o) : bench_sweep(c, &k->o);
     if (rc == BENCH_FAILED) {
         /* Reported once, here; the job ends: the other ranks wait in a

@@ -202,6 +202,11 @@ double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count,
  * probe and store them for the hybrid algorithm (collective on world). */
 tcomm_rc tcomm_probe_links(tcomm_t *c);
 
+/* The link parameters the model prices with (defaults, TCOMM_COST, or what
+ * tcomm_probe_links measured) as one line of text in buf (snprintf's
+ * contract: the length it wanted). */
+int tcomm_links_text(const tcomm_t *c, char *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif
