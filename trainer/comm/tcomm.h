@@ -198,8 +198,8 @@ void tcomm_abort(tcomm_t *c, int code, const char *msg);
 double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count,
                      tcomm_wire wire);
 
-/* Measure alpha/beta of intra- and inter-node links with a short ping-pong
- * probe and store them for the hybrid algorithm (collective on world). */
+/* Measure alpha/beta of intra- and inter-node links with a short probe
+ * (bootstrap/probe.c) and store them for the hybrid algorithm (collective on world). */
 tcomm_rc tcomm_probe_links(tcomm_t *c);
 
 /* The link parameters the model prices with (defaults, TCOMM_COST, or what
