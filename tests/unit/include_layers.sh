@@ -29,8 +29,8 @@ data/pack/ data/read/
 data/ data/tools/ data/api/
 trainer/comm/tcomm
 trainer/comm/core/
-trainer/comm/transport/
-trainer/comm/algo/
+trainer/comm/transport/ trainer/comm/transport/nccl
+trainer/comm/algo/ trainer/comm/algo/nccl_
 trainer/comm/fusion/
 trainer/comm/bootstrap/
 trainer/engine/
@@ -49,9 +49,16 @@ tests/**
 # Entries that must not include each other either, one group per line:
 # siblings of one layer that both build on what lies below them, and the
 # optimizer and the compute backends (the optimizer reaches a backend only
-# through the engine; the rules both need are the engine's step_math.h).
+# through the engine; the rules both need are the engine's step_math.h);
+# and libtcomm's two sets of algorithms, each over its own transport (the
+# host ones over MPI and shared memory, transport.h; the nccl_ ones over
+# the NCCL transport, nccl_transport.h; docs/ARCHITECTURE.md, "Algorithms
+# and transports"), so that a file's name keeps saying what it runs on.
 APART='
 data/pack/ data/read/
+trainer/comm/algo/ trainer/comm/algo/nccl_
+trainer/comm/algo/ trainer/comm/transport/nccl
+trainer/comm/algo/nccl_ trainer/comm/transport/
 trainer/backends/dnnl/ trainer/backends/cuda/
 trainer/optim/ trainer/backends/dnnl/
 trainer/optim/ trainer/backends/cuda/

@@ -3,7 +3,9 @@
 # by tests/unit/include_layers.sh): the public headers (tcomm*.h) and the
 # cost model; core/ (communicator state, errors, buffers, wire kernels);
 # transport/ (MPI, node shared memory, PMIx exchange, NCCL); algo/ (ring,
-# hier, torus2d, pipeline, in-place sums); fusion/ (buckets, comm thread);
+# hier, torus2d, pipeline, in-place sums over MPI and shared memory, and
+# nccl_*: the same algorithms as NCCL collectives); fusion/ (buckets, comm
+# thread);
 # bootstrap/ (tcomm_init, start-up watchdog, link probe). The torus-bench
 # tool is trainer/bench/.
 
@@ -61,6 +63,12 @@ trainer_comm_libtcomm_la_LIBADD = topology/libtoruscost.la common/libtoruscommon
 noinst_HEADERS += trainer/comm/transport/nccl_kernels.h
 EXTRA_DIST += trainer/comm/transport/nccl_kernels.cu
 
+# The NCCL transport and the algorithms over it (built into libtcomm_gpu
+# below where configure finds NCCL, else only shipped).
+TCOMM_NCCL_FILES = trainer/comm/tcomm_nccl.h \
+	trainer/comm/transport/nccl_transport.h trainer/comm/transport/nccl.c \
+	trainer/comm/algo/nccl_allreduce.c
+
 # The device-memory gradient exchange (tcomm_gpu.h: NCCL when found, else
 # the staged MPI path) and the NCCL transport, apart from libtcomm so that
 # libtcomm and the programs linking it link no CUDA library: the cuda
@@ -76,8 +84,7 @@ trainer_comm_libtcomm_gpu_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) \
 	$(PMIX_CFLAGS) $(CUDA_CFLAGS)
 trainer_comm_libtcomm_gpu_la_LIBADD = $(CUDA_LIBS)
 if HAVE_NCCL
-trainer_comm_libtcomm_gpu_la_SOURCES += trainer/comm/tcomm_nccl.h \
-	trainer/comm/transport/nccl.c
+trainer_comm_libtcomm_gpu_la_SOURCES += $(TCOMM_NCCL_FILES)
 trainer_comm_libtcomm_gpu_la_LIBADD += trainer/comm/transport/nccl_kernels.lo \
 	$(NCCL_LIBS) -lstdc++
 CLEANFILES += trainer/comm/transport/nccl_kernels.lo \
@@ -85,11 +92,11 @@ CLEANFILES += trainer/comm/transport/nccl_kernels.lo \
 trainer/comm/transport/nccl_kernels.lo: trainer/comm/transport/nccl_kernels.h \
 	trainer/comm/core/wire_math.h
 else
-EXTRA_DIST += trainer/comm/tcomm_nccl.h trainer/comm/transport/nccl.c
+EXTRA_DIST += $(TCOMM_NCCL_FILES)
 endif
 else
 EXTRA_DIST += trainer/comm/tcomm_gpu.h trainer/comm/fusion/gpu_fusion.c \
-	trainer/comm/tcomm_nccl.h trainer/comm/transport/nccl.c
+	$(TCOMM_NCCL_FILES)
 endif
 # What a GPU check that uses tcomm_gpu or the NCCL transport links.
 TCOMM_GPU_LIBS = trainer/comm/libtcomm_gpu.la

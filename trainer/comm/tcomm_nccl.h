@@ -8,7 +8,10 @@
  * for the producer stream through an event and the consumer waits for it
  * through another, so gradients reduce while backward continues on the
  * compute stream, with no device-wide synchronisation. Kernels cast fp32
- * to the wire (pre-scaled by 1/world) and back, and count inf/nan. */
+ * to the wire (pre-scaled by 1/world) and back, and count inf/nan.
+ * The transport (init, reserve, the waits) is transport/nccl.c; the
+ * all-reduce algorithms over it (tcomm_nccl_allreduce) are
+ * algo/nccl_allreduce.c. */
 #ifndef TORUS_TCOMM_NCCL_H
 #define TORUS_TCOMM_NCCL_H
 

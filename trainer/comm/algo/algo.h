@@ -1,8 +1,11 @@
-/* algo/algo.h: the all-reduce algorithms of libtcomm (layer algo, above
- * transport): the ring building blocks, hier, torus2d, the pipeline that
- * overlaps their stages, and the in-place sums of gradients that lie in
- * shared memory. tcomm_allreduce and tcomm_allreduce_segs (tcomm.h)
- * choose among them. */
+/* algo/algo.h: the host all-reduce algorithms of libtcomm (layer algo,
+ * above transport), over the host transports (transport/transport.h: MPI
+ * between nodes, a node's shared memory inside one): the ring building
+ * blocks, hier, torus2d, the pipeline that overlaps their stages, and the
+ * in-place sums of gradients that lie in shared memory. tcomm_allreduce
+ * and tcomm_allreduce_segs (tcomm.h) choose among them. A file of algo/
+ * whose name starts with a transport (nccl_allreduce.c) runs over that
+ * transport instead and does not use this header. */
 #ifndef TORUS_TCOMM_ALGO_H
 #define TORUS_TCOMM_ALGO_H
 

@@ -14,7 +14,11 @@
  * while the rest of its chunk is still arriving, and the next step's
  * receives are posted before this step's are done. The link never waits
  * for a whole step to finish on every rank; on a 1 Gbit/s link the gaps
- * between steps were a tenth of the time. */
+ * between steps were a tenth of the time.
+ *
+ * Transport: MPI, spoken here directly (MPI_Isend/MPI_Irecv per segment:
+ * the streaming needs the requests themselves); each wait goes through
+ * transport/mpi.c's tc_wait_req for its deadline and lost-rank naming. */
 #include "trainer/comm/algo/algo.h"
 #include "trainer/comm/core/wire.h"
 

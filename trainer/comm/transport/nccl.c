@@ -1,15 +1,14 @@
-/* transport/nccl.c: the NCCL transport (see tcomm_nccl.h). The algorithms map
- * onto NCCL's collectives on our sub-communicators:
- *   flat     ncclAllReduce on world
- *   ring     ncclReduceScatter + ncclAllGather on world
- *   hier     ncclReduce to the group leader, ncclAllReduce among leaders,
- *            ncclBroadcast in the group
- *   hier-rs  reduce-scatter in the group, all-reduce among equal-index
- *            peers, all-gather in the group
- *   torus2d  reduce-scatter along the row, all-reduce along the column,
- *            all-gather along the row
- * The wire buffer is padded to a multiple of P so every reduce-scatter
- * divides evenly; the pad is zero and never copied back.
+/* transport/nccl.c: the NCCL transport (tcomm_nccl.h, and for the NCCL
+ * algorithms transport/nccl_transport.h): what moves gradients in device
+ * memory, and none of the algorithms (algo/nccl_allreduce.c composes
+ * those from NCCL collectives on the communicators made here).
+ *   - Communicators: world from a unique id rank 0 publishes through PMIx,
+ *     then row, column, group, leaders and peers split from it.
+ *   - The wire: one device buffer padded to a multiple of P (so every
+ *     reduce-scatter divides evenly; the pad is zero and never copied
+ *     back), and the staging onto it and off it on the communication
+ *     stream, ordered after the producer stream by an event.
+ *   - The waits: join, count and wait, with the deadline and the abort.
  *
  * A lost rank: NCCL's kernels wait for it forever, so the host never
  * blocks on the communication stream. tcomm_nccl_wait polls its event and
@@ -27,28 +26,11 @@
 #include "trainer/comm/core/comm.h"
 #include "trainer/comm/tcomm_nccl.h"
 #include "trainer/comm/transport/nccl_kernels.h"
+#include "trainer/comm/transport/nccl_transport.h"
 #include "trainer/comm/transport/transport.h"
 
-struct tcomm_nccl {
-    tcomm_t *c;
-    int device;
-    ncclComm_t world, row, col, group, leaders, peers;
-    cudaStream_t stream;
-    cudaEvent_t ready, done;
-    void *wire;
-    size_t wire_bytes;
-    unsigned long long *d_bad, *h_bad; /* device counter, pinned host copy */
-    int aborted;                       /* communicators aborted: unusable */
-};
-
 #define CUDA_TRY(call) TC_CUDA_TRY(n->c->info.rank, call)
-#define NCCL_TRY(call)                                                         \
-    do {                                                                       \
-        ncclResult_t _r = (call);                                              \
-        if (_r != ncclSuccess)                                                 \
-            return TORUS_FAIL(TCOMM_ERR_TRANSPORT, "rank %d: %s: %s",          \
-                              n->c->info.rank, #call, ncclGetErrorString(_r)); \
-    } while (0)
+#define NCCL_TRY(call) TC_NCCL_TRY(n->c->info.rank, call)
 
 static tcomm_rc _init(tcomm_nccl_t *n, int device)
 {
@@ -131,26 +113,6 @@ void tcomm_nccl_finalize(tcomm_nccl_t *n)
     free(n);
 }
 
-static ncclDataType_t _dt(tcomm_wire w)
-{
-    return w == TCOMM_WIRE_FP16   ? ncclFloat16
-           : w == TCOMM_WIRE_BF16 ? ncclBfloat16
-                                  : ncclFloat32;
-}
-
-/* Reduce-scatter along a, all-reduce the slice along b, all-gather along a. */
-static tcomm_rc _two_level(tcomm_nccl_t *n, ncclComm_t a, int arank, int asize,
-                           ncclComm_t b, size_t npad, tcomm_wire w)
-{
-    size_t wb = tcomm_wire_bytes(w), chunk = npad / (size_t)asize;
-    char *slice = (char *)n->wire + (size_t)arank * chunk * wb;
-    NCCL_TRY(ncclReduceScatter(n->wire, slice, chunk, _dt(w), ncclSum, a,
-                               n->stream));
-    NCCL_TRY(ncclAllReduce(slice, slice, chunk, _dt(w), ncclSum, b, n->stream));
-    NCCL_TRY(ncclAllGather(slice, n->wire, chunk, _dt(w), a, n->stream));
-    return TCOMM_OK;
-}
-
 /* The device wire buffer grown to bytes. Growing is rare (first bucket
  * of each size): wait for users of the old buffer on our stream only. */
 static tcomm_rc _wire_reserve(tcomm_nccl_t *n, size_t bytes)
@@ -165,75 +127,16 @@ static tcomm_rc _wire_reserve(tcomm_nccl_t *n, size_t bytes)
     return TCOMM_OK;
 }
 
-/* Enqueue algo on the packed wire buffer (npad values). With one rank it
- * still runs: NCCL's size-1 communicators make it a device copy, and a
- * one-process check then exercises the real collectives. */
-static tcomm_rc _enqueue(tcomm_nccl_t *n, tcomm_algo algo, size_t npad,
-                         tcomm_wire w)
+tcomm_rc tcomm_nccl_reserve(tcomm_nccl_t *n, size_t count, tcomm_wire w)
 {
-    const tcomm_info *i = &n->c->info;
-    int P = i->size;
-    ncclDataType_t dt = _dt(w);
-    switch (algo) {
-    case TCOMM_ALGO_FLAT:
-        NCCL_TRY(ncclAllReduce(n->wire, n->wire, npad, dt, ncclSum, n->world,
-                               n->stream));
-        return TCOMM_OK;
-    case TCOMM_ALGO_RING: {
-        size_t chunk = npad / (size_t)P;
-        char *slice =
-            (char *)n->wire + (size_t)i->rank * chunk * tcomm_wire_bytes(w);
-        NCCL_TRY(ncclReduceScatter(n->wire, slice, chunk, dt, ncclSum, n->world,
-                                   n->stream));
-        NCCL_TRY(ncclAllGather(slice, n->wire, chunk, dt, n->world, n->stream));
-        return TCOMM_OK;
-    }
-    case TCOMM_ALGO_HIER:
-        NCCL_TRY(ncclReduce(n->wire, n->wire, npad, dt, ncclSum, 0, n->group,
-                            n->stream));
-        if (i->group_rank == 0 && i->ngroups > 1)
-            NCCL_TRY(ncclAllReduce(n->wire, n->wire, npad, dt, ncclSum,
-                                   n->leaders, n->stream));
-        NCCL_TRY(
-            ncclBroadcast(n->wire, n->wire, npad, dt, 0, n->group, n->stream));
-        return TCOMM_OK;
-    case TCOMM_ALGO_HIER_RS:
-        return _two_level(n, n->group, i->group_rank, i->group_size, n->peers,
-                          npad, w);
-    case TCOMM_ALGO_TORUS2D:
-        return _two_level(n, n->row, i->col, i->cols, n->col, npad, w);
-    default:
-        return TORUS_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)algo);
-    }
+    return _wire_reserve(n, tc_nccl_padded(n, count) * tcomm_wire_bytes(w));
 }
 
-tcomm_rc tcomm_nccl_allreduce(tcomm_nccl_t *n, float *x, size_t count,
-                              tcomm_algo algo, tcomm_wire w, unsigned flags,
-                              cudaStream_t producer)
+tcomm_rc tc_nccl_stage_in(tcomm_nccl_t *n, const float *x, size_t count,
+                          float scale, tcomm_wire w, cudaStream_t producer,
+                          const cudaEvent_t *ev)
 {
-    return tcomm_nccl_allreduce_timed(n, x, count, algo, w, flags, producer,
-                                      NULL);
-}
-
-tcomm_rc tcomm_nccl_allreduce_timed(tcomm_nccl_t *n, float *x, size_t count,
-                                    tcomm_algo algo, tcomm_wire w,
-                                    unsigned flags, cudaStream_t producer,
-                                    const cudaEvent_t *ev)
-{
-    tcomm_t *c = n->c;
-    const tcomm_info *i = &c->info;
-    int P = i->size;
-    if (n->aborted)
-        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
-                          "rank %d: the NCCL communicators were aborted",
-                          c->info.rank);
-    c->started = 1; /* ends start-up's deadline (bootstrap/watchdog.c) */
-    if (algo == TCOMM_ALGO_HYBRID)
-        algo = tc_hybrid_pick(c, count, w, 0);
-    if (algo == TCOMM_ALGO_HIER_RS && !i->groups_uniform)
-        return TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
-                          "hier-rs needs groups of equal size");
-    size_t npad = (count + (size_t)P - 1) / (size_t)P * (size_t)P;
+    size_t npad = tc_nccl_padded(n, count);
     tcomm_rc rc = _wire_reserve(n, npad * tcomm_wire_bytes(w));
     if (rc)
         return rc;
@@ -242,11 +145,14 @@ tcomm_rc tcomm_nccl_allreduce_timed(tcomm_nccl_t *n, float *x, size_t count,
     if (ev)
         CUDA_TRY(cudaEventRecordWithFlags(ev[0], n->stream,
                                           cudaEventRecordExternal));
-    float scale = (flags & TCOMM_AVERAGE) ? 1.0f / (float)P : 1.0f;
     CUDA_TRY((cudaError_t)tcomm_cuda_pack(x, n->wire, count, npad, scale,
                                           (int)w, n->stream));
-    if ((rc = _enqueue(n, algo, npad, w)))
-        return rc;
+    return TCOMM_OK;
+}
+
+tcomm_rc tc_nccl_stage_out(tcomm_nccl_t *n, float *x, size_t count,
+                           tcomm_wire w, const cudaEvent_t *ev)
+{
     CUDA_TRY((cudaError_t)tcomm_cuda_unpack(n->wire, x, count, (int)w, n->d_bad,
                                             n->stream));
     if (ev)
@@ -254,12 +160,6 @@ tcomm_rc tcomm_nccl_allreduce_timed(tcomm_nccl_t *n, float *x, size_t count,
                                           cudaEventRecordExternal));
     CUDA_TRY(cudaEventRecord(n->done, n->stream));
     return TCOMM_OK;
-}
-
-tcomm_rc tcomm_nccl_reserve(tcomm_nccl_t *n, size_t count, tcomm_wire w)
-{
-    size_t P = (size_t)n->c->info.size;
-    return _wire_reserve(n, (count + P - 1) / P * P * tcomm_wire_bytes(w));
 }
 
 /* The first asynchronous error of any of our communicators. */
@@ -350,7 +250,7 @@ static tcomm_rc _poll(tcomm_nccl_t *n, cudaEvent_t ev)
 }
 
 /* Not after an abort: the communicators are gone. */
-static tcomm_rc _alive(const tcomm_nccl_t *n)
+tcomm_rc tc_nccl_alive(const tcomm_nccl_t *n)
 {
     return n->aborted ? TORUS_FAIL(TCOMM_ERR_TRANSPORT,
                                    "rank %d: the NCCL communicators were "
@@ -362,7 +262,7 @@ static tcomm_rc _alive(const tcomm_nccl_t *n)
 tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
                          size_t *nonfinite)
 {
-    tcomm_rc rc = _alive(n);
+    tcomm_rc rc = tc_nccl_alive(n);
     if (rc)
         return rc;
     if (nonfinite) {
@@ -376,7 +276,7 @@ tcomm_rc tcomm_nccl_wait(tcomm_nccl_t *n, cudaStream_t consumer,
 
 tcomm_rc tcomm_nccl_join(tcomm_nccl_t *n, cudaStream_t consumer)
 {
-    tcomm_rc rc = _alive(n);
+    tcomm_rc rc = tc_nccl_alive(n);
     if (rc)
         return rc;
     CUDA_TRY(cudaEventRecord(n->done, n->stream));
@@ -390,7 +290,7 @@ tcomm_rc tcomm_nccl_join(tcomm_nccl_t *n, cudaStream_t consumer)
 tcomm_rc tcomm_nccl_count(tcomm_nccl_t *n, cudaStream_t consumer,
                           size_t *nonfinite)
 {
-    tcomm_rc rc = _alive(n);
+    tcomm_rc rc = tc_nccl_alive(n);
     if (rc)
         return rc;
     CUDA_TRY(cudaEventRecord(n->done, consumer));

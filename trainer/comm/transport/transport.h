@@ -2,9 +2,11 @@
  * above core): MPI point-to-point and collectives with a no-progress
  * deadline, MPI's own all-reduce and the agreement on success (mpi.c), a
  * node's shared memory (shm.c) and its windows' guarded allocation
- * (shm_win.c), and the PMIx key-value store (pmix.c). The algorithms (algo/)
- * are built from these; the NCCL transport (nccl.c) has its public face in
- * tcomm_nccl.h. */
+ * (shm_win.c), and the PMIx key-value store (pmix.c): the host
+ * transports. The host algorithms (algo/ring.c, hier.c, torus2d.c, ...) are
+ * built from these. The NCCL transport (nccl.c) is apart: its public face
+ * is tcomm_nccl.h, and what its algorithms (algo/nccl_allreduce.c) use is
+ * nccl_transport.h. */
 #ifndef TORUS_TCOMM_TRANSPORT_H
 #define TORUS_TCOMM_TRANSPORT_H
 
