@@ -54,6 +54,8 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/device.c \
 	trainer/train/ttrain_bn_stash.h \
 	trainer/train/bn_stash.c \
+	trainer/train/ttrain_metrics.h \
+	trainer/train/metrics.c \
 	trainer/train/ttrain_step_graph.h \
 	trainer/train/step_graph.c \
 	trainer/train/ttrain_test_hooks.h \
@@ -155,7 +157,11 @@ trainer_torus_train_SOURCES = trainer/torus-train.c \
 	trainer/train/ttrain_tdata_source.h trainer/train/tdata_source.c \
 	trainer/train/ttrain_exchange.h trainer/train/exchange.c \
 	trainer/train/ttrain_ckpt_beat.h trainer/train/ckpt_beat.c \
+	trainer/train/ttrain_ckpt_run.h trainer/train/ckpt_run.c \
 	trainer/train/ttrain_input.h trainer/train/input.c \
+	trainer/train/ttrain_step.h trainer/train/step.c \
+	trainer/train/ttrain_dstep.h trainer/train/dstep.c \
+	trainer/train/ttrain_report.h trainer/train/report.c \
 	trainer/train/ttrain_gpu_exchange.h \
 	trainer/train/ttrain_trace.h trainer/train/trace.c
 trainer_torus_train_CPPFLAGS = $(TCOMM_CPPFLAGS)
