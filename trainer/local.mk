@@ -128,8 +128,9 @@ trainer_backends_cuda_libtcuda_la_LIBADD = $(TCUDA_LO) \
 CLEANFILES += $(TCUDA_LO) $(TCUDA_CU:.cu=.o) $(TCUDA_CU:.cu=.pic.o)
 $(TCUDA_LO): $(TCUDA_KDEPS)
 
-# The module: the backend, and torus-train's GPU gradient exchange over
-# libtcomm's device fusion and NCCL. Its other symbols (the engine,
+# The module: the backend, and libtcomm's device fusion and NCCL with the
+# table of their tcomm_gpu functions (train/gpu_exchange_cuda.c) that
+# torus-train's gradient exchange calls. Its other symbols (the engine,
 # libtcomm, torus_error) come from the program that loads it.
 pkglib_LTLIBRARIES += trainer/backends/cuda/torus_cuda.la
 trainer_backends_cuda_torus_cuda_la_SOURCES = trainer/train/gpu_exchange_cuda.c
