@@ -251,6 +251,14 @@ tests_unit_test_train_hooks_off_CPPFLAGS = $(AM_CPPFLAGS) -DTTRAIN_NO_TEST_HOOKS
 tests_unit_test_train_hooks_off_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_train_hooks_off_LDADD = $(CHECK_LIBS)
 
+# The --metrics records (train/metrics.c) that torus-sweep and torus-plot
+# read back: plain C.
+check_PROGRAMS += tests/unit/test_train_metrics
+TESTS += tests/unit/test_train_metrics
+tests_unit_test_train_metrics_SOURCES = tests/unit/test_train_metrics.c
+tests_unit_test_train_metrics_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_train_metrics_LDADD = $(TRAINER_TEST_LDADD)
+
 # The GPU of each rank (train/device.c): plain C, no GPU needed.
 check_PROGRAMS += tests/unit/test_train_device
 TESTS += tests/unit/test_train_device
