@@ -54,6 +54,8 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/device.c \
 	trainer/train/ttrain_bn_stash.h \
 	trainer/train/bn_stash.c \
+	trainer/train/ttrain_metrics.h \
+	trainer/train/metrics.c \
 	trainer/train/ttrain_step_graph.h \
 	trainer/train/step_graph.c \
 	trainer/train/ttrain_test_hooks.h \
@@ -126,8 +128,9 @@ trainer_backends_cuda_libtcuda_la_LIBADD = $(TCUDA_LO) \
 CLEANFILES += $(TCUDA_LO) $(TCUDA_CU:.cu=.o) $(TCUDA_CU:.cu=.pic.o)
 $(TCUDA_LO): $(TCUDA_KDEPS)
 
-# The module: the backend, and torus-train's GPU gradient exchange over
-# libtcomm's device fusion and NCCL. Its other symbols (the engine,
+# The module: the backend, and libtcomm's device fusion and NCCL with the
+# table of their tcomm_gpu functions (train/gpu_exchange_cuda.c) that
+# torus-train's gradient exchange calls. Its other symbols (the engine,
 # libtcomm, torus_error) come from the program that loads it.
 pkglib_LTLIBRARIES += trainer/backends/cuda/torus_cuda.la
 trainer_backends_cuda_torus_cuda_la_SOURCES = trainer/train/gpu_exchange_cuda.c
@@ -155,7 +158,11 @@ trainer_torus_train_SOURCES = trainer/torus-train.c \
 	trainer/train/ttrain_tdata_source.h trainer/train/tdata_source.c \
 	trainer/train/ttrain_exchange.h trainer/train/exchange.c \
 	trainer/train/ttrain_ckpt_beat.h trainer/train/ckpt_beat.c \
+	trainer/train/ttrain_ckpt_run.h trainer/train/ckpt_run.c \
 	trainer/train/ttrain_input.h trainer/train/input.c \
+	trainer/train/ttrain_step.h trainer/train/step.c \
+	trainer/train/ttrain_dstep.h trainer/train/dstep.c \
+	trainer/train/ttrain_report.h trainer/train/report.c \
 	trainer/train/ttrain_gpu_exchange.h \
 	trainer/train/ttrain_trace.h trainer/train/trace.c
 trainer_torus_train_CPPFLAGS = $(TCOMM_CPPFLAGS)
@@ -243,6 +250,14 @@ tests_unit_test_train_hooks_off_SOURCES = tests/unit/test_train_hooks.c \
 tests_unit_test_train_hooks_off_CPPFLAGS = $(AM_CPPFLAGS) -DTTRAIN_NO_TEST_HOOKS=1
 tests_unit_test_train_hooks_off_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_train_hooks_off_LDADD = $(CHECK_LIBS)
+
+# The --metrics records (train/metrics.c) that torus-sweep and torus-plot
+# read back: plain C.
+check_PROGRAMS += tests/unit/test_train_metrics
+TESTS += tests/unit/test_train_metrics
+tests_unit_test_train_metrics_SOURCES = tests/unit/test_train_metrics.c
+tests_unit_test_train_metrics_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_train_metrics_LDADD = $(TRAINER_TEST_LDADD)
 
 # The GPU of each rank (train/device.c): plain C, no GPU needed.
 check_PROGRAMS += tests/unit/test_train_device

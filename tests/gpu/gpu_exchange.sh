@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/gpu/gpu_exchange.sh: torus-train's GPU gradient exchange
-# (the cuda module's train/gpu_exchange_cuda.c over libtcomm's tcomm_gpu),
+# (train/exchange.c calling libtcomm's tcomm_gpu through the cuda module's table),
 # run by hand with mpirun on a GPU machine that has Open MPI (the GPU
 # bundle has no MPI launcher, so run-gpu does not run it). BN-free tiny-cnn, --wire fp32, global
 # batch 32, 8 steps at a high learning rate (as train_dist.sh does on the

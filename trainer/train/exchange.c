@@ -1,10 +1,12 @@
 /* train/exchange.c: the gradient exchange behind one interface (see
  * ttrain_exchange.h). Two implementations fill one table of operations,
  * as comm/fusion/plan.c serves both fusions: _host over tcomm_fusion (or
- * nothing, with one rank) and _device over the cuda module's table
- * (ttrain_gpu_exchange.h: tcomm_gpu); the public calls only dispatch, so a
- * gradient takes the same hops down to the tcomm_* call that starts its bucket.
- */
+ * nothing, with one rank) and _device over tcomm_gpu, whose functions it
+ * calls through the cuda module's table of them (ttrain_gpu_exchange.h).
+ * The public calls only dispatch, so a gradient takes the same hops on
+ * both down to the tcomm_* call that starts its bucket: the engine's hook
+ * (_ready), the implementation's ready, then tcomm_fusion_ready or
+ * tcomm_gpu_ready. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,25 +37,40 @@ struct ttrain_exchange {
     const _ops *ops;
     ttrain_exchange_config c;
     tcomm_fusion_t *fusion;  /* host, several ranks */
-    const ttrain_gx_ops *gx; /* device: the cuda module's table */
-    void *impl;              /* and its state */
-    int np;                  /* params; param i is fusion index np - 1 - i */
+    const ttrain_gx_ops *gx; /* device: tcomm_gpu, the cuda module's table */
+    tcomm_gpu_t *g;          /* and its exchange */
+    int np;                  /* params; param i is exchange index np - 1 - i */
     double wait_s;           /* host time blocked in wait */
+    double comm_s;           /* device: the reductions' time so far */
     size_t nonfinite;        /* inf/nan in this step's summed gradients */
 };
+
+/* The exchange indices of layer's params, highest first: hi, then down to
+ * lo (params lie in forward order, the exchange's in backward order). */
+static int _indices(const ttrain_exchange *ex, teng_net *net, int layer,
+                    int *hi, int *lo)
+{
+    teng_layer_info l;
+    int rc = teng_net_layer_info(net, layer, &l);
+    if (rc)
+        return rc;
+    *hi = ex->np - 1 - l.param0;
+    *lo = ex->np - l.param0 - l.nparam;
+    return 0;
+}
 
 /* ---- host: tcomm_fusion over the gradients in host memory ---- */
 
 static int _host_ready(ttrain_exchange *ex, teng_net *net, int layer)
 {
+    int hi, lo, rc;
     if (!ex->fusion)
         return 0;
-    teng_layer_info l;
-    if (teng_net_layer_info(net, layer, &l))
-        return -1;
-    for (int i = l.param0; i < l.param0 + l.nparam; i++)
-        if (tcomm_fusion_ready(ex->fusion, ex->np - 1 - i))
-            return -1;
+    if ((rc = _indices(ex, net, layer, &hi, &lo)))
+        return rc;
+    for (int i = hi; i >= lo; i--)
+        if ((rc = tcomm_fusion_ready(ex->fusion, i)))
+            return rc;
     return 0;
 }
 
@@ -157,11 +174,17 @@ static int _host_open(ttrain_exchange *ex, teng_net *net)
     return tcomm_fusion_seal(ex->fusion) ? -1 : 0;
 }
 
-/* ---- device: ttrain_gx, the cuda module's tcomm_gpu exchange ---- */
+/* ---- device: tcomm_gpu, through the cuda module's table ---- */
 
 static int _dev_ready(ttrain_exchange *ex, teng_net *net, int layer)
 {
-    return ex->gx->ready(ex->impl, net, layer);
+    int hi, lo, rc;
+    if ((rc = _indices(ex, net, layer, &hi, &lo)))
+        return rc;
+    for (int i = hi; i >= lo; i--)
+        if ((rc = ex->gx->ready(ex->g, i)))
+            return rc;
+    return 0;
 }
 
 /* Under the device step the device counts inf/nan: the host only queues
@@ -170,50 +193,57 @@ static int _dev_ready(ttrain_exchange *ex, teng_net *net, int layer)
 static int _dev_wait(ttrain_exchange *ex, teng_net *net, int replayed,
                      int dstep)
 {
+    tcomm_fusion_stats st;
+    int rc = replayed ? 0 : ex->gx->finish_device(ex->g);
     (void)net;
-    if (dstep)
-        return replayed ? 0 : ex->gx->finish_device(ex->impl);
-    if (!replayed && ex->gx->finish_device(ex->impl))
-        return -1;
-    return ex->gx->finish_host(ex->impl, &ex->nonfinite, &ex->wait_s);
+    if (rc || dstep)
+        return rc;
+    if ((rc = ex->gx->finish_host(ex->g, &st)))
+        return rc;
+    ex->comm_s += st.comm_s;
+    ex->wait_s += st.wait_s;
+    ex->nonfinite = st.nonfinite;
+    return 0;
 }
 
 static int _dev_capturable(const ttrain_exchange *ex)
 {
-    return ex->gx->capturable(ex->impl);
+    return ex->gx->capturable(ex->g);
 }
 
 static int _dev_finish_device(ttrain_exchange *ex)
 {
-    return ex->gx->finish_device(ex->impl);
+    return ex->gx->finish_device(ex->g);
 }
 
 static void _dev_abandon(ttrain_exchange *ex)
 {
-    ex->gx->abandon(ex->impl);
+    ex->gx->abandon(ex->g);
 }
 
 static int _dev_sync(ttrain_exchange *ex)
 {
-    size_t nf;
-    double ws = 0;
-    return ex->gx->finish_host(ex->impl, &nf, &ws);
+    tcomm_fusion_stats st;
+    int rc = ex->gx->finish_host(ex->g, &st);
+    if (!rc)
+        ex->comm_s += st.comm_s;
+    return rc;
 }
 
+/* The path's own algorithm: a few KB once per evaluation. */
 static int _dev_stats_average(ttrain_exchange *ex, void *stats, size_t n,
                               teng_net *net)
 {
-    /* the path's own algorithm: a few KB once per evaluation */
-    (void)stats, (void)n;
-    return ex->gx->stats_average(ex->impl, net);
+    (void)net;
+    return ex->gx->allreduce(ex->g, stats, n, TCOMM_WIRE_FP32, TCOMM_AVERAGE);
 }
 
 static void _dev_describe(const ttrain_exchange *ex, FILE *f)
 {
     fprintf(f, "gradients in %zu buckets of device memory, %s",
-            ex->gx->buckets(ex->impl),
-            strcmp(ex->gx->path(ex->impl), "nccl") ? "staged through the host"
-                                                   : "NCCL");
+            ex->gx->bucket_count(ex->g),
+            strcmp(ex->gx->path(ex->g), "nccl") ? "staged through the host"
+                                                : "NCCL");
 }
 
 static void _dev_summary(const ttrain_exchange *ex, int dstep, FILE *f)
@@ -222,35 +252,48 @@ static void _dev_summary(const ttrain_exchange *ex, int dstep, FILE *f)
         fprintf(f,
                 "gradient exchange (%s): reductions not timed (the device "
                 "step needs no host wait for them)\n",
-                ex->gx->path(ex->impl));
+                ex->gx->path(ex->g));
     else
         fprintf(f, "gradient exchange (%s): %.2f s in its reductions\n",
-                ex->gx->path(ex->impl), ex->gx->comm_s(ex->impl));
+                ex->gx->path(ex->g), ex->comm_s);
 }
 
 static void _dev_close(ttrain_exchange *ex)
 {
-    if (ex->impl)
-        ex->gx->close(ex->impl);
+    if (ex->g)
+        ex->gx->destroy(ex->g);
 }
 
-/* The implementation is the cuda module's (gpu_exchange_cuda.c), found by
- * its table's name: torus-train links no CUDA library, and a backend with
- * gradients in device memory is only ever open with that module loaded. */
+/* tcomm_gpu is the cuda module's (gpu_exchange_cuda.c), found by its
+ * table's name: torus-train links no CUDA library, and a backend with
+ * gradients in device memory is only ever open with that module loaded.
+ * Every param's gradient goes to it in backward order. */
 static int _dev_open(ttrain_exchange *ex, teng_net *net, teng_backend *bk)
 {
     const ttrain_exchange_config *c = &ex->c;
-    ex->gx = tbackends_module_symbol(TTRAIN_GX_OPS_SYMBOL);
-    if (!ex->gx)
+    const ttrain_gx_ops *gx = tbackends_module_symbol(TTRAIN_GX_OPS_SYMBOL);
+    if (!gx)
         return TORUS_FAIL(TTRAIN_EDEVICE,
                           "backend %s keeps gradients in device memory, but "
                           "no cuda module with a GPU gradient exchange is "
                           "loaded",
                           teng_backend_name(bk));
-    int rc = ex->gx->open(c->comm, net, bk, c->algo, c->wire,
-                          c->bucket_kb < 0 ? 0 : c->bucket_kb, &ex->impl);
-    if (rc) /* the module freed what it had made */
-        ex->impl = NULL;
+    ex->gx = gx;
+    /* The loss is divided by the global batch: each rank's gradient is
+     * already its 1/world share, so the exchange sums (no TCOMM_AVERAGE). */
+    tcomm_gpu_options o = {
+        .bucket_bytes = c->bucket_kb < 0 ? 0 : (size_t)c->bucket_kb << 10,
+        .algo = c->algo,
+        .wire = c->wire};
+    int rc = gx->create(c->comm, &o, teng_backend_stream(bk), &ex->g);
+    ex->np = teng_net_nparams(net);
+    for (int i = ex->np - 1; !rc && i >= 0; i--) {
+        const teng_param *p = teng_net_param(net, i);
+        /* A padded param's padding gradient is zero and stays zero. */
+        rc = gx->add(ex->g, p->grad, p->bytes / sizeof(float), NULL);
+    }
+    if (!rc)
+        rc = gx->seal(ex->g);
     return rc;
 }
 
@@ -303,7 +346,7 @@ int ttrain_exchange_wait(ttrain_exchange *ex, teng_net *net, int replayed,
 
 size_t ttrain_exchange_nonfinite(const ttrain_exchange *ex, int *counted)
 {
-    *counted = ex->fusion || ex->impl;
+    *counted = ex->fusion || ex->g;
     return ex->nonfinite;
 }
 

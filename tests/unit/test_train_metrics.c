@@ -1,0 +1,120 @@
+/* test_train_metrics.c: torus-train's --metrics records
+ * (trainer/train/ttrain_metrics.h), the lines torus-sweep and torus-plot
+ * read back: each record exactly as written, a window of skipped steps
+ * with a null loss (JSON has no NaN), records appended to what the file
+ * holds, only rank 0 writing, every call a no-op without a file, and an
+ * unopenable path refused naming the file. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/torus_error.h"
+#include "trainer/train/ttrain_metrics.h"
+
+/* A fresh file name in the test's temporary folder. */
+static void _path(char *p, size_t n)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(p, n, "%s/test_train_metrics.%d.jsonl", dir ? dir : "/tmp",
+             (int)getpid());
+    unlink(p);
+}
+
+/* The file's whole text, into buf. */
+static void _slurp(const char *p, char *buf, size_t n)
+{
+    FILE *f = fopen(p, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t got = fread(buf, 1, n - 1, f);
+    buf[got] = '\0';
+    fclose(f);
+}
+
+START_TEST(records_as_written)
+{
+    char p[512], text[2048];
+    FILE *f;
+    _path(p, sizeof p);
+    ck_assert_int_eq(ttrain_metrics_open(p, 0, &f), 0);
+    ck_assert_ptr_nonnull(f);
+    ttrain_metrics_step(f, &(ttrain_metrics_progress){0, 4, 4, 123.4567, 0.5,
+                                                      0.1, 32, 0.25, 0.125});
+    ttrain_metrics_step(
+        f, &(ttrain_metrics_progress){1, 2, 6, 10, NAN, 0.05, 64, 0, 0});
+    ttrain_metrics_eval(f, 1, 6, 81.25, 97.5, 0.52, 3.25);
+    ttrain_metrics_target(f, 80, 6, 81.25, 3.25);
+    ttrain_metrics_diverged(f, 7);
+    ttrain_metrics_close(f);
+    _slurp(p, text, sizeof text);
+    ck_assert_str_eq(
+        text,
+        "{\"epoch\":0,\"step\":4,\"global_step\":4,\"images_per_s\":123.457,"
+        "\"loss\":0.5,\"lr\":0.10000000000000001,\"global_batch\":32,"
+        "\"data_wait\":0.2500,\"comm_wait\":0.1250}\n"
+        "{\"epoch\":1,\"step\":2,\"global_step\":6,\"images_per_s\":10.000,"
+        "\"loss\":null,\"lr\":0.050000000000000003,\"global_batch\":64,"
+        "\"data_wait\":0.0000,\"comm_wait\":0.0000}\n"
+        "{\"epoch\":1,\"global_step\":6,\"top1\":81.2500,\"top5\":97.5000,"
+        "\"test_loss\":0.520000,\"time\":3.250}\n"
+        "{\"target_top1\":80.0000,\"global_step\":6,\"top1\":81.2500,"
+        "\"time\":3.250}\n"
+        "{\"diverged\":1,\"global_step\":7}\n");
+    /* A resumed run appends. */
+    ck_assert_int_eq(ttrain_metrics_open(p, 0, &f), 0);
+    ttrain_metrics_diverged(f, 9);
+    ttrain_metrics_close(f);
+    _slurp(p, text, sizeof text);
+    ck_assert_ptr_nonnull(strstr(text, "\"global_step\":7}\n{\"diverged\":1,"
+                                       "\"global_step\":9}\n"));
+    unlink(p);
+}
+END_TEST
+
+START_TEST(rank0_only_and_no_file)
+{
+    char p[512];
+    FILE *f = stdout;
+    _path(p, sizeof p);
+    ck_assert_int_eq(ttrain_metrics_open(p, 1, &f), 0);
+    ck_assert_ptr_null(f);
+    ck_assert_int_eq(access(p, F_OK), -1); /* rank 1 creates nothing */
+    f = stdout;
+    ck_assert_int_eq(ttrain_metrics_open("", 0, &f), 0);
+    ck_assert_ptr_null(f);
+    /* Every record without a file does nothing (and does not crash). */
+    ttrain_metrics_step(NULL, &(ttrain_metrics_progress){0});
+    ttrain_metrics_eval(NULL, 0, 0, 0, 0, 0, 0);
+    ttrain_metrics_target(NULL, 0, 0, 0, 0);
+    ttrain_metrics_diverged(NULL, 0);
+    ttrain_metrics_close(NULL);
+}
+END_TEST
+
+START_TEST(unopenable_names_the_file)
+{
+    FILE *f = stdout;
+    ck_assert_int_ne(ttrain_metrics_open("/nonexistent/dir/m.jsonl", 0, &f), 0);
+    ck_assert_ptr_null(f);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(),
+                                 "--metrics: cannot open "
+                                 "/nonexistent/dir/m.jsonl for appending"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *su = suite_create("train_metrics");
+    TCase *tc = tcase_create("train_metrics");
+    tcase_add_test(tc, records_as_written);
+    tcase_add_test(tc, rank0_only_and_no_file);
+    tcase_add_test(tc, unopenable_names_the_file);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
