@@ -159,6 +159,14 @@ static int _fail(const char *what, const char *msg)
     return TTRAIN_EXIT_FAIL;
 }
 
+/* A bad option or setting (ttrain_config_*): said on every rank, which
+ * all exit with rc; no rank aborts the others. */
+static int _usage_error(int rc)
+{
+    fprintf(stderr, "torus-train: %s\n", torus_error_msg());
+    return rc;
+}
+
 /* ---- the run, phase by phase ----
  * Each phase returns _GO to go on, or the exit status of the program. An
  * early exit leaves the freeing to the operating system, as a failed run
@@ -219,8 +227,15 @@ static int _parse(_run *r, int argc, char **argv)
 {
     ttrain_config_defaults(&r->cfg);
     int rc = ttrain_config_parse(&r->cfg, argc, argv);
+    if (rc == TTRAIN_PARSE_HELP)
+        ttrain_usage(stdout);
+    else if (rc == TTRAIN_PARSE_VERSION)
+        printf("torus-train %s (backends: %s)\n", PACKAGE_VERSION,
+               tbackends_list());
+    else if (rc)
+        return _usage_error(rc);
     if (rc)
-        return rc == 1 ? TTRAIN_EXIT_OK : rc;
+        return TTRAIN_EXIT_OK;
     int algo = tcomm_algo_parse(r->cfg.algo);
     if (algo < 0) {
         fprintf(stderr,
@@ -272,7 +287,7 @@ static int _open_data(_run *r)
     }
     int rc = ttrain_config_validate(cfg);
     if (rc)
-        return rc;
+        return _usage_error(rc);
     if (cfg->dry_run) {
         ttrain_print_plan(cfg, stdout);
         return TTRAIN_EXIT_OK;
