@@ -4,7 +4,7 @@
 # 1. Every TORUS_FAIL carries its module's code (common/torus_error.h: a
 #    code from the module's enum; the checkpoint module's are negative,
 #    TTRAIN_CKPT_EBAD/_ECONFIG, which its callers tell apart), so no
-#    `TORUS_FAIL(-1, ...)` enters the tree. The table `left` may list files
+#    `TORUS_FAIL(-1, ...)` (nor TORUS_FAIL_USAGE) enters the tree. The table `left` may list files
 #    allowed a count of bare -1 sites while they are converted (none today).
 # 2. Library code does not print. Library code is every source under
 #    common/, topology/, data/ and trainer/ that no installed program
