@@ -227,15 +227,17 @@ static int _parse(_run *r, int argc, char **argv)
 {
     ttrain_config_defaults(&r->cfg);
     int rc = ttrain_config_parse(&r->cfg, argc, argv);
-    if (rc == TTRAIN_PARSE_HELP)
+    if (rc == TTRAIN_PARSE_HELP) {
         ttrain_usage(stdout);
-    else if (rc == TTRAIN_PARSE_VERSION)
+        return TTRAIN_EXIT_OK;
+    }
+    if (rc == TTRAIN_PARSE_VERSION) {
         printf("torus-train %s (backends: %s)\n", PACKAGE_VERSION,
                tbackends_list());
-    else if (rc)
-        return _usage_error(rc);
-    if (rc)
         return TTRAIN_EXIT_OK;
+    }
+    if (rc)
+        return _usage_error(rc);
     int algo = tcomm_algo_parse(r->cfg.algo);
     if (algo < 0) {
         fprintf(stderr,
