@@ -1,4 +1,5 @@
-/* common/torus_cli.c: the usage errors of torus_cli.h. */
+/* common/torus_cli.c: the usage errors of torus_cli.h, recorded for the
+ * program to print. */
 #include "common/torus_cli.h"
 
 #include <errno.h>
@@ -7,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int torus_cli_bad_option(const char *prog, int ch, char *const *argv)
+#include "common/torus_error.h"
+
+int torus_cli_bad_option(int ch, char *const *argv)
 {
     const char *arg = argv[optind - 1];
     char name[64];
@@ -21,28 +24,26 @@ int torus_cli_bad_option(const char *prog, int ch, char *const *argv)
         snprintf(name, sizeof name, "%.60s", arg);
     }
     if (ch == ':')
-        fprintf(stderr, "%s: option '%s' needs a value (see --help)\n", prog,
-                name);
-    else if (!strncmp(arg, "--", 2) && optopt)
-        fprintf(stderr, "%s: option '%s' takes no value (see --help)\n", prog,
-                name);
-    else
-        fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, name);
-    return TORUS_CLI_USAGE;
+        return TORUS_FAIL_USAGE(TORUS_CLI_USAGE,
+                                "option '%s' needs a value (see --help)", name);
+    if (!strncmp(arg, "--", 2) && optopt)
+        return TORUS_FAIL_USAGE(
+            TORUS_CLI_USAGE, "option '%s' takes no value (see --help)", name);
+    return TORUS_FAIL_USAGE(TORUS_CLI_USAGE, "unknown option '%s' (see --help)",
+                            name);
 }
 
-int torus_cli_long(const char *prog, const char *opt, const char *arg, long lo,
-                   long hi, long *out)
+int torus_cli_long(const char *opt, const char *arg, long lo, long hi,
+                   long *out)
 {
     char *end;
     errno = 0;
     long v = strtol(arg, &end, 10);
-    if (end == arg || *end || errno || v < lo || v > hi) {
-        fprintf(stderr,
-                "%s: %s: '%s' is not an integer in %ld..%ld (see --help)\n",
-                prog, opt, arg, lo, hi);
-        return TORUS_CLI_USAGE;
-    }
+    if (end == arg || *end || errno || v < lo || v > hi)
+        return TORUS_FAIL_USAGE(
+            TORUS_CLI_USAGE,
+            "%s: '%s' is not an integer in %ld..%ld (see --help)", opt, arg, lo,
+            hi);
     *out = v;
     return 0;
 }

@@ -18,10 +18,14 @@ int torus_error_set_(int rc, const char *file, int line, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (!file) {
+        snprintf(_err_msg, sizeof _err_msg, "%s", msg);
+        return rc;
+    }
     /* Keep only the file's base name: build paths add noise, not meaning. */
     const char *base = strrchr(file, '/');
-    snprintf(_err_msg, sizeof _err_msg, "%s (%s:%d)", msg, base ? base + 1 : file,
-             line);
+    snprintf(_err_msg, sizeof _err_msg, "%s (%s:%d)", msg,
+             base ? base + 1 : file, line);
     return rc;
 }
 

@@ -9,6 +9,9 @@
  *   sentence that names what failed: the file and line of the input, the
  *   option, the rank, the tensor. The source location (file:line of the
  *   TORUS_FAIL) is appended for the developer. The message is per thread.
+ * - A usage error (a bad option or setting, which the message names) is
+ *   recorded with TORUS_FAIL_USAGE: the same, without the source location,
+ *   since the user's input is the whole story.
  * - Layers in between may add context in front (torus_error_prefix) but never
  *   print. The boundary (a main(), a SPANK callback, a test) reports
  *   torus_error_msg() once.
@@ -30,6 +33,8 @@ int torus_error_set_(int rc, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 #define TORUS_FAIL(rc, ...) \
     torus_error_set_((rc), __FILE__, __LINE__, __VA_ARGS__)
+/* A NULL file records the message alone. */
+#define TORUS_FAIL_USAGE(rc, ...) torus_error_set_((rc), NULL, 0, __VA_ARGS__)
 
 /* Put "<context>: " in front of this thread's message (e.g. the rank or the
  * shard file a lower layer did not know). Returns rc, like TORUS_FAIL. */

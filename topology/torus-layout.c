@@ -161,7 +161,8 @@ static const char _usage[] =
     "default=auto'\n"
     "\n"
     "SEE ALSO\n"
-    "    torus(7), spank_torus(8), docs/env-contract.md, srun(1), topology.conf(5)\n";
+    "    torus(7), spank_torus(8), docs/env-contract.md, srun(1), "
+    "topology.conf(5)\n";
 
 typedef struct {
     const char *nodes, *tasks, *topology, *topology_addr, *spec, *partition;
@@ -386,8 +387,11 @@ static int _parse_args(int argc, char **argv, _opts_t *o)
     opterr = 0; /* getopt would name the program by its path */
     while ((c = getopt_long(argc, argv, ":hV", _longopts, NULL)) != -1) {
         int rc = _opt(o, c, optarg);
-        if (rc < 0)
-            return torus_cli_bad_option("torus-layout", c, argv);
+        if (rc < 0) {
+            rc = torus_cli_bad_option(c, argv);
+            fprintf(stderr, "torus-layout: %s\n", torus_error_msg());
+            return rc;
+        }
         if (rc)
             return rc;
     }

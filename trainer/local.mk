@@ -231,6 +231,14 @@ tests_unit_test_loss_scale_SOURCES = tests/unit/test_loss_scale.c
 tests_unit_test_loss_scale_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_loss_scale_LDADD = $(TRAINER_TEST_LDADD)
 
+# Usage errors are returned, not printed: common/torus_cli.c's helpers and
+# torus-train's option parser (train/options.c).
+check_PROGRAMS += tests/unit/test_usage_errors
+TESTS += tests/unit/test_usage_errors
+tests_unit_test_usage_errors_SOURCES = tests/unit/test_usage_errors.c
+tests_unit_test_usage_errors_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_usage_errors_LDADD = $(TRAINER_TEST_LDADD)
+
 # When the step is recorded in a CUDA graph (train/step_graph.c): plain C.
 check_PROGRAMS += tests/unit/test_step_graph
 TESTS += tests/unit/test_step_graph

@@ -147,6 +147,14 @@ static int _failed(int said)
     return _end(torus_error_msg());
 }
 
+/* A bad option or setting (ttrain_config_*): said on every rank, which
+ * all exit with rc; no rank aborts the others. */
+static int _usage_error(int rc)
+{
+    fprintf(stderr, "torus-train: %s\n", torus_error_msg());
+    return rc;
+}
+
 /* ---- the run, phase by phase ----
  * Each phase returns _GO to go on, or the exit status of the program. An
  * early exit leaves the freeing to the operating system, as a failed run
@@ -199,8 +207,17 @@ static int _parse(_run *r, int argc, char **argv)
 {
     ttrain_config_defaults(&r->cfg);
     int rc = ttrain_config_parse(&r->cfg, argc, argv);
+    if (rc == TTRAIN_PARSE_HELP) {
+        ttrain_usage(stdout);
+        return TTRAIN_EXIT_OK;
+    }
+    if (rc == TTRAIN_PARSE_VERSION) {
+        printf("torus-train %s (backends: %s)\n", PACKAGE_VERSION,
+               tbackends_list());
+        return TTRAIN_EXIT_OK;
+    }
     if (rc)
-        return rc == 1 ? TTRAIN_EXIT_OK : rc;
+        return _usage_error(rc);
     int algo = tcomm_algo_parse(r->cfg.algo);
     if (algo < 0) {
         fprintf(stderr,
@@ -252,7 +269,7 @@ static int _open_data(_run *r)
     }
     int rc = ttrain_config_validate(cfg);
     if (rc)
-        return rc;
+        return _usage_error(rc);
     if (cfg->dry_run) {
         ttrain_print_plan(cfg, stdout);
         return TTRAIN_EXIT_OK;

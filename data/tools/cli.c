@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/torus_cli.h"
+#include "common/torus_error.h"
 #include "config.h"
 #include "data/tools/cli.h"
 
@@ -13,6 +14,12 @@ int tdata_cli_usage(const char *prog, const char *msg, const char *arg)
     fprintf(stderr, "%s: %s%s%s (see --help)\n", prog, msg, arg ? ": " : "",
             arg ? arg : "");
     return TORUS_CLI_USAGE;
+}
+
+int tdata_cli_fail(const char *prog, int rc)
+{
+    fprintf(stderr, "%s: %s\n", prog, torus_error_msg());
+    return rc;
 }
 
 int tdata_cli_parse(int argc, char **argv, const char *prog, const char *help,
@@ -27,7 +34,7 @@ int tdata_cli_parse(int argc, char **argv, const char *prog, const char *help,
     int c;
     while ((c = getopt_long(argc, argv, so, longopts, NULL)) != -1) {
         if (c == '?' || c == ':')
-            return torus_cli_bad_option(prog, c, argv);
+            return tdata_cli_fail(prog, torus_cli_bad_option(c, argv));
         if (c == 'h') {
             fputs(help, stdout);
             return 0;
@@ -40,7 +47,7 @@ int tdata_cli_parse(int argc, char **argv, const char *prog, const char *help,
         for (int g = 0; g < ngroups && rc < 0; g++)
             rc = groups[g](c, optarg, ctx);
         if (rc < 0)
-            return torus_cli_bad_option(prog, '?', argv);
+            return tdata_cli_fail(prog, torus_cli_bad_option('?', argv));
         if (rc)
             return rc;
     }

@@ -14,6 +14,10 @@ typedef int (*tdata_cli_group)(int c, const char *arg, void *ctx);
 /* "PROG: MSG[: ARG] (see --help)" on stderr; returns 2. */
 int tdata_cli_usage(const char *prog, const char *msg, const char *arg);
 
+/* "PROG: " and the message a common/torus_cli.h helper recorded, on
+ * stderr; returns rc. */
+int tdata_cli_fail(const char *prog, int rc);
+
 /* getopt_long over argv; -h prints help and -V the version, any other
  * option goes to the groups in turn until one takes it. Returns -1 when
  * every option was taken (optind is at the operands), else the exit

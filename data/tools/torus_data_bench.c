@@ -488,8 +488,8 @@ static int _threads(const char *arg, _cfg *c)
 static int _int(const char *opt, const char *arg, long lo, long hi, int *v)
 {
     long x;
-    if (torus_cli_long("torus-data-bench", opt, arg, lo, hi, &x))
-        return TORUS_CLI_USAGE;
+    if (torus_cli_long(opt, arg, lo, hi, &x))
+        return tdata_cli_fail("torus-data-bench", TORUS_CLI_USAGE);
     *v = (int)x;
     return 0;
 }
@@ -510,9 +510,8 @@ static int _opt_number(int o, const char *arg, void *ctx)
     case O_EVR:
         return _int("--eval-resize", arg, 0, 8192, &c->eval_resize);
     case 'n':
-        if (torus_cli_long("torus-data-bench", "--images", arg, 0, LONG_MAX,
-                           &v))
-            return TORUS_CLI_USAGE;
+        if (torus_cli_long("--images", arg, 0, LONG_MAX, &v))
+            return tdata_cli_fail("torus-data-bench", TORUS_CLI_USAGE);
         c->images = (uint64_t)v;
         return 0;
     case O_PF:
@@ -520,11 +519,12 @@ static int _opt_number(int o, const char *arg, void *ctx)
     case O_STEP:
         return _int("--step-ms", arg, 0, 3600000, &c->step_ms);
     case O_MAXBAD:
-        return torus_cli_long("torus-data-bench", "--max-bad", arg, 0, LONG_MAX,
-                              &c->max_bad);
+        if (torus_cli_long("--max-bad", arg, 0, LONG_MAX, &c->max_bad))
+            return tdata_cli_fail("torus-data-bench", TORUS_CLI_USAGE);
+        return 0;
     case O_SEED:
-        if (torus_cli_long("torus-data-bench", "--seed", arg, 0, LONG_MAX, &v))
-            return TORUS_CLI_USAGE;
+        if (torus_cli_long("--seed", arg, 0, LONG_MAX, &v))
+            return tdata_cli_fail("torus-data-bench", TORUS_CLI_USAGE);
         c->seed = (uint64_t)v;
         return 0;
     }

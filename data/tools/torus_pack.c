@@ -147,8 +147,8 @@ static int _usage(const char *msg, const char *arg)
 static int _num(const char *opt, const char *arg, long lo, long hi, int *v)
 {
     long x;
-    if (torus_cli_long("torus-pack", opt, arg, lo, hi, &x))
-        return TORUS_CLI_USAGE;
+    if (torus_cli_long(opt, arg, lo, hi, &x))
+        return tdata_cli_fail("torus-pack", TORUS_CLI_USAGE);
     *v = (int)x;
     return 0;
 }
@@ -248,8 +248,8 @@ static int _opt_number(int c, const char *arg, void *ctx)
     case 'j':
         return _num("--threads", arg, 1, 1024, &o->threads);
     case O_SEED:
-        if (torus_cli_long("torus-pack", "--seed", arg, 0, LONG_MAX, &v))
-            return TORUS_CLI_USAGE;
+        if (torus_cli_long("--seed", arg, 0, LONG_MAX, &v))
+            return tdata_cli_fail("torus-pack", TORUS_CLI_USAGE);
         o->seed = (uint64_t)v;
         return 0;
     case O_RESIZE:
@@ -262,8 +262,8 @@ static int _opt_number(int c, const char *arg, void *ctx)
     case O_QUALITY:
         return _num("--quality", arg, 1, 100, &o->quality);
     case O_MAXPIX:
-        if (torus_cli_long("torus-pack", "--max-pixels", arg, 1, LONG_MAX, &v))
-            return TORUS_CLI_USAGE;
+        if (torus_cli_long("--max-pixels", arg, 1, LONG_MAX, &v))
+            return tdata_cli_fail("torus-pack", TORUS_CLI_USAGE);
         tdata_set_max_pixels((uint64_t)v);
         return 0;
     case O_MAXIDX: {

@@ -4,13 +4,24 @@
 # 1. Every TORUS_FAIL carries its module's code (common/torus_error.h: a
 #    code from the module's enum; the checkpoint module's are negative,
 #    TTRAIN_CKPT_EBAD/_ECONFIG, which its callers tell apart), so no
-#    `TORUS_FAIL(-1, ...)` enters the tree. The table `left` may list files
+#    `TORUS_FAIL(-1, ...)` (nor TORUS_FAIL_USAGE) enters the tree. The table `left` may list files
 #    allowed a count of bare -1 sites while they are converted (none today).
-# 2. Library code does not print: outside the programs' main files, no
-#    fprintf(stderr, printf, perror, puts or fputs/fputc to stderr; errors
-#    travel up as codes and warnings go to the program's reporter
-#    (common/torus_report.h). The table `prints` lists the files allowed a
-#    count of such sites, each with its reason.
+# 2. Library code does not print. Library code is every source under
+#    common/, topology/, data/ and trainer/ that no installed program
+#    (bin_PROGRAMS, sbin_PROGRAMS) lists in its own PROG_SOURCES in
+#    Makefile.am or a local.mk; a program's sources are its boundary and
+#    print its output and errors. In library code there is no printf,
+#    perror, puts or putchar, and no fprintf, fputs, fputc or fwrite to
+#    stderr or stdout (the program's streams, not the library's): errors
+#    travel up as codes with their message (TORUS_FAIL, TORUS_FAIL_USAGE)
+#    and warnings go to the program's reporter (common/torus_report.h).
+#    Writing to a FILE * that the caller passes (a program's --help text,
+#    torus-sweep's task lines) is the program's output, not a print. The
+#    table `prints` lists the library files allowed a count of prints,
+#    each with its reason: the reporter's own sink and the last word of a
+#    process that the library ends itself. A file in a program's and a
+#    library's sources both fails the check (a library file cannot leave
+#    the check by being listed in a program too).
 # 3. tcomm_error() is gone (torus_error_msg() is the one accessor) and
 #    does not come back.
 # usage: error_codes.sh [SRCDIR]   (default: $top_srcdir, else the tree
@@ -49,42 +60,77 @@ _count() {
 cd "$SRC"
 # FILE COUNT: the sites left, each a -1 that its callers tell apart.
 declare -A left=()
-re='TORUS_FAIL\( *-1\b'
+re='TORUS_FAIL(_USAGE)?\( *-1\b'
 # shellcheck disable=SC2046 # file names have no spaces
 _count left 'TORUS_FAIL(-1, ...)' "give each its module's code" \
     $(find common topology data trainer plugins tests -name '*.[ch]' -o -name '*.cu' | sort)
 
-# FILE COUNT: library files that still print, and why.
+# _sources KIND: the sources that Makefile.am and the local.mk fragments
+# it includes list, one path a line: KIND "program" those of the installed programs
+# (bin_PROGRAMS, sbin_PROGRAMS: PROG_SOURCES), "library" those of every
+# library (*_la_SOURCES); continued lines joined, $(VAR)s expanded.
+_sources() {
+    # shellcheck disable=SC2046 # file names have no spaces
+    cat Makefile.am $(sed -n 's/^include //p' Makefile.am) |
+        awk -v kind="$1" '
+        /\\$/ { sub(/\\$/, ""); buf = buf $0 " "; next }
+        {
+            line = buf $0; buf = ""
+            if (!match(line, /^[A-Za-z0-9_]+[ \t]*\+?=/)) next
+            name = line; sub(/[ \t]*\+?=.*/, "", name)
+            val = line; sub(/^[^=]*=/, "", val)
+            vars[name] = vars[name] " " val
+        }
+        function expand(s,   out, n, i, w) {
+            n = split(s, w, /[ \t]+/)
+            for (i = 1; i <= n; i++)
+                if (w[i] ~ /^\$\(.*\)$/)
+                    out = out " " expand(vars[substr(w[i], 3, length(w[i]) - 3)])
+                else if (w[i] != "")
+                    out = out " " w[i]
+            return out
+        }
+        END {
+            if (kind == "program") {
+                n = split(vars["bin_PROGRAMS"] " " vars["sbin_PROGRAMS"], p, /[ \t]+/)
+                for (i = 1; i <= n; i++) {
+                    if (p[i] == "") continue
+                    c = p[i]; gsub(/[^A-Za-z0-9_@]/, "_", c)
+                    list = list " " vars[c "_SOURCES"]
+                }
+            } else
+                for (v in vars) if (v ~ /_la_SOURCES$/) list = list " " vars[v]
+            m = split(expand(list), s, /[ \t]+/)
+            for (j = 1; j <= m; j++) if (s[j] != "") print s[j]
+        }' | sort -u
+}
+programs=$(_sources program)
+if ! echo "$programs" | grep -qx trainer/torus-train.c; then
+    fail "found no torus-train.c among the programs' sources in the local.mk files: $programs"
+fi
+both=$(comm -12 <(echo "$programs") <(_sources library))
+[ -z "$both" ] || fail "in a program's and a library's sources both: $both"
+
+# FILE COUNT: library files that print, and why. Exact counts: a print
+# removed lowers its file's count.
 declare -A prints=(
-    # Exact counts: a print removed lowers its file's count.
     # The reporter's own stderr sink, the default where a program sets none.
     [common/torus_report.c]=2
-    # The last word of a job that the library ends itself (tcomm_abort,
-    # the start-up watchdog, the stall guard, the fault handler): no
-    # caller is left to report it.
+    # The last word of a process that the library ends itself: the job
+    # (tcomm_abort, the start-up watchdog, the stall guard, the fault
+    # handler) or torus-sweep's forked child that cannot exec its task
+    # (it _exits). No caller is left to report it.
     [trainer/comm/bootstrap/init.c]=1
     [trainer/comm/bootstrap/watchdog.c]=2
     [trainer/comm/transport/guard.c]=1
     [trainer/comm/transport/shm_win.c]=1
-    # The command-line parsers of the programs, which name the option in
-    # the usage error where they read it: the program's boundary in all
-    # but file name (common/torus_cli.c serves every tool).
-    [common/torus_cli.c]=4
-    [data/tools/cli.c]=2
-    [trainer/train/options.c]=38
-    # The programs' output on stdout: torus-bench's tables and
-    # torus-sweep's task lines (printf; their errors are returned), and
-    # the line of torus-sweep's forked child that cannot exec its task.
-    [trainer/bench/model.c]=16
-    [trainer/bench/resnet50.c]=7
-    [trainer/bench/sweep.c]=14
-    [trainer/sweep/run.c]=6
+    [trainer/sweep/run.c]=1
 )
-re='fprintf\( *stderr|(^|[^A-Za-z0-9_])v?printf\(|perror\(|(^|[^A-Za-z0-9_])puts\(|fput[sc]\([^;]*stderr'
+re='fprintf\( *std(err|out)|(^|[^A-Za-z0-9_])v?printf\(|perror\(|(^|[^A-Za-z0-9_])(puts|putchar)\(|f(put[sc]|write)\([^;]*std(err|out)'
 # shellcheck disable=SC2046
 _count prints prints "library code returns errors (TORUS_FAIL) and reports warnings through common/torus_report.h" \
     $(find common topology data trainer -name '*.[ch]' -o -name '*.cu' | sort |
-        xargs grep -L '^int main(')
+        grep -vxF "$programs")
 
 gone=$(find common topology data trainer plugins tests -name '*.[ch]' -o -name '*.cu' |
     xargs grep -lw 'tcomm_error' || true)

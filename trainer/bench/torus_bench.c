@@ -176,12 +176,19 @@ static int _usage_error(const char *fmt, const char *arg)
     return TORUS_CLI_USAGE;
 }
 
+/* A usage error that a common/torus_cli.h helper recorded. */
+static int _cli_error(int rc)
+{
+    fprintf(stderr, "torus-bench: %s\n", torus_error_msg());
+    return rc;
+}
+
 /* An integer option in [lo, hi]; else the usage line naming it. */
 static int _int(const char *opt, const char *arg, long lo, long hi, int *v)
 {
     long x;
-    if (torus_cli_long("torus-bench", opt, arg, lo, hi, &x))
-        return TORUS_CLI_USAGE;
+    if (torus_cli_long(opt, arg, lo, hi, &x))
+        return _cli_error(TORUS_CLI_USAGE);
     *v = (int)x;
     return 0;
 }
@@ -476,7 +483,7 @@ static int _parse(int argc, char **argv, _cli *k)
     while ((ch = getopt_long(argc, argv, ":b:e:f:n:w:a:d:c:P:", opts, NULL)) !=
            -1) {
         if (ch == '?' || ch == ':')
-            return torus_cli_bad_option("torus-bench", ch, argv);
+            return _cli_error(torus_cli_bad_option(ch, argv));
         int rc = _sweep_opt(k, ch, optarg);
         if (rc < 0)
             rc = _layout_opt(k, ch, optarg);
@@ -496,7 +503,7 @@ static int _parse(int argc, char **argv, _cli *k)
             printf("torus-bench %s\n", PACKAGE_VERSION);
             return 0;
         }
-        return torus_cli_bad_option("torus-bench", '?', argv);
+        return _cli_error(torus_cli_bad_option('?', argv));
     }
     if (optind < argc)
         return _usage_error("unexpected argument '%s'", argv[optind]);

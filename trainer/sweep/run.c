@@ -240,9 +240,9 @@ static int _save_time(const char *path, double t)
     return 0;
 }
 
-/* 1 when task id is in the results (said on stdout), 0 when not, -1 on a
+/* 1 when task id is in the results (said on out), 0 when not, -1 on a
  * bad results file. */
-static int _done(const tsweep_plan *p, const char *dir, int id)
+static int _done(const tsweep_plan *p, const char *dir, int id, FILE *out)
 {
     char path[1024];
     tsweep_result *r;
@@ -254,15 +254,16 @@ static int _done(const tsweep_plan *p, const char *dir, int id)
     }
     const tsweep_result *x = tsweep_results_find(r, n, id);
     if (x)
-        printf("torus-sweep: task %d is done (%s:%d): skipped\n", id, path,
-               x->line);
+        fprintf(out, "torus-sweep: task %d is done (%s:%d): skipped\n", id,
+                path, x->line);
     free(r);
     return x != NULL;
 }
 
-/* Runs torus-train for t and records the outcome (rc: its exit status). */
+/* Runs torus-train for t and records the outcome (rc: its exit status);
+ * says on out what it runs and what came of it. */
 static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
-                    const char *train)
+                    const char *train, FILE *out)
 {
     static _cmd c;
     char tpath[1024];
@@ -274,12 +275,13 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
     if (_command(p, t, train, &c))
         return TSWEEP_EPLAN;
     double before = _time_so_far(tpath), t0 = _now();
-    printf("torus-sweep: task %d: batch %d, %s, trial %d, --lr %g:", t->id,
-           t->batch, p->recipe[t->recipe].name, t->trial, t->lr);
+    fprintf(out,
+            "torus-sweep: task %d: batch %d, %s, trial %d, --lr %g:", t->id,
+            t->batch, p->recipe[t->recipe].name, t->trial, t->lr);
     for (char **a = c.argv; *a; a++)
-        printf(" %s", *a);
-    printf("\n");
-    fflush(stdout);
+        fprintf(out, " %s", *a);
+    fprintf(out, "\n");
+    fflush(out);
     int st = _spawn(c.argv);
     double total = before + (_now() - t0);
     if (st < 0) /* the message names fork's error */
@@ -308,24 +310,25 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
     snprintf(tpath, sizeof(tpath), "%s/results.jsonl", dir);
     if (tsweep_results_append(tpath, &r))
         return TSWEEP_EIO;
-    printf("torus-sweep: task %d: %s at global step %ld, %.1f s (top-1 "
-           "%.2f%%)\n",
-           t->id,
-           r.reached ? "target reached"
-           : st      ? "diverged"
-                     : "budget spent",
-           r.steps, r.time, r.top1);
+    fprintf(out,
+            "torus-sweep: task %d: %s at global step %ld, %.1f s (top-1 "
+            "%.2f%%)\n",
+            t->id,
+            r.reached ? "target reached"
+            : st      ? "diverged"
+                      : "budget spent",
+            r.steps, r.time, r.top1);
     return 0;
 }
 
 int tsweep_run_task(const tsweep_plan *p, const char *dir, int id,
-                    const char *train)
+                    const char *train, FILE *out)
 {
     char path[1024];
     if (id < 0 || id >= p->ntasks)
         return TORUS_FAIL(TSWEEP_EPLAN, "task %d: the plan has tasks 0..%d", id,
                           p->ntasks - 1);
-    int d = _done(p, dir, id);
+    int d = _done(p, dir, id, out);
     if (d)
         return d < 0 ? TSWEEP_EPARSE : 0;
     snprintf(path, sizeof(path), "%s/work", dir);
@@ -344,8 +347,9 @@ int tsweep_run_task(const tsweep_plan *p, const char *dir, int id,
                           "locked)",
                           id, path);
     }
-    int rc = (d = _done(p, dir, id)) ? (d < 0 ? TSWEEP_EPARSE : 0)
-                                     : _attempt(p, dir, &p->task[id], train);
+    int rc = (d = _done(p, dir, id, out))
+                 ? (d < 0 ? TSWEEP_EPARSE : 0)
+                 : _attempt(p, dir, &p->task[id], train, out);
     close(fd);
     return rc;
 }

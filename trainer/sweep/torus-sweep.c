@@ -103,6 +103,13 @@ static int _usage_error(const char *msg)
     return 2;
 }
 
+/* A usage error that a common/torus_cli.h helper recorded. */
+static int _cli_error(int rc)
+{
+    fprintf(stderr, "torus-sweep: %s\n", torus_error_msg());
+    return rc;
+}
+
 static int _fail(int rc)
 {
     fprintf(stderr, "torus-sweep: %s\n", torus_error_msg());
@@ -212,7 +219,7 @@ static int _cmd_plan(const char *dir, int argc, char **argv)
     opterr = 0; /* getopt would name the program by its path */
     while ((c = getopt_long(argc, argv, ":", _plan_opts, NULL)) != -1) {
         if (c == '?' || c == ':')
-            return torus_cli_bad_option("torus-sweep", c, argv);
+            return _cli_error(torus_cli_bad_option(c, argv));
         const char *name = _plan_opts[0].name;
         for (const struct option *o = _plan_opts; o->name; o++)
             if (o->val == c)
@@ -295,7 +302,8 @@ static int _cmd_run(const char *dir, int argc, char **argv)
         return _usage_error("run: DIR ID [--torus-train PATH]");
     int rc = _load(&p, dir, NULL, NULL);
     if (!rc)
-        rc = tsweep_run_task(&p, dir, (int)id, train ? train : "torus-train");
+        rc = tsweep_run_task(&p, dir, (int)id, train ? train : "torus-train",
+                             stdout);
     return rc ? _fail(rc) : 0;
 }
 
@@ -314,7 +322,7 @@ static int _cmd_report(const char *dir, int argc, char **argv)
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:", o, NULL)) != -1) {
         if (c == '?' || c == ':')
-            return torus_cli_bad_option("torus-sweep", c, argv);
+            return _cli_error(torus_cli_bad_option(c, argv));
         if (c == 'o')
             snprintf(png, sizeof(png), "%s", optarg);
         else if (c == 'T')

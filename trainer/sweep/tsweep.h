@@ -106,11 +106,12 @@ const tsweep_result *tsweep_results_find(const tsweep_result *r, int n, int id);
 /* ---- run.c ---- */
 /* Runs task id of the plan in sweep directory dir with the torus-train
  * program train (launched through p->launcher), unless the results hold
- * it already. Returns 0 (done, now or before), TSWEEP_STOPPED when torus-train
- * was stopped by a signal after writing its checkpoint (run again: it resumes),
- * or another code with the error recorded. */
+ * it already; its lines (the command, the outcome, a skip) go to out, the
+ * program's stream. Returns 0 (done, now or before), TSWEEP_STOPPED when
+ * torus-train was stopped by a signal after writing its checkpoint (run
+ * again: it resumes), or another code with the error recorded. */
 int tsweep_run_task(const tsweep_plan *p, const char *dir, int id,
-                    const char *train);
+                    const char *train, FILE *out);
 
 /* Re-reads the evaluations of finished task r->task (DIR/work/task-ID.jsonl)
  * at a lower target top-1 (0 < target <= the plan's; the tasks stopped at

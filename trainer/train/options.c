@@ -197,7 +197,7 @@ void ttrain_config_defaults(ttrain_config *c)
     c->ckpt_timeout = 600;
 }
 
-/* The setters by type: each parses v into field, or prints what is wrong
+/* The setters by type: each parses v into field, or records what is wrong
  * with it at where ("--name" or "FILE:LINE") and returns
  * TTRAIN_EXIT_USAGE. The caller has cleared errno. */
 static int _set_integer(void *field, _type type, const char *v,
@@ -207,8 +207,8 @@ static int _set_integer(void *field, _type type, const char *v,
     long x = strtol(v, &end, 10);
     if (end == v || *end || errno ||
         (type == _INT && (x < -2147483647L || x > 2147483647L))) {
-        fprintf(stderr, "torus-train: %s: '%s' is not an integer\n", where, v);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE, "%s: '%s' is not an integer",
+                                where, v);
     }
     if (type == _INT)
         *(int *)field = (int)x;
@@ -222,8 +222,8 @@ static int _set_real(void *field, _type type, const char *v, const char *where)
     char *end;
     double x = strtod(v, &end);
     if (end == v || *end || errno || !isfinite(x)) {
-        fprintf(stderr, "torus-train: %s: '%s' is not a number\n", where, v);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE, "%s: '%s' is not a number",
+                                where, v);
     }
     if (type == _FLT)
         *(float *)field = (float)x;
@@ -236,9 +236,9 @@ static int _set_string(void *field, size_t size, const char *v,
                        const char *where)
 {
     if (strlen(v) >= size) {
-        fprintf(stderr, "torus-train: %s: value longer than %zu characters\n",
-                where, size - 1);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "%s: value longer than %zu characters", where,
+                                size - 1);
     }
     snprintf(field, size, "%s", v);
     return 0;
@@ -250,8 +250,8 @@ static int _set_flag(void *field, _type type, const char *v, const char *where)
     int on = !v || !strcmp(v, "1") || !strcmp(v, "yes") || !strcmp(v, "true");
     int off = v && (!strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "false"));
     if (!on && !off) {
-        fprintf(stderr, "torus-train: %s: '%s' is not yes or no\n", where, v);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE, "%s: '%s' is not yes or no",
+                                where, v);
     }
     *(int *)field = type == _FLAG ? on : !on;
     return 0;
@@ -262,11 +262,10 @@ static int _set_model(ttrain_config *c, const char *v, const char *where)
 {
     tmodel_kind k;
     if (tmodel_parse(v, &k)) {
-        fprintf(stderr,
-                "torus-train: %s: unknown model '%s' (resnet50, "
-                "resnet18, cifar-resnet, alexnet-bn, tiny-cnn)\n",
-                where, v);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "%s: unknown model '%s' (resnet50, "
+                                "resnet18, cifar-resnet, alexnet-bn, tiny-cnn)",
+                                where, v);
     }
     /* A model brings its own defaults for what was not set yet. */
     tmodel_spec d = tmodel_defaults(k), old = tmodel_defaults(c->model.kind);
@@ -288,8 +287,8 @@ static int _set_model(ttrain_config *c, const char *v, const char *where)
 static int _set_batch(ttrain_config *c, const char *v, const char *where)
 {
     if (topt_stages_parse(v, &c->sched)) {
-        fprintf(stderr, "torus-train: %s: %s\n", where, torus_error_msg());
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE, "%s: %s", where,
+                                torus_error_msg());
     }
     return 0;
 }
@@ -297,11 +296,10 @@ static int _set_batch(ttrain_config *c, const char *v, const char *where)
 static int _set_decay(ttrain_config *c, const char *v, const char *where)
 {
     if (topt_decay_parse(v, &c->sched.decay)) {
-        fprintf(stderr,
-                "torus-train: %s: unknown decay '%s' (poly, step, "
-                "cosine, none)\n",
-                where, v);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "%s: unknown decay '%s' (poly, step, "
+                                "cosine, none)",
+                                where, v);
     }
     return 0;
 }
@@ -314,11 +312,10 @@ static int _set_milestones(ttrain_config *c, const char *v, const char *where)
     while (*p) {
         double e = strtod(p, &end);
         if (end == p || (*end && *end != ',') || n == TOPT_MAX_MILESTONES) {
-            fprintf(stderr,
-                    "torus-train: %s: '%s' is not a list of at "
-                    "most %d epochs like 30,60,80\n",
-                    where, v, TOPT_MAX_MILESTONES);
-            return TTRAIN_EXIT_USAGE;
+            return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                    "%s: '%s' is not a list of at "
+                                    "most %d epochs like 30,60,80",
+                                    where, v, TOPT_MAX_MILESTONES);
         }
         c->sched.milestones[n++] = e;
         p = *end ? end + 1 : end;
@@ -342,11 +339,10 @@ static int _set_seed(ttrain_config *c, const char *v, const char *where)
     char *end;
     unsigned long long s = strtoull(v, &end, 10);
     if (end == v || *end || errno || *v == '-') {
-        fprintf(stderr,
-                "torus-train: %s: '%s' is not a non-negative "
-                "integer\n",
-                where, v);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "%s: '%s' is not a non-negative "
+                                "integer",
+                                where, v);
     }
     c->seed = s;
     return 0;
@@ -415,9 +411,9 @@ static int _read_file(ttrain_config *c, const char *path)
     char line[1024], where[600];
     int ln = 0, rc = 0;
     if (!f) {
-        fprintf(stderr, "torus-train: --config: cannot open '%s': %s\n", path,
-                strerror(errno));
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--config: cannot open '%s': %s", path,
+                                strerror(errno));
     }
     while (!rc && fgets(line, sizeof(line), f)) {
         ln++;
@@ -436,15 +432,13 @@ static int _read_file(ttrain_config *c, const char *path)
         char *key = _trim(s);
         const _opt *o = _find(key);
         if (!o || !strcmp(key, "config")) {
-            fprintf(stderr,
-                    "torus-train: %s: unknown setting '%s' (see "
-                    "--help)\n",
-                    where, key);
-            rc = TTRAIN_EXIT_USAGE;
+            rc = TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                  "%s: unknown setting '%s' (see "
+                                  "--help)",
+                                  where, key);
         } else if (!val && o->type != _FLAG && o->type != _NOFLAG) {
-            fprintf(stderr, "torus-train: %s: '%s' needs '= VALUE'\n", where,
-                    key);
-            rc = TTRAIN_EXIT_USAGE;
+            rc = TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE, "%s: '%s' needs '= VALUE'",
+                                  where, key);
         } else {
             rc = _set(c, o, val, where);
         }
@@ -454,7 +448,7 @@ static int _read_file(ttrain_config *c, const char *path)
 }
 
 /* --comm-timeout, else TCOMM_TIMEOUT (which libtcomm also reads), else
- * 30 s; --checkpoint-timeout. Prints the error and returns -1. */
+ * 30 s; --checkpoint-timeout. Returns 0 or TTRAIN_EXIT_USAGE. */
 static int _resolve_timeouts(ttrain_config *c)
 {
     const char *env = getenv("TCOMM_TIMEOUT");
@@ -464,11 +458,10 @@ static int _resolve_timeouts(ttrain_config *c)
         errno = 0;
         c->comm_timeout = strtod(env, &end);
         if (end == env || *end || errno || !(c->comm_timeout > 0)) {
-            fprintf(stderr,
-                    "torus-train: TCOMM_TIMEOUT: '%s' is not a positive "
-                    "number of seconds\n",
-                    env);
-            return -1;
+            return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                    "TCOMM_TIMEOUT: '%s' is not a positive "
+                                    "number of seconds",
+                                    env);
         }
         c->comm_timeout_from = "TCOMM_TIMEOUT";
     } else if (c->comm_timeout == 0) {
@@ -476,16 +469,14 @@ static int _resolve_timeouts(ttrain_config *c)
         c->comm_timeout_from = "default";
     }
     if (!(c->comm_timeout > 0 && c->comm_timeout <= 86400)) {
-        fprintf(stderr,
-                "torus-train: --comm-timeout: %g is not in (0, 86400]\n",
-                c->comm_timeout);
-        return -1;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--comm-timeout: %g is not in (0, 86400]",
+                                c->comm_timeout);
     }
     if (!(c->ckpt_timeout > 0 && c->ckpt_timeout <= 7 * 86400)) {
-        fprintf(stderr,
-                "torus-train: --checkpoint-timeout: %g is not in (0, 604800]\n",
-                c->ckpt_timeout);
-        return -1;
+        return TORUS_FAIL_USAGE(
+            TTRAIN_EXIT_USAGE, "--checkpoint-timeout: %g is not in (0, 604800]",
+            c->ckpt_timeout);
     }
     return 0;
 }
@@ -516,56 +507,51 @@ int ttrain_config_parse(ttrain_config *c, int argc, char **argv)
     opterr = 0;
     optind = 1;
     for (int ch; (ch = getopt_long(argc, argv, ":hV", lo, NULL)) != -1;) {
-        if (ch == 'h') {
-            ttrain_usage(stdout);
-            return 1;
-        }
-        if (ch == 'V') {
-            printf("torus-train %s (backends: %s)\n", PACKAGE_VERSION,
-                   tbackends_list());
-            return 1;
-        }
+        if (ch == 'h')
+            return TTRAIN_PARSE_HELP;
+        if (ch == 'V')
+            return TTRAIN_PARSE_VERSION;
         if (ch == '?' || ch == ':') {
             const char *bad = argv[optind - 1];
-            fprintf(stderr, "torus-train: %s '%s' (see --help)\n",
-                    ch == ':' ? "missing value for" : "unknown option", bad);
-            return TTRAIN_EXIT_USAGE;
+            return TORUS_FAIL_USAGE(
+                TTRAIN_EXIT_USAGE, "%s '%s' (see --help)",
+                ch == ':' ? "missing value for" : "unknown option", bad);
         }
         snprintf(where, sizeof(where), "--%s", _opts[ch].name);
         if ((rc = _set(c, &_opts[ch], optarg, where)))
             return rc;
     }
     if (optind < argc) {
-        fprintf(stderr, "torus-train: unexpected argument '%s' (see --help)\n",
-                argv[optind]);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "unexpected argument '%s' (see --help)",
+                                argv[optind]);
     }
     /* Here, not in validate: the bootstrap needs them first. */
-    return _resolve_timeouts(c) ? TTRAIN_EXIT_USAGE : 0;
+    return _resolve_timeouts(c);
 }
 
 /* Phase 1 of validate: where the data comes from, and the model. */
 static int _validate_inputs(const ttrain_config *c)
 {
     if (c->synthetic && c->data[0]) {
-        fprintf(stderr, "torus-train: --synthetic and --data exclude each "
-                        "other\n");
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--synthetic and --data exclude each "
+                                "other");
     }
     if (!c->synthetic && !c->data[0]) {
-        fprintf(stderr, "torus-train: no training data: give --data PATH or "
-                        "--synthetic\n");
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "no training data: give --data PATH or "
+                                "--synthetic");
     }
     if (strcmp(c->input, "auto") && strcmp(c->input, "float") &&
         strcmp(c->input, "u8")) {
-        fprintf(stderr, "torus-train: --input: '%s' is not auto, float or u8\n",
-                c->input);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--input: '%s' is not auto, float or u8",
+                                c->input);
     }
     if (tmodel_validate(&c->model)) {
-        fprintf(stderr, "torus-train: model: %s\n", torus_error_msg());
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE, "model: %s",
+                                torus_error_msg());
     }
     return 0;
 }
@@ -580,17 +566,15 @@ static int _validate_schedule(ttrain_config *c)
     if (isnan(c->sched.warmup_epochs))
         c->sched.warmup_epochs = fmin(5, c->sched.epochs / 2.0);
     if (topt_schedule_validate(&c->sched) || topt_config_validate(&c->opt)) {
-        fprintf(stderr, "torus-train: %s\n", torus_error_msg());
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE, "%s", torus_error_msg());
     }
     for (int i = 0; i < c->sched.nstages; i++)
         if (c->sched.stage[i].global_batch % c->world) {
-            fprintf(stderr,
-                    "torus-train: --batch: global batch %d (epoch %d) "
-                    "is not divisible by the %d ranks\n",
-                    c->sched.stage[i].global_batch, c->sched.stage[i].epoch,
-                    c->world);
-            return TTRAIN_EXIT_USAGE;
+            return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                    "--batch: global batch %d (epoch %d) "
+                                    "is not divisible by the %d ranks",
+                                    c->sched.stage[i].global_batch,
+                                    c->sched.stage[i].epoch, c->world);
         }
     return 0;
 }
@@ -599,38 +583,36 @@ static int _validate_schedule(ttrain_config *c)
 static int _validate_runtime(const ttrain_config *c)
 {
     if (c->threads < 1 || c->threads > 1024) {
-        fprintf(stderr, "torus-train: --threads: %d is not in 1..1024\n",
-                c->threads);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--threads: %d is not in 1..1024", c->threads);
     }
     if (c->decode_threads < 0 || c->decode_threads > 256) {
-        fprintf(stderr, "torus-train: --decode-threads: %d is not in 0..256\n",
-                c->decode_threads);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--decode-threads: %d is not in 0..256",
+                                c->decode_threads);
     }
     if (c->bucket_kb < -1 || c->bucket_kb > 1048576) {
-        fprintf(stderr,
-                "torus-train: --bucket-kb: %d is not in 0..1048576 (or "
-                "auto)\n",
-                c->bucket_kb);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--bucket-kb: %d is not in 0..1048576 (or "
+                                "auto)",
+                                c->bucket_kb);
     }
     if (strcmp(c->wire, "fp16") && strcmp(c->wire, "bf16") &&
         strcmp(c->wire, "fp32")) {
-        fprintf(stderr, "torus-train: --wire: '%s' is not fp16, bf16 or fp32\n",
-                c->wire);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--wire: '%s' is not fp16, bf16 or fp32",
+                                c->wire);
     }
     topt_loss_scale_mode lsm;
     topt_loss_scale_config lsc;
     if (topt_loss_scale_parse(c->loss_scale, &lsm, &lsc)) {
-        fprintf(stderr, "torus-train: --loss-scale: %s\n", torus_error_msg());
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE, "--loss-scale: %s",
+                                torus_error_msg());
     }
     if (c->print_every < 1) {
-        fprintf(stderr, "torus-train: --print-every: %d must be >= 1\n",
-                c->print_every);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--print-every: %d must be >= 1",
+                                c->print_every);
     }
     return 0;
 }
@@ -639,45 +621,43 @@ static int _validate_runtime(const ttrain_config *c)
 static int _validate_checkpoints(const ttrain_config *c)
 {
     if (c->resume && !c->ckpt_dir[0]) {
-        fprintf(stderr, "torus-train: --resume needs --checkpoint-dir\n");
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--resume needs --checkpoint-dir");
     }
     if (c->eval_only && (!c->ckpt_dir[0] || !c->data[0])) {
-        fprintf(stderr, "torus-train: --eval-only needs --checkpoint-dir "
-                        "(the checkpoint) and --data (the test split)\n");
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--eval-only needs --checkpoint-dir "
+                                "(the checkpoint) and --data (the test split)");
     }
     if (c->max_nonfinite < 0) {
-        fprintf(stderr, "torus-train: --max-nonfinite: %d must be >= 0\n",
-                c->max_nonfinite);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--max-nonfinite: %d must be >= 0",
+                                c->max_nonfinite);
     }
     if (c->ckpt_every < 0 || c->keep < 1) {
-        fprintf(stderr, "torus-train: --checkpoint-every must be >= 0 and "
-                        "--keep >= 1\n");
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--checkpoint-every must be >= 0 and "
+                                "--keep >= 1");
     }
     if (c->max_steps < 0) {
-        fprintf(stderr, "torus-train: --max-steps: %ld must be >= 0\n",
-                c->max_steps);
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--max-steps: %ld must be >= 0", c->max_steps);
     }
     if (c->eval_every < 0 || !(c->target_top1 >= 0 && c->target_top1 <= 100)) {
-        fprintf(stderr, "torus-train: --eval-every must be >= 0 and "
-                        "--target-top1 in 0..100\n");
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--eval-every must be >= 0 and "
+                                "--target-top1 in 0..100");
     }
     if ((c->target_top1 > 0 || c->eval_every) &&
         (!c->data[0] || c->synthetic)) {
-        fprintf(stderr, "torus-train: --target-top1 and --eval-every need "
-                        "--data (the test split)\n");
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--target-top1 and --eval-every need "
+                                "--data (the test split)");
     }
     if (!tbackends_known(c->backend)) {
-        fprintf(stderr,
-                "torus-train: --backend: unknown backend '%s' (auto%s%s)\n",
-                c->backend, *tbackends_list() ? ", " : "", tbackends_list());
-        return TTRAIN_EXIT_USAGE;
+        return TORUS_FAIL_USAGE(
+            TTRAIN_EXIT_USAGE, "--backend: unknown backend '%s' (auto%s%s)",
+            c->backend, *tbackends_list() ? ", " : "", tbackends_list());
     }
     return 0;
 }

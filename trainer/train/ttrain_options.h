@@ -61,13 +61,22 @@ enum {
     TTRAIN_EXIT_PREEMPTED = 3, /* checkpointed on SIGUSR1/SIGTERM: requeue */
 };
 
+/* What ttrain_config_parse found besides settings: the program prints
+ * its help (ttrain_usage) or version and exits 0. */
+enum { TTRAIN_PARSE_HELP = 10, TTRAIN_PARSE_VERSION = 11 };
+
+/* Neither parse nor validate prints: a usage error returns
+ * TTRAIN_EXIT_USAGE with one sentence naming the option (or FILE:LINE of
+ * the config file) in torus_error_msg(), which torus-train prints as
+ * "torus-train: MSG". */
 void ttrain_config_defaults(ttrain_config *c);
 /* Parses argv (a --config FILE is read first, so the command line wins).
- * Returns 0, 1 when --help or --version was printed (exit 0), or
- * TTRAIN_EXIT_USAGE after printing an error to stderr. */
+ * Returns 0, TTRAIN_PARSE_HELP, TTRAIN_PARSE_VERSION or
+ * TTRAIN_EXIT_USAGE. */
 int ttrain_config_parse(ttrain_config *c, int argc, char **argv);
-/* Cross-field checks; prints the error and returns TTRAIN_EXIT_USAGE. */
+/* Cross-field checks; 0 or TTRAIN_EXIT_USAGE. */
 int ttrain_config_validate(ttrain_config *c);
+/* Writes the --help text to the stream the program gives. */
 void ttrain_usage(FILE *f);
 /* The resolved configuration and the per-epoch LR/batch schedule. */
 void ttrain_print_plan(const ttrain_config *c, FILE *f);
