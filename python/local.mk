@@ -22,3 +22,9 @@ TESTS += $(PY_SH_TESTS)
 EXTRA_DIST += $(PY_SH_TESTS) tests/integration/py_lib.sh \
 	tests/integration/py_data.py tests/integration/py_env.py \
 	tests/integration/py_hook.py tests/integration/py_train.py
+
+# Benchmarks run by hand (docs/pytorch.md): the loader against torchvision
+# on real JPEGs (photos.sh makes the set, shared with tests/bench/data/run.sh),
+# and the hooks' sync time on the emulated 4-node cluster.
+EXTRA_DIST += tests/bench/python/loader.sh tests/bench/python/loader_bench.py \
+	tests/bench/data/photos.sh
