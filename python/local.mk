@@ -27,4 +27,5 @@ EXTRA_DIST += $(PY_SH_TESTS) tests/integration/py_lib.sh \
 # on real JPEGs (photos.sh makes the set, shared with tests/bench/data/run.sh),
 # and the hooks' sync time on the emulated 4-node cluster.
 EXTRA_DIST += tests/bench/python/loader.sh tests/bench/python/loader_bench.py \
+	tests/bench/python/hook_netns.sh tests/bench/python/hook_bench.py \
 	tests/bench/data/photos.sh
