@@ -12,11 +12,11 @@ the same batch, once under DDP's no_sync() (no communication at all) and
 once synchronised; each from a barrier to the slowest rank's end of
 backward() (DDP's backward returns once every bucket's future is done and
 the averaged gradients are written). sync = synchronised - no_sync: the
-communication time the step does not hide behind its backward pass. The
-input is small (--batch, --image-size) so that the compute, which the 2
-cores of the host share among all ranks, stays small beside the
-communication; the gradients are the model's full size whatever the
-input. For the torus hooks, which communicate inside the hook call, the
+communication time the step does not hide behind its backward pass
+(DDP's own all-reduce and fp16_compress_hook overlap it; the torus hooks
+do not). The input is small (--batch, --image-size): the gradients are the
+model's full size whatever the input, and the compute, which the host's
+cores share among all ranks, stays as small as the model allows. For the torus hooks, which communicate inside the hook call, the
 time inside the hook calls per step is also given (column hook).
 
 Rank 0 prints "row VARIANT STEP sync_ms synced_ms nosync_ms hook_ms" for

@@ -9,14 +9,16 @@
 # torus_allreduce_hook (fp16) and hierarchical_hook (fp16). hook_bench.py
 # says how the sync time is taken (a synchronised step minus a no_sync one,
 # slowest rank). N runs (default 3), each a fresh srun with the variants in
-# a rotated order, S timed steps each (default 5, after 1 untimed); the
-# table gives, per variant, the median over all steps of all runs.
+# a rotated order, S timed steps each (default 3, after 1 untimed); the
+# table gives, per variant, the median over all steps of all runs. On 2
+# loaded cores one step of the 4 variants took 64 s (a 1-step run), so the
+# default run should take about 15 minutes.
 # --model resnet18 --steps 2 --runs 1: a quick check that it runs.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-runs=3 steps=5 model=resnet50
+runs=3 steps=3 model=resnet50
 while [ $# -gt 0 ]; do
     case $1 in
     --runs) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage; runs=$2; shift 2 ;;
