@@ -12,11 +12,20 @@ dist_doc_DATA += docs/pytorch.md
 
 # Run with Debian's python3 and torch over the build tree's libtorusdata
 # (tests/integration/py_lib.sh); they SKIP without torch.
-# py_hook.sh starts the local Slurm cluster (4 ranks on 2 nodes).
+# py_hook.sh and py_train.sh start the local Slurm cluster (4 ranks on 2
+# nodes); py_train.sh trains 2 epochs of Fashion-MNIST twice (35-55 s of
+# training on 2 cores).
 PY_SH_TESTS = tests/integration/py_install.sh tests/integration/py_data.sh \
 	tests/integration/py_hook.sh tests/integration/py_example.sh \
-	tests/integration/py_checkpoint.sh
+	tests/integration/py_checkpoint.sh tests/integration/py_train.sh
 TESTS += $(PY_SH_TESTS)
 EXTRA_DIST += $(PY_SH_TESTS) tests/integration/py_lib.sh \
 	tests/integration/py_data.py tests/integration/py_env.py \
-	tests/integration/py_hook.py
+	tests/integration/py_hook.py tests/integration/py_train.py
+
+# Benchmarks run by hand (docs/pytorch.md): the loader against torchvision
+# on real JPEGs (photos.sh makes the set, shared with tests/bench/data/run.sh),
+# and the hooks' sync time on the emulated 4-node cluster.
+EXTRA_DIST += tests/bench/python/loader.sh tests/bench/python/loader_bench.py \
+	tests/bench/python/hook_netns.sh tests/bench/python/hook_bench.py \
+	tests/bench/data/photos.sh

@@ -9,7 +9,8 @@
 #    bytes in memory, train and eval reading files from the page cache
 #    (torus: the shards; torchvision: the JPEGs). The ratio judged is
 #    torus / torchvision in img/CPU-s at 1 thread, printed per stage.
-# It installs what it needs (Debian packages, as root) or names them.
+# photos.sh makes the set; it installs what it needs (Debian packages, as
+# root) or names them.
 # 2. Shard reads against dd: the same photos replicated to about 1 GB,
 #    4 shards, both from the page cache.
 # 3. Wait per step: the train pipeline against a simulated step time.
@@ -21,30 +22,9 @@ PACK=$B/data/torus-pack
 BENCH=$B/data/torus-data-bench
 here=$(cd "$(dirname "$0")" && pwd)
 echo "# $(date -u +%FT%TZ) $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
-need=()
-[ -d /usr/share/doc/opencv-doc ] || need+=(opencv-doc)
-[ -d /usr/lib/python3/dist-packages/sklearn/datasets/images ] || need+=(python3-sklearn)
-/usr/bin/python3 -c 'import torch, torchvision, PIL' 2>/dev/null || need+=(python3-torch python3-torchvision python3-pil)
-if [ ${#need[@]} -gt 0 ]; then
-    echo "# installing ${need[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need[@]}" >/dev/null ||
-        { echo "run.sh: needs the Debian packages ${need[*]} (apt-get install them as root)" >&2; exit 2; }
-fi
+bash "$here/photos.sh" "$W"
 [ -x "$PACK" ] && [ -x "$BENCH" ] || { echo "run.sh: no torus-pack/torus-data-bench under $B/data (build first)" >&2; exit 2; }
 
-# The photos, one class folder per source directory.
-if [ ! -d "$W/photos" ]; then
-    mkdir -p "$W/photos"
-    find /usr/share/doc/opencv-doc /usr/lib/python3/dist-packages/sklearn/datasets/images -iname '*.jpg' |
-    while read -r f; do
-        [ "$(head -c 2 "$f" | od -An -tx1 | tr -d ' ')" = ffd8 ] || continue   # opencv-doc has PNGs named .jpg
-        c=$(basename "$(dirname "$f")")
-        mkdir -p "$W/photos/$c"
-        cp "$f" "$W/photos/$c/$(echo "$f" | md5sum | cut -c1-8)_$(basename "$f")"
-    done
-fi
-n=$(find "$W/photos" -type f | wc -l)
-echo "# $n JPEGs, $(du -sm "$W/photos" | cut -f1) MB"
 [ -f "$W/packed/train-index.txt" ] || "$PACK" -j "$(nproc)" --no-progress -o "$W/packed" "$W/photos"
 
 echo "## torus-data-bench on the photos"
