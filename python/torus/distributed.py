@@ -20,13 +20,17 @@ the bucket is divided by the world size first and sent as fp16, as
 torus-train does; received slices are added in fp32. wire="fp32" sends
 fp32. hierarchical_hook reduces each row to its column-0 rank, all-reduces
 among those over column 0, and broadcasts back along the row.
-Both run over gloo (CPU tensors) and NCCL (CUDA tensors); they run each
-bucket's collectives before returning, so communication does not overlap
-the rest of the backward pass.
+Both run over gloo (CPU tensors) and NCCL (CUDA tensors). A hook call
+hands its bucket to one communication thread per process and returns a
+future at once, so a bucket's collectives overlap the rest of the backward
+pass, as DDP's own all-reduce does; the thread runs the buckets in the
+order DDP hands them over, which is the same on every rank.
 """
 
 import os
 import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.distributed as dist
@@ -195,18 +199,40 @@ def hierarchical_2d(flat, grid, wire="fp16"):
     return x.float()
 
 
-def _done(tensor):
-    fut = torch.futures.Future()
-    fut.set_result(tensor)
-    return fut
+_worker = None
+_worker_lock = threading.Lock()
+
+
+def _comm_thread():
+    """The process's one communication thread. One, not a pool: every rank
+    must issue its buckets' collectives in the same order on the same
+    groups, and a single FIFO thread keeps DDP's bucket order."""
+    global _worker
+    with _worker_lock:
+        if _worker is None:
+            _worker = ThreadPoolExecutor(max_workers=1,
+                                         thread_name_prefix="torus-hook")
+        return _worker
 
 
 def _hook(algo, state, bucket):
     st = _state(state)
     buf = bucket.buffer()
-    avg = algo(buf.float().reshape(-1), st.grid, st.wire)
-    buf.copy_(avg.view_as(buf))
-    return _done(buf)
+    fut = torch.futures.Future()
+
+    def run():
+        # DDP leaves the bucket alone until the future is done; the
+        # collectives release the GIL, so backward goes on meanwhile.
+        try:
+            avg = algo(buf.float().reshape(-1), st.grid, st.wire)
+            buf.copy_(avg.view_as(buf))
+        except BaseException as e:  # the step raises it, not this thread
+            fut.set_exception(e)
+            return
+        fut.set_result(buf)
+
+    _comm_thread().submit(run)
+    return fut
 
 
 def torus_allreduce_hook(state, bucket):
