@@ -1,7 +1,6 @@
 /* bootstrap/probe.c: measure the cost model's link parameters at start-up. Rank
  * 0 ping-pongs a small and a large message with one rank on its own node and
- * one on another node, and times its fp32 reduce loop and the 16-bit wire's
- * casts (encode and decode, the cost model's convert rate); the numbers are
+ * one on another node, and times its fp32 reduce loop; the numbers are
  * broadcast so that every rank's hybrid choice is identical. About 0.1 s. */
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,23 @@
 
 #include "trainer/comm/core/wire.h"
 #include "trainer/comm/transport/transport.h"
+
+/* The cost of the 16-bit wire on this rank: n fp32 values of a cast to
+ * fp16 and back, as the wire's kernels run them (rank 0, before the
+ * broadcast). convert_Bps is the rate of one cast, the mean of the two
+ * directions, so a round trip of F fp32 bytes costs 2 F / convert_Bps.
+ * a holds 2n floats: the wire values go to its second half. */
+static void _probe_casts(tcomm_t *c, float *a, size_t n)
+{
+    double t0 = tcomm_wtime();
+    for (int i = 0; i < 4; i++) {
+        tc_encode(TCOMM_WIRE_FP16, a, a + n, n);
+        tc_decode(TCOMM_WIRE_FP16, a + n, a, n);
+    }
+    double t = tcomm_wtime() - t0;
+    if (t > 0)
+        c->model.convert_Bps = 2 * 4.0 * (double)n * 4 / t;
+}
 
 /* Round-trip time of bytes between world ranks 0 and peer (both call). */
 static tcomm_rc _pingpong(tcomm_t *c, int peer, void *buf, size_t bytes,
@@ -46,23 +62,6 @@ static tcomm_rc _measure(tcomm_t *c, int peer, void *buf, size_t big,
         l->bw_Bps = t > 0 ? (double)big / t : 1e12;
     }
     return rc;
-}
-
-/* The cost of the 16-bit wire on this rank: n fp32 values of a cast to
- * fp16 and back, as the wire's kernels run them (rank 0, before the
- * broadcast). convert_Bps is the rate of one cast, the mean of the two
- * directions, so a round trip of F fp32 bytes costs 2 F / convert_Bps.
- * a holds 2n floats: the wire values go to its second half. */
-static void _probe_casts(tcomm_t *c, float *a, size_t n)
-{
-    double t0 = tcomm_wtime();
-    for (int i = 0; i < 4; i++) {
-        tc_encode(TCOMM_WIRE_FP16, a, a + n, n);
-        tc_decode(TCOMM_WIRE_FP16, a + n, a, n);
-    }
-    double t = tcomm_wtime() - t0;
-    if (t > 0)
-        c->model.convert_Bps = 2 * 4.0 * (double)n * 4 / t;
 }
 
 tcomm_rc tcomm_probe_links(tcomm_t *c)
