@@ -39,7 +39,10 @@
  * In place (trainer/comm/algo/shared_grads.c): a row inside a node has each
  * member sum its 1/C chunk straight from every member's gradients and write
  * the result into all of them: two barriers and one read and one write of
- * every rank's F fp32 bytes; the column ring runs on the chunk in between. */
+ * every rank's F fp32 bytes; the column ring runs on the chunk in between.
+ * With one row and a 16-bit wire each rank also rounds its F/C chunk to the
+ * wire (a cast there and back, 2 F/C / convert_Bps): what the wire costs on
+ * a node, where it saves no link bytes (so fp32 is cheaper there). */
 #include "config.h"
 
 #include <math.h>
@@ -140,8 +143,14 @@ static double _two_level(const torus_cost_t *m, int C, int R, double S,
     double col = _ring(m, R, C, S / ((double)C * R), F / ((double)C * R), 2,
                        flows, conv);
     bool in_node_shm = m->shm && C > 1 && C <= q;
-    if (in_place && in_node_shm)
-        return 2 * (m->link[TORUS_LINK_NODE].alpha_s + F / m->reduce_Bps) + col;
+    if (in_place && in_node_shm) {
+        /* The sum is fp32. With one row it is rounded to a 16-bit wire
+         * once: each rank casts its chunk there and back. With columns the
+         * ring's all-gather has rounded it already. */
+        double round = conv && R == 1 ? 2 * F / C / m->convert_Bps : 0.0;
+        return 2 * (m->link[TORUS_LINK_NODE].alpha_s + F / m->reduce_Bps) +
+               round + col;
+    }
     if (in_node_shm) {
         row = _shm_row(m, C, S, F, conv);
         /* Only shared-memory rows run pipelined (trainer/comm/algo/torus2d.c).

@@ -76,7 +76,8 @@ typedef struct torus_cost {
     torus_cost_link_t link[TORUS_LINK_COUNT];
     int rails;          /* inter-node links per node */
     double reduce_Bps;  /* fp32 bytes/s one rank adds (decode + add) */
-    double convert_Bps; /* fp32 bytes/s one rank casts to a 16-bit wire */
+    double convert_Bps; /* fp32 bytes/s one rank casts to or from a 16-bit
+                         * wire (a round trip costs 2 bytes / convert_Bps) */
     uint64_t bytes;     /* the all-reduce size `auto` optimises for */
     /* layout */
     int P;              /* ranks */

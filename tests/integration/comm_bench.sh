@@ -51,9 +51,14 @@ print("ok: %d JSON rows" % len(rows))
 PY
 echo "$out" | grep -q 'hier-rs *n/a' || cm_fail "hier-rs must be n/a with unequal groups of 2 and 1"
 
-out=$(cm_mpirun 2 "$TB" --resnet50 --steps 1 -a ring,torus2d --theta 2M,16M 2>&1) ||
+out=$(cm_mpirun 2 "$TB" --resnet50 --steps 1 -a ring,torus2d --theta 2M,auto 2>&1) ||
     { echo "$out"; cm_fail "resnet50 mode"; }
 echo "$out"
+# theta auto: each auto row's bucket count is the one its reason names.
+echo "$out" | awk '/^# theta auto: / { n[++k] = $6 }
+    /^fused(-shm)? / && $4 == "auto" { if ($5 != n[k]) bad = 1; rows++ }
+    END { exit !(rows == 4 && k == 4 && !bad) }' ||
+    cm_fail "--theta auto: expected 4 auto rows, each with its reason's bucket count"
 echo "$out" | grep -q '161 tensors, 25557032 parameters' || cm_fail "wrong ResNet-50 shapes"
 echo "$out" | grep -Eq '^per-tensor +flat +fp32 +- +161 ' || cm_fail "no per-tensor baseline row"
 [ "$(echo "$out" | grep -c '^fused ')" = 4 ] || cm_fail "expected 4 fused rows"

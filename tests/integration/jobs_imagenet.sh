@@ -110,6 +110,9 @@ echo "ok: stage copied and verified on n1 and n2; a flipped byte in n2's copy fa
 
 # 3. The reference run; 4. the same, staged, preempted and requeued.
 export MODEL_ARGS="--model cifar-resnet --depth 8 --image-size 16 --channels 3 --classes 4"
+# The reference and the requeued run compare bit for bit: one fixed theta
+# (auto follows the links probed at start-up, which vary with load).
+export TRAIN_ARGS="--bucket-kb 4096"
 export THREADS=1 PRINT_EVERY=1
 train=("$jobs/train-imagenet.sbatch" --data "$out" --batch 8 --epochs 3 --warmup 1)
 sbatch --wait -N2 --ntasks-per-node=1 -o ref.out "${train[@]}" --run "$t/runs/ref" >/dev/null ||

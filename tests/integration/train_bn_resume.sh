@@ -16,7 +16,8 @@ set -u
 tr_need_mpirun
 export TR_MPI_TIMEOUT=90
 run=("$bin" --model cifar-resnet --depth 8 --image-size 12 --synthetic --dataset-size 64
-     --epochs 2 --batch 16 --warmup-epochs 0 --print-every 1 --threads 1)
+     --epochs 2 --batch 16 --warmup-epochs 0 --print-every 1 --threads 1
+     --bucket-kb 4096) # a fixed theta: auto follows the links, which vary
 hash() { sed -n 's/^state hash \([0-9a-f]*\) at global step 8$/\1/p' "$1"; }
 
 tr_mpirun -np 2 "${run[@]}" --checkpoint-dir "$tmp/e" >"$tmp/end" 2>&1 || fail "reference run: $(tail -3 "$tmp/end")"

@@ -27,7 +27,7 @@ mpi() { tr_mpirun "$@"; }
 
 run=("$bin" --model tiny-cnn --synthetic --image-size 12 --dataset-size 256
      --epochs 1 --warmup-epochs 0 --lr 2 --print-every 1 --threads 1
-     --batch 32 --wire fp32)
+     --batch 32 --wire fp32 --bucket-kb 4096) # fixed: auto follows the links
 
 # The reference: one process, 8 steps.
 "${run[@]}" --max-steps 8 --metrics "$tmp/one.jsonl" >"$tmp/log" 2>&1 ||

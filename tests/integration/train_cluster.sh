@@ -80,13 +80,21 @@ lr=$(sed 's/.*"lr":\([^,]*\),.*/\1/' "$t/w1.jsonl")
 for w in fp16 fp32; do
     # One row on the node: the row sums in place and rounds once. (Across
     # nodes, or down a column, a rank's own share is cast before the sum
-    # too, and the error is bounded by the shares, not by the sum.)
+    # too, and the error is bounded by the shares, not by the sum.) torus2d
+    # named: hybrid would take fp32 on one node (below).
     tl_srun_mpi --mpi=pmix --torus=1x2 -N1 -n2 "${one_step[@]}" --wire $w \
-        --checkpoint-dir "$t/w2$w" >"$t/w2$w.log" 2>&1 ||
+        --algo torus2d --checkpoint-dir "$t/w2$w" >"$t/w2$w.log" 2>&1 ||
         tl_fail "2 ranks, --wire $w: $(tail -5 "$t/w2$w.log")"
-    grep -q "grid 1x2 .*node-shared memory, all-reduce hybrid, $w wire" "$t/w2$w.log" ||
+    grep -q "grid 1x2 .*node-shared memory, all-reduce torus2d, $w wire" "$t/w2$w.log" ||
         tl_fail "2 ranks, --wire $w: not in place over a $w wire: $(grep ranks "$t/w2$w.log")"
 done
+# hybrid on one node: the fp16 wire's casts buy nothing in shared memory,
+# so the cost model runs every bucket on fp32, and says so.
+tl_srun_mpi --mpi=pmix --torus=1x2 -N1 -n2 "${one_step[@]}" --wire fp16 \
+    --checkpoint-dir "$t/w2hy" >"$t/w2hy.log" 2>&1 ||
+    tl_fail "2 ranks, hybrid: $(tail -5 "$t/w2hy.log")"
+grep -Eq -- '--wire fp16: ([0-9]+) of \1 buckets on fp32, 0 on fp16' "$t/w2hy.log" ||
+    tl_fail "hybrid on one node: not every bucket on fp32: $(grep -e '--wire' "$t/w2hy.log")"
 # Largest |g2 - g1| / (2^-11 |g1| + 2^-25) over every element of /momentum.
 _vals() { # FILE DATASET TAG: one value per line, all digits of a float
     h5dump -y -w 0 -m '%.9g' -o "$t/vals.$3" -d "$2" "$1" >/dev/null &&
@@ -103,6 +111,9 @@ wire_ratio() { # CKPT_A CKPT_B
 }
 r16=$(wire_ratio "$(ck "$t/w1" 1)" "$(ck "$t/w2fp16" 1)") || tl_fail "cannot compare the fp16 run: $r16"
 r32=$(wire_ratio "$(ck "$t/w1" 1)" "$(ck "$t/w2fp32" 1)") || tl_fail "cannot compare the fp32 run: $r32"
+rhy=$(wire_ratio "$(ck "$t/w1" 1)" "$(ck "$t/w2hy" 1)") || tl_fail "cannot compare the hybrid run: $rhy"
+awk -v r="$rhy" 'BEGIN { exit !(r * 10 <= 1) }' ||
+    tl_fail "hybrid fp16 on one node: error $rhy x the fp16 bound; expected fp32 exactness"
 echo "fp16 wire: largest error / fp16 rounding bound = $r16 (fp32 wire: $r32)"
 awk -v r="$r16" 'BEGIN { exit !(r <= 1) }' ||
     tl_fail "fp16 wire: summed gradients off by $r16 x the fp16 rounding bound"
@@ -116,7 +127,8 @@ echo "PASS: srun -N1 -n2 --wire fp16: one step == 1 process within fp16 rounding
 "$pack" -o "$t/fm" "$FM/train-images-idx3-ubyte.gz" >/dev/null
 "$pack" -o "$t/fm" -s test "$FM/t10k-images-idx3-ubyte.gz" >/dev/null
 res=("$bin" --data "$t/fm" --model cifar-resnet --depth 8 --batch 64
-     --epochs 1 --warmup-epochs 0 --lr 0.2 --threads 1 --print-every 10)
+     --epochs 1 --warmup-epochs 0 --lr 0.2 --threads 1 --print-every 10
+     --bucket-kb 4096) # a fixed theta: auto follows the links, which vary
 run_srun -N2 -n4 "${res[@]}" --max-steps 30 --checkpoint-dir "$t/res" \
     >"$t/res.log" 2>&1 || tl_fail "4 ranks: $(tail -5 "$t/res.log")"
 grep -q '4 ranks on 2 nodes, grid 2x2' "$t/res.log" ||

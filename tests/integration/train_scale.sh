@@ -18,7 +18,8 @@ attr=${top_builddir:?}/tests/integration/ckpt_attr
 
 run=("$bin" --model cifar-resnet --depth 8 --synthetic --image-size 12
      --dataset-size 256 --epochs 1 --warmup-epochs 0 --lr 0.5 --lars
-     --print-every 1 --threads 1 --batch 32)
+     --print-every 1 --threads 1 --batch 32
+     --bucket-kb 4096) # a fixed theta: auto follows the links, which vary
 # NAME ARGS...: a run into $tmp/NAME (checkpoint dir) and $tmp/NAME.jsonl
 train() {
     local n=$1

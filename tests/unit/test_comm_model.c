@@ -2,11 +2,15 @@
  * must hold whatever the parameters: the 2D schedule's inter-node traffic
  * meets the link limit 2(N-1)/N * S / B exactly, a grid of one row is the
  * ring, latency-bound messages prefer few steps, layouts an algorithm
- * cannot run on are refused, time grows with size, and gradients summed in
- * place in shared memory are priced as such only where that path runs. */
+ * cannot run on are refused, time grows with size, gradients summed in
+ * place in shared memory are priced as such only where that path runs, a
+ * 16-bit wire's casts cost what the probed convert rate says, and hybrid
+ * runs fp32 on one node where the wire loses (and keeps it across nodes). */
 #include <check.h>
 #include <math.h>
+#include <string.h>
 
+#include "trainer/comm/core/comm.h"
 #include "trainer/comm/core/model.h"
 
 static tcomm_model_params _cluster(int nodes, int q)
@@ -99,19 +103,20 @@ START_TEST(test_in_place)
     size_t n = 4u << 20;
     double F = 4.0 * (double)n;
     /* One node of 4, one row: two barriers and one read and one write of
-     * every rank's F bytes, whatever the wire. */
+     * every rank's F bytes in fp32; a 16-bit wire adds the round trip of
+     * each rank's F/4 chunk through the wire's casts. */
     tcomm_model_params m = _cluster(1, 4);
     m.shm = 1;
     double packed =
         tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
     m.in_place = TCOMM_MODEL_INPLACE_ROWS;
-    double t = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
+    double t = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32);
     ck_assert(fabs(t - 2 * (m.link[TORUS_LINK_NODE].alpha_s +
                             F / m.reduce_Bps)) < 1e-12);
     ck_assert(t < packed);
     ck_assert(
-        fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32) - t) <
-        1e-12);
+        fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16) -
+             (t + 2 * F / 4 / m.convert_Bps)) < 1e-12);
 
     /* 2 x 2 on one node, groups = rows of 2: the packed pick is not torus2d
      * (the case torus-bench --resnet50 showed), the in-place one is; each
@@ -195,6 +200,96 @@ START_TEST(test_latency_and_shapes)
 }
 END_TEST
 
+/* The wire's casts on a node: the in-place sum's round trip, priced per
+ * byte at convert_Bps, and only with one row (with columns the ring rounds
+ * and its casts are priced there). */
+START_TEST(test_convert_term)
+{
+    size_t n = 4u << 20;
+    double F = 4.0 * (double)n;
+    tcomm_model_params m = _cluster(1, 4);
+    m.shm = 1;
+    m.in_place = TCOMM_MODEL_INPLACE_ROWS;
+    double t32 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32);
+    m.convert_Bps = 2e9;
+    double slow = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
+    m.convert_Bps = 8e9;
+    double fast = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
+    ck_assert(fabs(slow - t32 - 2 * F / 4 / 2e9) < 1e-12);
+    ck_assert(fabs(fast - t32 - 2 * F / 4 / 8e9) < 1e-12);
+    ck_assert(
+        fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_BF16) -
+             fast) < 1e-12);
+    /* 2 x 2: the in-place rows cast nothing; the column ring's casts are
+     * its own (n-1 encodes, n decodes of its chunk of F/4). */
+    m = _cluster(1, 4);
+    m.rows = m.cols = 2;
+    m.shm = 1;
+    m.in_place = TCOMM_MODEL_INPLACE_ROWS;
+    m.convert_Bps = 2e9;
+    double c1 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
+    m.convert_Bps = 4e9;
+    double c2 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP16);
+    ck_assert(fabs((c1 - c2) - 3 * F / 4 * (1 / 2e9 - 1 / 4e9)) < 1e-12);
+}
+END_TEST
+
+/* A tcomm_t of 4 ranks on `nodes` nodes, rows inside a node, for the pick:
+ * only what tc_hybrid_pick_wire reads (the model, the layout, whether the
+ * row holds the members' blocks). */
+static void _layout(tcomm_t *c, unsigned char **arena, int nodes)
+{
+    memset(c, 0, sizeof *c);
+    c->info.size = 4;
+    c->info.nnodes = nodes;
+    c->info.groups_uniform = 1;
+    tcomm_model_defaults(&c->model, 4, 4 / nodes);
+    c->model.rows = nodes;
+    c->model.cols = 4 / nodes;
+    c->model.group_size = 4 / nodes;
+    c->model.shm = 1;
+    c->row.on_node = 1;
+    c->row.size = 4 / nodes;
+    c->row.arena = arena;
+}
+
+/* Hybrid's wire: on one node fp16 buys nothing in place, so fp32 runs
+ * there; across nodes the wire stays what was asked for; fp32 asked for
+ * stays fp32. */
+START_TEST(test_pick_wire)
+{
+    unsigned char *blocks[4] = {0};
+    static tcomm_t c;
+    size_t n = 1u << 20;
+    _layout(&c, blocks, 1);
+    tcomm_wire w = TCOMM_WIRE_FP16;
+    tcomm_algo a = tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
+    ck_assert_int_eq(w, TCOMM_WIRE_FP32);
+    ck_assert_int_eq(a, TCOMM_ALGO_TORUS2D);
+    /* The pick is the model's cheapest over both wires. */
+    tcomm_model_params m = c.model;
+    m.in_place = TCOMM_MODEL_INPLACE_ROWS;
+    ck_assert(tcomm_model_time(&m, a, n, w) <
+              tcomm_model_time(&m, tcomm_model_best(&m, n, TCOMM_WIRE_FP16), n,
+                               TCOMM_WIRE_FP16));
+    /* Casts for free: a tie keeps the wire asked for. */
+    c.model.convert_Bps = INFINITY;
+    w = TCOMM_WIRE_FP16;
+    tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
+    ck_assert_int_eq(w, TCOMM_WIRE_FP16);
+    w = TCOMM_WIRE_FP32;
+    tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
+    ck_assert_int_eq(w, TCOMM_WIRE_FP32);
+    /* Two nodes: the columns cross the network on the wire asked for,
+     * however slow its casts. */
+    _layout(&c, blocks, 2);
+    c.model.convert_Bps = 1e6;
+    w = TCOMM_WIRE_BF16;
+    tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
+    ck_assert_int_eq(w, TCOMM_WIRE_BF16);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("comm_model");
@@ -204,6 +299,8 @@ int main(void)
     tcase_add_test(t, test_one_row_is_ring);
     tcase_add_test(t, test_latency_and_shapes);
     tcase_add_test(t, test_in_place);
+    tcase_add_test(t, test_convert_term);
+    tcase_add_test(t, test_pick_wire);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

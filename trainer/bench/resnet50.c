@@ -63,6 +63,10 @@ static int _fusion(tcomm_t *c, const _grads *gr, tcomm_algo a, tcomm_wire w,
         rc = tcomm_fusion_add(f, gr->g[i], gr->s[i].count, gr->s[i].name, NULL);
     if (!rc)
         rc = tcomm_fusion_seal(f);
+    tcomm_info in;
+    tcomm_info_get(c, &in);
+    if (!rc && *tcomm_fusion_theta_why(f) && in.rank == 0)
+        printf("# theta auto: %s\n", tcomm_fusion_theta_why(f));
     if (rc) {
         tcomm_fusion_destroy(f);
         f = NULL;
@@ -137,7 +141,9 @@ static int _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
 
 static void _theta_str(size_t t, char *buf, size_t len)
 {
-    if (t % (1u << 20) == 0)
+    if (t == TCOMM_FUSION_AUTO)
+        snprintf(buf, len, "auto");
+    else if (t % (1u << 20) == 0)
         snprintf(buf, len, "%zuM", t >> 20);
     else if (t % 1024 == 0)
         snprintf(buf, len, "%zuK", t >> 10);

@@ -13,6 +13,7 @@
 #include "common/torus_report.h"
 #include "config.h"
 #include "trainer/bench/bench.h"
+#include "trainer/comm/tcomm_fusion.h"
 
 static const char _help[] =
     "Usage: torus-bench [--resnet50 | --model] [OPTIONS]\n"
@@ -82,7 +83,9 @@ static const char _help[] =
     "\n"
     "RESNET-50 OPTIONS\n"
     "      --theta SIZE     fusion bucket size; repeat or comma-list to sweep\n"
-    "                       (default 4M)\n"
+    "                       (default 4M); auto: chosen from the links probed\n"
+    "                       at seal, as torus-train's default (the choice and\n"
+    "                       why on a '# theta auto:' line)\n"
     "      --steps N        timed steps per row (default 5)\n"
     "      --grads WHERE    where the fused rows keep the gradients: 'private' "
     "(each\n"
@@ -344,7 +347,7 @@ static int _theta(bench_opts *o, const char *arg)
     snprintf(buf, sizeof buf, "%s", arg);
     for (char *t = strtok_r(buf, ",", &save); t;
          t = strtok_r(NULL, ",", &save)) {
-        size_t v = bench_parse_size(t);
+        size_t v = strcmp(t, "auto") ? bench_parse_size(t) : TCOMM_FUSION_AUTO;
         if (!v || o->ntheta == 16)
             return _usage_error("bad --theta '%s'", arg);
         o->theta[o->ntheta++] = v;

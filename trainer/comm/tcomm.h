@@ -77,6 +77,8 @@ typedef struct {
 typedef struct {
     size_t nonfinite; /* inf/nan elements in the result (same on all ranks) */
     tcomm_algo algo_used; /* the algorithm that ran (hybrid resolves) */
+    tcomm_wire wire_used; /* the wire it ran on (a fused bucket's hybrid
+                           * takes fp32 on one node where the wire loses) */
     double seconds;       /* wall time of the call on this rank */
     int in_place;         /* reduced where it lies in shared memory */
 } tcomm_result;
@@ -130,7 +132,9 @@ typedef struct {
  * caller packing them. Where a row (torus2d) or group (hier-rs) shares a
  * node, the pieces are cast straight into shared memory and the results
  * decoded straight back: the fused-bucket fast path; with TCOMM_SHARED
- * they are reduced where they lie. */
+ * they are reduced where they lie. With TCOMM_ALGO_HYBRID on one node the
+ * cost model also picks the wire: fp32 where the 16-bit wire's casts cost
+ * more than its halved bytes save (res->wire_used says which ran). */
 tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
                               tcomm_algo algo, tcomm_wire wire, unsigned flags,
                               tcomm_result *res);

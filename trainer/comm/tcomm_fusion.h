@@ -70,6 +70,10 @@ size_t tcomm_fusion_bucket_count(const tcomm_fusion_t *f);
  * sentence that says why ("" for a size given). */
 size_t tcomm_fusion_theta(const tcomm_fusion_t *f);
 const char *tcomm_fusion_theta_why(const tcomm_fusion_t *f);
+/* After seal, with TCOMM_ALGO_HYBRID and a 16-bit wire on one node: how
+ * many buckets the cost model runs on fp32 instead, and why ("" else:
+ * across nodes the wire is the one asked for). */
+const char *tcomm_fusion_wire_why(const tcomm_fusion_t *f);
 /* After seal: 1 when every rank's gradients lie in tcomm_shared_alloc
  * memory at the same offsets, so that buckets whose rows or groups share
  * a node are reduced in place. */

@@ -449,6 +449,9 @@ void ttrain_exchange_describe(const ttrain_exchange *ex, const tcomm_info *info,
     if (ex->fusion && *tcomm_fusion_theta_why(ex->fusion))
         fprintf(f, "torus-train: --bucket-kb auto: %s\n",
                 tcomm_fusion_theta_why(ex->fusion));
+    if (ex->fusion && *tcomm_fusion_wire_why(ex->fusion))
+        fprintf(f, "torus-train: --wire %s: %s\n", tcomm_wire_name(ex->c.wire),
+                tcomm_fusion_wire_why(ex->fusion));
 }
 
 void ttrain_exchange_summary(const ttrain_exchange *ex, int dstep, FILE *f)

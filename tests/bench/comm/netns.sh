@@ -16,6 +16,10 @@
 # against the commit before it (two build trees).
 # NETNS_MIB: the all-reduce's size in MiB (64), e.g. 1 for a quick check
 # that the script runs.
+# NETNS_THETA=auto,1M,4M,16M (not in A/B mode): then also ResNet-50's
+# gradient sync at each fusion size, hybrid fp16 in place as torus-train
+# runs it (auto: torus-train's default, its '# theta auto:' line says what
+# and why); repeat the list to alternate (at most 16), NETNS_STEPS steps (5).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
@@ -75,6 +79,12 @@ if [ -z "$build_b" ]; then
     for k in $(seq "$runs"); do
         for wire in fp32 fp16; do bench "$build" $wire; done
     done
+    if [ -n "${NETNS_THETA:-}" ]; then
+        echo "== ResNet-50 sync, hybrid fp16 in place, theta $NETNS_THETA"
+        timeout 1800 srun --mpi=pmix -N4 -n8 "$build/trainer/bench/torus-bench" --resnet50 \
+            --steps "${NETNS_STEPS:-5}" -a hybrid -d fp16 --grads shared --theta "$NETNS_THETA" 2>&1 |
+            grep -E '^(# theta auto|mode|per|fused|torus-bench)'
+    fi
     echo "== model at scale with the same links: see torus-bench --model --help"
     exit 0
 fi

@@ -28,6 +28,11 @@
 # Usage: tests/bench/comm/twolevel.sh BUILD_DIR [LEAF_RATE] [CROSS_RATE] [SIZE]
 #        (defaults 200mbit 50mbit 8M; rates in mbit)
 # TWOLEVEL_RUNS runs per side (5), TWOLEVEL_ITERS iterations per run (5).
+# TWOLEVEL_THETA=auto,1M,4M,16M: after the aware runs, also ResNet-50's
+# gradient sync on the aware grid at each fusion size, hybrid fp16 in place
+# as torus-train runs it (auto: torus-train's default, with its '# theta
+# auto:' line); TWOLEVEL_STEPS steps (3). Slow at the default rates (51 MB
+# a step on the wire): raise them for it.
 # A run that prints no torus2d row (srun or torus-bench failed) stops the
 # script with its output and exit 1: the medians are always of every run.
 set -u
@@ -106,6 +111,12 @@ run() { # PLUGSTACK_ARGS FILE
 med() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "-- aware (topology_file)"
 run "default=auto topology_file=$base/etc/twolevel.conf $cost" "$base/aware.txt"
+if [ -n "${TWOLEVEL_THETA:-}" ]; then
+    echo "-- ResNet-50 sync on the aware grid, hybrid fp16 in place, theta $TWOLEVEL_THETA"
+    timeout 3600 srun --mpi=pmix -N4 --ntasks-per-node=2 "$build/trainer/bench/torus-bench" --resnet50 \
+        --steps "${TWOLEVEL_STEPS:-3}" -a hybrid -d fp16 --grads shared --theta "$TWOLEVEL_THETA" 2>&1 |
+        grep -E '^(# theta auto|mode|per|fused|torus-bench)'
+fi
 echo "-- blind (topology=none)"
 run "default=auto topology=none $cost" "$base/blind.txt"
 for side in aware blind; do

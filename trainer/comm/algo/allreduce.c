@@ -62,6 +62,7 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
     if (res) {
         res->nonfinite = tc_count_nonfinite(buf, count);
         res->algo_used = algo;
+        res->wire_used = wire;
         res->seconds = tcomm_wtime() - t0;
         res->in_place = 0;
     }

@@ -129,7 +129,7 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
             "pieces",
             (int)algo, (int)wire, nsegs);
     if (algo == TCOMM_ALGO_HYBRID)
-        algo = tc_hybrid_pick(c, count, wire, flags);
+        algo = tc_hybrid_pick_wire(c, count, flags, &wire);
     c->started = 1; /* ends start-up's deadline (bootstrap/watchdog.c) */
     float scale = (flags & TCOMM_AVERAGE) && c->info.size > 1
                       ? 1.0f / (float)c->info.size
@@ -174,6 +174,7 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
     if (res) {
         res->nonfinite = bad;
         res->algo_used = algo;
+        res->wire_used = wire;
         res->seconds = tcomm_wtime() - t0;
         res->in_place = in_place;
     }

@@ -8,7 +8,8 @@
  * live in memory the node's ranks share, none of those copies are needed:
  * after a barrier member i reads chunk i of every member's gradients,
  * sums them in member order (the same bits on every run), rounds the sum
- * to the wire precision so the result is the one the other paths give,
+ * to the wire precision so the result is the one the other paths give
+ * (with one row; with columns the ring's all-gather has rounded it),
  * and writes it into every member's gradients; a second barrier ends the
  * bucket. Each element is read once and written once per rank: 32 bytes
  * per element over 4 ranks, what a bare pass over the gradients costs.
@@ -254,10 +255,12 @@ static void _sum(const _ctx *x, size_t d, float *dst, size_t m)
     }
 }
 
-/* Round to the wire, count inf/nan, write into every member's block. */
+/* Round to the wire (unless the column ring has: x->acc), count inf/nan,
+ * write into every member's block. */
 static void _put(_ctx *x, size_t d, float *v, size_t m)
 {
-    tc_round_to_wire(x->w, v, m, x->tmp);
+    if (!x->acc)
+        tc_round_to_wire(x->w, v, m, x->tmp);
     x->bad += tc_count_nonfinite(v, m);
     for (int j = 0; j < x->g->size; j++)
         memcpy(x->g->arena[j] + d, v, m * 4);
@@ -292,7 +295,8 @@ static void _put_acc(float *p, size_t n, size_t at, void *arg)
 {
     _ctx *x = arg;
     size_t d = _off(x, p);
-    for (size_t k = 0; k < n; k += BLOCK) /* tmp holds BLOCK wire values */
+    /* The ring's all-gather moved wire values: the sums are rounded. */
+    for (size_t k = 0; k < n; k += BLOCK)
         _put(x, d + k * 4, x->acc + at + k, n - k < BLOCK ? n - k : BLOCK);
 }
 

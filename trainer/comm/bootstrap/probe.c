@@ -11,6 +11,23 @@
 #include "trainer/comm/core/wire.h"
 #include "trainer/comm/transport/transport.h"
 
+/* The cost of the 16-bit wire on this rank: n fp32 values of a cast to
+ * fp16 and back, as the wire's kernels run them (rank 0, before the
+ * broadcast). convert_Bps is the rate of one cast, the mean of the two
+ * directions, so a round trip of F fp32 bytes costs 2 F / convert_Bps.
+ * a holds 2n floats: the wire values go to its second half. */
+static void _probe_casts(tcomm_t *c, float *a, size_t n)
+{
+    double t0 = tcomm_wtime();
+    for (int i = 0; i < 4; i++) {
+        tc_encode(TCOMM_WIRE_FP16, a, a + n, n);
+        tc_decode(TCOMM_WIRE_FP16, a + n, a, n);
+    }
+    double t = tcomm_wtime() - t0;
+    if (t > 0)
+        c->model.convert_Bps = 2 * 4.0 * (double)n * 4 / t;
+}
+
 /* Round-trip time of bytes between world ranks 0 and peer (both call). */
 static tcomm_rc _pingpong(tcomm_t *c, int peer, void *buf, size_t bytes,
                           int iters, double *rtt)
@@ -174,13 +191,7 @@ tcomm_rc tcomm_probe_links(tcomm_t *c)
         double t = tcomm_wtime() - t0;
         if (t > 0)
             c->model.reduce_Bps = 4.0 * (double)n * 4 / t;
-        /* and the cast to a 16-bit wire (fp32 bytes in per second) */
-        t0 = tcomm_wtime();
-        for (int i = 0; i < 4; i++)
-            tc_encode(TCOMM_WIRE_FP16, a, a + n, n);
-        t = tcomm_wtime() - t0;
-        if (t > 0)
-            c->model.convert_Bps = 4.0 * (double)n * 4 / t;
+        _probe_casts(c, a, n);
     }
     if (intra > 0 && (c->info.rank == 0 || c->info.rank == intra))
         rc = _measure_node(c, intra, buf, big, &c->model.link[TORUS_LINK_NODE]);

@@ -130,5 +130,12 @@ static inline void tc_chunk(size_t count, int n, int i, size_t *off,
 int tc_shared_in_place(const tc_group *g, unsigned flags);
 tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w,
                           unsigned flags);
+/* hybrid_pick that also chooses the wire: on one node every step is in
+ * the node, where a 16-bit wire saves no link bytes but costs its casts;
+ * there the cost model prices fp32 against *w (casts at the probed
+ * convert rate) and *w becomes fp32 where the wire loses. Across nodes
+ * *w stays: the inter-node wire is the one asked for. */
+tcomm_algo tc_hybrid_pick_wire(const tcomm_t *c, size_t count, unsigned flags,
+                               tcomm_wire *w);
 
 #endif

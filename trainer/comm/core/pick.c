@@ -7,7 +7,9 @@
  * A bucket whose gradients lie in shared memory (TCOMM_SHARED) is priced
  * as the in-place sum wherever tcomm_allreduce_segs can run one: rows or
  * groups on one node that hold the members' blocks, the same on every
- * rank of a uniform layout. */
+ * rank of a uniform layout. On one node the fused buckets' hybrid also
+ * picks the wire (tc_hybrid_pick_wire): the model prices the 16-bit wire's
+ * casts, which buy nothing where no byte leaves the node. */
 #include "trainer/comm/core/comm.h"
 
 int tc_shared_in_place(const tc_group *g, unsigned flags)
@@ -15,8 +17,8 @@ int tc_shared_in_place(const tc_group *g, unsigned flags)
     return g && (flags & TCOMM_SHARED) && g->on_node && g->arena;
 }
 
-tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w,
-                          unsigned flags)
+/* c's model with the in-place paths a call with flags would run. */
+static tcomm_model_params _model(const tcomm_t *c, unsigned flags)
 {
     tcomm_model_params m = c->model;
     m.in_place = 0;
@@ -24,7 +26,31 @@ tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w,
         m.in_place |= TCOMM_MODEL_INPLACE_ROWS;
     if (c->info.groups_uniform && tc_shared_in_place(&c->group, flags))
         m.in_place |= TCOMM_MODEL_INPLACE_GROUPS;
+    return m;
+}
+
+tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w,
+                          unsigned flags)
+{
+    tcomm_model_params m = _model(c, flags);
     return tcomm_model_best(&m, count, w);
+}
+
+tcomm_algo tc_hybrid_pick_wire(const tcomm_t *c, size_t count, unsigned flags,
+                               tcomm_wire *w)
+{
+    tcomm_model_params m = _model(c, flags);
+    tcomm_algo a = tcomm_model_best(&m, count, *w);
+    if (*w == TCOMM_WIRE_FP32 || c->info.nnodes != 1)
+        return a;
+    /* Strictly cheaper: on a tie the wire asked for stays. */
+    tcomm_algo a32 = tcomm_model_best(&m, count, TCOMM_WIRE_FP32);
+    if (tcomm_model_time(&m, a32, count, TCOMM_WIRE_FP32) <
+        tcomm_model_time(&m, a, count, *w)) {
+        *w = TCOMM_WIRE_FP32;
+        return a32;
+    }
+    return a;
 }
 
 double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count,

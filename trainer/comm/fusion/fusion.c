@@ -47,6 +47,7 @@ struct tcomm_fusion {
     char errmsg[1024];
     tcomm_fusion_stats st;
     char theta_why[512]; /* TCOMM_FUSION_AUTO: what was chosen and why */
+    char wire_why[256];  /* hybrid on one node: the wire it picked */
 };
 
 tcomm_rc tcomm_fusion_create(tcomm_t *c, const tcomm_fusion_options *o,
@@ -213,7 +214,7 @@ static tcomm_rc _reduce_bucket(tcomm_fusion_t *f, int bi)
     if (f->o.on_bucket)
         f->o.on_bucket(f->o.on_bucket_ctx,
                        &(tcomm_fusion_span){bi, b->n, b->count, r.algo_used,
-                                            f->o.wire, r.in_place != 0, t0,
+                                            r.wire_used, r.in_place != 0, t0,
                                             t1});
     return TCOMM_OK;
 }
@@ -243,6 +244,30 @@ static void *_thread(void *arg)
     return NULL;
 }
 
+/* What hybrid will run each bucket on (tc_hybrid_pick_wire is a function
+ * of the bucket's size, the flags and the model, all fixed at seal). */
+static void _wire_why(tcomm_fusion_t *f)
+{
+    if (f->o.algo != TCOMM_ALGO_HYBRID || f->o.wire == TCOMM_WIRE_FP32 ||
+        f->c->info.nnodes != 1 || f->c->info.size < 2)
+        return;
+    unsigned flags = f->o.flags | (f->shared ? TCOMM_SHARED : 0);
+    int n32 = 0;
+    for (int b = 0; b < f->plan.nb; b++) {
+        tcomm_wire w = f->o.wire;
+        tc_hybrid_pick_wire(f->c, f->plan.b[b].count, flags, &w);
+        n32 += w == TCOMM_WIRE_FP32;
+    }
+    snprintf(f->wire_why, sizeof f->wire_why,
+             "%d of %d buckets on fp32, %d on %s: on one node the cost "
+             "model prices the %s wire's casts (%.2f GB/s) against the "
+             "bytes it saves (node link %.2f GB/s, memory %.2f GB/s)",
+             n32, f->plan.nb, f->plan.nb - n32, tcomm_wire_name(f->o.wire),
+             tcomm_wire_name(f->o.wire), f->c->model.convert_Bps / 1e9,
+             f->c->model.link[TORUS_LINK_NODE].bw_Bps / 1e9,
+             f->c->model.reduce_Bps / 1e9);
+}
+
 tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
 {
     if (f->sealed)
@@ -267,6 +292,7 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
         rc = _check_layout(f);
     if (rc)
         return rc;
+    _wire_why(f);
     if (!f->o.synchronous) {
         if (pthread_create(&f->thread, NULL, _thread, f) != 0)
             return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
@@ -290,6 +316,11 @@ size_t tcomm_fusion_theta(const tcomm_fusion_t *f)
 const char *tcomm_fusion_theta_why(const tcomm_fusion_t *f)
 {
     return f->theta_why;
+}
+
+const char *tcomm_fusion_wire_why(const tcomm_fusion_t *f)
+{
+    return f->wire_why;
 }
 
 int tcomm_fusion_shared(const tcomm_fusion_t *f)
