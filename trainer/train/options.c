@@ -54,7 +54,7 @@ static const _opt _opts[] = {
      "smallest power of two from 256 KiB to 64 MiB whose buckets the cost "
      "model prices within 10% of one all-reduce of all gradients (printed "
      "with the reason; host gradients: device buckets take tcomm's 4096); "
-     "0: tcomm's 4096 [auto]"},
+     "0: tcomm's 4096 [4096]"},
     {"wire", _STR, _O(wire), "fp16|bf16|fp32",
      "precision of the gradients on the wire: each rank's gradient (already "
      "divided by the global batch) is cast to it, sums are formed in fp32 "
@@ -196,7 +196,6 @@ void ttrain_config_defaults(ttrain_config *c)
     c->keep = 3;
     c->max_nonfinite = 3;
     c->ckpt_timeout = 600;
-    c->bucket_kb = -1; /* auto: theta from the links probed at start-up */
 }
 
 /* The setters by type: each parses v into field, or records what is wrong
