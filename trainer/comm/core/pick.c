@@ -67,9 +67,9 @@ int tcomm_links_text(const tcomm_t *c, char *buf, size_t n)
     const torus_cost_link_t *node = &m->link[TORUS_LINK_NODE];
     const torus_cost_link_t *leaf = &m->link[TORUS_LINK_LEAF];
     return snprintf(buf, n,
-                    "node %.1f us %.3f GB/s, between nodes %.1f us %.3f GB/s, "
-                    "fp32 add %.2f GB/s, fp16 cast %.2f GB/s",
-                    node->alpha_s * 1e6, node->bw_Bps / 1e9, leaf->alpha_s * 1e6,
-                    leaf->bw_Bps / 1e9, m->reduce_Bps / 1e9,
-                    m->convert_Bps / 1e9);
+                    "in a node %.1f us + %.2f GB/s, between nodes %.1f us + "
+                    "%.3f GB/s, fp32 add %.2f GB/s, fp16 cast %.2f GB/s",
+                    node->alpha_s * 1e6, node->bw_Bps / 1e9,
+                    leaf->alpha_s * 1e6, leaf->bw_Bps / 1e9,
+                    m->reduce_Bps / 1e9, m->convert_Bps / 1e9);
 }

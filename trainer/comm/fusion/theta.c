@@ -47,9 +47,8 @@ tcomm_rc tc_fusion_theta(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
             break;
         prev = sum;
     }
-    const torus_cost_link_t *n = &c->model.link[TORUS_LINK_NODE],
-                            *x = &c->model.link[TORUS_LINK_LEAF];
-    char before[64] = "";
+    char before[64] = "", links[256];
+    tcomm_links_text(c, links, sizeof links);
     if (prev >= 0)
         snprintf(before, sizeof before, "; %zu KiB: %.2f ms", t >> 11,
                  prev * 1e3);
@@ -57,12 +56,10 @@ tcomm_rc tc_fusion_theta(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
              "%zu KiB, %d buckets: the smallest power of two from %zu KiB "
              "whose buckets the cost model prices within %.0f%% of one "
              "all-reduce of all %zu gradients (%.2f ms vs %.2f ms%s; %s, "
-             "%s wire; links: in a node %.1f us + %.2f GB/s, between nodes "
-             "%.1f us + %.3f GB/s)",
+             "%s wire; links: %s)",
              t >> 10, p->nb, TC_THETA_MIN >> 10, (TC_THETA_SLACK - 1) * 100,
              total, sum * 1e3, whole * 1e3, before, tcomm_algo_name(algo),
-             tcomm_wire_name(wire), n->alpha_s * 1e6, n->bw_Bps / 1e9,
-             x->alpha_s * 1e6, x->bw_Bps / 1e9);
+             tcomm_wire_name(wire), links);
     *theta = t;
     return TCOMM_OK;
 }
