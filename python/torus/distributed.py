@@ -89,6 +89,20 @@ def _places(world):
     return (len(hosts), per[0]), coords, "hosts"
 
 
+def _lines(world, me, coords, count, axis):
+    """The groups of the grid's rows (axis 0) or columns (axis 1), COUNT of
+    them, each's ranks ordered along the line; returns this rank's group
+    and its ranks."""
+    mine = None
+    for i in range(count):
+        ranks = sorted((q for q in range(world) if coords[q][axis] == i),
+                       key=lambda q: coords[q][1 - axis])
+        g = dist.new_group(ranks)
+        if i == coords[me][axis]:
+            mine = (g, ranks)
+    return mine
+
+
 def init_from_env(backend=None, **kwargs):
     """Start torch.distributed from the environment if it is not running,
     and return the TorusGrid of this rank. backend: "nccl" when CUDA is
@@ -106,20 +120,10 @@ def init_from_env(backend=None, **kwargs):
                                 **kwargs)
     world, me = dist.get_world_size(), dist.get_rank()
     (rows, cols), coords, source = _places(world)
-    row_group = col_group = None
-    # Every rank creates every group, in the same order (new_group's rule).
-    for r in range(rows):
-        ranks = sorted((q for q in range(world) if coords[q][0] == r),
-                       key=lambda q: coords[q][1])
-        g = dist.new_group(ranks)
-        if r == coords[me][0]:
-            row_group, row_ranks = g, ranks
-    for c in range(cols):
-        ranks = sorted((q for q in range(world) if coords[q][1] == c),
-                       key=lambda q: coords[q][0])
-        g = dist.new_group(ranks)
-        if c == coords[me][1]:
-            col_group, col_ranks = g, ranks
+    # Every rank creates every group, rows then columns, in the same order
+    # (new_group's rule).
+    row_group, row_ranks = _lines(world, me, coords, rows, 0)
+    col_group, col_ranks = _lines(world, me, coords, cols, 1)
     return TorusGrid(rows, cols, coords[me][0], coords[me][1], row_ranks,
                      col_ranks, row_group, col_group, source)
 
