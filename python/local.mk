@@ -1,5 +1,6 @@
 # python/local.mk: the Python package `torus` (pure Python over
-# libtorusdata, data/local.mk) and its tests. `pip install ./python`
+# libtorusdata, data/local.mk, and libtoruscomm, trainer/comm/local.mk) and
+# its tests. `pip install ./python`
 # installs it; the Debian package python3-torus ships it.
 # Included from the top Makefile.am; paths are relative to the top.
 
@@ -10,7 +11,7 @@ EXTRA_DIST += $(PY_PACKAGE_FILES) examples/pytorch/train_imagenet.py \
 	debian/python3-torus.install
 dist_doc_DATA += docs/pytorch.md
 
-# Run with Debian's python3 and torch over the build tree's libtorusdata
+# Run with Debian's python3 and torch over the build tree's libraries
 # (tests/integration/py_lib.sh); they SKIP without torch.
 # py_hook.sh and py_train.sh start the local Slurm cluster (4 ranks on 2
 # nodes); py_train.sh trains 2 epochs of Fashion-MNIST twice (35-55 s of

@@ -13,8 +13,8 @@ Modules:
                        (torchvision names), and the PyTorch modules of the
                        models torus builds; behind tools/torus-torch.
 
-The C library is found through $TORUS_LIBDIR, then the usual install
-folders (see torus._lib).
+The C libraries (libtorusdata, libtoruscomm) are found through
+$TORUS_LIBDIR, then the usual install folders (see torus._lib).
 """
 
 __version__ = "0.1.0"

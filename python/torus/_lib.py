@@ -1,11 +1,16 @@
-"""ctypes binding of libtorusdata (data/api/tdata_api.h), the versioned C
-API of torus's input pipeline. Nothing here reimplements the pipeline: the
-structs mirror the C header field for field, and every call goes to C.
+"""ctypes bindings of torus's two shared libraries:
+    libtorusdata (data/api/tdata_api.h), the versioned C API of the input
+        pipeline (torus.data);
+    libtoruscomm (trainer/comm/api/tcomm_api.h), the wire kernels of the
+        collectives: fp32 to and from fp16/bf16 and the fused decode-and-add
+        (torus.distributed's hooks, on CPU tensors).
+Nothing here reimplements the C code: the structs mirror the C header field
+for field, and every call goes to C.
 
-The library is searched, first match wins, in
-    $TORUS_LIBDIR (a folder, or the library file itself),
+Each library is searched, first match wins, in
+    $TORUS_LIBDIR: folders (or a library file itself), separated by ':';
     the torus folder under the usual library folders
-    (/usr/lib/<multiarch>/torus, /usr/local/lib/torus, ...).
+        (/usr/lib/<multiarch>/torus, /usr/local/lib/torus, ...).
 """
 
 import ctypes
@@ -14,6 +19,8 @@ import sysconfig
 
 SONAME = "libtorusdata.so.1"
 API_VERSION = 1
+COMM_SONAME = "libtoruscomm.so.1"
+COMM_API_VERSION = 1
 
 
 class TorusDataError(RuntimeError):
@@ -80,15 +87,41 @@ class Batch(ctypes.Structure):
     ]
 
 
-def _candidates():
+def _candidates(soname):
     env = os.environ.get("TORUS_LIBDIR")
     if env:
-        yield env if env.endswith(".so") or ".so." in env else os.path.join(env, SONAME)
+        stem = soname.split(".so")[0]
+        for entry in env.split(":"):
+            if not entry:
+                continue
+            if os.path.basename(entry).startswith(stem + ".so"):
+                yield entry
+            elif not (entry.endswith(".so") or ".so." in entry):
+                yield os.path.join(entry, soname)
         return
     multiarch = sysconfig.get_config_var("MULTIARCH") or ""
     for base in ("/usr/lib/" + multiarch, "/usr/local/lib/" + multiarch,
                  "/usr/local/lib", "/usr/lib64", "/usr/lib"):
-        yield os.path.join(base, "torus", SONAME)
+        yield os.path.join(base, "torus", soname)
+
+
+def _load(soname, declare, version_fn, need):
+    """The first of _candidates(soname) that exists, declared and its API
+    version checked; ImportError naming every path tried."""
+    tried = []
+    for path in _candidates(soname):
+        tried.append(path)
+        if os.path.exists(path):
+            handle = ctypes.CDLL(path)
+            declare(handle)
+            got = getattr(handle, version_fn)()
+            if got < need:
+                raise ImportError(f"{path}: {soname.split('.so')[0]} API "
+                                  f"version {got}, this package needs {need}")
+            return handle
+    raise ImportError(f"{soname.split('.so')[0]} not found (tried " +
+                      ", ".join(tried) + "); install torus or set "
+                      "TORUS_LIBDIR to the folder holding " + soname)
 
 
 def _declare(lib):
@@ -114,29 +147,39 @@ def _declare(lib):
         f.restype, f.argtypes = res, args
 
 
+def _declare_comm(lib):
+    vp, n = ctypes.c_void_p, ctypes.c_size_t
+    sig = {
+        "tcomm_api_version": (ctypes.c_uint, []),
+        "tcomm_api_isa": (ctypes.c_char_p, []),
+        "tcomm_api_encode": (ctypes.c_int, [ctypes.c_int, vp, vp, n]),
+        "tcomm_api_decode": (ctypes.c_int, [ctypes.c_int, vp, vp, n]),
+        "tcomm_api_decode_add": (ctypes.c_int, [ctypes.c_int, vp, vp, n]),
+    }
+    for name, (res, args) in sig.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+
+
 _LIB = None
+_COMM = None
 
 
 def lib():
     """The loaded libtorusdata (loaded once), its API version checked."""
     global _LIB
-    if _LIB is not None:
-        return _LIB
-    tried = []
-    for path in _candidates():
-        tried.append(path)
-        if os.path.exists(path):
-            handle = ctypes.CDLL(path)
-            _declare(handle)
-            got = handle.tdata_api_version()
-            if got < API_VERSION:
-                raise ImportError(f"{path}: libtorusdata API version {got}, "
-                                  f"this package needs {API_VERSION}")
-            _LIB = handle
-            return _LIB
-    raise ImportError("libtorusdata not found (tried " + ", ".join(tried) +
-                      "); install torus or set TORUS_LIBDIR to the folder "
-                      "holding " + SONAME)
+    if _LIB is None:
+        _LIB = _load(SONAME, _declare, "tdata_api_version", API_VERSION)
+    return _LIB
+
+
+def comm():
+    """The loaded libtoruscomm (loaded once), its API version checked."""
+    global _COMM
+    if _COMM is None:
+        _COMM = _load(COMM_SONAME, _declare_comm, "tcomm_api_version",
+                      COMM_API_VERSION)
+    return _COMM
 
 
 def check(rc):

@@ -18,15 +18,21 @@ reduce-scatter in the row (a ring of C-1 steps), all-reduce of this rank's
 slice in its column, all-gather in the row. With wire="fp16" (the default)
 the bucket is divided by the world size first and sent as fp16, as
 torus-train does; received slices are added in fp32. wire="fp32" sends
-fp32. hierarchical_hook reduces each row to its column-0 rank, all-reduces
+fp32. Both work in place on the bucket. On CPU tensors the casts to and
+from fp16 and the adds are libtoruscomm's kernels, those of torus-train's
+collectives (ctypes; the GIL is released while they run). hierarchical_hook reduces each row to its column-0 rank, all-reduces
 among those over column 0, and broadcasts back along the row.
 Both run over gloo (CPU tensors) and NCCL (CUDA tensors). A hook call
-hands its bucket to one communication thread per process and returns a
-future at once, so a bucket's collectives overlap the rest of the backward
-pass, as DDP's own all-reduce does; the thread runs the buckets in the
+hands its bucket to a communication thread and returns a future at once,
+so a bucket's collectives overlap the rest of the backward pass, as DDP's
+own all-reduce does. There are `lanes` threads (init_from_env, default 2),
+each with its own row and column groups: bucket i goes to lane
+i % lanes, so two buckets are in flight at once (one's column all-reduce
+beside the next one's row ring), and each lane runs its buckets in the
 order DDP hands them over, which is the same on every rank.
 """
 
+import copy
 import os
 import socket
 import threading
@@ -35,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 import torch.distributed as dist
 
-from . import env
+from . import _lib, env
 
 __all__ = ["TorusGrid", "TorusHookState", "init_from_env",
            "torus_allreduce_hook", "hierarchical_hook", "allreduce_2d"]
@@ -46,13 +52,22 @@ class TorusGrid:
     row_ranks / col_ranks: the global ranks of its row (ordered by column)
     and of its column (ordered by row)."""
 
-    def __init__(self, rows, cols, row, col, row_ranks, col_ranks, row_group,
-                 col_group, source):
+    def __init__(self, rows, cols, row, col, row_ranks, col_ranks, lanes,
+                 source):
         self.rows, self.cols, self.row, self.col = rows, cols, row, col
         self.row_ranks, self.col_ranks = row_ranks, col_ranks
-        self.row_group, self.col_group = row_group, col_group
+        # lanes: one (row group, column group) pair per communication
+        # thread of the hooks; the first is the grid's own.
+        self.lanes = lanes
+        self.row_group, self.col_group = lanes[0]
         self.source = source  # "TORUS_*" or "hosts"
         self.world_size = rows * cols
+
+    def lane(self, i):
+        """This grid with lane I's groups (the hooks' thread I uses them)."""
+        g = copy.copy(self)
+        g.row_group, g.col_group = self.lanes[i]
+        return g
 
     def __repr__(self):
         return (f"TorusGrid({self.rows}x{self.cols}, row {self.row}, "
@@ -103,10 +118,14 @@ def _lines(world, me, coords, count, axis):
     return mine
 
 
-def init_from_env(backend=None, **kwargs):
+def init_from_env(backend=None, lanes=2, **kwargs):
     """Start torch.distributed from the environment if it is not running,
     and return the TorusGrid of this rank. backend: "nccl" when CUDA is
-    available, else "gloo". kwargs go to init_process_group."""
+    available, else "gloo". lanes: how many buckets the hooks reduce at
+    once, each on its own thread over its own row and column groups.
+    kwargs go to init_process_group."""
+    if not isinstance(lanes, int) or lanes < 1:
+        raise ValueError(f"lanes={lanes!r}: a whole number >= 1")
     if not dist.is_initialized():
         if backend is None:
             backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -120,12 +139,15 @@ def init_from_env(backend=None, **kwargs):
                                 **kwargs)
     world, me = dist.get_world_size(), dist.get_rank()
     (rows, cols), coords, source = _places(world)
-    # Every rank creates every group, rows then columns, in the same order
-    # (new_group's rule).
-    row_group, row_ranks = _lines(world, me, coords, rows, 0)
-    col_group, col_ranks = _lines(world, me, coords, cols, 1)
+    # Every rank creates every group, lane by lane, rows then columns, in
+    # the same order (new_group's rule).
+    pairs = []
+    for _ in range(lanes):
+        row_group, row_ranks = _lines(world, me, coords, rows, 0)
+        col_group, col_ranks = _lines(world, me, coords, cols, 1)
+        pairs.append((row_group, col_group))
     return TorusGrid(rows, cols, coords[me][0], coords[me][1], row_ranks,
-                     col_ranks, row_group, col_group, source)
+                     col_ranks, pairs, source)
 
 
 class TorusHookState:
@@ -141,58 +163,101 @@ def _state(state):
     return state if isinstance(state, TorusHookState) else TorusHookState(state)
 
 
-def _ring_reduce_scatter(chunks, ranks, me, group):
-    """Ring reduce-scatter of CHUNKS (one per member, on the wire's dtype)
-    over RANKS (ring order); returns the fully summed chunk of member ME,
-    in fp32. Adds happen in fp32; each hop sends the partial sum."""
+_WIRES = {"fp32": (0, torch.float32), "fp16": (1, torch.float16)}
+
+
+def _encode(code, src, dst):
+    """dst = src on the wire (dst: the wire's dtype, as long as src). CPU
+    tensors go through libtoruscomm's kernels (torus-train's, several times
+    faster than torch's fp16 casts, and the GIL is released meanwhile);
+    device tensors through torch."""
+    if src.is_cuda or code == 0:
+        dst.copy_(src)
+    else:
+        _lib.comm().tcomm_api_encode(code, src.data_ptr(), dst.data_ptr(),
+                                     src.numel())
+
+
+def _decode(code, src, dst, add=False):
+    """dst = src (or dst += src when ADD) widened to fp32."""
+    if src.is_cuda:
+        dst.add_(src) if add else dst.copy_(src)
+        return
+    f = (_lib.comm().tcomm_api_decode_add if add
+         else _lib.comm().tcomm_api_decode)
+    f(code, src.data_ptr(), dst.data_ptr(), dst.numel())
+
+
+def _chunks(flat, parts):
+    """FLAT split into PARTS contiguous views, the first n % PARTS one value
+    longer (no padding copy; every view is non-empty when n >= PARTS)."""
+    q, r = divmod(flat.numel(), parts)
+    return list(flat.split([q + 1] * r + [q] * (parts - r)))
+
+
+def _ring_reduce_scatter(acc, ranks, me, group, code, dtype):
+    """Ring reduce-scatter over RANKS (ring order) of ACC, one fp32 view per
+    member, summed in place: afterwards acc[me] holds the sum over the ring.
+    Each hop sends its partial sum on the wire and adds what it receives in
+    fp32. A chunk this rank sends is never written again, so the fp32 wire
+    sends the view itself."""
     n = len(ranks)
     nxt, prv = ranks[(me + 1) % n], ranks[(me - 1) % n]
-    acc = [c.float() for c in chunks]
-    buf = torch.empty_like(chunks[0])
+    big = acc[0].numel()
+    out = torch.empty(big, dtype=dtype, device=acc[0].device)
+    buf = torch.empty(big, dtype=dtype, device=acc[0].device)
     for s in range(n - 1):
-        send = (me - s - 1) % n
-        recv = (me - s - 2) % n
-        out = acc[send].to(chunks[0].dtype)
-        reqs = [dist.isend(out, nxt, group=group),
-                dist.irecv(buf, prv, group=group)]
+        send, recv = acc[(me - s - 1) % n], acc[(me - s - 2) % n]
+        o = send if code == 0 else out[:send.numel()]
+        _encode(code, send, o)
+        b = buf[:recv.numel()]
+        reqs = [dist.isend(o, nxt, group=group),
+                dist.irecv(b, prv, group=group)]
         for q in reqs:
             q.wait()
-        acc[recv] += buf.float()
-    return acc[me]
+        _decode(code, b, recv, add=True)
 
 
 def allreduce_2d(flat, grid, wire="fp16"):
-    """The average of FLAT (a 1-D fp32 tensor) over all ranks, by the 2D
-    torus; returns a new fp32 tensor."""
-    dtype = torch.float16 if wire == "fp16" else torch.float32
+    """Average FLAT (a contiguous 1-D fp32 tensor) over all ranks by the 2D
+    torus, in place; returns FLAT. The division by the world size comes
+    first, in fp32, as in torus-train."""
+    code, dtype = _WIRES[wire]
     C = grid.cols
-    n = flat.numel()
-    per = -(-n // C)
-    x = torch.zeros(per * C, dtype=dtype, device=flat.device)
-    x[:n] = flat / grid.world_size
-    chunks = list(x.view(C, per).unbind(0))
+    if flat.numel() < C:  # a view per member needs one value each
+        padded = torch.zeros(C, dtype=flat.dtype, device=flat.device)
+        padded[:flat.numel()] = flat
+        return flat.copy_(allreduce_2d(padded, grid, wire)[:flat.numel()])
+    flat.div_(grid.world_size)
+    acc = _chunks(flat, C)
     if C > 1:
-        mine = _ring_reduce_scatter(chunks, grid.row_ranks, grid.col,
-                                    grid.row_group)
-    else:
-        mine = chunks[0].float()
-    wire_mine = mine.to(dtype)
+        _ring_reduce_scatter(acc, grid.row_ranks, grid.col, grid.row_group,
+                             code, dtype)
+    mine = acc[grid.col]
+    # Every rank's piece has the longest piece's room, as all_gather wants
+    # equal tensors; a column's ranks hold the same piece, so its
+    # all-reduce covers only the piece's own values.
+    parts = [torch.empty(acc[0].numel(), dtype=dtype, device=flat.device)
+             for _ in range(C)]
+    wire_mine = parts[grid.col][:mine.numel()]
+    _encode(code, mine, wire_mine)
     if grid.rows > 1:
         dist.all_reduce(wire_mine, group=grid.col_group)
     if C > 1:
-        parts = [torch.empty_like(wire_mine) for _ in range(C)]
-        dist.all_gather(parts, wire_mine, group=grid.row_group)
-        out = torch.cat(parts)
-    else:
-        out = wire_mine
-    return out[:n].float()
+        dist.all_gather(parts, parts[grid.col], group=grid.row_group)
+    for part, view in zip(parts, acc):
+        _decode(code, part[:view.numel()], view)
+    return flat
 
 
 def hierarchical_2d(flat, grid, wire="fp16"):
-    """The average of FLAT over all ranks: reduce along the row to its
-    column-0 rank, all-reduce over column 0, broadcast along the row."""
-    dtype = torch.float16 if wire == "fp16" else torch.float32
-    x = (flat / grid.world_size).to(dtype)
+    """Average FLAT (a contiguous 1-D fp32 tensor) over all ranks, in
+    place: reduce along the row to its column-0 rank, all-reduce over
+    column 0, broadcast along the row; returns FLAT."""
+    code, dtype = _WIRES[wire]
+    flat.div_(grid.world_size)
+    x = flat if code == 0 else torch.empty_like(flat, dtype=dtype)
+    _encode(code, flat, x)
     leader = grid.row_ranks[0]
     if grid.cols > 1:
         dist.reduce(x, leader, group=grid.row_group)
@@ -200,42 +265,49 @@ def hierarchical_2d(flat, grid, wire="fp16"):
         dist.all_reduce(x, group=grid.col_group)
     if grid.cols > 1:
         dist.broadcast(x, leader, group=grid.row_group)
-    return x.float()
+    _decode(code, x, flat)
+    return flat
 
 
-_worker = None
-_worker_lock = threading.Lock()
+_workers = {}
+_workers_lock = threading.Lock()
 
 
-def _comm_thread():
-    """The process's one communication thread. One, not a pool: every rank
-    must issue its buckets' collectives in the same order on the same
-    groups, and a single FIFO thread keeps DDP's bucket order."""
-    global _worker
-    with _worker_lock:
-        if _worker is None:
-            _worker = ThreadPoolExecutor(max_workers=1,
-                                         thread_name_prefix="torus-hook")
-        return _worker
+def _comm_thread(lane):
+    """The process's communication thread of LANE. One per lane, not a
+    pool: every rank must issue a group's collectives in the same order,
+    and bucket i goes to lane i % lanes on every rank, whose one FIFO
+    thread keeps DDP's bucket order on that lane's own groups."""
+    with _workers_lock:
+        if lane not in _workers:
+            _workers[lane] = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"torus-hook{lane}")
+        return _workers[lane]
 
 
 def _hook(algo, state, bucket):
     st = _state(state)
     buf = bucket.buffer()
+    lane = bucket.index() % len(st.grid.lanes)
+    grid = st.grid.lane(lane)
     fut = torch.futures.Future()
 
     def run():
         # DDP leaves the bucket alone until the future is done; the
-        # collectives release the GIL, so backward goes on meanwhile.
+        # collectives and C kernels release the GIL, so backward (and the
+        # other lane) goes on meanwhile.
         try:
-            avg = algo(buf.float().reshape(-1), st.grid, st.wire)
-            buf.copy_(avg.view_as(buf))
+            if buf.dtype == torch.float32 and buf.is_contiguous():
+                algo(buf.view(-1), grid, st.wire)  # in place
+            else:
+                flat = buf.float().reshape(-1)
+                buf.copy_(algo(flat, grid, st.wire).view_as(buf))
         except BaseException as e:  # the step raises it, not this thread
             fut.set_exception(e)
             return
         fut.set_result(buf)
 
-    _comm_thread().submit(run)
+    _comm_thread(lane).submit(run)
     return fut
 
 

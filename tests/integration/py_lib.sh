@@ -1,7 +1,8 @@
 # py_lib.sh: what the Python package's tests share (sourced by py_*.sh):
 # $PY, Debian's python3 (a python3 on PATH may be a pyenv shim without
 # Debian's torch), with torch checked; the package from the source tree
-# (PYTHONPATH) over the build tree's libtorusdata (TORUS_LIBDIR); $tmp,
+# (PYTHONPATH) over the build tree's libtorusdata and libtoruscomm
+# (TORUS_LIBDIR, a ':' list); $tmp,
 # removed at exit; py_idx_dataset OUT N SHARDS [SPLIT] (split SPLIT,
 # default train, of N random 28x28 images, IDX as Fashion-MNIST ships
 # them, packed into OUT).
@@ -10,9 +11,10 @@ PY=${TORUS_PYTHON:-/usr/bin/python3}
 "$PY" -c 'import torch' 2>/dev/null ||
     { echo "SKIP: $PY has no torch (install python3-torch: tools/install-deps)"; exit 77; }
 export PYTHONPATH="${top_srcdir:?run through make check}/python${PYTHONPATH:+:$PYTHONPATH}"
-export TORUS_LIBDIR="${top_builddir:?}/data/.libs"
-[ -e "$TORUS_LIBDIR/libtorusdata.so.1" ] ||
-    { echo "FAIL: $TORUS_LIBDIR/libtorusdata.so.1 is not built"; exit 1; }
+export TORUS_LIBDIR="${top_builddir:?}/data/.libs:$top_builddir/trainer/comm/.libs"
+for lib in data/.libs/libtorusdata.so.1 trainer/comm/.libs/libtoruscomm.so.1; do
+    [ -e "$top_builddir/$lib" ] || { echo "FAIL: $top_builddir/$lib is not built"; exit 1; }
+done
 export OMP_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/torus-py.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

@@ -33,6 +33,7 @@ trainer/comm/transport/ trainer/comm/transport/nccl
 trainer/comm/algo/ trainer/comm/algo/nccl_
 trainer/comm/fusion/
 trainer/comm/bootstrap/
+trainer/comm/api/
 trainer/engine/
 trainer/backends/dnnl/ trainer/backends/cuda/
 trainer/backends/

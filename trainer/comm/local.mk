@@ -5,9 +5,32 @@
 # transport/ (MPI, node shared memory, PMIx exchange, NCCL); algo/ (ring,
 # hier, torus2d, pipeline, in-place sums over MPI and shared memory, and
 # nccl_*: the same algorithms as NCCL collectives); fusion/ (buckets, comm
-# thread);
-# bootstrap/ (tcomm_init, start-up watchdog, link probe). The torus-bench
+# thread); bootstrap/ (tcomm_init, start-up watchdog, link probe); api/
+# (libtoruscomm, the wire kernels for the Python hooks). The torus-bench
 # tool is trainer/bench/.
+
+# The wire kernels and the names of the public API: the part of libtcomm
+# that needs neither MPI nor PMIx, apart so that libtoruscomm below can
+# carry it alone (a convenience library goes whole into a shared one).
+noinst_LTLIBRARIES += trainer/comm/libtcomm_wire.la
+trainer_comm_libtcomm_wire_la_SOURCES = \
+	trainer/comm/core/names.c \
+	trainer/comm/core/wire.h \
+	trainer/comm/core/wire_math.h \
+	trainer/comm/core/wire_isa.h \
+	trainer/comm/core/wire.c
+trainer_comm_libtcomm_wire_la_CFLAGS = $(AM_CFLAGS) -O2 $(VECTORIZE_CFLAGS)
+
+# libtoruscomm: the wire kernels behind a narrow, versioned C API (api/,
+# libtcomm's top layer), installed as a shared library in $(pkglibdir) for
+# the Python package's DDP hooks (python/torus/_lib.py loads it with
+# ctypes). Only the tcomm_api_* symbols are exported.
+pkglib_LTLIBRARIES += trainer/comm/libtoruscomm.la
+trainer_comm_libtoruscomm_la_SOURCES = trainer/comm/api/tcomm_api.h \
+	trainer/comm/api/tcomm_api.c
+trainer_comm_libtoruscomm_la_LIBADD = trainer/comm/libtcomm_wire.la
+trainer_comm_libtoruscomm_la_LDFLAGS = -version-info 1:0:0 \
+	-export-symbols-regex '^tcomm_api_'
 
 noinst_LTLIBRARIES += trainer/comm/libtcomm.la
 trainer_comm_libtcomm_la_SOURCES = \
@@ -20,12 +43,7 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/core/error.h \
 	trainer/comm/core/comm.h \
 	trainer/comm/core/buffer.c \
-	trainer/comm/core/names.c \
 	trainer/comm/core/pick.c \
-	trainer/comm/core/wire.h \
-	trainer/comm/core/wire_math.h \
-	trainer/comm/core/wire_isa.h \
-	trainer/comm/core/wire.c \
 	trainer/comm/transport/transport.h \
 	trainer/comm/transport/mpi.c \
 	trainer/comm/transport/shm.c \
@@ -58,7 +76,8 @@ trainer_comm_libtcomm_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS)
 # against 36 ms vectorised).
 trainer_comm_libtcomm_la_CFLAGS = $(AM_CFLAGS) -O2 $(VECTORIZE_CFLAGS)
 # The one cost model (hybrid, torus-bench --model) is topology/'s, without Slurm.
-trainer_comm_libtcomm_la_LIBADD = topology/libtoruscost.la common/libtoruscommon.la \
+trainer_comm_libtcomm_la_LIBADD = trainer/comm/libtcomm_wire.la \
+	topology/libtoruscost.la common/libtoruscommon.la \
 	$(MPI_LIBS) $(PMIX_LIBS) -lpthread -lm
 noinst_HEADERS += trainer/comm/transport/nccl_kernels.h
 EXTRA_DIST += trainer/comm/transport/nccl_kernels.cu
@@ -108,7 +127,7 @@ TCOMM_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) $(PMIX_CFLAGS) $(CUDA_CFLAGS)
 # ------------------------------------------------------------------ tests
 COMM_UNIT_TESTS = tests/unit/test_comm_layout tests/unit/test_comm_wire \
 	tests/unit/test_comm_fusion tests/unit/test_comm_model \
-	tests/unit/test_comm_plan
+	tests/unit/test_comm_plan tests/unit/test_comm_api
 check_PROGRAMS += $(COMM_UNIT_TESTS)
 TESTS += $(COMM_UNIT_TESTS)
 tests_unit_test_comm_layout_SOURCES = tests/unit/test_comm_layout.c
@@ -117,6 +136,10 @@ tests_unit_test_comm_layout_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
 tests_unit_test_comm_wire_SOURCES = tests/unit/test_comm_wire.c
 tests_unit_test_comm_wire_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_comm_wire_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)
+# Linked to the shared library itself, as the Python hooks load it.
+tests_unit_test_comm_api_SOURCES = tests/unit/test_comm_api.c
+tests_unit_test_comm_api_CPPFLAGS = $(AM_CPPFLAGS) $(CHECK_CFLAGS)
+tests_unit_test_comm_api_LDADD = trainer/comm/libtoruscomm.la $(CHECK_LIBS) -ldl
 tests_unit_test_comm_fusion_SOURCES = tests/unit/test_comm_fusion.c
 tests_unit_test_comm_fusion_CPPFLAGS = $(TCOMM_CPPFLAGS) $(CHECK_CFLAGS)
 tests_unit_test_comm_fusion_LDADD = $(TCOMM_LIBS) $(CHECK_LIBS)

@@ -34,7 +34,7 @@ build=$(cd "$1" && pwd) || exit 2
 rate=${2:-1gbit}
 PY=/usr/bin/python3
 plugin=$build/plugins/.libs/spank_torus.so
-[ -f "$plugin" ] && [ -e "$build/data/.libs/libtorusdata.so.1" ] ||
+[ -f "$plugin" ] && [ -e "$build/data/.libs/libtorusdata.so.1" ] && [ -e "$build/trainer/comm/.libs/libtoruscomm.so.1" ] ||
     { echo "hook_netns.sh: no spank_torus.so / libtorusdata under $build (build first)" >&2; exit 2; }
 "$PY" -c 'import torch, torchvision' 2>/dev/null ||
     { echo "hook_netns.sh: $PY has no torch/torchvision (python3-torch python3-torchvision)" >&2; exit 2; }
@@ -46,7 +46,7 @@ trap '"$top/tests/cluster/down" --base "$base" --quiet' EXIT
 . "$base/env"
 master=$(srun -N1 -n1 -w n1 ip -o -4 addr show scope global | awk '{ sub("/.*", "", $4); print $4 }' | head -1)
 [ -n "$master" ] || { echo "hook_netns.sh: no address on n1" >&2; exit 1; }
-export PYTHONPATH=$top/python TORUS_LIBDIR=$build/data/.libs OMP_NUM_THREADS=1 MASTER_ADDR=$master
+export PYTHONPATH=$top/python TORUS_LIBDIR=$build/data/.libs:$build/trainer/comm/.libs OMP_NUM_THREADS=1 MASTER_ADDR=$master
 echo "== $(date -u +%FT%TZ) 4 nodes x 2 ranks, netns, tbf $rate per node link, $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# torch $("$PY" -c 'import torch; print(torch.__version__)'), $model, $runs runs x $steps steps"
 # Each rank sends gloo over its node's link: the interface holding its

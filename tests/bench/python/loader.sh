@@ -40,7 +40,7 @@ mkdir -p "$W"
 PY=/usr/bin/python3
 [ -e "$B/data/.libs/libtorusdata.so.1" ] && [ -x "$B/data/torus-pack" ] ||
     { echo "loader.sh: no libtorusdata/torus-pack under $B/data (build first)" >&2; exit 2; }
-export PYTHONPATH=$top/python TORUS_LIBDIR=$B/data/.libs OMP_NUM_THREADS=1
+export PYTHONPATH=$top/python TORUS_LIBDIR=$B/data/.libs:$B/trainer/comm/.libs OMP_NUM_THREADS=1
 echo "# $(date -u +%FT%TZ) $(nproc) cores available (of $(getconf _NPROCESSORS_ONLN)):$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# torch $($PY -c 'import torch, torchvision; print(torch.__version__, "torchvision", torchvision.__version__)')"
 bash "$top/tests/bench/data/photos.sh" "$W"

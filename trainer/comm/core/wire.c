@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/comm/core/comm.h"
 #include "trainer/comm/core/wire.h"
 #include "trainer/comm/core/wire_isa.h"
 #include "trainer/comm/core/wire_math.h"
