@@ -15,7 +15,8 @@ TORUS_COORD). Without the plugin's variables the grid is one row per node
 
 torus_allreduce_hook averages each DDP bucket over the 2D torus:
 reduce-scatter in the row (a ring of C-1 steps), all-reduce of this rank's
-slice in its column, all-gather in the row. With wire="fp16" (the default)
+slice in its column (a ring reduce-scatter and an all-gather), all-gather
+in the row. With wire="fp16" (the default)
 the bucket is divided by the world size first and sent as fp16, as
 torus-train does; received slices are added in fp32. wire="fp32" sends
 fp32. Both work in place on the bucket. On CPU tensors the casts to and
@@ -25,11 +26,11 @@ among those over column 0, and broadcasts back along the row.
 Both run over gloo (CPU tensors) and NCCL (CUDA tensors). A hook call
 hands its bucket to a communication thread and returns a future at once,
 so a bucket's collectives overlap the rest of the backward pass, as DDP's
-own all-reduce does. There are `lanes` threads (init_from_env, default 2),
+own all-reduce does. There are `lanes` threads (init_from_env, default 1),
 each with its own row and column groups: bucket i goes to lane
-i % lanes, so two buckets are in flight at once (one's column all-reduce
-beside the next one's row ring), and each lane runs its buckets in the
-order DDP hands them over, which is the same on every rank.
+i % lanes, so with lanes=2 two buckets are in flight at once, and each
+lane runs its buckets in the order DDP hands them over, which is the same
+on every rank.
 """
 
 import copy
@@ -118,7 +119,7 @@ def _lines(world, me, coords, count, axis):
     return mine
 
 
-def init_from_env(backend=None, lanes=2, **kwargs):
+def init_from_env(backend=None, lanes=1, **kwargs):
     """Start torch.distributed from the environment if it is not running,
     and return the TorusGrid of this rank. backend: "nccl" when CUDA is
     available, else "gloo". lanes: how many buckets the hooks reduce at
@@ -218,35 +219,66 @@ def _ring_reduce_scatter(acc, ranks, me, group, code, dtype):
         _decode(code, b, recv, add=True)
 
 
+def _padded(flat, parts, fn):
+    """Run FN on FLAT padded with zeros to PARTS values (a view per member
+    needs one value each), and copy the result back; for tiny buckets."""
+    padded = torch.zeros(parts, dtype=flat.dtype, device=flat.device)
+    padded[:flat.numel()] = flat
+    fn(padded)
+    return flat.copy_(padded[:flat.numel()])
+
+
+def _all_gather(acc, me, group, code, dtype):
+    """All-gather along GROUP of acc[me] on the wire, into every view of ACC
+    (fp32). Every piece has the longest one's room, as all_gather wants
+    equal tensors. This rank's own piece goes through the wire as well, so
+    that every rank ends with the same values."""
+    parts = [torch.empty(acc[0].numel(), dtype=dtype, device=acc[0].device)
+             for _ in acc]
+    wire_mine = parts[me][:acc[me].numel()]
+    _encode(code, acc[me], wire_mine)
+    dist.all_gather(parts, parts[me], group=group)
+    for part, view in zip(parts, acc):
+        _decode(code, part[:view.numel()], view)
+
+
+def _ring_allreduce(flat, ranks, me, group, code, dtype):
+    """Sum FLAT (a contiguous fp32 tensor) over RANKS in place: the ring
+    reduce-scatter, then the all-gather, both on the wire with fp32 adds
+    (gloo's own fp16 all-reduce sums in fp16, and slowly)."""
+    n = len(ranks)
+    if n == 1:
+        return flat
+    if flat.numel() < n:
+        return _padded(flat, n, lambda p: _ring_allreduce(p, ranks, me, group,
+                                                          code, dtype))
+    acc = _chunks(flat, n)
+    _ring_reduce_scatter(acc, ranks, me, group, code, dtype)
+    _all_gather(acc, me, group, code, dtype)
+    return flat
+
+
 def allreduce_2d(flat, grid, wire="fp16"):
     """Average FLAT (a contiguous 1-D fp32 tensor) over all ranks by the 2D
     torus, in place; returns FLAT. The division by the world size comes
-    first, in fp32, as in torus-train."""
+    first, in fp32, as in torus-train. Reduce-scatter along the row, the
+    all-reduce of this rank's piece along its column, all-gather along the
+    row; every hop on the wire, every add in fp32."""
     code, dtype = _WIRES[wire]
     C = grid.cols
-    if flat.numel() < C:  # a view per member needs one value each
-        padded = torch.zeros(C, dtype=flat.dtype, device=flat.device)
-        padded[:flat.numel()] = flat
-        return flat.copy_(allreduce_2d(padded, grid, wire)[:flat.numel()])
+    if flat.numel() < C:
+        return _padded(flat, C, lambda p: allreduce_2d(p, grid, wire))
     flat.div_(grid.world_size)
+    if C == 1:
+        return _ring_allreduce(flat, grid.col_ranks, grid.row, grid.col_group,
+                               code, dtype)
     acc = _chunks(flat, C)
-    if C > 1:
-        _ring_reduce_scatter(acc, grid.row_ranks, grid.col, grid.row_group,
-                             code, dtype)
-    mine = acc[grid.col]
-    # Every rank's piece has the longest piece's room, as all_gather wants
-    # equal tensors; a column's ranks hold the same piece, so its
-    # all-reduce covers only the piece's own values.
-    parts = [torch.empty(acc[0].numel(), dtype=dtype, device=flat.device)
-             for _ in range(C)]
-    wire_mine = parts[grid.col][:mine.numel()]
-    _encode(code, mine, wire_mine)
-    if grid.rows > 1:
-        dist.all_reduce(wire_mine, group=grid.col_group)
-    if C > 1:
-        dist.all_gather(parts, parts[grid.col], group=grid.row_group)
-    for part, view in zip(parts, acc):
-        _decode(code, part[:view.numel()], view)
+    _ring_reduce_scatter(acc, grid.row_ranks, grid.col, grid.row_group,
+                         code, dtype)
+    # A column's ranks hold the same piece of their rows' sums.
+    _ring_allreduce(acc[grid.col], grid.col_ranks, grid.row, grid.col_group,
+                    code, dtype)
+    _all_gather(acc, grid.col, grid.row_group, code, dtype)
     return flat
 
 

@@ -104,7 +104,7 @@ for page in spank_torus torus torus-train torus-layout; do
     [ ! -s "$work/man.err" ] || tl_fail "man $page warns: $(head -3 "$work/man.err")"
 done
 
-# 3b. python3-torus over the installed library (no build tree, no TORUS_LIBDIR).
+# 3b. python3-torus over the installed libraries (no build tree, no TORUS_LIBDIR).
 pydeb=$work/python3-torus_${version}_all.deb
 [ -f "$pydeb" ] || tl_fail "no $pydeb after the build"
 if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
@@ -119,12 +119,12 @@ PY
     /usr/bin/torus-pack --no-progress -o "$work/packed" -s train "$work/idx-images-idx3-ubyte.gz" >/dev/null ||
         tl_fail "installed torus-pack failed"
     out=$(cd "$work" && env -u TORUS_LIBDIR -u PYTHONPATH /usr/bin/python3 -c '
-import sys, torus.data as d
+import sys, torus.data as d, torus._lib as L
 ld = d.ShardLoader(sys.argv[1], 4, train=False, world_size=1, rank=0)
-print(sum(len(y) for _, y in ld), d.__file__)' "$work/packed/train-index.txt" 2>&1) ||
-        tl_fail "python3-torus over the installed library: $out"
-    [ "$out" = "12 /usr/lib/python3/dist-packages/torus/data.py" ] || tl_fail "python3-torus read: $out"
-    echo "python3-torus: the installed package reads a packed set through the installed libtorusdata"
+print(sum(len(y) for _, y in ld), d.__file__, L.comm().tcomm_api_version())' "$work/packed/train-index.txt" 2>&1) ||
+        tl_fail "python3-torus over the installed libraries: $out"
+    [ "$out" = "12 /usr/lib/python3/dist-packages/torus/data.py 1" ] || tl_fail "python3-torus read: $out"
+    echo "python3-torus: the installed package reads a packed set through the installed libtorusdata and loads libtoruscomm"
     dpkg --purge python3-torus >"$work/purge-py.log" 2>&1 || tl_fail "dpkg --purge python3-torus: $(cat "$work/purge-py.log")"
     [ ! -e /usr/lib/python3/dist-packages/torus ] || tl_fail "python3-torus left /usr/lib/python3/dist-packages/torus"
 else

@@ -21,7 +21,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import torus.distributed as td
 
 torch.set_num_threads(1)
-grid = td.init_from_env(backend="gloo")
+grid = td.init_from_env(backend="gloo", lanes=2)  # buckets on 2 lanes
 W, me = dist.get_world_size(), dist.get_rank()
 if me == 0:
     print(f"grid {grid}: rows {grid.rows} cols {grid.cols}", flush=True)

@@ -4,7 +4,8 @@
 default) under DDP, the gradient synchronisation time of:
   ddp           DDP's default all-reduce (gloo, fp32, asynchronous)
   fp16          DDP with torch's fp16_compress_hook (default_hooks)
-  torus2d       torus_allreduce_hook, fp16 wire
+  torus2d       torus_allreduce_hook, fp16 wire (one lane, the default)
+  torus2d2      the same on 2 lanes (two buckets in flight)
   hierarchical  hierarchical_hook, fp16 wire
 
 How the sync time is measured: each step runs forward + backward twice on
@@ -24,6 +25,7 @@ Rank 0 prints "row VARIANT STEP sync_ms synced_ms nosync_ms hook_ms" for
 every timed step, after --warmup untimed ones.
 """
 import argparse
+import copy
 import sys
 import time
 
@@ -35,7 +37,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import torus.distributed as td
 
-VARIANTS = ("ddp", "fp16", "torus2d", "hierarchical")
+VARIANTS = ("ddp", "fp16", "torus2d", "hierarchical", "torus2d2")
+DEFAULT = "ddp,fp16,torus2d,hierarchical"
 
 
 def slowest(t0):
@@ -50,7 +53,10 @@ def make(a, grid, variant, hook_ms):
     if variant == "fp16":
         m.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif variant != "ddp":
-        algo = td.torus_allreduce_hook if variant == "torus2d" else td.hierarchical_hook
+        algo = td.hierarchical_hook if variant == "hierarchical" else td.torus_allreduce_hook
+        if variant != "torus2d2":  # init_from_env's default: one lane
+            grid = copy.copy(grid)
+            grid.lanes = grid.lanes[:1]
 
         # hook_ms holds this step's first hook call and the last bucket's
         # end: the span of the communication thread's work.
@@ -87,7 +93,8 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--bucket-mb", type=float, default=25)
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=DEFAULT,
+                    help=f"of {','.join(VARIANTS)}")
     ap.add_argument("--first", type=int, default=0,
                     help="rotate the variants' order by this many")
     a = ap.parse_args()
@@ -97,7 +104,7 @@ def main():
             sys.exit(f"--variants: unknown '{v}' (of {','.join(VARIANTS)})")
     variants = variants[a.first % len(variants):] + variants[:a.first % len(variants)]
     torch.set_num_threads(1)
-    grid = td.init_from_env(backend="gloo")
+    grid = td.init_from_env(backend="gloo", lanes=2)
     me = dist.get_rank()
     g = torch.Generator().manual_seed(100 + me)
     x = torch.randn(a.batch, 3, a.image_size, a.image_size, generator=g)

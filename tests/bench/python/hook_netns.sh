@@ -1,7 +1,8 @@
 #!/bin/bash
 # tests/bench/python/hook_netns.sh: the DDP hooks' sync time per ResNet-50
 # step on the emulated cluster, by hand (root; not in make check):
-#   bash tests/bench/python/hook_netns.sh [--runs N] [--steps S] [--model M] BUILDDIR [RATE]
+#   bash tests/bench/python/hook_netns.sh [--runs N] [--steps S] [--model M]
+#        [--variants V,...] BUILDDIR [RATE]
 # 4 nodes x 2 ranks, every node in its own network namespace with its link
 # shaped by tbf to RATE (default 1gbit), the torus plugin giving the grid
 # (srun --mpi=pmix --torus=auto); gloo between the nodes' veth addresses.
@@ -14,16 +15,19 @@
 # loaded cores one step of the 4 variants took 64 s (a 1-step run), so the
 # default run should take about 15 minutes.
 # --model resnet18 --steps 2 --runs 1: a quick check that it runs.
+# --variants: a subset, e.g. ddp,torus2d,torus2d2 (torus2d2: the torus hook
+# on two lanes; hook_bench.py lists them).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-runs=3 steps=3 model=resnet50
+runs=3 steps=3 model=resnet50 variants=ddp,fp16,torus2d,hierarchical
 while [ $# -gt 0 ]; do
     case $1 in
     --runs) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage; runs=$2; shift 2 ;;
     --steps) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage; steps=$2; shift 2 ;;
     --model) [[ ${2:-} =~ ^[a-z0-9_]+$ ]] || usage; model=$2; shift 2 ;;
+    --variants) [[ ${2:-} =~ ^[a-z0-9]+(,[a-z0-9]+)*$ ]] || usage; variants=$2; shift 2 ;;
     -h | --help) usage ;;
     -*) echo "hook_netns.sh: unknown option '$1'" >&2; usage ;;
     *) break ;;
@@ -56,7 +60,7 @@ rank_cmd='export GLOO_SOCKET_IFNAME=$(ip -o -4 addr show scope global | awk "{ p
 for r in $(seq "$runs"); do
     out=$(MASTER_PORT=$((29500 + r)) timeout 1800 srun --mpi=pmix --torus=auto -N4 -n8 \
         bash -c "$rank_cmd" rank "$PY" "$here/hook_bench.py" --model "$model" \
-        --steps "$steps" --first $((r - 1)) 2>&1)
+        --steps "$steps" --variants "$variants" --first $((r - 1)) 2>&1)
     rc=$?
     [ $rc = 0 ] || { printf '%s\n' "$out"; echo "hook_netns.sh: run $r: exit $rc" >&2; exit 1; }
     [ "$r" = 1 ] && grep '^#' <<<"$out"
@@ -64,7 +68,7 @@ for r in $(seq "$runs"); do
 done
 echo "== median over $runs runs x $steps steps (ms per step; sync = synchronised - no_sync step, slowest rank)"
 printf '%-13s %9s %11s %9s %9s\n' variant sync synced no_sync hook
-for v in ddp fp16 torus2d hierarchical; do
+for v in ${variants//,/ }; do
     med() { awk -v v=$v -v f="$1" '$2 == v && $f != "-" { print $f }' "$base/rows.txt" | sort -g |
             awk '{ x[NR] = $1 } END { if (NR) print x[int((NR + 1) / 2)]; else print "-" }'; }
     printf '%-13s %9s %11s %9s %9s\n' $v "$(med 4)" "$(med 5)" "$(med 6)" "$(med 7)"
