@@ -189,6 +189,25 @@ def _decode(code, src, dst, add=False):
     f(code, src.data_ptr(), dst.data_ptr(), dst.numel())
 
 
+_scratch_tls = threading.local()
+
+
+def _scratch(name, numel, dtype, device):
+    """NUMEL values of a buffer the calling thread keeps for reuse: a
+    bucket's temporaries are taken once, not per bucket (a fresh large
+    allocation is fresh pages that the kernel zeroes, on the cores the
+    backward pass needs). A thread runs one bucket at a time, so one
+    buffer per name is enough."""
+    bufs = getattr(_scratch_tls, "bufs", None)
+    if bufs is None:
+        bufs = _scratch_tls.bufs = {}
+    key = (name, dtype, str(device))
+    t = bufs.get(key)
+    if t is None or t.numel() < numel:
+        t = bufs[key] = torch.empty(numel, dtype=dtype, device=device)
+    return t[:numel]
+
+
 def _chunks(flat, parts):
     """FLAT split into PARTS contiguous views, the first n % PARTS one value
     longer (no padding copy; every view is non-empty when n >= PARTS)."""
@@ -205,8 +224,8 @@ def _ring_reduce_scatter(acc, ranks, me, group, code, dtype):
     n = len(ranks)
     nxt, prv = ranks[(me + 1) % n], ranks[(me - 1) % n]
     big = acc[0].numel()
-    out = torch.empty(big, dtype=dtype, device=acc[0].device)
-    buf = torch.empty(big, dtype=dtype, device=acc[0].device)
+    out = _scratch("send", big, dtype, acc[0].device)
+    buf = _scratch("recv", big, dtype, acc[0].device)
     for s in range(n - 1):
         send, recv = acc[(me - s - 1) % n], acc[(me - s - 2) % n]
         o = send if code == 0 else out[:send.numel()]
@@ -233,8 +252,9 @@ def _all_gather(acc, me, group, code, dtype):
     (fp32). Every piece has the longest one's room, as all_gather wants
     equal tensors. This rank's own piece goes through the wire as well, so
     that every rank ends with the same values."""
-    parts = [torch.empty(acc[0].numel(), dtype=dtype, device=acc[0].device)
-             for _ in acc]
+    m = acc[0].numel()
+    parts = list(_scratch("gather", m * len(acc), dtype,
+                          acc[0].device).view(len(acc), m).unbind(0))
     wire_mine = parts[me][:acc[me].numel()]
     _encode(code, acc[me], wire_mine)
     dist.all_gather(parts, parts[me], group=group)
@@ -288,7 +308,8 @@ def hierarchical_2d(flat, grid, wire="fp16"):
     column 0, broadcast along the row; returns FLAT."""
     code, dtype = _WIRES[wire]
     flat.div_(grid.world_size)
-    x = flat if code == 0 else torch.empty_like(flat, dtype=dtype)
+    x = flat if code == 0 else _scratch("wire", flat.numel(), dtype,
+                                        flat.device)
     _encode(code, flat, x)
     leader = grid.row_ranks[0]
     if grid.cols > 1:
