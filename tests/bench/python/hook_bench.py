@@ -21,8 +21,13 @@ cores share among all ranks, stays as small as the model allows. For the torus h
 bucket's end is also given (column hook): the communication thread's part
 of the step.
 
-Rank 0 prints "row VARIANT STEP sync_ms synced_ms nosync_ms hook_ms" for
-every timed step, after --warmup untimed ones.
+The CPU the synchronisation costs is given too (column cpu): the
+processes' CPU time (every thread, user and system) of the synchronised
+step minus the no_sync one, summed over all ranks; on a host whose cores
+the ranks share, that is the time the communication takes from compute.
+
+Rank 0 prints "row VARIANT STEP sync_ms synced_ms nosync_ms hook_ms cpu_ms"
+for every timed step, after --warmup untimed ones.
 """
 import argparse
 import copy
@@ -72,17 +77,26 @@ def make(a, grid, variant, hook_ms):
     return m
 
 
+def cpu_sum(c0):
+    """The CPU time (ms) all ranks' processes used since their C0, every
+    thread counted, summed over the ranks."""
+    t = torch.tensor([time.process_time() - c0], dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.item() * 1e3
+
+
 def step(m, x, y, sync):
     dist.barrier()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if sync:
         torch.nn.functional.cross_entropy(m(x), y).backward()
     else:
         with m.no_sync():
             torch.nn.functional.cross_entropy(m(x), y).backward()
     ms = slowest(t0)
+    cpu = cpu_sum(c0)
     m.zero_grad(set_to_none=True)
-    return ms
+    return ms, cpu
 
 
 def main():
@@ -118,13 +132,13 @@ def main():
         hook_ms = []
         m = make(a, grid, v, hook_ms)
         for s in range(a.warmup + a.steps):
-            nosync = step(m, x, y, False)
+            nosync, nosync_cpu = step(m, x, y, False)
             del hook_ms[:]
-            synced = step(m, x, y, True)
+            synced, synced_cpu = step(m, x, y, True)
             inside = f"{(hook_ms[1] - hook_ms[0]) * 1e3:.1f}" if len(hook_ms) == 2 else "-"
             if me == 0 and s >= a.warmup:
                 print(f"row {v} {s - a.warmup} {synced - nosync:.1f} {synced:.1f} "
-                      f"{nosync:.1f} {inside}", flush=True)
+                      f"{nosync:.1f} {inside} {synced_cpu - nosync_cpu:.1f}", flush=True)
         del m
     dist.destroy_process_group()
     return 0

@@ -66,10 +66,10 @@ for r in $(seq "$runs"); do
     [ "$r" = 1 ] && grep '^#' <<<"$out"
     grep '^row ' <<<"$out" | tee -a "$base/rows.txt" | sed "s/^/run $r: /"
 done
-echo "== median over $runs runs x $steps steps (ms per step; sync = synchronised - no_sync step, slowest rank)"
-printf '%-13s %9s %11s %9s %9s\n' variant sync synced no_sync hook
+echo "== median over $runs runs x $steps steps (ms per step; sync = synchronised - no_sync step, slowest rank; cpu = its CPU time, all ranks)"
+printf '%-13s %9s %11s %9s %9s %9s\n' variant sync synced no_sync hook cpu
 for v in ${variants//,/ }; do
     med() { awk -v v=$v -v f="$1" '$2 == v && $f != "-" { print $f }' "$base/rows.txt" | sort -g |
             awk '{ x[NR] = $1 } END { if (NR) print x[int((NR + 1) / 2)]; else print "-" }'; }
-    printf '%-13s %9s %11s %9s %9s\n' $v "$(med 4)" "$(med 5)" "$(med 6)" "$(med 7)"
+    printf '%-13s %9s %11s %9s %9s %9s\n' $v "$(med 4)" "$(med 5)" "$(med 6)" "$(med 7)" "$(med 8)"
 done
