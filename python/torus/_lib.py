@@ -155,6 +155,8 @@ def _declare_comm(lib):
         "tcomm_api_encode": (ctypes.c_int, [ctypes.c_int, vp, vp, n]),
         "tcomm_api_decode": (ctypes.c_int, [ctypes.c_int, vp, vp, n]),
         "tcomm_api_decode_add": (ctypes.c_int, [ctypes.c_int, vp, vp, n]),
+        "tcomm_api_scale_round": (ctypes.c_int, [ctypes.c_int, vp, n,
+                                                 ctypes.c_float]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)

@@ -21,7 +21,8 @@ the bucket is divided by the world size first and sent as fp16, as
 torus-train does; received slices are added in fp32. wire="fp32" sends
 fp32. Both work in place on the bucket. On CPU tensors the casts to and
 from fp16 and the adds are libtoruscomm's kernels, those of torus-train's
-collectives (ctypes; the GIL is released while they run). hierarchical_hook reduces each row to its column-0 rank, all-reduces
+collectives (ctypes; the GIL is released while they run).
+hierarchical_hook reduces each row to its column-0 rank, all-reduces
 among those over column 0, and broadcasts back along the row.
 Both run over gloo (CPU tensors) and NCCL (CUDA tensors). A hook call
 hands its bucket to a communication thread and returns a future at once,
@@ -165,6 +166,7 @@ def _state(state):
 
 
 _WIRES = {"fp32": (0, torch.float32), "fp16": (1, torch.float16)}
+_CODE_DTYPES = {code: dtype for code, dtype in _WIRES.values()}
 
 
 def _encode(code, src, dst):
@@ -175,8 +177,17 @@ def _encode(code, src, dst):
     if src.is_cuda or code == 0:
         dst.copy_(src)
     else:
-        _lib.comm().tcomm_api_encode(code, src.data_ptr(), dst.data_ptr(),
-                                     src.numel())
+        _kernel("tcomm_api_encode", code, src, dst)
+
+
+def _kernel(name, code, src, dst):
+    """Call libtoruscomm's NAME on SRC and DST (CPU, contiguous, as many
+    values each); a refusal (an unknown wire code) raises."""
+    rc = getattr(_lib.comm(), name)(code, src.data_ptr(), dst.data_ptr(),
+                                    dst.numel())
+    if rc != 0:
+        raise RuntimeError(f"libtoruscomm: {name}(wire {code}) refused its "
+                           f"arguments (code {rc})")
 
 
 def _decode(code, src, dst, add=False):
@@ -184,9 +195,27 @@ def _decode(code, src, dst, add=False):
     if src.is_cuda:
         dst.add_(src) if add else dst.copy_(src)
         return
-    f = (_lib.comm().tcomm_api_decode_add if add
-         else _lib.comm().tcomm_api_decode)
-    f(code, src.data_ptr(), dst.data_ptr(), dst.numel())
+    _kernel("tcomm_api_decode_add" if add else "tcomm_api_decode", code, src,
+            dst)
+
+
+def _scale_round(code, x, scale=1.0):
+    """x = x * SCALE rounded to the wire's values, in place (one pass): a
+    rank's own part of a sum made what its peers receive of theirs, so
+    that an element's sum does not depend on which rank adds it, hence on
+    where DDP's bucket boundaries cut (they change when DDP rebuilds its
+    buckets, and a resumed run must reduce as the uninterrupted one)."""
+    if x.is_cuda:
+        if scale != 1.0:
+            x.mul_(scale)
+        if code != 0:
+            x.copy_(x.to(_CODE_DTYPES[code]))
+        return
+    rc = _lib.comm().tcomm_api_scale_round(code, x.data_ptr(), x.numel(),
+                                           scale)
+    if rc != 0:
+        raise RuntimeError(f"libtoruscomm: tcomm_api_scale_round(wire "
+                           f"{code}) refused its arguments (code {rc})")
 
 
 _scratch_tls = threading.local()
@@ -247,25 +276,33 @@ def _padded(flat, parts, fn):
     return flat.copy_(padded[:flat.numel()])
 
 
-def _all_gather(acc, me, group, code, dtype):
-    """All-gather along GROUP of acc[me] on the wire, into every view of ACC
-    (fp32). Every piece has the longest one's room, as all_gather wants
-    equal tensors. This rank's own piece goes through the wire as well, so
-    that every rank ends with the same values."""
-    m = acc[0].numel()
-    parts = list(_scratch("gather", m * len(acc), dtype,
-                          acc[0].device).view(len(acc), m).unbind(0))
-    wire_mine = parts[me][:acc[me].numel()]
-    _encode(code, acc[me], wire_mine)
-    dist.all_gather(parts, parts[me], group=group)
+def _all_gather(acc, ranks, me, group, code, dtype):
+    """Ring all-gather over RANKS (ring order) of acc[me] on the wire, into
+    every view of ACC (fp32): each hop forwards the piece it received last,
+    straight into its place in one buffer (gloo's all_gather would copy
+    every piece into a fresh tensor and out again). This rank's own piece
+    goes through the wire as well, so every rank ends with the same
+    values."""
+    n = len(ranks)
+    nxt, prv = ranks[(me + 1) % n], ranks[(me - 1) % n]
+    sizes = [v.numel() for v in acc]
+    parts = list(_scratch("gather", sum(sizes), dtype,
+                          acc[0].device).split(sizes))
+    _encode(code, acc[me], parts[me])
+    for s in range(n - 1):
+        reqs = [dist.isend(parts[(me - s) % n], nxt, group=group),
+                dist.irecv(parts[(me - s - 1) % n], prv, group=group)]
+        for q in reqs:
+            q.wait()
     for part, view in zip(parts, acc):
-        _decode(code, part[:view.numel()], view)
+        _decode(code, part, view)
 
 
 def _ring_allreduce(flat, ranks, me, group, code, dtype):
-    """Sum FLAT (a contiguous fp32 tensor) over RANKS in place: the ring
-    reduce-scatter, then the all-gather, both on the wire with fp32 adds
-    (gloo's own fp16 all-reduce sums in fp16, and slowly)."""
+    """Sum FLAT (a contiguous fp32 tensor of values the wire carries
+    exactly, _scale_round) over RANKS in place: the ring reduce-scatter,
+    then the all-gather, both on the wire with fp32 adds (gloo's own fp16
+    all-reduce sums in fp16, and slowly)."""
     n = len(ranks)
     if n == 1:
         return flat
@@ -274,31 +311,34 @@ def _ring_allreduce(flat, ranks, me, group, code, dtype):
                                                           code, dtype))
     acc = _chunks(flat, n)
     _ring_reduce_scatter(acc, ranks, me, group, code, dtype)
-    _all_gather(acc, me, group, code, dtype)
+    _all_gather(acc, ranks, me, group, code, dtype)
     return flat
 
 
 def allreduce_2d(flat, grid, wire="fp16"):
     """Average FLAT (a contiguous 1-D fp32 tensor) over all ranks by the 2D
     torus, in place; returns FLAT. The division by the world size comes
-    first, in fp32, as in torus-train. Reduce-scatter along the row, the
+    first, in fp32, as in torus-train, and the quotient is rounded to the
+    wire (_scale_round). Reduce-scatter along the row, the
     all-reduce of this rank's piece along its column, all-gather along the
     row; every hop on the wire, every add in fp32."""
     code, dtype = _WIRES[wire]
     C = grid.cols
     if flat.numel() < C:
         return _padded(flat, C, lambda p: allreduce_2d(p, grid, wire))
-    flat.div_(grid.world_size)
+    _scale_round(code, flat, 1.0 / grid.world_size)
     if C == 1:
         return _ring_allreduce(flat, grid.col_ranks, grid.row, grid.col_group,
                                code, dtype)
     acc = _chunks(flat, C)
     _ring_reduce_scatter(acc, grid.row_ranks, grid.col, grid.row_group,
                          code, dtype)
-    # A column's ranks hold the same piece of their rows' sums.
+    # A column's ranks hold the same piece of their rows' sums; rounded
+    # to the wire first, as the row's inputs were.
+    _scale_round(code, acc[grid.col])
     _ring_allreduce(acc[grid.col], grid.col_ranks, grid.row, grid.col_group,
                     code, dtype)
-    _all_gather(acc, grid.col, grid.row_group, code, dtype)
+    _all_gather(acc, grid.row_ranks, grid.col, grid.row_group, code, dtype)
     return flat
 
 

@@ -1,6 +1,7 @@
 /* test_comm_api.c: libtoruscomm's exported API (trainer/comm/api/), linked
  * as the shared library the Python hooks load: known fp16/bf16 encodings
- * and decodings, the fused decode-and-add, the refusal of an unknown wire
+ * and decodings, the fused decode-and-add, the scale-and-round of a
+ * rank's own values, the refusal of an unknown wire
  * code or a NULL buffer (nothing written), and that libtcomm's internal
  * kernels are not exported beside the API. */
 #include <check.h>
@@ -49,6 +50,26 @@ START_TEST(test_fp16_bf16)
 }
 END_TEST
 
+START_TEST(test_scale_round)
+{
+    /* 5000 values: more than one of the function's 4096-value blocks. */
+    static float x[5000], y[5000];
+    uint16_t h;
+    for (int i = 0; i < 5000; i++)
+        x[i] = y[i] = 1.0f + (float)i / 3.0f;
+    ck_assert_int_eq(tcomm_api_scale_round(1, x, 5000, 0.25f), 0);
+    ck_assert_int_eq(tcomm_api_scale_round(0, y, 5000, 0.25f), 0);
+    for (int i = 0; i < 5000; i++) {
+        ck_assert_float_eq(y[i], (1.0f + (float)i / 3.0f) * 0.25f);
+        float want;
+        tcomm_api_encode(1, &y[i], &h, 1);
+        tcomm_api_decode(1, &h, &want, 1);
+        ck_assert_float_eq(x[i], want); /* scaled, then fp16's value */
+    }
+    ck_assert_float_ne(x[1], y[1]); /* 1/3 is not an fp16 value */
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     float x[4] = {1, 2, 3, 4}, acc[4] = {0};
@@ -58,6 +79,8 @@ START_TEST(test_refusals)
     ck_assert_int_eq(tcomm_api_decode_add(1, NULL, acc, 4), TCOMM_API_EINVAL);
     ck_assert_int_eq(tcomm_api_decode(1, h, NULL, 4), TCOMM_API_EINVAL);
     ck_assert_int_eq(tcomm_api_encode(1, NULL, NULL, 0), 0);
+    ck_assert_int_eq(tcomm_api_scale_round(7, x, 4, 2.0f), TCOMM_API_EINVAL);
+    ck_assert_float_eq(x[3], 4);
     for (int i = 0; i < 4; i++) {
         ck_assert_uint_eq(h[i], 7);
         ck_assert_float_eq(acc[i], 0);
@@ -79,6 +102,7 @@ int main(void)
     TCase *tc = tcase_create("api");
     tcase_add_test(tc, test_version_isa);
     tcase_add_test(tc, test_fp16_bf16);
+    tcase_add_test(tc, test_scale_round);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_exports);
     suite_add_tcase(s, tc);

@@ -2,6 +2,8 @@
  * thin checks in front of core/wire.c's kernels. Each call converts the
  * whole range in the calling thread; ctypes releases the GIL around it, so
  * a Python hook's thread converts while the backward pass goes on. */
+#include <stdint.h>
+
 #include "trainer/comm/api/tcomm_api.h"
 #include "trainer/comm/core/wire.h"
 #include "trainer/comm/core/wire_isa.h"
@@ -51,5 +53,21 @@ int tcomm_api_decode_add(int wire, const void *src, float *acc, size_t n)
     if (_bad(wire, src, acc, n))
         return TCOMM_API_EINVAL;
     tc_decode_add((tcomm_wire)wire, src, acc, n);
+    return 0;
+}
+
+int tcomm_api_scale_round(int wire, float *x, size_t n, float scale)
+{
+    if (_bad(wire, x, x, n))
+        return TCOMM_API_EINVAL;
+    /* Block by block, so each block is scaled, encoded and decoded while
+     * it is in cache: one pass over memory. */
+    uint16_t tmp[4096];
+    for (size_t k = 0; k < n; k += 4096) {
+        size_t m = n - k < 4096 ? n - k : 4096;
+        if (scale != 1.0f)
+            tc_scale(x + k, m, scale);
+        tc_round_to_wire((tcomm_wire)wire, x + k, m, tmp);
+    }
     return 0;
 }

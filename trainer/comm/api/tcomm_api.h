@@ -36,6 +36,11 @@ int tcomm_api_encode(int wire, const float *src, void *dst, size_t n);
 int tcomm_api_decode(int wire, const void *src, float *dst, size_t n);
 /* acc[i] += src[i] widened to fp32: one hop of a reduction. */
 int tcomm_api_decode_add(int wire, const void *src, float *acc, size_t n);
+/* x[i] = x[i] * scale, rounded to what the wire carries (widened back to
+ * fp32), in place, in one pass: a rank's own contribution made what its
+ * peers will receive of it, so a sum does not depend on which rank adds
+ * it. fp32 wire: the scale alone. */
+int tcomm_api_scale_round(int wire, float *x, size_t n, float scale);
 
 #ifdef __cplusplus
 }
