@@ -3,8 +3,9 @@
  * hooks, python/torus/distributed.py, through ctypes). The hooks move the
  * buckets with torch.distributed; what they take from here are the passes
  * over every gradient value that torus-train's collectives run: fp32 to the
- * fp16/bf16 wire, back, and the fused decode-and-add of a reduction hop,
- * each dispatched once to AVX-512, F16C or scalar code (core/wire.c).
+ * fp16/bf16 wire, back, the fused decode-and-add of a reduction hop, and
+ * the scale-and-round of a rank's own values, each dispatched once to
+ * AVX-512, F16C or scalar code (core/wire.c).
  * Nothing else of libtcomm is in the shared library, so loading it pulls
  * in no MPI or PMIx.
  *
@@ -12,8 +13,8 @@
  * grows when a function is added; a changed meaning is a new soname.
  * Wire codes are tcomm_wire's (tcomm.h): 0 fp32, 1 fp16, 2 bf16; the
  * functions return 0, or TCOMM_API_EINVAL for an unknown code or a NULL
- * buffer with a count above 0, and then touch nothing. Includes only
- * the public header tcomm.h and core/wire.h. */
+ * buffer with a count above 0, and then touch nothing. Includes no torus
+ * header (tcomm_api.c reaches core/wire.h). */
 #ifndef TORUS_TCOMM_API_TCOMM_API_H
 #define TORUS_TCOMM_API_TCOMM_API_H
 
