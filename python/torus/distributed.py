@@ -180,14 +180,18 @@ def _encode(code, src, dst):
         _kernel("tcomm_api_encode", code, src, dst)
 
 
-def _kernel(name, code, src, dst):
-    """Call libtoruscomm's NAME on SRC and DST (CPU, contiguous, as many
-    values each); a refusal (an unknown wire code) raises."""
-    rc = getattr(_lib.comm(), name)(code, src.data_ptr(), dst.data_ptr(),
-                                    dst.numel())
+def _check(name, code, rc):
+    """Raise when libtoruscomm's NAME refused its arguments (rc != 0)."""
     if rc != 0:
         raise RuntimeError(f"libtoruscomm: {name}(wire {code}) refused its "
                            f"arguments (code {rc})")
+
+
+def _kernel(name, code, src, dst):
+    """Call libtoruscomm's NAME on SRC and DST (CPU, contiguous, as many
+    values each); a refusal (an unknown wire code) raises."""
+    _check(name, code, getattr(_lib.comm(), name)(
+        code, src.data_ptr(), dst.data_ptr(), dst.numel()))
 
 
 def _decode(code, src, dst, add=False):
@@ -211,11 +215,8 @@ def _scale_round(code, x, scale=1.0):
         if code != 0:
             x.copy_(x.to(_CODE_DTYPES[code]))
         return
-    rc = _lib.comm().tcomm_api_scale_round(code, x.data_ptr(), x.numel(),
-                                           scale)
-    if rc != 0:
-        raise RuntimeError(f"libtoruscomm: tcomm_api_scale_round(wire "
-                           f"{code}) refused its arguments (code {rc})")
+    _check("tcomm_api_scale_round", code, _lib.comm().tcomm_api_scale_round(
+        code, x.data_ptr(), x.numel(), scale))
 
 
 _scratch_tls = threading.local()
