@@ -21,7 +21,11 @@ the bucket is divided by the world size first and sent as fp16, as
 torus-train does; received slices are added in fp32. wire="fp32" sends
 fp32. Both work in place on the bucket. On CPU tensors the casts to and
 from fp16 and the adds are libtoruscomm's kernels, those of torus-train's
-collectives (ctypes; the GIL is released while they run).
+collectives (ctypes; the GIL is released while they run), and where a
+row's ranks share a host (a row is a node under the plugin) the row's two
+steps go through a shared memory segment instead of the wire, as
+torus-train's in-place placement does (TorusHookState(shared=False) sends
+them).
 hierarchical_hook reduces each row to its column-0 rank, all-reduces
 among those over column 0, and broadcasts back along the row.
 Both run over gloo (CPU tensors) and NCCL (CUDA tensors). A hook call
@@ -35,6 +39,7 @@ on every rank.
 """
 
 import copy
+import mmap
 import os
 import socket
 import threading
@@ -110,7 +115,6 @@ def _lines(world, me, coords, count, axis):
     """The groups of the grid's rows (axis 0) or columns (axis 1), COUNT of
     them, each's ranks ordered along the line; returns this rank's group
     and its ranks."""
-    mine = None
     for i in range(count):
         ranks = sorted((q for q in range(world) if coords[q][axis] == i),
                        key=lambda q: coords[q][1 - axis])
@@ -153,12 +157,14 @@ def init_from_env(backend=None, lanes=1, **kwargs):
 
 
 class TorusHookState:
-    """The state to register a hook with: the grid and the wire type."""
+    """The state to register a hook with: the grid, the wire type, and
+    whether torus_allreduce_hook may reduce a row in shared memory (where
+    its ranks share it; else it always sends the row's steps)."""
 
-    def __init__(self, grid, wire="fp16"):
+    def __init__(self, grid, wire="fp16", shared=True):
         if wire not in ("fp16", "fp32"):
             raise ValueError(f"wire={wire!r}: 'fp16' or 'fp32'")
-        self.grid, self.wire = grid, wire
+        self.grid, self.wire, self.shared = grid, wire, bool(shared)
 
 
 def _state(state):
@@ -316,21 +322,147 @@ def _ring_allreduce(flat, ranks, me, group, code, dtype):
     return flat
 
 
-def allreduce_2d(flat, grid, wire="fp16"):
+class _RowMemory:
+    """One row's shared memory (one per row group, so per lane): a slot of
+    CAP fp32 values per member, where each puts its bucket, and a result
+    area of CAP, where each puts its reduced slice. A /dev/shm file that
+    the row's column-0 rank creates (O_EXCL, 0600, a random name it hands
+    the others over the row group) and unlinks once all have mapped it, so
+    a crash leaves nothing behind after set-up."""
+
+    def __init__(self, mm, cap, members):
+        whole = torch.frombuffer(mm, dtype=torch.float32)
+        self.cap = cap
+        self.slots = [whole[i * cap:(i + 1) * cap] for i in range(members)]
+        self.result = whole[members * cap:(members + 1) * cap]
+
+
+def _shm_map(name, size, create):
+    """NAME (a /dev/shm path) mapped with SIZE bytes, created (O_EXCL,
+    0600) when CREATE; None when it cannot be (on another host the name
+    does not exist, or has another size)."""
+    try:
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(name, flags, 0o600)
+    except OSError:
+        return None
+    try:
+        if create:
+            os.ftruncate(fd, size)
+        return mmap.mmap(fd, size) if os.fstat(fd).st_size == size else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _row_map(grid, cap):
+    """The row's _RowMemory of CAP values per slot, or None where its
+    members do not all see the same memory (other hosts, no /dev/shm):
+    a collective over the row group, which every member enters with the
+    same CAP."""
+    members, me = grid.cols, grid.col
+    size = (members + 1) * cap * 4
+    name, mm = [None], None
+    if me == 0:  # created before the others look for it
+        name[0] = f"/dev/shm/torus-hook-{os.getpid()}-{os.urandom(8).hex()}"
+        mm = _shm_map(name[0], size, True)
+    dist.broadcast_object_list(name, grid.row_ranks[0], group=grid.row_group)
+    if me != 0:
+        mm = _shm_map(name[0], size, False)
+    # Each member marks its own slot; all see every mark only when they
+    # all mapped the same memory.
+    row = _RowMemory(mm, cap, members) if mm is not None else None
+    if row is not None:
+        row.slots[me][0] = float(grid.row_ranks[me])
+    dist.barrier(group=grid.row_group)
+    ok = row is not None and all(
+        row.slots[i][0].item() == float(r) for i, r in enumerate(grid.row_ranks))
+    agreed = torch.tensor([1 if ok else 0])
+    dist.all_reduce(agreed, op=dist.ReduceOp.MIN, group=grid.row_group)
+    if me == 0 and mm is not None:
+        os.unlink(name[0])
+    # Unmapped when the last view of it goes (mmap.close() would refuse
+    # while torch's views hold its buffer).
+    return row if agreed.item() else None
+
+
+_rows = {}  # id(row group) -> (row group, _RowMemory or None)
+
+
+def _row_memory(grid, numel):
+    """The row's shared memory with room for NUMEL values, mapped on first
+    use and again, larger, when a bucket outgrows it (every member of the
+    row sees the same buckets, so all decide alike); None where the row
+    has none."""
+    got = _rows.get(id(grid.row_group))
+    if got is not None and (got[1] is None or got[1].cap >= numel):
+        return got[1]
+    row = _row_map(grid, numel)
+    _rows[id(grid.row_group)] = (grid.row_group, row)
+    return row
+
+
+def _row_shared(flat, row, grid, code, dtype):
+    """The 2D torus with the row's steps in shared memory, on FLAT already
+    scaled and rounded to the wire: each member puts its values in its
+    slot; after a row barrier each adds up its own slice over the slots,
+    in slot order and in fp32 (so every member's slice sums alike,
+    whichever bucket it lies in); the column all-reduce of that slice goes
+    over the wire as in the sent path; each puts its slice in the result
+    area, and after a second barrier copies the others' slices from there.
+    The barriers also order the buckets: a member writes its slot for the
+    next bucket only after the second barrier, when every member is done
+    adding from the slots, and its next slice only after the next first
+    barrier, when every member is done copying results."""
+    C, me = grid.cols, grid.col
+    n = flat.numel()
+    row.slots[me][:n].copy_(flat)
+    dist.barrier(group=grid.row_group)
+    acc = _chunks(flat, C)
+    lo = sum(v.numel() for v in acc[:me])
+    mine = acc[me]
+    parts = [slot[lo:lo + mine.numel()] for slot in row.slots]
+    torch.add(parts[0], parts[1], out=mine)
+    for part in parts[2:]:
+        mine.add_(part)
+    # The column's ranks hold the same slice of their rows' sums; rounded
+    # to the wire first, as the row's inputs were.
+    _scale_round(code, mine)
+    _ring_allreduce(mine, grid.col_ranks, grid.row, grid.col_group, code,
+                    dtype)
+    row.result[lo:lo + mine.numel()].copy_(mine)
+    dist.barrier(group=grid.row_group)
+    start = 0
+    for i, view in enumerate(acc):
+        if i != me:
+            view.copy_(row.result[start:start + view.numel()])
+        start += view.numel()
+    return flat
+
+
+def allreduce_2d(flat, grid, wire="fp16", shared=True):
     """Average FLAT (a contiguous 1-D fp32 tensor) over all ranks by the 2D
     torus, in place; returns FLAT. The division by the world size comes
     first, in fp32, as in torus-train, and the quotient is rounded to the
     wire (_scale_round). Reduce-scatter along the row, the
     all-reduce of this rank's piece along its column, all-gather along the
-    row; every hop on the wire, every add in fp32."""
+    row; every hop on the wire, every add in fp32. SHARED: on CPU
+    tensors, where the row's ranks share memory (one host), its two
+    steps go through shared memory instead (_row_shared), as torus-train's
+    in-place placement does: a copy and an add instead of the wire's
+    casts and a socket's copies; only the column goes over the wire."""
     code, dtype = _WIRES[wire]
     C = grid.cols
     if flat.numel() < C:
-        return _padded(flat, C, lambda p: allreduce_2d(p, grid, wire))
+        return _padded(flat, C, lambda p: allreduce_2d(p, grid, wire, shared))
     _scale_round(code, flat, 1.0 / grid.world_size)
     if C == 1:
         return _ring_allreduce(flat, grid.col_ranks, grid.row, grid.col_group,
                                code, dtype)
+    row = _row_memory(grid, flat.numel()) if shared and not flat.is_cuda else None
+    if row is not None:
+        return _row_shared(flat, row, grid, code, dtype)
     acc = _chunks(flat, C)
     _ring_reduce_scatter(acc, grid.row_ranks, grid.col, grid.row_group,
                          code, dtype)
@@ -408,7 +540,9 @@ def _hook(algo, state, bucket):
 def torus_allreduce_hook(state, bucket):
     """DDP communication hook: the bucket averaged over the 2D torus
     (state: a TorusGrid, fp16 wire, or a TorusHookState)."""
-    return _hook(allreduce_2d, state, bucket)
+    st = _state(state)
+    return _hook(lambda flat, grid, wire: allreduce_2d(flat, grid, wire, st.shared),
+                 st, bucket)
 
 
 def hierarchical_hook(state, bucket):

@@ -10,8 +10,12 @@ gradients DDP's default all-reduce gives:
   and the fp16 results do differ from the fp32 ones somewhere (the wire
       really is fp16), and every rank's own gradient differs from the
       average (the check can fail).
+torus2d runs with the row's steps in shared memory (the default; every
+row of the test cluster is on this machine, and the check fails if the
+memory was not used or its /dev/shm file is left) and sent (shared=False).
 Several buckets per step (bucket_cap_mb small). Rank 0 prints the grid.
 Exit 1 on any failure, on every rank."""
+import os
 import sys
 
 import torch
@@ -68,9 +72,26 @@ fails = []
 runs = {
     "torus2d fp32": grads(td.torus_allreduce_hook, td.TorusHookState(grid, "fp32")),
     "torus2d fp16": grads(td.torus_allreduce_hook, grid),
+}
+# Every row of this cluster is on this one machine: its steps went through
+# shared memory (one mapping per lane's row group), and the files are gone.
+shared = [row for _, row in td._rows.values()]
+if len(shared) != 2 or None in shared:
+    fails.append(f"the row steps did not go through shared memory: {shared}")
+pids = [None] * W
+dist.all_gather_object(pids, str(os.getpid()))
+left = [f for f in os.listdir("/dev/shm")
+        if f.startswith("torus-hook-") and f.split("-")[2] in pids]
+if left:
+    fails.append(f"shared memory files left in /dev/shm: {left}")
+runs.update({
+    "torus2d fp32 sent": grads(td.torus_allreduce_hook,
+                               td.TorusHookState(grid, "fp32", shared=False)),
+    "torus2d fp16 sent": grads(td.torus_allreduce_hook,
+                               td.TorusHookState(grid, "fp16", shared=False)),
     "hierarchical fp32": grads(td.hierarchical_hook, td.TorusHookState(grid, "fp32")),
     "hierarchical fp16": grads(td.hierarchical_hook, td.TorusHookState(grid, "fp16")),
-}
+})
 for name, got in runs.items():
     d = (got - ref).abs()
     if name.endswith("fp32"):
@@ -83,10 +104,12 @@ for name, got in runs.items():
                      f"DDP {ref[worst]:.9g} (bound {bound[worst]:.3g})")
     elif me == 0:
         print(f"ok: {name}: max |diff| {d.max():.3g} over {d.numel()} values")
-if len(calls) < 8:
-    fails.append(f"the hooks ran on {len(calls)} buckets in 4 steps, expected several per step")
-if torch.equal(runs["torus2d fp16"], runs["torus2d fp32"]):
-    fails.append("fp16 wire gave exactly the fp32 wire's sums")
+if len(calls) < 2 * len(runs):
+    fails.append(f"the hooks ran on {len(calls)} buckets in {len(runs)} steps, "
+                 "expected several per step")
+for path in ("", " sent"):
+    if torch.equal(runs[f"torus2d fp16{path}"], runs[f"torus2d fp32{path}"]):
+        fails.append(f"torus2d{path}: fp16 wire gave exactly the fp32 wire's sums")
 if ((local - ref).abs() <= 1e-3 * ref.abs()).all():
     fails.append("this rank's own gradient already equals the average")
 for f in fails:

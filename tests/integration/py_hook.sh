@@ -5,7 +5,8 @@
 # TORUS_COORD (init_from_env; the grid must come from TORUS_*, 2 rows of 2),
 # and after one backward of a tiny CNN the torus hooks' gradients equal
 # DDP's default all-reduce: fp32 wire within 1e-6 relative, fp16 wire within
-# fp16 rounding (py_hook.py states the bounds). The rendezvous is torch's
+# fp16 rounding (py_hook.py states the bounds), torus2d with the rows'
+# steps in shared memory (the default) and sent. The rendezvous is torch's
 # env:// on 127.0.0.1 (the cluster's nodes share this host's network).
 # Then jobs/train-pytorch.sbatch runs the example (ResNet-18 at 28x28, 2
 # steps) on the same 2x2 grid, from a packed set, and saves its checkpoint.
@@ -25,7 +26,7 @@ printf '%s\n' "$out"
 [ $rc = 0 ] || tl_fail "srun -N2 -n4 py_hook.py: exit $rc"
 grep -q 'grid TorusGrid(2x2, row 0, col 0, from TORUS_\*)' <<<"$out" ||
     tl_fail "the grid did not come from the plugin's TORUS_* as 2x2"
-[ "$(grep -c '^ok: ' <<<"$out")" = 4 ] || tl_fail "expected 4 hook checks to pass"
+[ "$(grep -c '^ok: ' <<<"$out")" = 6 ] || tl_fail "expected 6 hook checks to pass"
 echo "PASS: 4 ranks on 2 nodes: torus hooks == DDP's all-reduce"
 
 py_idx_dataset "$tmp/ds" 32 2 train || exit 1

@@ -4,8 +4,10 @@
 default) under DDP, the gradient synchronisation time of:
   ddp           DDP's default all-reduce (gloo, fp32, asynchronous)
   fp16          DDP with torch's fp16_compress_hook (default_hooks)
-  torus2d       torus_allreduce_hook, fp16 wire (one lane, the default)
-  torus2d2      the same on 2 lanes (two buckets in flight)
+  torus2d       torus_allreduce_hook, fp16 wire (one lane, the default;
+                each row's steps in shared memory where its ranks share a host)
+  torus2d-sent  the same with the row's steps sent too (shared=False)
+  torus2d2      torus2d on 2 lanes (two buckets in flight)
   hierarchical  hierarchical_hook, fp16 wire
 
 How the sync time is measured: each step runs forward + backward twice on
@@ -42,7 +44,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import torus.distributed as td
 
-VARIANTS = ("ddp", "fp16", "torus2d", "hierarchical", "torus2d2")
+VARIANTS = ("ddp", "fp16", "torus2d", "hierarchical", "torus2d2", "torus2d-sent")
 DEFAULT = "ddp,fp16,torus2d,hierarchical"
 
 
@@ -73,7 +75,8 @@ def make(a, grid, variant, hook_ms):
                 hook_ms[1:] = [time.perf_counter()]
                 return f.value()
             return algo(state, bucket).then(done)
-        m.register_comm_hook(td.TorusHookState(grid, "fp16"), timed)
+        state = td.TorusHookState(grid, "fp16", shared=variant != "torus2d-sent")
+        m.register_comm_hook(state, timed)
     return m
 
 

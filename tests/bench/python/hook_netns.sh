@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     --runs) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage; runs=$2; shift 2 ;;
     --steps) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage; steps=$2; shift 2 ;;
     --model) [[ ${2:-} =~ ^[a-z0-9_]+$ ]] || usage; model=$2; shift 2 ;;
-    --variants) [[ ${2:-} =~ ^[a-z0-9]+(,[a-z0-9]+)*$ ]] || usage; variants=$2; shift 2 ;;
+    --variants) [[ ${2:-} =~ ^[a-z0-9-]+(,[a-z0-9-]+)*$ ]] || usage; variants=$2; shift 2 ;;
     -h | --help) usage ;;
     -*) echo "hook_netns.sh: unknown option '$1'" >&2; usage ;;
     *) break ;;
