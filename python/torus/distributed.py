@@ -337,6 +337,11 @@ class _RowMemory:
         self.result = whole[members * cap:(members + 1) * cap]
 
 
+def _node():
+    """The node this rank runs on: Slurm's name for it, else the host's."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 def _shm_map(name, size, create):
     """NAME (a /dev/shm path) mapped with SIZE bytes, created (O_EXCL,
     0600) when CREATE; None when it cannot be (on another host the name
@@ -358,10 +363,16 @@ def _shm_map(name, size, create):
 
 def _row_map(grid, cap):
     """The row's _RowMemory of CAP values per slot, or None where its
-    members do not all see the same memory (other hosts, no /dev/shm):
+    members are not all on one node or do not all see the same memory:
     a collective over the row group, which every member enters with the
     same CAP."""
     members, me = grid.cols, grid.col
+    # One node first: emulated nodes (network namespaces on one host)
+    # would share /dev/shm, and the row's steps would skip their links.
+    nodes = [None] * members
+    dist.all_gather_object(nodes, _node(), group=grid.row_group)
+    if len(set(nodes)) != 1:
+        return None
     size = (members + 1) * cap * 4
     name, mm = [None], None
     if me == 0:  # created before the others look for it

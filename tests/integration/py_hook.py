@@ -12,9 +12,11 @@ gradients DDP's default all-reduce gives:
       average (the check can fail).
 torus2d runs with the row's steps in shared memory (the default; every
 row of the test cluster is on this machine, and the check fails if the
-memory was not used or its /dev/shm file is left) and sent (shared=False).
+memory was not used or its /dev/shm file is left, or if a column, whose
+ranks are on two nodes, gets shared memory) and sent (shared=False).
 Several buckets per step (bucket_cap_mb small). Rank 0 prints the grid.
 Exit 1 on any failure, on every rank."""
+import copy
 import os
 import sys
 
@@ -78,6 +80,14 @@ runs = {
 shared = [row for _, row in td._rows.values()]
 if len(shared) != 2 or None in shared:
     fails.append(f"the row steps did not go through shared memory: {shared}")
+# A line across the nodes (a column, as if it were a row) gets none,
+# although on this one machine its ranks would see one /dev/shm: two
+# nodes' ranks do not share memory.
+across = copy.copy(grid)
+across.row_group, across.row_ranks = grid.col_group, grid.col_ranks
+across.cols, across.col = grid.rows, grid.row
+if td._row_map(across, 16) is not None:
+    fails.append("shared memory across two nodes (a column)")
 pids = [None] * W
 dist.all_gather_object(pids, str(os.getpid()))
 left = [f for f in os.listdir("/dev/shm")
