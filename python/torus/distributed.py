@@ -115,6 +115,7 @@ def _lines(world, me, coords, count, axis):
     """The groups of the grid's rows (axis 0) or columns (axis 1), COUNT of
     them, each's ranks ordered along the line; returns this rank's group
     and its ranks."""
+    mine = None
     for i in range(count):
         ranks = sorted((q for q in range(world) if coords[q][axis] == i),
                        key=lambda q: coords[q][1 - axis])
@@ -381,14 +382,14 @@ def _row_map(grid, cap):
     dist.broadcast_object_list(name, grid.row_ranks[0], group=grid.row_group)
     if me != 0:
         mm = _shm_map(name[0], size, False)
-    # Each member marks its own slot; all see every mark only when they
-    # all mapped the same memory.
+    # Each member marks its own slot with its rank + 1 (the file starts
+    # as zeros); all see every mark only when they mapped the same memory.
     row = _RowMemory(mm, cap, members) if mm is not None else None
     if row is not None:
-        row.slots[me][0] = float(grid.row_ranks[me])
+        row.slots[me][0] = float(grid.row_ranks[me] + 1)
     dist.barrier(group=grid.row_group)
     ok = row is not None and all(
-        row.slots[i][0].item() == float(r) for i, r in enumerate(grid.row_ranks))
+        row.slots[i][0].item() == float(r + 1) for i, r in enumerate(grid.row_ranks))
     agreed = torch.tensor([1 if ok else 0])
     dist.all_reduce(agreed, op=dist.ReduceOp.MIN, group=grid.row_group)
     if me == 0 and mm is not None:
