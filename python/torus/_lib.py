@@ -105,6 +105,46 @@ def _candidates(soname):
         yield os.path.join(base, "torus", soname)
 
 
+JPEG_SONAME = "libjpeg.so.62"
+
+
+def _lib_dirs():
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    return ("/usr/lib/" + multiarch, "/lib/" + multiarch, "/usr/local/lib/" + multiarch,
+            "/usr/local/lib", "/usr/lib64", "/usr/lib")
+
+
+def _mapped_jpegs():
+    """The real paths of the libjpeg files mapped into this process."""
+    try:
+        with open("/proc/self/maps") as f:
+            fields = [line.split(None, 5) for line in f]
+        paths = {x[5].strip() for x in fields if len(x) == 6}
+    except OSError:
+        return set()
+    return {os.path.realpath(p) for p in paths
+            if os.path.basename(p).startswith("libjpeg.") and ".so" in p}
+
+
+def _jpeg_ahead():
+    """libtorusdata needs the system's libjpeg.so.62 (libjpeg-turbo, with
+    jpeg_crop_scanline). A wheel's own copy, loaded first, answers to the
+    same soname (torchvision 0.20 bundles one without jpeg_crop_scanline),
+    so the loader would hand libtorusdata that copy and fail on the missing
+    symbol. Where such a copy is mapped and the system's is not, the
+    system's is loaded first, by path and global, so libtorusdata's jpeg_*
+    symbols bind to it (the global scope is searched first). Returns the
+    foreign copies (for the error message), empty when none."""
+    mapped = _mapped_jpegs()
+    if not mapped:
+        return mapped
+    system = [os.path.realpath(os.path.join(d, JPEG_SONAME)) for d in _lib_dirs()
+              if os.path.exists(os.path.join(d, JPEG_SONAME))]
+    if system and system[0] not in mapped:
+        ctypes.CDLL(system[0], mode=ctypes.RTLD_GLOBAL)
+    return mapped - set(system)
+
+
 def _load(soname, declare, version_fn, need):
     """The first of _candidates(soname) that exists, declared and its API
     version checked; ImportError naming every path tried."""
@@ -112,7 +152,13 @@ def _load(soname, declare, version_fn, need):
     for path in _candidates(soname):
         tried.append(path)
         if os.path.exists(path):
-            handle = ctypes.CDLL(path)
+            foreign = _jpeg_ahead() if soname == SONAME else set()
+            try:
+                handle = ctypes.CDLL(path)
+            except OSError as e:
+                hint = (" (a libjpeg other than the system's was loaded first: "
+                        f"{', '.join(sorted(foreign))})" if foreign else "")
+                raise ImportError(f"{path}: {e}{hint}") from e
             declare(handle)
             got = getattr(handle, version_fn)()
             if got < need:
