@@ -38,7 +38,7 @@ MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 1)) GLOO_SOCKET_IFNAME=lo TORUS_PYTH
     TRAIN_ARGS="--arch resnet18 --image-size 28 --batch 8 --max-steps 2 --threads 1 --print-every 1" \
     timeout 300 sbatch --wait -N2 --ntasks-per-node=2 -o "$tmp/job.out" \
     "$top_srcdir/jobs/train-pytorch.sbatch" >/dev/null ||
-    tl_fail "train-pytorch.sbatch: $(tail -5 "$tmp/job.out")"
+    { cat "$tmp/job.out"; tl_fail "train-pytorch.sbatch failed (its output above)"; }
 grep -q '^4 ranks, grid 2x2 (TORUS_\*), hook torus2d wire fp16' "$tmp/job.out" &&
     grep -q '^epoch 0 step 2 loss' "$tmp/job.out" && [ -s "$tmp/job.pt" ] ||
     tl_fail "train-pytorch.sbatch: $(cat "$tmp/job.out")"
