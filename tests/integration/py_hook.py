@@ -11,7 +11,7 @@ gradients DDP's default all-reduce gives:
       really is fp16), and every rank's own gradient differs from the
       average (the check can fail).
 torus2d runs with the row's steps in shared memory (the default; every
-row of the test cluster is on this machine, and the check fails if the
+row of the plugin's grid is one node here, and the check fails if the
 memory was not used or its /dev/shm file is left, or if a column, whose
 ranks are on two nodes, gets shared memory) and sent (shared=False).
 Several buckets per step (bucket_cap_mb small). Rank 0 prints the grid.
@@ -75,7 +75,7 @@ runs = {
     "torus2d fp32": grads(td.torus_allreduce_hook, td.TorusHookState(grid, "fp32")),
     "torus2d fp16": grads(td.torus_allreduce_hook, grid),
 }
-# Every row of this cluster is on this one machine: its steps went through
+# Every row of this grid is one node: its steps went through
 # shared memory (one mapping per lane's row group), and the files are gone.
 shared = [row for _, row in td._rows.values()]
 if len(shared) != 2 or None in shared:

@@ -5,7 +5,7 @@ default) under DDP, the gradient synchronisation time of:
   ddp           DDP's default all-reduce (gloo, fp32, asynchronous)
   fp16          DDP with torch's fp16_compress_hook (default_hooks)
   torus2d       torus_allreduce_hook, fp16 wire (one lane, the default;
-                each row's steps in shared memory where its ranks share a host)
+                each row's steps in shared memory where the row is one node)
   torus2d-sent  the same with the row's steps sent too (shared=False)
   torus2d2      torus2d on 2 lanes (two buckets in flight)
   hierarchical  hierarchical_hook, fp16 wire
