@@ -87,6 +87,13 @@ class Batch(ctypes.Structure):
     ]
 
 
+def _lib_dirs():
+    """The usual library folders, in search order."""
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    return ("/usr/lib/" + multiarch, "/usr/local/lib/" + multiarch,
+            "/usr/local/lib", "/usr/lib64", "/usr/lib")
+
+
 def _candidates(soname):
     env = os.environ.get("TORUS_LIBDIR")
     if env:
@@ -99,19 +106,11 @@ def _candidates(soname):
             elif not (entry.endswith(".so") or ".so." in entry):
                 yield os.path.join(entry, soname)
         return
-    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
-    for base in ("/usr/lib/" + multiarch, "/usr/local/lib/" + multiarch,
-                 "/usr/local/lib", "/usr/lib64", "/usr/lib"):
+    for base in _lib_dirs():
         yield os.path.join(base, "torus", soname)
 
 
 JPEG_SONAME = "libjpeg.so.62"
-
-
-def _lib_dirs():
-    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
-    return ("/usr/lib/" + multiarch, "/lib/" + multiarch, "/usr/local/lib/" + multiarch,
-            "/usr/local/lib", "/usr/lib64", "/usr/lib")
 
 
 def _mapped_jpegs():
@@ -132,17 +131,38 @@ def _jpeg_ahead():
     same soname (torchvision 0.20 bundles one without jpeg_crop_scanline),
     so the loader would hand libtorusdata that copy and fail on the missing
     symbol. Where such a copy is mapped and the system's is not, the
-    system's is loaded first, by path and global, so libtorusdata's jpeg_*
-    symbols bind to it (the global scope is searched first). Returns the
-    foreign copies (for the error message), empty when none."""
+    system's is loaded, by path and global, so that on a second try
+    libtorusdata's jpeg_* symbols bind to it (the global scope is searched
+    first). Returns the foreign copies, empty when none (then there is
+    nothing to retry)."""
     mapped = _mapped_jpegs()
     if not mapped:
         return mapped
     system = [os.path.realpath(os.path.join(d, JPEG_SONAME)) for d in _lib_dirs()
               if os.path.exists(os.path.join(d, JPEG_SONAME))]
     if system and system[0] not in mapped:
-        ctypes.CDLL(system[0], mode=ctypes.RTLD_GLOBAL)
+        try:
+            ctypes.CDLL(system[0], mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            pass  # the second try fails too, and its error names the copy
     return mapped - set(system)
+
+
+def _open(path, soname):
+    """ctypes.CDLL(PATH); libtorusdata that fails to load beside a foreign
+    libjpeg is tried once more with the system's ahead (_jpeg_ahead), so
+    nothing changes for a process that needs no help. ImportError else."""
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        foreign = _jpeg_ahead() if soname == SONAME else set()
+        if not foreign:
+            raise ImportError(f"{path}: {e}") from e
+    try:
+        return ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError(f"{path}: {e} (a libjpeg other than the system's was "
+                          f"loaded first: {', '.join(sorted(foreign))})") from e
 
 
 def _load(soname, declare, version_fn, need):
@@ -152,13 +172,7 @@ def _load(soname, declare, version_fn, need):
     for path in _candidates(soname):
         tried.append(path)
         if os.path.exists(path):
-            foreign = _jpeg_ahead() if soname == SONAME else set()
-            try:
-                handle = ctypes.CDLL(path)
-            except OSError as e:
-                hint = (" (a libjpeg other than the system's was loaded first: "
-                        f"{', '.join(sorted(foreign))})" if foreign else "")
-                raise ImportError(f"{path}: {e}{hint}") from e
+            handle = _open(path, soname)
             declare(handle)
             got = getattr(handle, version_fn)()
             if got < need:
