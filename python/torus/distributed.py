@@ -252,6 +252,15 @@ def _chunks(flat, parts):
     return list(flat.split([q + 1] * r + [q] * (parts - r)))
 
 
+def _exchange(send, to, recv, frm, group):
+    """One ring hop: SEND to rank TO while RECV arrives from rank FRM, both
+    posted before either is waited on (a ring of blocking sends would
+    deadlock)."""
+    reqs = [dist.isend(send, to, group=group), dist.irecv(recv, frm, group=group)]
+    for q in reqs:
+        q.wait()
+
+
 def _ring_reduce_scatter(acc, ranks, me, group, code, dtype):
     """Ring reduce-scatter over RANKS (ring order) of ACC, one fp32 view per
     member, summed in place: afterwards acc[me] holds the sum over the ring.
@@ -268,10 +277,7 @@ def _ring_reduce_scatter(acc, ranks, me, group, code, dtype):
         o = send if code == 0 else out[:send.numel()]
         _encode(code, send, o)
         b = buf[:recv.numel()]
-        reqs = [dist.isend(o, nxt, group=group),
-                dist.irecv(b, prv, group=group)]
-        for q in reqs:
-            q.wait()
+        _exchange(o, nxt, b, prv, group)
         _decode(code, b, recv, add=True)
 
 
@@ -298,10 +304,7 @@ def _all_gather(acc, ranks, me, group, code, dtype):
                           acc[0].device).split(sizes))
     _encode(code, acc[me], parts[me])
     for s in range(n - 1):
-        reqs = [dist.isend(parts[(me - s) % n], nxt, group=group),
-                dist.irecv(parts[(me - s - 1) % n], prv, group=group)]
-        for q in reqs:
-            q.wait()
+        _exchange(parts[(me - s) % n], nxt, parts[(me - s - 1) % n], prv, group)
     for part, view in zip(parts, acc):
         _decode(code, part, view)
 
@@ -321,6 +324,16 @@ def _ring_allreduce(flat, ranks, me, group, code, dtype):
     _ring_reduce_scatter(acc, ranks, me, group, code, dtype)
     _all_gather(acc, ranks, me, group, code, dtype)
     return flat
+
+
+def _column(piece, grid, code, dtype):
+    """The all-reduce of this rank's PIECE of its row's sum over its column
+    (both paths of allreduce_2d). The column's ranks hold the same piece of
+    their rows' sums; it is rounded to the wire first, as the row's inputs
+    were."""
+    _scale_round(code, piece)
+    _ring_allreduce(piece, grid.col_ranks, grid.row, grid.col_group, code,
+                    dtype)
 
 
 class _RowMemory:
@@ -431,25 +444,19 @@ def _row_shared(flat, row, grid, code, dtype):
     n = flat.numel()
     row.slots[me][:n].copy_(flat)
     dist.barrier(group=grid.row_group)
-    acc = _chunks(flat, C)
-    lo = sum(v.numel() for v in acc[:me])
+    # The slots and the result area are cut as the bucket is (_chunks).
+    acc, results = _chunks(flat, C), _chunks(row.result[:n], C)
     mine = acc[me]
-    parts = [slot[lo:lo + mine.numel()] for slot in row.slots]
+    parts = [_chunks(slot[:n], C)[me] for slot in row.slots]
     torch.add(parts[0], parts[1], out=mine)
     for part in parts[2:]:
         mine.add_(part)
-    # The column's ranks hold the same slice of their rows' sums; rounded
-    # to the wire first, as the row's inputs were.
-    _scale_round(code, mine)
-    _ring_allreduce(mine, grid.col_ranks, grid.row, grid.col_group, code,
-                    dtype)
-    row.result[lo:lo + mine.numel()].copy_(mine)
+    _column(mine, grid, code, dtype)
+    results[me].copy_(mine)
     dist.barrier(group=grid.row_group)
-    start = 0
-    for i, view in enumerate(acc):
+    for i, (view, result) in enumerate(zip(acc, results)):
         if i != me:
-            view.copy_(row.result[start:start + view.numel()])
-        start += view.numel()
+            view.copy_(result)
     return flat
 
 
@@ -478,11 +485,7 @@ def allreduce_2d(flat, grid, wire="fp16", shared=True):
     acc = _chunks(flat, C)
     _ring_reduce_scatter(acc, grid.row_ranks, grid.col, grid.row_group,
                          code, dtype)
-    # A column's ranks hold the same piece of their rows' sums; rounded
-    # to the wire first, as the row's inputs were.
-    _scale_round(code, acc[grid.col])
-    _ring_allreduce(acc[grid.col], grid.col_ranks, grid.row, grid.col_group,
-                    code, dtype)
+    _column(acc[grid.col], grid, code, dtype)
     _all_gather(acc, grid.row_ranks, grid.col, grid.row_group, code, dtype)
     return flat
 
