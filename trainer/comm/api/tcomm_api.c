@@ -62,9 +62,10 @@ int tcomm_api_scale_round(int wire, float *x, size_t n, float scale)
         return TCOMM_API_EINVAL;
     /* Block by block, so each block is scaled, encoded and decoded while
      * it is in cache: one pass over memory. */
-    uint16_t tmp[4096];
-    for (size_t k = 0; k < n; k += 4096) {
-        size_t m = n - k < 4096 ? n - k : 4096;
+    enum { BLOCK = 4096 };
+    uint16_t tmp[BLOCK];
+    for (size_t k = 0; k < n; k += BLOCK) {
+        size_t m = n - k < BLOCK ? n - k : BLOCK;
         if (scale != 1.0f)
             tc_scale(x + k, m, scale);
         tc_round_to_wire((tcomm_wire)wire, x + k, m, tmp);
