@@ -5,11 +5,14 @@
  * cannot run on are refused, time grows with size, gradients summed in
  * place in shared memory are priced as such only where that path runs, a
  * 16-bit wire's casts cost what the probed convert rate says, and hybrid
- * runs fp32 on one node where the wire loses (and keeps it across nodes). */
+ * runs fp32 on one node where the wire loses (and keeps it across nodes).
+ * Also the probe's ring over the nodes, which measures the links the model
+ * prices: every node in it, each rank's peers on its neighbour nodes. */
 #include <check.h>
 #include <math.h>
 #include <string.h>
 
+#include "trainer/comm/bootstrap/bootstrap.h"
 #include "trainer/comm/core/comm.h"
 #include "trainer/comm/core/model.h"
 
@@ -256,6 +259,42 @@ static void _layout(tcomm_t *c, unsigned char **arena, int nodes)
 /* Hybrid's wire: on one node fp16 buys nothing in place, so fp32 runs
  * there; across nodes the wire stays what was asked for; fp32 asked for
  * stays fp32. */
+START_TEST(test_probe_ring)
+{
+    /* Nodes in order of first rank: 5, 9, 7 (7 has a third rank, which
+     * sits out: 2 flows). */
+    const int nodes[] = {5, 5, 9, 9, 7, 7, 7};
+    const int want[7][2] = {{2, 4}, {3, 5}, {4, 0}, {5, 1},
+                            {0, 2}, {1, 3}, {-1, -1}};
+    for (int r = 0; r < 7; r++) {
+        int next, prev, flows;
+        ck_assert_int_eq(tc_probe_ring(nodes, 7, r, &next, &prev, &flows),
+                         TCOMM_OK);
+        ck_assert_int_eq(flows, 2);
+        ck_assert_int_eq(next, want[r][0]);
+        ck_assert_int_eq(prev, want[r][1]);
+    }
+    /* Ranks of two nodes interleaved (cyclic placement): peers by index
+     * on the node, not by rank number; with two nodes next is prev. */
+    const int cyc[] = {1, 2, 1, 2};
+    const int cwant[4] = {1, 0, 3, 2};
+    for (int r = 0; r < 4; r++) {
+        int next, prev, flows;
+        ck_assert_int_eq(tc_probe_ring(cyc, 4, r, &next, &prev, &flows),
+                         TCOMM_OK);
+        ck_assert_int_eq(flows, 2);
+        ck_assert_int_eq(next, cwant[r]);
+        ck_assert_int_eq(prev, cwant[r]);
+    }
+    /* One node: no ring. */
+    const int one[] = {4, 4};
+    int next, prev, flows;
+    ck_assert_int_eq(tc_probe_ring(one, 2, 1, &next, &prev, &flows), TCOMM_OK);
+    ck_assert_int_eq(next, -1);
+    ck_assert_int_eq(prev, -1);
+}
+END_TEST
+
 START_TEST(test_pick_wire)
 {
     unsigned char *blocks[4] = {0};
@@ -301,6 +340,7 @@ int main(void)
     tcase_add_test(t, test_in_place);
     tcase_add_test(t, test_convert_term);
     tcase_add_test(t, test_pick_wire);
+    tcase_add_test(t, test_probe_ring);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -31,4 +31,13 @@ void tc_watchdog_disarm(tc_watchdog *w);
  * start on a loaded host). */
 double tc_watchdog_limit(const tc_watchdog *w);
 
+/* The link probe's ring over the nodes (probe.c): nodes[r] is rank r's node
+ * id; nodes are ordered by their first rank, and the j-th rank of each node
+ * sends to the j-th rank of the next node and receives from the j-th of the
+ * previous one. *flows: the fewest ranks any node has (ranks with a higher
+ * index sit out: *next = *prev = -1, as for every rank on one node).
+ * TCOMM_ERR_NOMEM when the work arrays cannot be had. */
+tcomm_rc tc_probe_ring(const int *nodes, int size, int rank, int *next,
+                       int *prev, int *flows);
+
 #endif

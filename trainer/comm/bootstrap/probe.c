@@ -1,32 +1,43 @@
 /* bootstrap/probe.c: measure the cost model's link parameters at start-up.
  * Rank 0 ping-pongs a small and two large messages with a rank on its own
- * node; then every rank of its node exchanges with its counterpart on one
- * other node, all pairs at once (the way a ring step loads a node's link);
- * rank 0 also times its fp32 reduce loop and its fp16 cast. The numbers are
- * broadcast so that every rank's hybrid choice is identical. About 0.5 s on 1
- * Gbit/s links. */
+ * node; then the nodes form one ring, as a column ring loads them: the j-th
+ * rank of every node sends to the j-th rank of the next node and receives
+ * from the previous one, all ranks at once; last, every rank times its fp32
+ * reduce loop and its fp16 cast at once. The ring and the kernels run on
+ * every rank, as the algorithms the numbers price do: on a host where the
+ * ranks share cores, a measurement with most ranks idle (or spinning in a
+ * barrier) saw another machine than the all-reduce does. Rank 0's numbers
+ * are broadcast so that every rank's hybrid choice is identical. About
+ * 0.6 s on 1 Gbit/s links (eight 4 MiB exchanges per rank dominate). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "trainer/comm/bootstrap/bootstrap.h"
 #include "trainer/comm/core/wire.h"
 #include "trainer/comm/transport/transport.h"
 
+/* Passes over the probe's 2 MiB of floats per kernel timed: about 10 ms
+ * for a rank alone on a core and several scheduler time slices when ranks
+ * share cores, so that a rank running alone for one slice does not stand
+ * for all of them. */
+#define _KERNEL_PASSES 64
+
 /* The cost of the 16-bit wire on this rank: n fp32 values of a cast to
- * fp16 and back, as the wire's kernels run them (rank 0, before the
- * broadcast). convert_Bps is the rate of one cast, the mean of the two
+ * fp16 and back, as the wire's kernels run them (every rank at once;
+ * rank 0's figure is broadcast). convert_Bps is the rate of one cast, the mean of the two
  * directions, so a round trip of F fp32 bytes costs 2 F / convert_Bps.
  * a holds 2n floats: the wire values go to its second half. */
 static void _probe_casts(tcomm_t *c, float *a, size_t n)
 {
     double t0 = tcomm_wtime();
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < _KERNEL_PASSES; i++) {
         tc_encode(TCOMM_WIRE_FP16, a, a + n, n);
         tc_decode(TCOMM_WIRE_FP16, a + n, a, n);
     }
     double t = tcomm_wtime() - t0;
     if (t > 0)
-        c->model.convert_Bps = 2 * 4.0 * (double)n * 4 / t;
+        c->model.convert_Bps = 2.0 * _KERNEL_PASSES * (double)n * 4 / t;
 }
 
 /* Round-trip time of bytes between world ranks 0 and peer (both call). */
@@ -88,15 +99,16 @@ static int _cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The median time per exchange of bytes each way with peer (both call),
+/* The median time per exchange of bytes: sent to dst while as many come
+ * from src (both sides call),
  * over iters (at most _EXCHANGES) after a warm-up. The median, not the
  * mean: one TCP retransmission on a shaped link stalls an exchange for a
  * timeout, and in the bandwidth's slope (a difference of two such times)
  * one stall made the model price every algorithm 40% high. The pairs run
  * together, so every pair's time holds the others' share of the link. */
 #define _EXCHANGES 50
-static tcomm_rc _exchange(tcomm_t *c, int peer, void *buf, size_t bytes,
-                          int iters, double *t)
+static tcomm_rc _exchange(tcomm_t *c, int dst, int src, void *buf,
+                          size_t bytes, int iters, double *t)
 {
     char *b = buf;
     double each[_EXCHANGES];
@@ -105,7 +117,7 @@ static tcomm_rc _exchange(tcomm_t *c, int peer, void *buf, size_t bytes,
         iters = _EXCHANGES;
     for (int i = -1; i < iters && !rc; i++) {
         double t0 = tcomm_wtime();
-        rc = tc_sendrecv(c, &c->world, b, bytes, peer, b + bytes, bytes, peer);
+        rc = tc_sendrecv(c, &c->world, b, bytes, dst, b + bytes, bytes, src);
         if (i >= 0)
             each[i] = tcomm_wtime() - t0;
     }
@@ -123,47 +135,117 @@ static tcomm_rc _barrier(tcomm_t *c)
                          "probe's barrier");
 }
 
-/* The link between nodes as a ring step uses it: the j-th rank of rank 0's
- * node exchanges with the j-th rank of the other node, every pair at once,
- * both ways at once, so the measured rate is what the node's link gives all
- * of its ranks' flows together, full duplex, with every rank of both nodes
- * busy. (A ping-pong of one pair gave 0.143 GB/s on the emulated cluster's
- * 1 Gbit/s links, more than the link's 0.125, and the model priced every
- * algorithm 20-28% below its measured time.) Every rank calls; rank 0
- * fits. buf holds 2 * big bytes. */
-static tcomm_rc _measure_nodes(tcomm_t *c, const int *nodes, int other,
-                               void *buf, size_t big, tcomm_link *l)
+/* For rank r: pos[r], the position of its node in the order of the nodes'
+ * first ranks, and idx[r], its index among its node's ranks. Returns the
+ * number of nodes; *least: the fewest ranks any node has. */
+static int _node_ring(const int *nodes, int size, int *pos, int *idx,
+                      int *least)
 {
-    int me = c->info.rank, n0 = nodes[0], peer = -1, flows = 0;
-    int j = 0, seen[2] = {0, 0}; /* my index on my node; ranks seen per node */
-    for (int r = 0; r < c->info.size; r++) {
-        int side = nodes[r] == n0 ? 0 : nodes[r] == other ? 1 : -1;
-        if (side < 0)
-            continue;
-        if (r == me)
-            j = seen[side];
-        seen[side]++;
+    int n = 0;
+    for (int r = 0; r < size; r++) {
+        int first = 0, k = 0;
+        while (nodes[first] != nodes[r])
+            first++;
+        for (int q = first; q < r; q++)
+            k += nodes[q] == nodes[r];
+        pos[r] = first == r ? n++ : pos[first];
+        idx[r] = k;
     }
-    flows = seen[0] < seen[1] ? seen[0] : seen[1];
-    int mine = nodes[me] == n0 ? 0 : nodes[me] == other ? 1 : -1;
-    if (mine >= 0 && j < flows) { /* my partner: index j on the other side */
-        int want = j;
-        for (int r = 0; r < c->info.size && peer < 0; r++)
-            if (nodes[r] == (mine ? n0 : other) && want-- == 0)
-                peer = r;
+    *least = size;
+    for (int p = 0; p < n; p++) {
+        int k = 0;
+        for (int r = 0; r < size; r++)
+            k += pos[r] == p;
+        if (k < *least)
+            *least = k;
     }
-    const size_t mid = big / 4, sizes[3] = {8, mid, big};
-    const int iters[3] = {49, 5, 5}; /* odd: a middle one */
-    double t[3] = {0, 0, 0};
-    tcomm_rc rc = TCOMM_OK;
-    for (int k = 0; k < 3 && !rc; k++) {
+    return n;
+}
+
+/* The rank at node position p with index j on its node, or -1. */
+static int _rank_at(const int *pos, const int *idx, int size, int p, int j)
+{
+    for (int r = 0; r < size; r++)
+        if (pos[r] == p && idx[r] == j)
+            return r;
+    return -1;
+}
+
+tcomm_rc tc_probe_ring(const int *nodes, int size, int rank, int *next,
+                       int *prev, int *flows)
+{
+    int *pos = calloc(2 * (size_t)size, sizeof(int));
+    *next = *prev = -1;
+    *flows = 0;
+    if (!pos)
+        return TCOMM_ERR_NOMEM;
+    int *idx = pos + size;
+    int n = _node_ring(nodes, size, pos, idx, flows);
+    if (n > 1 && idx[rank] < *flows) {
+        *next = _rank_at(pos, idx, size, (pos[rank] + 1) % n, idx[rank]);
+        *prev = _rank_at(pos, idx, size, (pos[rank] + n - 1) % n, idx[rank]);
+    }
+    free(pos);
+    return TCOMM_OK;
+}
+
+/* The link between nodes as a column ring loads it: all nodes in one ring,
+ * the j-th rank of each sending to the j-th rank of the next node while it
+ * receives from the previous one, every such rank at once, so a node's
+ * link carries `flows` flows each way, full duplex, and every node's
+ * ranks and links are as busy as in a ring step. (A ping-pong of one pair
+ * gave 0.143 GB/s on the emulated cluster's 1 Gbit/s links, more than the
+ * link's 0.125, and priced every algorithm 20-28% low; an exchange between
+ * two nodes with the others' ranks spinning in a barrier gave 0.06-0.14
+ * GB/s from one run to the next.) Ranks beyond the fewest any node has sit
+ * out. Every rank calls; rank 0 fits. buf holds 2 * big bytes. */
+static tcomm_rc _measure_nodes(tcomm_t *c, const int *nodes, void *buf,
+                               size_t big, tcomm_link *l)
+{
+    int next, prev, flows;
+    tcomm_rc rc = tc_probe_ring(nodes, c->info.size, c->info.rank, &next,
+                                &prev, &flows);
+    rc = tc_agree(c, &c->world, rc == TCOMM_OK, "allocate the probe's ring",
+                  TCOMM_ERR_NOMEM);
+    /* Bandwidth from the big exchanges alone, not from a slope between two
+     * sizes: they run back to back after a warm-up, as a ring's steps do,
+     * so a token bucket's burst (refilled only while a link idles) and a
+     * TCP window's opening are paid once, in the warm-up. The slope of two
+     * medians was the difference of two noisy times: on the emulated
+     * cluster it read 0.065 to 0.164 GB/s from one run to the next on a
+     * link that carries 0.119 (iperf3, tests/bench/comm/link_ring.sh). */
+    const size_t sizes[2] = {8, big};
+    const int iters[2] = {49, 7}; /* odd: a middle one */
+    double t[2] = {0, 0};
+    for (int k = 0; k < 2 && !rc; k++) {
         rc = _barrier(c);
-        if (!rc && peer >= 0)
-            rc = _exchange(c, peer, buf, sizes[k], iters[k], &t[k]);
+        if (!rc && next >= 0)
+            rc = _exchange(c, next, prev, buf, sizes[k], iters[k], &t[k]);
     }
-    if (!rc && me == 0)
-        _fit(t[0], t[1], t[2], mid, big, flows, l);
+    if (!rc && c->info.rank == 0) {
+        l->alpha_s = t[0];
+        l->bw_Bps = t[1] > t[0] ? flows * (double)big / (t[1] - t[0]) : 1e12;
+    }
     return rc;
+}
+
+/* The fp32 add the algorithms run per received chunk, and the fp16 casts,
+ * timed on every rank at once (rank 0's figures are kept): in a ring step
+ * all ranks add at once, so they share the cores and the memory as here.
+ * a holds 2n floats. */
+static tcomm_rc _measure_kernels(tcomm_t *c, float *a, size_t n)
+{
+    tcomm_rc rc = _barrier(c);
+    if (rc)
+        return rc;
+    double t0 = tcomm_wtime();
+    for (int i = 0; i < _KERNEL_PASSES; i++)
+        tc_decode_add(TCOMM_WIRE_FP32, a + n, a, n);
+    double t = tcomm_wtime() - t0;
+    if (t > 0)
+        c->model.reduce_Bps = (double)_KERNEL_PASSES * (double)n * 4 / t;
+    _probe_casts(c, a, n);
+    return TCOMM_OK;
 }
 
 tcomm_rc tcomm_probe_links(tcomm_t *c)
@@ -199,25 +281,15 @@ tcomm_rc tcomm_probe_links(tcomm_t *c)
         if (nodes[r] != nodes[0] && inter < 0)
             inter = r;
     }
-    if (c->info.rank == 0) {
-        /* Time the fp32 add the algorithms run per received chunk. */
-        float *a = buf;
-        size_t n = big / 8;
-        double t0 = tcomm_wtime();
-        for (int i = 0; i < 4; i++)
-            tc_decode_add(TCOMM_WIRE_FP32, a + n, a, n);
-        double t = tcomm_wtime() - t0;
-        if (t > 0)
-            c->model.reduce_Bps = 4.0 * (double)n * 4 / t;
-        _probe_casts(c, a, n);
-    }
     if (intra > 0 && (c->info.rank == 0 || c->info.rank == intra))
         rc = _measure_node(c, intra, buf, big, &c->model.link[TORUS_LINK_NODE]);
     if (!rc && inter > 0)
-        rc = _measure_nodes(c, nodes, nodes[inter], buf, big,
+        rc = _measure_nodes(c, nodes, buf, big,
                             &c->model.link[TORUS_LINK_LEAF]);
     if (inter < 0 && c->info.rank == 0) /* one node: no inter links to use */
         c->model.link[TORUS_LINK_LEAF] = c->model.link[TORUS_LINK_NODE];
+    if (!rc)
+        rc = _measure_kernels(c, buf, big / 8);
     if (!rc)
         rc = tcomm_bcast_bytes(c, &c->model, sizeof c->model, 0);
     free(nodes);
