@@ -264,7 +264,7 @@ START_TEST(test_probe_ring)
     /* Nodes in order of first rank: 5, 9, 7 (7 has a third rank, which
      * sits out: 2 flows). */
     const int nodes[] = {5, 5, 9, 9, 7, 7, 7};
-    const int want[7][2] = {{2, 4}, {3, 5}, {4, 0}, {5, 1},
+    const int want[7][2] = {{2, 4}, {3, 5}, {4, 0},  {5, 1},
                             {0, 2}, {1, 3}, {-1, -1}};
     for (int r = 0; r < 7; r++) {
         int next, prev, flows;

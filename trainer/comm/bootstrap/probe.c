@@ -25,9 +25,9 @@
 
 /* The cost of the 16-bit wire on this rank: n fp32 values of a cast to
  * fp16 and back, as the wire's kernels run them (every rank at once;
- * rank 0's figure is broadcast). convert_Bps is the rate of one cast, the mean of the two
- * directions, so a round trip of F fp32 bytes costs 2 F / convert_Bps.
- * a holds 2n floats: the wire values go to its second half. */
+ * rank 0's figure is broadcast). convert_Bps is the rate of one cast, the mean
+ * of the two directions, so a round trip of F fp32 bytes costs 2 F /
+ * convert_Bps. a holds 2n floats: the wire values go to its second half. */
 static void _probe_casts(tcomm_t *c, float *a, size_t n)
 {
     double t0 = tcomm_wtime();
@@ -99,16 +99,15 @@ static int _cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The median time per exchange of bytes: sent to dst while as many come
- * from src (both sides call),
- * over iters (at most _EXCHANGES) after a warm-up. The median, not the
- * mean: one TCP retransmission on a shaped link stalls an exchange for a
- * timeout, and in the bandwidth's slope (a difference of two such times)
- * one stall made the model price every algorithm 40% high. The pairs run
- * together, so every pair's time holds the others' share of the link. */
+/* The median time per exchange of bytes, sent to dst while as many come
+ * from src (both sides call), over iters (at most _EXCHANGES) after a
+ * warm-up. The median, not the mean: one TCP retransmission on a shaped
+ * link stalls an exchange for a timeout (one such stall once made the model
+ * price every algorithm 40% high). All exchanging ranks run together, so
+ * each time holds the others' share of the link. */
 #define _EXCHANGES 50
-static tcomm_rc _exchange(tcomm_t *c, int dst, int src, void *buf,
-                          size_t bytes, int iters, double *t)
+static tcomm_rc _exchange(tcomm_t *c, int dst, int src, void *buf, size_t bytes,
+                          int iters, double *t)
 {
     char *b = buf;
     double each[_EXCHANGES];
@@ -203,8 +202,8 @@ static tcomm_rc _measure_nodes(tcomm_t *c, const int *nodes, void *buf,
                                size_t big, tcomm_link *l)
 {
     int next, prev, flows;
-    tcomm_rc rc = tc_probe_ring(nodes, c->info.size, c->info.rank, &next,
-                                &prev, &flows);
+    tcomm_rc rc =
+        tc_probe_ring(nodes, c->info.size, c->info.rank, &next, &prev, &flows);
     rc = tc_agree(c, &c->world, rc == TCOMM_OK, "allocate the probe's ring",
                   TCOMM_ERR_NOMEM);
     /* Bandwidth from the big exchanges alone, not from a slope between two
@@ -284,8 +283,8 @@ tcomm_rc tcomm_probe_links(tcomm_t *c)
     if (intra > 0 && (c->info.rank == 0 || c->info.rank == intra))
         rc = _measure_node(c, intra, buf, big, &c->model.link[TORUS_LINK_NODE]);
     if (!rc && inter > 0)
-        rc = _measure_nodes(c, nodes, buf, big,
-                            &c->model.link[TORUS_LINK_LEAF]);
+        rc =
+            _measure_nodes(c, nodes, buf, big, &c->model.link[TORUS_LINK_LEAF]);
     if (inter < 0 && c->info.rank == 0) /* one node: no inter links to use */
         c->model.link[TORUS_LINK_LEAF] = c->model.link[TORUS_LINK_NODE];
     if (!rc)
