@@ -195,7 +195,7 @@ tcomm_rc tc_probe_ring(const int *nodes, int size, int rank, int *next,
  * ranks and links are as busy as in a ring step. (A ping-pong of one pair
  * gave 0.143 GB/s on the emulated cluster's 1 Gbit/s links, more than the
  * link's 0.125, and priced every algorithm 20-28% low; an exchange between
- * two nodes with the others' ranks spinning in a barrier gave 0.06-0.14
+ * two nodes with the others' ranks spinning in a barrier gave 0.06-0.16
  * GB/s from one run to the next.) Ranks beyond the fewest any node has sit
  * out. Every rank calls; rank 0 fits. buf holds 2 * big bytes. */
 static tcomm_rc _measure_nodes(tcomm_t *c, const int *nodes, void *buf,
@@ -211,7 +211,7 @@ static tcomm_rc _measure_nodes(tcomm_t *c, const int *nodes, void *buf,
      * so a token bucket's burst (refilled only while a link idles) and a
      * TCP window's opening are paid once, in the warm-up. The slope of two
      * medians was the difference of two noisy times: on the emulated
-     * cluster it read 0.065 to 0.164 GB/s from one run to the next on a
+     * cluster it read 0.062 to 0.164 GB/s from one run to the next on a
      * link that carries 0.119 (iperf3, tests/bench/comm/link_ring.sh). */
     const size_t sizes[2] = {8, big};
     const int iters[2] = {49, 7}; /* odd: a middle one */
