@@ -3,7 +3,9 @@
 # checked: the sweep as one process and under mpirun (every line #wrong 0
 # out-of-place and in-place, one line per size x wire x algorithm; with
 # --json one JSON object per line that says the same, in-place rows of a
-# node's torus2d row reduced where they lie; "# Avg bus bandwidth" the mean
+# node's torus2d row reduced where they lie, hybrid's picks (algorithm and
+# wire per placement) as its '# hybrid ran' line says, fp32 in place on
+# one node; "# Avg bus bandwidth" the mean
 # of the printed busbw columns), the ResNet-50 mode (161 tensors,
 # busbw on the user's fp32 bytes and the wire's bytes apart; the
 # --json one object per row; the like-for-like chain of
@@ -37,7 +39,8 @@ echo "$out" | awk '/^ / && $5 != "n/a" { s += $7 + $11; n += 2 }
     /^# Avg bus bandwidth *: / { avg = $NF; seen = 1 }
     END { d = avg - s / n; if (d < 0) d = -d; exit !(seen && n > 0 && d < 0.001) }' ||
     cm_fail "'# Avg bus bandwidth' is not the mean busbw: $(echo "$out" | tail -2)"
-/usr/bin/python3 - "$json" "$lines" <<'PY' || cm_fail "--json does not match the table"
+hyb=$(echo "$out" | grep '^# *hybrid ran ')
+/usr/bin/python3 - "$json" "$lines" "$hyb" <<'PY' || cm_fail "--json does not match the table"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert len(rows) == int(sys.argv[2]), "%d JSON rows" % len(rows)
@@ -47,6 +50,18 @@ assert all(abs(r["oop_busbw_GBps"] - r["oop_algbw_GBps"] * 4 / 3) < 1e-5 for r i
 assert any(r["algo"] == "torus2d" and r["ip_reduced_in_place"] for r in ok)
 assert not any(r["algo"] == "flat" and r["ip_reduced_in_place"] for r in ok)
 assert {r["algo"] for r in rows if not r.get("supported", True)} == {"hier-rs"}
+# hybrid: what it picked, per placement, as the table's '# hybrid ran' line
+# says; on one node in place it sums in fp32 whatever the wire asked.
+hy = [r for r in ok if r["algo"] == "hybrid"]
+said = [l.split("hybrid ran ", 1)[1].strip() for l in sys.argv[3].splitlines()]
+assert len(hy) == 9 and len(said) == 9, (len(hy), len(said))
+for r, line in zip(hy, said):
+    want = "%s on %s out of place, %s on %s in place" % (
+        r["oop_ran"], r["oop_ran_wire"], r["ip_ran"], r["ip_ran_wire"])
+    assert line == want, (line, want)
+    assert r["oop_ran"] in ("flat", "ring", "hier", "torus2d"), r
+assert all(r["ip_ran_wire"] == "fp32" for r in hy), hy
+assert any(r["wire"] != "fp32" for r in hy)
 print("ok: %d JSON rows" % len(rows))
 PY
 echo "$out" | grep -q 'hier-rs *n/a' || cm_fail "hier-rs must be n/a with unequal groups of 2 and 1"

@@ -77,9 +77,12 @@ static void _json(FILE *f, const tcomm_info *in, size_t count, tcomm_algo a,
         fprintf(f, ",\"supported\":false}\n");
         return;
     }
-    if (a == TCOMM_ALGO_HYBRID)
-        fprintf(f, ",\"ran\":\"%s\"", tcomm_algo_name(m[0].r.algo_used));
     static const char *pre[2] = {"oop", "ip"};
+    for (int k = 0; k < 2 && a == TCOMM_ALGO_HYBRID; k++)
+        if (m[k].ran)
+            fprintf(f, ",\"%s_ran\":\"%s\",\"%s_ran_wire\":\"%s\"", pre[k],
+                    tcomm_algo_name(m[k].r.algo_used), pre[k],
+                    tcomm_wire_name(m[k].r.wire_used));
     for (int k = 0; k < 2; k++)
         if (m[k].ran)
             fprintf(f,
@@ -93,6 +96,26 @@ static void _json(FILE *f, const tcomm_info *in, size_t count, tcomm_algo a,
     if (pt >= 0)
         fprintf(f, ",\"model_us\":%.3f", pt * 1e6);
     fprintf(f, "}\n");
+}
+
+/* What hybrid chose per placement: the algorithm, and the wire, which on
+ * one node may be fp32 where the row asked for a 16-bit one (the wire's
+ * casts cost more than its bytes save there; core/pick.c). */
+static void _print_hybrid(const _res *m)
+{
+    static const char *where[2] = {"out of place", "in place"};
+    const char *sep = "";
+    if (!m[0].ran && !m[1].ran)
+        return;
+    printf("#%11s hybrid ran", "");
+    for (int k = 0; k < 2; k++) {
+        if (!m[k].ran)
+            continue;
+        printf("%s %s on %s %s", sep, tcomm_algo_name(m[k].r.algo_used),
+               tcomm_wire_name(m[k].r.wire_used), where[k]);
+        sep = ",";
+    }
+    printf("\n");
 }
 
 /* One line on rank 0: both placements, the model's prediction. */
@@ -116,8 +139,8 @@ static void _print(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
     if (pt >= 0 && m[0].ran)
         printf(" %11.1f %10.2f", pt * 1e6, pt / m[0].t);
     printf("\n");
-    if (a == TCOMM_ALGO_HYBRID && m[0].ran)
-        printf("#%11s hybrid ran %s\n", "", tcomm_algo_name(m[0].r.algo_used));
+    if (a == TCOMM_ALGO_HYBRID)
+        _print_hybrid(m);
     _json(b->json, in, count, a, w, m, pt);
 }
 

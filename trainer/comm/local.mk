@@ -202,4 +202,4 @@ EXTRA_DIST += $(COMM_SH_TESTS) tests/integration/comm_lib.sh
 # Design notes and the by-hand benchmarks (numbers go in the issue note).
 dist_doc_DATA += docs/comm.md
 EXTRA_DIST += tests/bench/comm/node.sh tests/bench/comm/netns.sh tests/bench/comm/ddp_gloo_resnet50.py \
-	tests/bench/comm/chain.awk tests/bench/comm/tbf_goodput.sh
+	tests/bench/comm/chain.awk tests/bench/comm/tbf_goodput.sh tests/bench/comm/link_ring.sh
