@@ -33,7 +33,6 @@ bits=${rate%gbit}
 base=/tmp/torus-link-ring
 out=$(mktemp -d /tmp/link-ring.XXXXXX)
 cleanup() {
-    pkill -f "iperf3 -s -p 58" 2>/dev/null
     "$top/tests/cluster/down" --base "$base" --quiet
     rm -rf "$out"
 }
@@ -52,7 +51,9 @@ pattern() { # STREAMS PAIRS...
     shift
     for pair in "$@"; do
         to=${pair#*:}
-        nsenter --net="$(ns "$to")" iperf3 -s -p $((5800 + to)) -1 >/dev/null 2>&1 &
+        # One client each (-1), and a deadline: a client that cannot connect
+        # must not leave its server (and the wait below) waiting forever.
+        nsenter --net="$(ns "$to")" timeout $((secs + 30)) iperf3 -s -p $((5800 + to)) -1 >/dev/null 2>&1 &
     done
     sleep 0.5
     for pair in "$@"; do
