@@ -259,6 +259,42 @@ static void _layout(tcomm_t *c, unsigned char **arena, int nodes)
 /* Hybrid's wire: on one node fp16 buys nothing in place, so fp32 runs
  * there; across nodes the wire stays what was asked for; fp32 asked for
  * stays fp32. */
+START_TEST(test_pick_wire)
+{
+    unsigned char *blocks[4] = {0};
+    static tcomm_t c;
+    size_t n = 1u << 20;
+    _layout(&c, blocks, 1);
+    tcomm_wire w = TCOMM_WIRE_FP16;
+    tcomm_algo a = tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
+    ck_assert_int_eq(w, TCOMM_WIRE_FP32);
+    ck_assert_int_eq(a, TCOMM_ALGO_TORUS2D);
+    /* The pick is the model's cheapest over both wires. */
+    tcomm_model_params m = c.model;
+    m.in_place = TCOMM_MODEL_INPLACE_ROWS;
+    ck_assert(tcomm_model_time(&m, a, n, w) <
+              tcomm_model_time(&m, tcomm_model_best(&m, n, TCOMM_WIRE_FP16), n,
+                               TCOMM_WIRE_FP16));
+    /* Casts for free: a tie keeps the wire asked for. */
+    c.model.convert_Bps = INFINITY;
+    w = TCOMM_WIRE_FP16;
+    tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
+    ck_assert_int_eq(w, TCOMM_WIRE_FP16);
+    w = TCOMM_WIRE_FP32;
+    tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
+    ck_assert_int_eq(w, TCOMM_WIRE_FP32);
+    /* Two nodes: the columns cross the network on the wire asked for,
+     * however slow its casts. */
+    _layout(&c, blocks, 2);
+    c.model.convert_Bps = 1e6;
+    w = TCOMM_WIRE_BF16;
+    tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
+    ck_assert_int_eq(w, TCOMM_WIRE_BF16);
+}
+END_TEST
+
+/* The probe's ring over the nodes: node order, index on the node, the
+ * ranks that sit out. */
 START_TEST(test_probe_ring)
 {
     /* Nodes in order of first rank: 5, 9, 7 (7 has a third rank, which
@@ -292,40 +328,6 @@ START_TEST(test_probe_ring)
     ck_assert_int_eq(tc_probe_ring(one, 2, 1, &next, &prev, &flows), TCOMM_OK);
     ck_assert_int_eq(next, -1);
     ck_assert_int_eq(prev, -1);
-}
-END_TEST
-
-START_TEST(test_pick_wire)
-{
-    unsigned char *blocks[4] = {0};
-    static tcomm_t c;
-    size_t n = 1u << 20;
-    _layout(&c, blocks, 1);
-    tcomm_wire w = TCOMM_WIRE_FP16;
-    tcomm_algo a = tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
-    ck_assert_int_eq(w, TCOMM_WIRE_FP32);
-    ck_assert_int_eq(a, TCOMM_ALGO_TORUS2D);
-    /* The pick is the model's cheapest over both wires. */
-    tcomm_model_params m = c.model;
-    m.in_place = TCOMM_MODEL_INPLACE_ROWS;
-    ck_assert(tcomm_model_time(&m, a, n, w) <
-              tcomm_model_time(&m, tcomm_model_best(&m, n, TCOMM_WIRE_FP16), n,
-                               TCOMM_WIRE_FP16));
-    /* Casts for free: a tie keeps the wire asked for. */
-    c.model.convert_Bps = INFINITY;
-    w = TCOMM_WIRE_FP16;
-    tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
-    ck_assert_int_eq(w, TCOMM_WIRE_FP16);
-    w = TCOMM_WIRE_FP32;
-    tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
-    ck_assert_int_eq(w, TCOMM_WIRE_FP32);
-    /* Two nodes: the columns cross the network on the wire asked for,
-     * however slow its casts. */
-    _layout(&c, blocks, 2);
-    c.model.convert_Bps = 1e6;
-    w = TCOMM_WIRE_BF16;
-    tc_hybrid_pick_wire(&c, n, TCOMM_SHARED, &w);
-    ck_assert_int_eq(w, TCOMM_WIRE_BF16);
 }
 END_TEST
 
