@@ -85,6 +85,22 @@ X
 chmod +x "$W"
 step env "$W" "$B/comm_check" --sizes 1,1001,40000 --wires fp32,fp16
 echo "$LAST" | grep -q 'grid=2x4 groups=2 (size 4) nodes=4 source=wrapper' || tl_fail "TORUS_* not used"
+# Rows that take different paths: a 4x2 grid whose rows 0 and 3 lie on one
+# node (n1, n4) and rows 1 and 2 across two (ranks 2,4 and 3,5). At 1.1M
+# floats torus2d pipelines (pieces of at least 2 MiB) only where every row
+# reduces in shared memory; when each row chose for itself, a column paired
+# a piece with a whole slice and failed on a truncated message.
+M="$TL_BASE/torus_mixed_rows"
+cat >"$M" <<'X'
+#!/bin/bash
+coords=(0,0 0,1 1,0 2,0 1,1 2,1 3,0 3,1)
+export TORUS_VERSION=1 TORUS_DIMS=4x2 TORUS_COORD=${coords[$SLURM_PROCID]} TORUS_GROUP=0
+export TORUS_NGROUPS=1 TORUS_NODE_INDEX=$((SLURM_PROCID / 2)) TORUS_SOURCE=wrapper
+exec "$@"
+X
+chmod +x "$M"
+step mixed-rows "$M" "$B/comm_check" --sizes 1100000 --algos torus2d --wires fp32,fp16
+echo "$LAST" | grep -q 'grid=4x2' || tl_fail "mixed rows: the wrapper's grid was not used"
 srun --help 2>&1 | grep -q -- '--torus' ||
     tl_fail "srun has no --torus: the cluster did not load $plugin"
 step torus-auto --torus=auto "$B/comm_check" --sizes 1,1001,40000 --wires fp32,fp16

@@ -5,7 +5,8 @@
 # checks the reason against the rule: a power of two from 256 KiB to 64 MiB,
 # the bucket count the exchange reports, the buckets priced within 10% of
 # one all-reduce of all gradients, and the next smaller size (when there is
-# one) priced above that. A run with that size given as a number takes the
+# one) priced above that; each bucket and the whole priced with the cost
+# per bucket measured beyond the model (its figure in the reason). A run with that size given as a number takes the
 # same buckets and gets the same losses bit for bit; bad values are
 # refused naming the option.
 set -u
@@ -34,6 +35,15 @@ awk -v w="$why" 'BEGIN {
     ok = s <= 1.1 * whole + 0.005
     if (match(w, /; [0-9]+ KiB: [0-9.]+ ms/)) { split(substr(w, RSTART, RLENGTH), b, " "); ok = ok && b[4] > 1.1 * whole - 0.005 }
     exit !ok }' || fail "the reason's numbers break the rule: $why"
+# (...; E ms a bucket measured beyond the model; ...): every one of the NB
+# buckets pays E, and the whole all-reduce once.
+awk -v w="$why" -v nb="$nb" 'BEGIN {
+    if (!match(w, /\([0-9.]+ ms vs [0-9.]+ ms/)) exit 1
+    split(substr(w, RSTART + 1, RLENGTH - 1), a, " ")
+    if (!match(w, /; [0-9.]+ ms a bucket measured beyond the model/)) exit 1
+    split(substr(w, RSTART + 2, RLENGTH - 2), e, " ")
+    exit !(e[1] >= 0 && a[1] >= nb * e[1] - 0.005 * nb && a[4] >= e[1] - 0.005) }' ||
+    fail "the reason does not price the measured cost per bucket: $why"
 TR_MPI_TIMEOUT=180 tr_mpirun -np 2 "${run[@]}" --bucket-kb "$kb" --metrics "$tmp/fixed.jsonl" \
     >"$tmp/fixed.log" 2>&1 || fail "--bucket-kb $kb: $(tail -5 "$tmp/fixed.log")"
 grep -q "gradients in $got buckets" "$tmp/fixed.log" || fail "--bucket-kb $kb: not $got buckets"

@@ -7,7 +7,9 @@
  * 16-bit wire's casts cost what the probed convert rate says, and hybrid
  * runs fp32 on one node where the wire loses (and keeps it across nodes).
  * Also the probe's ring over the nodes, which measures the links the model
- * prices: every node in it, each rank's peers on its neighbour nodes. */
+ * prices: every node in it, each rank's peers on its neighbour nodes; and
+ * theta auto's choice with a measured cost per bucket on top of the
+ * model's prices. */
 #include <check.h>
 #include <math.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include "trainer/comm/bootstrap/bootstrap.h"
 #include "trainer/comm/core/comm.h"
 #include "trainer/comm/core/model.h"
+#include "trainer/comm/fusion/theta.h"
 
 static tcomm_model_params _cluster(int nodes, int q)
 {
@@ -331,6 +334,43 @@ START_TEST(test_probe_ring)
 }
 END_TEST
 
+/* theta auto: a cost per bucket measured beyond the model makes small
+ * buckets dearer, so the choice grows with it; the rule holds for the
+ * numbers it prints, which name the measured cost. */
+START_TEST(test_theta_extra)
+{
+    static tcomm_t c;
+    _layout(&c, NULL, 2);
+    tc_plan p = {0};
+    for (int i = 0; i < 64; i++) /* 64 MiB of fp32 gradients, 1 MiB each */
+        ck_assert_int_eq(tc_plan_add(&p, NULL, (size_t)1 << 18), TCOMM_OK);
+    size_t t0 = 0, t1 = 0, t2 = 0;
+    char why[1024];
+    ck_assert_int_eq(tc_theta_pick(&c, &p, TCOMM_ALGO_RING, TCOMM_WIRE_FP32,
+                                   0.0, &t0, why, sizeof why),
+                     TCOMM_OK);
+    ck_assert_ptr_nonnull(strstr(why, "0.00 ms a bucket measured"));
+    ck_assert_int_eq(tc_theta_pick(&c, &p, TCOMM_ALGO_RING, TCOMM_WIRE_FP32,
+                                   0.002, &t1, why, sizeof why),
+                     TCOMM_OK);
+    ck_assert_ptr_nonnull(strstr(why, "2.00 ms a bucket measured"));
+    ck_assert_int_eq(tc_theta_pick(&c, &p, TCOMM_ALGO_RING, TCOMM_WIRE_FP32,
+                                   0.05, &t2, why, sizeof why),
+                     TCOMM_OK);
+    ck_assert_uint_lt(t0, t1);
+    ck_assert_uint_lt(t1, t2);
+    /* The chosen cut: its buckets within 10% of the whole, each paying
+     * the 50 ms, and the whole paying it once. */
+    double whole = tcomm_predict(&c, TCOMM_ALGO_RING, 64u << 18,
+                                 TCOMM_WIRE_FP32) + 0.05, sum = 0;
+    for (int b = 0; b < p.nb; b++)
+        sum += tcomm_predict(&c, TCOMM_ALGO_RING, p.b[b].count,
+                             TCOMM_WIRE_FP32) + 0.05;
+    ck_assert(sum <= 1.1 * whole || t2 == TC_THETA_MAX);
+    tc_plan_free(&p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("comm_model");
@@ -343,6 +383,7 @@ int main(void)
     tcase_add_test(t, test_convert_term);
     tcase_add_test(t, test_pick_wire);
     tcase_add_test(t, test_probe_ring);
+    tcase_add_test(t, test_theta_extra);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -13,17 +13,19 @@
 #   aware: plugstack default=auto topology_file=<the leaves>
 #   blind: plugstack default=auto topology=none (the node list, one group)
 # and the cost model's prediction of each from torus-layout, with the
-# link rates measured between two nodes of one leaf and of two leaves as its
-# link classes (the blind grid's rows cross the
-# leaves and its columns stay inside them: torus-layout prices it as the
-# same grid on contiguous leaves with the leaf and cross rates swapped).
+# link rates measured between two nodes of one leaf (one flow a node, as
+# the aware grid's rows load it) and of two leaves (two flows a node, as
+# every grid's columns load it) as its link classes (a blind grid whose
+# rows cross the leaves and whose columns stay inside them is priced as
+# the same grid on contiguous leaves with the leaf and cross rates swapped).
 # Rates stay low so that the links, not the 2 shared cores, bound the time.
 #
-# Measured 2026-12-01 (2 shared cores, defaults, 3 runs of 5 iterations):
-#   aware 2x4 (rows n1 n3 | n2 n4) median 1736.7 ms, blind 4x2 (node-list
-#   order, every column hop across) 3005.8 ms: blind/aware 1.73. Probed
-#   links 0.0216 GB/s in a leaf, 0.0048 across (nominal 0.025, 0.00625);
-#   model 1458.5 ms (-16%) and 2631.7 ms (-12%).
+# Measured 2026-12-03 (2 shared cores, defaults, 5 runs of 5 iterations):
+#   aware 2x4 (rows n1 n3 | n2 n4) median 1747.0 ms, blind 4x2 (node-list
+#   order, every column hop across) 3030.3 ms: blind/aware 1.73. Probed
+#   links 0.0223 GB/s in a leaf, 0.0035 across with two flows a node
+#   (0.0049 with one; nominal 0.025, 0.00625); model 1747.8 ms (+0%) and
+#   3552.3 ms (+17%).
 #
 # Usage: tests/bench/comm/twolevel.sh BUILD_DIR [LEAF_RATE] [CROSS_RATE] [SIZE]
 #        (defaults 200mbit 50mbit 8M; rates in mbit)
@@ -123,22 +125,35 @@ for side in aware blind; do
     [ "$(wc -l <"$base/$side.txt")" = "$runs" ] ||
         { echo "twolevel.sh: $side has $(wc -l <"$base/$side.txt") of $runs rows" >&2; exit 1; }
 done
-# Link probe: a ring all-reduce of SIZE over 2 nodes x 2 ranks, whose two
-# node-to-node edges carry 2(P-1)/P * SIZE = 1.5 * SIZE each, as the rings
-# of the grids do. (One rank per node, a pair exchanging both ways, reaches
-# only about half the rate here, MPI_Allreduce included: not the pattern of
-# a torus ring.)
-echo "-- link probe: ring all-reduce of $size over 2 nodes x 2 ranks"
-probe() {
-    local out
-    out=$(timeout 300 srun --mpi=pmix -N2 -w "$1" --ntasks-per-node=2 "$build/trainer/bench/torus-bench" \
-        -b "$size" -e "$size" -n "$iters" -w 1 -a ring -d fp32 2>&1)
-    awk -v s="$size" '$1 ~ /^[0-9]+$/ && $4 == "ring" && $5 ~ /^[0-9.]+$/ {b = s; sub(/M$/, "", b); printf "%.6f\n", 1.5 * b * 1048576 / ($5 * 1e-6) / 1e9; ok = 1}
-        END { exit !ok }' <<<"$out" || { echo "twolevel.sh: link probe over $1 printed no ring row:" >&2; printf '%s\n' "$out" | tail -20 >&2; return 1; }
+# Link probes, each loading a link as the grids load it:
+#  - a ring all-reduce of SIZE over 2 nodes x 2 ranks: each node sends one
+#    flow, 2(P-1)/P * SIZE = 1.5 * SIZE, as a row of the aware grid (4 ranks
+#    over the 2 nodes of a leaf) loads its leaf link;
+#  - torus2d of SIZE over the same 2 x 2 as a 2x2 grid, rows inside the
+#    nodes: each node sends two flows, one per column, SIZE in all (each
+#    rank's column ring moves SIZE/4 each way, twice), as the columns of
+#    both grids load the links between leaves: two ranks of every node
+#    cross at once.
+# Two flows sharing the cross link take longer per byte than one (flows
+# finish unevenly, and a ring step ends with the slower), so the cross rate
+# is the two-flow one. (One rank per node, a pair exchanging both ways,
+# reaches only about half the rate here, MPI_Allreduce included: not the
+# pattern of a torus ring.)
+echo "-- link probes: ring and 2x2 torus2d all-reduces of $size over 2 nodes x 2 ranks"
+probe() { # NODES ALGO BYTES_PER_LINK_PER_SIZE [torus-bench options]
+    local out nodes=$1 algo=$2 per=$3
+    shift 3
+    out=$(timeout 300 srun --mpi=pmix -N2 -n4 --ntasks-per-node=2 -w "$nodes" ${TL_DIST:+--distribution=$TL_DIST} "$build/trainer/bench/torus-bench" \
+        -b "$size" -e "$size" -n "$iters" -w 1 -a "$algo" -d fp32 "$@" 2>&1)
+    awk -v s="$size" -v a="$algo" -v per="$per" '$1 ~ /^[0-9]+$/ && $4 == a && $5 ~ /^[0-9.]+$/ {b = s; sub(/M$/, "", b); printf "%.6f\n", per * b * 1048576 / ($5 * 1e-6) / 1e9; ok = 1}
+        END { exit !ok }' <<<"$out" || { echo "twolevel.sh: link probe $algo over $nodes printed no row:" >&2; printf '%s\n' "$out" | tail -20 >&2; return 1; }
 }
-bleaf=$(probe n1,n3) || exit 1
-bcross=$(probe n1,n2) || exit 1
-echo "measured link rate: in a leaf $bleaf GB/s (nominal $(gbs "$leaf")), across $bcross GB/s (nominal $(gbs "$cross"))"
+bleaf=$(probe n1,n3 ring 1.5) || exit 1
+bcross1=$(probe n1,n2 ring 1.5) || exit 1
+bcross=$(probe n1,n2 torus2d 1 --grid 2x2) || exit 1
+bcrossc=$(TL_DIST=cyclic probe n1,n2 ring 3) || exit 1
+echo "cyclic ring (two one-way flows a node): $bcrossc GB/s"
+echo "measured link rate: in a leaf $bleaf GB/s (nominal $(gbs "$leaf")), across $bcross GB/s with two flows a node (nominal $(gbs "$cross"); one flow: $bcross1 GB/s)"
 echo "-- cost model (torus-layout, probed rates)"
 mkeys() { echo "leaf_bw_gbs=$1 cross_bw_gbs=$2 leaf_lat_us=100 cross_lat_us=100 node_bw_gbs=2 node_lat_us=5 bytes=$size"; }
 pa=$(tool --topology "$base/etc/twolevel.conf" --spec auto $(costopts "$(mkeys "$bleaf" "$bcross")") | awk '/2D torus/ {print $3}')

@@ -72,7 +72,8 @@ tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
 {
     int C = rows->size, k = rows->rank;
     int K = tc_pipeline_pieces(c, count * tcomm_wire_bytes(w));
-    if (K > 1 && rows->on_node && C > 1 && cols->size > 1) {
+    /* Every row, not just this one: the column rings pair pieces. */
+    if (K > 1 && rows->all_on_node && C > 1 && cols->size > 1) {
         /* Reserving is collective: once, for all pieces. */
         tcomm_rc rc = tc_shm_reserve(c, rows, count * tcomm_wire_bytes(w));
         _2d d = {rows, cols, x, count, w, K};

@@ -33,6 +33,8 @@ typedef struct {
     const char *name; /* for messages: "row", "column", ... */
     int *world;       /* world rank of each member, to name lost peers */
     int on_node;      /* all members share one node's memory */
+    int all_on_node;  /* so do the members of every group of its kind
+                       * (rows, groups): agreed by the world at start-up */
     tc_shm shm;
     /* arena[j]: member j's tcomm_shared_alloc block, mapped here; NULL
      * when the group cannot reduce in place (algo/shared_grads.c). */

@@ -4,12 +4,64 @@
 #include "trainer/comm/fusion/theta.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "trainer/comm/core/model.h"
+#include "trainer/comm/transport/transport.h"
 
-/* What the buckets of p, cut at theta, cost one after another. */
+/* Timed all-reduces of the smallest bucket (odd: a middle one). */
+#define _BUCKET_RUNS 9
+
+static int _cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* What one bucket costs on this machine beyond what the model prices it
+ * at: the slowest rank's median time of an all-reduce of TC_THETA_MIN bytes
+ * (after a warm-up), with the algorithm algo runs there, less the model's
+ * time for it; never below 0. The model's alphas are one message's latency
+ * with the cores free; a bucket also pays every member's scheduling, its
+ * handshakes, a TCP window that reopens after the wait: on the emulated
+ * cluster (8 ranks on 2 cores) about 2.6 ms a bucket in ResNet-50's sync,
+ * which a probed in-node alpha of 5 us or 700 us (one scheduling delay or
+ * none) priced at random. Collective: every rank calls; all get the same. */
+static tcomm_rc _bucket_extra(tcomm_t *c, tcomm_algo algo, tcomm_wire wire,
+                              double *extra)
+{
+    const size_t n = TC_THETA_MIN / sizeof(float);
+    tcomm_algo a =
+        algo == TCOMM_ALGO_HYBRID ? tc_hybrid_pick(c, n, wire, 0) : algo;
+    float *buf = calloc(n, sizeof *buf);
+    double each[_BUCKET_RUNS], t = 0;
+    tcomm_rc rc = tc_agree(c, &c->world, buf != NULL,
+                           "allocate the bucket timing's buffer",
+                           TCOMM_ERR_NOMEM);
+    for (int i = -1; i < _BUCKET_RUNS && !rc; i++) { /* i = -1 warms up */
+        double t0 = tcomm_wtime();
+        rc = tcomm_allreduce(c, buf, n, a, wire, 0, NULL);
+        if (i >= 0)
+            each[i] = tcomm_wtime() - t0;
+    }
+    free(buf);
+    if (!rc) {
+        qsort(each, _BUCKET_RUNS, sizeof each[0], _cmp_double);
+        t = each[_BUCKET_RUNS / 2];
+        rc = tcomm_max_double(c, &t); /* every rank the same figure */
+    }
+    if (!rc) {
+        double model = tcomm_model_time(&c->model, a, n, wire);
+        *extra = t > model ? t - model : 0.0;
+    }
+    return rc;
+}
+
+/* What the buckets of p, cut at theta, cost one after another, each
+ * paying extra on top of the model's price. */
 static tcomm_rc _buckets_cost(const tcomm_t *c, tc_plan *p, size_t theta,
-                              tcomm_algo algo, tcomm_wire wire, double *sum)
+                              tcomm_algo algo, tcomm_wire wire, double extra,
+                              double *sum)
 {
     tcomm_rc rc = tc_plan_cut(p, theta);
     *sum = 0;
@@ -20,14 +72,14 @@ static tcomm_rc _buckets_cost(const tcomm_t *c, tc_plan *p, size_t theta,
                               "fusion: the cost model cannot price %s here "
                               "for --bucket-kb auto",
                               tcomm_algo_name(algo));
-        *sum += t;
+        *sum += t + extra;
     }
     return rc;
 }
 
-tcomm_rc tc_fusion_theta(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
-                         tcomm_wire wire, size_t *theta, char *why,
-                         size_t whylen)
+tcomm_rc tc_theta_pick(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
+                       tcomm_wire wire, double extra, size_t *theta, char *why,
+                       size_t whylen)
 {
     size_t total = 0;
     for (int i = 0; i < p->nt; i++)
@@ -38,9 +90,10 @@ tcomm_rc tc_fusion_theta(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
                           "fusion: the cost model cannot price %s here for "
                           "--bucket-kb auto",
                           tcomm_algo_name(algo));
+    whole += extra;
     size_t t = TC_THETA_MIN;
     for (;; t *= 2) {
-        tcomm_rc rc = _buckets_cost(c, p, t, algo, wire, &sum);
+        tcomm_rc rc = _buckets_cost(c, p, t, algo, wire, extra, &sum);
         if (rc)
             return rc;
         if (sum <= TC_THETA_SLACK * whole || t >= TC_THETA_MAX)
@@ -56,10 +109,20 @@ tcomm_rc tc_fusion_theta(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
              "%zu KiB, %d buckets: the smallest power of two from %zu KiB "
              "whose buckets the cost model prices within %.0f%% of one "
              "all-reduce of all %zu gradients (%.2f ms vs %.2f ms%s; %s, "
-             "%s wire; links: %s)",
+             "%s wire; %.2f ms a bucket measured beyond the model; links: "
+             "%s)",
              t >> 10, p->nb, TC_THETA_MIN >> 10, (TC_THETA_SLACK - 1) * 100,
              total, sum * 1e3, whole * 1e3, before, tcomm_algo_name(algo),
-             tcomm_wire_name(wire), links);
+             tcomm_wire_name(wire), extra * 1e3, links);
     *theta = t;
     return TCOMM_OK;
+}
+
+tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, tcomm_algo algo,
+                         tcomm_wire wire, size_t *theta, char *why,
+                         size_t whylen)
+{
+    double extra = 0;
+    tcomm_rc rc = _bucket_extra(c, algo, wire, &extra);
+    return rc ? rc : tc_theta_pick(c, p, algo, wire, extra, theta, why, whylen);
 }
