@@ -20,12 +20,12 @@
 # the same grid on contiguous leaves with the leaf and cross rates swapped).
 # Rates stay low so that the links, not the 2 shared cores, bound the time.
 #
-# Measured 2026-12-03 (2 shared cores, defaults, 5 runs of 5 iterations):
-#   aware 2x4 (rows n1 n3 | n2 n4) median 1747.0 ms, blind 4x2 (node-list
-#   order, every column hop across) 3030.3 ms: blind/aware 1.73. Probed
-#   links 0.0223 GB/s in a leaf, 0.0035 across with two flows a node
-#   (0.0049 with one; nominal 0.025, 0.00625); model 1747.8 ms (+0%) and
-#   3552.3 ms (+17%).
+# Measured 2026-12-03 01:20-01:30 UTC (2 shared cores, defaults, 5 runs of
+#   5 iterations): aware 2x4 (rows n1 n3 | n2 n4) median 1729.5 ms, blind
+#   4x2 (node-list order, every column hop across) 3006.1 ms: blind/aware
+#   1.74. Probed links 0.0228 GB/s in a leaf, 0.0038 across with two flows
+#   a node (one flow 0.0053, two one-way flows 0.0048; nominal 0.025,
+#   0.00625); model 1666.7 ms (-4%) and 3348.7 ms (+11%).
 #
 # Usage: tests/bench/comm/twolevel.sh BUILD_DIR [LEAF_RATE] [CROSS_RATE] [SIZE]
 #        (defaults 200mbit 50mbit 8M; rates in mbit)

@@ -51,8 +51,10 @@ static tcomm_rc _bucket_extra(tcomm_t *c, tcomm_algo algo, tcomm_wire wire,
         rc = tcomm_max_double(c, &t); /* every rank the same figure */
     }
     if (!rc) {
+        /* An algorithm the model cannot price here (< 0) fails the pick
+         * with its own message; it adds nothing. */
         double model = tcomm_model_time(&c->model, a, n, wire);
-        *extra = t > model ? t - model : 0.0;
+        *extra = model >= 0 && t > model ? t - model : 0.0;
     }
     return rc;
 }
