@@ -89,7 +89,9 @@ echo "$LAST" | grep -q 'grid=2x4 groups=2 (size 4) nodes=4 source=wrapper' || tl
 # node (n1, n4) and rows 1 and 2 across two (ranks 2,4 and 3,5). At 1.1M
 # floats torus2d pipelines (pieces of at least 2 MiB) only where every row
 # reduces in shared memory; when each row chose for itself, a column paired
-# a piece with a whole slice and failed on a truncated message.
+# a piece with a whole slice: the ranks stalled to the lost-peer timeout and
+# blamed a live rank (with 3 + 1 ranks on two nodes, MPI failed on a
+# truncated message).
 M="$TL_BASE/torus_mixed_rows"
 cat >"$M" <<'X'
 #!/bin/bash

@@ -4,7 +4,9 @@
 # is named by every other rank, and the job ends non-zero, well within 60 s
 # (also inside a pipelined all-reduce, and for a rank that starts so late
 # that the others wait inside MPI's start-up);
-# a rank that is killed mid-collective ends the job non-zero, no hang.
+# a rank that is killed mid-collective ends the job non-zero, no hang; a
+# rank that sends a longer vector than the others is named as the sender
+# of a mismatch, not as lost.
 set -u
 . "$top_srcdir/tests/integration/comm_lib.sh"
 BIN="$top_builddir/tests/integration/comm_fault_check"
@@ -35,6 +37,21 @@ _gives_up "pipelined stall" 3 'rank 2 is lost' --stall 2 --algo torus2d --grid 2
 # seconds apart, and mpirun ends the job when the first one gives up: at
 # least one must say so.
 _gives_up "late start" 1 'start-up did not finish within 20 s' --late 2 45
+
+# Rank 2 all-reduces a longer vector than the others once (a caller bug):
+# the rank that receives its longer message (rank 0, its column peer in
+# the 2x2 grid) names rank 2 as the sender of a mismatch; nobody calls the
+# live rank 2 lost. (On the world communicator, MPI's own handler ends the
+# job with "MPI_ERR_TRUNCATE: message truncated".)
+t0=$SECONDS
+out=$(cm_mpirun 4 "$BIN" --longer 2 --timeout 3 --algo torus2d --grid 2x2 2>&1)
+rc=$?
+echo "$out" | grep -E 'sent more|is lost' | head -4
+[ $rc != 0 ] && [ $rc != 124 ] || cm_fail "longer: exit $rc (124 = hung)"
+echo "$out" | grep -q 'rank 2 sent more than this rank expected in the column communicator (MPI_ERR_TRUNCATE)' ||
+    cm_fail "longer: no rank named rank 2's longer message"
+echo "$out" | grep -q 'rank 2 is lost' && cm_fail "longer: the live rank 2 was called lost"
+[ $((SECONDS - t0)) -le 60 ] || cm_fail "longer: took $((SECONDS - t0)) s"
 
 t0=$SECONDS
 out=$(cm_mpirun 4 "$BIN" --die 1 --timeout 3 --algo hier 2>&1)

@@ -27,7 +27,10 @@
  * --no-shm R: rank R (PMIX_RANK) gets a shared-memory backing directory
  * that does not exist (OMPI_MCA_osc_sm_backing_directory, set before MPI
  * starts), so its tcomm_shared_alloc fails and every rank must fail with
- * it, naming it, instead of waiting in a collective it skipped. */
+ * it, naming it, instead of waiting in a collective it skipped.
+ * --longer R: at iteration 3 rank R all-reduces 4096 floats more than the
+ * others (a caller bug): the rank that receives its longer message must
+ * name R as the sender of a mismatch, not as a lost rank. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +82,7 @@ int main(int argc, char **argv)
 {
     tcomm_options o = {0};
     int die = -1, sig = SIGKILL, hang = -1, hang_s = 0, slow = -1, slow_s = 0;
+    int longer = -1;
     const char *algo = "ring", *in_call = "allreduce";
     size_t n = 1 << 18;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -99,6 +103,8 @@ int main(int argc, char **argv)
             i++;
         } else if (!strcmp(argv[i], "--in"))
             in_call = argv[i + 1];
+        else if (!strcmp(argv[i], "--longer"))
+            longer = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--no-shm")) {
             const char *me = getenv("PMIX_RANK");
             if (me && atoi(me) == atoi(argv[i + 1]))
@@ -135,7 +141,7 @@ int main(int argc, char **argv)
         sleep((unsigned)hang_s);
     }
     tcomm_startup_done(c);
-    float *x = calloc(n, 4);
+    float *x = calloc(n + 4096, 4);
     for (int it = 0; it < 1000; it++) {
         if (in.rank == die && it == 3 && strcmp(in_call, "finalize")) {
             fprintf(stderr, "rank %d: %s now\n", in.rank,
@@ -148,7 +154,8 @@ int main(int argc, char **argv)
                     in.rank, slow_s);
             sleep((unsigned)slow_s);
         }
-        if (_call(c, in_call, algo, x, n, it)) {
+        size_t count = in.rank == longer && it == 3 ? n + 4096 : n;
+        if (_call(c, in_call, algo, x, count, it)) {
             fprintf(stderr, "comm_fault_check: %s\n", torus_error_msg());
             tcomm_abort(c, 3, "giving up: a peer is lost");
         }

@@ -6,9 +6,9 @@
 # the bucket count the exchange reports, the buckets priced within 10% of
 # one all-reduce of all gradients, and the next smaller size (when there is
 # one) priced above that; each bucket and the whole priced with the cost
-# per bucket measured beyond the model (its figure in the reason). A run with that size given as a number takes the
-# same buckets and gets the same losses bit for bit; bad values are
-# refused naming the option.
+# per bucket measured beyond the model (its figure in the reason). A run
+# with that size given as a number takes the same buckets and gets the same
+# losses bit for bit; bad values are refused naming the option.
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
 tr_need_mpirun

@@ -131,14 +131,18 @@ done
 #    over the 2 nodes of a leaf) loads its leaf link;
 #  - torus2d of SIZE over the same 2 x 2 as a 2x2 grid, rows inside the
 #    nodes: each node sends two flows, one per column, SIZE in all (each
-#    rank's column ring moves SIZE/4 each way, twice), as the columns of
-#    both grids load the links between leaves: two ranks of every node
-#    cross at once.
-# Two flows sharing the cross link take longer per byte than one (flows
-# finish unevenly, and a ring step ends with the slower), so the cross rate
-# is the two-flow one. (One rank per node, a pair exchanging both ways,
-# reaches only about half the rate here, MPI_Allreduce included: not the
-# pattern of a torus ring.)
+#    rank's column ring moves SIZE/4 each way, twice): two ranks of every
+#    node cross at once, each exchanging both ways with its pair on the
+#    other node, as the aware grid's columns (2 rows) do;
+#  - for reference, a ring over the 2 nodes with ranks placed cyclically:
+#    two one-way flows a node, 3 * SIZE each way.
+# The pairs take longer per byte (0.0038 GB/s on 2026-12-03, against 0.0053
+# with one flow and 0.0048 with two one-way flows): TCP through htb's queue,
+# both ways on each pair. The cross rate is the pairs' one; the blind
+# grid's columns are 4-node rings of one-way flows, so the model errs high
+# there. (One rank per node, a pair exchanging both ways, reaches only
+# about half the rate here, MPI_Allreduce included: not the pattern of a
+# torus ring.)
 echo "-- link probes: ring and 2x2 torus2d all-reduces of $size over 2 nodes x 2 ranks"
 probe() { # NODES ALGO BYTES_PER_LINK_PER_SIZE [torus-bench options]
     local out nodes=$1 algo=$2 per=$3

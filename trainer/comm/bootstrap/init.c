@@ -510,9 +510,9 @@ static tcomm_rc _groups(tcomm_t *c)
     tc_shm_probe(c, &c->group);
     tc_shm_probe(c, &c->peers);
     /* A column's members run the same pieces only if every row (group)
-     * takes the same path: with a row on one node and another across two
-     * (a grid laid over 3 + 1 ranks), the pipelined and the whole-message
-     * torus2d met in one column ring and it failed on a truncated message. */
+     * takes the same path: with a row on one node and another across two,
+     * the pipelined and the whole-message torus2d met in one column ring,
+     * which stalled (or, over 3 + 1 ranks, failed on a truncated message). */
     int on[2] = {c->row.on_node, c->group.on_node};
     MPI_Allreduce(MPI_IN_PLACE, on, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     c->row.all_on_node = on[0];

@@ -63,6 +63,29 @@ static tcomm_rc _wait_fail(tcomm_t *c, const tc_group *g, int peer,
                       c->info.rank, who, limit, g->name, what);
 }
 
+/* A receive that got more bytes than it was posted for (MPI_ERR_TRUNCATE,
+ * directly or in one of the n statuses behind MPI_ERR_IN_STATUS): *src is
+ * the sender (inside g), else peer. Such a sender is alive and called with
+ * another count, algorithm or layout than this rank: a mismatch to name,
+ * not a lost rank to search for. */
+static int _truncated(int rc, const MPI_Status *st, int n, int peer, int *src)
+{
+    int cls = MPI_ERR_OTHER;
+    *src = peer;
+    MPI_Error_class(rc, &cls);
+    for (int i = 0; cls == MPI_ERR_IN_STATUS && i < n; i++) {
+        if (st[i].MPI_ERROR == MPI_SUCCESS || st[i].MPI_ERROR == MPI_ERR_PENDING)
+            continue;
+        MPI_Error_class(st[i].MPI_ERROR, &cls);
+        *src = st[i].MPI_SOURCE;
+    }
+    return cls == MPI_ERR_TRUNCATE;
+}
+
+/* At most this many requests are waited on together (a send and a
+ * receive). */
+#define _WAIT_MAX 2
+
 /* Poll n requests to completion within limit seconds (infinite: no
  * deadline). peer is the rank (inside g) we depend on, named in the error
  * when the deadline passes; < 0 for a collective, named by what. */
@@ -70,9 +93,21 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n,
                       int peer, const char *what, double limit)
 {
     double start = tcomm_wtime();
+    MPI_Status st[_WAIT_MAX];
+    if (n > _WAIT_MAX)
+        return TORUS_FAIL(TCOMM_ERR_ARG, "rank %d: %d requests in one wait",
+                          c->info.rank, n);
     for (unsigned long spin = 0;; spin++) {
-        int done = 0;
-        int rc = MPI_Testall(n, r, &done, MPI_STATUSES_IGNORE);
+        int done = 0, src;
+        int rc = MPI_Testall(n, r, &done, st);
+        if (rc != MPI_SUCCESS && _truncated(rc, st, n, peer, &src))
+            return TORUS_FAIL(
+                TCOMM_ERR_ARG,
+                "rank %d: rank %d sent more than this rank expected in the "
+                "%s communicator (MPI_ERR_TRUNCATE): the ranks called with "
+                "different counts, algorithms or layouts; no rank is lost",
+                c->info.rank,
+                src >= 0 && src < g->size ? g->world[src] : -1, g->name);
         if (rc != MPI_SUCCESS)
             return _wait_fail(c, g, peer, what, rc, limit);
         if (done)
