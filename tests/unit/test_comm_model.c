@@ -361,11 +361,11 @@ START_TEST(test_theta_extra)
     ck_assert_uint_lt(t1, t2);
     /* The chosen cut: its buckets within 10% of the whole, each paying
      * the 50 ms, and the whole paying it once. */
-    double whole = tcomm_predict(&c, TCOMM_ALGO_RING, 64u << 18,
-                                 TCOMM_WIRE_FP32) + 0.05, sum = 0;
+    const tcomm_algo a = TCOMM_ALGO_RING;
+    const tcomm_wire w = TCOMM_WIRE_FP32;
+    double whole = tcomm_predict(&c, a, 64u << 18, w) + 0.05, sum = 0;
     for (int b = 0; b < p.nb; b++)
-        sum += tcomm_predict(&c, TCOMM_ALGO_RING, p.b[b].count,
-                             TCOMM_WIRE_FP32) + 0.05;
+        sum += tcomm_predict(&c, a, p.b[b].count, w) + 0.05;
     ck_assert(sum <= 1.1 * whole || t2 == TC_THETA_MAX);
     tc_plan_free(&p);
 }

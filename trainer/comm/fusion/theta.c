@@ -35,9 +35,9 @@ static tcomm_rc _bucket_extra(tcomm_t *c, tcomm_algo algo, tcomm_wire wire,
         algo == TCOMM_ALGO_HYBRID ? tc_hybrid_pick(c, n, wire, 0) : algo;
     float *buf = calloc(n, sizeof *buf);
     double each[_BUCKET_RUNS], t = 0;
-    tcomm_rc rc = tc_agree(c, &c->world, buf != NULL,
-                           "allocate the bucket timing's buffer",
-                           TCOMM_ERR_NOMEM);
+    tcomm_rc rc =
+        tc_agree(c, &c->world, buf != NULL,
+                 "allocate the bucket timing's buffer", TCOMM_ERR_NOMEM);
     for (int i = -1; i < _BUCKET_RUNS && !rc; i++) { /* i = -1 warms up */
         double t0 = tcomm_wtime();
         rc = tcomm_allreduce(c, buf, n, a, wire, 0, NULL);

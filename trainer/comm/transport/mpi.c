@@ -74,7 +74,8 @@ static int _truncated(int rc, const MPI_Status *st, int n, int peer, int *src)
     *src = peer;
     MPI_Error_class(rc, &cls);
     for (int i = 0; cls == MPI_ERR_IN_STATUS && i < n; i++) {
-        if (st[i].MPI_ERROR == MPI_SUCCESS || st[i].MPI_ERROR == MPI_ERR_PENDING)
+        if (st[i].MPI_ERROR == MPI_SUCCESS ||
+            st[i].MPI_ERROR == MPI_ERR_PENDING)
             continue;
         MPI_Error_class(st[i].MPI_ERROR, &cls);
         *src = st[i].MPI_SOURCE;
@@ -106,8 +107,8 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n,
                 "rank %d: rank %d sent more than this rank expected in the "
                 "%s communicator (MPI_ERR_TRUNCATE): the ranks called with "
                 "different counts, algorithms or layouts; no rank is lost",
-                c->info.rank,
-                src >= 0 && src < g->size ? g->world[src] : -1, g->name);
+                c->info.rank, src >= 0 && src < g->size ? g->world[src] : -1,
+                g->name);
         if (rc != MPI_SUCCESS)
             return _wait_fail(c, g, peer, what, rc, limit);
         if (done)
