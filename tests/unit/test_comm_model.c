@@ -367,6 +367,32 @@ START_TEST(test_theta_extra)
     for (int b = 0; b < p.nb; b++)
         sum += tcomm_predict(&c, a, p.b[b].count, w) + 0.05;
     ck_assert(sum <= 1.1 * whole || t2 == TC_THETA_MAX);
+    ck_assert_ptr_nonnull(strstr(why, "the smallest power of two"));
+    tc_plan_free(&p);
+}
+END_TEST
+
+/* theta auto at its cap: 128 MiB of gradients and a second a bucket, so
+ * even 64 MiB buckets (two) cost far over 10% more than one all-reduce;
+ * the choice is 64 MiB and the sentence says the rule went unmet (it had
+ * claimed "the smallest power of two ... within 10%": CI, 2026-12-03). */
+START_TEST(test_theta_cap)
+{
+    static tcomm_t c;
+    _layout(&c, NULL, 2);
+    tc_plan p = {0};
+    for (int i = 0; i < 128; i++)
+        ck_assert_int_eq(tc_plan_add(&p, NULL, (size_t)1 << 18), TCOMM_OK);
+    size_t t = 0;
+    char why[1024];
+    ck_assert_int_eq(tc_theta_pick(&c, &p, TCOMM_ALGO_RING, TCOMM_WIRE_FP32,
+                                   1.0, &t, why, sizeof why),
+                     TCOMM_OK);
+    ck_assert_uint_eq(t, TC_THETA_MAX);
+    ck_assert_int_eq(p.nb, 2);
+    ck_assert_ptr_null(strstr(why, "the smallest power of two"));
+    ck_assert_ptr_nonnull(strstr(why, "the largest size auto takes: no power "
+                                      "of two from 256 to 65536 KiB"));
     tc_plan_free(&p);
 }
 END_TEST
@@ -384,6 +410,7 @@ int main(void)
     tcase_add_test(t, test_pick_wire);
     tcase_add_test(t, test_probe_ring);
     tcase_add_test(t, test_theta_extra);
+    tcase_add_test(t, test_theta_cap);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

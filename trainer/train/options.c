@@ -54,7 +54,8 @@ static const _opt _opts[] = {
      "all-reduce at start-up, and take the smallest power of two from 256 "
      "KiB to 64 MiB whose buckets the cost model, each bucket also paying "
      "what that all-reduce took beyond the model, prices within 10% of one "
-     "all-reduce of all gradients (printed with the reason; host gradients: "
+     "all-reduce of all gradients, else 64 MiB (printed with the reason; "
+     "host gradients: "
      "device buckets take tcomm's 4096); "
      "0: tcomm's 4096 [4096]"},
     {"wire", _STR, _O(wire), "fp16|bf16|fp32",

@@ -107,15 +107,27 @@ tcomm_rc tc_theta_pick(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
     if (prev >= 0)
         snprintf(before, sizeof before, "; %zu KiB: %.2f ms", t >> 11,
                  prev * 1e3);
+    /* At the cap the rule may be unmet (a latency so high that even two
+     * buckets cost over 10% more); the sentence says which case it is. */
+    int met = sum <= TC_THETA_SLACK * whole;
+    char rule[128];
+    if (met)
+        snprintf(rule, sizeof rule,
+                 "the smallest power of two from %zu KiB whose buckets",
+                 TC_THETA_MIN >> 10);
+    else
+        snprintf(rule, sizeof rule,
+                 "the largest size auto takes: no power of two from %zu to "
+                 "%zu KiB has buckets",
+                 TC_THETA_MIN >> 10, TC_THETA_MAX >> 10);
     snprintf(why, whylen,
-             "%zu KiB, %d buckets: the smallest power of two from %zu KiB "
-             "whose buckets the cost model prices within %.0f%% of one "
-             "all-reduce of all %zu gradients (%.2f ms vs %.2f ms%s; %s, "
+             "%zu KiB, %d buckets: %s the cost model prices within %.0f%% of "
+             "one all-reduce of all %zu gradients (%.2f ms vs %.2f ms%s; %s, "
              "%s wire; %.2f ms a bucket measured beyond the model; links: "
              "%s)",
-             t >> 10, p->nb, TC_THETA_MIN >> 10, (TC_THETA_SLACK - 1) * 100,
-             total, sum * 1e3, whole * 1e3, before, tcomm_algo_name(algo),
-             tcomm_wire_name(wire), extra * 1e3, links);
+             t >> 10, p->nb, rule, (TC_THETA_SLACK - 1) * 100, total, sum * 1e3,
+             whole * 1e3, before, tcomm_algo_name(algo), tcomm_wire_name(wire),
+             extra * 1e3, links);
     *theta = t;
     return TCOMM_OK;
 }
