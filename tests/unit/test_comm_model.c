@@ -397,6 +397,31 @@ START_TEST(test_theta_cap)
 }
 END_TEST
 
+/* theta auto's trial: 1, 4 and 16 MiB and the model's proposal, each once
+ * and ascending; the least time is kept (the first of equals). */
+static void _check_candidates(size_t proposal, int n, const size_t *want)
+{
+    size_t got[TC_THETA_TRIALS];
+    ck_assert_int_eq(tc_theta_candidates(proposal, got), n);
+    for (int k = 0; k < n; k++)
+        ck_assert_uint_eq(got[k], want[k]);
+}
+
+START_TEST(test_theta_trial)
+{
+    const size_t K = 1024, M = K * K;
+    _check_candidates(256 * K, 4, (size_t[]){256 * K, M, 4 * M, 16 * M});
+    _check_candidates(M, 3, (size_t[]){M, 4 * M, 16 * M});
+    _check_candidates(4 * M, 3, (size_t[]){M, 4 * M, 16 * M});
+    _check_candidates(8 * M, 4, (size_t[]){M, 4 * M, 8 * M, 16 * M});
+    _check_candidates(64 * M, 4, (size_t[]){M, 4 * M, 16 * M, 64 * M});
+    ck_assert_int_eq(tc_theta_fastest((double[]){3, 1, 2}, 3), 1);
+    ck_assert_int_eq(tc_theta_fastest((double[]){2, 3, 1.5, 4}, 4), 2);
+    ck_assert_int_eq(tc_theta_fastest((double[]){5, 4, 4}, 3), 1);
+    ck_assert_int_eq(tc_theta_fastest((double[]){7}, 1), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("comm_model");
@@ -411,6 +436,7 @@ int main(void)
     tcase_add_test(t, test_probe_ring);
     tcase_add_test(t, test_theta_extra);
     tcase_add_test(t, test_theta_cap);
+    tcase_add_test(t, test_theta_trial);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

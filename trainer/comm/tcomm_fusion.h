@@ -20,10 +20,12 @@ typedef struct tcomm_fusion tcomm_fusion_t;
  * keeps ResNet-50 at 19 buckets (docs/comm.md). */
 #define TCOMM_FUSION_DEFAULT_BYTES (4u << 20)
 /* bucket_bytes: chosen at seal from the links and the gradients. Seal
- * then probes the links (tcomm_probe_links, collective, about 0.1 s) and
- * takes the smallest power of two from 256 KiB to 64 MiB whose buckets the
- * cost model prices within 10% of one all-reduce of every gradient
- * (fusion/theta.h); tcomm_fusion_theta_why() says what it chose and why. */
+ * then probes the links (tcomm_probe_links, collective, about 0.1 s), the
+ * cost model proposes the smallest power of two from 256 KiB to 64 MiB
+ * whose buckets it prices within 10% of one all-reduce of every gradient,
+ * and a timed trial of that and 1, 4 and 16 MiB on the first 32 MiB of
+ * gradients keeps the fastest (fusion/theta.h; the gradients are put back
+ * as they were); tcomm_fusion_theta_why() says what it chose and why. */
 #define TCOMM_FUSION_AUTO ((size_t)-1)
 
 /* One bucket's reduction as it ran, for a timeline (on_bucket below). */

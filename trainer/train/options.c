@@ -50,13 +50,13 @@ static const _opt _opts[] = {
      "or hybrid (cheapest per bucket by the cost model) [hybrid]"},
     {"bucket-kb", _SPECIAL, 0, 0, "KB|auto",
      "gradient fusion bucket size in KiB; smaller buckets start reducing "
-     "earlier in backward; auto: probe the links and time a 256 KiB "
-     "all-reduce at start-up, and take the smallest power of two from 256 "
-     "KiB to 64 MiB whose buckets the cost model, each bucket also paying "
-     "what that all-reduce took beyond the model, prices within 10% of one "
-     "all-reduce of all gradients, else 64 MiB (printed with the reason; "
-     "host gradients: "
-     "device buckets take tcomm's 4096); "
+     "earlier in backward; auto: probe the links, let the cost model "
+     "propose the smallest power of two from 256 KiB to 64 MiB whose "
+     "buckets it prices within 10% of one all-reduce of all gradients "
+     "(each bucket also paying what a timed 256 KiB all-reduce took beyond "
+     "the model), then time that and 1, 4 and 16 MiB on the first 32 MiB "
+     "of gradients and keep the fastest (printed with the reason; host "
+     "gradients: device buckets take tcomm's 4096); "
      "0: tcomm's 4096 [4096]"},
     {"wire", _STR, _O(wire), "fp16|bf16|fp32",
      "precision of the gradients on the wire: each rank's gradient (already "

@@ -18,8 +18,8 @@
 # that the script runs.
 # NETNS_THETA=auto,1M,4M,16M (not in A/B mode): then also ResNet-50's
 # gradient sync at each fusion size, hybrid fp16 in place as torus-train
-# runs it (auto: torus-train's default, its '# theta auto:' line says what
-# and why); repeat the list to alternate (at most 16), NETNS_STEPS steps (5).
+# runs it (auto: as torus-train --bucket-kb auto, its '# theta auto:' line
+# says what and why); repeat the list to alternate (at most 16), NETNS_STEPS steps (5).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../../.." && pwd)

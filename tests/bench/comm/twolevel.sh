@@ -32,8 +32,8 @@
 # TWOLEVEL_RUNS runs per side (5), TWOLEVEL_ITERS iterations per run (5).
 # TWOLEVEL_THETA=auto,1M,4M,16M: after the aware runs, also ResNet-50's
 # gradient sync on the aware grid at each fusion size, hybrid fp16 in place
-# as torus-train runs it (auto: torus-train's default, with its '# theta
-# auto:' line); TWOLEVEL_STEPS steps (3). Slow at the default rates (51 MB
+# as torus-train runs it (auto: as torus-train --bucket-kb auto, with its
+# '# theta auto:' line); TWOLEVEL_STEPS steps (3). Slow at the default rates (51 MB
 # a step on the wire): raise them for it.
 # A run that prints no torus2d row (srun or torus-bench failed) stops the
 # script with its output and exit 1: the medians are always of every run.

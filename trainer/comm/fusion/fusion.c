@@ -46,8 +46,8 @@ struct tcomm_fusion {
     tcomm_rc err;
     char errmsg[1024];
     tcomm_fusion_stats st;
-    char theta_why[512]; /* TCOMM_FUSION_AUTO: what was chosen and why */
-    char wire_why[256];  /* hybrid on one node: the wire it picked */
+    char theta_why[1280]; /* TCOMM_FUSION_AUTO: what was chosen and why */
+    char wire_why[256];   /* hybrid on one node: the wire it picked */
 };
 
 tcomm_rc tcomm_fusion_create(tcomm_t *c, const tcomm_fusion_options *o,
@@ -278,18 +278,23 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
                           f->nt);
     for (int i = 0; i < f->nt; i++)
         f->segs[i] = (tcomm_seg){f->t[i].grad, f->t[i].count};
-    tcomm_rc rc;
-    if (f->o.bucket_bytes == TCOMM_FUSION_AUTO) {
-        rc = tcomm_probe_links(f->c);
-        if (!rc)
-            rc = tc_fusion_theta(f->c, &f->plan, f->o.algo, f->o.wire,
-                                 &f->o.bucket_bytes, f->theta_why,
-                                 sizeof f->theta_why);
-    } else {
-        rc = tc_plan_cut(&f->plan, f->o.bucket_bytes);
-    }
+    /* auto: the layout is checked (and f->shared found) at the default
+     * size before the trial runs the buckets, and again at the size kept. */
+    int is_auto = f->o.bucket_bytes == TCOMM_FUSION_AUTO;
+    tcomm_rc rc = tc_plan_cut(&f->plan, is_auto ? TCOMM_FUSION_DEFAULT_BYTES
+                                                : f->o.bucket_bytes);
     if (!rc)
         rc = _check_layout(f);
+    if (!rc && is_auto) {
+        rc = tcomm_probe_links(f->c);
+        if (!rc)
+            rc = tc_fusion_theta(f->c, &f->plan, f->segs, f->o.algo, f->o.wire,
+                                 f->o.flags | (f->shared ? TCOMM_SHARED : 0),
+                                 &f->o.bucket_bytes, f->theta_why,
+                                 sizeof f->theta_why);
+        if (!rc)
+            rc = _check_layout(f);
+    }
     if (rc)
         return rc;
     _wire_why(f);

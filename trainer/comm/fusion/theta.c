@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "trainer/comm/core/model.h"
 #include "trainer/comm/transport/transport.h"
@@ -121,22 +122,171 @@ tcomm_rc tc_theta_pick(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
                  "%zu KiB has buckets",
                  TC_THETA_MIN >> 10, TC_THETA_MAX >> 10);
     snprintf(why, whylen,
-             "%zu KiB, %d buckets: %s the cost model prices within %.0f%% of "
-             "one all-reduce of all %zu gradients (%.2f ms vs %.2f ms%s; %s, "
-             "%s wire; %.2f ms a bucket measured beyond the model; links: "
-             "%s)",
-             t >> 10, p->nb, rule, (TC_THETA_SLACK - 1) * 100, total, sum * 1e3,
-             whole * 1e3, before, tcomm_algo_name(algo), tcomm_wire_name(wire),
-             extra * 1e3, links);
+             "%s the cost model prices within %.0f%% of one all-reduce of "
+             "all %zu gradients (%.2f ms vs %.2f ms%s; %s, %s wire; %.2f ms "
+             "a bucket measured beyond the model; links: %s)",
+             rule, (TC_THETA_SLACK - 1) * 100, total, sum * 1e3, whole * 1e3,
+             before, tcomm_algo_name(algo), tcomm_wire_name(wire), extra * 1e3,
+             links);
     *theta = t;
     return TCOMM_OK;
 }
 
-tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, tcomm_algo algo,
-                         tcomm_wire wire, size_t *theta, char *why,
-                         size_t whylen)
+int tc_theta_candidates(size_t proposal, size_t out[TC_THETA_TRIALS])
 {
-    double extra = 0;
+    static const size_t fixed[] = {(size_t)1 << 20, (size_t)4 << 20,
+                                   (size_t)16 << 20};
+    int n = 0, placed = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!placed && proposal <= fixed[i]) {
+            placed = 1;
+            if (proposal < fixed[i])
+                out[n++] = proposal;
+        }
+        out[n++] = fixed[i];
+    }
+    if (!placed)
+        out[n++] = proposal;
+    return n;
+}
+
+int tc_theta_fastest(const double *secs, int n)
+{
+    int best = 0;
+    for (int k = 1; k < n; k++)
+        if (secs[k] < secs[best])
+            best = k;
+    return best;
+}
+
+/* With p cut: how many of its first buckets hold TC_THETA_TRIAL_BYTES of
+ * gradients (or all), the tensors they end at, and their floats. */
+static int _trial_buckets(const tc_plan *p, int *nt, size_t *floats)
+{
+    int nb = 0;
+    *nt = 0;
+    *floats = 0;
+    while (nb < p->nb && *floats * sizeof(float) < TC_THETA_TRIAL_BYTES) {
+        const tc_pbucket *b = &p->b[nb++];
+        *floats += b->count;
+        *nt = b->first + b->n;
+    }
+    return nb;
+}
+
+/* The first nt tensors copied into keep and zeroed (save), or copied back
+ * from keep. */
+static void _trial_keep(const tcomm_seg *segs, int nt, float *keep, int save)
+{
+    for (int i = 0; i < nt; keep += segs[i++].count) {
+        size_t bytes = segs[i].count * sizeof(float);
+        if (save) {
+            memcpy(keep, segs[i].p, bytes);
+            memset(segs[i].p, 0, bytes);
+        } else {
+            memcpy(segs[i].p, keep, bytes);
+        }
+    }
+}
+
+/* One pass: p cut at theta, its trial buckets all-reduced back to back
+ * from a barrier; the slowest rank's seconds, projected to all total
+ * floats. The closing agreement is also the point after which no rank
+ * writes into another's gradients (in place). */
+static tcomm_rc _trial_pass(tcomm_t *c, tc_plan *p, size_t theta,
+                            const tcomm_seg *segs, tcomm_algo algo,
+                            tcomm_wire wire, unsigned flags, size_t total,
+                            double *secs)
+{
+    int nt;
+    size_t floats;
+    tcomm_rc rc = tc_plan_cut(p, theta);
+    int nb = _trial_buckets(p, &nt, &floats);
+    if (!rc)
+        rc = tcomm_barrier(c);
+    double t0 = tcomm_wtime();
+    for (int b = 0; !rc && b < nb; b++) {
+        tcomm_result r = {0};
+        rc = tcomm_allreduce_segs(c, segs + p->b[b].first, p->b[b].n, algo,
+                                  wire, flags, &r);
+    }
+    *secs = tcomm_wtime() - t0;
+    if (!rc)
+        rc = tcomm_max_double(c, secs);
+    if (floats)
+        *secs *= (double)total / (double)floats;
+    return rc;
+}
+
+/* Times each of the n sizes in cand (ascending) into secs, after an
+ * untimed pass at the largest; the gradients kept and put back. */
+static tcomm_rc _trial(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
+                       tcomm_algo algo, tcomm_wire wire, unsigned flags,
+                       const size_t *cand, int n, double *secs)
+{
+    int nt = 0, most = 0;
+    size_t floats, total = 0, keepn = 0;
+    for (int i = 0; i < p->nt; i++)
+        total += p->count[i];
+    for (int k = 0; k < n; k++) { /* the largest prefix of any size */
+        tcomm_rc rc = tc_plan_cut(p, cand[k]);
+        if (rc)
+            return rc;
+        _trial_buckets(p, &nt, &floats);
+        most = nt > most ? nt : most;
+    }
+    for (int i = 0; i < most; i++)
+        keepn += segs[i].count;
+    float *keep = malloc(keepn ? keepn * sizeof *keep : 1);
+    tcomm_rc rc = tc_agree(c, &c->world, keep != NULL,
+                           "allocate the theta trial's copy of the gradients",
+                           TCOMM_ERR_NOMEM);
+    if (rc) {
+        free(keep);
+        return rc;
+    }
+    _trial_keep(segs, most, keep, 1);
+    double warm;
+    rc = _trial_pass(c, p, cand[n - 1], segs, algo, wire, flags, total, &warm);
+    for (int k = 0; !rc && k < n; k++)
+        rc = _trial_pass(c, p, cand[k], segs, algo, wire, flags, total,
+                         &secs[k]);
+    _trial_keep(segs, most, keep, 0);
+    free(keep);
+    return rc;
+}
+
+tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
+                         tcomm_algo algo, tcomm_wire wire, unsigned flags,
+                         size_t *theta, char *why, size_t whylen)
+{
+    double extra = 0, secs[TC_THETA_TRIALS];
+    size_t proposal = 0, cand[TC_THETA_TRIALS];
+    char rule[640], times[256] = "";
     tcomm_rc rc = _bucket_extra(c, algo, wire, &extra);
-    return rc ? rc : tc_theta_pick(c, p, algo, wire, extra, theta, why, whylen);
+    if (!rc)
+        rc = tc_theta_pick(c, p, algo, wire, extra, &proposal, rule,
+                           sizeof rule);
+    int pnb = p->nb, n = tc_theta_candidates(proposal, cand);
+    if (!rc)
+        rc = _trial(c, p, segs, algo, wire, flags, cand, n, secs);
+    if (rc)
+        return rc;
+    int best = tc_theta_fastest(secs, n);
+    for (int k = 0, at = 0; k < n && at < (int)sizeof times; k++)
+        at += snprintf(times + at, sizeof times - (size_t)at,
+                       "%s%zu KiB: %.2f ms", k ? ", " : "", cand[k] >> 10,
+                       secs[k] * 1e3);
+    rc = tc_plan_cut(p, cand[best]);
+    if (rc)
+        return rc;
+    snprintf(why, whylen,
+             "%zu KiB, %d buckets: the fastest in a trial on the first %zu "
+             "MiB of gradients (%s; the slowest rank's time, projected to "
+             "all gradients) of 1, 4 and 16 MiB and the cost model's "
+             "proposal, %zu KiB (%d buckets): %s",
+             cand[best] >> 10, p->nb, TC_THETA_TRIAL_BYTES >> 20, times,
+             proposal >> 10, pnb, rule);
+    *theta = cand[best];
+    return TCOMM_OK;
 }

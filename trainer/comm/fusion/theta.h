@@ -6,26 +6,49 @@
 #include "trainer/comm/core/comm.h"
 #include "trainer/comm/fusion/plan.h"
 
-/* The smallest power of two from TC_THETA_MIN to TC_THETA_MAX whose
- * buckets (p's tensors cut greedily, as tc_plan_cut does) the cost model
- * (c->model: probed or default links), each bucket also paying the fixed
- * cost measured beyond the model (an all-reduce of TC_THETA_MIN bytes,
- * timed at start-up), prices within TC_THETA_SLACK of one all-reduce of
- * every gradient: the latency that cutting adds stays under 10%, and the
- * buckets are as small as that allows, so that reductions start early in
- * backward. TC_THETA_MAX when none is. Leaves p cut at *theta; why gets
- * one sentence on the choice. Collective (the timing): every rank calls,
- * and every rank with the same model and tensors picks the same. */
-#define TC_THETA_MIN   ((size_t)256 << 10)
-#define TC_THETA_MAX   ((size_t)64 << 20)
-#define TC_THETA_SLACK 1.10
-tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, tcomm_algo algo,
-                         tcomm_wire wire, size_t *theta, char *why,
-                         size_t whylen);
-/* The choice alone, with extra seconds a bucket (and the whole once) on
- * top of the model's prices: no communication (unit-tested). */
+#define TC_THETA_MIN         ((size_t)256 << 10)
+#define TC_THETA_MAX         ((size_t)64 << 20)
+#define TC_THETA_SLACK       1.10
+#define TC_THETA_TRIAL_BYTES ((size_t)32 << 20)
+#define TC_THETA_TRIALS      4
+
+/* The model proposes, a timed trial decides.
+ *
+ * The proposal: the smallest power of two from TC_THETA_MIN to
+ * TC_THETA_MAX whose buckets (p's tensors cut greedily, as tc_plan_cut
+ * does) the cost model (c->model: probed or default links), each bucket
+ * also paying the fixed cost measured beyond the model (an all-reduce of
+ * TC_THETA_MIN bytes, timed at start-up), prices within TC_THETA_SLACK of
+ * one all-reduce of every gradient: the latency that cutting adds stays
+ * under 10%, and the buckets are as small as that allows, so that
+ * reductions start early in backward. TC_THETA_MAX when none is.
+ *
+ * The trial: the proposal and the fixed sizes 1, 4 and 16 MiB are each
+ * timed on the first TC_THETA_TRIAL_BYTES of gradients (whole buckets in
+ * backward order, as the communication thread runs them: segs are the
+ * tensors as pieces, flags the fusion's), after one untimed pass at the
+ * largest; each time is the slowest rank's, projected to all gradients.
+ * The fastest is kept and p is left cut at it: what the model does not
+ * see (a TCP window that reopens after each bucket on shaped links, the
+ * cache that a bucket's wire buffers fall out of) decides between sizes
+ * it prices within a few percent. The gradients are saved first and
+ * restored after (zeros while timed). why gets the times and the
+ * proposal's sentence. Collective: every rank calls, and all pick the
+ * same (the times are agreed). */
+tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
+                         tcomm_algo algo, tcomm_wire wire, unsigned flags,
+                         size_t *theta, char *why, size_t whylen);
+
+/* The proposal alone, with extra seconds a bucket (and the whole once) on
+ * top of the model's prices: no communication (unit-tested). Leaves p cut
+ * at *theta; why gets one sentence on it. */
 tcomm_rc tc_theta_pick(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
                        tcomm_wire wire, double extra, size_t *theta, char *why,
                        size_t whylen);
+/* The sizes the trial times, ascending, each once: 1, 4 and 16 MiB and
+ * the proposal. Returns how many (3 or 4). */
+int tc_theta_candidates(size_t proposal, size_t out[TC_THETA_TRIALS]);
+/* The index of the least of n > 0 times (the first of equals). */
+int tc_theta_fastest(const double *secs, int n);
 
 #endif
