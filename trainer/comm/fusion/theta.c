@@ -60,6 +60,21 @@ static tcomm_rc _bucket_extra(tcomm_t *c, tcomm_algo algo, tcomm_wire wire,
     return rc;
 }
 
+/* What p's first nb buckets cost one after another by the model, each
+ * paying extra on top of its price; -1 where the model cannot price algo. */
+static double _price(const tcomm_t *c, const tc_plan *p, int nb,
+                     tcomm_algo algo, tcomm_wire wire, double extra)
+{
+    double sum = 0;
+    for (int b = 0; b < nb; b++) {
+        double t = tcomm_predict(c, algo, p->b[b].count, wire);
+        if (t < 0)
+            return -1;
+        sum += t + extra;
+    }
+    return sum;
+}
+
 /* What the buckets of p, cut at theta, cost one after another, each
  * paying extra on top of the model's price. */
 static tcomm_rc _buckets_cost(const tcomm_t *c, tc_plan *p, size_t theta,
@@ -67,17 +82,15 @@ static tcomm_rc _buckets_cost(const tcomm_t *c, tc_plan *p, size_t theta,
                               double *sum)
 {
     tcomm_rc rc = tc_plan_cut(p, theta);
-    *sum = 0;
-    for (int b = 0; !rc && b < p->nb; b++) {
-        double t = tcomm_predict(c, algo, p->b[b].count, wire);
-        if (t < 0)
-            return TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
-                              "fusion: the cost model cannot price %s here "
-                              "for --bucket-kb auto",
-                              tcomm_algo_name(algo));
-        *sum += t + extra;
-    }
-    return rc;
+    if (rc)
+        return rc;
+    *sum = _price(c, p, p->nb, algo, wire, extra);
+    if (*sum < 0)
+        return TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
+                          "fusion: the cost model cannot price %s here for "
+                          "--bucket-kb auto",
+                          tcomm_algo_name(algo));
+    return TCOMM_OK;
 }
 
 tcomm_rc tc_theta_pick(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
@@ -189,69 +202,80 @@ static void _trial_keep(const tcomm_seg *segs, int nt, float *keep, int save)
     }
 }
 
+/* What the trial runs on: the tensors as pieces, the fusion's algorithm,
+ * wire and flags, and the cost a bucket measured beyond the model. */
+typedef struct {
+    tcomm_t *c;
+    tc_plan *p;
+    const tcomm_seg *segs;
+    tcomm_algo algo;
+    tcomm_wire wire;
+    unsigned flags;
+    double extra;
+} _trial_ctx;
+
 /* One pass: p cut at theta, its trial buckets all-reduced back to back
- * from a barrier; the slowest rank's seconds, projected to all total
- * floats. The closing agreement is also the point after which no rank
- * writes into another's gradients (in place). */
-static tcomm_rc _trial_pass(tcomm_t *c, tc_plan *p, size_t theta,
-                            const tcomm_seg *segs, tcomm_algo algo,
-                            tcomm_wire wire, unsigned flags, size_t total,
-                            double *secs)
+ * from a barrier; the slowest rank's seconds, projected to all gradients
+ * by the model's price of all buckets over its price of the trial's (the
+ * trial's first buckets hold the large tensors of the last layers, so
+ * small sizes cut them into fewer buckets per byte than the rest: the
+ * bytes alone would make 1 MiB look 15% faster than it ran). The closing
+ * agreement is also the point after which no rank writes into another's
+ * gradients (in place). */
+static tcomm_rc _trial_pass(const _trial_ctx *x, size_t theta, double *secs)
 {
     int nt;
     size_t floats;
-    tcomm_rc rc = tc_plan_cut(p, theta);
-    int nb = _trial_buckets(p, &nt, &floats);
+    tcomm_rc rc = tc_plan_cut(x->p, theta);
+    int nb = _trial_buckets(x->p, &nt, &floats);
     if (!rc)
-        rc = tcomm_barrier(c);
+        rc = tcomm_barrier(x->c);
     double t0 = tcomm_wtime();
     for (int b = 0; !rc && b < nb; b++) {
         tcomm_result r = {0};
-        rc = tcomm_allreduce_segs(c, segs + p->b[b].first, p->b[b].n, algo,
-                                  wire, flags, &r);
+        rc = tcomm_allreduce_segs(x->c, x->segs + x->p->b[b].first,
+                                  x->p->b[b].n, x->algo, x->wire, x->flags, &r);
     }
     *secs = tcomm_wtime() - t0;
     if (!rc)
-        rc = tcomm_max_double(c, secs);
-    if (floats)
-        *secs *= (double)total / (double)floats;
+        rc = tcomm_max_double(x->c, secs);
+    double part = _price(x->c, x->p, nb, x->algo, x->wire, x->extra),
+           all = _price(x->c, x->p, x->p->nb, x->algo, x->wire, x->extra);
+    if (part > 0 && all > 0)
+        *secs *= all / part;
     return rc;
 }
 
 /* Times each of the n sizes in cand (ascending) into secs, after an
  * untimed pass at the largest; the gradients kept and put back. */
-static tcomm_rc _trial(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
-                       tcomm_algo algo, tcomm_wire wire, unsigned flags,
-                       const size_t *cand, int n, double *secs)
+static tcomm_rc _trial(const _trial_ctx *x, const size_t *cand, int n,
+                       double *secs)
 {
     int nt = 0, most = 0;
-    size_t floats, total = 0, keepn = 0;
-    for (int i = 0; i < p->nt; i++)
-        total += p->count[i];
+    size_t floats, keepn = 0;
     for (int k = 0; k < n; k++) { /* the largest prefix of any size */
-        tcomm_rc rc = tc_plan_cut(p, cand[k]);
+        tcomm_rc rc = tc_plan_cut(x->p, cand[k]);
         if (rc)
             return rc;
-        _trial_buckets(p, &nt, &floats);
+        _trial_buckets(x->p, &nt, &floats);
         most = nt > most ? nt : most;
     }
     for (int i = 0; i < most; i++)
-        keepn += segs[i].count;
+        keepn += x->segs[i].count;
     float *keep = malloc(keepn ? keepn * sizeof *keep : 1);
-    tcomm_rc rc = tc_agree(c, &c->world, keep != NULL,
+    tcomm_rc rc = tc_agree(x->c, &x->c->world, keep != NULL,
                            "allocate the theta trial's copy of the gradients",
                            TCOMM_ERR_NOMEM);
     if (rc) {
         free(keep);
         return rc;
     }
-    _trial_keep(segs, most, keep, 1);
+    _trial_keep(x->segs, most, keep, 1);
     double warm;
-    rc = _trial_pass(c, p, cand[n - 1], segs, algo, wire, flags, total, &warm);
+    rc = _trial_pass(x, cand[n - 1], &warm);
     for (int k = 0; !rc && k < n; k++)
-        rc = _trial_pass(c, p, cand[k], segs, algo, wire, flags, total,
-                         &secs[k]);
-    _trial_keep(segs, most, keep, 0);
+        rc = _trial_pass(x, cand[k], &secs[k]);
+    _trial_keep(x->segs, most, keep, 0);
     free(keep);
     return rc;
 }
@@ -268,8 +292,9 @@ tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
         rc = tc_theta_pick(c, p, algo, wire, extra, &proposal, rule,
                            sizeof rule);
     int pnb = p->nb, n = tc_theta_candidates(proposal, cand);
+    const _trial_ctx x = {c, p, segs, algo, wire, flags, extra};
     if (!rc)
-        rc = _trial(c, p, segs, algo, wire, flags, cand, n, secs);
+        rc = _trial(&x, cand, n, secs);
     if (rc)
         return rc;
     int best = tc_theta_fastest(secs, n);
@@ -283,8 +308,8 @@ tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
     snprintf(why, whylen,
              "%zu KiB, %d buckets: the fastest in a trial on the first %zu "
              "MiB of gradients (%s; the slowest rank's time, projected to "
-             "all gradients) of 1, 4 and 16 MiB and the cost model's "
-             "proposal, %zu KiB (%d buckets): %s",
+             "all gradients by the cost model) of 1, 4 and 16 MiB and the "
+             "cost model's proposal, %zu KiB (%d buckets): %s",
              cand[best] >> 10, p->nb, TC_THETA_TRIAL_BYTES >> 20, times,
              proposal >> 10, pnb, rule);
     *theta = cand[best];

@@ -27,7 +27,8 @@
  * timed on the first TC_THETA_TRIAL_BYTES of gradients (whole buckets in
  * backward order, as the communication thread runs them: segs are the
  * tensors as pieces, flags the fusion's), after one untimed pass at the
- * largest; each time is the slowest rank's, projected to all gradients.
+ * largest; each time is the slowest rank's, projected to all gradients
+ * by the model's price of all buckets over its price of the trial's.
  * The fastest is kept and p is left cut at it: what the model does not
  * see (a TCP window that reopens after each bucket on shaped links, the
  * cache that a bucket's wire buffers fall out of) decides between sizes
