@@ -2,16 +2,16 @@
 # train_theta.sh: --bucket-kb auto under `mpirun -np 2` (ResNet-50 at 32 px,
 # 25.6M gradients).
 # Rank 0 prints the size it chose and why; the test
-# checks the reason against the rule: the size kept is the fastest in the
-# timed trial of 1, 4 and 16 MiB and the cost model's proposal, with the
-# bucket count the exchange reports; the proposal is a power of two from
-# 256 KiB to 64 MiB whose buckets are priced within 10% of one all-reduce
-# of all gradients, and the next smaller size (when there is one) priced
-# above that, or 64 MiB saying that no size meets the rule; each bucket and
-# the whole priced with the cost per bucket measured beyond the model (its
-# figure in the reason). A run with that size given as a
-# number takes the same buckets and gets the same losses bit for bit; bad
-# values are refused naming the option.
+# checks the reason against the rule: the size kept is the smallest within
+# 2% of the fastest in the timed trial of 1, 4 and 16 MiB and the cost
+# model's proposal, with the bucket count the exchange reports; the
+# proposal is a power of two from 256 KiB to 64 MiB whose buckets are
+# priced within 10% of one all-reduce of all gradients, and the next
+# smaller size (when there is one) priced above that, or 64 MiB saying
+# that no size meets the rule; each bucket and the whole priced with the
+# cost per bucket measured beyond the model (its figure in the reason).
+# A run with that size given as a number takes the same buckets and gets
+# the same losses bit for bit; bad values are refused naming the option.
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
 tr_need_mpirun
@@ -34,7 +34,7 @@ got=$(sed -n 's/.*gradients in \([0-9]*\) buckets.*/\1/p' "$tmp/auto.log")
 [ -n "$nb" ] && [ "$nb" = "$got" ] || fail "the reason says $nb buckets, the exchange has $got"
 # The trial: (A KiB: X ms, B KiB: Y ms, ...; the slowest rank's ...),
 # ascending, 1, 4 and 16 MiB and the proposal among them; the size kept is
-# the one with the least time.
+# the smallest whose time is within 2% of the least (times in 0.01 ms).
 prop="the cost model's proposal, \([0-9]*\) KiB (\([0-9]*\) buckets): "
 pk=$(sed -n "s/.*$prop.*/\1/p" <<<"$why")
 pnb=$(sed -n "s/.*$prop.*/\2/p" <<<"$why")
@@ -43,16 +43,19 @@ trial=$(sed -n 's/.*of gradients (\([^;]*\); the slowest rank.*/\1/p' <<<"$why")
 [ -n "$pk" ] && [ -n "$pnb" ] && [ -n "$rule" ] && [ -n "$trial" ] ||
     fail "no trial or proposal in the reason: $why"
 awk -v t="$trial" -v kb="$kb" -v pk="$pk" 'BEGIN {
-    n = split(t, e, ", "); best = -1; prev = 0; seen = 0
+    n = split(t, e, ", "); prev = 0; seen = 0; least = -1
     for (i = 1; i <= n; i++) {
         if (split(e[i], f, " ") != 4 || f[2] != "KiB:" || f[4] != "ms" || f[1] + 0 <= prev) exit 1
-        prev = f[1] + 0
+        prev = size[i] = f[1] + 0; ms[i] = f[3] + 0
         seen += (prev == 1024) + (prev == 4096) + (prev == 16384) + (prev == pk && pk != 1024 && pk != 4096 && pk != 16384)
-        if (best < 0 || f[3] + 0 < ms) { best = prev; ms = f[3] + 0 }
+        if (least < 0 || ms[i] < least) least = ms[i]
     }
     want = 3 + (pk != 1024 && pk != 4096 && pk != 16384)
-    exit !(n == want && seen == want && best == kb) }' ||
-    fail "the size kept ($kb KiB) is not the fastest of 1, 4, 16 MiB and the proposal $pk KiB: $why"
+    if (n != want || seen != want) exit 1
+    for (i = 1; i <= n && size[i] != kb; i++)
+        if (ms[i] <= 1.02 * least - 0.01) exit 1
+    exit !(i <= n && ms[i] <= 1.02 * least + 0.01) }' ||
+    fail "the size kept ($kb KiB) is not the smallest within 2% of the fastest of 1, 4, 16 MiB and the proposal $pk KiB: $why"
 # The proposal: (S ms vs W ms; PREV KiB: P ms; ...): S <= 1.1 W < P; or,
 # at the cap (a latency so high that no size meets the rule; CI's loaded
 # machine probed 969 us), 65536 KiB with S > 1.1 W and the sentence

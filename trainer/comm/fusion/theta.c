@@ -163,13 +163,15 @@ int tc_theta_candidates(size_t proposal, size_t out[TC_THETA_TRIALS])
     return n;
 }
 
-int tc_theta_fastest(const double *secs, int n)
+int tc_theta_keep(const double *secs, int n)
 {
-    int best = 0;
+    double least = secs[0];
     for (int k = 1; k < n; k++)
-        if (secs[k] < secs[best])
-            best = k;
-    return best;
+        least = secs[k] < least ? secs[k] : least;
+    int k = 0;
+    while (secs[k] > TC_THETA_TIE * least)
+        k++;
+    return k;
 }
 
 /* With p cut: how many of its first buckets hold TC_THETA_TRIAL_BYTES of
@@ -297,7 +299,7 @@ tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
         rc = _trial(&x, cand, n, secs);
     if (rc)
         return rc;
-    int best = tc_theta_fastest(secs, n);
+    int best = tc_theta_keep(secs, n);
     for (int k = 0, at = 0; k < n && at < (int)sizeof times; k++)
         at += snprintf(times + at, sizeof times - (size_t)at,
                        "%s%zu KiB: %.2f ms", k ? ", " : "", cand[k] >> 10,
@@ -306,12 +308,13 @@ tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
     if (rc)
         return rc;
     snprintf(why, whylen,
-             "%zu KiB, %d buckets: the fastest in a trial on the first %zu "
-             "MiB of gradients (%s; the slowest rank's time, projected to "
+             "%zu KiB, %d buckets: the smallest within %.0f%% of the fastest "
+             "in a trial on the first %zu MiB of gradients (%s; the slowest "
+             "rank's time, projected to "
              "all gradients by the cost model) of 1, 4 and 16 MiB and the "
              "cost model's proposal, %zu KiB (%d buckets): %s",
-             cand[best] >> 10, p->nb, TC_THETA_TRIAL_BYTES >> 20, times,
-             proposal >> 10, pnb, rule);
+             cand[best] >> 10, p->nb, (TC_THETA_TIE - 1) * 100,
+             TC_THETA_TRIAL_BYTES >> 20, times, proposal >> 10, pnb, rule);
     *theta = cand[best];
     return TCOMM_OK;
 }

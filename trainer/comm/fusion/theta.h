@@ -11,6 +11,7 @@
 #define TC_THETA_SLACK       1.10
 #define TC_THETA_TRIAL_BYTES ((size_t)32 << 20)
 #define TC_THETA_TRIALS      4
+#define TC_THETA_TIE         1.02
 
 /* The model proposes, a timed trial decides.
  *
@@ -29,8 +30,10 @@
  * tensors as pieces, flags the fusion's), after one untimed pass at the
  * largest; each time is the slowest rank's, projected to all gradients
  * by the model's price of all buckets over its price of the trial's.
- * The fastest is kept and p is left cut at it: what the model does not
- * see (a TCP window that reopens after each bucket on shaped links, the
+ * The smallest size within TC_THETA_TIE of the fastest is kept (the
+ * trial's own spread is about 2%, and in training smaller buckets start
+ * reducing earlier in backward) and p is left cut at it: what the model
+ * does not see (a TCP window that reopens after each bucket on shaped links, the
  * cache that a bucket's wire buffers fall out of) decides between sizes
  * it prices within a few percent. The gradients are saved first and
  * restored after (zeros while timed). why gets the times and the
@@ -49,7 +52,8 @@ tcomm_rc tc_theta_pick(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
 /* The sizes the trial times, ascending, each once: 1, 4 and 16 MiB and
  * the proposal. Returns how many (3 or 4). */
 int tc_theta_candidates(size_t proposal, size_t out[TC_THETA_TRIALS]);
-/* The index of the least of n > 0 times (the first of equals). */
-int tc_theta_fastest(const double *secs, int n);
+/* Of n > 0 times of ascending sizes, the index of the first within
+ * TC_THETA_TIE of the least. */
+int tc_theta_keep(const double *secs, int n);
 
 #endif
