@@ -221,7 +221,7 @@ typedef struct {
  * by the model's price of all buckets over its price of the trial's (the
  * trial's first buckets hold the large tensors of the last layers, so
  * small sizes cut them into fewer buckets per byte than the rest: the
- * bytes alone would make 1 MiB look 15% faster than it ran). The closing
+ * bytes alone made 1 MiB look 15-27% faster than it then ran). The closing
  * agreement is also the point after which no rank writes into another's
  * gradients (in place). */
 static tcomm_rc _trial_pass(const _trial_ctx *x, size_t theta, double *secs)
