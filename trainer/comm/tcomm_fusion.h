@@ -24,8 +24,9 @@ typedef struct tcomm_fusion tcomm_fusion_t;
  * cost model proposes the smallest power of two from 256 KiB to 64 MiB
  * whose buckets it prices within 10% of one all-reduce of every gradient,
  * and a timed trial of that and 1, 4 and 16 MiB on the first 32 MiB of
- * gradients keeps the smallest within 2% of the fastest (fusion/theta.h; the gradients are put back
- * as they were); tcomm_fusion_theta_why() says what it chose and why. */
+ * gradients keeps the smallest within 2% of the fastest (fusion/theta.h;
+ * the gradients are put back as they were); tcomm_fusion_theta_why() says
+ * what it chose and why. */
 #define TCOMM_FUSION_AUTO ((size_t)-1)
 
 /* One bucket's reduction as it ran, for a timeline (on_bucket below). */

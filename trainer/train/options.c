@@ -56,8 +56,8 @@ static const _opt _opts[] = {
      "(each bucket also paying what a timed 256 KiB all-reduce took beyond "
      "the model), then time that and 1, 4 and 16 MiB on the first 32 MiB "
      "of gradients and keep the smallest within 2% of the fastest "
-     "(printed with the reason; host "
-     "gradients: device buckets take tcomm's 4096); "
+     "(printed with the reason; host gradients: device buckets take "
+     "tcomm's 4096); "
      "0: tcomm's 4096 [4096]"},
     {"wire", _STR, _O(wire), "fp16|bf16|fp32",
      "precision of the gradients on the wire: each rank's gradient (already "

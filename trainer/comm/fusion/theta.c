@@ -175,15 +175,15 @@ int tc_theta_keep(const double *secs, int n)
 }
 
 /* With p cut: how many of its first buckets hold TC_THETA_TRIAL_BYTES of
- * gradients (or all), the tensors they end at, and their floats. */
-static int _trial_buckets(const tc_plan *p, int *nt, size_t *floats)
+ * gradients (or all), and the tensors they end at. */
+static int _trial_buckets(const tc_plan *p, int *nt)
 {
     int nb = 0;
+    size_t floats = 0;
     *nt = 0;
-    *floats = 0;
-    while (nb < p->nb && *floats * sizeof(float) < TC_THETA_TRIAL_BYTES) {
+    while (nb < p->nb && floats * sizeof(float) < TC_THETA_TRIAL_BYTES) {
         const tc_pbucket *b = &p->b[nb++];
-        *floats += b->count;
+        floats += b->count;
         *nt = b->first + b->n;
     }
     return nb;
@@ -227,9 +227,8 @@ typedef struct {
 static tcomm_rc _trial_pass(const _trial_ctx *x, size_t theta, double *secs)
 {
     int nt;
-    size_t floats;
     tcomm_rc rc = tc_plan_cut(x->p, theta);
-    int nb = _trial_buckets(x->p, &nt, &floats);
+    int nb = _trial_buckets(x->p, &nt);
     if (!rc)
         rc = tcomm_barrier(x->c);
     double t0 = tcomm_wtime();
@@ -254,12 +253,12 @@ static tcomm_rc _trial(const _trial_ctx *x, const size_t *cand, int n,
                        double *secs)
 {
     int nt = 0, most = 0;
-    size_t floats, keepn = 0;
+    size_t keepn = 0;
     for (int k = 0; k < n; k++) { /* the largest prefix of any size */
         tcomm_rc rc = tc_plan_cut(x->p, cand[k]);
         if (rc)
             return rc;
-        _trial_buckets(x->p, &nt, &floats);
+        _trial_buckets(x->p, &nt);
         most = nt > most ? nt : most;
     }
     for (int i = 0; i < most; i++)
@@ -310,9 +309,9 @@ tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
     snprintf(why, whylen,
              "%zu KiB, %d buckets: the smallest within %.0f%% of the fastest "
              "in a trial on the first %zu MiB of gradients (%s; the slowest "
-             "rank's time, projected to "
-             "all gradients by the cost model) of 1, 4 and 16 MiB and the "
-             "cost model's proposal, %zu KiB (%d buckets): %s",
+             "rank's time, projected to all gradients by the cost model) of "
+             "1, 4 and 16 MiB and the cost model's proposal, %zu KiB (%d "
+             "buckets): %s",
              cand[best] >> 10, p->nb, (TC_THETA_TIE - 1) * 100,
              TC_THETA_TRIAL_BYTES >> 20, times, proposal >> 10, pnb, rule);
     *theta = cand[best];

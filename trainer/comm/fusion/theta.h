@@ -33,9 +33,9 @@
  * The smallest size within TC_THETA_TIE of the fastest is kept (the
  * trial's own spread is about 2%, and in training smaller buckets start
  * reducing earlier in backward) and p is left cut at it: what the model
- * does not see (a TCP window that reopens after each bucket on shaped links, the
- * cache that a bucket's wire buffers fall out of) decides between sizes
- * it prices within a few percent. The gradients are saved first and
+ * does not see (a TCP window that reopens after each bucket on shaped
+ * links, the cache that a bucket's wire buffers fall out of) decides
+ * between sizes it prices within a few percent. The gradients are saved first and
  * restored after (zeros while timed). why gets the times and the
  * proposal's sentence. Collective: every rank calls, and all pick the
  * same (the times are agreed). */
