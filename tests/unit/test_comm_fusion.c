@@ -61,6 +61,32 @@ START_TEST(test_bucket_cuts)
                      TCOMM_ERR_ARG);
     /* No more tensors after seal. */
     ck_assert_int_eq(tcomm_fusion_add(f, g[0], 1, "late", NULL), TCOMM_ERR_ARG);
+    /* Cut again between steps (a resume's size): one bucket, then three;
+     * not during a step, not to auto. */
+    ck_assert_int_eq(tcomm_fusion_set_theta(f, 1 << 20), TCOMM_OK);
+    ck_assert_uint_eq(tcomm_fusion_bucket_count(f), 1);
+    ck_assert_uint_eq(tcomm_fusion_theta(f), 1 << 20);
+    ck_assert_int_eq(tcomm_fusion_set_theta(f, TCOMM_FUSION_AUTO),
+                     TCOMM_ERR_ARG);
+    ck_assert_int_eq(tcomm_fusion_ready(f, 0), TCOMM_OK);
+    ck_assert_int_eq(tcomm_fusion_set_theta(f, 2000), TCOMM_ERR_ARG);
+    ck_assert_int_eq(tcomm_fusion_finish(f, NULL), TCOMM_OK);
+    ck_assert_int_eq(tcomm_fusion_set_theta(f, 2000), TCOMM_OK);
+    ck_assert_uint_eq(tcomm_fusion_bucket_count(f), 3);
+    ck_assert_int_eq(tcomm_fusion_bucket(f, 2, &first, &n, &count), TCOMM_OK);
+    ck_assert_int_eq(first, 4);
+    tcomm_fusion_destroy(f);
+    /* auto over gradients that every size cuts alike: the default, and
+     * nothing probed or timed. */
+    o.bucket_bytes = TCOMM_FUSION_AUTO;
+    ck_assert_int_eq(tcomm_fusion_create(_c, &o, &f), TCOMM_OK);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(tcomm_fusion_add(f, g[i], sz[i], "t", NULL), TCOMM_OK);
+    ck_assert_int_eq(tcomm_fusion_seal(f), TCOMM_OK);
+    ck_assert_uint_eq(tcomm_fusion_theta(f), TCOMM_FUSION_DEFAULT_BYTES);
+    ck_assert_uint_eq(tcomm_fusion_bucket_count(f), 1);
+    ck_assert_ptr_nonnull(
+        strstr(tcomm_fusion_theta_why(f), "nothing was probed or timed"));
     tcomm_fusion_destroy(f);
     for (int i = 0; i < 6; i++)
         free(g[i]);

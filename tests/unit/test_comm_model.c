@@ -425,6 +425,36 @@ START_TEST(test_theta_trial)
 }
 END_TEST
 
+/* theta auto has nothing to choose where every size from 256 KiB to 64
+ * MiB cuts the gradients alike: a small model (one bucket) or tensors of
+ * 64 MiB and more (one bucket each); ResNet-like sizes it does, and so do
+ * cuts that differ only in where they fall (384+128+384 KiB: two buckets
+ * at 256 KiB and at 512 KiB, split at other tensors). */
+static int _uniform(int n, const size_t *kib)
+{
+    tc_plan p = {0};
+    int same = -1;
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(tc_plan_add(&p, NULL, kib[i] << 8), TCOMM_OK);
+    ck_assert_int_eq(tc_theta_uniform(&p, &same), TCOMM_OK);
+    tc_plan_free(&p);
+    return same;
+}
+
+START_TEST(test_theta_uniform)
+{
+    ck_assert_int_eq(_uniform(3, (size_t[]){100, 20, 130}), 1);
+    ck_assert_int_eq(_uniform(3, (size_t[]){65536, 65536, 70000}), 1);
+    ck_assert_int_eq(_uniform(1, (size_t[]){1}), 1);
+    size_t mib[64];
+    for (int i = 0; i < 64; i++)
+        mib[i] = 1024;
+    ck_assert_int_eq(_uniform(64, mib), 0);
+    ck_assert_int_eq(_uniform(3, (size_t[]){384, 128, 384}), 0);
+    ck_assert_int_eq(_uniform(2, (size_t[]){300, 65536}), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("comm_model");
@@ -440,6 +470,7 @@ int main(void)
     tcase_add_test(t, test_theta_extra);
     tcase_add_test(t, test_theta_cap);
     tcase_add_test(t, test_theta_trial);
+    tcase_add_test(t, test_theta_uniform);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

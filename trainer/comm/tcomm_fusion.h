@@ -25,8 +25,10 @@ typedef struct tcomm_fusion tcomm_fusion_t;
  * whose buckets it prices within 10% of one all-reduce of every gradient,
  * and a timed trial of that and 1, 4 and 16 MiB on the first 32 MiB of
  * gradients keeps the smallest within 2% of the fastest (fusion/theta.h;
- * the gradients are put back as they were); tcomm_fusion_theta_why() says
- * what it chose and why. */
+ * the gradients are put back as they were). Where every power of two in
+ * that range cuts the gradients into the same buckets (a small model),
+ * nothing is probed or timed and the default size is kept.
+ * tcomm_fusion_theta_why() says what it chose and why. */
 #define TCOMM_FUSION_AUTO ((size_t)-1)
 
 /* One bucket's reduction as it ran, for a timeline (on_bucket below). */
@@ -73,6 +75,11 @@ size_t tcomm_fusion_bucket_count(const tcomm_fusion_t *f);
  * sentence that says why ("" for a size given). */
 size_t tcomm_fusion_theta(const tcomm_fusion_t *f);
 const char *tcomm_fusion_theta_why(const tcomm_fusion_t *f);
+/* After seal, between steps (before the first ready or after finish):
+ * the buckets cut again at bytes and checked against every rank, as seal
+ * does (a resumed run takes the size its checkpoint records). Collective;
+ * the sentence of theta_why stays the one seal gave. */
+tcomm_rc tcomm_fusion_set_theta(tcomm_fusion_t *f, size_t bytes);
 /* After seal, with TCOMM_ALGO_HYBRID and a 16-bit wire on one node: how
  * many buckets the cost model runs on fp32 instead, and why ("" else:
  * across nodes the wire is the one asked for). */

@@ -268,6 +268,43 @@ static void _wire_why(tcomm_fusion_t *f)
              f->c->model.reduce_Bps / 1e9);
 }
 
+/* TCOMM_FUSION_AUTO at seal. The layout is checked (and f->shared found)
+ * at the default size first, on every path, so that ranks whose tensors
+ * differ fail alike before any of them probes. Where every size cuts the
+ * same buckets nothing is probed or timed (the default is kept: it cuts
+ * them too); else the links are probed, the trial keeps a size, and the
+ * layout is checked again at it. */
+static tcomm_rc _theta_auto(tcomm_fusion_t *f)
+{
+    int same = 0;
+    tcomm_rc rc = tc_theta_uniform(&f->plan, &same);
+    if (!rc)
+        rc = tc_plan_cut(&f->plan, TCOMM_FUSION_DEFAULT_BYTES);
+    if (!rc)
+        rc = _check_layout(f);
+    if (!rc && same) {
+        size_t total = 0;
+        for (int i = 0; i < f->nt; i++)
+            total += f->t[i].count;
+        f->o.bucket_bytes = TCOMM_FUSION_DEFAULT_BYTES;
+        snprintf(f->theta_why, sizeof f->theta_why,
+                 "%zu KiB, %d buckets: every power of two from %zu to %zu "
+                 "KiB cuts these %zu KiB of gradients into the same "
+                 "buckets, so nothing was probed or timed",
+                 f->o.bucket_bytes >> 10, f->plan.nb, TC_THETA_MIN >> 10,
+                 TC_THETA_MAX >> 10, total * sizeof(float) >> 10);
+        return TCOMM_OK;
+    }
+    if (!rc)
+        rc = tcomm_probe_links(f->c);
+    if (!rc)
+        rc = tc_fusion_theta(f->c, &f->plan, f->segs, f->o.algo, f->o.wire,
+                             f->o.flags | (f->shared ? TCOMM_SHARED : 0),
+                             &f->o.bucket_bytes, f->theta_why,
+                             sizeof f->theta_why);
+    return rc ? rc : _check_layout(f);
+}
+
 tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
 {
     if (f->sealed)
@@ -278,23 +315,11 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
                           f->nt);
     for (int i = 0; i < f->nt; i++)
         f->segs[i] = (tcomm_seg){f->t[i].grad, f->t[i].count};
-    /* auto: the layout is checked (and f->shared found) at the default
-     * size before the trial runs the buckets, and again at the size kept. */
-    int is_auto = f->o.bucket_bytes == TCOMM_FUSION_AUTO;
-    tcomm_rc rc = tc_plan_cut(&f->plan, is_auto ? TCOMM_FUSION_DEFAULT_BYTES
-                                                : f->o.bucket_bytes);
-    if (!rc)
+    tcomm_rc rc;
+    if (f->o.bucket_bytes == TCOMM_FUSION_AUTO)
+        rc = _theta_auto(f);
+    else if (!(rc = tc_plan_cut(&f->plan, f->o.bucket_bytes)))
         rc = _check_layout(f);
-    if (!rc && is_auto) {
-        rc = tcomm_probe_links(f->c);
-        if (!rc)
-            rc = tc_fusion_theta(f->c, &f->plan, f->segs, f->o.algo, f->o.wire,
-                                 f->o.flags | (f->shared ? TCOMM_SHARED : 0),
-                                 &f->o.bucket_bytes, f->theta_why,
-                                 sizeof f->theta_why);
-        if (!rc)
-            rc = _check_layout(f);
-    }
     if (rc)
         return rc;
     _wire_why(f);
@@ -305,6 +330,30 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
         f->thread_up = 1;
     }
     f->sealed = 1;
+    return TCOMM_OK;
+}
+
+tcomm_rc tcomm_fusion_set_theta(tcomm_fusion_t *f, size_t bytes)
+{
+    if (!f->sealed || !bytes || bytes == TCOMM_FUSION_AUTO)
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "fusion: set_theta(%zu bytes)%s: a size, after seal",
+                          bytes, f->sealed ? "" : " before seal");
+    pthread_mutex_lock(&f->mu);
+    int active = f->step_active;
+    /* The thread reads the plan only in a step (under mu): it waits now. */
+    tcomm_rc rc = active ? TCOMM_ERR_ARG : tc_plan_cut(&f->plan, bytes);
+    pthread_mutex_unlock(&f->mu);
+    if (active)
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "fusion: set_theta during a step (after a ready, "
+                          "before finish)");
+    if (!rc)
+        rc = _check_layout(f);
+    if (rc)
+        return rc;
+    f->o.bucket_bytes = bytes;
+    _wire_why(f);
     return TCOMM_OK;
 }
 

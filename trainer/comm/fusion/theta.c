@@ -174,6 +174,31 @@ int tc_theta_keep(const double *secs, int n)
     return k;
 }
 
+tcomm_rc tc_theta_uniform(tc_plan *p, int *same)
+{
+    tcomm_rc rc = tc_plan_cut(p, TC_THETA_MIN);
+    int nb = p->nb;
+    *same = 1;
+    int *first = rc ? NULL : malloc(sizeof *first * (size_t)(nb ? nb : 1));
+    if (!rc && !first)
+        rc =
+            TORUS_FAIL(TCOMM_ERR_NOMEM, "fusion: no memory for %d buckets", nb);
+    for (int b = 0; !rc && b < nb; b++)
+        first[b] = p->b[b].first;
+    /* Every size, not only the two ends: equal counts at the ends would
+     * not prove equal cuts in between without an argument on the greedy
+     * cut, and nine cuts of the tensor list cost nothing next to a probe. */
+    for (size_t t = 2 * TC_THETA_MIN; !rc && *same && t <= TC_THETA_MAX;
+         t *= 2) {
+        rc = tc_plan_cut(p, t);
+        *same = !rc && p->nb == nb;
+        for (int b = 0; *same && b < nb; b++)
+            *same = p->b[b].first == first[b];
+    }
+    free(first);
+    return rc;
+}
+
 /* With p cut: how many of its first buckets hold TC_THETA_TRIAL_BYTES of
  * gradients (or all), and the tensors they end at. */
 static int _trial_buckets(const tc_plan *p, int *nt)

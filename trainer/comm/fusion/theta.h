@@ -35,10 +35,10 @@
  * reducing earlier in backward) and p is left cut at it: what the model
  * does not see (a TCP window that reopens after each bucket on shaped
  * links, the cache that a bucket's wire buffers fall out of) decides
- * between sizes it prices within a few percent. The gradients are saved first and
- * restored after (zeros while timed). why gets the times and the
- * proposal's sentence. Collective: every rank calls, and all pick the
- * same (the times are agreed). */
+ * between sizes it prices within a few percent. The gradients are saved first
+ * and restored after (zeros while timed). why gets the times and the proposal's
+ * sentence. Collective: every rank calls, and all pick the same (the times are
+ * agreed). */
 tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
                          tcomm_algo algo, tcomm_wire wire, unsigned flags,
                          size_t *theta, char *why, size_t whylen);
@@ -55,5 +55,10 @@ int tc_theta_candidates(size_t proposal, size_t out[TC_THETA_TRIALS]);
 /* Of n > 0 times of ascending sizes, the index of the first within
  * TC_THETA_TIE of the least. */
 int tc_theta_keep(const double *secs, int n);
+/* *same = 1 when every power of two from TC_THETA_MIN to TC_THETA_MAX
+ * cuts p's tensors into the same buckets (a small model: one bucket, or
+ * tensors so large that each is its own), so that there is nothing to
+ * choose; 0 when not. Leaves p cut at some size in that range. */
+tcomm_rc tc_theta_uniform(tc_plan *p, int *same);
 
 #endif
