@@ -8,7 +8,8 @@
 #      all NaN, a momentum all inf, BN statistics all NaN (cifar-resnet),
 #      global_step 2^62, a global step or a step that disagrees with the
 #      other,
-#      samples 2^62, previous_lr NaN, loss_scale NaN and -1, another run's
+#      samples 2^62, previous_lr NaN, loss_scale NaN and -1, bucket_kb -1
+#      and 2^40, another run's
 #      id recorded under this run's name.
 #   2. Junk named for another run (random bytes; another run's checkpoint
 #      renamed to a new id), newer than the run's own files, does not stop
@@ -75,6 +76,8 @@ _poison "previous_lr NaN" previous_lr f64=nan \
     "its previous learning rate nan is not a finite, positive one after 6 optimizer steps"
 _poison "loss_scale NaN" loss_scale f64=nan "its loss scale nan is not finite in [1, 2^24]"
 _poison "loss_scale -1" loss_scale f64=-1 "its loss scale -1 is not finite in [1, 2^24]"
+_poison "bucket_kb -1" bucket_kb i64=-1 "it records a bucket size of -1 KiB (0..1048576)"
+_poison "bucket_kb 2^40" bucket_kb i64=1099511627776 "it records a bucket size of 1099511627776 KiB (0..1048576)"
 _poison "run id" run str=0000beef "it records run 0000beef, not the $run_id of its name"
 # The BN run crosses a batch change (epoch 1 at 32): step 6 is epoch 2.
 _poison "BN statistics NaN" bn_stats/0 fill=nan \

@@ -1,6 +1,6 @@
 #!/bin/bash
-# train_theta.sh: --bucket-kb auto under `mpirun -np 2` (ResNet-50 at 32 px,
-# 25.6M gradients).
+# train_theta.sh: --bucket-kb auto, the default, under `mpirun -np 2`
+# (ResNet-50 at 32 px, 25.6M gradients).
 # Rank 0 prints the size it chose and why; the test
 # checks the reason against the rule: the size kept is the smallest within
 # 2% of the fastest in the timed trial of 1, 4 and 16 MiB and the cost
@@ -11,7 +11,10 @@
 # that no size meets the rule; each bucket and the whole priced with the
 # cost per bucket measured beyond the model (its figure in the reason).
 # A run with that size given as a number takes the same buckets and gets
-# the same losses bit for bit; bad values are refused naming the option.
+# the same losses bit for bit. A run resumed with auto from a checkpoint
+# of a 64 KiB run (a size auto never keeps) takes 64 KiB and its bucket
+# count, says so, and goes on with the losses of an uninterrupted 64 KiB
+# run. Bad values are refused naming the option.
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
 tr_need_mpirun
@@ -20,8 +23,8 @@ tr_need_mpirun
 # another algorithm rounds the fp16 sums differently.
 run=("$bin" --model resnet50 --image-size 32 --synthetic --dataset-size 64 --epochs 1
      --warmup-epochs 0 --batch 8 --threads 1 --max-steps 2 --print-every 1 --algo ring)
-TR_MPI_TIMEOUT=180 tr_mpirun -np 2 "${run[@]}" --bucket-kb auto --metrics "$tmp/auto.jsonl" \
-    >"$tmp/auto.log" 2>&1 || fail "--bucket-kb auto: $(tail -5 "$tmp/auto.log")"
+TR_MPI_TIMEOUT=180 tr_mpirun -np 2 "${run[@]}" --metrics "$tmp/auto.jsonl" \
+    >"$tmp/auto.log" 2>&1 || fail "--bucket-kb auto (the default): $(tail -5 "$tmp/auto.log")"
 why=$(grep '^torus-train: --bucket-kb auto: ' "$tmp/auto.log")
 [ -n "$why" ] || fail "no --bucket-kb auto line: $(grep torus-train: "$tmp/auto.log")"
 echo "$why"
@@ -82,11 +85,23 @@ TR_MPI_TIMEOUT=180 tr_mpirun -np 2 "${run[@]}" --bucket-kb "$kb" --metrics "$tmp
 grep -q "gradients in $got buckets" "$tmp/fixed.log" || fail "--bucket-kb $kb: not $got buckets"
 [ "$(losses "$tmp/auto.jsonl")" = "$(losses "$tmp/fixed.jsonl")" ] ||
     fail "auto and --bucket-kb $kb trained differently"
+# A resume takes the checkpoint's size: 64 KiB, 2 steps, then auto to 4.
+TR_MPI_TIMEOUT=180 tr_mpirun -np 2 "${run[@]}" --bucket-kb 64 --max-steps 4 \
+    --metrics "$tmp/k64.jsonl" >"$tmp/k64.log" 2>&1 || fail "--bucket-kb 64: $(tail -5 "$tmp/k64.log")"
+n64=$(sed -n 's/.*gradients in \([0-9]*\) buckets.*/\1/p' "$tmp/k64.log")
+TR_MPI_TIMEOUT=180 tr_mpirun -np 2 "${run[@]}" --bucket-kb 64 --checkpoint-every 2 \
+    --checkpoint-dir "$tmp/ck" >"$tmp/ck.log" 2>&1 || fail "--bucket-kb 64, checkpoint: $(tail -5 "$tmp/ck.log")"
+TR_MPI_TIMEOUT=180 tr_mpirun -np 2 "${run[@]}" --max-steps 4 --checkpoint-dir "$tmp/ck" --resume \
+    --metrics "$tmp/res.jsonl" >"$tmp/res.log" 2>&1 || fail "auto, resumed: $(tail -5 "$tmp/res.log")"
+grep -q "^torus-train: --bucket-kb auto: 64 KiB, $n64 buckets, as the checkpoint records" "$tmp/res.log" ||
+    fail "a resume with auto did not take the checkpoint's 64 KiB ($n64 buckets): $(grep -E 'bucket|resumed' "$tmp/res.log")"
+[ "$(losses "$tmp/k64.jsonl" | tail -2)" = "$(losses "$tmp/res.jsonl")" ] ||
+    fail "resumed with auto: the losses of steps 3-4 differ from the uninterrupted 64 KiB run"
 "${run[@]}" --bucket-kb auto --dry-run >"$tmp/named.log" 2>&1 ||
     fail "--bucket-kb auto named: $(tail -3 "$tmp/named.log")"
 for bad in autox -5 1048577; do
     "${run[@]}" --bucket-kb "$bad" >"$tmp/bad.log" 2>&1
     [ $? = 2 ] && grep -q -- '--bucket-kb' "$tmp/bad.log" || fail "--bucket-kb $bad: $(cat "$tmp/bad.log")"
 done
-[ $fails -eq 0 ] && echo "PASS: --bucket-kb auto picks by its rule and trains as that size does"
+[ $fails -eq 0 ] && echo "PASS: --bucket-kb auto (the default) picks by its rule, trains as that size does, and a resume keeps the checkpoint's size"
 exit $((fails > 0))

@@ -22,6 +22,7 @@
 #include "common/torus_report.h"
 #include "data/format/tdata_format.h"
 #include "data/format/tdata_h5attr.h"
+#include "trainer/train/ttrain_options.h"
 
 /* 2: the configuration record and the run id; samples over all ranks. */
 #define _FORMAT "torus-checkpoint-2"
@@ -174,6 +175,7 @@ static int _write_attrs(hid_t f, const ttrain_ckpt_meta *m, topt_sgd *opt,
            _put_i64(f, "dropout_step", (int64_t)p->dropout_step) |
            _put_i64(f, "optimizer_steps", opt->steps) |
            _put_f64(f, "previous_lr", opt->prev_lr) |
+           _put_i64(f, "bucket_kb", m->bucket_kb) |
            _put_str(f, "loss_scale_mode", m->loss_scale) |
            _put_f64(f, "loss_scale", p->ls.scale) |
            _put_i64(f, "loss_scale_clean", p->ls.clean) |
@@ -636,6 +638,16 @@ static int _read_meta(hid_t f, ttrain_ckpt_meta *m)
         return TORUS_FAIL(TTRAIN_CKPT_EBAD, "it records %" PRId64 " ranks",
                           world);
     m->world = (int)world;
+    /* Files written before it record no bucket size: 0. A resume may
+     * take the size, so it is held to what --bucket-kb accepts. */
+    int64_t kb = 0;
+    if (H5Aexists(f, "bucket_kb") > 0 && _get_i64(f, "bucket_kb", &kb))
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "its bucket size is malformed");
+    if (kb < 0 || kb > TTRAIN_BUCKET_KB_MAX)
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
+                          "it records a bucket size of %" PRId64 " KiB (0..%d)",
+                          kb, TTRAIN_BUCKET_KB_MAX);
+    m->bucket_kb = (int)kb;
     return 0;
 }
 

@@ -42,6 +42,34 @@ int ttrain_ckpt_run_open(ttrain_ckpt_run *r)
     if (rc)
         return torus_error_prefix(
             rc, "%s", rc == TTRAIN_CKPT_ECONFIG ? "checkpoint" : "--data");
+    r->meta.bucket_kb = ttrain_exchange_bucket_kb(r->ex);
+    return 0;
+}
+
+/* --bucket-kb auto on a resume: the size the checkpoint records, so that
+ * the run goes on cutting its buckets, and so rounding its sums, as it
+ * did (this start's own choice could differ: the links vary). Collective:
+ * every rank loaded the same file. */
+static int _resume_bucket_kb(ttrain_ckpt_run *r, const ttrain_ckpt_meta *got)
+{
+    int now = ttrain_exchange_bucket_kb(r->ex);
+    if (r->cfg->bucket_kb >= 0 || got->bucket_kb < 1 || !now ||
+        got->bucket_kb == now)
+        return 0;
+    int rc = ttrain_exchange_set_bucket_kb(r->ex, got->bucket_kb);
+    if (rc)
+        return rc;
+    r->meta.bucket_kb = ttrain_exchange_bucket_kb(r->ex);
+    if (r->rank == 0 && r->meta.bucket_kb == got->bucket_kb)
+        torus_note("--bucket-kb auto: %d KiB, %zu buckets, as the "
+                   "checkpoint records (a resumed run keeps the size it "
+                   "trained with; this start had kept %d KiB)",
+                   got->bucket_kb, ttrain_exchange_buckets(r->ex), now);
+    else if (r->rank == 0)
+        torus_note("--bucket-kb auto: %d KiB, the device's buckets; the "
+                   "checkpoint records %d KiB, and the sums may round "
+                   "differently from before",
+                   now, got->bucket_kb);
     return 0;
 }
 
@@ -122,7 +150,8 @@ int ttrain_ckpt_run_load(ttrain_ckpt_run *r)
     if (note[0] && r->rank == 0)
         torus_note("note: %s", note);
     memcpy(r->meta.run, got.run, sizeof(got.run)); /* the run goes on */
-    if (!cfg->eval_only && !(rc = _restore_loss_scale(r, &got)))
+    if (!cfg->eval_only && !(rc = _restore_loss_scale(r, &got)) &&
+        !(rc = _resume_bucket_kb(r, &got)))
         rc = ttrain_exchange_check_agreement(r->ex, r->net);
     return rc ? torus_error_prefix(rc, "%s", what) : 0;
 }

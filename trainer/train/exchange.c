@@ -435,6 +435,32 @@ int ttrain_exchange_max(ttrain_exchange *ex, double *v)
     return torus_error_prefix(-1, "rank %d", ex->c.rank);
 }
 
+int ttrain_exchange_bucket_kb(const ttrain_exchange *ex)
+{
+    if (ex->fusion)
+        return (int)(tcomm_fusion_theta(ex->fusion) >> 10);
+    if (ex->g) /* auto (< 0) or 0: tcomm_gpu's default */
+        return ex->c.bucket_kb > 0 ? ex->c.bucket_kb
+                                   : (int)(TCOMM_FUSION_DEFAULT_BYTES >> 10);
+    return 0;
+}
+
+size_t ttrain_exchange_buckets(const ttrain_exchange *ex)
+{
+    if (ex->fusion)
+        return tcomm_fusion_bucket_count(ex->fusion);
+    return ex->g ? ex->gx->bucket_count(ex->g) : 0;
+}
+
+int ttrain_exchange_set_bucket_kb(ttrain_exchange *ex, int kb)
+{
+    if (!ex->fusion || kb < 1)
+        return 0;
+    if (tcomm_fusion_set_theta(ex->fusion, (size_t)kb << 10))
+        return torus_error_prefix(-1, "rank %d", ex->c.rank);
+    return 0;
+}
+
 void ttrain_exchange_describe(const ttrain_exchange *ex, const tcomm_info *info,
                               FILE *f)
 {

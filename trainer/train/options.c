@@ -50,15 +50,17 @@ static const _opt _opts[] = {
      "or hybrid (cheapest per bucket by the cost model) [hybrid]"},
     {"bucket-kb", _SPECIAL, 0, 0, "KB|auto",
      "gradient fusion bucket size in KiB; smaller buckets start reducing "
-     "earlier in backward; auto: probe the links, let the cost model "
-     "propose the smallest power of two from 256 KiB to 64 MiB whose "
-     "buckets it prices within 10% of one all-reduce of all gradients "
-     "(each bucket also paying what a timed 256 KiB all-reduce took beyond "
-     "the model), then time that and 1, 4 and 16 MiB on the first 32 MiB "
-     "of gradients and keep the smallest within 2% of the fastest "
-     "(printed with the reason; host gradients: device buckets take "
-     "tcomm's 4096); "
-     "0: tcomm's 4096 [4096]"},
+     "earlier in backward. auto: where sizes from 256 KiB to 64 MiB cut "
+     "the gradients differently, probe the links, let the cost model "
+     "propose the smallest power of two in that range whose buckets it "
+     "prices within 10% of one all-reduce of all gradients (each bucket "
+     "also paying what a timed 256 KiB all-reduce took beyond the model), "
+     "then time that and 1, 4 and 16 MiB on the first 32 MiB of gradients "
+     "and keep the smallest within 2% of the fastest (printed with the "
+     "reason); elsewhere 4096. On --resume, auto takes the size the "
+     "checkpoint records; device gradients take tcomm's 4096. Give a size "
+     "when two runs must match bit for bit: auto may keep another, which "
+     "rounds the sums differently. 0: tcomm's 4096 [auto]"},
     {"wire", _STR, _O(wire), "fp16|bf16|fp32",
      "precision of the gradients on the wire: each rank's gradient (already "
      "divided by the global batch) is cast to it, sums are formed in fp32 "
@@ -193,6 +195,7 @@ void ttrain_config_defaults(ttrain_config *c)
     snprintf(c->wire, sizeof(c->wire), "fp16");
     snprintf(c->loss_scale, sizeof(c->loss_scale), "auto");
     snprintf(c->input, sizeof(c->input), "auto");
+    c->bucket_kb = -1; /* auto */
     c->threads = 2;
     c->world = 1;
     c->seed = 1;
@@ -596,11 +599,10 @@ static int _validate_runtime(const ttrain_config *c)
                                 "--decode-threads: %d is not in 0..256",
                                 c->decode_threads);
     }
-    if (c->bucket_kb < -1 || c->bucket_kb > 1048576) {
+    if (c->bucket_kb < -1 || c->bucket_kb > TTRAIN_BUCKET_KB_MAX) {
         return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
-                                "--bucket-kb: %d is not in 0..1048576 (or "
-                                "auto)",
-                                c->bucket_kb);
+                                "--bucket-kb: %d is not in 0..%d (or auto)",
+                                c->bucket_kb, TTRAIN_BUCKET_KB_MAX);
     }
     if (strcmp(c->wire, "fp16") && strcmp(c->wire, "bf16") &&
         strcmp(c->wire, "fp32")) {

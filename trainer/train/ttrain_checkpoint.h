@@ -8,9 +8,10 @@
  * state), the resolved configuration as
  * text, and what the run was trained under (ttrain_ckpt_meta): the run id,
  * the model, the ranks, the global batch schedule, the training data and
- * the wire. Datasets carry HDF5's Fletcher32 checksum, so a damaged file
- * fails to load instead of loading garbage; every attribute is checked for
- * type, rank and size before it is read.
+ * the wire, and the fusion bucket size (not compared). Datasets carry
+ * HDF5's Fletcher32 checksum, so a damaged file fails to load instead of
+ * loading garbage; every attribute is checked for type, rank and size
+ * before it is read.
  *
  * Runs: a fresh run draws a random run id; a resumed run carries on the id
  * of the checkpoint it resumed from. Several runs may share a directory:
@@ -91,6 +92,10 @@ typedef struct {
     char data_id[128];        /* the training data's identity (compared) */
     char wire[8];             /* fp16, bf16, fp32 */
     char loss_scale[16];      /* off, static, dynamic; "": not recorded */
+    /* The fusion bucket size the run used, KiB (0: one rank, or not
+     * recorded); not compared: a resume with --bucket-kb auto takes it
+     * (ttrain_ckpt_run.h). */
+    int bucket_kb;
     /* Only in what this run wants: the plan a resumed position must fit
      * (NULL: not checked); NULL in what a file records. */
     const topt_schedule *plan;

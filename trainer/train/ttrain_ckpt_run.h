@@ -8,8 +8,11 @@
  * another step. A resumed run goes on under the checkpoint's run id
  * (rank 0's on every rank, as each rank names its own files by it,
  * ttrain_bn_stash.h), with the checkpoint's dynamic loss scale (checked
- * against this run's bounds: a file is hostile) and each rank's own BN
- * statistics where they were saved at a stop.
+ * against this run's bounds: a file is hostile), each rank's own BN
+ * statistics where they were saved at a stop, and, under --bucket-kb auto,
+ * the fusion bucket size the checkpoint records (the buckets cut again
+ * before the first step: a size kept afresh could round the sums
+ * differently).
  *
  * Each checkpoint it writes: the ranks' BN statistics averaged and their
  * state checked equal, then rank 0 alone writes while the others wait

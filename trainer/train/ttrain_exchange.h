@@ -72,6 +72,16 @@ int ttrain_exchange_check_agreement(ttrain_exchange *ex, teng_net *net);
 int ttrain_exchange_sum(ttrain_exchange *ex, double *v, int n);
 int ttrain_exchange_max(ttrain_exchange *ex, double *v);
 
+/* The fusion bucket size in KiB: the host fusion's (auto resolved), the
+ * device's (its default where auto), 0 with one rank. */
+int ttrain_exchange_bucket_kb(const ttrain_exchange *ex);
+/* Buckets a step (0 with one rank). */
+size_t ttrain_exchange_buckets(const ttrain_exchange *ex);
+/* Host gradients: the buckets cut again at kb KiB between steps, checked
+ * on every rank (tcomm_fusion_set_theta; collective). Changes nothing on
+ * the device path (its buckets are cut once) or with one rank. */
+int ttrain_exchange_set_bucket_kb(ttrain_exchange *ex, int kb);
+
 /* The banner's lines about the exchange, and the summary's (dstep: the
  * device step ran, so the reductions were not timed). */
 void ttrain_exchange_describe(const ttrain_exchange *ex, const tcomm_info *info,

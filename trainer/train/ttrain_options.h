@@ -12,6 +12,9 @@
 #include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
 
+/* The largest --bucket-kb (1 GiB), also what a checkpoint may record. */
+#define TTRAIN_BUCKET_KB_MAX 1048576
+
 typedef struct {
     tmodel_spec model;
     topt_schedule sched;
@@ -20,7 +23,8 @@ typedef struct {
     int threads;      /* compute threads per rank */
     int world;        /* ranks (from the PMIx bootstrap) */
     char algo[16];    /* tcomm all-reduce algorithm for the gradients */
-    int bucket_kb;    /* fusion bucket size (0: tcomm's default; -1: auto) */
+    int bucket_kb;    /* fusion bucket size (-1: auto, the default; 0:
+                       * tcomm's default) */
     char wire[8];     /* gradient precision on the wire: fp16, bf16, fp32 */
     int synthetic;    /* synthetic data (benchmarks) */
     char data[512];   /* packed dataset (the data pipeline; later) */
