@@ -305,8 +305,8 @@ TESTS += tests/integration/train_plot.sh
 # backward, torus-plot --trace draws it.
 TESTS += tests/integration/train_trace.sh
 EXTRA_DIST += tests/integration/train_trace.sh tests/integration/trace_check.py
-# --bucket-kb auto (mpirun): the choice follows its rule and trains as the
-# size it chose.
+# --bucket-kb auto, the default (mpirun): the choice follows its rule and
+# trains as the size it chose; a resume takes the checkpoint's size.
 TESTS += tests/integration/train_theta.sh
 EXTRA_DIST += tests/integration/train_theta.sh
 EXTRA_DIST += tests/integration/train_plot.sh
