@@ -368,14 +368,15 @@ static int _open_step(_run *r)
     if (cfg->trace[0] && ttrain_trace_open(cfg->trace, r->comm, r->info.rank,
                                            cfg->world, &_trace))
         return _fail("--trace", torus_error_msg());
-    ttrain_exchange_config xc = {.comm = r->comm,
-                                 .rank = r->info.rank,
-                                 .world = cfg->world,
-                                 .algo = r->algo,
-                                 .wire =
-                                     (tcomm_wire)tcomm_wire_parse(cfg->wire),
-                                 .bucket_kb = cfg->bucket_kb,
-                                 .trace = _trace};
+    ttrain_exchange_config xc = {
+        .comm = r->comm,
+        .rank = r->info.rank,
+        .world = cfg->world,
+        .algo = r->algo,
+        .wire = (tcomm_wire)tcomm_wire_parse(cfg->wire),
+        /* --eval-only reduces no gradients: nothing for auto to time */
+        .bucket_kb = cfg->eval_only && cfg->bucket_kb < 0 ? 0 : cfg->bucket_kb,
+        .trace = _trace};
     if (ttrain_exchange_open(&xc, r->net, r->bk, &r->ex))
         return _fail("gradient exchange", torus_error_msg());
     r->in = (ttrain_input){

@@ -22,6 +22,8 @@
 #      written at the same step (--eval-only): the BN statistics that the
 #      ranks averaged before evaluating are the ones saved, and the split
 #      counts were summed. The statistics moved off their initial 0/1.
+#      --eval-only on the 4 ranks under the default --bucket-kb auto
+#      evaluates and chooses no bucket size (nothing to reduce).
 #      torus-train itself checks at every evaluation and checkpoint that
 #      all ranks hold bitwise the same weights and statistics.
 set -euo pipefail
@@ -139,6 +141,13 @@ echo "$dist" | grep -q '(10000 images' || tl_fail "evaluation did not count the 
 "${res[@]}" --checkpoint-dir "$t/res" --eval-only >"$t/eval.log" 2>&1 ||
     tl_fail "--eval-only: $(tail -3 "$t/eval.log")"
 one=$(grep 'test: top-1' "$t/eval.log") || tl_fail "--eval-only printed no result"
+# On 4 ranks under the default --bucket-kb auto: evaluation reduces no
+# gradients, so no bucket size is probed or timed.
+run_srun -N2 -n4 "${res[@]:0:${#res[@]}-2}" --checkpoint-dir "$t/res" --eval-only \
+    >"$t/eval4.log" 2>&1 || tl_fail "--eval-only on 4 ranks: $(tail -3 "$t/eval4.log")"
+grep -q 'test: top-1' "$t/eval4.log" || tl_fail "--eval-only on 4 ranks printed no result"
+! grep -q -- '--bucket-kb auto' "$t/eval4.log" ||
+    tl_fail "--eval-only on 4 ranks chose a bucket size: $(grep -- '--bucket-kb' "$t/eval4.log")"
 echo "4 ranks:   $dist"
 echo "1 process: $one"
 # Same weights and statistics, other batch splits: the counts may move by
