@@ -12,8 +12,9 @@
 # tests/bench/comm/chain.awk holds on its rows and
 # fails on a "fused" row whose theta leaves every tensor alone,
 # correct fused results), and the model mode (the 2D torus needs far fewer
-# steps than the ring at 4096 ranks and is predicted faster there); plus
-# --help and usage errors.
+# steps than the ring at 4096 ranks and is predicted faster there); the
+# header's wait policy (napping exactly where the ranks outnumber their
+# CPUs, TCOMM_POLL_SLEEP winning); plus --help and usage errors.
 set -u
 . "$top_srcdir/tests/integration/comm_lib.sh"
 TB="$top_builddir/trainer/bench/torus-bench"
@@ -39,6 +40,15 @@ echo "$out" | awk '/^ / && $5 != "n/a" { s += $7 + $11; n += 2 }
     /^# Avg bus bandwidth *: / { avg = $NF; seen = 1 }
     END { d = avg - s / n; if (d < 0) d = -d; exit !(seen && n > 0 && d < 0.001) }' ||
     cm_fail "'# Avg bus bandwidth' is not the mean busbw: $(echo "$out" | tail -2)"
+# How waits poll: napping from the first poll exactly where the 3 ranks
+# outnumber the CPUs they may run on (nproc: this shell's affinity, which
+# mpirun's ranks inherit); TCOMM_POLL_SLEEP set wins.
+cpus=$(nproc)
+if [ 3 -gt "$cpus" ]; then want="nap from the first poll"; else want="spin, then nap"; fi
+echo "$out" | grep -q "^# waits $want: 3 ranks share rank 0's machine, with $cpus CPUs" ||
+    cm_fail "waits: want '$want' for 3 ranks on $cpus CPUs: $(echo "$out" | grep '^# waits')"
+w=$(cm_mpirun 3 -x TCOMM_POLL_SLEEP=20000 "$TB" -b 1K -e 1K -n 1 -w 0 -a ring -d fp32 2>&1 | grep '^# waits')
+[[ $w == "# waits spin, then nap: 3 ranks"* ]] || cm_fail "TCOMM_POLL_SLEEP=20000 does not win: $w"
 hyb=$(echo "$out" | grep '^# *hybrid ran ')
 /usr/bin/python3 - "$json" "$lines" "$hyb" <<'PY' || cm_fail "--json does not match the table"
 import json, sys

@@ -441,6 +441,34 @@ static int _uniform(int n, const size_t *kib)
     return same;
 }
 
+/* Waits nap where the ranks sharing a kernel outnumber their CPUs: the
+ * ranks with rank's kernel id are counted, and the union of their CPU
+ * sets (8 ranks of an emulated cluster on CPUs 0-1; 4 ranks of a real
+ * node, each bound to its own 2 CPUs; another machine's ranks apart). */
+START_TEST(test_host_share)
+{
+    tc_host h[12];
+    for (int r = 0; r < 12; r++) {
+        h[r].kernel = r < 8 ? 7 : 9;
+        CPU_ZERO(&h[r].cpus);
+        if (r < 8) {
+            CPU_SET(0, &h[r].cpus);
+            CPU_SET(1, &h[r].cpus);
+        } else {
+            CPU_SET(2 * (r - 8), &h[r].cpus);
+            CPU_SET(2 * (r - 8) + 1, &h[r].cpus);
+        }
+    }
+    int ranks, cpus;
+    tc_host_share(h, 12, 3, &ranks, &cpus);
+    ck_assert_int_eq(ranks, 8);
+    ck_assert_int_eq(cpus, 2);
+    tc_host_share(h, 12, 10, &ranks, &cpus);
+    ck_assert_int_eq(ranks, 4);
+    ck_assert_int_eq(cpus, 8);
+}
+END_TEST
+
 START_TEST(test_theta_uniform)
 {
     ck_assert_int_eq(_uniform(3, (size_t[]){100, 20, 130}), 1);
@@ -471,6 +499,7 @@ int main(void)
     tcase_add_test(t, test_theta_cap);
     tcase_add_test(t, test_theta_trial);
     tcase_add_test(t, test_theta_uniform);
+    tcase_add_test(t, test_host_share);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

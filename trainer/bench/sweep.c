@@ -40,6 +40,9 @@ static void _header(const bench_opts *o, const tcomm_info *in)
            o->average ? "average (pre-scaled by 1/P)" : "sum");
     printf("# out-of-place: data in the rank's own memory; in-place: in "
            "memory the node's ranks share, reduced where it lies\n");
+    printf("# waits %s: %d ranks share rank 0's machine, with %d CPUs\n",
+           in->waits_nap ? "nap from the first poll" : "spin, then nap",
+           in->host_ranks, in->host_cpus);
     printf("#%38s %-44s %-44s\n", "", "  out-of-place", "  in-place");
     printf("#%11s %11s %5s %8s %11s %11s %11s %8s %11s %11s %11s %8s%s\n",
            "size(B)", "count", "wire", "algo", "time(us)", "algbw(GB/s)",

@@ -72,6 +72,11 @@ typedef struct {
     int group, ngroups, group_rank, group_size;
     int groups_uniform; /* every group has the same size */
     const char *source; /* where the layout came from */
+    /* The ranks that share this rank's kernel (one machine: a node, or
+     * every node of an emulated cluster) and the CPUs they may run on;
+     * waits_nap: they outnumber the CPUs, so waits nap from the first
+     * poll instead of spinning (TCOMM_POLL_SLEEP unset). */
+    int host_ranks, host_cpus, waits_nap;
 } tcomm_info;
 
 typedef struct {
@@ -203,7 +208,8 @@ double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count,
                      tcomm_wire wire);
 
 /* Measure alpha/beta of intra- and inter-node links with a short probe
- * (bootstrap/probe.c) and store them for the hybrid algorithm (collective on world). */
+ * (bootstrap/probe.c) and store them for the hybrid algorithm (collective on
+ * world). */
 tcomm_rc tcomm_probe_links(tcomm_t *c);
 
 /* The link parameters the model prices with (defaults, TCOMM_COST, or what

@@ -6,6 +6,8 @@
 #define TORUS_TCOMM_BOOTSTRAP_H
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
 
 #include "trainer/comm/core/comm.h"
 #include "trainer/comm/transport/transport.h"
@@ -39,5 +41,18 @@ double tc_watchdog_limit(const tc_watchdog *w);
  * TCOMM_ERR_NOMEM when the work arrays cannot be had. */
 tcomm_rc tc_probe_ring(const int *nodes, int size, int rank, int *next,
                        int *prev, int *flows);
+
+/* What each rank tells the others about the machine it runs on (init.c):
+ * the kernel's boot id hashed (the same in every network namespace and
+ * container of one machine, so in every node of an emulated cluster) and
+ * the CPUs it may run on. */
+typedef struct {
+    uint64_t kernel;
+    cpu_set_t cpus;
+} tc_host;
+/* Of size ranks' hosts, how many share rank's kernel (*ranks) and the
+ * CPUs any of them may run on (*cpus, the union of their sets). */
+void tc_host_share(const tc_host *all, int size, int rank, int *ranks,
+                   int *cpus);
 
 #endif
