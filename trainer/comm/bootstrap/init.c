@@ -338,9 +338,14 @@ static tcomm_rc _waits(tcomm_t *c)
                           c->info.size);
     _host(c, &me);
     all[0] = me;
-    if (!c->singleton)
+    if (!c->singleton &&
         MPI_Allgather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me,
-                      MPI_BYTE, MPI_COMM_WORLD);
+                      MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS) {
+        free(all);
+        return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
+                          "rank %d: cannot gather the ranks' machines",
+                          c->info.rank);
+    }
     tc_host_share(all, c->info.size, c->singleton ? 0 : c->info.rank,
                   &c->info.host_ranks, &c->info.host_cpus);
     free(all);
