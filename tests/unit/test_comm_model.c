@@ -448,8 +448,9 @@ static int _uniform(int n, const size_t *kib)
 START_TEST(test_host_share)
 {
     tc_host h[12];
+    memset(h, 0, sizeof h);
     for (int r = 0; r < 12; r++) {
-        h[r].kernel = r < 8 ? 7 : 9;
+        strcpy(h[r].kernel, r < 8 ? "a1b2" : "c3d4");
         CPU_ZERO(&h[r].cpus);
         if (r < 8) {
             CPU_SET(0, &h[r].cpus);

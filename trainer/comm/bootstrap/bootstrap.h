@@ -7,7 +7,6 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <stdint.h>
 
 #include "trainer/comm/core/comm.h"
 #include "trainer/comm/transport/transport.h"
@@ -43,11 +42,11 @@ tcomm_rc tc_probe_ring(const int *nodes, int size, int rank, int *next,
                        int *prev, int *flows);
 
 /* What each rank tells the others about the machine it runs on (init.c):
- * the kernel's boot id hashed (the same in every network namespace and
- * container of one machine, so in every node of an emulated cluster) and
- * the CPUs it may run on. */
+ * the kernel's boot id, zero-padded (the same in every network namespace
+ * and container of one machine, so in every node of an emulated cluster),
+ * and the CPUs it may run on. */
 typedef struct {
-    uint64_t kernel;
+    char kernel[40];
     cpu_set_t cpus;
 } tc_host;
 /* Of size ranks' hosts, how many share rank's kernel (*ranks) and the

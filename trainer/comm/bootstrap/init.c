@@ -292,30 +292,28 @@ void tc_host_share(const tc_host *all, int size, int rank, int *ranks,
     CPU_ZERO(&any);
     *ranks = 0;
     for (int r = 0; r < size; r++)
-        if (all[r].kernel == all[rank].kernel) {
+        if (!memcmp(all[r].kernel, all[rank].kernel, sizeof all[r].kernel)) {
             CPU_OR(&any, &any, &all[r].cpus);
             (*ranks)++;
         }
     *cpus = CPU_COUNT(&any);
 }
 
-/* This rank's tc_host: the FNV-1a hash of the kernel's boot id (where it
- * cannot be read, the node id stands in: one kernel per node), and its
- * CPU affinity (Slurm's binding, a cgroup's cpuset). */
+/* This rank's tc_host: the kernel's boot id (where it cannot be read,
+ * "node N" stands in: one kernel per node), and its CPU affinity (Slurm's
+ * binding, a cgroup's cpuset). */
 static void _host(const tcomm_t *c, tc_host *h)
 {
-    char id[64] = "";
+    memset(h, 0, sizeof *h);
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f) {
-        if (!fgets(id, sizeof id, f))
-            id[0] = '\0';
+        if (!fgets(h->kernel, sizeof h->kernel, f))
+            h->kernel[0] = '\0';
         fclose(f);
     }
-    h->kernel = 1469598103934665603ull;
-    for (const char *p = id; *p && *p != '\n'; p++)
-        h->kernel = (h->kernel ^ (unsigned char)*p) * 1099511628211ull;
-    if (!id[0])
-        h->kernel = (uint64_t)c->info.node_id << 1 | 1;
+    h->kernel[strcspn(h->kernel, "\n")] = '\0';
+    if (!h->kernel[0])
+        snprintf(h->kernel, sizeof h->kernel, "node %d", c->info.node_id);
     if (sched_getaffinity(0, sizeof h->cpus, &h->cpus))
         CPU_ZERO(&h->cpus);
 }
