@@ -148,8 +148,12 @@ static double _two_level(const torus_cost_t *m, int C, int R, double S,
          * once: each rank casts its chunk there and back. With columns the
          * ring's all-gather has rounded it already. */
         double round = conv && R == 1 ? 2 * F / C / m->convert_Bps : 0.0;
-        return 2 * (m->link[TORUS_LINK_NODE].alpha_s + F / m->reduce_Bps) +
-               round + col;
+        double sum =
+            2 * (m->link[TORUS_LINK_NODE].alpha_s + F / m->reduce_Bps) + round;
+        /* Large buckets run in pieces, as the packed rows do
+         * (trainer/comm/algo/shared_grads.c). */
+        return R > 1 ? _overlap(sum, col, torus_cost_pieces(m->pipeline, S))
+                     : sum + col;
     }
     if (in_node_shm) {
         row = _shm_row(m, C, S, F, conv);

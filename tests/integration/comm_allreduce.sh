@@ -17,6 +17,11 @@ run() {
     echo "$out" | sed -n '1p;$p' | sed "s/^/P=$np $* | /"
     [ $rc = 0 ] || { echo "$out" | grep -v ' ok$' | head -30; cm_fail "P=$np $*: exit $rc"; }
     echo "$out" | grep -q '^PASS' || cm_fail "P=$np $*: no PASS line"
+    # with --shared, torus2d and hier-rs must really reduce in place
+    case " $* " in *" --shared "*)
+        echo "$out" | grep -E '^(torus2d|hier-rs) ' | grep -q 'in-place=no' &&
+            cm_fail "P=$np $*: a bucket in shared memory was not reduced in place";;
+    esac
     # hier-rs must really run (not report unsupported) when groups are equal
     case " $* " in *" --group-size 2 "*)
         [ $((np % 2)) = 0 ] && echo "$out" | grep -q 'hier-rs.*unsupported' &&
@@ -51,6 +56,10 @@ TCOMM_PIPELINE=3 run 5 --group-size 2 --algos hier,torus2d --sizes 1048577
 TCOMM_SHM=0 TCOMM_PIPELINE=3 run 5 --group-size 2 --algos hier --sizes 1048577
 # 4 leaders' ring under the pieces (3 or fewer above).
 TCOMM_PIPELINE=3 run 8 --group-size 2 --algos hier --sizes 1048577,2500001
+# Gradients in shared memory (--shared), reduced where they lie: whole,
+# and in pieces cut as the out-of-place path cuts them (columns of three,
+# so that another cut would change the fp32 bits).
+TCOMM_PIPELINE=3 run 6 --grid 3x2 --group-size 2 --algos torus2d,hier-rs,hier,hybrid --sizes 1000,1048577,2500001 --shared
 # Plain sums (no pre-scaling) too.
 run 4 --grid 2x2 --group-size 2 --sum --algos ring,torus2d,hier --wires fp32,fp16
 echo "PASS"

@@ -83,6 +83,17 @@ START_TEST(test_pipeline)
     ck_assert(fabs(tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, 1u << 19,
                                     TCOMM_WIRE_FP32) -
                    small1) < 1e-12);
+    /* In place too (shared_grads.c runs the same pieces): max(D, N + D/K)
+     * of the sums D and the column ring N. */
+    m.in_place = TCOMM_MODEL_INPLACE_ROWS;
+    double i4 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32);
+    m.pipeline = 1;
+    double i1 = tcomm_model_time(&m, TCOMM_ALGO_TORUS2D, n, TCOMM_WIRE_FP32);
+    double D = 2 * (m.link[TORUS_LINK_NODE].alpha_s + 4.0 * n / m.reduce_Bps);
+    ck_assert(i4 < i1 && i4 >= lim);
+    ck_assert(fabs(i4 - ((i1 - D) + D / 4)) < 1e-12); /* N > D here */
+    m.in_place = 0;
+    m.pipeline = 4;
     /* 16-bit wires pay their casts */
     m.convert_Bps = 1e9;
     double c1 = tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP16);

@@ -1,7 +1,7 @@
 /* test_comm_wire.c: fp16/bf16 wire conversion. Every SIMD variant must give
  * the same bits as the scalar reference for all 65536 half values and for
  * a spread of floats (rounding ties, overflow, subnormals, nan), and the
- * scale / inf-nan scan must be exact. */
+ * scale / inf-nan scan must be exact, alone or fused into a cast. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -126,6 +126,34 @@ START_TEST(test_scan_and_scale)
 }
 END_TEST
 
+/* The casts that fold the pre-scale and the inf/nan count (tc_fold): the
+ * bits and the count of the separate passes, on every wire, over more
+ * values than one block so that the block edges are crossed. */
+START_TEST(test_fused_passes)
+{
+    enum { N = 3 * 4096 + 77 };
+    float *x = malloc(N * 4), *t = malloc(N * 4);
+    unsigned char *a = malloc(N * 4), *b = malloc(N * 4);
+    ck_assert(x && t && a && b);
+    _inputs(x, N);
+    tcomm_wire w = (tcomm_wire)_i;
+    size_t wb = tcomm_wire_bytes(w);
+    memcpy(t, x, N * 4);
+    tc_scale(t, N, 1.0f / 3.0f);
+    tc_encode(w, t, a, N);
+    tc_encode_scaled(w, x, b, N, 1.0f / 3.0f);
+    ck_assert_msg(memcmp(a, b, N * wb) == 0, "scaled cast, wire %d", _i);
+    tc_encode(w, x, a, N);
+    ck_assert_uint_eq(tc_encode_count(w, x, b, N), tc_count_nonfinite(x, N));
+    ck_assert_msg(memcmp(a, b, N * wb) == 0, "counting cast, wire %d", _i);
+    ck_assert_uint_gt(tc_count_nonfinite(x, N), 1); /* the inputs have some */
+    free(x);
+    free(t);
+    free(a);
+    free(b);
+}
+END_TEST
+
 /* The NCCL transport's kernels run core/wire_math.h per element: pack
  * (pre-scale by 1/P, then cast) and unpack (widen, count inf/nan). They
  * must give the bits of the host's own path, tc_scale then tc_encode (and
@@ -179,6 +207,8 @@ int main(void)
     tcase_add_loop_test(t, test_isa_matches_scalar, TC_ISA_F16C,
                         TC_ISA_AVX512 + 1);
     tcase_add_test(t, test_scan_and_scale);
+    tcase_add_loop_test(t, test_fused_passes, TCOMM_WIRE_FP32,
+                        TCOMM_WIRE_COUNT);
     tcase_add_loop_test(t, test_device_maths_match_host, TC_ISA_SCALAR,
                         TC_ISA_AVX512 + 1);
     suite_add_tcase(s, t);

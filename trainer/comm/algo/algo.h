@@ -37,10 +37,24 @@ tcomm_rc tc_pipeline_run(tcomm_t *c, int K, tc_stage_fn pre, tc_stage_fn net,
  * possible: MPI without MPI_THREAD_MULTIPLE, TCOMM_PIPELINE=1). */
 int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes);
 
-/* hier.c, torus2d.c */
-tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w);
+/* The passes over the whole message that tcomm_allreduce adds around an
+ * algorithm: the 1/P pre-scale before it and the inf/nan count after.
+ * Where the node stage runs in shared memory they fold into its casts
+ * (tc_shm_*_at), so that they overlap the network with the rest of the
+ * pipeline instead of standing before and after it with the links idle.
+ * tc_fold_* does them on their own where an algorithm cannot fold. */
+typedef struct {
+    float scale; /* 1: none (a plain sum) */
+    size_t *bad; /* add the result's inf/nan count here; NULL: none */
+} tc_fold;
+void tc_fold_before(tc_fold *f, float *x, size_t count);
+void tc_fold_after(tc_fold *f, const float *x, size_t count);
+
+/* hier.c, torus2d.c. f: see tc_fold; done by the call either way. */
+tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w,
+                           tc_fold *f);
 tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
-                         float *x, size_t count, tcomm_wire w);
+                         float *x, size_t count, tcomm_wire w, tc_fold *f);
 
 /* seg_walk.c: call fn on every piece of the range [from, from + len) of
  * the vector that the pieces s[0..ns) make up: p and n are the piece's

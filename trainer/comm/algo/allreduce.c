@@ -1,13 +1,29 @@
 /* algo/allreduce.c: tcomm_allreduce, the one entry point for host buffers. It
  * pre-scales (averaging before the cast keeps fp16 from overflowing at
  * scale, the DDP bug we avoid), resolves hybrid, runs the algorithm and
- * counts inf/nan in the result for loss scaling. Also the name tables. */
+ * counts inf/nan in the result for loss scaling; the algorithms whose node
+ * stage runs in shared memory fold the scale and the count into it
+ * (tc_fold, algo.h). */
 #include <math.h>
 #include <string.h>
 #include <time.h>
 
 #include "trainer/comm/algo/algo.h"
 #include "trainer/comm/core/wire.h"
+
+void tc_fold_before(tc_fold *f, float *x, size_t count)
+{
+    if (f->scale != 1.0f)
+        tc_scale(x, count, f->scale);
+    f->scale = 1.0f;
+}
+
+void tc_fold_after(tc_fold *f, const float *x, size_t count)
+{
+    if (f->bad)
+        *f->bad += tc_count_nonfinite(x, count);
+    f->bad = NULL;
+}
 
 tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
                          tcomm_wire wire, unsigned flags, tcomm_result *res)
@@ -27,9 +43,18 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
                           "hier-rs needs groups of equal size; "
                           "this layout has %d groups of unequal size",
                           c->info.ngroups);
-    if ((flags & TCOMM_AVERAGE) && c->info.size > 1)
-        tc_scale(buf, count, 1.0f / (float)c->info.size);
+    size_t bad = 0;
+    tc_fold f = {(flags & TCOMM_AVERAGE) && c->info.size > 1
+                     ? 1.0f / (float)c->info.size
+                     : 1.0f,
+                 res ? &bad : NULL};
     c->started = 1; /* ends start-up's deadline (bootstrap/watchdog.c) */
+    /* hier, hier-rs and torus2d do f's passes themselves, folded or not */
+    int folds = count && c->info.size > 1 &&
+                (algo == TCOMM_ALGO_HIER || algo == TCOMM_ALGO_HIER_RS ||
+                 algo == TCOMM_ALGO_TORUS2D);
+    if (!folds)
+        tc_fold_before(&f, buf, count);
     if (count == 0) {
         rc = TCOMM_OK;
     } else if (c->info.size == 1) {
@@ -45,13 +70,13 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
             rc = tc_ring_allreduce(c, &c->scr, &c->world, buf, count, wire);
             break;
         case TCOMM_ALGO_HIER:
-            rc = tc_hier_allreduce(c, buf, count, wire);
+            rc = tc_hier_allreduce(c, buf, count, wire, &f);
             break;
         case TCOMM_ALGO_HIER_RS:
-            rc = tc_2d_allreduce(c, &c->group, &c->peers, buf, count, wire);
+            rc = tc_2d_allreduce(c, &c->group, &c->peers, buf, count, wire, &f);
             break;
         case TCOMM_ALGO_TORUS2D:
-            rc = tc_2d_allreduce(c, &c->row, &c->col, buf, count, wire);
+            rc = tc_2d_allreduce(c, &c->row, &c->col, buf, count, wire, &f);
             break;
         default:
             rc = TORUS_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)algo);
@@ -59,8 +84,10 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
     }
     if (rc)
         return rc;
+    if (!folds)
+        tc_fold_after(&f, buf, count);
     if (res) {
-        res->nonfinite = tc_count_nonfinite(buf, count);
+        res->nonfinite = bad;
         res->algo_used = algo;
         res->wire_used = wire;
         res->seconds = tcomm_wtime() - t0;

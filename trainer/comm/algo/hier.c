@@ -21,6 +21,7 @@ typedef struct {
     int K;
     unsigned char *
         all; /* the message in wire format for gather/scatter; NULL on a node */
+    tc_fold *f;
 } _hier;
 
 /* The gather through shared memory. After the reduce-scatter nobody
@@ -47,14 +48,16 @@ static tcomm_rc _gather_shm(tcomm_t *c, tc_group *g, float *x, size_t count,
 }
 
 /* Reduce x[0..count) (at elements into the message) to the leader: after
- * it, the leader's x holds the group's sum, rounded to the wire. */
+ * it, the leader's x holds the group's sum, rounded to the wire. On a
+ * node the pre-scale folds into the cast (tc_fold); elsewhere it is done. */
 static tcomm_rc _reduce(tcomm_t *c, tc_group *g, float *x, size_t count,
-                        tcomm_wire w, unsigned char *all, size_t at)
+                        tcomm_wire w, unsigned char *all, size_t at,
+                        float scale)
 {
     int n = g->size, me = g->rank;
     size_t wb = tcomm_wire_bytes(w);
     tcomm_rc rc = g->on_node
-                      ? tc_shm_reduce_scatter_at(c, g, x, count, w, at)
+                      ? tc_shm_reduce_scatter_at(c, g, x, count, w, at, scale)
                       : tc_ring_reduce_scatter(c, &c->scr, g, x, count, w);
     if (rc)
         return rc;
@@ -75,9 +78,10 @@ static tcomm_rc _reduce(tcomm_t *c, tc_group *g, float *x, size_t count,
 /* Broadcast the leader's (already wire-exact) x: scatter, then all-gather;
  * on one node the leader writes it to its segment once and every member
  * reads all of it (the barrier after the gather has ended every read of
- * the leader's segment there). */
+ * the leader's segment there), counting inf/nan into *bad on the way
+ * (tc_fold; NULL: none, and always none off a node). */
 static tcomm_rc _bcast(tcomm_t *c, tc_group *g, float *x, size_t count,
-                       tcomm_wire w, unsigned char *all, size_t at)
+                       tcomm_wire w, unsigned char *all, size_t at, size_t *bad)
 {
     int n = g->size, me = g->rank;
     size_t wb = tcomm_wire_bytes(w);
@@ -85,11 +89,15 @@ static tcomm_rc _bcast(tcomm_t *c, tc_group *g, float *x, size_t count,
     tcomm_rc rc;
     if (g->on_node) {
         unsigned char *src = g->shm.seg[0] + at * wb;
-        if (me == 0)
+        if (me == 0 && bad)
+            *bad += tc_encode_count(w, x, src, count);
+        else if (me == 0)
             tc_encode(w, x, src, count);
         if ((rc = tc_shm_sync(c, g)))
             return rc;
-        if (me != 0)
+        if (me != 0 && bad)
+            *bad += tc_decode_count(w, src, x, count);
+        else if (me != 0)
             tc_decode(w, src, x, count);
         /* Nobody may overwrite the leader's segment until all have read it. */
         return tc_shm_sync(c, g);
@@ -105,8 +113,7 @@ static tcomm_rc _bcast(tcomm_t *c, tc_group *g, float *x, size_t count,
             return rc;
         tc_decode(w, all + o * wb, x + o, l);
     }
-    return g->on_node ? tc_shm_allgather_at(c, g, x, count, w, at)
-                      : tc_ring_allgather(c, &c->scr, g, x, count, w);
+    return tc_ring_allgather(c, &c->scr, g, x, count, w);
 }
 
 /* Where piece element o sits in the wire buffer (groups that message). */
@@ -120,7 +127,7 @@ static tcomm_rc _stage_reduce(tcomm_t *c, void *ctx, int i)
     _hier *h = ctx;
     size_t o, l;
     tc_chunk(h->count, h->K, i, &o, &l);
-    return _reduce(c, h->g, h->x + o, l, h->w, _all_at(h, o), o);
+    return _reduce(c, h->g, h->x + o, l, h->w, _all_at(h, o), o, h->f->scale);
 }
 
 static tcomm_rc _stage_leaders(tcomm_t *c, void *ctx, int i)
@@ -138,10 +145,11 @@ static tcomm_rc _stage_bcast(tcomm_t *c, void *ctx, int i)
     _hier *h = ctx;
     size_t o, l;
     tc_chunk(h->count, h->K, i, &o, &l);
-    return _bcast(c, h->g, h->x + o, l, h->w, _all_at(h, o), o);
+    return _bcast(c, h->g, h->x + o, l, h->w, _all_at(h, o), o, h->f->bad);
 }
 
-tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
+static tcomm_rc _hier_run(tcomm_t *c, float *x, size_t count, tcomm_wire w,
+                          tc_fold *f)
 {
     tc_group *g = &c->group; /* on one node: shared memory (transport/shm.c) */
     int n = g->size, me = g->rank;
@@ -162,7 +170,7 @@ tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
          * reserving is collective, and nothing may move under a reader. */
         if (g->on_node && (rc = tc_shm_reserve(c, g, count * wb)))
             return rc;
-        _hier h = {g, x, count, w, K, all};
+        _hier h = {g, x, count, w, K, all, f};
         return tc_pipeline_run(c, K, _stage_reduce, _stage_leaders,
                                _stage_bcast, &h);
     }
@@ -170,10 +178,24 @@ tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
         return c->leaders.size > 1
                    ? tc_ring_allreduce(c, &c->scr, &c->leaders, x, count, w)
                    : tc_ring_allgather(c, &c->scr, g, x, count, w);
-    if ((rc = _reduce(c, g, x, count, w, all, 0)))
+    if ((rc = _reduce(c, g, x, count, w, all, 0, f->scale)))
         return rc;
     if (me == 0 && c->leaders.size > 1 &&
         (rc = tc_ring_allreduce(c, &c->scr, &c->leaders, x, count, w)))
         return rc;
-    return _bcast(c, g, x, count, w, all, 0);
+    return _bcast(c, g, x, count, w, all, 0, f->bad);
+}
+
+/* Groups on one node fold f's passes into their casts (_reduce, _bcast);
+ * groups of one or across nodes do them on their own. */
+tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w,
+                           tc_fold *f)
+{
+    int fold = c->group.on_node;
+    if (!fold)
+        tc_fold_before(f, x, count);
+    tcomm_rc rc = _hier_run(c, x, count, w, f);
+    if (!rc && !fold)
+        tc_fold_after(f, x, count);
+    return rc;
 }

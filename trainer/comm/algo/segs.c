@@ -22,24 +22,14 @@ typedef struct {
     float *f;            /* fp32 buffer that position 0 of the range maps to */
     float scale;
     size_t bad;
-    float tmp[1024];
 } _ctx;
 
-/* piece -> wire, scaled (scale in 1024-value blocks, cache-resident) */
+/* piece -> wire, scaled */
 static void _enc(float *p, size_t n, size_t at, void *arg)
 {
     _ctx *x = arg;
-    size_t wb = tcomm_wire_bytes(x->w);
-    if (x->scale == 1.0f) {
-        tc_encode(x->w, p, x->wire + at * wb, n);
-        return;
-    }
-    for (size_t k = 0; k < n; k += 1024) {
-        size_t m = n - k < 1024 ? n - k : 1024;
-        for (size_t i = 0; i < m; i++)
-            x->tmp[i] = p[k + i] * x->scale;
-        tc_encode(x->w, x->tmp, x->wire + (at + k) * wb, m);
-    }
+    tc_encode_scaled(x->w, p, x->wire + at * tcomm_wire_bytes(x->w), n,
+                     x->scale);
 }
 
 /* piece -> fp32 buffer, scaled */

@@ -14,7 +14,9 @@
  * bucket. Each element is read once and written once per rank: 32 bytes
  * per element over 4 ranks, what a bare pass over the gradients costs.
  * Across nodes (torus2d columns, hier-rs peers) the chunk's sum goes
- * through the usual column ring in between. */
+ * through the usual column ring in between; a large bucket goes in pieces
+ * (pipeline.c), the ring of one overlapping the sums and the write-back
+ * of the others. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +302,88 @@ static void _put_acc(float *p, size_t n, size_t at, void *arg)
         _put(x, d + k * 4, x->acc + at + k, n - k < BLOCK ? n - k : BLOCK);
 }
 
+/* A large bucket in K pieces (pipeline.c), cut as torus2d cuts a message
+ * (piece i, then this member's chunk of it), so that a column's rings pair
+ * the same elements whether its ranks reduce in place or not. The column
+ * ring of one piece runs on the pipeline's thread while this one sums the
+ * next pieces and writes back the finished ones: without it the sums and
+ * the write-back were a tenth of a 64 MiB all-reduce on the emulated
+ * cluster, with the links idle. Piece i's sums live at acc + i * stride;
+ * x is the caller's thread's alone (sums and write-back). */
+typedef struct {
+    _ctx *x;
+    const tc_group *cols;
+    const tcomm_seg *s;
+    int ns, K;
+    size_t count, stride;
+    float *acc;
+    tc_scratch *scr; /* the ring's: the pipeline thread has its own */
+} _pieces;
+
+static void _piece(const _pieces *p, int i, size_t *from, size_t *len)
+{
+    size_t o, l;
+    const tc_group *g = p->x->g;
+    tc_chunk(p->count, p->K, i, &o, &l);
+    *from = o + tc_chunk_off(l, g->size, g->rank);
+    *len = tc_chunk_len(l, g->size, g->rank);
+}
+
+/* fn (the sums, or the write-back) over piece i of this member's chunk. */
+static tcomm_rc _piece_walk(_pieces *p, int i, tc_piece_fn fn)
+{
+    size_t from, len;
+    _piece(p, i, &from, &len);
+    p->x->acc = p->acc + (size_t)i * p->stride;
+    tc_seg_walk(p->s, p->ns, from, len, fn, p->x);
+    return TCOMM_OK;
+}
+
+static tcomm_rc _piece_sum(tcomm_t *c, void *ctx, int i)
+{
+    (void)c;
+    return _piece_walk(ctx, i, _reduce_acc);
+}
+
+static tcomm_rc _piece_ring(tcomm_t *c, void *ctx, int i)
+{
+    _pieces *p = ctx;
+    size_t from, len;
+    _piece(p, i, &from, &len);
+    return tc_ring_allreduce(c, p->scr, p->cols, p->acc + (size_t)i * p->stride,
+                             len, p->x->w);
+}
+
+static tcomm_rc _piece_put(tcomm_t *c, void *ctx, int i)
+{
+    (void)c;
+    return _piece_walk(ctx, i, _put_acc);
+}
+
+/* The sums of this member's chunks, the column ring, the write-back:
+ * whole, or in pieces when every row is on a node (as torus2d.c). */
+static tcomm_rc _across(tcomm_t *c, _ctx *x, const tc_group *cols,
+                        const tcomm_seg *s, int ns, size_t count)
+{
+    const tc_group *rows = x->g;
+    int K = tc_pipeline_pieces(c, count * tcomm_wire_bytes(x->w));
+    if (K < 2 || !rows->all_on_node)
+        K = 1;
+    size_t stride = tc_chunk_len(tc_chunk_len(count, K, 0), rows->size, 0);
+    float *acc = tc_buf_get(&c->accum, (size_t)K * stride * 4);
+    if (!acc)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for a %zu-float chunk",
+                          (size_t)K * stride);
+    _pieces p = {
+        x, cols, s, ns, K, count, stride, acc, K > 1 ? &c->scr_pipe : &c->scr};
+    if (K > 1)
+        return tc_pipeline_run(c, K, _piece_sum, _piece_ring, _piece_put, &p);
+    tcomm_rc rc = _piece_sum(c, &p, 0);
+    if (!rc)
+        rc = _piece_ring(c, &p, 0);
+    return rc ? rc : _piece_put(c, &p, 0);
+}
+
 tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
                              const tcomm_seg *s, int ns, size_t count,
                              tcomm_wire w, float scale, size_t *bad)
@@ -313,13 +397,8 @@ tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
     /* On this thread's stack (12 KiB): no allocation per bucket. */
     _ctx xs = {.c = c, .g = rows, .w = w, .scale = scale}, *x = &xs;
     if (cols->size > 1) {
-        if (!(x->acc = tc_buf_get(&c->accum, len * 4)))
-            return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                              "no memory for a %zu-float chunk", len);
-        tc_seg_walk(s, ns, off, len, _reduce_acc, x);
-        if ((rc = tc_ring_allreduce(c, &c->scr, cols, x->acc, len, w)))
+        if ((rc = _across(c, x, cols, s, ns, count)))
             return rc;
-        tc_seg_walk(s, ns, off, len, _put_acc, x);
     } else {
         tc_seg_walk(s, ns, off, len, _reduce_put, x);
     }

@@ -20,6 +20,7 @@ typedef struct {
     size_t count;
     tcomm_wire w;
     int K;
+    tc_fold *f;
 } _2d;
 
 /* Every piece has its own part of the shared segments, so a member still
@@ -29,7 +30,8 @@ static tcomm_rc _row_rs(tcomm_t *c, void *ctx, int i)
     _2d *d = ctx;
     size_t o, l;
     tc_chunk(d->count, d->K, i, &o, &l);
-    return tc_shm_reduce_scatter_at(c, d->rows, d->x + o, l, d->w, o);
+    return tc_shm_reduce_scatter_at(c, d->rows, d->x + o, l, d->w, o,
+                                    d->f->scale);
 }
 
 static tcomm_rc _col_ring(tcomm_t *c, void *ctx, int i)
@@ -48,27 +50,33 @@ static tcomm_rc _row_ag(tcomm_t *c, void *ctx, int i)
     _2d *d = ctx;
     size_t o, l;
     tc_chunk(d->count, d->K, i, &o, &l);
-    return tc_shm_allgather_at(c, d->rows, d->x + o, l, d->w, o);
+    return tc_shm_allgather_at(c, d->rows, d->x + o, l, d->w, o, d->f->bad);
 }
 
 /* A whole message's row stage: through the node's shared memory when
- * the row lives on one node, else the ring. */
+ * the row lives on one node (folding f's passes), else the ring. */
 static tcomm_rc _reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count,
-                                tcomm_wire w)
+                                tcomm_wire w, tc_fold *f)
 {
-    return g->on_node ? tc_shm_reduce_scatter(c, g, x, count, w)
-                      : tc_ring_reduce_scatter(c, &c->scr, g, x, count, w);
+    if (g->on_node)
+        return tc_shm_reduce_scatter_at(c, g, x, count, w, 0, f->scale);
+    tc_fold_before(f, x, count);
+    return tc_ring_reduce_scatter(c, &c->scr, g, x, count, w);
 }
 
 static tcomm_rc _allgather(tcomm_t *c, tc_group *g, float *x, size_t count,
-                           tcomm_wire w)
+                           tcomm_wire w, tc_fold *f)
 {
-    return g->on_node ? tc_shm_allgather(c, g, x, count, w)
-                      : tc_ring_allgather(c, &c->scr, g, x, count, w);
+    if (g->on_node)
+        return tc_shm_allgather_at(c, g, x, count, w, 0, f->bad);
+    tcomm_rc rc = tc_ring_allgather(c, &c->scr, g, x, count, w);
+    if (!rc)
+        tc_fold_after(f, x, count);
+    return rc;
 }
 
 tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
-                         float *x, size_t count, tcomm_wire w)
+                         float *x, size_t count, tcomm_wire w, tc_fold *f)
 {
     int C = rows->size, k = rows->rank;
     int K = tc_pipeline_pieces(c, count * tcomm_wire_bytes(w));
@@ -76,11 +84,11 @@ tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
     if (K > 1 && rows->all_on_node && C > 1 && cols->size > 1) {
         /* Reserving is collective: once, for all pieces. */
         tcomm_rc rc = tc_shm_reserve(c, rows, count * tcomm_wire_bytes(w));
-        _2d d = {rows, cols, x, count, w, K};
+        _2d d = {rows, cols, x, count, w, K, f};
         return rc ? rc : tc_pipeline_run(c, K, _row_rs, _col_ring, _row_ag, &d);
     }
     /* Rows inside a node go through shared memory (transport/shm.c). */
-    tcomm_rc rc = _reduce_scatter(c, rows, x, count, w);
+    tcomm_rc rc = _reduce_scatter(c, rows, x, count, w, f);
     if (rc)
         return rc;
     /* The column ring reduces our slice with the same slice of every row. */
@@ -88,5 +96,5 @@ tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
     size_t len = tc_chunk_len(count, C, k);
     if ((rc = tc_ring_allreduce(c, &c->scr, cols, slice, len, w)))
         return rc;
-    return _allgather(c, rows, x, count, w);
+    return _allgather(c, rows, x, count, w, f);
 }

@@ -10,6 +10,12 @@
 #include "trainer/comm/tcomm.h"
 
 void tc_encode(tcomm_wire w, const float *src, void *dst, size_t n);
+/* tc_encode of s * src (the bits tc_scale then tc_encode give), in one
+ * pass over src. */
+void tc_encode_scaled(tcomm_wire w, const float *src, void *dst, size_t n,
+                      float s);
+/* tc_encode that also returns how many values are inf/nan. */
+size_t tc_encode_count(tcomm_wire w, const float *src, void *dst, size_t n);
 void tc_decode(tcomm_wire w, const void *src, float *dst, size_t n);
 void tc_decode_add(tcomm_wire w, const void *src, float *acc, size_t n);
 /* tc_decode that also returns how many values are inf/nan. */

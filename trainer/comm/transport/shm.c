@@ -104,54 +104,61 @@ tcomm_rc tc_shm_sync_win(tcomm_t *c, const tc_group *g, MPI_Win win)
 }
 
 tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x,
-                                  size_t count, tcomm_wire w, size_t at)
+                                  size_t count, tcomm_wire w, size_t at,
+                                  float scale)
 {
     size_t wb = tcomm_wire_bytes(w);
     int n = g->size, me = g->rank;
     tcomm_rc rc = tc_shm_reserve(c, g, (at + count) * wb);
     if (rc)
         return rc;
+    size_t off = tc_chunk_off(count, n, me), len = tc_chunk_len(count, n, me);
     unsigned char *mine = g->shm.seg[me] + at * wb;
-    tc_encode(w, x, mine, count);
+    /* Nobody reads a member's own chunk in its segment (it sums that chunk
+     * from x), so only the rest is cast; the own chunk is scaled where it
+     * lies. */
+    tc_encode_scaled(w, x, mine, off, scale);
+    tc_encode_scaled(w, x + off + len, mine + (off + len) * wb,
+                     count - off - len, scale);
+    if (scale != 1.0f)
+        tc_scale(x + off, len, scale);
     if ((rc = tc_shm_sync(c, g)))
         return rc;
-    size_t off = tc_chunk_off(count, n, me), len = tc_chunk_len(count, n, me);
     for (int j = 0; j < n; j++) /* own fp32 value plus the others, in order */
         if (j != me)
             tc_decode_add(w, g->shm.seg[j] + (at + off) * wb, x + off, len);
     return TCOMM_OK;
 }
 
-tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count,
-                               tcomm_wire w)
-{
-    return tc_shm_reduce_scatter_at(c, g, x, count, w, 0);
-}
-
 tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
-                             tcomm_wire w, size_t at)
+                             tcomm_wire w, size_t at, size_t *bad)
 {
-    size_t wb = tcomm_wire_bytes(w);
-    int n = g->size, me = g->rank;
+    size_t wb = tcomm_wire_bytes(w), nbad = 0;
+    int n = g->size, me = g->rank, fp32 = w == TCOMM_WIRE_FP32;
     tcomm_rc rc = tc_shm_reserve(c, g, (at + count) * wb);
     if (rc)
         return rc;
     size_t off = tc_chunk_off(count, n, me), len = tc_chunk_len(count, n, me);
-    tc_encode(w, x + off, g->shm.seg[me] + (at + off) * wb, len);
+    unsigned char *mine = g->shm.seg[me] + (at + off) * wb;
+    /* On an fp32 wire the own chunk stays as it is: counted as it is cast. */
+    if (bad && fp32)
+        nbad += tc_encode_count(w, x + off, mine, len);
+    else
+        tc_encode(w, x + off, mine, len);
     if ((rc = tc_shm_sync(c, g)))
         return rc;
     for (int j = 0; j < n; j++) {
         size_t o = tc_chunk_off(count, n, j), l = tc_chunk_len(count, n, j);
-        if (j != me ||
-            w != TCOMM_WIRE_FP32) /* own chunk: round it like the rest */
-            tc_decode(w, g->shm.seg[j] + (at + o) * wb, x + o, l);
+        const unsigned char *src = g->shm.seg[j] + (at + o) * wb;
+        if (j == me && fp32) /* a 16-bit own chunk is rounded like the rest */
+            continue;
+        if (bad)
+            nbad += tc_decode_count(w, src, x + o, l);
+        else
+            tc_decode(w, src, x + o, l);
     }
+    if (bad)
+        *bad += nbad;
     /* Nobody may overwrite a segment until everyone has read it. */
     return tc_shm_sync(c, g);
-}
-
-tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count,
-                          tcomm_wire w)
-{
-    return tc_shm_allgather_at(c, g, x, count, w, 0);
 }

@@ -67,17 +67,17 @@ void tc_shm_free(tc_group *g);
 tcomm_rc tc_shm_reserve(tcomm_t *c, tc_group *g, size_t bytes);
 tcomm_rc tc_shm_sync(tcomm_t *c, tc_group *g);
 tcomm_rc tc_shm_sync_win(tcomm_t *c, const tc_group *g, MPI_Win win);
-tcomm_rc tc_shm_reduce_scatter(tcomm_t *c, tc_group *g, float *x, size_t count,
-                               tcomm_wire w);
-tcomm_rc tc_shm_allgather(tcomm_t *c, tc_group *g, float *x, size_t count,
-                          tcomm_wire w);
-/* The same on the part of the segments that starts at element at, so that
- * consecutive pieces of one message (pipelined torus2d, hier-rs and hier)
- * never share bytes. */
+/* On the part of the segments that starts at element at (0 for a whole
+ * message), so that consecutive pieces of one message (pipelined torus2d,
+ * hier-rs and hier) never share bytes. The passes a call would otherwise
+ * make over the whole message fold into these: the reduce-scatter casts
+ * scale * x (1: no pre-scale), and the all-gather adds the inf/nan count
+ * of the result to *bad (NULL: none). */
 tcomm_rc tc_shm_reduce_scatter_at(tcomm_t *c, tc_group *g, float *x,
-                                  size_t count, tcomm_wire w, size_t at);
+                                  size_t count, tcomm_wire w, size_t at,
+                                  float scale);
 tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
-                             tcomm_wire w, size_t at);
+                             tcomm_wire w, size_t at, size_t *bad);
 
 /* shm_win.c. A shared window over g (every member on one node): bytes on
  * this member, disp_unit disp. ok: this member's own preparation
