@@ -130,8 +130,10 @@ double torus_cost_time(const torus_cost_t *m, torus_cost_algo a, size_t count,
 torus_cost_algo torus_cost_best(const torus_cost_t *m, size_t count,
                                 int wire_bytes);
 /* Pieces a pipelined message of wire_bytes runs in, at most `pipeline`: the
- * rule trainer/comm/algo/pipeline.c cuts by (1: not cut). */
-int torus_cost_pieces(int pipeline, double wire_bytes);
+ * rule trainer/comm/algo/pipeline.c cuts by (1: not cut). parts: the chunks
+ * one piece is cut into on its network ring (torus2d, hier-rs: P; hier: the
+ * number of groups), each of which is one ring step's message. */
+int torus_cost_pieces(int pipeline, double wire_bytes, int parts);
 /* Seconds for the least data a node must send in any all-reduce,
  * 2(N-1)/N * S / (bw_leaf * rails), N nodes. 0 on one node. */
 double torus_cost_link_limit(const torus_cost_t *m, size_t count,

@@ -94,6 +94,13 @@ START_TEST(test_pipeline)
     ck_assert(fabs(i4 - ((i1 - D) + D / 4)) < 1e-12); /* N > D here */
     m.in_place = 0;
     m.pipeline = 4;
+    /* The cut: 2 MiB pieces at least, at most `pipeline` of them, and ring
+     * steps of 64 KiB at least (256 chunks: 16 MiB pieces). */
+    ck_assert_int_eq(tcomm_model_pieces(32, 64.0 * (1 << 20), 8), 32);
+    ck_assert_int_eq(tcomm_model_pieces(8, 64.0 * (1 << 20), 8), 8);
+    ck_assert_int_eq(tcomm_model_pieces(32, 64.0 * (1 << 20), 256), 4);
+    ck_assert_int_eq(tcomm_model_pieces(32, 3.0 * (1 << 20), 8), 1);
+    ck_assert_int_eq(tcomm_model_pieces(1, 64.0 * (1 << 20), 8), 1);
     /* 16-bit wires pay their casts */
     m.convert_Bps = 1e9;
     double c1 = tcomm_model_time(&m, TCOMM_ALGO_RING, n, TCOMM_WIRE_FP16);

@@ -34,8 +34,9 @@ typedef tcomm_rc (*tc_stage_fn)(tcomm_t *c, void *ctx, int piece);
 tcomm_rc tc_pipeline_run(tcomm_t *c, int K, tc_stage_fn pre, tc_stage_fn net,
                          tc_stage_fn post, void *ctx);
 /* How many pieces a message of wire_bytes runs in (1: not worth it, or not
- * possible: MPI without MPI_THREAD_MULTIPLE, TCOMM_PIPELINE=1). */
-int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes);
+ * possible: MPI without MPI_THREAD_MULTIPLE, TCOMM_PIPELINE=1). parts: as
+ * torus_cost_pieces; the same on every rank, so that all cut alike. */
+int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes, int parts);
 
 /* The passes over the whole message that tcomm_allreduce adds around an
  * algorithm: the 1/P pre-scale before it and the inf/nan count after.

@@ -164,7 +164,7 @@ static tcomm_rc _hier_run(tcomm_t *c, float *x, size_t count, tcomm_wire w,
      * and the job-wide TCOMM_PIPELINE only), or the leaders' rings and the
      * in-group messages would not match: groups of one and groups off a
      * single node run the same pieces, only without shared memory. */
-    int K = tc_pipeline_pieces(c, count * wb);
+    int K = tc_pipeline_pieces(c, count * wb, c->info.ngroups);
     if (K > 1 && c->info.ngroups > 1) {
         /* All of the segments and of `all` exist before the pieces run:
          * reserving is collective, and nothing may move under a reader. */

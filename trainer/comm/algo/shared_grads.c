@@ -366,7 +366,7 @@ static tcomm_rc _across(tcomm_t *c, _ctx *x, const tc_group *cols,
                         const tcomm_seg *s, int ns, size_t count)
 {
     const tc_group *rows = x->g;
-    int K = tc_pipeline_pieces(c, count * tcomm_wire_bytes(x->w));
+    int K = tc_pipeline_pieces(c, count * tcomm_wire_bytes(x->w), c->info.size);
     if (K < 2 || !rows->all_on_node)
         K = 1;
     size_t stride = tc_chunk_len(tc_chunk_len(count, K, 0), rows->size, 0);

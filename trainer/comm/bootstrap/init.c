@@ -430,11 +430,13 @@ static tcomm_t *_new(const tcomm_options *opt)
     c->seg_bytes = (sk ? strtoull(sk, NULL, 10) : 1024) << 10;
     /* torus2d and hier-rs with rows in shared memory, and hier, run large
      * messages in this many pieces, the node stages of one overlapping the
-     * network stage of another (algo/pipeline.c); 1 turns it off. 8: 64 MiB
-     * on the emulated 1 Gbit/s cluster took 0.93 s against 0.96 s with 4 and
-     * 1.02 s off. */
+     * network stage of another (algo/pipeline.c); 1 turns it off. 32: on
+     * the emulated 1 Gbit/s cluster (4 nodes x 2 ranks on 2 cores) 64 MiB
+     * took 0.86-0.88 s against 0.88-0.90 s with 16 and 0.90-0.93 s with 8
+     * (torus2d; hier 0.87-0.92 s against 0.99-1.06 s), 2026-12-03. Pieces
+     * stay 2 MiB at least (torus_cost_pieces). */
     const char *pk = getenv("TCOMM_PIPELINE");
-    c->pipeline = pk ? atoi(pk) : 8;
+    c->pipeline = pk ? atoi(pk) : 32;
     if (c->pipeline < 1)
         c->pipeline = 1;
     if (c->pipeline > 64)

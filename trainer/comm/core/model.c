@@ -45,9 +45,9 @@ double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
                            (int)tcomm_wire_bytes(wire));
 }
 
-int tcomm_model_pieces(int pipeline, double wire_bytes)
+int tcomm_model_pieces(int pipeline, double wire_bytes, int parts)
 {
-    return torus_cost_pieces(pipeline, wire_bytes);
+    return torus_cost_pieces(pipeline, wire_bytes, parts);
 }
 
 tcomm_algo tcomm_model_best(const tcomm_model_params *m, size_t count,

@@ -28,7 +28,7 @@ void tcomm_model_defaults(tcomm_model_params *m, int P, int ranks_per_node);
 
 double tcomm_model_time(const tcomm_model_params *m, tcomm_algo a, size_t count,
                         tcomm_wire wire);
-int tcomm_model_pieces(int pipeline, double wire_bytes);
+int tcomm_model_pieces(int pipeline, double wire_bytes, int parts);
 tcomm_algo tcomm_model_best(const tcomm_model_params *m, size_t count,
                             tcomm_wire wire);
 double tcomm_model_link_limit(const tcomm_model_params *m, size_t count,
