@@ -416,7 +416,7 @@ START_TEST(test_theta_cap)
 END_TEST
 
 /* theta auto's trial: 1, 4 and 16 MiB and the model's proposal, each once
- * and ascending; the smallest size within 2% of the least time is kept. */
+ * and ascending; the smallest size within 0.5% of the least time is kept. */
 static void _check_candidates(size_t proposal, int n, const size_t *want)
 {
     size_t got[TC_THETA_TRIALS];
@@ -437,8 +437,9 @@ START_TEST(test_theta_trial)
     ck_assert_int_eq(tc_theta_keep((double[]){2, 3, 1.5, 4}, 4), 2);
     ck_assert_int_eq(tc_theta_keep((double[]){5, 4, 4}, 3), 1);
     ck_assert_int_eq(tc_theta_keep((double[]){7}, 1), 0);
-    /* Within 2% of the fastest, the smaller size is kept. */
-    ck_assert_int_eq(tc_theta_keep((double[]){9, 1.015, 1, 1.01}, 4), 1);
+    /* Within 0.5% of the fastest, the smaller size is kept; not beyond. */
+    ck_assert_int_eq(tc_theta_keep((double[]){9, 1.004, 1, 1.001}, 4), 1);
+    ck_assert_int_eq(tc_theta_keep((double[]){9, 1.015, 1, 1.01}, 4), 2);
     ck_assert_int_eq(tc_theta_keep((double[]){1.03, 1}, 2), 1);
 }
 END_TEST

@@ -160,10 +160,11 @@ static tcomm_rc _hier_run(tcomm_t *c, float *x, size_t count, tcomm_wire w,
     if (!g->on_node && !(all = tc_buf_get(&c->scr.c, count * wb)))
         return TORUS_FAIL(TCOMM_ERR_NOMEM, "hier: no memory for %zu elements",
                           count);
-    /* The choice must be the same on every rank (K depends on the count
-     * and the job-wide TCOMM_PIPELINE only), or the leaders' rings and the
-     * in-group messages would not match: groups of one and groups off a
-     * single node run the same pieces, only without shared memory. */
+    /* The choice must be the same on every rank (K depends on the count,
+     * the number of groups and the job-wide TCOMM_PIPELINE only), or the
+     * leaders' rings and the in-group messages would not match: groups of
+     * one and groups off a single node run the same pieces, only without
+     * shared memory. */
     int K = tc_pipeline_pieces(c, count * wb, c->info.ngroups);
     if (K > 1 && c->info.ngroups > 1) {
         /* All of the segments and of `all` exist before the pieces run:

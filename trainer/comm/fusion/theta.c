@@ -332,7 +332,7 @@ tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
     if (rc)
         return rc;
     snprintf(why, whylen,
-             "%zu KiB, %d buckets: the smallest within %.0f%% of the fastest "
+             "%zu KiB, %d buckets: the smallest within %.1f%% of the fastest "
              "in a trial on the first %zu MiB of gradients (%s; the slowest "
              "rank's time, projected to all gradients by the cost model) of "
              "1, 4 and 16 MiB and the cost model's proposal, %zu KiB (%d "

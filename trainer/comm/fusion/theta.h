@@ -11,7 +11,7 @@
 #define TC_THETA_SLACK       1.10
 #define TC_THETA_TRIAL_BYTES ((size_t)32 << 20)
 #define TC_THETA_TRIALS      4
-#define TC_THETA_TIE         1.02
+#define TC_THETA_TIE         1.005
 
 /* The model proposes, a timed trial decides.
  *
@@ -30,9 +30,10 @@
  * tensors as pieces, flags the fusion's), after one untimed pass at the
  * largest; each time is the slowest rank's, projected to all gradients
  * by the model's price of all buckets over its price of the trial's.
- * The smallest size within TC_THETA_TIE of the fastest is kept (the
- * trial's own spread is about 2%, and in training smaller buckets start
- * reducing earlier in backward) and p is left cut at it: what the model
+ * The smallest size within TC_THETA_TIE of the fastest is kept (sizes
+ * that tie go to the smaller, whose buckets start reducing earlier in
+ * backward; a wider tie, 2%, let the trial's noise keep sizes that ran
+ * 6-7% slower in full on the emulated cluster) and p is left cut at it: what the model
  * does not see (a TCP window that reopens after each bucket on shaped
  * links, the cache that a bucket's wire buffers fall out of) decides
  * between sizes it prices within a few percent. The gradients are saved first
