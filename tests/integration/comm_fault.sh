@@ -28,7 +28,7 @@ _gives_up() {
 }
 # Rank 2 hangs in the all-reduce: every other rank names it.
 _gives_up stall 3 'rank 2 is lost' --stall 2 --algo torus2d
-# Pipelined torus2d (rows in shared memory, 32 MiB in 8 pieces): the
+# Pipelined torus2d (rows in shared memory, 32 MiB in 16 pieces): the
 # column ring waits on the pipeline's own thread.
 _gives_up "pipelined stall" 3 'rank 2 is lost' --stall 2 --algo torus2d --grid 2x2 --count 8388608
 # Rank 2 starts 45 s late: the others wait inside MPI's start-up, where

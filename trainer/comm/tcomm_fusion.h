@@ -23,7 +23,7 @@ typedef struct tcomm_fusion tcomm_fusion_t;
  * then probes the links (tcomm_probe_links, collective, about 0.1 s), the
  * cost model proposes the smallest power of two from 256 KiB to 64 MiB
  * whose buckets it prices within 10% of one all-reduce of every gradient,
- * and a timed trial of that and 1, 4 and 16 MiB on the first 32 MiB of
+ * and a timed trial of that and 1, 4 and 16 MiB on the first 64 MiB of
  * gradients keeps the smallest within 0.5% of the fastest (fusion/theta.h;
  * the gradients are put back as they were). Where every power of two in
  * that range cuts the gradients into the same buckets (a small model),

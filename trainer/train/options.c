@@ -55,7 +55,7 @@ static const _opt _opts[] = {
      "propose the smallest power of two in that range whose buckets it "
      "prices within 10% of one all-reduce of all gradients (each bucket "
      "also paying what a timed 256 KiB all-reduce took beyond the model), "
-     "then time that and 1, 4 and 16 MiB on the first 32 MiB of gradients "
+     "then time that and 1, 4 and 16 MiB on the first 64 MiB of gradients "
      "and keep the smallest within 0.5% of the fastest (printed with the "
      "reason); elsewhere 4096. On --resume, auto takes the size the "
      "checkpoint records; device gradients take tcomm's 4096. Give a size "
