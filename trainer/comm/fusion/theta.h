@@ -28,11 +28,11 @@
  * timed on the first TC_THETA_TRIAL_BYTES of gradients (64 MiB: with 32,
  * two thirds of ResNet-50's gradients were left to the projection, and the
  * trial once timed 256 KiB fastest where it ran 11% slower in full; whole
- * buckets in
- * backward order, as the communication thread runs them: segs are the
- * tensors as pieces, flags the fusion's), after one untimed pass at the
- * largest; each time is the slowest rank's, projected to all gradients
- * by the model's price of all buckets over its price of the trial's.
+ * buckets in backward order, as the communication thread runs them: segs
+ * are the tensors as pieces, flags the fusion's), after one untimed pass
+ * at the largest; each time is the slowest rank's, projected to all
+ * gradients by the model's price of all buckets over its price of the
+ * trial's.
  * The smallest size within TC_THETA_TIE of the fastest is kept (sizes
  * that tie go to the smaller, whose buckets start reducing earlier in
  * backward; a wider tie, 2%, let the trial's noise keep sizes that ran
