@@ -37,6 +37,18 @@ tcomm_rc tc_pipeline_run(tcomm_t *c, int K, tc_stage_fn pre, tc_stage_fn net,
  * possible: MPI without MPI_THREAD_MULTIPLE, TCOMM_PIPELINE=1). parts: as
  * torus_cost_pieces; the same on every rank, so that all cut alike. */
 int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes, int parts);
+/* Where a member's slice of piece i lies in a message of count elements:
+ * piece i of K, then chunk k of n of that piece. The packed rows
+ * (torus2d.c) and the in-place path (shared_grads.c) both cut so, and a
+ * column's rings pair their slices only because they do. */
+static inline void tc_piece_chunk(size_t count, int K, int i, int n, int k,
+                                  size_t *from, size_t *len)
+{
+    size_t o, l;
+    tc_chunk(count, K, i, &o, &l);
+    *from = o + tc_chunk_off(l, n, k);
+    *len = tc_chunk_len(l, n, k);
+}
 
 /* The passes over the whole message that tcomm_allreduce adds around an
  * algorithm: the 1/P pre-scale before it and the inf/nan count after.

@@ -322,11 +322,7 @@ typedef struct {
 
 static void _piece(const _pieces *p, int i, size_t *from, size_t *len)
 {
-    size_t o, l;
-    const tc_group *g = p->x->g;
-    tc_chunk(p->count, p->K, i, &o, &l);
-    *from = o + tc_chunk_off(l, g->size, g->rank);
-    *len = tc_chunk_len(l, g->size, g->rank);
+    tc_piece_chunk(p->count, p->K, i, p->x->g->size, p->x->g->rank, from, len);
 }
 
 /* fn (the sums, or the write-back) over piece i of this member's chunk. */

@@ -37,12 +37,10 @@ static tcomm_rc _row_rs(tcomm_t *c, void *ctx, int i)
 static tcomm_rc _col_ring(tcomm_t *c, void *ctx, int i)
 {
     _2d *d = ctx;
-    size_t o, l;
-    tc_chunk(d->count, d->K, i, &o, &l);
-    int C = d->rows->size, k = d->rows->rank;
-    return tc_ring_allreduce(c, &c->scr_pipe, d->cols,
-                             d->x + o + tc_chunk_off(l, C, k),
-                             tc_chunk_len(l, C, k), d->w);
+    size_t from, len;
+    tc_piece_chunk(d->count, d->K, i, d->rows->size, d->rows->rank, &from,
+                   &len);
+    return tc_ring_allreduce(c, &c->scr_pipe, d->cols, d->x + from, len, d->w);
 }
 
 static tcomm_rc _row_ag(tcomm_t *c, void *ctx, int i)

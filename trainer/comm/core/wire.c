@@ -209,8 +209,9 @@ void tc_encode(tcomm_wire w, const float *src, void *dst, size_t n)
 }
 
 /* Blocks of this many values stay in the L1/L2 cache between the two
- * halves of a fused pass (count then cast, scale then cast). */
-enum { _BLOCK = 4096 };
+ * halves of a fused pass (count then cast); a scaled cast goes through a
+ * stack buffer of _SCALED values. */
+enum { _BLOCK = 4096, _SCALED = 1024 };
 
 void tc_encode_scaled(tcomm_wire w, const float *src, void *dst, size_t n,
                       float s)
@@ -219,10 +220,10 @@ void tc_encode_scaled(tcomm_wire w, const float *src, void *dst, size_t n,
         tc_encode(w, src, dst, n);
         return;
     }
-    float tmp[1024]; /* 4 KiB on the stack: the 16-bit casts go via it */
+    float tmp[_SCALED]; /* 4 KiB on the stack: the 16-bit casts go via it */
     size_t wb = tcomm_wire_bytes(w);
-    for (size_t k = 0; k < n; k += 1024) {
-        size_t m = n - k < 1024 ? n - k : 1024;
+    for (size_t k = 0; k < n; k += _SCALED) {
+        size_t m = n - k < _SCALED ? n - k : _SCALED;
         float *d = w == TCOMM_WIRE_FP32 ? (float *)dst + k : tmp;
         for (size_t i = 0; i < m; i++) /* vectorised (local.mk's flags) */
             d[i] = src[k + i] * s;

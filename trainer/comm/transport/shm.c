@@ -150,7 +150,7 @@ tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
     for (int j = 0; j < n; j++) {
         size_t o = tc_chunk_off(count, n, j), l = tc_chunk_len(count, n, j);
         const unsigned char *src = g->shm.seg[j] + (at + o) * wb;
-        if (j == me && fp32) /* a 16-bit own chunk is rounded like the rest */
+        if (j == me && fp32) /* x holds it; 16-bit: rounded like the rest */
             continue;
         if (bad)
             nbad += tc_decode_count(w, src, x + o, l);
