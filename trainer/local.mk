@@ -28,6 +28,8 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/engine/input.c \
 	trainer/backends/tbackends.h \
 	trainer/backends/cuda/tcuda.h \
+	trainer/backends/cuda/tcuda_fastpath.h \
+	trainer/backends/cuda/fastpath.c \
 	trainer/backends/registry.c \
 	trainer/models/tmodel.h \
 	trainer/models/registry.c \

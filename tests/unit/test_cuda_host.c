@@ -20,6 +20,7 @@
 #include "trainer/backends/cuda/cuda_fuse.h"
 #include "trainer/backends/cuda/cuda_layout.h"
 #include "trainer/backends/cuda/cuda_math.h"
+#include "trainer/backends/cuda/tcuda_fastpath.h"
 #include "trainer/engine/host_kernels.h"
 #include "trainer/engine/rng.h"
 #include "trainer/models/tmodel.h"
@@ -454,6 +455,21 @@ START_TEST(graph_step_count)
 }
 END_TEST
 
+/* The counters' line is what tests/gpu/run-gpu parses: its exact form,
+ * and room for the largest counts in torus-train's 256-byte buffer. */
+START_TEST(fastpath_line)
+{
+    tcuda_fastpath c = {1, 2, 3, 4, 5, 6, 7};
+    char buf[256];
+    tcuda_fastpath_format(&c, buf, sizeof buf);
+    ck_assert_str_eq(buf, "fastpath: graph_capture=1 graph_replay=2 bn_ex=3 "
+                          "bn_fallback=4 conv_tuned=5 conv_cached=6 "
+                          "conv_heuristic=7");
+    memset(&c, 0xff, sizeof c);
+    ck_assert_int_lt(tcuda_fastpath_format(&c, buf, sizeof buf), 256);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_host");
@@ -469,6 +485,7 @@ int main(void)
     tcase_add_test(tc, fusion_rules);
     tcase_add_test(tc, fused_backward_plan);
     tcase_add_test(tc, graph_step_count);
+    tcase_add_test(tc, fastpath_line);
     suite_add_tcase(s, tc);
     return lh_run(s);
 }

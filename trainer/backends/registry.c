@@ -203,6 +203,11 @@ int tbackends_device_memory(const teng_backend *bk, size_t *used, size_t *total)
     return _mod.m ? _mod.m->device_memory(bk, used, total) : -1;
 }
 
+int tbackends_fastpath(const teng_backend *bk, tcuda_fastpath *out)
+{
+    return _mod.m ? _mod.m->fastpath(bk, out) : -1;
+}
+
 int tbackends_known(const char *name)
 {
     if (!strcmp(name, "auto") || _is_module_name(name))

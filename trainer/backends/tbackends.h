@@ -29,6 +29,9 @@ int tbackends_gpus(const char *name);
  * device's, every process's); -1 for a CPU backend. */
 int tbackends_device_memory(const teng_backend *bk, size_t *used,
                             size_t *total);
+/* A cuda backend's fast-path counters (tcuda_fastpath.h): 0, or -1 for
+ * any other backend. */
+int tbackends_fastpath(const teng_backend *bk, tcuda_fastpath *out);
 /* 1 if name is "auto" or names a backend linked in or of the cuda module
  * (loaded or not), else 0. */
 int tbackends_known(const char *name);

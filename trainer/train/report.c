@@ -77,6 +77,18 @@ void ttrain_report_done(ttrain_report *rp, const ttrain_tally *t, FILE *f)
                 teng_net_alloc_bytes(rp->net) / 1e6);
 }
 
+/* A cuda backend's fast-path counters, the one line tests/gpu/run-gpu
+ * reads (tcuda_fastpath.h). */
+static void _fastpath(const ttrain_report *rp, FILE *f)
+{
+    tcuda_fastpath c;
+    char line[256];
+    if (tbackends_fastpath(rp->bk, &c))
+        return;
+    tcuda_fastpath_format(&c, line, sizeof line);
+    fprintf(f, "%s\n", line);
+}
+
 void ttrain_report_summary(const ttrain_report *rp, const ttrain_tally *t,
                            FILE *f)
 {
@@ -97,6 +109,7 @@ void ttrain_report_summary(const ttrain_report *rp, const ttrain_tally *t,
     if (rp->device >= 0)
         fprintf(f, "step graphs %s: %ld recorded, %ld steps replayed\n",
                 ttrain_sg_state(rp->sg), rp->sg->records, rp->sg->replays);
+    _fastpath(rp, f);
     ttrain_exchange_summary(rp->ex, t->dstep, f);
     if (t->target_left)
         fprintf(f, "target top-1 %.2f%% not reached by global step %ld\n",

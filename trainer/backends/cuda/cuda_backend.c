@@ -400,6 +400,14 @@ int tcuda_device_memory(const teng_backend *bk, size_t *used, size_t *total)
     return 0;
 }
 
+int tcuda_fastpath_get(const teng_backend *bk, tcuda_fastpath *out)
+{
+    if (!bk || bk->ops->alloc != _alloc)
+        return -1;
+    *out = ((const tcuda_impl *)bk->impl)->fast;
+    return 0;
+}
+
 static int _probe(void)
 {
     return tcuda_device_count() > 0;

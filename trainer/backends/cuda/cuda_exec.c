@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "trainer/backends/cuda/cuda_fuse.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
@@ -288,19 +289,29 @@ static int _dropout_fwd(teng_backend *bk, teng_net *net, int li, int training)
 }
 
 /* A fused call's status s under the run-time rule (tcuda_fuse_status):
- * TENG_OK, with *unfuse = 1 when cuDNN declined and the caller runs the
- * unfused calls instead, for good; or the error, named after what. */
-static int _fused_status(cudnnStatus_t s, const char *what, int *unfuse)
+ * TENG_OK, counted in bn_ex; or TENG_OK with *unfuse = 1 when cuDNN
+ * declined and the caller runs the unfused calls instead, for good
+ * (bn_fallback counts those calls; the first decline is said once, with
+ * cuDNN's status); or the error, named after what. */
+static int _fused_status(teng_backend *bk, const teng_net *net, int b,
+                         cudnnStatus_t s, const char *what, int *unfuse)
 {
+    tcuda_impl *im = _tcuda(bk);
     *unfuse = 0;
     switch (tcuda_fuse_status(s == CUDNN_STATUS_SUCCESS,
                               s == CUDNN_STATUS_NOT_SUPPORTED)) {
     case TCUDA_FUSE_KEEP:
+        im->fast.bn_ex++;
         return TENG_OK;
     case TCUDA_FUSE_FAIL:
         return _tcuda_fail_dnn(__FILE__, __LINE__, what, s);
     default:
         *unfuse = 1;
+        im->fast.bn_fallback++;
+        if (!im->said_bn++)
+            torus_warn("cuda: %s declined BN layer '%s' (%s): it runs the "
+                       "unfused calls from now on",
+                       what, net->l[b].name, cudnnGetErrorString(s));
         return TENG_OK;
     }
 }
@@ -328,8 +339,9 @@ int _tcuda_bn_add_relu_fwd(teng_backend *bk, teng_net *net, int li)
         st + net->stat_off[l->stat0], st + net->stat_off[l->stat0 + 1],
         (double)l->eps, ws + d->ws_off[0], ws + d->ws_off[1], cn->fuse_act, scr,
         cn->fuse_ws, ws + d->rs_off, d->rs_bytes);
-    int unfuse, rc = _fused_status(
-                    s, "cudnnBatchNormalizationForwardTrainingEx", &unfuse);
+    int unfuse,
+        rc = _fused_status(bk, net, b, s,
+                           "cudnnBatchNormalizationForwardTrainingEx", &unfuse);
     if (rc || !unfuse)
         return rc;
     cn->fuse_bn[li] = -1;
@@ -367,8 +379,8 @@ int _tcuda_bn_add_relu_bwd(teng_backend *bk, teng_net *net, int b)
         p[0].work, p[1].work, p[0].grad, p[1].grad, (double)l->eps,
         ws + d->ws_off[0], ws + d->ws_off[1], cn->fuse_act, net->scratch,
         cn->fuse_ws, ws + d->rs_off, d->rs_bytes);
-    int unfuse,
-        rc = _fused_status(s, "cudnnBatchNormalizationBackwardEx", &unfuse);
+    int unfuse, rc = _fused_status(bk, net, b, s,
+                                   "cudnnBatchNormalizationBackwardEx", &unfuse);
     if (rc || !unfuse)
         return rc;
     cn->bwd_fused[b] = 0;

@@ -11,7 +11,8 @@
  * threads, which allocate page-locked batches through host_alloc while a
  * step is recorded, are not affected, as they would be in the global
  * mode. A capture that fails leaves the stream as it was: graph_end
- * returns the error, and the caller runs eagerly. */
+ * returns the error, and the caller runs eagerly. Each recording and
+ * each launch counts in the backend's fast-path counters. */
 #include "common/torus_error.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 
@@ -42,12 +43,14 @@ int _tcuda_graph_end(teng_backend *bk, void **graph)
                               (int)e);
     }
     *graph = x;
+    _tcuda(bk)->fast.graph_capture++;
     return TENG_OK;
 }
 
 int _tcuda_graph_launch(teng_backend *bk, void *graph)
 {
     TCUDA_RT(cudaGraphLaunch((cudaGraphExec_t)graph, _tcuda(bk)->stream));
+    _tcuda(bk)->fast.graph_replay++;
     return TENG_OK;
 }
 

@@ -29,6 +29,7 @@
 #include <cudnn.h>
 
 #include "trainer/backends/cuda/cuda_algo.h"
+#include "trainer/backends/cuda/tcuda_fastpath.h"
 #include "trainer/backends/cuda/tcuda_optim.h"
 #include "trainer/engine/backend.h"
 
@@ -43,6 +44,9 @@ typedef struct {
      * graph must not have cuBLAS allocate one while capturing. */
     void *blas_ws;
     tcuda_algo_cache algos;
+    /* what the fast paths did (tcuda_fastpath.h), for the run's summary */
+    tcuda_fastpath fast;
+    int said_bn; /* a BN fallback was said (once per process) */
     /* the 8-bit input path (cuda_input.c) */
     cudaStream_t copy;
     cudaEvent_t copied[2], used[2];

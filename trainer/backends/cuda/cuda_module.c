@@ -118,4 +118,5 @@ const tcuda_module tcuda_module_entry = {
     .device_memory = tcuda_device_memory,
     .check = _check,
     .versions = _versions,
+    .fastpath = tcuda_fastpath_get,
 };

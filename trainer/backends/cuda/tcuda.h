@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 
+#include "trainer/backends/cuda/tcuda_fastpath.h"
 #include "trainer/engine/backend.h"
 
 /* The module's file name, looked for in each folder of TORUS_BACKEND_PATH
@@ -22,7 +23,7 @@
 #define TCUDA_MODULE_FILE   "torus_cuda.so"
 #define TCUDA_MODULE_SYMBOL "tcuda_module_entry"
 /* Bumped when tcuda_module changes shape. */
-#define TCUDA_MODULE_ABI 1
+#define TCUDA_MODULE_ABI 2
 
 typedef struct tcuda_module {
     int abi;             /* TCUDA_MODULE_ABI of the module's build */
@@ -44,6 +45,9 @@ typedef struct tcuda_module {
     /* One line: each CUDA library the module loaded, its file and version,
      * and the driver's CUDA version. */
     const char *(*versions)(void);
+    /* bk's fast-path counters (tcuda_fastpath.h) into *out: 0, or -1
+     * when bk is not one of the module's backends. */
+    int (*fastpath)(const teng_backend *bk, tcuda_fastpath *out);
 } tcuda_module;
 
 /* The module's entry (cuda_module.c), TCUDA_MODULE_SYMBOL. */
@@ -53,5 +57,6 @@ extern const teng_backend_desc tcuda_backend_desc;
 extern const teng_backend_desc tcuda_backend_fp16_desc;
 int tcuda_device_count(void);
 int tcuda_device_memory(const teng_backend *bk, size_t *used, size_t *total);
+int tcuda_fastpath_get(const teng_backend *bk, tcuda_fastpath *out);
 
 #endif
