@@ -334,6 +334,12 @@ EXTRA_DIST += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.
 TESTS += tests/integration/train_ckpt_trust.sh
 EXTRA_DIST += tests/integration/train_ckpt_trust.sh
 
+# The test-set evaluation gives the same numbers at every batch size
+# (last batches of one image included), during training and --eval-only;
+# --eval-only --metrics writes its record.
+TESTS += tests/integration/train_eval.sh
+EXTRA_DIST += tests/integration/train_eval.sh
+
 # A stopped or killed rank ends the step within the comm timeout + 15 s
 # under plain srun, srun -K0, mpirun and a batch job's own srun (local
 # Slurm cluster).

@@ -450,6 +450,12 @@ static int _eval_only(_run *r)
            "%.2f%% loss %.4f (%.0f images, %.1f s)\n",
            r->ck.path, r->ck.at.epoch, r->ck.at.global_step, 100 * c[0] / c[2],
            100 * c[1] / c[2], c[3] / c[2], c[2], _now() - t0);
+    /* The same record a training run writes after its evaluations. */
+    ttrain_metrics_eval(r->mf, r->ck.at.epoch, r->ck.at.global_step,
+                        100 * c[0] / c[2], 100 * c[1] / c[2], c[3] / c[2],
+                        _now() - t0);
+    ttrain_metrics_close(r->mf);
+    r->mf = NULL;
     r->src.close(&r->src);
     if (ttrain_trace_close(_trace, r->comm, NULL)) /* no steps: names only */
         return _fail("--trace", torus_error_msg());

@@ -303,6 +303,90 @@ START_TEST(set_batch_matches_fresh_compile)
 }
 END_TEST
 
+/* A ResNet-8 of size x size images compiled at batch, initialised, and
+ * its SGD with the defaults (but c->lars as given). */
+static void _resnet8_sgd(teng_net *net, teng_backend *bk, int size, int batch,
+                         topt_sgd *o, topt_config *c)
+{
+    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
+    int lars = c->lars;
+    s.depth = 8;
+    s.image_size = size;
+    teng_net_init(net);
+    ck_assert_int_ge(tmodel_build(net, &s), 0);
+    ck_assert_int_eq(teng_net_compile(net, bk, batch), 0);
+    ck_assert_int_eq(tmodel_init(net, 2), 0);
+    topt_config_defaults(c);
+    c->lars = lars;
+    ck_assert_int_eq(topt_sgd_init(o, net, c), 0);
+}
+
+/* Evaluation of n images in batches of b (the last one short), as
+ * torus-train's test pass does it: out = {top-1, top-5, summed loss}. */
+static void _eval_in_batches(teng_net *net, const float *x, const int32_t *y,
+                             int n, int b, double out[3])
+{
+    out[0] = out[1] = out[2] = 0;
+    for (int i = 0; i < n; i += b) {
+        int m = n - i < b ? n - i : b, t1, t5;
+        ck_assert_int_eq(teng_net_set_batch(net, m), 0);
+        size_t per = teng_tensor_count(net, net->input) / (size_t)m;
+        ck_assert_int_eq(teng_net_set_input(net, x + (size_t)i * per), 0);
+        ck_assert_int_eq(teng_net_set_labels(net, y + i), 0);
+        ck_assert_msg(teng_net_forward(net, 0) == 0, "%s",
+                      teng_net_error(net));
+        ck_assert_int_eq(teng_net_topk(net, &t1, &t5), 0);
+        out[0] += t1;
+        out[1] += t5;
+        out[2] += teng_net_loss(net) * m;
+    }
+}
+
+/* Evaluation does not depend on the batch size: 13 images scored in
+ * batches of 1..13 (so last batches of 1, 2, 3 ...) give the same top-1,
+ * top-5 and loss as one batch of 13, after a few training steps have moved
+ * the weights and BN running statistics away from their init. (A batch of
+ * one once scored differently: issue 39.) */
+START_TEST(eval_is_batch_invariant)
+{
+    enum { N = 13 };
+    teng_backend *bk = lh_backend();
+    teng_net net;
+    topt_sgd o;
+    topt_config c;
+    c.lars = 0;
+    _resnet8_sgd(&net, bk, 12, N, &o, &c);
+    static float x[N * 144];
+    int32_t y[N];
+    lh_fill(x, N * 144, 11, -1.f, 1.f);
+    for (int i = 0; i < N; i++)
+        y[i] = (i * 7) % 10;
+    for (int step = 0; step < 6; step++) {
+        ck_assert_int_eq(teng_net_set_input(&net, x), 0);
+        ck_assert_int_eq(teng_net_set_labels(&net, y), 0);
+        ck_assert_int_eq(teng_net_forward(&net, 1), 0);
+        ck_assert_int_eq(teng_net_backward(&net), 0);
+        ck_assert_int_eq(topt_sgd_step(&o, 0.2), 0);
+    }
+    double want[3], got[3];
+    _eval_in_batches(&net, x, y, N, N, want);
+    /* The weights must have left the init (logits not all tied). */
+    ck_assert_double_lt(want[2] / N, 2.2);
+    for (int b = 1; b < N; b++) {
+        _eval_in_batches(&net, x, y, N, b, got);
+        ck_assert_msg(got[0] == want[0] && got[1] == want[1],
+                      "batch %d: top-1 %g top-5 %g, batch %d: %g %g", b,
+                      got[0], got[1], N, want[0], want[1]);
+        ck_assert_msg(fabs(got[2] - want[2]) < 1e-4 * N,
+                      "batch %d: loss %.6f, batch %d: %.6f", b, got[2] / N, N,
+                      want[2] / N);
+    }
+    topt_sgd_free(&o);
+    teng_net_free(&net);
+    teng_backend_close(bk);
+}
+END_TEST
+
 /* Counts allocations of 4 KiB or more while _watch is set. Defining malloc
  * here interposes it for every library in the process (glibc's free takes
  * __libc_malloc's blocks). */
@@ -335,16 +419,8 @@ START_TEST(steps_allocate_nothing)
     teng_backend *bk = lh_backend();
     teng_net net;
     topt_sgd o;
-    topt_config c;
-    tmodel_spec s = tmodel_defaults(TMODEL_CIFAR_RESNET);
-    s.depth = 8;
-    teng_net_init(&net);
-    ck_assert_int_ge(tmodel_build(&net, &s), 0);
-    ck_assert_int_eq(teng_net_compile(&net, bk, 16), 0);
-    ck_assert_int_eq(tmodel_init(&net, 2), 0);
-    topt_config_defaults(&c);
-    c.lars = 1;
-    ck_assert_int_eq(topt_sgd_init(&o, &net, &c), 0);
+    topt_config c = {.lars = 1};
+    _resnet8_sgd(&net, bk, 28, 16, &o, &c);
     static float x[16 * 28 * 28];
     int32_t y[16];
     for (int i = 0; i < 16; i++)
@@ -429,6 +505,7 @@ int main(void)
     tcase_add_test(tc, reuse_is_invisible);
     tcase_add_test(tc, grads_from_caller);
     tcase_add_test(tc, set_batch_matches_fresh_compile);
+    tcase_add_test(tc, eval_is_batch_invariant);
     tcase_add_test(tc, steps_allocate_nothing);
 #endif
     suite_add_tcase(s, tc);

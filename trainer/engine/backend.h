@@ -11,7 +11,10 @@
  * backend needs to run on those pointers (oneDNN primitives and memory
  * objects, cuDNN descriptors); forward()/backward() then only launch work.
  * A batch change calls release(), plan() and bind() again on the same
- * arenas (sizes only shrink below the compiled max batch).
+ * arenas (sizes only shrink below the compiled max batch); the params keep
+ * the layout of the compile (their values stay in the arenas), which a
+ * backend whose layout choice depends on the batch keeps in
+ * net->bkfixed.
  *
  * A backend reaches the engine through the descriptor it exports
  * (teng_backend_desc); the registry above the engine

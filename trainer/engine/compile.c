@@ -515,6 +515,7 @@ void teng_net_free(teng_net *net)
             if (arenas[i])
                 bk->ops->free(bk, arenas[i]);
     }
+    free(net->bkfixed);
     free(net->dstep_h);
     free(net->acts_iv);
     free(net->poison_src);

@@ -102,6 +102,12 @@ struct teng_net {
     float *host_logits;
     teng_backend *bk;
     void *bkstate; /* backend's per-net state */
+    /* What the backend fixed at compile and a batch change must keep (the
+     * params' layouts: the params, grads and optimizer state arenas hold
+     * values in them); malloc()ed by the backend, free()d by
+     * teng_net_free. NULL: the backend's layouts never depend on the
+     * batch. */
+    void *bkfixed;
     double *prof;  /* if set: 2 * nl seconds, forward and backward
                     * per layer, accumulated (syncs every layer) */
     teng_grad_hook grad_hook;

@@ -29,6 +29,17 @@ static void _any_md(dnnl_memory_desc_t *md, int ndims, const int *dims)
     dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, dnnl_format_tag_any);
 }
 
+/* The weights layout a forward primitive is planned with: oneDNN's choice
+ * ("any") at compile; after it, the one the compile chose, kept in
+ * net->bkfixed, since the params arena holds the values in that layout and
+ * oneDNN picks another for some batches (an inner product of one row). */
+static dnnl_memory_desc_t _fwd_weights(const teng_net *net, int param,
+                                       const dnnl_memory_desc_t *any)
+{
+    const dnnl_memory_desc_t *fixed = net->bkfixed;
+    return net->compiled && fixed ? fixed[param] : *any;
+}
+
 static const dnnl_memory_desc_t *_q(dnnl_primitive_desc_t pd, dnnl_query_t w,
                                     int i)
 {
@@ -134,9 +145,10 @@ static int _plan_conv(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     _tdnnl_plain_md(&b, 1, &l->k);
     dnnl_convolution_desc_t cd;
     int rc;
+    dnnl_memory_desc_t fw = _fwd_weights(net, l->param0, &w);
     TDNNL_CHECK(bk, dnnl_convolution_forward_desc_init(
                         &cd, dnnl_forward_training, dnnl_convolution_direct,
-                        src, &w, l->bias ? &b : NULL, &dst, st, pl, pr));
+                        src, &fw, l->bias ? &b : NULL, &dst, st, pl, pr));
     if ((rc = _pd(bk, net, &d->pd[TDNNL_FWD], &cd, NULL, NULL)))
         return rc;
     dn->tmd[l->out] = *_q(d->pd[TDNNL_FWD], dnnl_query_dst_md, 0);
@@ -170,8 +182,9 @@ static int _plan_fc(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     _tdnnl_plain_md(&b, 1, &l->k);
     dnnl_inner_product_desc_t ipd;
     int rc;
+    dnnl_memory_desc_t fw = _fwd_weights(net, l->param0, &w);
     TDNNL_CHECK(bk, dnnl_inner_product_forward_desc_init(
-                        &ipd, dnnl_forward_training, src, &w,
+                        &ipd, dnnl_forward_training, src, &fw,
                         l->bias ? &b : NULL, &dst));
     if ((rc = _pd(bk, net, &d->pd[TDNNL_FWD], &ipd, NULL, NULL)))
         return rc;
@@ -364,6 +377,17 @@ static int _plan_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     }
 }
 
+/* At compile: the params' layouts, which every later plan keeps. */
+static int _keep_param_layouts(teng_backend *bk, teng_net *net, tdnnl_net *dn)
+{
+    size_t bytes = sizeof(*dn->pmd) * (size_t)(net->np + 1);
+    free(net->bkfixed);
+    if (!(net->bkfixed = malloc(bytes)))
+        return _ERR(bk, "out of memory");
+    memcpy(net->bkfixed, dn->pmd, bytes);
+    return TENG_OK;
+}
+
 int _tdnnl_plan(teng_backend *bk, teng_net *net, int batch)
 {
     (void)batch; /* the shapes already carry it */
@@ -391,7 +415,7 @@ int _tdnnl_plan(teng_backend *bk, teng_net *net, int batch)
         net->t[i].bytes = dnnl_memory_desc_get_size(&dn->tmd[i]);
     for (int i = 0; i < net->np; i++)
         net->p[i].bytes = dnnl_memory_desc_get_size(&dn->pmd[i]);
-    return TENG_OK;
+    return net->compiled ? TENG_OK : _keep_param_layouts(bk, net, dn);
 }
 
 /* ---- binding: memory objects and argument lists on arena pointers ---- */
