@@ -8,6 +8,7 @@
  *     or missing fields, a task of another plan, a duplicate, a cut line),
  *     each refused with an error naming the file and line;
  *   - the summary line of a recipe names why it leaves perfect scaling;
+ *   - a partial sweep: a batch with trials still to run is no miss yet;
  *   - a lower target read back from a task's evaluations (report --target). */
 #include <check.h>
 #include <math.h>
@@ -261,6 +262,30 @@ START_TEST(test_results_append)
 }
 END_TEST
 
+/* Result of task id of _p: reached in `steps` steps, or (0) a miss. */
+static tsweep_result _res(int id, long steps)
+{
+    const tsweep_task *t = &_p.task[id];
+    return (tsweep_result){.task = id,
+                           .batch = t->batch,
+                           .trial = t->trial,
+                           .lr = t->lr,
+                           .reached = steps > 0,
+                           .steps = steps ? steps : 99,
+                           .top1 = steps ? 80 : 70};
+}
+
+/* The table and summary lines of results r[0..n) of _p, into out. */
+static void _table(const tsweep_result *r, int n, tsweep_summary *sum,
+                   char *out, size_t size)
+{
+    tsweep_summarize(&_p, r, n, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, sum);
+    FILE *f = fmemopen(out, size - 1, "w");
+    ck_assert_ptr_nonnull(f);
+    tsweep_print_table(&_p, sum, f);
+    fclose(f);
+}
+
 /* The summary lines name why a recipe leaves perfect scaling: a batch
  * over 1.25x the perfect steps, or one that missed the target. */
 START_TEST(test_summary_lines)
@@ -268,32 +293,52 @@ START_TEST(test_summary_lines)
     /* trial 0 of each (batch, recipe): sgd 1000, 500, 400 steps (400 is
      * 1.6x the perfect 250); lars 1000, 500, then not reached at 128 */
     static const long steps[2][3] = {{1000, 500, 400}, {1000, 500, 0}};
-    tsweep_result r[6];
+    tsweep_result r[8];
     tsweep_summary sum;
     char out[4096] = "";
     _plan(&_p);
     for (int b = 0; b < 3; b++)
-        for (int c = 0; c < 2; c++) {
-            int id = b * 6 + c * 3;
-            r[b * 2 + c] =
-                (tsweep_result){.task = id,
-                                .batch = _p.task[id].batch,
-                                .lr = _p.task[id].lr,
-                                .reached = steps[c][b] > 0,
-                                .steps = steps[c][b] ? steps[c][b] : 99,
-                                .top1 = 80};
-        }
-    tsweep_summarize(&_p, r, 6, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &sum);
-    FILE *f = fmemopen(out, sizeof(out) - 1, "w");
-    ck_assert_ptr_nonnull(f);
-    tsweep_print_table(&_p, &sum, f);
-    fclose(f);
+        for (int c = 0; c < 2; c++)
+            r[b * 2 + c] = _res(b * 6 + c * 3, steps[c][b]);
+    /* lars's other two trials at 128 miss too (one alone is no miss yet) */
+    r[6] = _res(16, 0);
+    r[7] = _res(17, 0);
+    _table(r, 8, &sum, out, sizeof(out));
     ck_assert_ptr_nonnull(strstr(out,
                                  "sgd: perfect scaling from batch 32 up to "
                                  "batch 64 (batch 128 takes more than 1.25x"));
     ck_assert_ptr_nonnull(strstr(out,
                                  "lars: perfect scaling from batch 32 up to "
                                  "batch 64 (batch 128 missed the target"));
+}
+END_TEST
+
+/* A partial sweep (the middle LR trials first): a batch whose finished
+ * trials all missed while others are still to run is pending, no miss;
+ * once all its trials missed it is one. */
+START_TEST(test_partial)
+{
+    /* recipe sgd, trial 1: 1000 steps at 32, a miss at 64, 300 at 128 */
+    tsweep_result r[5];
+    tsweep_summary sum;
+    char out[4096] = "";
+    _plan(&_p);
+    r[0] = _res(1, 1000);
+    r[1] = _res(7, 0);
+    r[2] = _res(13, 300);
+    _table(r, 3, &sum, out, sizeof(out));
+    ck_assert_ptr_nonnull(strstr(out, "sgd               64   1/3   "
+                                      "          -   pending"));
+    ck_assert_ptr_nonnull(strstr(out, "sgd: perfect scaling from batch 32 up "
+                                      "to batch 128 (the largest batch"));
+    /* trials 0 and 2 at 64 miss too: now batch 64 missed */
+    r[3] = _res(6, 0);
+    r[4] = _res(8, 0);
+    _table(r, 5, &sum, out, sizeof(out));
+    ck_assert_ptr_nonnull(strstr(out, "sgd               64   3/3   "
+                                      "          -   not hit"));
+    ck_assert_int_eq(sum.reg[0].leave, 1);
+    ck_assert_int_eq(sum.reg[0].stop, 0);
 }
 END_TEST
 
@@ -351,6 +396,7 @@ int main(void)
     tcase_add_test(tc, test_results_hostile);
     tcase_add_test(tc, test_results_append);
     tcase_add_test(tc, test_summary_lines);
+    tcase_add_test(tc, test_partial);
     tcase_add_test(tc, test_task_at);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

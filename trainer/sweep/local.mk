@@ -32,4 +32,4 @@ EXTRA_DIST += tests/integration/sweep_report.sh
 TESTS += tests/integration/sweep_cluster.sh
 EXTRA_DIST += tests/integration/sweep_cluster.sh \
 	tests/bench/sweep/README.md tests/bench/sweep/run.sh \
-	tests/bench/sweep/fmnist_subset.sh
+	tests/bench/sweep/fmnist_subset.sh tests/bench/sweep/resnet.sh

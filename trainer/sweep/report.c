@@ -24,16 +24,27 @@ static int _bindex(const tsweep_plan *p, int batch)
     return -1;
 }
 
-/* The regimes of recipe c over the batches that have a finished trial: a
- * batch still pending is no point of the curve, one whose trials all
- * missed the target is (the steps 0). Indices map back to p->batch. */
+/* 1 when point k (recipe, batch) is a point of the curve: a trial reached
+ * the target (its steps are the best so far), or all its trials finished
+ * without (a miss). While some trials are still to run and none of the
+ * finished ones reached the target, the point is pending: a partial sweep
+ * that runs the middle LR first must not call a batch missed whose lower
+ * LR is still to come. */
+static int _decided(const tsweep_plan *p, const tsweep_summary *s, int k)
+{
+    return s->steps[k] > 0 || s->finished[k] >= p->trials;
+}
+
+/* The regimes of recipe c over its decided batches: a pending batch is no
+ * point of the curve, one whose trials all missed the target is (the
+ * steps 0). Indices map back to p->batch. */
 static void _regimes(const tsweep_plan *p, tsweep_summary *s, int c, double tol,
                      double gain_min)
 {
     int batch[TSWEEP_MAX_BATCHES], at[TSWEEP_MAX_BATCHES], n = 0;
     double steps[TSWEEP_MAX_BATCHES];
     for (int b = 0; b < p->nbatches; b++)
-        if (s->finished[c * p->nbatches + b]) {
+        if (_decided(p, s, c * p->nbatches + b)) {
             batch[n] = p->batch[b];
             steps[n] = s->steps[c * p->nbatches + b];
             at[n++] = b;
@@ -64,21 +75,21 @@ void tsweep_summarize(const tsweep_plan *p, const tsweep_result *r, int n,
         _regimes(p, s, c, tol, gain_min);
 }
 
-static const char *_regime(const tsweep_regimes *g, int b, int finished)
+static const char *_regime(const tsweep_regimes *g, int b, int decided)
 {
-    if (g->ref < 0 || b < g->ref || !finished)
+    if (g->ref < 0 || b < g->ref || !decided)
         return "-";
     if (g->stop >= 0 && b > g->stop)
         return "maximal";
     return b <= g->last_perfect ? "perfect" : "diminishing";
 }
 
-/* The largest batch of recipe c with a finished trial. */
+/* The largest decided batch of recipe c. */
 static int _last_done(const tsweep_plan *p, const tsweep_summary *s, int c)
 {
     int last = 0;
     for (int b = 0; b < p->nbatches; b++)
-        if (s->finished[c * p->nbatches + b])
+        if (_decided(p, s, c * p->nbatches + b))
             last = b;
     return last;
 }
@@ -118,14 +129,14 @@ void tsweep_print_table(const tsweep_plan *p, const tsweep_summary *s, FILE *f)
     for (int c = 0; c < p->nrecipes; c++) {
         const tsweep_regimes *g = &s->reg[c];
         for (int b = 0; b < p->nbatches; b++) {
-            int k = c * p->nbatches + b;
+            int k = c * p->nbatches + b, d = _decided(p, s, k);
             const tsweep_result *x = s->best[k];
             fprintf(f, "%-12s %7d %3d/%-3d", p->recipe[c].name, p->batch[b],
                     s->finished[k], p->trials);
             if (!x) {
                 fprintf(f, " %11s %9s %9s %6s %9s %7s  %s\n", "-",
-                        s->finished[k] ? "not hit" : "pending", "-", "-", "-",
-                        "-", _regime(g, b, s->finished[k]));
+                        d ? "not hit" : "pending", "-", "-", "-", "-",
+                        _regime(g, b, d));
                 continue;
             }
             double perfect = s->steps[c * p->nbatches + g->ref] *
@@ -133,7 +144,7 @@ void tsweep_print_table(const tsweep_plan *p, const tsweep_summary *s, FILE *f)
             fprintf(f, " %11.5g %9ld %9.0f %6.2f %9.1f %7.2f  %s\n",
                     x->lr * p->batch[b] / p->ref_batch, x->steps, perfect,
                     x->steps / perfect, x->time, x->top1,
-                    _regime(g, b, s->finished[k]));
+                    _regime(g, b, d));
         }
     }
     fprintf(f,
@@ -144,10 +155,10 @@ void tsweep_print_table(const tsweep_plan *p, const tsweep_summary *s, FILE *f)
         _recipe_line(p, s, c, f);
 }
 
-/* 1 when point k has finished trials and none reached the target. */
-static int _missed(const tsweep_summary *s, int k)
+/* 1 when all trials of point k finished and none reached the target. */
+static int _missed(const tsweep_plan *p, const tsweep_summary *s, int k)
 {
-    return s->finished[k] && !(s->steps[k] > 0);
+    return _decided(p, s, k) && !(s->steps[k] > 0);
 }
 
 /* Writes the data files of recipe c into dir: its curve (c), its perfect
@@ -171,7 +182,7 @@ static int _plot_data(const tsweep_plan *p, const tsweep_summary *s, int c,
                        : k == 1 ? b >= g->ref
                        : k == 2 ? b == g->leave && st[b] > 0
                        : k == 3 ? b == g->stop
-                                : _missed(s, c * p->nbatches + b);
+                                : _missed(p, s, c * p->nbatches + b);
             if (show)
                 fprintf(f, "%d %.17g\n", p->batch[b],
                         k == 1   ? perfect
@@ -225,7 +236,7 @@ static void _plot_recipe(const tsweep_plan *p, const tsweep_summary *s, int c,
                 dir, c, c + 1, n);
     int missed = 0;
     for (int b = 0; b < p->nbatches; b++)
-        missed |= _missed(s, c * p->nbatches + b);
+        missed |= _missed(p, s, c * p->nbatches + b);
     if (missed)
         fprintf(f,
                 ", '%s/m%d' w points lc %d pt 2 ps 2 lw 2 t '%s: missed the "
