@@ -78,7 +78,9 @@ typedef struct tdata_api_loader tdata_api_loader;
 /* Create the loader on SET (which must outlive it) and start it at
  * (o->epoch, o->sample_offset of this rank's slice). A sample that fails
  * its CRC or decode is reported on stderr as torus-train reports it
- * ("tdata: bad sample ...; skipped") and left out of its batch. */
+ * ("tdata: bad sample ...; skipped") and left out of its batch. An epoch
+ * past 2^63 - 1 (a negative one passed as unsigned) or an offset past the
+ * epoch is refused: TDATA_EINVAL, the message in tdata_api_errmsg(). */
 int tdata_api_loader_new(tdata_api_set *set, const tdata_api_opts *o,
                          tdata_api_loader **out);
 /* The next batch, valid until the following call: 0; 1 at the end of an

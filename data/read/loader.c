@@ -65,9 +65,11 @@ struct tdata_loader {
     uint64_t slice_begin, slice_len, spe;
     uint64_t epoch0, step0;
     uint64_t limit; /* batches to produce (eval); UINT64_MAX train */
-    /* Epoch permutations, two cached (the stream can straddle an epoch). */
+    /* Epoch permutations, two cached (the stream can straddle an epoch);
+     * perm_ok says which hold one (every epoch value is a valid key). */
     uint64_t perm_epoch[2];
     uint64_t *perm[2];
+    int perm_ok[2];
     _slot *slots;
     int depth;
     pthread_mutex_t mu;
@@ -255,7 +257,6 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
     pthread_cond_init(&l->cv_io, NULL);
     pthread_cond_init(&l->cv_dec, NULL);
     pthread_cond_init(&l->cv_ready, NULL);
-    l->perm_epoch[0] = l->perm_epoch[1] = UINT64_MAX;
     rc = _alloc_slots(l);
     if (rc == TDATA_OK)
         rc = _slice(l);
@@ -299,11 +300,14 @@ static int _batch_ids(tdata_loader *l, uint64_t seq, _slot *sl)
             sl->ids[i] = l->slice_begin + first + i;
         return TDATA_OK;
     }
-    int k = l->perm_epoch[0] == epoch ? 0 : l->perm_epoch[1] == epoch ? 1 : -1;
+    int k = l->perm_ok[0] && l->perm_epoch[0] == epoch   ? 0
+            : l->perm_ok[1] && l->perm_epoch[1] == epoch ? 1
+                                                         : -1;
     if (k < 0) {
-        /* Epochs advance monotonically: replace the older entry. */
-        k = l->perm_epoch[0] == UINT64_MAX        ? 0
-            : l->perm_epoch[1] == UINT64_MAX      ? 1
+        /* Epochs advance monotonically: fill an empty entry, else replace
+         * the older one. */
+        k = !l->perm_ok[0]                        ? 0
+            : !l->perm_ok[1]                      ? 1
             : l->perm_epoch[0] < l->perm_epoch[1] ? 0
                                                   : 1;
         if (!l->perm[k])
@@ -312,6 +316,7 @@ static int _batch_ids(tdata_loader *l, uint64_t seq, _slot *sl)
             return TORUS_FAIL(TDATA_ENOMEM, "no memory for the permutation");
         tdata_perm(l->o.seed, epoch, l->n_all, l->perm[k]);
         l->perm_epoch[k] = epoch;
+        l->perm_ok[k] = 1;
     }
     for (uint64_t i = 0; i < n; i++)
         sl->ids[i] = l->perm[k][l->slice_begin + first + i];
@@ -736,6 +741,12 @@ static int _start_threads(tdata_loader *l)
 int tdata_loader_start(tdata_loader *l, uint64_t epoch, uint64_t sample_offset)
 {
     _stop(l);
+    if (epoch > TDATA_EPOCH_MAX)
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "epoch %llu is out of range 0..%llu (a negative "
+                          "epoch?)",
+                          (unsigned long long)epoch,
+                          (unsigned long long)TDATA_EPOCH_MAX);
     uint64_t step = sample_offset / (uint64_t)l->o.batch_size;
     if (step >= l->spe)
         return TORUS_FAIL(TDATA_EINVAL,

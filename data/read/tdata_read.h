@@ -140,8 +140,12 @@ typedef struct tdata_loader_stats {
 
 int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
                         tdata_loader **out);
+/* The largest epoch a stream starts at: a caller's signed epoch of -1
+ * (as an unsigned 2^64 - 1) is refused, not wrapped. */
+#define TDATA_EPOCH_MAX ((uint64_t)INT64_MAX)
 /* Position the stream at (epoch, first sample of this rank's slice), e.g.
- * to resume; step = sample_offset / batch_size. Starts the workers. */
+ * to resume; step = sample_offset / batch_size. Starts the workers.
+ * TDATA_EINVAL: epoch > TDATA_EPOCH_MAX, or the offset past the epoch. */
 int tdata_loader_start(tdata_loader *l, uint64_t epoch, uint64_t sample_offset);
 /* Next batch; it stays valid until the following call. Returns NULL at the
  * end of an epoch in eval mode (train mode rolls over to the next epoch),

@@ -15,6 +15,7 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
+#include "common/torus_error.h"
 #include "data/pack/pack.h"
 #include "data/read/read.h"
 #include "data/read/tdata_norm.h"
@@ -223,6 +224,44 @@ START_TEST(test_resume_replays)
     ck_assert_int_eq(tdata_loader_start(l, 0, 0), 0);
     int err;
     ck_assert_uint_eq(_batch_crc(tdata_loader_next(l, &err), sb), crc[0]);
+    tdata_loader_destroy(l);
+    tdata_dataset_close(ds);
+}
+END_TEST
+
+/* Epochs: 2^64 - 1 (a caller's -1 as unsigned) once matched the "no
+ * permutation cached" marker and crashed an I/O thread; now it is refused
+ * with an error naming it, and every epoch up to TDATA_EPOCH_MAX,
+ * the largest included, streams permuted batches, across the epoch change. */
+START_TEST(test_epoch_range)
+{
+    tdata_dataset *ds = _open();
+    tdata_loader_opts o;
+    tdata_loader_opts_default(&o);
+    o.batch_size = 20;
+    o.out_h = o.out_w = 16;
+    tdata_loader *l = _loader(ds, &o);
+    ck_assert_int_eq(tdata_loader_start(l, UINT64_MAX, 0), TDATA_EINVAL);
+    ck_assert_ptr_nonnull(
+        strstr(torus_error_msg(), "epoch 18446744073709551615"));
+    ck_assert_int_eq(tdata_loader_start(l, TDATA_EPOCH_MAX + 1, 0),
+                     TDATA_EINVAL);
+    int err;
+    ck_assert_ptr_null(tdata_loader_next(l, &err));
+    ck_assert_int_eq(err, TDATA_EINVAL); /* not started */
+    uint64_t last = TDATA_EPOCH_MAX;
+    ck_assert_int_eq(tdata_loader_start(l, last, 20), 0);
+    uint64_t perm[NIMG];
+    tdata_perm(o.seed, last, NIMG, perm);
+    for (int s = 1; s < 5; s++) { /* steps 1, 2 of `last`, then 0, 1 */
+        const tdata_batch *b = tdata_loader_next(l, &err);
+        ck_assert_msg(b != NULL, "step %d: %s", s, torus_error_msg());
+        ck_assert_uint_eq(b->epoch, s < 3 ? last : last + 1);
+        ck_assert_uint_eq(b->step, (uint64_t)s % 3);
+        if (s < 3)
+            for (int i = 0; i < b->n; i++)
+                ck_assert_uint_eq(b->ids[i], perm[20 * s + i]);
+    }
     tdata_loader_destroy(l);
     tdata_dataset_close(ds);
 }
@@ -625,6 +664,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_ranks_cover_epoch_and_epochs_differ);
     tcase_add_test(tc, test_resume_replays);
+    tcase_add_test(tc, test_epoch_range);
     tcase_add_test(tc, test_eval_pixels_layouts_dtypes);
     tcase_add_test(tc, test_prefetch_ahead);
     tcase_add_test(tc, test_bad_samples_skipped_and_bounded);
