@@ -30,6 +30,10 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/backends/cuda/tcuda.h \
 	trainer/backends/cuda/tcuda_fastpath.h \
 	trainer/backends/cuda/fastpath.c \
+	trainer/backends/cuda/cuda_fuse.h \
+	trainer/backends/cuda/cuda_fuse.c \
+	trainer/backends/cuda/tcuda_plan.h \
+	trainer/backends/cuda/cuda_plan.c \
 	trainer/backends/registry.c \
 	trainer/models/tmodel.h \
 	trainer/models/registry.c \
@@ -95,6 +99,7 @@ TCUDA_C = \
 	trainer/backends/cuda/cuda_backend.c \
 	trainer/backends/cuda/cuda_layers.c \
 	trainer/backends/cuda/cuda_exec.c \
+	trainer/backends/cuda/cuda_bn.c \
 	trainer/backends/cuda/cuda_input.c \
 	trainer/backends/cuda/cuda_graph.c \
 	trainer/backends/cuda/cuda_module.c
@@ -108,13 +113,15 @@ TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/teng.h \
 	trainer/engine/elem_math.h trainer/engine/step_math.h common/torus_error.h \
 	data/read/tdata_norm.h
 # The backend's plain-C parts (the optimizer's chunk plan, the algorithm
-# cache, the fusion rules): built everywhere, so their unit tests run
-# without CUDA.
+# cache): built everywhere, so their unit tests run without CUDA. The BN
+# plan and the fusion rules (cuda_fuse.c) and the plan report
+# (cuda_plan.c) are in libtorustrain instead: torus-train --dry-run
+# prints the plan with no CUDA library, and the module takes them from
+# the program that loads it, as it takes the engine.
 noinst_LTLIBRARIES += trainer/backends/cuda/libtcuda_host.la
 trainer_backends_cuda_libtcuda_host_la_SOURCES = \
 	trainer/backends/cuda/chunk_plan.c \
-	trainer/backends/cuda/cuda_algo.h trainer/backends/cuda/cuda_algo.c \
-	trainer/backends/cuda/cuda_fuse.h trainer/backends/cuda/cuda_fuse.c
+	trainer/backends/cuda/cuda_algo.h trainer/backends/cuda/cuda_algo.c
 noinst_HEADERS += $(TCUDA_KHDR) trainer/backends/cuda/tcuda.h
 EXTRA_DIST += $(TCUDA_CU)
 if HAVE_CUDNN
@@ -148,6 +155,9 @@ endif
 # loads into torus-train and names what is missing.
 TESTS += tests/integration/cuda_module.sh
 EXTRA_DIST += tests/integration/cuda_module.sh
+# torus-train --dry-run prints the cuda backend's plan with no GPU.
+TESTS += tests/integration/cuda_plan.sh
+EXTRA_DIST += tests/integration/cuda_plan.sh
 
 # torus-train: the training program (one process, or ranks bootstrapped
 # by PMIx exchanging gradients through libtcomm; data from libtdata).

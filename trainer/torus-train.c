@@ -272,6 +272,8 @@ static int _open_data(_run *r)
         return _usage_error(rc);
     if (cfg->dry_run) {
         ttrain_print_plan(cfg, stdout);
+        if (ttrain_report_cuda_plan(cfg, stdout))
+            return _fail("--dry-run", torus_error_msg());
         return TTRAIN_EXIT_OK;
     }
     for (int i = 0; i < cfg->sched.nstages; i++)

@@ -21,6 +21,7 @@
 #include "trainer/backends/cuda/cuda_layout.h"
 #include "trainer/backends/cuda/cuda_math.h"
 #include "trainer/backends/cuda/tcuda_fastpath.h"
+#include "trainer/backends/cuda/tcuda_plan.h"
 #include "trainer/engine/host_kernels.h"
 #include "trainer/engine/rng.h"
 #include "trainer/models/tmodel.h"
@@ -256,6 +257,141 @@ START_TEST(fusion_on_models)
 }
 END_TEST
 
+/* ---- every BN's call (tcuda_bn_plan) and the plan report ---- */
+
+/* A model's BN modes under the switches: counts per mode in n[0..4]
+ * (tcuda_bn_mode); checks that each mode fits its layer: BN_ACTIVATION
+ * only on a BN with its ReLU, ops BN only on one without, the add-fused
+ * BNs exactly tcuda_fuse_plan's. */
+static void _bn_modes(tmodel_kind kind, int half, int bn_ex, int fuse,
+                      int n[5])
+{
+    teng_net net;
+    tmodel_spec spec = tmodel_defaults(kind);
+    tcuda_switches sw = {.half_nhwc = half, .bn_ex = bn_ex, .fuse = fuse};
+    ck_assert_int_eq(teng_net_init(&net), 0);
+    ck_assert_int_ge(tmodel_build(&net, &spec), 0);
+    int *bn_of = malloc(sizeof(int) * (size_t)net.nl);
+    unsigned char *def = malloc((size_t)net.nl), *mode = malloc((size_t)net.nl);
+    int nex = tcuda_bn_plan(&net, &sw, bn_of, def, mode);
+    memset(n, 0, 5 * sizeof(int));
+    for (int i = 0; i < net.nl; i++) {
+        const teng_layer *l = &net.l[i];
+        n[mode[i]]++;
+        ck_assert_int_eq(l->kind == TENG_L_BN, mode[i] != TCUDA_BN_NONE);
+        ck_assert_int_eq(def[i], mode[i] == TCUDA_BN_EX_ADD_ACT);
+        if (mode[i] == TCUDA_BN_EX_ACT)
+            ck_assert(l->relu);
+        if (mode[i] == TCUDA_BN_EX || mode[i] == TCUDA_BN_EX_ADD_ACT)
+            ck_assert(!l->relu);
+    }
+    ck_assert_int_eq(nex, n[TCUDA_BN_EX] + n[TCUDA_BN_EX_ACT] +
+                              n[TCUDA_BN_EX_ADD_ACT]);
+    free(bn_of);
+    free(def);
+    free(mode);
+    teng_net_free(&net);
+}
+
+#define _MODES(kind, half, ex, fuse, legacy, bn, act, add)   \
+    do {                                                     \
+        int n_[5];                                           \
+        _bn_modes(kind, half, ex, fuse, n_);                 \
+        ck_assert_int_eq(n_[TCUDA_BN_LEGACY], legacy);       \
+        ck_assert_int_eq(n_[TCUDA_BN_EX], bn);               \
+        ck_assert_int_eq(n_[TCUDA_BN_EX_ACT], act);          \
+        ck_assert_int_eq(n_[TCUDA_BN_EX_ADD_ACT], add);      \
+    } while (0)
+
+START_TEST(bn_plan_on_models)
+{
+    /* ResNet-50: 16 block ends with the add, 33 with their ReLU (two per
+     * block and the stem), 4 projection shortcuts plain; none legacy. */
+    _MODES(TMODEL_RESNET50, 1, 1, 1, 0, 4, 33, 16);
+    _MODES(TMODEL_RESNET50, 1, 0, 1, 37, 0, 0, 16); /* TCUDA_BN_EX=0 */
+    _MODES(TMODEL_RESNET50, 1, 1, 0, 0, 20, 33, 0); /* TCUDA_FUSE=0 */
+    _MODES(TMODEL_RESNET50, 0, 1, 1, 53, 0, 0, 0);  /* FP32 NCHW */
+    _MODES(TMODEL_RESNET18, 1, 1, 1, 0, 3, 9, 8);
+    _MODES(TMODEL_RESNET18, 1, 0, 1, 12, 0, 0, 8);
+    _MODES(TMODEL_CIFAR_RESNET, 1, 1, 1, 0, 2, 10, 9); /* depth 20 */
+    _MODES(TMODEL_ALEXNET_BN, 1, 1, 1, 0, 1, 5, 0);
+    _MODES(TMODEL_ALEXNET_BN, 1, 0, 1, 6, 0, 0, 0);
+    _MODES(TMODEL_TINY_CNN, 1, 1, 1, 0, 0, 0, 0); /* no BN */
+}
+END_TEST
+
+/* x -> conv(c) -> bn(relu): Ex only with channels a multiple of 4. */
+START_TEST(bn_plan_channels)
+{
+    for (int c = 3; c <= 8; c++) {
+        teng_net net;
+        ck_assert_int_eq(teng_net_init(&net), 0);
+        int x = teng_add_input(&net, 3, 6, 6);
+        int y = teng_add_conv(&net, "conv", x, c, 3, 1, 1, 0);
+        ck_assert_int_ge(teng_add_bn(&net, "bn", y, 1, 0), 0);
+        tcuda_switches sw = {.half_nhwc = 1, .bn_ex = 1, .fuse = 1};
+        int bn_of[4];
+        unsigned char def[4], mode[4];
+        ck_assert_int_le(net.nl, 4);
+        ck_assert_int_eq(tcuda_bn_plan(&net, &sw, bn_of, def, mode),
+                         c % 4 == 0);
+        ck_assert_int_eq(mode[2],
+                         c % 4 ? TCUDA_BN_LEGACY : TCUDA_BN_EX_ACT);
+        teng_net_free(&net);
+    }
+}
+END_TEST
+
+/* The report's totals for a model under the environment's switches. */
+static tcuda_plan_totals _report(tmodel_kind kind, int half)
+{
+    teng_net net;
+    tmodel_spec spec = tmodel_defaults(kind);
+    tcuda_plan_in in = {.half_nhwc = half, .conv = TCUDA_ALGO_HEURISTIC};
+    tcuda_plan_totals t;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(teng_net_init(&net), 0);
+    ck_assert_int_ge(tmodel_build(&net, &spec), 0);
+    ck_assert_int_eq(tcuda_plan_report(&net, &in, f, &t), 0);
+    fclose(f);
+    char want[128];
+    snprintf(want, sizeof want,
+             "BN fused %d/%d, separate activation passes %d;", t.bn_ex, t.bn,
+             t.separate);
+    ck_assert_msg(strstr(text, want), "no '%s' in:\n%s", want, text);
+    free(text);
+    teng_net_free(&net);
+    return t;
+}
+
+START_TEST(plan_report_totals)
+{
+    unsetenv("TCUDA_BN_EX");
+    unsetenv("TCUDA_FUSE");
+    tcuda_plan_totals t = _report(TMODEL_RESNET50, 1);
+    ck_assert_int_eq(t.bn, 53);
+    ck_assert_int_eq(t.bn_ex, 53);
+    ck_assert_int_eq(t.separate, 0);
+    ck_assert_int_eq(t.conv, 53);
+    t = _report(TMODEL_RESNET18, 1);
+    ck_assert_int_eq(t.bn_ex, 20);
+    ck_assert_int_eq(t.bn, 20);
+    ck_assert_int_eq(t.separate, 0);
+    /* The legacy path: the add-fused BNs stay, every BN+ReLU pays. */
+    setenv("TCUDA_BN_EX", "0", 1);
+    t = _report(TMODEL_RESNET50, 1);
+    ck_assert_int_eq(t.bn_ex, 16);
+    ck_assert_int_eq(t.separate, 33);
+    unsetenv("TCUDA_BN_EX");
+    t = _report(TMODEL_RESNET50, 0); /* FP32 NCHW: all legacy */
+    ck_assert_int_eq(t.bn_ex, 0);
+    ck_assert_int_eq(t.separate, 33);
+}
+END_TEST
+
 /* x -> conv -> bn(relu?) -> add(relu?) with the conv's input, and the
  * fusion count; extra: a second reader of the BN output. */
 static int _chain(int c, int bn_relu, int add_relu, int extra)
@@ -486,6 +622,9 @@ int main(void)
     tcase_add_test(tc, fused_backward_plan);
     tcase_add_test(tc, graph_step_count);
     tcase_add_test(tc, fastpath_line);
+    tcase_add_test(tc, bn_plan_on_models);
+    tcase_add_test(tc, bn_plan_channels);
+    tcase_add_test(tc, plan_report_totals);
     suite_add_tcase(s, tc);
     return lh_run(s);
 }

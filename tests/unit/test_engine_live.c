@@ -37,7 +37,8 @@
 
 typedef struct {
     int half;
-    unsigned char *deferred; /* tcuda_fuse_plan's, per layer */
+    unsigned char *deferred; /* tcuda_bn_plan's, per layer */
+    unsigned char *mode;     /* each BN's (tcuda_bn_mode) */
 } _standin;
 
 static void *_si_alloc(teng_backend *bk, size_t n)
@@ -65,17 +66,20 @@ static int _si_nop(teng_backend *bk)
     return TENG_OK;
 }
 
-/* cuda_layers.c's _plan_layer and _plan_sizes, less the cuDNN calls; a
- * fused BN's reserve space (cuDNN's size) is taken as a bit per element. */
+/* cuda_layers.c's _plan_layer and _plan_sizes, less the cuDNN calls; an
+ * Ex BN's reserve space (cuDNN's size) is taken as a bit per element. */
 static int _si_plan(teng_backend *bk, teng_net *net, int batch)
 {
     _standin *s = bk->impl;
     size_t esz = s->half ? 2 : 4;
     int *bn_of = malloc(sizeof(int) * (size_t)net->nl);
+    tcuda_switches sw = {.half_nhwc = s->half, .bn_ex = 1, .fuse = 1};
     free(s->deferred);
+    free(s->mode);
     s->deferred = malloc((size_t)net->nl);
-    ck_assert(bn_of && s->deferred);
-    tcuda_fuse_plan(net, s->half, bn_of, s->deferred);
+    s->mode = malloc((size_t)net->nl);
+    ck_assert(bn_of && s->deferred && s->mode);
+    tcuda_bn_plan(net, &sw, bn_of, s->deferred, s->mode);
     free(bn_of);
     (void)batch;
     for (int i = 0; i < net->nt; i++)
@@ -90,7 +94,8 @@ static int _si_plan(teng_backend *bk, teng_net *net, int batch)
         l->ws_bytes = 0;
         if (l->kind == TENG_L_BN)
             l->ws_bytes = 2 * _ALIGN256(sizeof(float) * (size_t)sh.c) +
-                          (s->deferred[i] ? _ALIGN256(in / 8 + 1) : 0);
+                          (tcuda_bn_is_ex(s->mode[i]) ? _ALIGN256(in / 8 + 1)
+                                                      : 0);
         else if (l->kind == TENG_L_DROPOUT)
             l->ws_bytes = _ALIGN256(in);
         else if (l->kind == TENG_L_XENT)
@@ -160,7 +165,7 @@ static void _check_late(const teng_net *net, int li, const char *what)
 
 static void _standin_case(tmodel_spec s, int half, int batch)
 {
-    _standin st = {half, NULL};
+    _standin st = {half, NULL, NULL};
     teng_backend bk = {.ops = &_si_ops, .impl = &st};
     teng_net net;
     char what[96];
@@ -178,6 +183,7 @@ static void _standin_case(tmodel_spec s, int half, int batch)
             _check_late(&net, li, what);
     teng_net_free(&net);
     free(st.deferred);
+    free(st.mode);
 }
 
 START_TEST(cuda_plan_late_reads)

@@ -173,7 +173,9 @@ static const _opt _opts[] = {
      "steps in a row whose summed gradients hold inf/nan that are skipped "
      "(no update) before the run stops as diverged [3]"},
     {"dry-run", _FLAG, _S(dry_run), NULL,
-     "print the resolved configuration and schedule, then exit"},
+     "print the resolved configuration and schedule, then exit; with a "
+     "cuda backend also the plan it would run (each BN's cuDNN call and "
+     "fused ops, how convolution algorithms are chosen), no GPU needed"},
     {"verbose", _FLAG, _S(verbose), NULL,
      "print the network and backend details"},
     {"config", _SPECIAL, 0, 0, "FILE",
@@ -813,6 +815,14 @@ static void _usage_tail(FILE *f)
         "    backward and NCCL exchange as calls (by default they are\n"
         "    recorded once as a CUDA graph and replayed; the start-up line\n"
         "    says whether graphs are on, and why not).\n"
+        "    TCUDA_BN_EX=0: in cuda-fp16, run BatchNorm through cuDNN's\n"
+        "    legacy calls, a ReLU after it as separate passes (by default\n"
+        "    every BN runs cuDNN's Ex calls with the ReLU, or the residual\n"
+        "    add and ReLU, inside; --dry-run shows the plan).\n"
+        "    TCUDA_FUSE=0: in cuda-fp16, run a block's last BN, residual add\n"
+        "    and ReLU as separate calls (by default one Ex call).\n"
+        "    The summary of a cuda run ends with one \"fastpath:\" line\n"
+        "    counting what the fast paths did (graphs, BN calls).\n"
         "    TCUDA_DSTEP=0: on a cuda backend, decide skips and the loss\n"
         "    scale on the host after every step (waiting for the device).\n"
         "    By default the device decides them and runs the update (LARS\n"

@@ -1,7 +1,10 @@
 /* train/report.c: torus-train's banner and summary (see ttrain_report.h). */
 #include <inttypes.h>
+#include <string.h>
 #include <sys/resource.h>
 
+#include "common/torus_error.h"
+#include "trainer/backends/cuda/tcuda_plan.h"
 #include "trainer/backends/tbackends.h"
 #include "trainer/models/tmodel.h"
 #include "trainer/train/ttrain_report.h"
@@ -114,4 +117,22 @@ void ttrain_report_summary(const ttrain_report *rp, const ttrain_tally *t,
     if (t->target_left)
         fprintf(f, "target top-1 %.2f%% not reached by global step %ld\n",
                 rp->cfg->target_top1, t->gstep);
+}
+
+int ttrain_report_cuda_plan(const ttrain_config *cfg, FILE *f)
+{
+    const char *b = cfg->backend;
+    int half = !strcmp(b, "cuda-fp16");
+    if (!half && strcmp(b, "cuda") && strcmp(b, "gpu"))
+        return 0;
+    teng_net *net = NULL;
+    tcuda_plan_in in = {.half_nhwc = half, .conv = TCUDA_ALGO_HEURISTIC};
+    tcuda_plan_totals tot;
+    int rc = teng_net_create(&net);
+    if (!rc && tmodel_build(net, &cfg->model) < 0)
+        rc = TENG_EINVAL;
+    if (!rc)
+        rc = tcuda_plan_report(net, &in, f, &tot);
+    teng_net_destroy(net);
+    return rc ? torus_error_prefix(rc, "the cuda plan") : 0;
 }

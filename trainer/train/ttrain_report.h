@@ -62,4 +62,11 @@ void ttrain_report_done(ttrain_report *rp, const ttrain_tally *t, FILE *f);
 void ttrain_report_summary(const ttrain_report *rp, const ttrain_tally *t,
                            FILE *f);
 
+/* --dry-run with a cuda backend (cuda, gpu, cuda-fp16): the plan the cuda
+ * backend would run for cfg's model, with no GPU (tcuda_plan.h): per
+ * layer each BN's call and fused ops and how each convolution's
+ * algorithms are chosen, then the total line. Nothing for another
+ * backend. 0, or an error code after TORUS_FAIL. */
+int ttrain_report_cuda_plan(const ttrain_config *cfg, FILE *f);
+
 #endif

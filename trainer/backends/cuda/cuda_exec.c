@@ -2,7 +2,8 @@
  * backward of every layer and the gradient fan-in sums, on the
  * descriptors and algorithms cuda_layers.c planned. Everything is queued
  * on the backend's stream, with no host wait (a step graph records these
- * calls); the loss is read later (cuda_graph.c).
+ * calls); the loss is read later (cuda_graph.c). BatchNorm's calls,
+ * legacy and Ex, are cuda_bn.c's.
  *
  * FC in cuBLAS's column-major terms: x (n x C row-major) is X, C x n;
  * W (k x C, OI) is Wc, C x k; y (n x k) is Y, k x n. Forward Y = Wc^T X,
@@ -11,7 +12,6 @@
 #include <string.h>
 
 #include "common/torus_error.h"
-#include "common/torus_report.h"
 #include "trainer/backends/cuda/cuda_fuse.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
@@ -89,54 +89,6 @@ static int _conv_bwd(teng_backend *bk, teng_net *net, int li)
             im->dnn, &_one, d->w, p->work, d->y, dy, d->conv,
             (cudnnConvolutionBwdDataAlgo_t)d->bwd.algo, net->scratch,
             d->bwd.workspace, &_zero, d->x, l->in_grad[0]));
-    return TENG_OK;
-}
-
-static int _bn_fwd(teng_backend *bk, teng_net *net, int li, int training)
-{
-    tcuda_impl *im = _tcuda(bk);
-    teng_layer *l = &net->l[li];
-    tcuda_layer *d = _d(net, li);
-    const teng_param *p = &net->p[l->param0];
-    void *x = net->t[l->in[0]].data, *y = net->t[l->out].data;
-    char *st = net->stats, *ws = l->ws;
-    void *rmean = st + net->stat_off[l->stat0];
-    void *rvar = st + net->stat_off[l->stat0 + 1];
-    if (training)
-        TCUDA_DNN(cudnnBatchNormalizationForwardTraining(
-            im->dnn, CUDNN_BATCHNORM_SPATIAL, &_one, &_zero, d->x, x, d->x, y,
-            d->b, p[0].work, p[1].work, (double)l->momentum, rmean, rvar,
-            (double)l->eps, ws + d->ws_off[0], ws + d->ws_off[1]));
-    else
-        TCUDA_DNN(cudnnBatchNormalizationForwardInference(
-            im->dnn, CUDNN_BATCHNORM_SPATIAL, &_one, &_zero, d->x, x, d->x, y,
-            d->b, p[0].work, p[1].work, rmean, rvar, (double)l->eps));
-    if (l->relu)
-        TCUDA_DNN(cudnnActivationForward(im->dnn, d->act, &_one, d->x, y,
-                                         &_zero, d->x, y));
-    return TENG_OK;
-}
-
-static int _bn_bwd(teng_backend *bk, teng_net *net, int li)
-{
-    tcuda_impl *im = _tcuda(bk);
-    teng_layer *l = &net->l[li];
-    tcuda_layer *d = _d(net, li);
-    const teng_param *p = &net->p[l->param0];
-    teng_tensor *y = &net->t[l->out];
-    const void *dy = y->grad;
-    char *ws = l->ws;
-    if (l->relu) {
-        /* Masked into scratch: y->grad may be a residual's shared grad. */
-        TCUDA_K(tcuda_k_relu_bwd(im->stream, im->half, y->data, y->grad,
-                                 _tcuda_tmp(net), _count(net, l->out)));
-        dy = _tcuda_tmp(net);
-    }
-    TCUDA_DNN(cudnnBatchNormalizationBackward(
-        im->dnn, CUDNN_BATCHNORM_SPATIAL, &_one, &_zero, &_one, &_zero, d->x,
-        net->t[l->in[0]].data, d->x, dy, d->x, l->in_grad[0], d->b, p[0].work,
-        p[0].grad, p[1].grad, (double)l->eps, ws + d->ws_off[0],
-        ws + d->ws_off[1]));
     return TENG_OK;
 }
 
@@ -288,105 +240,6 @@ static int _dropout_fwd(teng_backend *bk, teng_net *net, int li, int training)
     return TENG_OK;
 }
 
-/* A fused call's status s under the run-time rule (tcuda_fuse_status):
- * TENG_OK, counted in bn_ex; or TENG_OK with *unfuse = 1 when cuDNN
- * declined and the caller runs the unfused calls instead, for good
- * (bn_fallback counts those calls; the first decline is said once, with
- * cuDNN's status); or the error, named after what. */
-static int _fused_status(teng_backend *bk, const teng_net *net, int b,
-                         cudnnStatus_t s, const char *what, int *unfuse)
-{
-    tcuda_impl *im = _tcuda(bk);
-    *unfuse = 0;
-    switch (tcuda_fuse_status(s == CUDNN_STATUS_SUCCESS,
-                              s == CUDNN_STATUS_NOT_SUPPORTED)) {
-    case TCUDA_FUSE_KEEP:
-        im->fast.bn_ex++;
-        return TENG_OK;
-    case TCUDA_FUSE_FAIL:
-        return _tcuda_fail_dnn(__FILE__, __LINE__, what, s);
-    default:
-        *unfuse = 1;
-        im->fast.bn_fallback++;
-        if (!im->said_bn++)
-            torus_warn("cuda: %s declined BN layer '%s' (%s): it runs the "
-                       "unfused calls from now on",
-                       what, net->l[b].name, cudnnGetErrorString(s));
-        return TENG_OK;
-    }
-}
-
-/* The fused chain ending in residual add li (training): y = ReLU(BN(x) +
- * z) in one cuDNN call, the BN's batch statistics and running averages as
- * its own forward would leave them, its output never written. Should cuDNN
- * decline at run time, the chain is unfused for good and runs as two
- * layers here. */
-int _tcuda_bn_add_relu_fwd(teng_backend *bk, teng_net *net, int li)
-{
-    tcuda_impl *im = _tcuda(bk);
-    tcuda_net *cn = net->bkstate;
-    const teng_layer *a = &net->l[li];
-    int b = cn->fuse_bn[li];
-    teng_layer *l = &net->l[b];
-    const tcuda_layer *d = &cn->l[b];
-    const teng_param *p = &net->p[l->param0];
-    char *st = net->stats, *ws = l->ws, *scr = net->scratch;
-    cudnnStatus_t s = cudnnBatchNormalizationForwardTrainingEx(
-        im->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
-        CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &_one, &_zero, d->x,
-        net->t[l->in[0]].data, d->x, net->t[a->in[1]].data, d->x,
-        net->t[a->out].data, d->b, p[0].work, p[1].work, (double)l->momentum,
-        st + net->stat_off[l->stat0], st + net->stat_off[l->stat0 + 1],
-        (double)l->eps, ws + d->ws_off[0], ws + d->ws_off[1], cn->fuse_act, scr,
-        cn->fuse_ws, ws + d->rs_off, d->rs_bytes);
-    int unfuse,
-        rc = _fused_status(bk, net, b, s,
-                           "cudnnBatchNormalizationForwardTrainingEx", &unfuse);
-    if (rc || !unfuse)
-        return rc;
-    cn->fuse_bn[li] = -1;
-    cn->deferred[b] = 0;
-    cn->bwd_fused[b] = 0; /* no reserve space written: plain BN backward */
-    cn->nfused--;
-    if ((rc = _bn_fwd(bk, net, b, 1)))
-        return rc;
-    TCUDA_K(tcuda_k_add(im->stream, im->half, net->t[a->in[0]].data,
-                        net->t[a->in[1]].data, net->t[a->out].data,
-                        _count(net, a->out), a->relu));
-    return TENG_OK;
-}
-
-/* The backward of fused BN layer b (cuda_fuse.h): the forward's mode and
- * ops with its reserve space; y is the add's output, dy its gradient,
- * which the add's backward already masked in place (cuDNN's mask from
- * the reserve space leaves it as it is), dz goes to the temporary region
- * and is dropped. Should cuDNN decline at run time, this BN's backward is
- * the plain one for good. */
-int _tcuda_bn_add_relu_bwd(teng_backend *bk, teng_net *net, int b)
-{
-    tcuda_impl *im = _tcuda(bk);
-    tcuda_net *cn = net->bkstate;
-    teng_layer *l = &net->l[b];
-    const teng_layer *a = &net->l[cn->add_of[b]];
-    const tcuda_layer *d = &cn->l[b];
-    const teng_param *p = &net->p[l->param0];
-    char *ws = l->ws;
-    cudnnStatus_t s = cudnnBatchNormalizationBackwardEx(
-        im->dnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT,
-        CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION, &_one, &_zero, &_one, &_zero,
-        d->x, net->t[l->in[0]].data, d->x, net->t[a->out].data, d->x,
-        net->t[a->out].grad, d->x, _tcuda_tmp(net), d->x, l->in_grad[0], d->b,
-        p[0].work, p[1].work, p[0].grad, p[1].grad, (double)l->eps,
-        ws + d->ws_off[0], ws + d->ws_off[1], cn->fuse_act, net->scratch,
-        cn->fuse_ws, ws + d->rs_off, d->rs_bytes);
-    int unfuse, rc = _fused_status(bk, net, b, s,
-                                   "cudnnBatchNormalizationBackwardEx", &unfuse);
-    if (rc || !unfuse)
-        return rc;
-    cn->bwd_fused[b] = 0;
-    return _bn_bwd(bk, net, b);
-}
-
 int _tcuda_forward(teng_backend *bk, teng_net *net, int li, int training)
 {
     tcuda_impl *im = _tcuda(bk);
@@ -398,6 +251,8 @@ int _tcuda_forward(teng_backend *bk, teng_net *net, int li, int training)
         return TENG_OK;
     if (training && cn->nfused && cn->fuse_bn[li] >= 0)
         return _tcuda_bn_add_relu_fwd(bk, net, li);
+    if (training && cn->nex && tcuda_bn_is_ex(cn->bn_mode[li]))
+        return _tcuda_bn_ex_train(bk, net, li);
     /* The input layer has no input, the loss layer no output. */
     void *x = l->in[0] >= 0 ? net->t[l->in[0]].data : NULL;
     void *y = l->out >= 0 ? net->t[l->out].data : NULL;
@@ -407,7 +262,7 @@ int _tcuda_forward(teng_backend *bk, teng_net *net, int li, int training)
     case TENG_L_CONV:
         return _conv_fwd(bk, net, li);
     case TENG_L_BN:
-        return _bn_fwd(bk, net, li, training);
+        return _tcuda_bn_fwd(bk, net, li, training);
     case TENG_L_RELU:
         TCUDA_DNN(cudnnActivationForward(im->dnn, d->act, &_one, d->x, x,
                                          &_zero, d->x, y));
@@ -473,9 +328,9 @@ int _tcuda_backward(teng_backend *bk, teng_net *net, int li)
         return _conv_bwd(bk, net, li);
     case TENG_L_BN: {
         const tcuda_net *cn = net->bkstate;
-        if (cn->nfused && cn->deferred[li] && cn->bwd_fused[li])
-            return _tcuda_bn_add_relu_bwd(bk, net, li);
-        return _bn_bwd(bk, net, li);
+        if (cn->nex && cn->bwd_ex[li])
+            return _tcuda_bn_ex_bwd(bk, net, li);
+        return _tcuda_bn_bwd(bk, net, li);
     }
     case TENG_L_FC:
         return _fc_bwd(bk, net, li);

@@ -3,6 +3,9 @@
 
 #include "trainer/engine/backend.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 /* Layer a (a residual add) can run BN layer b fused: the rules of
  * cuda_fuse.h, b being the producer of a's first input. */
 static int _fusable(const teng_net *net, const teng_layer *a, int *b)
@@ -80,5 +83,64 @@ unsigned tcuda_bwd_reads(const teng_net *net, const unsigned char *deferred,
         return 5u;
     default:
         return 0u; /* dropout keeps its mask in ws */
+    }
+}
+
+/* "0" turns a switch off; unset or anything else leaves it on. */
+static int _on(const char *name)
+{
+    const char *v = getenv(name);
+    return !(v && !strcmp(v, "0"));
+}
+
+void tcuda_switches_getenv(tcuda_switches *sw, int half_nhwc)
+{
+    sw->half_nhwc = half_nhwc != 0;
+    sw->bn_ex = _on("TCUDA_BN_EX");
+    sw->fuse = _on("TCUDA_FUSE");
+    sw->pad_stem = _on("TCUDA_PAD_STEM");
+}
+
+int tcuda_bn_plan(const teng_net *net, const tcuda_switches *sw, int *bn_of,
+                  unsigned char *deferred, unsigned char *mode)
+{
+    int n = 0;
+    tcuda_fuse_plan(net, sw->half_nhwc && sw->fuse, bn_of, deferred);
+    for (int i = 0; i < net->nl; i++) {
+        const teng_layer *l = &net->l[i];
+        int ex = sw->half_nhwc && sw->bn_ex &&
+                 net->t[l->in[0]].shape.c % 4 == 0;
+        if (l->kind != TENG_L_BN)
+            mode[i] = TCUDA_BN_NONE;
+        else if (deferred[i])
+            mode[i] = TCUDA_BN_EX_ADD_ACT;
+        else if (!ex)
+            mode[i] = TCUDA_BN_LEGACY;
+        else
+            mode[i] = l->relu ? TCUDA_BN_EX_ACT : TCUDA_BN_EX;
+        n += tcuda_bn_is_ex(mode[i]);
+    }
+    return n;
+}
+
+int tcuda_bn_is_ex(int mode)
+{
+    return mode == TCUDA_BN_EX || mode == TCUDA_BN_EX_ACT ||
+           mode == TCUDA_BN_EX_ADD_ACT;
+}
+
+const char *tcuda_bn_ops_name(int mode)
+{
+    switch (mode) {
+    case TCUDA_BN_EX:
+        return "BN";
+    case TCUDA_BN_EX_ACT:
+        return "BN_ACTIVATION";
+    case TCUDA_BN_EX_ADD_ACT:
+        return "BN_ADD_ACTIVATION";
+    case TCUDA_BN_LEGACY:
+        return "legacy";
+    default:
+        return "-";
     }
 }

@@ -65,4 +65,50 @@ typedef enum {
 } tcuda_fuse_action;
 tcuda_fuse_action tcuda_fuse_status(int ok, int not_supported);
 
+/* ---- every BN's call (tcuda_bn_plan) ----
+ *
+ * In FP16 NHWC training every BN whose channels are a multiple of 4 runs
+ * cuDNN's Ex calls (cudnnBatchNormalizationForwardTrainingEx and
+ * BackwardEx) in CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode, with the ops
+ * that cover what follows it: BN_ADD_ACTIVATION for a chain above (the BN
+ * deferred into its add), BN_ACTIVATION where the BN has its ReLU (no
+ * separate activation call forward, no separate ReLU-mask pass
+ * backward), BN otherwise. The rest (FP32 NCHW mode, odd channels, a
+ * switch off) runs the legacy spatial calls, a BN with ReLU then adding
+ * one activation call forward and one mask pass backward: a "separate
+ * activation pass" in the plan report. Evaluation runs the inference
+ * call in every mode. Each Ex call sits behind the backend's own seam
+ * (cuda_exec.c, _bn_ex_fwd/_bn_ex_bwd), so that a graph-API version can
+ * replace it without touching the engine. */
+typedef enum {
+    TCUDA_BN_NONE = 0,   /* not a BN layer */
+    TCUDA_BN_LEGACY,     /* spatial; ReLU as separate passes */
+    TCUDA_BN_EX,         /* Ex, persistent, ops BN */
+    TCUDA_BN_EX_ACT,     /* Ex, persistent, ops BN_ACTIVATION */
+    TCUDA_BN_EX_ADD_ACT, /* deferred into its add: BN_ADD_ACTIVATION */
+} tcuda_bn_mode;
+
+/* The switches of the backend's fast paths (environment variables, "0"
+ * turns one off; unset or anything else: on). half_nhwc is the mode's. */
+typedef struct {
+    int half_nhwc; /* backend cuda-fp16 */
+    int bn_ex;     /* TCUDA_BN_EX: BN through the Ex calls */
+    int fuse;      /* TCUDA_FUSE: BN + add + ReLU as one call */
+    int pad_stem;  /* TCUDA_PAD_STEM: the input padded to 4 channels */
+} tcuda_switches;
+
+/* The switches from the environment (getenv), half_nhwc as given. */
+void tcuda_switches_getenv(tcuda_switches *sw, int half_nhwc);
+
+/* Each layer's BN mode into mode[nl] (TCUDA_BN_NONE for other layers),
+ * and bn_of/deferred as tcuda_fuse_plan sets them (sw->fuse). Returns the
+ * number of BNs on an Ex mode. */
+int tcuda_bn_plan(const teng_net *net, const tcuda_switches *sw, int *bn_of,
+                  unsigned char *deferred, unsigned char *mode);
+
+/* Whether mode runs the Ex calls; the name of its ops ("BN",
+ * "BN_ACTIVATION", "BN_ADD_ACTIVATION"; "legacy" for TCUDA_BN_LEGACY). */
+int tcuda_bn_is_ex(int mode);
+const char *tcuda_bn_ops_name(int mode);
+
 #endif

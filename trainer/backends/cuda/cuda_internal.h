@@ -79,19 +79,24 @@ typedef struct {
     tcuda_optim *optim; /* from bind to release */
     size_t tmp_off;     /* the scratch arena's temporary region */
     size_t tmp_bytes;
-    /* BN + add + ReLU fusion (cuda_fuse.h), FP16 mode, training only:
+    /* BN through cuDNN's Ex calls (cuda_fuse.h, tcuda_bn_plan), FP16
+     * mode, training only: bn_plan[layer] = the mode the plan chose
+     * (tcuda_bn_mode), bn_mode[layer] = the mode it runs now (LEGACY
+     * once cuDNN declined the Ex call: its legacy calls then count as
+     * fallbacks); bwd_ex[BN layer] = 1 while its backward runs as the
+     * matching cudnnBatchNormalizationBackwardEx. BN + add + ReLU chains:
      * fuse_bn[add layer] = its BN layer or -1; deferred[BN layer] = 1
      * while its forward runs in the add's; add_of[BN layer] = its add;
-     * bwd_fused[BN layer] = 1 while its backward runs as the matching
-     * cudnnBatchNormalizationBackwardEx. The calls' workspace (fuse_ws)
-     * sits at the start of the scratch arena; each fused BN's reserve
-     * space in its own layer workspace (rs_off), which the engine keeps
-     * from the BN's forward to its backward. */
+     * nfused: such chains. The Ex calls' workspace (ex_ws) sits at the
+     * start of the scratch arena; each Ex BN's reserve space in its own
+     * layer workspace (rs_off), which the engine keeps from the BN's
+     * forward to its backward. relu: the ReLU descriptor of the
+     * activation ops. */
     int *fuse_bn, *add_of;
-    unsigned char *deferred, *bwd_fused;
-    int nfused;
-    cudnnActivationDescriptor_t fuse_act;
-    size_t fuse_ws;
+    unsigned char *deferred, *bwd_ex, *bn_plan, *bn_mode;
+    int nfused, nex;
+    cudnnActivationDescriptor_t relu;
+    size_t ex_ws;
 } tcuda_net;
 
 static inline tcuda_impl *_tcuda(teng_backend *bk)
@@ -148,10 +153,17 @@ int _tcuda_fail_blas(const char *file, int line, const char *what, int st);
 
 /* Layer lifecycle (cuda_layers.c). */
 int _tcuda_plan(teng_backend *bk, teng_net *net, int batch);
-/* The fusion plan (cuda_layers.c) and its forward (cuda_exec.c). */
-int _tcuda_plan_fusion(teng_backend *bk, teng_net *net);
+/* The BN plan (cuda_layers.c), and the BN calls (cuda_exec.c): the Ex
+ * seam (a fused chain's forward, an Ex BN's forward and backward) and
+ * the once-said decline. */
+int _tcuda_plan_bn(teng_backend *bk, teng_net *net);
+int _tcuda_bn_fwd(teng_backend *bk, teng_net *net, int b, int training);
+int _tcuda_bn_bwd(teng_backend *bk, teng_net *net, int b);
 int _tcuda_bn_add_relu_fwd(teng_backend *bk, teng_net *net, int li);
-int _tcuda_bn_add_relu_bwd(teng_backend *bk, teng_net *net, int b);
+int _tcuda_bn_ex_train(teng_backend *bk, teng_net *net, int b);
+int _tcuda_bn_ex_bwd(teng_backend *bk, teng_net *net, int b);
+void _tcuda_bn_declined(teng_backend *bk, const teng_net *net, int b,
+                        const char *what, int status);
 int _tcuda_bind(teng_backend *bk, teng_net *net);
 void _tcuda_release(teng_backend *bk, teng_net *net);
 int _tcuda_forward(teng_backend *bk, teng_net *net, int layer, int training);

@@ -340,7 +340,7 @@ int _tcuda_plan(teng_backend *bk, teng_net *net, int batch)
             return torus_error_prefix(rc, "layer '%s'", net->l[i].name);
     }
     _plan_sizes(bk, net);
-    int rc = _tcuda_plan_fusion(bk, net);
+    int rc = _tcuda_plan_bn(bk, net);
     if (rc)
         return rc;
     cn->tmp_off = TCUDA_ALIGN(net->scratch_bytes);
@@ -348,50 +348,64 @@ int _tcuda_plan(teng_backend *bk, teng_net *net, int batch)
     return _plan_loss(net, cn);
 }
 
-/* ---- BN + add + ReLU fusion (cuda_fuse.h) ---- */
+/* ---- BN through the Ex calls (cuda_fuse.h, tcuda_bn_plan) ---- */
 
-/* cuDNN's sizes for the fused calls of BN layer b: the larger of the
- * forward's and backward's workspace, and the reserve space; nonzero when
- * cuDNN does not offer the forward for these shapes (the chain then runs
- * unfused). *bwd = 0 when it does not offer the backward (the forward
- * stays fused, the backward runs as plain BN). */
-static int _fusion_sizes(teng_backend *bk, teng_net *net, int b, size_t *ws,
-                         size_t *reserve, int *bwd)
+/* cuDNN's sizes for the Ex calls of BN layer b in its planned mode: the
+ * larger of the forward's and backward's workspace, and the reserve
+ * space; a status other than success when cuDNN does not offer the
+ * forward for these shapes (the BN then runs the legacy calls). *bwd = 0
+ * when it does not offer the backward (the forward stays Ex, the backward
+ * runs the legacy call). */
+static cudnnStatus_t _ex_sizes(teng_backend *bk, teng_net *net, int b,
+                               size_t *ws, size_t *reserve, int *bwd)
 {
     tcuda_net *cn = net->bkstate;
     const tcuda_layer *d = &cn->l[b];
     cudnnHandle_t h = _tcuda(bk)->dnn;
     const cudnnBatchNormMode_t m = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-    const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+    int mode = cn->bn_plan[b], add = mode == TCUDA_BN_EX_ADD_ACT;
+    cudnnBatchNormOps_t ops = add ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
+                              : mode == TCUDA_BN_EX_ACT
+                                  ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION
+                                  : CUDNN_BATCHNORM_OPS_BN;
+    cudnnActivationDescriptor_t act = mode == TCUDA_BN_EX ? NULL : cn->relu;
+    cudnnTensorDescriptor_t z = add ? d->x : NULL;
+    cudnnTensorDescriptor_t y = mode == TCUDA_BN_EX ? NULL : d->x;
     size_t bws = 0;
-    if (cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-            h, m, ops, d->x, d->x, d->x, d->b, cn->fuse_act, ws) !=
-            CUDNN_STATUS_SUCCESS ||
-        cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
-            h, m, ops, cn->fuse_act, d->x, reserve) != CUDNN_STATUS_SUCCESS)
-        return 1;
+    cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+        h, m, ops, d->x, z, d->x, d->b, act, ws);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, m, ops, act,
+                                                                 d->x, reserve);
+    if (s != CUDNN_STATUS_SUCCESS)
+        return s;
     *bwd = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-               h, m, ops, d->x, d->x, d->x, d->x, d->x, d->b, cn->fuse_act,
-               &bws) == CUDNN_STATUS_SUCCESS;
+               h, m, ops, d->x, y, d->x, z, d->x, d->b, act, &bws) ==
+           CUDNN_STATUS_SUCCESS;
     if (*bwd && bws > *ws)
         *ws = bws;
-    return 0;
+    return CUDNN_STATUS_SUCCESS;
 }
 
-/* Chain (add a, BN b) runs unfused: forward and backward. */
-static void _unfuse(tcuda_net *cn, int a, int b)
+/* BN b runs the legacy calls (cuDNN declined its Ex call at plan): its
+ * chain, if any, unfused; the plan's mode stays, so that its calls count
+ * as fallbacks. */
+static void _ex_off(tcuda_net *cn, int b)
 {
-    cn->fuse_bn[a] = -1;
-    cn->deferred[b] = 0;
-    cn->bwd_fused[b] = 0;
-    cn->nfused--;
+    if (cn->deferred[b]) {
+        cn->fuse_bn[cn->add_of[b]] = -1;
+        cn->deferred[b] = 0;
+        cn->nfused--;
+    }
+    cn->bn_mode[b] = TCUDA_BN_LEGACY;
+    cn->bwd_ex[b] = 0;
 }
 
 /* The BN's reserve space goes after its saved statistics, in its own
  * layer workspace (the engine's arena, kept from forward to backward).
  * Nonzero when a re-plan (another batch) would need more than the
- * compiled workspace: the chain then runs unfused. */
-static int _fusion_reserve(teng_net *net, int b, size_t rs)
+ * compiled workspace: the BN then runs the legacy calls. */
+static int _ex_reserve(teng_net *net, int b, size_t rs)
 {
     tcuda_layer *d = &((tcuda_net *)net->bkstate)->l[b];
     size_t off = TCUDA_ALIGN(net->l[b].ws_bytes);
@@ -403,43 +417,65 @@ static int _fusion_reserve(teng_net *net, int b, size_t rs)
     return 0;
 }
 
-/* FP16 mode: the chains cuda_fuse.h picks, less those cuDNN declines;
- * TCUDA_FUSE=0 turns fusion off (to compare). The scratch arena grows to
- * the largest call's workspace. */
-int _tcuda_plan_fusion(teng_backend *bk, teng_net *net)
+/* Sizes each Ex BN's calls; one cuDNN declines runs legacy, said once. */
+static void _ex_size_all(teng_backend *bk, teng_net *net)
 {
     tcuda_net *cn = net->bkstate;
-    const char *env = getenv("TCUDA_FUSE");
-    int on = _tcuda(bk)->half && !(env && !strcmp(env, "0"));
+    for (int b = 0; b < net->nl; b++) {
+        int bwd = 0;
+        size_t ws = 0, rs = 0;
+        if (!tcuda_bn_is_ex(cn->bn_plan[b]))
+            continue;
+        cudnnStatus_t s = _ex_sizes(bk, net, b, &ws, &rs, &bwd);
+        if (s != CUDNN_STATUS_SUCCESS || _ex_reserve(net, b, rs)) {
+            _tcuda_bn_declined(bk, net, b,
+                               s != CUDNN_STATUS_SUCCESS
+                                   ? "the Ex BatchNorm sizes"
+                                   : "the Ex reserve space (re-plan)",
+                               s != CUDNN_STATUS_SUCCESS
+                                   ? (int)s
+                                   : (int)CUDNN_STATUS_NOT_SUPPORTED);
+            _ex_off(cn, b);
+            continue;
+        }
+        cn->bwd_ex[b] = (unsigned char)bwd;
+        cn->ex_ws = ws > cn->ex_ws ? ws : cn->ex_ws;
+    }
+}
+
+/* FP16 mode: each BN's mode (tcuda_bn_plan, under the switches
+ * TCUDA_BN_EX and TCUDA_FUSE), less the Ex calls cuDNN declines. The
+ * scratch arena grows to the largest Ex call's workspace. */
+int _tcuda_plan_bn(teng_backend *bk, teng_net *net)
+{
+    tcuda_net *cn = net->bkstate;
+    tcuda_switches sw;
     size_t n = (size_t)net->nl;
+    tcuda_switches_getenv(&sw, _tcuda(bk)->half);
     cn->fuse_bn = malloc(sizeof(int) * n);
     cn->add_of = malloc(sizeof(int) * n);
     cn->deferred = malloc(n);
-    cn->bwd_fused = calloc(n, 1);
-    if (!cn->fuse_bn || !cn->add_of || !cn->deferred || !cn->bwd_fused)
+    cn->bwd_ex = calloc(n, 1);
+    cn->bn_plan = malloc(n);
+    cn->bn_mode = malloc(n);
+    if (!cn->fuse_bn || !cn->add_of || !cn->deferred || !cn->bwd_ex ||
+        !cn->bn_plan || !cn->bn_mode)
         return TORUS_FAIL(TENG_ENOMEM, "out of memory");
-    cn->nfused = tcuda_fuse_plan(net, on, cn->fuse_bn, cn->deferred);
-    if (!cn->nfused)
-        return TENG_OK;
-    TCUDA_DNN(cudnnCreateActivationDescriptor(&cn->fuse_act));
-    TCUDA_DNN(cudnnSetActivationDescriptor(cn->fuse_act, CUDNN_ACTIVATION_RELU,
-                                           CUDNN_NOT_PROPAGATE_NAN, 0.0));
-    for (int i = 0; i < net->nl; i++) {
-        int b = cn->fuse_bn[i], bwd = 0;
-        size_t ws = 0, rs = 0;
-        if (b < 0)
-            continue;
-        cn->add_of[b] = i;
-        if (_fusion_sizes(bk, net, b, &ws, &rs, &bwd) ||
-            _fusion_reserve(net, b, rs)) {
-            _unfuse(cn, i, b);
-            continue;
+    cn->nex = tcuda_bn_plan(net, &sw, cn->fuse_bn, cn->deferred, cn->bn_plan);
+    memcpy(cn->bn_mode, cn->bn_plan, n);
+    for (int i = 0; i < net->nl; i++)
+        if (cn->fuse_bn[i] >= 0) {
+            cn->add_of[cn->fuse_bn[i]] = i;
+            cn->nfused++;
         }
-        cn->bwd_fused[b] = (unsigned char)bwd;
-        cn->fuse_ws = ws > cn->fuse_ws ? ws : cn->fuse_ws;
-    }
-    if (cn->fuse_ws > net->scratch_bytes)
-        net->scratch_bytes = cn->fuse_ws;
+    if (!cn->nex)
+        return TENG_OK;
+    TCUDA_DNN(cudnnCreateActivationDescriptor(&cn->relu));
+    TCUDA_DNN(cudnnSetActivationDescriptor(cn->relu, CUDNN_ACTIVATION_RELU,
+                                           CUDNN_NOT_PROPAGATE_NAN, 0.0));
+    _ex_size_all(bk, net);
+    if (cn->ex_ws > net->scratch_bytes)
+        net->scratch_bytes = cn->ex_ws;
     return TENG_OK;
 }
 
@@ -460,8 +496,9 @@ int _tcuda_bind(teng_backend *bk, teng_net *net)
     free(op);
     /* The fused backward reads y where the engine kept it (cuda_fuse.h). */
     for (int b = 0; cn->nfused && b < net->nl; b++)
-        if (cn->bwd_fused[b] && !tcuda_fuse_bwd_ok(net, b, cn->add_of[b]))
-            cn->bwd_fused[b] = 0;
+        if (cn->deferred[b] && cn->bwd_ex[b] &&
+            !tcuda_fuse_bwd_ok(net, b, cn->add_of[b]))
+            cn->bwd_ex[b] = 0;
     return rc ? torus_error_prefix(rc, "optimizer plan") : TENG_OK;
 }
 
@@ -496,12 +533,14 @@ void _tcuda_release(teng_backend *bk, teng_net *net)
         _release_layer(&cn->l[i]);
     if (cn->host_loss)
         cudaFreeHost(cn->host_loss);
-    if (cn->fuse_act)
-        cudnnDestroyActivationDescriptor(cn->fuse_act);
+    if (cn->relu)
+        cudnnDestroyActivationDescriptor(cn->relu);
     free(cn->fuse_bn);
     free(cn->add_of);
     free(cn->deferred);
-    free(cn->bwd_fused);
+    free(cn->bwd_ex);
+    free(cn->bn_plan);
+    free(cn->bn_mode);
     free(cn->l);
     free(cn);
     net->bkstate = NULL;
