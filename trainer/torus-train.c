@@ -227,6 +227,10 @@ static int _parse(_run *r, int argc, char **argv)
         return TTRAIN_EXIT_USAGE;
     }
     r->algo = (tcomm_algo)algo;
+    /* Before any work: a bad output path found after an epoch of training
+     * wastes it. */
+    if (!r->cfg.dry_run && ttrain_config_check_paths(&r->cfg))
+        return _usage_error(TTRAIN_EXIT_USAGE);
     return _GO;
 }
 

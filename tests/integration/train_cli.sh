@@ -1,8 +1,8 @@
 #!/bin/bash
 # train_cli.sh: torus-train's command line and config file: help, dry-run
 # plan (LR and batch per epoch), clear errors for bad values (exit 2, the
-# option or FILE:LINE named), and a tiny synthetic run with a batch
-# schedule that writes JSON-lines metrics.
+# option or FILE:LINE named), output paths checked before any work, and a
+# tiny synthetic run with a batch schedule that writes JSON-lines metrics.
 set -u
 bin=${top_builddir:?}/trainer/torus-train
 tmp=$(mktemp -d)
@@ -164,6 +164,27 @@ python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$tmp/
 mkdir -p "$tmp/nock"
 "$bin" --data "$tmp/nock" --checkpoint-dir "$tmp/nock" --eval-only >/dev/null 2>"$tmp/err"
 [ $? = 2 ] || fail "--eval-only with no dataset: expected exit 2"
+
+# Output paths are checked before any work: exit 2 naming the option and
+# the path, nothing trained (a regular file as --checkpoint-dir was found
+# out only at the first checkpoint).
+small=(--synthetic --model tiny-cnn --image-size 12 --dataset-size 64 --batch 16
+       --epochs 1 --warmup-epochs 0 --max-steps 2 --threads 1)
+touch "$tmp/regular"
+for c in "checkpoint-dir: '$tmp/regular' is not a directory|--checkpoint-dir $tmp/regular" \
+         "checkpoint-dir: '$tmp/regular' is not a directory|--checkpoint-dir $tmp/regular --eval-only --data $tmp" \
+         "checkpoint-dir: cannot create '$tmp/no/ck': '$tmp/no': No such file or directory|--checkpoint-dir $tmp/no/ck" \
+         "checkpoint-dir: cannot create '$tmp/regular/ck': '$tmp/regular': Not a directory|--checkpoint-dir $tmp/regular/ck" \
+         "metrics: '$tmp' is a directory, not a file|--metrics $tmp" \
+         "metrics: cannot create '$tmp/no/m.jsonl': '$tmp/no': No such file|--metrics $tmp/no/m.jsonl" \
+         "trace: '$tmp' is a directory, not a file|--trace $tmp" \
+         "trace: cannot create '$tmp/no/t.json'|--trace $tmp/no/t.json"; do
+    # shellcheck disable=SC2086 # the options split on purpose
+    expect_error 2 "torus-train: --${c%%|*}" "${small[@]}" ${c#*|}
+    [ ! -s "$tmp/out" ] || fail "${c#*|}: work began before the path was checked: $(head -2 "$tmp/out")"
+done
+"$bin" "${small[@]}" --checkpoint-dir "$tmp/ck" --metrics "$tmp/new.jsonl" >/dev/null 2>"$tmp/err" ||
+    fail "new --checkpoint-dir and --metrics in an existing folder: $(cat "$tmp/err")"
 
 [ $fails -eq 0 ] && echo "PASS: torus-train command line" 
 exit $((fails > 0))

@@ -108,8 +108,8 @@ struct teng_net {
      * teng_net_free. NULL: the backend's layouts never depend on the
      * batch. */
     void *bkfixed;
-    double *prof;  /* if set: 2 * nl seconds, forward and backward
-                    * per layer, accumulated (syncs every layer) */
+    double *prof; /* if set: 2 * nl seconds, forward and backward
+                   * per layer, accumulated (syncs every layer) */
     teng_grad_hook grad_hook;
     void *grad_hook_ctx;
     teng_grads_alloc grads_alloc; /* host backends: grads arena from here */

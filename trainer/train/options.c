@@ -7,6 +7,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/torus_error.h"
 #include "config.h"
@@ -680,6 +682,83 @@ int ttrain_config_validate(ttrain_config *c)
     return 0;
 }
 
+/* Where path would be created: its directory, "." for a bare name. */
+static void _parent(const char *path, char *out, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(out, len, ".");
+    else if (slash == path)
+        snprintf(out, len, "/");
+    else
+        snprintf(out, len, "%.*s", (int)(slash - path), path);
+}
+
+/* A path that does not exist yet: its directory must take a new entry. */
+static int _creatable(const char *opt, const char *path)
+{
+    char dir[4096];
+    struct stat st;
+    _parent(path, dir, sizeof(dir));
+    int bad = stat(dir, &st) ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    if (bad)
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--%s: cannot create '%s': '%s': %s", opt, path,
+                                dir, strerror(bad));
+    if (access(dir, W_OK | X_OK))
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--%s: cannot create '%s' in '%s': %s", opt,
+                                path, dir, strerror(errno));
+    return 0;
+}
+
+/* An output file (appended to or replaced): anything but a directory. */
+static int _check_out_file(const char *opt, const char *path)
+{
+    struct stat st;
+    if (!path[0])
+        return 0;
+    if (stat(path, &st))
+        return errno == ENOENT
+                   ? _creatable(opt, path)
+                   : TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE, "--%s: '%s': %s", opt,
+                                      path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--%s: '%s' is a directory, not a file", opt,
+                                path);
+    if (access(path, W_OK))
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--%s: cannot write '%s': %s", opt, path,
+                                strerror(errno));
+    return 0;
+}
+
+int ttrain_config_check_paths(const ttrain_config *c)
+{
+    const char *d = c->ckpt_dir;
+    struct stat st;
+    int rc;
+    if (d[0] && stat(d, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                    "--checkpoint-dir: '%s' is not a "
+                                    "directory",
+                                    d);
+        if (!c->eval_only && access(d, W_OK | X_OK))
+            return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                    "--checkpoint-dir: cannot write in "
+                                    "'%s': %s",
+                                    d, strerror(errno));
+    } else if (d[0] && !c->eval_only &&
+               (rc = _creatable("checkpoint-dir", d))) {
+        return rc;
+    }
+    if ((rc = _check_out_file("metrics", c->metrics)))
+        return rc;
+    return _check_out_file("trace", c->trace);
+}
+
 /* Prints "    LEFT  help..." with the help wrapped at 79 columns. */
 static void _option_help(FILE *f, const char *left, const char *help)
 {
@@ -833,7 +912,8 @@ static void _usage_tail(FILE *f)
         "\n"
         "EXIT STATUS\n"
         "    0 success, 1 runtime failure, 2 bad command line or\n"
-        "    configuration, 3 stopped by a signal after a checkpoint "
+        "    configuration (an output path that cannot be written is found\n"
+        "    before any work), 3 stopped by a signal after a checkpoint "
         "(requeue),\n"
         "    4 the job's start-up did not finish (a rank that never started, "
         "or\n"
