@@ -8,8 +8,9 @@
 #      torus-train has written a checkpoint.
 #   2. jobs/sweep.sbatch submits the two pending tasks as an array and
 #      waits: task 1 resumes from its checkpoint (not from step 0), both
-#      reach the target, results.jsonl holds exactly tasks 0 and 1, and
-#      sweep.png is a PNG of the size asked for (1000x650).
+#      reach the target (task 1's metrics carry the first attempt's time
+#      before the second's evaluations), results.jsonl holds exactly tasks
+#      0 and 1, and sweep.png is a PNG of the size asked for (1000x650).
 #   3. Run again: nothing is submitted or trained (the results and every
 #      task's metrics stay byte for byte the same), and `torus-sweep run`
 #      of a finished task skips it.
@@ -66,6 +67,11 @@ grep -q 'submitting tasks 0-1' "$t/sweep.log" || tl_fail "did not submit 0-1: $(
 grep -q 'resumed from .*(global step [1-9]' "$d/work/task-1.out" ||
     tl_fail "task 1 did not resume from its checkpoint: $(grep -E 'resumed|afresh' "$d/work/task-1.out")"
 grep -q 'starting afresh' "$d/work/task-0.out" || tl_fail "task 0 did not start afresh"
+# Each attempt's evaluation times restart at 0: the sweep's line before
+# the second attempt of task 1 carries the time of the first.
+[ "$(grep -c '^{"sweep_time_before":' "$d/work/task-1.jsonl")" = 2 ] &&
+    grep '^{"sweep_time_before":' "$d/work/task-1.jsonl" | tail -1 | grep -q ':[0-9]*[1-9][0-9]*\.' ||
+    tl_fail "task 1's metrics lack the attempts' times: $(grep sweep_time "$d/work/task-1.jsonl")"
 awk '{ print }' "$d/results.jsonl" | sed 's/,"time".*//' | sort >"$t/res"
 grep -c . "$t/res" | grep -qx 2 || tl_fail "results: $(cat "$d/results.jsonl")"
 grep -q '^{"task":0,"batch":32,"recipe":"sgd","trial":0,"lr":0.80000000000000004,"reached":1,"steps":[1-9]' "$t/res" &&

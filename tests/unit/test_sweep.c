@@ -9,7 +9,8 @@
  *     each refused with an error naming the file and line;
  *   - the summary line of a recipe names why it leaves perfect scaling;
  *   - a partial sweep: a batch with trials still to run is no miss yet;
- *   - a lower target read back from a task's evaluations (report --target). */
+ *   - a lower target read back from a task's evaluations (report --target),
+ *     its time counted over the task's attempts. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -371,6 +372,18 @@ START_TEST(test_task_at)
     ck_assert_int_eq(r.steps, 40);
     ck_assert_int_eq(tsweep_task_at(&_p, _dir, 30, &r), 0);
     ck_assert_int_eq(r.steps, 8);
+    /* a second attempt (resumed after 10 s): its evaluations' times
+     * restart at 0, the sweep's line before it says what came before */
+    _write(path, "{\"sweep_time_before\":0.000}\n"
+                 "{\"epoch\":0,\"global_step\":8,\"top1\":41.0,\"top5\":90,"
+                 "\"time\":2.5}\n"
+                 "{\"sweep_time_before\":10.000}\n"
+                 "{\"epoch\":1,\"global_step\":32,\"top1\":66.5,\"top5\":99,"
+                 "\"time\":1.25}\n");
+    ck_assert_int_eq(tsweep_task_at(&_p, _dir, 40, &r), 0);
+    ck_assert(r.steps == 8 && fabs(r.time - 2.5) < 1e-9);
+    ck_assert_int_eq(tsweep_task_at(&_p, _dir, 65, &r), 0);
+    ck_assert(r.steps == 32 && fabs(r.time - 11.25) < 1e-9);
     ck_assert_int_eq(tsweep_task_at(&_p, _dir, 80.5, &r), TSWEEP_EPLAN);
     ck_assert_ptr_nonnull(strstr(torus_error_msg(), "at most the plan's 80"));
     r.task = 6;

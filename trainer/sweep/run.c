@@ -22,6 +22,10 @@
 #include "trainer/sweep/tsweep.h"
 
 #define _MAX_ARGS 256
+/* The line torus-sweep appends to a task's metrics before each attempt:
+ * the wall time of the attempts before it (torus-plot and the other
+ * readers of metrics skip records whose keys they do not know). */
+#define _MARK "{\"sweep_time_before\":"
 
 static volatile pid_t _child;
 
@@ -155,9 +159,13 @@ static double _field(const char *line, const char *key)
 /* What torus-train's metrics say of the task. target < 0: the
  * "target_top1" record (reached: its step and top-1), else the last step
  * and best top-1. target >= 0: the first evaluation (a line with "top5")
- * at or above it (reached: its step, top-1 and the evaluation's time). */
+ * at or above it (reached: its step, top-1 and the evaluation's time,
+ * counted from the task's first attempt: an evaluation's "time" restarts
+ * at 0 in every torus-train run, so the attempt's _MARK line before it
+ * gives the time of the earlier attempts). */
 static int _outcome(const char *path, double target, tsweep_result *r)
 {
+    double before = 0;
     FILE *f = fopen(path, "r");
     if (!f)
         return TORUS_FAIL(TSWEEP_EIO, "%s: cannot open: %s", path,
@@ -170,6 +178,11 @@ static int _outcome(const char *path, double target, tsweep_result *r)
         double step = _field(line, "\"global_step\":"),
                top1 = _field(line, "\"top1\":");
         int target_line = strstr(line, "\"target_top1\":") != NULL;
+        if (!strncmp(line, _MARK, strlen(_MARK))) {
+            double b = _field(line, _MARK);
+            before = b >= 0 && b < 1e9 ? b : 0;
+            continue;
+        }
         if (step > r->steps)
             r->steps = (long)step;
         if (top1 > r->top1 && top1 <= 100)
@@ -182,7 +195,7 @@ static int _outcome(const char *path, double target, tsweep_result *r)
             step > 0 && top1 >= target && top1 <= 100) {
             double t = _field(line, "\"time\":");
             r->reached = 1, r->steps = (long)step, r->top1 = top1;
-            r->time = t < 0 ? 0 : t;
+            r->time = before + (t < 0 ? 0 : t);
             break;
         }
     }
@@ -275,6 +288,11 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
     if (_command(p, t, train, &c))
         return TSWEEP_EPLAN;
     double before = _time_so_far(tpath), t0 = _now();
+    FILE *m = fopen(c.metrics, "a");
+    int bad = !m || fprintf(m, _MARK "%.3f}\n", before) < 0;
+    if ((m && fclose(m)) || bad)
+        return TORUS_FAIL(TSWEEP_EIO, "%s: cannot append: %s", c.metrics,
+                          strerror(errno));
     fprintf(out,
             "torus-sweep: task %d: batch %d, %s, trial %d, --lr %g:", t->id,
             t->batch, p->recipe[t->recipe].name, t->trial, t->lr);

@@ -20,6 +20,7 @@
 # It plans only when WORKDIR/sweep/plan is missing (torus-sweep refuses
 # to change a plan that has results).
 # Environment: WORKERS [2], SIZE [14] pixels, TARGET [88], EPOCHS [24],
+#   TRIALS [3] LR trials (a factor 2 apart), ONLY_TRIAL=K: run trial K only,
 #   SGD_LR [0.4], LARS_LR [8] (base LRs at batch 256), BATCHES
 #   [32:8192], ORDER [128 1024 8192 32 512 4096 256 2048 64],
 #   SWEEP [WORKDIR/sweep], FMNIST_SRC [/usr/share/datasets/fashion-mnist].
@@ -47,7 +48,7 @@ if [ ! -f "$dir/plan" ]; then
     # decay (torus-train's default).
     sched="--warmup-epochs 2 --decay poly --weight-decay 5e-4"
     "$sweep" plan "$dir" --target "${TARGET:-88}" --batches "${BATCHES:-32:8192}" \
-        --trials 3 --lr-spread 2 --ref-batch 256 --epochs "${EPOCHS:-24}" \
+        --trials "${TRIALS:-3}" --lr-spread 2 --ref-batch 256 --epochs "${EPOCHS:-24}" \
         --eval-images 16384 \
         --train "--data $W/data --model cifar-resnet --depth 8 --image-size ${SIZE:-14} --channels 1 --classes 10 --backend dnnl --threads 1 --print-every 1000" \
         --recipe "sgd=--lr ${SGD_LR:-0.4} $sched" \
@@ -56,13 +57,20 @@ fi
 
 # Task ids are batch-major, then recipe, then trial.
 ntasks=$(grep -c '^task ' "$dir/plan")
+trials=$(awk '$1 == "trials" { print $2 }' "$dir/plan")
 batches=$(awk '$1 == "task" { print $3 }' "$dir/plan" | uniq | tr '\n' ' ')
+mid=$(((trials - 1) / 2))
+passes=$mid
+for ((k = 1; k < trials; k++)); do
+    [ $((mid - k)) -ge 0 ] && passes+=" $((mid - k))"
+    [ $((mid + k)) -lt "$trials" ] && passes+=" $((mid + k))"
+done
 order=
-for k in 1 0 2; do
+for k in ${ONLY_TRIAL:-$passes}; do
     for b in ${ORDER:-128 1024 8192 32 512 4096 256 2048 64}; do
         i=0
         for x in $batches; do
-            [ "$x" = "$b" ] && for r in 0 1; do order+=" $((i * 6 + r * 3 + k))"; done
+            [ "$x" = "$b" ] && for r in 0 1; do order+=" $(((i * 2 + r) * trials + k))"; done
             i=$((i + 1))
         done
     done
