@@ -67,7 +67,8 @@ static const char _help[] =
     "                            whole image is the crop (default 256)\n"
     "    -n, --images=N          images per measurement (default: the "
     "dataset,\n"
-    "                            at least one batch)\n"
+    "                            at least one batch; train may take more,\n"
+    "                            over several epochs)\n"
     "        --prefetch=N        batches in flight (default: 2)\n"
     "        --step-ms=MS        train: sleep MS per step like a training "
     "step,\n"
@@ -695,19 +696,20 @@ static int _run_modes(tdata_dataset *ds, _cfg *c)
 {
     const tdata_dataset_info *in = tdata_dataset_get_info(ds);
     uint64_t n = c->images ? c->images : in->num_images;
-    if (n > in->num_images)
-        n = in->num_images;
+    /* train rolls over into the next epochs (a small sample timed long
+     * enough on many cores); decode holds every image, eval is one epoch. */
+    uint64_t n1 = n > in->num_images ? in->num_images : n;
     int rc = 0;
     char *save, *m = strtok_r(c->modes, ",", &save);
     for (; m && !rc; m = strtok_r(NULL, ",", &save)) {
         if (!strcmp(m, "read"))
             rc = _bench_read(ds, c);
         else if (!strcmp(m, "decode"))
-            rc = _bench_decode(ds, c, n);
+            rc = _bench_decode(ds, c, n1);
         else if (!strcmp(m, "train"))
             rc = _bench_pipeline(ds, c, TDATA_TRAIN, n);
         else if (!strcmp(m, "eval"))
-            rc = _bench_pipeline(ds, c, TDATA_EVAL, n);
+            rc = _bench_pipeline(ds, c, TDATA_EVAL, n1);
         else if (!strcmp(m, "verify"))
             rc = _verify(ds);
         else

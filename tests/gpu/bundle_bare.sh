@@ -16,7 +16,9 @@
 #   and, outside the namespace (this machine's CUDA visible, no driver),
 #   that the bundle's module loads into the bundle's torus-train and
 #   reports the missing driver;
-#   - ./run-gpu with no GPU says so and exits 3.
+#   - torus-data-bench runs the training transform on the bundled sample
+#     (run-gpu's decode row);
+#   - ./run-gpu with no GPU (no driver to initialise) says so and exits 3.
 # Needs root (mount namespaces); the CI machine is root.
 set -u
 B=${top_builddir:?run from make check}
@@ -70,6 +72,8 @@ unshare -m bash -c '
     echo $? >"$T/out/train.rc"
     bin/torus-data-bench -m decode -t 1 share/sample >"$T/out/decode" 2>&1
     echo $? >"$T/out/decode.rc"
+    bin/torus-data-bench -m train -t 2 -b 64 -n 1024 share/sample >"$T/out/dtrain" 2>&1
+    echo $? >"$T/out/dtrain.rc"
     TORUS_BACKEND_PATH=$G/lib/torus bin/torus-train --synthetic --backend cuda \
         --max-steps 1 >"$T/out/cuda" 2>&1
     echo $? >"$T/out/cuda.rc"
@@ -101,6 +105,9 @@ grep 'not found' "$T/out/module" | grep -Evq "$CUDA_SO" &&
 grep -q 'done: global step 2' "$T/out/train" || fail "torus-train did not train 2 steps: $(cat "$T/out/train")"
 [ "$(cat "$T/out/decode.rc")" = 0 ] || fail "torus-data-bench exited $(cat "$T/out/decode.rc"): $(cat "$T/out/decode")"
 grep -Eq '^decode +1 +[0-9.]+ ' "$T/out/decode" || fail "torus-data-bench printed no rate: $(cat "$T/out/decode")"
+# run-gpu's decode row: the training transform over the sample, 16 batches.
+[ "$(cat "$T/out/dtrain.rc")" = 0 ] && grep -Eq '^train +2 +[0-9.]+ ' "$T/out/dtrain" ||
+    fail "torus-data-bench -m train on the sample: $(cat "$T/out/dtrain")"
 [ "$(cat "$T/out/cuda.rc")" = 1 ] || fail "--backend cuda exited $(cat "$T/out/cuda.rc"): $(cat "$T/out/cuda")"
 grep -q 'torus_cuda.so does not load: libcudnn.so.9' "$T/out/cuda" ||
     fail "--backend cuda does not name libcudnn.so.9: $(cat "$T/out/cuda")"

@@ -48,12 +48,16 @@
  *             (informational).
  * Exit 0 all passed, 1 a failure, 77 no usable GPU ("SKIP: reason").
  *
- * Usage: cuda_check [--bench BATCH | --self NAME]   (--self: NAME, e.g.
- * dnnl, in place of both cuda modes: checks this program on any machine)
+ * Usage: cuda_check [--bench BATCH | --self NAME | --versions]   (--self:
+ * NAME, e.g. dnnl, in place of both cuda modes: checks this program on any
+ * machine). --versions: the module's line of versions, then one line
+ * "loaded: FILE" per CUDA library this process has loaded (its link map,
+ * dl_iterate_phdr: the files in use, not those a search path names).
  */
 #include "config.h"
 
 #include <cuda_runtime.h>
+#include <link.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -862,6 +866,27 @@ static int _layers_row(teng_backend *gpu, teng_backend *cpu, double tol,
     return nok == ncase;
 }
 
+/* dl_iterate_phdr: prints each loaded object that is a CUDA library
+ * (the driver, the runtime, cuBLAS, cuDNN and its sub-libraries, NCCL,
+ * NVRTC, nvJitLink). */
+static int _loaded_one(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+    static const char *const libs[] = {
+        "libcuda.", "libcudart.", "libcublas", "libcudnn",
+        "libnccl.", "libnvrtc",   "libnvJitLink"};
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    (void)size;
+    (void)ctx;
+    if (!base)
+        return 0;
+    for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
+        if (!strncmp(base + 1, libs[i], strlen(libs[i]))) {
+            printf("loaded: %s\n", info->dlpi_name);
+            break;
+        }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int ndev = 0, bench = 0;
@@ -882,6 +907,8 @@ int main(int argc, char **argv)
     if (bench < 0) {
         const char *v = tbackends_module_versions();
         printf("%s\n", v ? v : tbackends_module_error());
+        if (v)
+            dl_iterate_phdr(_loaded_one, NULL);
         return v ? 0 : 1;
     }
     cudaError_t e = cudaGetDeviceCount(&ndev);

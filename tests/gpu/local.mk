@@ -13,15 +13,37 @@ BUNDLE_NAME = torus-gpu-$(PACKAGE_VERSION)
 BUNDLE_TAR = $(BUNDLE_NAME)-x86_64.tar.xz
 BUNDLE_RPATH = -Wl,-rpath,'$$ORIGIN/../lib'
 EXTRA_DIST += tools/gpu-bundle tools/elf-rpath tests/gpu/run-gpu tests/gpu/bundle_bare.sh \
-	tests/gpu/run_gpu_rows.sh
-# The bundle on a bare node (mount namespace), and run-gpu's rows, limits
-# and exit codes against stand-in checks (no GPU needed).
-TESTS += tests/gpu/bundle_bare.sh tests/gpu/run_gpu_rows.sh
+	tests/gpu/run_gpu_rows.sh tests/gpu/run_gpu_rules.sh \
+	tests/gpu/fixtures/ab_bn_ex_zero.txt tests/gpu/fixtures/ab_bn_fallback.txt \
+	tests/gpu/fixtures/ab_counter_missing.txt tests/gpu/fixtures/ab_crashed.txt \
+	tests/gpu/fixtures/ab_graph_off.txt tests/gpu/fixtures/ab_no_fastpath.txt \
+	tests/gpu/fixtures/ab_not_u8.txt tests/gpu/fixtures/ab_on_cached.txt \
+	tests/gpu/fixtures/ab_on_tuned.txt tests/gpu/fixtures/ab_replay_zero.txt \
+	tests/gpu/fixtures/ab_tune_fellback.txt tests/gpu/fixtures/ab_tune_off.txt \
+	tests/gpu/fixtures/cuda_check.txt tests/gpu/fixtures/decode_train.txt
+# The bundle on a bare node (mount namespace); run-gpu's rows, limits and
+# exit codes against stand-in checks and a stand-in driver; its plan and
+# rules on recorded outputs (no GPU needed).
+TESTS += tests/gpu/bundle_bare.sh tests/gpu/run_gpu_rows.sh tests/gpu/run_gpu_rules.sh
+
+# Whether the driver counts a device (run-gpu's "no GPU"): no CUDA needed
+# to build it, so it is built and tested everywhere and always bundled.
+check_PROGRAMS += tests/gpu/gpu_count
+tests_gpu_gpu_count_SOURCES = tests/gpu/gpu_count.c
+tests_gpu_gpu_count_LDADD = -ldl
+# A stand-in for libcuda.so.1 for run_gpu_rows.sh (never installed).
+check_LTLIBRARIES += tests/gpu/fakecuda.la
+tests_gpu_fakecuda_la_SOURCES = tests/gpu/fake_libcuda.c
+tests_gpu_fakecuda_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 
 if HAVE_CUDNN
 EXTRA_PROGRAMS += bundle/torus-train bundle/torus-bench bundle/torus-data-bench \
 	bundle/cuda_check bundle/optim_check bundle/gpu_smoke bundle/test_comm_gpu \
-	bundle/teng_dump
+	bundle/teng_dump bundle/gpu_count
+bundle_gpu_count_SOURCES =
+bundle_gpu_count_DEPENDENCIES = $(tests_gpu_gpu_count_OBJECTS)
+bundle_gpu_count_LDFLAGS = $(BUNDLE_RPATH)
+bundle_gpu_count_LDADD = $(tests_gpu_gpu_count_OBJECTS) $(tests_gpu_gpu_count_LDADD)
 bundle_torus_train_SOURCES =
 bundle_torus_train_DEPENDENCIES = $(trainer_torus_train_OBJECTS) $(trainer_torus_train_DEPENDENCIES)
 bundle_torus_train_LDFLAGS = $(trainer_torus_train_LDFLAGS) $(BUNDLE_RPATH)
@@ -56,7 +78,7 @@ bundle_test_comm_gpu_LDFLAGS = $(BUNDLE_RPATH)
 bundle_test_comm_gpu_LDADD = $(tests_unit_test_comm_gpu_OBJECTS) $(tests_unit_test_comm_gpu_LDADD)
 BUNDLE_PROGS = bundle/torus-train bundle/torus-bench bundle/torus-data-bench \
 	bundle/cuda_check bundle/optim_check bundle/gpu_smoke bundle/test_comm_gpu \
-	bundle/teng_dump
+	bundle/teng_dump bundle/gpu_count
 if HAVE_NCCL
 EXTRA_PROGRAMS += bundle/comm_nccl_check
 bundle_comm_nccl_check_SOURCES =
