@@ -121,7 +121,8 @@ TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/teng.h \
 noinst_LTLIBRARIES += trainer/backends/cuda/libtcuda_host.la
 trainer_backends_cuda_libtcuda_host_la_SOURCES = \
 	trainer/backends/cuda/chunk_plan.c \
-	trainer/backends/cuda/cuda_algo.h trainer/backends/cuda/cuda_algo.c
+	trainer/backends/cuda/cuda_algo.h trainer/backends/cuda/cuda_algo.c \
+	trainer/backends/cuda/cuda_tune.h trainer/backends/cuda/cuda_tune.c
 noinst_HEADERS += $(TCUDA_KHDR) trainer/backends/cuda/tcuda.h
 EXTRA_DIST += $(TCUDA_CU)
 if HAVE_CUDNN
@@ -389,6 +390,13 @@ tests_unit_test_cuda_host_SOURCES = tests/unit/test_cuda_host.c \
 	tests/unit/layer_harness.c tests/unit/layer_harness.h
 tests_unit_test_cuda_host_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_cuda_host_LDADD = trainer/backends/cuda/libtcuda_host.la \
+	$(TRAINER_TEST_LDADD)
+# Convolution tuning and the tune cache file with a stand-in for cuDNN.
+check_PROGRAMS += tests/unit/test_cuda_tune
+TESTS += tests/unit/test_cuda_tune
+tests_unit_test_cuda_tune_SOURCES = tests/unit/test_cuda_tune.c
+tests_unit_test_cuda_tune_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_cuda_tune_LDADD = trainer/backends/cuda/libtcuda_host.la \
 	$(TRAINER_TEST_LDADD)
 
 # The cuda backend against the oneDNN backend on a GPU (tests/gpu/run runs

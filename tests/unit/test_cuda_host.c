@@ -39,7 +39,7 @@ START_TEST(algo_cache_keys)
     tcuda_algo_val v = {0};
     tcuda_algo_key a = _key(TCUDA_FWD, 32, 64, 56, 64, 3, 1);
     ck_assert(!tcuda_algo_get(&c, &a, &v));
-    ck_assert_int_eq(tcuda_algo_put(&c, &a, &(tcuda_algo_val){7, 4096}), 0);
+    ck_assert_int_eq(tcuda_algo_put(&c, &a, &(tcuda_algo_val){7, 4096, 0}), 0);
     ck_assert(tcuda_algo_get(&c, &a, &v));
     ck_assert_int_eq(v.algo, 7);
     ck_assert_uint_eq(v.workspace, 4096);
@@ -56,11 +56,11 @@ START_TEST(algo_cache_keys)
     /* A direction is its own entry: same shape, another algorithm. */
     tcuda_algo_key d = a;
     d.dir = TCUDA_BWD_FILTER;
-    ck_assert_int_eq(tcuda_algo_put(&c, &d, &(tcuda_algo_val){1, 0}), 0);
+    ck_assert_int_eq(tcuda_algo_put(&c, &d, &(tcuda_algo_val){1, 0, 0}), 0);
     ck_assert(tcuda_algo_get(&c, &a, &v) && v.algo == 7);
     ck_assert(tcuda_algo_get(&c, &d, &v) && v.algo == 1);
     /* Replacing keeps one entry. */
-    ck_assert_int_eq(tcuda_algo_put(&c, &a, &(tcuda_algo_val){3, 8}), 0);
+    ck_assert_int_eq(tcuda_algo_put(&c, &a, &(tcuda_algo_val){3, 8, 0}), 0);
     ck_assert_uint_eq(c.n, 2);
     ck_assert(tcuda_algo_get(&c, &a, &v) && v.algo == 3);
     tcuda_algo_free(&c);
@@ -74,7 +74,7 @@ START_TEST(algo_cache_grows)
     tcuda_algo_val v;
     for (int i = 0; i < 1000; i++) {
         tcuda_algo_key k = _key(i % 3, 1 + i / 3, 64, 7 + i % 5, 128, 1, 1);
-        ck_assert_int_eq(tcuda_algo_put(&c, &k, &(tcuda_algo_val){i, 0}), 0);
+        ck_assert_int_eq(tcuda_algo_put(&c, &k, &(tcuda_algo_val){i, 0, 0}), 0);
     }
     ck_assert_uint_eq(c.n, 1000);
     ck_assert(2 * c.n <= c.cap);

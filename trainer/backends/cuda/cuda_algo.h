@@ -33,6 +33,7 @@ typedef struct {
 typedef struct {
     int algo;         /* the cuDNN algorithm enum of the direction */
     size_t workspace; /* bytes it needs */
+    int math;         /* the cudnnMathType_t to run it with */
 } tcuda_algo_val;
 
 typedef struct {
