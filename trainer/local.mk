@@ -102,6 +102,7 @@ TCUDA_C = \
 	trainer/backends/cuda/cuda_bn.c \
 	trainer/backends/cuda/cuda_input.c \
 	trainer/backends/cuda/cuda_graph.c \
+	trainer/backends/cuda/cuda_tune_dnn.c \
 	trainer/backends/cuda/cuda_module.c
 TCUDA_CU = trainer/backends/cuda/cuda_kernels.cu \
 	trainer/backends/cuda/cuda_optim.cu

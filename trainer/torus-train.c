@@ -343,7 +343,8 @@ static int _pick_device(_run *r, int *device)
 static int _build_net(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
-    teng_backend_opts bopts = {.threads = cfg->threads};
+    teng_backend_opts bopts = {.threads = cfg->threads,
+                               .tune_cache = cfg->tune_cache};
     if (_pick_device(r, &bopts.device) ||
         tbackends_open(cfg->backend, &bopts, &r->bk))
         return _fail("backend", torus_error_msg());

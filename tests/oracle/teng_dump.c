@@ -311,7 +311,7 @@ static int _mkdirs(const char *out)
 
 static int _run(const _opts *o)
 {
-    teng_backend_opts bo = {o->threads, 0, 0};
+    teng_backend_opts bo = {.threads = o->threads};
     teng_backend *bk = NULL;
     teng_net *net = NULL;
     topt_sgd opt = {0};

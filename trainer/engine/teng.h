@@ -120,6 +120,9 @@ typedef struct teng_backend_opts {
     int threads; /* CPU worker threads; 0: library default */
     int device;  /* GPU ordinal */
     int verbose;
+    /* A backend that measures its algorithms (cuda): the file it caches
+     * them in; NULL or "": its default, "none": no file. */
+    const char *tune_cache;
 } teng_backend_opts;
 
 /* Called after each layer's backward with that layer's index: the seam

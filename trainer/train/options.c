@@ -128,6 +128,13 @@ static const _opt _opts[] = {
      "(libcudart, libcublas, libcudnn.so.9, libnccl.so.2) or its version "
      "is missing, --backend cuda fails naming it [auto]"},
     {"threads", _INT, _S(threads), "N", "compute threads per rank [2]"},
+    {"tune-cache", _STR, _O(tune_cache), "FILE",
+     "cuda backends: the file of measured convolution algorithms, keyed by "
+     "GPU model, SM count, cuDNN version, shape, data type and layout; "
+     "read at start, written when a shape was measured; a damaged, "
+     "foreign or stale file or entry is said and measured again; none: "
+     "no file [$XDG_CACHE_HOME/torus/conv-algos, else "
+     "~/.cache/torus/conv-algos]"},
     {"seed", _SPECIAL, 0, 0, "N", "random seed for init and data [1]"},
     {"max-steps", _LONG, _S(max_steps), "N", "stop after N steps [0: all]"},
     {"target-top1", _DBL, _S(target_top1), "PCT",
@@ -900,8 +907,15 @@ static void _usage_tail(FILE *f)
         "    add and ReLU, inside; --dry-run shows the plan).\n"
         "    TCUDA_FUSE=0: in cuda-fp16, run a block's last BN, residual add\n"
         "    and ReLU as separate calls (by default one Ex call).\n"
+        "    TCUDA_TUNE=0: on a cuda backend, take each convolution's\n"
+        "    algorithms from cuDNN's heuristics (by default each shape is\n"
+        "    measured once, cudnnFind*Ex under a 1 GiB workspace, and kept\n"
+        "    in --tune-cache, which later runs read).\n"
+        "    TCUDA_DETERMINISTIC=1: measure and keep only deterministic\n"
+        "    convolution algorithms.\n"
         "    The summary of a cuda run ends with one \"fastpath:\" line\n"
-        "    counting what the fast paths did (graphs, BN calls).\n"
+        "    counting what the fast paths did (graphs, BN calls,\n"
+        "    convolution algorithms measured, cached or heuristic).\n"
         "    TCUDA_DSTEP=0: on a cuda backend, decide skips and the loss\n"
         "    scale on the host after every step (waiting for the device).\n"
         "    By default the device decides them and runs the update (LARS\n"

@@ -21,6 +21,7 @@ typedef struct {
     topt_config opt;
     char backend[16]; /* auto, dnnl */
     int threads;      /* compute threads per rank */
+    char tune_cache[512]; /* cuda: the tune cache file ("": the default) */
     int world;        /* ranks (from the PMIx bootstrap) */
     char algo[16];    /* tcomm all-reduce algorithm for the gradients */
     int bucket_kb;    /* fusion bucket size (-1: auto, the default; 0:

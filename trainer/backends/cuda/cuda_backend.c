@@ -260,10 +260,10 @@ static void _destroy(teng_backend *bk)
         if (im->stream)
             cudaStreamDestroy(im->stream);
         if (bk->opts.verbose)
-            torus_note("cuda: convolution algorithms: %zu shapes, %zu "
-                       "lookups found, %zu asked cuDNN",
-                       im->algos.n, im->algos.hits, im->algos.misses);
-        tcuda_algo_free(&im->algos);
+            torus_note("cuda: convolution algorithms: %lu measured, %lu "
+                       "from the tune cache, %lu from cuDNN's heuristics",
+                       im->tune.tuned, im->tune.cached, im->tune.heuristic);
+        tcuda_tune_close(&im->tune);
         free(im);
     }
     free(bk);
@@ -362,6 +362,8 @@ static int _create_mode(const teng_backend_opts *opts, int half,
             ? TORUS_FAIL(TENG_EINVAL, "device %d does not exist (%d visible)",
                          opts->device, ndev)
             : _open(im, opts->device);
+    if (!rc)
+        rc = _tcuda_tune_open(bk);
     if (rc) {
         _destroy(bk);
         return torus_error_prefix(rc, "cuda backend");

@@ -35,6 +35,10 @@ static int _conv_fwd(teng_backend *bk, teng_net *net, int li)
     teng_layer *l = &net->l[li];
     tcuda_layer *d = _d(net, li);
     const teng_param *p = &net->p[l->param0];
+    /* Each direction runs with the math type its algorithm was chosen
+     * with (cuda_tune.h): the descriptor carries one at a time. */
+    TCUDA_DNN(cudnnSetConvolutionMathType(d->conv,
+                                          (cudnnMathType_t)d->fwd.math));
     TCUDA_DNN(cudnnConvolutionForward(
         im->dnn, &_one, d->x, net->t[l->in[0]].data, d->w, p->work, d->conv,
         (cudnnConvolutionFwdAlgo_t)d->fwd.algo, net->scratch, d->fwd.workspace,
@@ -58,6 +62,8 @@ static int _conv_bwd_params(teng_backend *bk, teng_net *net, int li)
     void *dw = im->half ? (void *)tmp : (void *)p->grad;
     void *db = im->half ? (void *)(tmp + TCUDA_ALIGN(2 * p->count))
                         : (void *)p[1].grad;
+    TCUDA_DNN(cudnnSetConvolutionMathType(d->conv,
+                                          (cudnnMathType_t)d->bwf.math));
     TCUDA_DNN(cudnnConvolutionBackwardFilter(
         im->dnn, &_one, d->x, net->t[l->in[0]].data, d->y, dy, d->conv,
         (cudnnConvolutionBwdFilterAlgo_t)d->bwf.algo, net->scratch,
@@ -84,11 +90,14 @@ static int _conv_bwd(teng_backend *bk, teng_net *net, int li)
     int rc = _conv_bwd_params(bk, net, li);
     if (rc)
         return rc;
-    if (l->in_grad[0])
-        TCUDA_DNN(cudnnConvolutionBackwardData(
-            im->dnn, &_one, d->w, p->work, d->y, dy, d->conv,
-            (cudnnConvolutionBwdDataAlgo_t)d->bwd.algo, net->scratch,
-            d->bwd.workspace, &_zero, d->x, l->in_grad[0]));
+    if (!l->in_grad[0])
+        return TENG_OK;
+    TCUDA_DNN(cudnnSetConvolutionMathType(d->conv,
+                                          (cudnnMathType_t)d->bwd.math));
+    TCUDA_DNN(cudnnConvolutionBackwardData(
+        im->dnn, &_one, d->w, p->work, d->y, dy, d->conv,
+        (cudnnConvolutionBwdDataAlgo_t)d->bwd.algo, net->scratch,
+        d->bwd.workspace, &_zero, d->x, l->in_grad[0]));
     return TENG_OK;
 }
 

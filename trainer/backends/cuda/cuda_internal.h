@@ -29,6 +29,7 @@
 #include <cudnn.h>
 
 #include "trainer/backends/cuda/cuda_algo.h"
+#include "trainer/backends/cuda/cuda_tune.h"
 #include "trainer/backends/cuda/tcuda_fastpath.h"
 #include "trainer/backends/cuda/tcuda_optim.h"
 #include "trainer/engine/backend.h"
@@ -43,7 +44,12 @@ typedef struct {
     /* cuBLAS's workspace, ours (cublasSetWorkspace): a step recorded as a
      * graph must not have cuBLAS allocate one while capturing. */
     void *blas_ws;
-    tcuda_algo_cache algos;
+    /* convolution algorithms: measured, cached in the tune file, or
+     * cuDNN's heuristics (cuda_tune.h; cuDNN's side in cuda_tune_dnn.c,
+     * which reads the descriptors of tune_layer while a layer's keys are
+     * resolved at plan) */
+    tcuda_tuner tune;
+    const struct tcuda_layer *tune_layer;
     /* what the fast paths did (tcuda_fastpath.h), for the run's summary */
     tcuda_fastpath fast;
     int said_bn; /* a BN fallback was said (once per process) */
@@ -61,7 +67,7 @@ typedef struct {
     int lab_live[2], lab_slot;
 } tcuda_impl;
 
-typedef struct {
+typedef struct tcuda_layer {
     cudnnTensorDescriptor_t x, y, b; /* input, output, bias/BN params */
     cudnnFilterDescriptor_t w;
     cudnnConvolutionDescriptor_t conv;
@@ -150,6 +156,14 @@ int _tcuda_fail_blas(const char *file, int line, const char *what, int st);
                  #call, call)
 /* A kernel launcher's result (cuda_kernels.h): 0 or a cudaError_t. */
 #define TCUDA_K(call) _TCUDA_CHECK(int, 0, _tcuda_fail_rt, #call, call)
+
+/* The most workspace one convolution algorithm may ask for. */
+#define TCUDA_WS_MAX ((size_t)1 << 30)
+
+/* The tuner of bk (cuda_tune_dnn.c): the device's key, TCUDA_TUNE,
+ * TCUDA_DETERMINISTIC=1, the file of opts.tune_cache (NULL or "": the
+ * default under the user's cache folder; "none": no file). */
+int _tcuda_tune_open(teng_backend *bk);
 
 /* Layer lifecycle (cuda_layers.c). */
 int _tcuda_plan(teng_backend *bk, teng_net *net, int batch);

@@ -26,9 +26,6 @@
 #include "trainer/backends/cuda/cuda_kernels.h"
 #include "trainer/engine/rng.h"
 
-/* The most workspace one convolution algorithm may ask for. */
-#define _WS_MAX ((size_t)1 << 30)
-
 static int _einval(const char *msg)
 {
     return TORUS_FAIL(TENG_EINVAL, "%s", msg);
@@ -62,77 +59,37 @@ static void _tmp_need(teng_net *net, size_t bytes)
         cn->tmp_bytes = bytes;
 }
 
-/* ---- convolution algorithms: cache, else cuDNN's heuristics ---- */
-
-/* The first usable choice, preferring the mode's math: FP32 FMA kernels
- * (no TF32) in FP32 mode, tensor cores in FP16 mode. */
-static int _pick(int n, const int *algo, const int *status, const size_t *mem,
-                 const int *math, int want, tcuda_algo_val *out)
-{
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < n; i++)
-            if (status[i] == CUDNN_STATUS_SUCCESS && mem[i] <= _WS_MAX &&
-                (pass || math[i] == want)) {
-                out->algo = algo[i];
-                out->workspace = mem[i];
-                return TENG_OK;
-            }
-    return TORUS_FAIL(TENG_EBACKEND, "cuDNN offers no convolution "
-                                     "algorithm for this shape");
-}
-
-#define _NPERF 16
-
-/* Asks cuDNN for direction dir of layer d; fills the arrays _pick reads. */
-#define _ASK(fn, type, ...)                           \
-    do {                                              \
-        type perf[_NPERF];                            \
-        TCUDA_DNN(fn(__VA_ARGS__, _NPERF, &n, perf)); \
-        for (int i = 0; i < n; i++) {                 \
-            algo[i] = (int)perf[i].algo;              \
-            status[i] = (int)perf[i].status;          \
-            mem[i] = perf[i].memory;                  \
-            math[i] = (int)perf[i].mathType;          \
-        }                                             \
-    } while (0)
-
-static int _ask(teng_backend *bk, tcuda_layer *d, int dir, tcuda_algo_val *out)
-{
-    cudnnHandle_t h = _tcuda(bk)->dnn;
-    int n = 0, algo[_NPERF], status[_NPERF], math[_NPERF];
-    size_t mem[_NPERF];
-    if (dir == TCUDA_FWD)
-        _ASK(cudnnGetConvolutionForwardAlgorithm_v7,
-             cudnnConvolutionFwdAlgoPerf_t, h, d->x, d->w, d->conv, d->y);
-    else if (dir == TCUDA_BWD_DATA)
-        _ASK(cudnnGetConvolutionBackwardDataAlgorithm_v7,
-             cudnnConvolutionBwdDataAlgoPerf_t, h, d->w, d->y, d->conv, d->x);
-    else
-        _ASK(cudnnGetConvolutionBackwardFilterAlgorithm_v7,
-             cudnnConvolutionBwdFilterAlgoPerf_t, h, d->x, d->y, d->conv, d->w);
-    return _pick(n, algo, status, mem, math,
-                 _tcuda(bk)->half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH, out);
-}
+/* ---- convolution algorithms (cuda_tune.h) ---- */
 
 static int _algo(teng_backend *bk, const teng_layer *l, teng_shape si,
                  tcuda_layer *d, int dir, tcuda_algo_val *out)
 {
+    tcuda_impl *im = _tcuda(bk);
     tcuda_algo_key key = {
         dir,   si.n,  si.c,  si.h,  si.w,  l->k,         l->kh,
         l->kw, l->sh, l->sw, l->ph, l->pw, (int)_dt(bk), (int)_tcuda_fmt(bk)};
-    int rc;
-    if (tcuda_algo_get(&_tcuda(bk)->algos, &key, out))
-        return TENG_OK;
-    if ((rc = _ask(bk, d, dir, out)))
+    im->tune_layer = d;
+    int rc = tcuda_tune_resolve(&im->tune, &key, out);
+    im->tune_layer = NULL;
+    if (rc || !bk->opts.verbose)
         return rc;
-    if (bk->opts.verbose)
-        torus_note("cuda: %s %dx%dx%dx%d k%d %dx%d/%d: algo %d, %zu B",
-                   dir == TCUDA_FWD        ? "fwd"
-                   : dir == TCUDA_BWD_DATA ? "bwd-data"
-                                           : "bwd-filter",
-                   si.n, si.c, si.h, si.w, l->k, l->kh, l->kw, l->sh, out->algo,
-                   out->workspace);
-    return tcuda_algo_put(&_tcuda(bk)->algos, &key, out);
+    torus_note("cuda: %s %dx%dx%dx%d k%d %dx%d/%d: algo %d, math %d, %zu B",
+               dir == TCUDA_FWD        ? "fwd"
+               : dir == TCUDA_BWD_DATA ? "bwd-data"
+                                       : "bwd-filter",
+               si.n, si.c, si.h, si.w, l->k, l->kh, l->kw, l->sh, out->algo,
+               out->math, out->workspace);
+    return TENG_OK;
+}
+
+/* After a plan: the counters of the run's summary, and the file written
+ * when something was measured (its problems are said, not errors). */
+static void _tune_done(tcuda_impl *im)
+{
+    im->fast.conv_tuned = im->tune.tuned;
+    im->fast.conv_cached = im->tune.cached;
+    im->fast.conv_heuristic = im->tune.heuristic;
+    tcuda_tune_save(&im->tune);
 }
 
 /* ---- plan ---- */
@@ -339,6 +296,7 @@ int _tcuda_plan(teng_backend *bk, teng_net *net, int batch)
         if (rc)
             return torus_error_prefix(rc, "layer '%s'", net->l[i].name);
     }
+    _tune_done(_tcuda(bk));
     _plan_sizes(bk, net);
     int rc = _tcuda_plan_bn(bk, net);
     if (rc)
