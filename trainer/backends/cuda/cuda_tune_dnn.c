@@ -97,7 +97,8 @@ static int _find(void *ctx, const tcuda_algo_key *key, tcuda_tune_result *r,
         cudaMalloc(&y, cnt[2] * esz) == cudaSuccess &&
         (!wsb || cudaMalloc(&ws, wsb) == cudaSuccess) &&
         cudaMemsetAsync(x, 0, cnt[0] * esz, im->stream) == cudaSuccess &&
-        cudaMemsetAsync(w, 0, cnt[1] * esz, im->stream) == cudaSuccess)
+        cudaMemsetAsync(w, 0, cnt[1] * esz, im->stream) == cudaSuccess &&
+        cudaMemsetAsync(y, 0, cnt[2] * esz, im->stream) == cudaSuccess)
         n = _find_on(im, key, x, w, y, ws, wsb, r, max);
     cudaStreamSynchronize(im->stream);
     cudaFree(x);
