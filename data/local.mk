@@ -10,11 +10,11 @@ noinst_LTLIBRARIES += data/libtdata.la
 # tools/ (the programs).
 data_libtdata_la_SOURCES = data/tdata.h \
 	data/format/tdata_format.h data/format/format.h \
-	data/format/tdata_h5attr.h \
+	data/format/tdata_h5attr.h data/format/tdata_ckpt.h \
 	data/format/error.c data/format/crc32c.c data/format/rng.c \
 	data/format/limits.c data/format/h5attr.c data/format/durable.c \
 	data/format/shard_write.c data/format/shard_read.c data/format/index.c \
-	data/format/textio.c \
+	data/format/textio.c data/format/ckpt.c \
 	data/image/image.h data/image/jpeg_decode.c data/image/png_decode.c \
 	data/image/resize.c \
 	data/pack/pack.h data/pack/idx.c data/pack/pack_source.c \
@@ -38,9 +38,12 @@ data_libtdata_la_LIBADD = common/libtoruscommon.la $(HDF5_LIBS) \
 # for the Python package (python/torus/_lib.py loads it with ctypes). Only
 # the tdata_api_* symbols are exported.
 pkglib_LTLIBRARIES += data/libtorusdata.la
-data_libtorusdata_la_SOURCES = data/api/tdata_api.h data/api/tdata_api.c
+data_libtorusdata_la_SOURCES = data/api/tdata_api.h data/api/tdata_api.c \
+	data/api/ckpt_api.c
+data_libtorusdata_la_CPPFLAGS = $(AM_CPPFLAGS) $(HDF5_CFLAGS)
 data_libtorusdata_la_LIBADD = data/libtdata.la
-data_libtorusdata_la_LDFLAGS = -version-info 1:0:0 \
+# 2:0:1: API version 2 added the checkpoint functions; the soname stays .so.1.
+data_libtorusdata_la_LDFLAGS = -version-info 2:0:1 \
 	-export-symbols-regex '^tdata_api_'
 
 # The programs keep their build paths (data/torus-pack, scripts run them

@@ -18,9 +18,11 @@ dist_doc_DATA += docs/pytorch.md
 # training on 2 cores).
 PY_SH_TESTS = tests/integration/py_install.sh tests/integration/py_data.sh \
 	tests/integration/py_hook.sh tests/integration/py_example.sh \
-	tests/integration/py_checkpoint.sh tests/integration/py_train.sh
+	tests/integration/py_checkpoint.sh tests/integration/py_train.sh \
+	tests/integration/py_ckpt_trust.sh
 TESTS += $(PY_SH_TESTS)
 EXTRA_DIST += $(PY_SH_TESTS) tests/integration/py_lib.sh \
+	tests/integration/py_ckpt_trust.py \
 	tests/integration/py_data.py tests/integration/py_env.py \
 	tests/integration/py_hook.py tests/integration/py_train.py
 

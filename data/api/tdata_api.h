@@ -12,7 +12,13 @@
  *
  * Errors: functions return 0 or a positive TDATA_E* code; the message
  * (naming the file, shard or sample) is tdata_api_errmsg() of the calling
- * thread, until its next call. Includes only read/tdata_read.h. */
+ * thread, until its next call.
+ *
+ * Checkpoints (tdata_api_ckpt_*, version 2): the name and the checked
+ * tensors of torus-train's checkpoints, format/tdata_ckpt.h's one
+ * implementation, for the Python package's converter; HDF5 attributes are
+ * the caller's to read (through tdata_api_ckpt_fd, the file checked).
+ * The header includes nothing of torus. */
 #ifndef TORUS_DATA_API_TDATA_API_H
 #define TORUS_DATA_API_TDATA_API_H
 
@@ -22,7 +28,8 @@
 extern "C" {
 #endif
 
-#define TDATA_API_VERSION 1
+/* 2: the checkpoint functions (tdata_api_ckpt_*). */
+#define TDATA_API_VERSION 2
 
 unsigned tdata_api_version(void);
 const char *tdata_api_errmsg(void);
@@ -96,6 +103,30 @@ void tdata_api_loader_free(tdata_api_loader *l);
 
 /* perm[0..n): the (seed, epoch) permutation torus-train's loader uses. */
 void tdata_api_perm(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t *perm);
+
+/* Into out (n bytes) the path of the checkpoint of RUN at global STEP in
+ * folder DIR, as torus-train names it (tdata_ckpt_name: a trailing slash
+ * of DIR or none give one name; a bad run id or step is refused). */
+int tdata_api_ckpt_name(const char *dir, int64_t step, const char *run,
+                        char *out, uint64_t n);
+
+typedef struct tdata_api_ckpt tdata_api_ckpt;
+
+/* Opens checkpoint PATH for reading: a regular file only (a FIFO or
+ * device is refused by name, never waited on), opened by HDF5 through the
+ * descriptor checked. */
+int tdata_api_ckpt_open(const char *path, tdata_api_ckpt **out);
+/* The descriptor of the open file (valid until close): read the
+ * attributes through /proc/self/fd/N, the same file. */
+int tdata_api_ckpt_fd(const tdata_api_ckpt *c);
+/* Dataset GROUP/DSET of COUNT floats of KIND (0: values, 1: BN running
+ * variances) checked (tdata_ckpt_tensor) and, when buf is not NULL, read
+ * into buf and its values checked. Call it with buf NULL first to bound
+ * COUNT by the file before allocating. */
+int tdata_api_ckpt_tensor(tdata_api_ckpt *c, const char *group,
+                          const char *dset, uint64_t count, int32_t kind,
+                          float *buf);
+void tdata_api_ckpt_close(tdata_api_ckpt *c);
 
 #ifdef __cplusplus
 }

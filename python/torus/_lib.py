@@ -1,6 +1,7 @@
 """ctypes bindings of torus's two shared libraries:
     libtorusdata (data/api/tdata_api.h), the versioned C API of the input
-        pipeline (torus.data);
+        pipeline (torus.data) and of the checkpoints' names and checked
+        tensors (torus.checkpoint_convert: Checkpoint, ckpt_name);
     libtoruscomm (trainer/comm/api/tcomm_api.h), the wire kernels of the
         collectives: fp32 to and from fp16/bf16 and the fused decode-and-add
         (torus.distributed's hooks, on CPU tensors).
@@ -18,7 +19,7 @@ import os
 import sysconfig
 
 SONAME = "libtorusdata.so.1"
-API_VERSION = 1
+API_VERSION = 2  # 2: tdata_api_ckpt_*
 COMM_SONAME = "libtoruscomm.so.1"
 COMM_API_VERSION = 1
 
@@ -201,6 +202,14 @@ def _declare(lib):
         "tdata_api_loader_free": (None, [vp]),
         "tdata_api_perm": (None, [ctypes.c_uint64, ctypes.c_uint64,
                                   ctypes.c_uint64, P(ctypes.c_uint64)]),
+        "tdata_api_ckpt_name": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int64,
+                                               ctypes.c_char_p, ctypes.c_char_p,
+                                               ctypes.c_uint64]),
+        "tdata_api_ckpt_open": (ctypes.c_int, [ctypes.c_char_p, P(vp)]),
+        "tdata_api_ckpt_fd": (ctypes.c_int, [vp]),
+        "tdata_api_ckpt_tensor": (ctypes.c_int, [vp, ctypes.c_char_p, ctypes.c_char_p,
+                                                 ctypes.c_uint64, ctypes.c_int32, vp]),
+        "tdata_api_ckpt_close": (None, [vp]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
@@ -257,3 +266,58 @@ def new(struct):
     s = struct()
     s.size = ctypes.sizeof(struct)
     return s
+
+
+# ---- checkpoints (tdata_api_ckpt_*): one implementation, the C one
+
+VALUES, VARIANCE = 0, 1  # what a tensor holds: tdata_ckpt.h's kinds
+
+
+def ckpt_name(folder, step, run):
+    """The path torus-train gives the checkpoint of RUN at global STEP in
+    FOLDER (a trailing slash or none: the same name). TorusDataError for a
+    run id that is not 8 lowercase hex digits or a negative step."""
+    buf = ctypes.create_string_buffer(4096)
+    check(lib().tdata_api_ckpt_name(os.fsencode(folder), int(step),
+                                    str(run).encode(), buf, len(buf)))
+    return os.fsdecode(buf.value)
+
+
+class Checkpoint:
+    """An open checkpoint: a regular file only (a FIFO or device is refused
+    by name, never waited on), and its tensors checked by the C reader's
+    own validation before anything is allocated or read (tdata_ckpt.h:
+    hard links only, no external or virtual storage, no filter but
+    Fletcher32, the count the model needs, every byte in the file, finite,
+    BN variances >= 0). h5_path(): the same file for reading attributes."""
+
+    def __init__(self, path):
+        h = ctypes.c_void_p()
+        check(lib().tdata_api_ckpt_open(os.fsencode(path), ctypes.byref(h)))
+        self._h = h
+
+    def h5_path(self):
+        return "/proc/self/fd/%d" % lib().tdata_api_ckpt_fd(self._h)
+
+    def tensor(self, group, name, count, kind, out=None):
+        """Checks GROUP/NAME for COUNT floats of KIND; with out (a
+        writable buffer of COUNT float32, e.g. a numpy array) reads them
+        into it and checks the values."""
+        ptr = None if out is None else out.ctypes.data
+        check(lib().tdata_api_ckpt_tensor(self._h, group.encode(), name.encode(),
+                                          int(count), int(kind), ptr))
+        return out
+
+    def close(self):
+        if getattr(self, "_h", None):
+            lib().tdata_api_ckpt_close(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()

@@ -138,13 +138,58 @@ def parse_model_attr(text, where):
     return default_spec(name, int(depth) if depth else None, int(c), int(k), int(h))
 
 
+def _storage_bytes(t):
+    """Bytes of the storage under tensor t (torch 2: untyped_storage;
+    torch 1.13: storage)."""
+    st = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+    return st.nbytes()
+
+
+def check_tensor(where, key, t, shape=None):
+    """t is a plain dense float tensor whose every element has its own
+    bytes in its storage (no stride-0 expansion, which would make a small
+    file allocate gigabytes), and, given shape, of that shape: checked
+    before anything is converted or allocated."""
+    import torch
+    if not isinstance(t, torch.Tensor):
+        raise ConvertError("%s: %s is a %s, not a tensor" % (where, key, type(t).__name__))
+    if t.layout != torch.strided or t.is_quantized or not t.is_floating_point():
+        raise ConvertError("%s: %s is a %s %s tensor, not a dense float one" % (
+            where, key, t.layout, t.dtype))
+    if shape is not None and tuple(t.shape) != tuple(shape):
+        raise ConvertError("%s: %s has shape %s, the model needs %s" % (
+            where, key, tuple(t.shape), tuple(shape)))
+    if any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape)) or \
+            _storage_bytes(t) < t.numel() * t.element_size():
+        raise ConvertError("%s: %s of shape %s is an expanded view (a stride of "
+                           "0, or fewer stored elements than it has): refused" % (
+                               where, key, tuple(t.shape)))
+
+
+def check_state_dict(sd, where):
+    """A plain state dict: a dict of names to tensors, nothing else (a
+    wrapping dict, a module, a TorchScript archive are refused)."""
+    import torch
+    if not isinstance(sd, dict):
+        raise ConvertError("%s holds a %s, not a state dict" % (where, type(sd).__name__))
+    for k, v in sd.items():
+        if not isinstance(k, str) or not isinstance(v, torch.Tensor):
+            raise ConvertError("%s: entry %r is a %s, not a tensor: not a plain "
+                               "state dict (save model.state_dict())" % (
+                                   where, k, type(v).__name__))
+
+
 def spec_from_state_dict(name, sd, image_size=None, where="state dict"):
     """The spec a state dict of model `name` was made from (its input
     channels, classes and, for cifar-resnet, depth); image_size is not in
     it."""
-    for key in ("conv1.weight", "fc.weight"):
+    check_state_dict(sd, where)
+    for key, dims in (("conv1.weight", 4), ("fc.weight", 2)):
         if key not in sd:
             raise ConvertError("%s: no %s: not a %s state dict" % (where, key, name))
+        if sd[key].dim() != dims:
+            raise ConvertError("%s: %s has %d dimension(s) %s, a %s needs %d" % (
+                where, key, sd[key].dim(), tuple(sd[key].shape), name, dims))
     depth = None
     if name == "cifar-resnet":
         n = len({k.split(".")[1] for k in sd if k.startswith("layer1.")})
@@ -193,40 +238,86 @@ def from_state_dict(spec, sd, where="state dict"):
         raise ConvertError("%s does not fit %s: missing %s; unexpected %s" % (
             where, model_attr(spec), missing[:5] or "none", extra[:5] or "none"))
 
-    def arr(key, shape):
-        t = sd[key]
-        a = t.detach().cpu().float().numpy() if hasattr(t, "detach") else np.asarray(t)
-        if tuple(a.shape) != tuple(shape):
-            raise ConvertError("%s: %s has shape %s, %s needs %s" % (
-                where, key, tuple(a.shape), spec.name, tuple(shape)))
+    def arr(key, shape, variance=False):
+        check_tensor(where, key, sd[key], shape)
+        a = sd[key].detach().cpu().float().numpy()
         if not np.all(np.isfinite(a)):
             raise ConvertError("%s: %s holds inf or nan" % (where, key))
+        if variance and np.any(a < 0):
+            raise ConvertError("%s: %s is a BN running variance and holds %g "
+                               "(a variance is >= 0)" % (where, key, a.min()))
         return np.ascontiguousarray(a, dtype="<f4").reshape(-1)
 
     params = collections.OrderedDict((e.torus, arr(e.torch, e.shape)) for e in entries)
     stats = []
     for bn in bns:
         c = sd[bn + ".weight"].shape[0]
-        stats += [arr(bn + ".running_mean", (c,)), arr(bn + ".running_var", (c,))]
+        stats += [arr(bn + ".running_mean", (c,)),
+                  arr(bn + ".running_var", (c,), variance=True)]
     return params, stats
 
 
 # ---- HDF5 checkpoints
 
+def _text(v):
+    """An attribute's text: h5py gives numpy bytes, a 0-d array of them or
+    str; str() of the first two would keep their b'...' around it."""
+    if hasattr(v, "item"):
+        v = v.item()
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
 def _attr_str(f, name, where):
     v = f.attrs.get(name)
     if v is None:
         raise ConvertError("%s: attribute '%s' is missing" % (where, name))
-    return v.decode() if isinstance(v, bytes) else str(v)
+    return _text(v)
+
+
+def _c_error(e):
+    """A libtorusdata refusal (its message names the file and the tensor)
+    as a ConvertError."""
+    return ConvertError(str(e))
+
+
+def _open_checked(path):
+    """The C reader's Checkpoint of path (torus._lib): a regular file only,
+    its tensors checked by the validation torus-train runs."""
+    from . import _lib
+    try:
+        return _lib, _lib.Checkpoint(path)
+    except _lib.TorusDataError as e:
+        raise _c_error(e)
+    except ImportError as e:
+        raise ConvertError("%s: cannot check it: %s" % (path, e))
+
+
+def _tensor(lib, ck, path, group, key, count, kind):
+    """GROUP/KEY of COUNT floats, checked by C before the array is
+    allocated (its bytes are in the file), then read and checked."""
+    import numpy as np
+    try:
+        ck.tensor(group, key, count, kind)
+        return ck.tensor(group, key, count, kind, np.empty(count, dtype="<f4"))
+    except lib.TorusDataError as e:
+        raise _c_error(e)
 
 
 def read_checkpoint(path, name=None):
     """(spec, params, momentum, stats, attrs) of checkpoint path; name, when
-    given, must be its model."""
+    given, must be its model. Its tensors are checked and read by the C
+    reader's own validation (tdata_ckpt.h, through torus._lib); h5py reads
+    only attributes and names, of the same open file."""
+    lib, ck = _open_checked(path)
+    with ck:
+        return _read_open(lib, ck, path, name)
+
+
+def _read_open(lib, ck, path, name):
     import h5py
     import numpy as np
     try:
-        f = h5py.File(path, "r")
+        f = h5py.File(ck.h5_path(), "r")
     except OSError as e:
         raise ConvertError("%s: not a readable HDF5 file (%s)" % (path, e))
     with f:
@@ -235,33 +326,28 @@ def read_checkpoint(path, name=None):
         spec = parse_model_attr(_attr_str(f, "model", path), path)
         if name and spec.name != name:
             raise ConvertError("%s holds model %s, not %s" % (path, spec.name, name))
+        attrs = {k: f.attrs[k] for k in f.attrs.keys()}
         entries, bns = layout(spec)
-
-        def floats(group, key, count):
-            if group not in f or key not in f[group]:
-                raise ConvertError("%s: %s/%s is missing" % (path, group, key))
-            d = f[group][key]
-            if d.shape != (count,):
-                raise ConvertError("%s: %s/%s holds %s floats, %s needs %d" % (
-                    path, group, key, d.shape, spec.name, count))
-            return np.asarray(d[...], dtype="<f4")
-
-        names = {e.torus for e in entries}
-        for group in ("params", "momentum"):
-            extra = sorted(set(f[group].keys()) - names) if group in f else []
-            if extra:
-                raise ConvertError("%s: %s/%s is not a tensor of %s" % (
-                    path, group, extra[0], model_attr(spec)))
         params, momentum = collections.OrderedDict(), collections.OrderedDict()
         for e in entries:
             n = int(np.prod(e.shape))
-            params[e.torus] = floats("params", e.torus, n)
-            momentum[e.torus] = floats("momentum", e.torus, n)
+            params[e.torus] = _tensor(lib, ck, path, "params", e.torus, n, lib.VALUES)
+            momentum[e.torus] = _tensor(lib, ck, path, "momentum", e.torus, n,
+                                        lib.VALUES)
         stats, shapes = [], {e.torus: e.shape for e in entries}
         for k, bn in enumerate(bns):
             c = shapes[bn + ".gamma"][0]
-            stats += [floats("bn_stats", str(2 * k), c), floats("bn_stats", str(2 * k + 1), c)]
-        attrs = {k: f.attrs[k] for k in f.attrs.keys()}
+            stats += [_tensor(lib, ck, path, "bn_stats", str(2 * k), c, lib.VALUES),
+                      _tensor(lib, ck, path, "bn_stats", str(2 * k + 1), c,
+                              lib.VARIANCE)]
+        # Listed only now that C has seen both groups as hard links: h5py
+        # would follow an external link into another file.
+        names = {e.torus for e in entries}
+        for group in ("params", "momentum"):
+            extra = sorted(set(f[group].keys()) - names)
+            if extra:
+                raise ConvertError("%s: %s/%s is not a tensor of %s" % (
+                    path, group, extra[0], model_attr(spec)))
     return spec, params, momentum, stats, attrs
 
 
@@ -271,8 +357,19 @@ def _fixed_str(s):
     return np.array(b, dtype="S%d" % (len(b) + 1))  # NUL-terminated, fixed length
 
 
+# The longest texts torus-train reads back (ttrain_ckpt_meta's fields,
+# less the NUL): a longer one would make a file it refuses.
+_TEXT_MAX = {"batch_schedule": 255, "data_id": 127, "data": 511}
+
+
 def _fresh_attrs(spec, source, batch_schedule, data_id):
     import numpy as np
+    for key, text in (("batch_schedule", batch_schedule), ("data_id", data_id),
+                      ("data", data_id)):
+        if len(text.encode()) > _TEXT_MAX[key]:
+            raise ConvertError("the %s '%s...' is %d bytes; torus-train reads at "
+                               "most %d" % (key.replace("_", " "), text[:40],
+                                            len(text.encode()), _TEXT_MAX[key]))
     i64, f64 = np.int64, np.float64
     return collections.OrderedDict([
         ("format", _fixed_str(FORMAT)), ("run", _fixed_str(secrets.token_hex(4))),
@@ -302,13 +399,25 @@ def _put(group, key, values):
 
 
 def checkpoint_path(out, attrs):
-    """out itself, or, when out is a directory, the name torus-train gives
-    a checkpoint of that run and step in it (ckpt-STEP-RUN.h5)."""
-    if not os.path.isdir(out):
+    """out itself, or, when out is a folder (one that exists, or any name
+    ending in '/', created here as torus-train creates its
+    --checkpoint-dir), the name torus-train gives the checkpoint of that
+    run and step in it: libtorusdata's tdata_api_ckpt_name, the function
+    torus-train names its own files with."""
+    from . import _lib
+    if not (os.path.isdir(out) or out.endswith(os.sep)):
         return out
-    run = attrs["run"]
-    run = run.decode() if isinstance(run, bytes) else str(run)
-    return os.path.join(out, "ckpt-%d-%s.h5" % (int(attrs["global_step"]), run))
+    if not os.path.isdir(out):
+        try:
+            os.mkdir(out)
+        except OSError as e:
+            raise ConvertError("cannot create the folder '%s': %s" % (out, e.strerror))
+    try:
+        return _lib.ckpt_name(out, int(attrs["global_step"]), _text(attrs["run"]))
+    except _lib.TorusDataError as e:
+        raise _c_error(e)
+    except ImportError as e:
+        raise ConvertError("cannot name a checkpoint in '%s': %s" % (out, e))
 
 
 def write_checkpoint(out, spec, params, stats, source, like=None, zero_momentum=False,
@@ -331,8 +440,7 @@ def write_checkpoint(out, spec, params, stats, source, like=None, zero_momentum=
     else:
         attrs = _fresh_attrs(spec, source, batch_schedule, data_id)
     path = checkpoint_path(out, attrs)
-    fd, tmp = tempfile.mkstemp(prefix=".torus-torch-", suffix=".tmp",
-                               dir=os.path.dirname(os.path.abspath(path)))
+    fd, tmp = _temp_beside(path)
     os.close(fd)
     try:
         if like:
@@ -348,14 +456,142 @@ def write_checkpoint(out, spec, params, stats, source, like=None, zero_momentum=
                     _put(groups["momentum"], name, np.zeros_like(v))
             for i, v in enumerate(stats):
                 _put(groups["bn_stats"], str(i), v)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as a file torus-train writes; mkstemp's is 0600
-        os.replace(tmp, path)
+        _publish(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise
     return path, spec
+
+
+def _temp_beside(path):
+    """(fd, name) of a fresh temporary file in path's folder, for an
+    atomic rename onto path; ConvertError naming path (not the temporary
+    name) when its folder is missing or not writable."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        return tempfile.mkstemp(prefix=".torus-torch-", suffix=".tmp", dir=folder)
+    except OSError as e:
+        raise ConvertError("cannot write %s: its folder %s: %s" % (
+            path, folder, e.strerror or e))
+
+
+def _publish(tmp, path):
+    """tmp, written, renamed onto path with the mode a file torus-train
+    writes gets (mkstemp's is 0600). A FIFO or device at path is replaced,
+    never written through."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+
+
+# ---- state dict files (.pt): only plain ones, checked before torch reads
+
+# The entries of a zip that torch.save writes (torch 1.13 to 2.x), under
+# one top folder. A TorchScript archive adds code/ and constants.pkl, and
+# torch.load hands such a zip to torch.jit.load, even with weights_only,
+# which runs its code: anything else is refused before torch sees it.
+_PLAIN_RECORD = (r"(data\.pkl|version|\.format_version|byteorder|"
+                 r"\.storage_alignment|\.data/version|\.data/serialization_id|"
+                 r"data/[0-9]+)")
+_PLAIN_ENTRY = re.compile(r"^[^/]+/%s$" % _PLAIN_RECORD)  # zipfile's names
+_PLAIN_TORCH = re.compile(r"^%s$" % _PLAIN_RECORD)  # torch's, its folder cut
+
+
+def _open_regular(path, mode="rb"):
+    """path opened for reading when it is a regular file (O_NONBLOCK and
+    fstat first: a FIFO or device is refused by name, never waited on)."""
+    import stat
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise ConvertError("cannot open %s: %s" % (path, e.strerror))
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise ConvertError("%s is not a regular file (a FIFO, device, socket or "
+                           "folder): refused" % path)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, mode)
+
+
+def _zip_entries(path, f):
+    """The entries of zip f as Python's zipfile lists them and as torch's
+    own reader does (what torch.load decides on; its names lack the top
+    folder): (zipfile's names, torch's records, those of either that
+    torch.save does not write, the compressed ones)."""
+    import zipfile
+    import torch
+    try:
+        infos = zipfile.ZipFile(f).infolist()
+        f.seek(0)
+        names = [i.filename for i in infos]
+        reader = getattr(torch._C, "PyTorchFileReader", None)
+        records = list(reader(f).get_all_records()) if reader else []
+    except Exception as e:  # a malformed zip, in either reader
+        raise ConvertError("%s: not a readable PyTorch zip (%s: %s)" % (
+            path, type(e).__name__, e))
+    packed = [i.filename for i in infos if i.compress_type != zipfile.ZIP_STORED]
+    odd = [n for n in names if not _PLAIN_ENTRY.match(n)] + \
+        [n for n in records if not _PLAIN_TORCH.match(n)]
+    return names, records, odd, packed
+
+
+def _check_archive(path, f):
+    """A zip (torch's test: its first four bytes) must hold only what
+    torch.save writes, under one top folder; a TorchScript archive is named
+    as such."""
+    if f.read(4) != b"PK\x03\x04":
+        f.seek(0)
+        return  # the legacy format: only the weights_only unpickler reads it
+    f.seek(0)
+    names, records, odd, packed = _zip_entries(path, f)
+    f.seek(0)
+    tops = {n.split("/", 1)[0] for n in names}
+    script = [n for n in names + records if n.split("/")[-1] == "constants.pkl"
+              or n.startswith("code/") or "/code/" in n]
+    if script:
+        raise ConvertError("%s is a TorchScript archive (entry %s), not a state "
+                           "dict: refused, as loading it runs its code; save "
+                           "model.state_dict() with torch.save" % (path, script[0]))
+    if packed:  # torch.save stores; a deflated entry could expand unbounded
+        raise ConvertError("%s: entry %s is compressed; torch.save stores its "
+                           "entries: refused unread" % (path, packed[0]))
+    if odd or len(tops) != 1:
+        raise ConvertError("%s: entry %s is not one torch.save writes: refused "
+                           "unread" % (path, (sorted(odd) or sorted(names))[0]))
+
+
+def load_state_dict_file(path):
+    """The plain state dict in .pt file path (torch.save(model.state_dict())):
+    a regular file; a zip's entries checked before torch reads a byte of
+    it; then torch.load with weights_only (tensors and containers, never
+    pickled objects), from the same open file; then a dict of names to
+    tensors. ConvertError naming the file otherwise."""
+    import torch
+    with _open_regular(path) as f:
+        _check_archive(path, f)
+        try:
+            sd = torch.load(f, map_location="cpu", weights_only=True)
+        except Exception as e:  # torch raises many kinds for a bad file
+            raise ConvertError("%s: not a readable PyTorch file (%s: %s)" %
+                               (path, type(e).__name__, e))
+    check_state_dict(sd, path)
+    return sd
+
+
+def save_state_dict_file(sd, path):
+    """torch.save(sd) to path, through a temporary file beside it and a
+    rename (a FIFO or device at path is replaced, never written to)."""
+    import torch
+    fd, tmp = _temp_beside(path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(sd, f)
+        _publish(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 # ---- PyTorch modules of the models

@@ -9,7 +9,7 @@
 dist_bin_SCRIPTS += tools/torus-torch
 torus_pythondir = $(pkgdatadir)/python/torus
 dist_torus_python_DATA = python/torus/__init__.py \
-	python/torus/checkpoint_convert.py
+	python/torus/checkpoint_convert.py python/torus/_lib.py
 
 # teng_dump: one training step of the real engine on any backend, in and
 # out as .npy files; oracle-check drives it and compares with PyTorch. It

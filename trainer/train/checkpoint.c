@@ -20,6 +20,7 @@
 
 #include "common/torus_error.h"
 #include "common/torus_report.h"
+#include "data/format/tdata_ckpt.h"
 #include "data/format/tdata_format.h"
 #include "data/format/tdata_h5attr.h"
 #include "trainer/train/ttrain_options.h"
@@ -101,34 +102,6 @@ static int _put_floats(hid_t g, const char *name, const float *v, size_t n)
     return rc < 0 ? -1 : 0;
 }
 
-/* Whether all n values are finite; if not, *bad counts the others and
- * *first is the index of the first. */
-static int _finite(const float *v, size_t n, size_t *bad, size_t *first)
-{
-    *bad = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(v[i]) && (*bad)++ == 0)
-            *first = i;
-    return *bad == 0;
-}
-
-/* Reads dataset name of exactly n floats; -1 if missing, of another
- * size, or failing its checksum. */
-static int _get_floats(hid_t g, const char *name, float *v, size_t n)
-{
-    hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
-    if (d < 0)
-        return -1;
-    hid_t s = H5Dget_space(d);
-    hssize_t have = H5Sget_simple_extent_npoints(s);
-    herr_t rc = have == (hssize_t)n ? H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL,
-                                              H5S_ALL, H5P_DEFAULT, v)
-                                    : -1;
-    H5Sclose(s);
-    H5Dclose(d);
-    return rc < 0 ? -1 : 0;
-}
-
 /* ---- the checkpoint contents ---- */
 
 /* The three groups of float datasets, one dataset a tensor. */
@@ -143,8 +116,10 @@ static int _groups(hid_t f, int create, hid_t g[_NGROUPS])
     int rc = 0;
     for (int i = 0; i < _NGROUPS; i++) {
         const char *n = _group_names[i];
+        /* Opened through tdata_ckpt_group: hard links only (an external
+         * link would read another file). */
         g[i] = create ? H5Gcreate2(f, n, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
-                      : H5Gopen2(f, n, H5P_DEFAULT);
+                      : tdata_ckpt_group(f, n);
         if (g[i] < 0)
             rc = -1;
     }
@@ -164,21 +139,26 @@ static int _write_attrs(hid_t f, const ttrain_ckpt_meta *m, topt_sgd *opt,
     /* Samples over all ranks: a resume on another number of ranks divides
      * them again. */
     int64_t global = (int64_t)p->samples * m->world;
-    return _put_str(f, "format", _FORMAT) | _put_str(f, "run", m->run) |
-           _put_str(f, "model", m->model) | _put_i64(f, "world", m->world) |
-           _put_str(f, "batch_schedule", m->batch) |
-           _put_str(f, "data", m->data) | _put_str(f, "data_id", m->data_id) |
-           _put_str(f, "wire", m->wire) | _put_str(f, "config", config_text) |
-           _put_i64(f, "epoch", p->epoch) | _put_i64(f, "step", p->step) |
-           _put_i64(f, "global_step", p->global_step) |
-           _put_i64(f, "samples", global) |
-           _put_i64(f, "dropout_step", (int64_t)p->dropout_step) |
-           _put_i64(f, "optimizer_steps", opt->steps) |
-           _put_f64(f, "previous_lr", opt->prev_lr) |
-           _put_i64(f, "bucket_kb", m->bucket_kb) |
-           _put_str(f, "loss_scale_mode", m->loss_scale) |
-           _put_f64(f, "loss_scale", p->ls.scale) |
-           _put_i64(f, "loss_scale_clean", p->ls.clean) |
+    return _put_str(f, "format", _FORMAT) ||
+           _put_str(f, "run", m->run) ||
+           _put_str(f, "model", m->model) ||
+           _put_i64(f, "world", m->world) ||
+           _put_str(f, "batch_schedule", m->batch) ||
+           _put_str(f, "data", m->data) ||
+           _put_str(f, "data_id", m->data_id) ||
+           _put_str(f, "wire", m->wire) ||
+           _put_str(f, "config", config_text) ||
+           _put_i64(f, "epoch", p->epoch) ||
+           _put_i64(f, "step", p->step) ||
+           _put_i64(f, "global_step", p->global_step) ||
+           _put_i64(f, "samples", global) ||
+           _put_i64(f, "dropout_step", (int64_t)p->dropout_step) ||
+           _put_i64(f, "optimizer_steps", opt->steps) ||
+           _put_f64(f, "previous_lr", opt->prev_lr) ||
+           _put_i64(f, "bucket_kb", m->bucket_kb) ||
+           _put_str(f, "loss_scale_mode", m->loss_scale) ||
+           _put_f64(f, "loss_scale", p->ls.scale) ||
+           _put_i64(f, "loss_scale_clean", p->ls.clean) ||
            _put_i64(f, "loss_scale_overflows", p->ls.overflows);
 }
 
@@ -189,9 +169,13 @@ static int _write(hid_t f, const ttrain_ckpt_meta *m, teng_net *net,
     hid_t g[_NGROUPS];
     int rc = _groups(f, 1, g);
     hid_t gp = g[_PARAMS], gm = g[_MOMENTUM], gs = g[_STATS];
-    if (rc || _write_attrs(f, m, opt, p, config_text))
-        rc =
-            TORUS_FAIL(TTRAIN_CKPT_EBAD, "writing the checkpoint's attributes");
+    /* The first attribute that fails names itself (tdata_h5attr.h);
+     * _write_file adds HDF5's reason. */
+    if (rc)
+        rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "creating the checkpoint's groups");
+    else if (_write_attrs(f, m, opt, p, config_text))
+        rc = torus_error_prefix(TTRAIN_CKPT_EBAD,
+                                "writing the checkpoint's attributes");
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *prm = teng_net_param(net, i);
         const char *name = prm->name;
@@ -289,10 +273,12 @@ static int _list(const char *dir, const char *run, int any_kind, _entry **out)
     return n;
 }
 
-static void _name(char *out, size_t n, const char *dir, long step,
-                  const char *run)
+/* The file's name: tdata_ckpt_name's, which every writer (torus-torch,
+ * torus.checkpoint) shares. -1 with its message set. */
+static int _name(char *out, size_t n, const char *dir, long step,
+                 const char *run)
 {
-    snprintf(out, n, "%s/ckpt-%ld-%s.h5", dir, step, run);
+    return tdata_ckpt_name(out, n, dir, step, run) ? TTRAIN_CKPT_EBAD : 0;
 }
 
 /* After step was saved: keep the run's newest `keep` up to step (step
@@ -310,7 +296,8 @@ static void _prune(const char *dir, const char *run, long step, int keep)
             kept++;
             continue;
         }
-        _name(path, sizeof(path), dir, v[i].step, run);
+        if (_name(path, sizeof(path), dir, v[i].step, run))
+            continue;
         if (v[i].step > step)
             torus_note("removing %s: a later step of this run than the one "
                        "it resumed from (it did not load)",
@@ -426,21 +413,27 @@ int ttrain_ckpt_file_id(const char *path, uint64_t max_bytes, char *id,
  * next call clears the stack: so the stack's automatic handler, called at
  * every failing API call, keeps it. Under tdata_h5_lock. */
 static int _h5_errno;
+/* HDF5's own reason for the first failed call of a write: the innermost
+ * entry of its stack ("" none), for failures without an errno (an
+ * attribute too large for its object header). */
+static char _h5_why[256];
 
 static herr_t _errno_of(unsigned n, const H5E_error2_t *e, void *data)
 {
     (void)n;
-    (void)data;
     const char *at = e->desc ? strstr(e->desc, "errno = ") : NULL;
     if (at && !_h5_errno)
         _h5_errno = atoi(at + 8);
+    if (data && e->desc && e->desc[0]) /* walking down: the last one wins */
+        snprintf(_h5_why, sizeof(_h5_why), "%s", e->desc);
     return 0;
 }
 
 static herr_t _on_h5_error(hid_t stack, void *data)
 {
     (void)data;
-    H5Ewalk2(stack, H5E_WALK_DOWNWARD, _errno_of, NULL);
+    H5Ewalk2(stack, H5E_WALK_DOWNWARD, _errno_of,
+             _h5_why[0] ? NULL : _h5_why);
     return 0;
 }
 
@@ -468,8 +461,25 @@ static int _write_file(const char *tmp, const ttrain_ckpt_meta *m,
      * (data/format/tdata_h5attr.h). */
     tdata_h5_lock();
     _h5_errno = 0;
+    _h5_why[0] = '\0';
     H5Eset_auto2(H5E_DEFAULT, _on_h5_error, NULL); /* reported here */
-    hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    /* Attributes in dense storage from the first one (the 1.8 format, read
+     * by every HDF5 since 2008): the configuration record grows with the
+     * epochs of the plan, and an object header holds no attribute of 64
+     * KiB or more (--epochs 984 could not save). */
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fcpl >= 0 && fapl >= 0 &&
+        (H5Pset_attr_phase_change(fcpl, 0, 0) < 0 ||
+         H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST) < 0)) {
+        H5Pclose(fcpl);
+        fcpl = -1;
+    }
+    hid_t f = fcpl < 0 || fapl < 0 ? -1
+                                   : H5Fcreate(tmp, H5F_ACC_EXCL, fcpl, fapl);
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
+    if (fapl >= 0)
+        H5Pclose(fapl);
     int rc = f < 0 ? TORUS_FAIL(TTRAIN_CKPT_EBAD, "cannot create '%s'", tmp)
                    : _write(f, m, net, opt, p, config_text, buf);
     if (f >= 0 && H5Fclose(f) < 0 && !rc)
@@ -483,6 +493,11 @@ static int _write_file(const char *tmp, const ttrain_ckpt_meta *m,
                                 e == ENOSPC   ? " (ENOSPC)"
                                 : e == EDQUOT ? " (EDQUOT)"
                                               : "");
+    else if (rc && _h5_why[0]) {
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "%s", torus_error_msg());
+        rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "%s (HDF5: %s)", msg, _h5_why);
+    }
     return rc;
 }
 
@@ -499,7 +514,8 @@ int ttrain_ckpt_save(const char *dir, int keep, int rank,
      * each other's file. */
     char salt[TTRAIN_RUN_LEN];
     ttrain_ckpt_new_run(salt);
-    _name(path, sizeof(path), dir, p->global_step, m->run);
+    if (_name(path, sizeof(path), dir, p->global_step, m->run))
+        return TTRAIN_CKPT_EBAD;
     int len = snprintf(tmp, sizeof(tmp), "%s/.ckpt-%ld-%s.h5.%ld-%d-%s.tmp",
                        dir, p->global_step, m->run, (long)getpid(), rank, salt);
     if (len < 0 || (size_t)len >= sizeof(tmp))
@@ -792,24 +808,18 @@ static int _read_position(hid_t f, const ttrain_ckpt_meta *want, int eval_only,
     return want->plan && !eval_only ? _check_plan(p, v[3], want->plan) : 0;
 }
 
-/* One tensor of group g into buf: read whole and checksummed, then
- * finite (NaN would pass through ReLU unseen and into the next
- * checkpoint). what/name/id name it in the reason. */
+/* One tensor of group g into buf: checked, read whole and checksummed,
+ * then finite (NaN would pass through ReLU unseen and into the next
+ * checkpoint) and, for a BN running variance, >= 0: tdata_ckpt_tensor,
+ * the one validation the Python package shares. what/name name it in the
+ * reason. */
 static int _get_tensor(hid_t g, const char *dset, float *buf, size_t n,
-                       const char *what, const char *name)
+                       int kind, const char *what, const char *name)
 {
-    size_t bad, first = 0;
-    if (_get_floats(g, dset, buf, n))
-        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
-                          "%s %s is missing, of another shape, or fails its "
-                          "checksum",
-                          what, name);
-    if (!_finite(buf, n, &bad, &first))
-        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
-                          "%s %s holds %zu NaN or infinite value(s) of %zu "
-                          "(the first at element %zu)",
-                          what, name, bad, n, first);
-    return 0;
+    char label[256];
+    snprintf(label, sizeof(label), "%s %s", what, name);
+    return tdata_ckpt_tensor(g, dset, label, n, kind, buf) ? TTRAIN_CKPT_EBAD
+                                                           : 0;
 }
 
 /* Params, momentum and BN statistics. */
@@ -819,17 +829,18 @@ static int _read_state(hid_t f, teng_net *net, topt_sgd *opt)
     if (!buf)
         return TORUS_FAIL(TTRAIN_CKPT_EBAD, "out of memory");
     hid_t g[_NGROUPS];
-    int rc =
-        _groups(f, 0, g) ? TORUS_FAIL(TTRAIN_CKPT_EBAD, "groups missing") : 0;
+    /* tdata_ckpt_group said which group is missing or a link. */
+    int rc = _groups(f, 0, g) ? TTRAIN_CKPT_EBAD : 0;
     hid_t gp = g[_PARAMS], gm = g[_MOMENTUM], gs = g[_STATS];
     for (int i = 0; i < teng_net_nparams(net) && !rc; i++) {
         const teng_param *prm = teng_net_param(net, i);
-        rc = _get_tensor(gp, prm->name, buf, prm->count, "param", prm->name);
+        rc = _get_tensor(gp, prm->name, buf, prm->count, TDATA_CKPT_VALUES,
+                         "param", prm->name);
         if (!rc && teng_param_write(net, i, 0, buf))
             rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "param %s cannot be set",
                             prm->name);
         if (!rc)
-            rc = _get_tensor(gm, prm->name, buf, prm->count,
+            rc = _get_tensor(gm, prm->name, buf, prm->count, TDATA_CKPT_VALUES,
                              "the momentum of param", prm->name);
         if (!rc && topt_sgd_state_write(opt, i, buf))
             rc = TORUS_FAIL(TTRAIN_CKPT_EBAD,
@@ -838,7 +849,9 @@ static int _read_state(hid_t f, teng_net *net, topt_sgd *opt)
     for (int i = 0; i < teng_net_nstats(net) && !rc; i++) {
         char name[16];
         snprintf(name, sizeof(name), "%d", i);
+        /* BN layer k's statistics are 2k (mean) and 2k+1 (variance). */
         rc = _get_tensor(gs, name, buf, teng_stats_count(net, i),
+                         i % 2 ? TDATA_CKPT_VARIANCE : TDATA_CKPT_VALUES,
                          "BN statistics", name);
         if (!rc && teng_stats_write(net, i, buf))
             rc = TORUS_FAIL(TTRAIN_CKPT_EBAD, "BN statistics %d cannot be set",
@@ -959,7 +972,8 @@ static int _load_run(const char *dir, const char *run, const _want *a,
     int n = _list(dir, run, 1, &v), rc = -1, mine;
     *claimed = 0;
     for (int i = 0; i < n && rc == -1; i++) {
-        _name(path, sizeof(path), dir, v[i].step, run);
+        if (_name(path, sizeof(path), dir, v[i].step, run))
+            break;
         rc = _load(path, a->want, a->eval_only, a->net, a->opt, a->p, a->got,
                    a->note, a->notelen, &mine);
         *claimed |= mine;
@@ -970,7 +984,7 @@ static int _load_run(const char *dir, const char *run, const _want *a,
         else if (rc == TTRAIN_CKPT_ECONFIG)
             torus_error_prefix(rc, "%s", path);
         else
-            snprintf(a->name, a->namelen, "ckpt-%ld-%s.h5", v[i].step, run);
+            _name(a->name, a->namelen, NULL, v[i].step, run);
     }
     free(v);
     if (rc == -1 && *claimed)

@@ -137,7 +137,13 @@ int ttrain_ckpt_run_load(ttrain_ckpt_run *r)
     if (rc || !r->found)
         return rc;
     pick.name[sizeof(pick.name) - 1] = '\0';
-    snprintf(r->path, sizeof(r->path), "%s/%s", cfg->ckpt_dir, pick.name);
+    /* One slash between folder and name, as tdata_ckpt_name joins them
+     * ("run/" and "run" are one folder). */
+    int len = (int)strlen(cfg->ckpt_dir);
+    while (len > 1 && cfg->ckpt_dir[len - 1] == '/')
+        len--;
+    snprintf(r->path, sizeof(r->path), "%.*s/%s", len, cfg->ckpt_dir,
+             pick.name);
     if (r->rank != 0 &&
         (rc = ttrain_ckpt_load(r->path, &r->meta, cfg->eval_only, r->net,
                                r->opt, &r->at, &got, note, sizeof(note)))) {
