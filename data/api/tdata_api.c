@@ -204,3 +204,9 @@ void tdata_api_perm(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t *perm)
 {
     tdata_perm(seed, epoch, n, perm);
 }
+
+void tdata_api_partition(uint64_t n, int32_t k, int32_t r, int32_t even,
+                         uint64_t *begin, uint64_t *end)
+{
+    tdata_partition(n, k, r, even, begin, end);
+}

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-/* 2: the checkpoint functions (tdata_api_ckpt_*). */
+/* 2: the checkpoint functions (tdata_api_ckpt_*), tdata_api_partition. */
 #define TDATA_API_VERSION 2
 
 unsigned tdata_api_version(void);
@@ -103,6 +103,12 @@ void tdata_api_loader_free(tdata_api_loader *l);
 
 /* perm[0..n): the (seed, epoch) permutation torus-train's loader uses. */
 void tdata_api_perm(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t *perm);
+
+/* [*begin, *end): rank r's slice of n samples over k ranks, as the loader
+ * cuts it (even: every rank the same count, the rest left out; else
+ * contiguous slices covering all n). Version 2. */
+void tdata_api_partition(uint64_t n, int32_t k, int32_t r, int32_t even,
+                         uint64_t *begin, uint64_t *end);
 
 /* Into out (n bytes) the path of the checkpoint of RUN at global STEP in
  * folder DIR, as torus-train names it (tdata_ckpt_name: a trailing slash

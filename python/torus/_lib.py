@@ -19,7 +19,7 @@ import os
 import sysconfig
 
 SONAME = "libtorusdata.so.1"
-API_VERSION = 2  # 2: tdata_api_ckpt_*
+API_VERSION = 2  # 2: tdata_api_ckpt_*, tdata_api_partition
 COMM_SONAME = "libtoruscomm.so.1"
 COMM_API_VERSION = 1
 
@@ -202,6 +202,9 @@ def _declare(lib):
         "tdata_api_loader_free": (None, [vp]),
         "tdata_api_perm": (None, [ctypes.c_uint64, ctypes.c_uint64,
                                   ctypes.c_uint64, P(ctypes.c_uint64)]),
+        "tdata_api_partition": (None, [ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32,
+                                       ctypes.c_int32, P(ctypes.c_uint64),
+                                       P(ctypes.c_uint64)]),
         "tdata_api_ckpt_name": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_int64,
                                                ctypes.c_char_p, ctypes.c_char_p,
                                                ctypes.c_uint64]),

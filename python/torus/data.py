@@ -16,6 +16,7 @@ finished batch into a torch tensor.
 """
 
 import ctypes
+import operator
 
 import torch
 
@@ -64,9 +65,27 @@ class ShardDataset:
         self.close()
 
 
+_U64 = (1 << 64) - 1
+_I32 = (1 << 31) - 1
+
+
+def _int(name, v, lo, hi):
+    """v as an int in [lo, hi], checked here: C would wrap a negative epoch
+    or seed to 2^64 - 1, the loader's own marker, or truncate a size."""
+    try:
+        v = operator.index(v)  # ints and numpy integers, not floats
+    except TypeError:
+        raise ValueError(f"{name}={v!r} is not an integer") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"{name}={v} is out of range [{lo}, {hi}]")
+    return v
+
+
 def permutation(seed, epoch, n):
     """The (seed, epoch) order of n samples that torus-train's loader uses
     (libtdata's tdata_perm), as a list of sample ids."""
+    seed, epoch = _int("seed", seed, 0, _U64), _int("epoch", epoch, 0, _U64 - 1)
+    n = _int("n", n, 0, 1 << 40)
     buf = (ctypes.c_uint64 * n)()
     _lib.lib().tdata_api_perm(seed, epoch, n, buf)
     return list(buf)
@@ -81,8 +100,13 @@ class ShardLoader:
     output: "float" (float32 NCHW, normalised with the set's mean/std) or
         "uint8" (uint8 NHWC as decoded, unnormalised; see norm()).
     rank, world_size: default from the environment (torus.env).
-    drop_last: even slices (every rank the same number of steps); the
-        default is torus-train's (True in train, False in eval).
+    drop_last: PyTorch's meaning, leave out the last batch of an epoch when
+        it is not full. Train batches are always full (the C stream runs
+        on into the next epoch), so train=True takes only True (the
+        default); eval keeps the partial batch unless drop_last=True.
+    even_slices: train only: every rank the same number of samples, the
+        rest of the epoch left out (torus-train's; the default), or
+        contiguous slices of all samples (ranks may then differ by a step).
     max_bad: fail once more than this many samples were bad (-1: never).
         A bad sample is reported on stderr as torus-train reports it and
         left out of its batch.
@@ -95,7 +119,7 @@ class ShardLoader:
     def __init__(self, dataset, batch_size, train=True, image_size=None,
                  output="float", seed=0, rank=None, world_size=None,
                  drop_last=None, io_threads=0, decode_threads=0, max_bad=-1,
-                 eval_resize=0, scale=None, return_ids=False):
+                 eval_resize=0, scale=None, return_ids=False, even_slices=None):
         if not isinstance(dataset, ShardDataset):
             dataset = ShardDataset(dataset)
         if output not in ("float", "uint8"):
@@ -103,34 +127,58 @@ class ShardLoader:
         if image_size is None:
             image_size = dataset.height if dataset.dense else 224
         self.dataset = dataset
-        self.batch_size = int(batch_size)
+        self.batch_size = _int("batch_size", batch_size, 1, _I32)
         self.train = bool(train)
         self.output = output
         self.return_ids = return_ids
-        self.rank = env.rank() if rank is None else int(rank)
-        self.world_size = env.world_size() if world_size is None else int(world_size)
+        self.rank = _int("rank", env.rank() if rank is None else rank, 0, _I32)
+        self.world_size = _int("world_size", env.world_size() if world_size is None
+                               else world_size, 1, _I32)
+        if self.rank >= self.world_size:
+            raise ValueError(f"rank={self.rank} is not below world_size={self.world_size}")
+        self.drop_last = self._drop_last(drop_last, even_slices)
         o = _lib.new(_lib.Opts)
-        o.train, o.batch_size, o.out_size = int(self.train), self.batch_size, int(image_size)
+        o.train, o.batch_size = int(self.train), self.batch_size
+        o.out_size = _int("image_size", image_size, 1, 4096)
         o.u8_nhwc = int(output == "uint8")
         o.rank, o.world = self.rank, self.world_size
-        o.drop_remainder = -1 if drop_last is None else int(bool(drop_last))
-        o.io_threads, o.decode_threads = int(io_threads), int(decode_threads)
-        o.max_bad, o.seed, o.eval_resize = int(max_bad), int(seed), int(eval_resize)
+        o.drop_remainder = -1 if even_slices is None else int(bool(even_slices))
+        o.io_threads = _int("io_threads", io_threads, 0, 1024)
+        o.decode_threads = _int("decode_threads", decode_threads, 0, 1024)
+        o.max_bad = _int("max_bad", max_bad, -1, (1 << 63) - 1)
+        o.seed = _int("seed", seed, 0, _U64)
+        o.eval_resize = _int("eval_resize", eval_resize, 0, 1 << 16)
         if scale is not None:
             o.scale_min, o.scale_max = float(scale[0]), float(scale[1])
+            if not 0 < o.scale_min <= o.scale_max <= 1:
+                raise ValueError(f"scale={tuple(scale)}: 0 < min <= max <= 1")
         self._opts = o
-        self.seed = int(seed)
+        self.seed = o.seed
         self.epoch, self.step = 0, 0
         self._h = None  # the C loader, positioned at (self._at)
         self._at = None
         self._steps = None
         self._start()  # checks the options now, not at the first batch
 
+    def _drop_last(self, drop_last, even_slices):
+        """drop_last as PyTorch means it, refused where it cannot hold."""
+        if even_slices is not None and not self.train:
+            raise ValueError("even_slices is for train=True (an eval pass covers "
+                             "every sample once)")
+        if drop_last is None:
+            return self.train
+        if self.train and not drop_last:
+            raise ValueError("drop_last=False with train=True: train batches are "
+                             "always full (the stream runs on into the next "
+                             "epoch); for the ranks' slices see even_slices")
+        return bool(drop_last)
+
     # -- position ---------------------------------------------------------
     def set_epoch(self, epoch):
         """Start the next iteration at the beginning of EPOCH."""
-        if int(epoch) != self.epoch or self.step != 0:
-            self.epoch, self.step = int(epoch), 0
+        epoch = _int("epoch", epoch, 0, _U64 - 1)
+        if epoch != self.epoch or self.step != 0:
+            self.epoch, self.step = epoch, 0
 
     def state_dict(self):
         return {"epoch": self.epoch, "step": self.step, "seed": self.seed,
@@ -143,11 +191,24 @@ class ShardLoader:
             if state[k] != getattr(self, k):
                 raise ValueError(f"state_dict has {k}={state[k]}, this "
                                  f"loader {getattr(self, k)}")
-        self.epoch, self.step = int(state["epoch"]), int(state["step"])
+        epoch = _int("state_dict epoch", state["epoch"], 0, _U64 - 1)
+        step = _int("state_dict step", state["step"], 0, _U64 // max(1, self.batch_size))
+        self.epoch, self.step = epoch, step
 
     def __len__(self):
-        """Batches of one epoch on this rank."""
-        return self._steps
+        """Batches of one epoch on this rank (without the partial last
+        batch of an eval pass under drop_last)."""
+        return self._steps - int(self._partial())
+
+    def _partial(self):
+        """Whether an eval pass here ends on a partial batch that
+        drop_last leaves out."""
+        if self.train or not self.drop_last:
+            return False
+        b, e = ctypes.c_uint64(), ctypes.c_uint64()
+        self._lib().tdata_api_partition(self.dataset.num_images, self.world_size,
+                                        self.rank, 0, ctypes.byref(b), ctypes.byref(e))
+        return (e.value - b.value) % self.batch_size != 0
 
     def norm(self):
         """(scale, bias), 3 floats each: value = byte * scale + bias, the
@@ -221,6 +282,8 @@ class ShardLoader:
             if rc == 1:
                 break
             _lib.check(rc)
+            if b.n < self.batch_size and self.drop_last:
+                break  # eval's partial last batch (train's are full)
             out = self._tensors(b)
             self.step += 1
             self._at = (self.epoch, self.step)

@@ -149,8 +149,8 @@ else:
 try:
     ShardLoader(ds, 0)
     fail("batch size 0 accepted")
-except TorusDataError as e:
-    (ok if "bad loader options" in str(e) else fail)(f"batch 0: {e}")
+except ValueError as e:  # checked in Python, before C (see the end)
+    (ok if "batch_size=0" in str(e) else fail)(f"batch 0: {e}")
 work = tempfile.mkdtemp()
 bad_dir = os.path.join(work, "ds")
 shutil.copytree(ds_dir, bad_dir)
@@ -200,5 +200,65 @@ if p.returncode != 3 or "more than --max-bad=0 bad samples" not in p.stdout:
 else:
     ok("max_bad=0 raises TorusDataError")
 shutil.rmtree(work)
+
+# drop_last means PyTorch's: eval leaves out its partial last batch only
+# under drop_last=True (and len() says so); train batches are always full,
+# so train=True refuses drop_last=False; even_slices is train's.
+def sizes(ld):
+    return [len(y) for _, y, _ in ld]
+
+
+for kw, want in (({}, [100, 100, 56]), ({"drop_last": False}, [100, 100, 56]),
+                 ({"drop_last": True}, [100, 100])):
+    ld = ShardLoader(ds, 100, train=False, world_size=1, rank=0, return_ids=True, **kw)
+    got = sizes(ld)
+    if got != want or len(ld) != len(want):
+        fail(f"eval {kw}: batches {got}, len {len(ld)}; want {want}")
+    else:
+        ok(f"eval {kw}: batches {got}")
+ld = ShardLoader(ds, 40, train=False, world_size=3, rank=2, drop_last=True, return_ids=True)
+if sizes(ld) != [40, 40] or len(ld) != 2:
+    fail(f"eval drop_last on rank 2 of 3 (86 samples): {sizes(ld)}, len {len(ld)}")
+ld = ShardLoader(ds, 100, train=True, world_size=1, rank=0, drop_last=True, return_ids=True)
+if sizes(ld) != [100, 100]:
+    fail(f"train drop_last=True: {sizes(ld)}")
+
+
+def refused(what, fn, word):
+    try:
+        fn()
+    except ValueError as e:
+        if word in str(e):
+            ok(f"{what} refused: {e}")
+            return
+        fail(f"{what}: the message '{e}' does not name {word}")
+        return
+    fail(f"{what} was accepted")
+
+
+refused("train=True, drop_last=False", lambda: ShardLoader(
+    ds, 16, train=True, world_size=1, rank=0, drop_last=False), "drop_last")
+refused("train=False, even_slices=True", lambda: ShardLoader(
+    ds, 16, train=False, world_size=1, rank=0, even_slices=True), "even_slices")
+
+# Arguments are checked before they reach C: a negative epoch would wrap to
+# 2^64 - 1, the loader's "no permutation" marker (a segfault in its I/O
+# thread), and a negative size or seed would wrap too.
+ld = ShardLoader(ds, 16, train=True, world_size=1, rank=0)
+refused("set_epoch(-1)", lambda: ld.set_epoch(-1), "epoch")
+refused("a state dict of epoch -1", lambda: ld.load_state_dict(
+    dict(ld.state_dict(), epoch=-1)), "epoch")
+refused("a state dict of step -3", lambda: ld.load_state_dict(
+    dict(ld.state_dict(), step=-3)), "step")
+refused("set_epoch(1.5)", lambda: ld.set_epoch(1.5), "epoch")
+for name, kw in (("seed", {"seed": -1}), ("batch_size", {"batch_size": 0}),
+                 ("batch_size", {"batch_size": -16}), ("rank", {"rank": -1}),
+                 ("world_size", {"world_size": 0}), ("rank", {"rank": 4, "world_size": 4}),
+                 ("io_threads", {"io_threads": -1}), ("image_size", {"image_size": -28}),
+                 ("max_bad", {"max_bad": -2}), ("batch_size", {"batch_size": 1 << 40})):
+    args = dict({"batch_size": 16, "train": True, "world_size": 1, "rank": 0}, **kw)
+    refused(f"ShardLoader({kw})", lambda: ShardLoader(ds, **args), name)
+refused("permutation(-1, 0, 5)", lambda: permutation(-1, 0, 5), "seed")
+refused("permutation(0, -1, 5)", lambda: permutation(0, -1, 5), "epoch")
 print(f"{fails} failures")
 sys.exit(1 if fails else 0)

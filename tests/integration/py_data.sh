@@ -6,7 +6,10 @@
 # permutation, same seed same batches, a resumed loader gives the same next
 # batch, a corrupt sample is logged as torus-train logs it, and a shard the
 # C reader refuses raises TorusDataError with the C message; libtorusdata
-# loads after another libjpeg.so.62 (a wheel's) was loaded first. py_env.py:
+# loads after another libjpeg.so.62 (a wheel's) was loaded first;
+# drop_last means PyTorch's (eval's partial batch left out only under
+# drop_last=True; train=True refuses drop_last=False), and a negative
+# epoch, step, seed or size is a ValueError before C sees it. py_env.py:
 # torus.env's rank, world size and grid, malformed values named.
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/py_lib.sh"
