@@ -22,7 +22,7 @@ PY_SH_TESTS = tests/integration/py_install.sh tests/integration/py_data.sh \
 	tests/integration/py_ckpt_trust.sh
 TESTS += $(PY_SH_TESTS)
 EXTRA_DIST += $(PY_SH_TESTS) tests/integration/py_lib.sh \
-	tests/integration/py_ckpt_trust.py \
+	tests/integration/py_ckpt_trust.py tests/fuzz/fuzz_ckpt_py.py \
 	tests/integration/py_data.py tests/integration/py_env.py \
 	tests/integration/py_hook.py tests/integration/py_train.py
 

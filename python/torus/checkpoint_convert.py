@@ -267,11 +267,30 @@ def _text(v):
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
-def _attr_str(f, name, where):
+def _attr(f, name, where, kinds):
+    """Attribute name: one value (a scalar, or an array of one) of a numpy
+    kind in kinds ("S" text, "i" integer), as torus-train's checked reader
+    takes it."""
+    import numpy as np
     v = f.attrs.get(name)
     if v is None:
         raise ConvertError("%s: attribute '%s' is missing" % (where, name))
-    return _text(v)
+    a = np.asarray(v)
+    if a.size != 1 or a.dtype.kind not in kinds:
+        raise ConvertError("%s: attribute '%s' is not one %s" % (
+            where, name, "string" if "S" in kinds else "integer"))
+    return a.reshape(()).item()
+
+
+def _attr_str(f, name, where):
+    return _text(_attr(f, name, where, "SU"))
+
+
+def _attr_count(f, name, where):
+    v = _attr(f, name, where, "iu")
+    if v < 0:
+        raise ConvertError("%s: attribute '%s' is %d, below 0" % (where, name, v))
+    return v
 
 
 def _c_error(e):
@@ -327,6 +346,9 @@ def _read_open(lib, ck, path, name):
         if name and spec.name != name:
             raise ConvertError("%s holds model %s, not %s" % (path, spec.name, name))
         attrs = {k: f.attrs[k] for k in f.attrs.keys()}
+        # What callers take from attrs as it is: checked as C checks it.
+        attrs["global_step"] = _attr_count(f, "global_step", path)
+        _attr_str(f, "run", path)
         entries, bns = layout(spec)
         params, momentum = collections.OrderedDict(), collections.OrderedDict()
         for e in entries:

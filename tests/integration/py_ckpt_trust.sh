@@ -21,6 +21,8 @@
 #      variance, a wrapped dict, an int tensor: exit 1, a message naming
 #      the file and tensor, no traceback. A FIFO as export's input is
 #      refused at once; a FIFO as its output is replaced, not written to.
+#   4. tests/fuzz/fuzz_ckpt_py.py: read_checkpoint over fuzz_ckpt.c's corpus
+#      and random inputs for 20 s: only ConvertErrors or checked values.
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/py_lib.sh"
 "$PY" -c 'import h5py, numpy' 2>/dev/null ||
@@ -108,4 +110,10 @@ rc=$?
 timeout 60 "${tt[@]}" export "$ck" "$tmp/fifo.pt" --model cifar-resnet >"$tmp/log" 2>&1 &&
     [ -f "$tmp/fifo.pt" ] && echo "ok: export onto a FIFO replaced it with the file" ||
     fail "export onto a FIFO: $(tail -2 "$tmp/log")"
+
+# ---- 4. the Python reader fuzzed over the C loader's corpus (tests/fuzz/
+# corpus-ckpt, its edits plus external, virtual, linked and gzip storage)
+# for PY_FUZZ_SECONDS: a ConvertError naming the file, or finite values.
+"$PY" "$top_srcdir/tests/fuzz/fuzz_ckpt_py.py" "$ck" "$top_srcdir/tests/fuzz/corpus-ckpt" \
+    "${PY_FUZZ_SECONDS:-20}" || fail "fuzz_ckpt_py.py (above)"
 [ $fails -eq 0 ] || exit 1

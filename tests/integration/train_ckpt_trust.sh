@@ -20,6 +20,8 @@
 #      resume falls back.
 #   4. A full file system (a 16 KiB tmpfs) is named: "No space left on
 #      device (ENOSPC)".
+#   5. --epochs 984 (a configuration record over 64 KiB) writes its
+#      checkpoint and resumes from it.
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/train_lib.sh"
 forge=$top_builddir/tests/integration/ckpt_attr
@@ -139,6 +141,17 @@ if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then
 else
     fail "a full file system needs root and mount namespaces (unshare -m)"
 fi
+
+# ---- 5. a long plan: its configuration record (one line per epoch, over
+# 64 KiB at --epochs 984) no longer outgrows the checkpoint's attributes
+# (HDF5's object header): the checkpoint is written and resumed from.
+long=("${tiny[@]}" --epochs 984)
+"${long[@]}" --max-steps 2 --checkpoint-every 2 --checkpoint-dir "$tmp/long" >"$tmp/log" 2>&1 ||
+    fail "--epochs 984: $(grep torus-train: "$tmp/log" | tail -2)"
+"${long[@]}" --max-steps 3 --checkpoint-dir "$tmp/long" --resume >"$tmp/log" 2>&1 &&
+    grep -q "resumed from $tmp/long/ckpt-2-" "$tmp/log" &&
+    echo "ok: --epochs 984 wrote a checkpoint and resumed from it" ||
+    fail "--epochs 984, resume: $(grep torus-train: "$tmp/log" | tail -2)"
 
 [ $fails -eq 0 ] && echo "PASS: only consistent checkpoints are trusted"
 exit $((fails > 0))

@@ -27,7 +27,8 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 oc=("$py" "$s/tests/oracle/oracle-check" --dump "$b/tests/oracle/teng_dump" --threads 2)
 tt=("$py" "$s/tools/torus-torch")
-export TORUS_PYTHONPATH=$s/python OMP_NUM_THREADS=2
+# torus-torch checks and names checkpoints through the build tree's libtorusdata.
+export TORUS_PYTHONPATH=$s/python TORUS_LIBDIR=$b/data/.libs OMP_NUM_THREADS=2
 
 # ---- the oracle: 8 rows, all PASS
 check() { # NAME EXPECTED-RC ARGS...: runs oracle-check, checks its exit and rows
