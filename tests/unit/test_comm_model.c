@@ -444,6 +444,48 @@ START_TEST(test_theta_trial)
 }
 END_TEST
 
+/* A link whose first pass at each bucket size costs 36 ms more (what only
+ * that size uses is set up then), with warm times per size; fail_at > 0:
+ * the fail_at-th pass fails. */
+typedef struct {
+    size_t size[TC_THETA_TRIALS];
+    double warm[TC_THETA_TRIALS];
+    int used[TC_THETA_TRIALS], passes, fail_at;
+} _cold_link;
+
+static tcomm_rc _cold_pass(void *ctx, size_t theta, double *secs)
+{
+    _cold_link *l = ctx;
+    int k = 0;
+    while (l->size[k] != theta)
+        k++;
+    if (++l->passes == l->fail_at)
+        return TCOMM_ERR_TIMEOUT;
+    *secs = l->warm[k] + (l->used[k]++ ? 0 : 0.036);
+    return TCOMM_OK;
+}
+
+/* The trial times every size warm: the first size, cold, once looked 13
+ * times slower than it runs, so the smallest could never be kept. */
+START_TEST(test_theta_trial_warm)
+{
+    const size_t M = 1 << 20;
+    _cold_link l = {.size = {M, 2 * M, 4 * M, 16 * M},
+                    .warm = {0.00300, 0.00324, 0.0035, 0.004}};
+    double secs[TC_THETA_TRIALS];
+    ck_assert_int_eq(tc_theta_time(l.size, 4, _cold_pass, &l, secs), TCOMM_OK);
+    for (int k = 0; k < 4; k++)
+        ck_assert_double_eq(secs[k], l.warm[k]);
+    ck_assert_int_eq(tc_theta_keep(secs, 4), 0);
+    ck_assert_int_eq(l.passes, 8); /* two passes a size */
+    /* A failing pass stops the trial with its code. */
+    _cold_link f = {.size = {M, 4 * M, 16 * M}, .fail_at = 3};
+    ck_assert_int_eq(tc_theta_time(f.size, 3, _cold_pass, &f, secs),
+                     TCOMM_ERR_TIMEOUT);
+    ck_assert_int_eq(f.passes, 3);
+}
+END_TEST
+
 /* theta auto has nothing to choose where every size from 256 KiB to 64
  * MiB cuts the gradients alike: a small model (one bucket) or tensors of
  * 64 MiB and more (one bucket each); ResNet-like sizes it does, and so do
@@ -518,6 +560,7 @@ int main(void)
     tcase_add_test(t, test_theta_extra);
     tcase_add_test(t, test_theta_cap);
     tcase_add_test(t, test_theta_trial);
+    tcase_add_test(t, test_theta_trial_warm);
     tcase_add_test(t, test_theta_uniform);
     tcase_add_test(t, test_host_share);
     suite_add_tcase(s, t);

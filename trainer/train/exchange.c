@@ -462,7 +462,7 @@ int ttrain_exchange_set_bucket_kb(ttrain_exchange *ex, int kb)
 }
 
 void ttrain_exchange_describe(const ttrain_exchange *ex, const tcomm_info *info,
-                              FILE *f)
+                              int verbose, FILE *f)
 {
     if (ex->c.world == 1)
         return;
@@ -472,9 +472,17 @@ void ttrain_exchange_describe(const ttrain_exchange *ex, const tcomm_info *info,
     ex->ops->describe(ex, f);
     fprintf(f, ", all-reduce %s, %s wire\n", tcomm_algo_name(ex->c.algo),
             tcomm_wire_name(ex->c.wire));
-    if (ex->fusion && *tcomm_fusion_theta_why(ex->fusion))
+    /* The choice in one short line; the trial's times and the cost
+     * model's numbers (some 900 characters) only with --verbose. */
+    if (ex->fusion && *tcomm_fusion_theta_why(ex->fusion) && verbose)
         fprintf(f, "torus-train: --bucket-kb auto: %s\n",
                 tcomm_fusion_theta_why(ex->fusion));
+    else if (ex->fusion && *tcomm_fusion_theta_why(ex->fusion))
+        fprintf(f,
+                "torus-train: --bucket-kb auto: %zu KiB, %zu buckets "
+                "(--verbose: why)\n",
+                tcomm_fusion_theta(ex->fusion) >> 10,
+                tcomm_fusion_bucket_count(ex->fusion));
     if (ex->fusion && *tcomm_fusion_wire_why(ex->fusion))
         fprintf(f, "torus-train: --wire %s: %s\n", tcomm_wire_name(ex->c.wire),
                 tcomm_fusion_wire_why(ex->fusion));

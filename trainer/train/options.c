@@ -186,7 +186,8 @@ static const _opt _opts[] = {
      "cuda backend also the plan it would run (each BN's cuDNN call and "
      "fused ops, how convolution algorithms are chosen), no GPU needed"},
     {"verbose", _FLAG, _S(verbose), NULL,
-     "print the network and backend details"},
+     "print the network and backend details, and why --bucket-kb auto "
+     "chose its size (the trial's times, the cost model's numbers)"},
     {"config", _SPECIAL, 0, 0, "FILE",
      "read settings from FILE first (key = value, keys as the long options)"},
 };

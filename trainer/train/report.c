@@ -52,7 +52,7 @@ void ttrain_report_setup(const ttrain_report *rp, int max_local,
                     ? "on the device (the next batch copied during the step)"
                     : "on the host");
     _loss_scale(rp, f);
-    ttrain_exchange_describe(rp->ex, rp->info, f);
+    ttrain_exchange_describe(rp->ex, rp->info, rp->cfg->verbose, f);
 }
 
 void ttrain_report_device_peak(ttrain_report *rp)

@@ -82,10 +82,11 @@ size_t ttrain_exchange_buckets(const ttrain_exchange *ex);
  * the device path (its buckets are cut once) or with one rank. */
 int ttrain_exchange_set_bucket_kb(ttrain_exchange *ex, int kb);
 
-/* The banner's lines about the exchange, and the summary's (dstep: the
- * device step ran, so the reductions were not timed). */
+/* The banner's lines about the exchange (verbose: --bucket-kb auto's
+ * reason in full), and the summary's (dstep: the device step ran, so the
+ * reductions were not timed). */
 void ttrain_exchange_describe(const ttrain_exchange *ex, const tcomm_info *info,
-                              FILE *f);
+                              int verbose, FILE *f);
 void ttrain_exchange_summary(const ttrain_exchange *ex, int dstep, FILE *f);
 void ttrain_exchange_close(ttrain_exchange *ex);
 

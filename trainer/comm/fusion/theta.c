@@ -272,8 +272,27 @@ static tcomm_rc _trial_pass(const _trial_ctx *x, size_t theta, double *secs)
     return rc;
 }
 
-/* Times each of the n sizes in cand (ascending) into secs, after an
- * untimed pass at the largest; the gradients kept and put back. */
+tcomm_rc tc_theta_time(const size_t *cand, int n, tc_theta_pass_fn pass,
+                       void *ctx, double *secs)
+{
+    for (int k = 0; k < n; k++) {
+        double cold;
+        tcomm_rc rc = pass(ctx, cand[k], &cold);
+        if (!rc)
+            rc = pass(ctx, cand[k], &secs[k]);
+        if (rc)
+            return rc;
+    }
+    return TCOMM_OK;
+}
+
+static tcomm_rc _pass(void *ctx, size_t theta, double *secs)
+{
+    return _trial_pass(ctx, theta, secs);
+}
+
+/* Times each of the n sizes in cand (ascending) into secs
+ * (tc_theta_time); the gradients kept and put back. */
 static tcomm_rc _trial(const _trial_ctx *x, const size_t *cand, int n,
                        double *secs)
 {
@@ -297,10 +316,7 @@ static tcomm_rc _trial(const _trial_ctx *x, const size_t *cand, int n,
         return rc;
     }
     _trial_keep(x->segs, most, keep, 1);
-    double warm;
-    rc = _trial_pass(x, cand[n - 1], &warm);
-    for (int k = 0; !rc && k < n; k++)
-        rc = _trial_pass(x, cand[k], &secs[k]);
+    rc = tc_theta_time(cand, n, _pass, (void *)x, secs);
     _trial_keep(x->segs, most, keep, 0);
     free(keep);
     return rc;
@@ -333,7 +349,8 @@ tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
         return rc;
     snprintf(why, whylen,
              "%zu KiB, %d buckets: the smallest within %.1f%% of the fastest "
-             "in a trial on the first %zu MiB of gradients (%s; the slowest "
+             "in a trial on the first %zu MiB of gradients, each size timed "
+             "after an untimed pass at it (%s; the slowest "
              "rank's time, projected to all gradients by the cost model) of "
              "1, 4 and 16 MiB and the cost model's proposal, %zu KiB (%d "
              "buckets): %s",

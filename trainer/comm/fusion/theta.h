@@ -29,8 +29,9 @@
  * two thirds of ResNet-50's gradients were left to the projection, and the
  * trial once timed 256 KiB fastest where it ran 11% slower in full; whole
  * buckets in backward order, as the communication thread runs them: segs
- * are the tensors as pieces, flags the fusion's), after one untimed pass
- * at the largest; each time is the slowest rank's, projected to all
+ * are the tensors as pieces, flags the fusion's), each after an untimed
+ * pass at that size (tc_theta_time); each time is the slowest rank's,
+ * projected to all
  * gradients by the model's price of all buckets over its price of the
  * trial's.
  * The smallest size within TC_THETA_TIE of the fastest is kept (sizes
@@ -53,6 +54,15 @@ tcomm_rc tc_fusion_theta(tcomm_t *c, tc_plan *p, const tcomm_seg *segs,
 tcomm_rc tc_theta_pick(const tcomm_t *c, tc_plan *p, tcomm_algo algo,
                        tcomm_wire wire, double extra, size_t *theta, char *why,
                        size_t whylen);
+/* One pass of the trial at bucket size theta: its seconds. */
+typedef tcomm_rc (*tc_theta_pass_fn)(void *ctx, size_t theta, double *secs);
+/* Times each of the n sizes in cand into secs[k]: an untimed pass at the
+ * size, then the timed one. A size's first pass pays for what only it
+ * uses (one untimed pass at the largest before all, as the trial once
+ * ran, left the first size cold: 1 MiB took 40 ms where 2 MiB took 3.2,
+ * so the smallest could never win). Stops at the first failing pass. */
+tcomm_rc tc_theta_time(const size_t *cand, int n, tc_theta_pass_fn pass,
+                       void *ctx, double *secs);
 /* The sizes the trial times, ascending, each once: 1, 4 and 16 MiB and
  * the proposal. Returns how many (3 or 4). */
 int tc_theta_candidates(size_t proposal, size_t out[TC_THETA_TRIALS]);
