@@ -20,6 +20,7 @@
 #include "trainer/backends/cuda/cuda_fuse.h"
 #include "trainer/backends/cuda/cuda_layout.h"
 #include "trainer/backends/cuda/cuda_math.h"
+#include "trainer/backends/cuda/cuda_stem.h"
 #include "trainer/backends/cuda/tcuda_fastpath.h"
 #include "trainer/backends/cuda/tcuda_plan.h"
 #include "trainer/engine/host_kernels.h"
@@ -392,6 +393,198 @@ START_TEST(plan_report_totals)
 }
 END_TEST
 
+/* ---- the padded stem (cuda_stem.h) ---- */
+
+/* Which convolution is padded, and to how many channels. */
+static int _stem(tmodel_kind kind, int in_channels, int half, int pad,
+                 int input_grad, int *cp)
+{
+    teng_net net;
+    tmodel_spec spec = tmodel_defaults(kind);
+    tcuda_switches sw = {.half_nhwc = half, .bn_ex = 1, .fuse = 1,
+                         .pad_stem = pad};
+    spec.in_channels = in_channels;
+    ck_assert_int_eq(teng_net_init(&net), 0);
+    ck_assert_int_ge(tmodel_build(&net, &spec), 0);
+    teng_net_set_input_grad(&net, input_grad);
+    int stem = tcuda_stem_plan(&net, &sw, cp);
+    if (stem >= 0) {
+        ck_assert(net.l[stem].kind == TENG_L_CONV);
+        ck_assert_int_eq(net.l[stem].in[0], net.input);
+    }
+    teng_net_free(&net);
+    return stem;
+}
+
+START_TEST(stem_plan)
+{
+    int cp;
+    ck_assert_int_ge(_stem(TMODEL_RESNET50, 3, 1, 1, 0, &cp), 0);
+    ck_assert_int_eq(cp, 4);
+    ck_assert_int_ge(_stem(TMODEL_CIFAR_RESNET, 3, 1, 1, 0, &cp), 0);
+    ck_assert_int_ge(_stem(TMODEL_ALEXNET_BN, 3, 1, 1, 0, &cp), 0);
+    ck_assert_int_ge(_stem(TMODEL_RESNET18, 1, 1, 1, 0, &cp), 0);
+    ck_assert_int_eq(cp, 4); /* one channel (Fashion-MNIST) pads to 4 too */
+    ck_assert_int_lt(_stem(TMODEL_RESNET50, 3, 1, 0, 0, &cp), 0); /* off */
+    ck_assert_int_eq(cp, 3);
+    ck_assert_int_lt(_stem(TMODEL_RESNET50, 3, 0, 1, 0, &cp), 0); /* FP32 */
+    ck_assert_int_lt(_stem(TMODEL_RESNET50, 3, 1, 1, 1, &cp), 0); /* dx */
+    ck_assert_int_lt(_stem(TMODEL_RESNET50, 4, 1, 1, 0, &cp), 0); /* 4 */
+}
+END_TEST
+
+/* The padded layout's index maths against nested loops, and the 8-bit
+ * input's padded elements against the engine's host path (dnnl): each
+ * real channel the host's value bit for bit, each padding channel 0. */
+START_TEST(stem_layout_and_input)
+{
+    enum { N = 2, C = 3, CP = 4, H = 5, W = 6 };
+    for (size_t i = 0, j = 0; i < (size_t)N * H * W * CP; i++) {
+        size_t u = tcuda_stem_unpad(i, C, CP);
+        if (i % CP >= C) {
+            ck_assert(u == TCUDA_STEM_PAD);
+            continue;
+        }
+        ck_assert_uint_eq(u, j);
+        ck_assert_uint_eq(tcuda_stem_pad(j, C, CP), i);
+        j++;
+    }
+    teng_backend *bk = lh_backend();
+    teng_net *net;
+    ck_assert_int_eq(teng_net_create(&net), 0);
+    int x = teng_add_input(net, C, H, W);
+    ck_assert_int_ge(teng_add_conv(net, "stem", x, 4, 3, 1, 1, 0), 0);
+    ck_assert_int_eq(teng_net_compile(net, bk, N), 0);
+    uint8_t *px = teng_backend_host_alloc(bk, N * H * W * C);
+    uint8_t flips[N] = {0, 1};
+    for (int i = 0; i < N * H * W * C; i++)
+        px[i] = (uint8_t)(i * 37 + 11);
+    const float scale[3] = {0.017f, 0.0175f, 0.0171f};
+    const float bias[3] = {-2.1f, -2.0f, -1.8f};
+    ck_assert_int_eq(teng_net_stage_input_u8(net, 0, px, flips, N), 0);
+    ck_assert_int_eq(teng_net_use_input_u8(net, 0, scale, bias), 0);
+    float host[N * C * H * W];
+    ck_assert_int_eq(teng_tensor_read(net, x, 0, host), 0);
+    for (size_t i = 0; i < (size_t)N * H * W * CP; i++) {
+        float v = tcuda_stem_input_px(i, C, CP, H, W, px, flips, scale, bias);
+        size_t u = tcuda_stem_unpad(i, C, CP);
+        if (u == TCUDA_STEM_PAD)
+            ck_assert(v == 0.f);
+        else
+            ck_assert_msg(v == host[tcuda_nchw_of_nhwc(u, C, H, W)],
+                          "padded element %zu", i);
+    }
+    teng_backend_host_free(bk, px);
+    teng_net_destroy(net);
+    bk->ops->destroy(bk);
+}
+END_TEST
+
+/* ResNet-18 on dnnl with in_channels c at batch 2, 32 x 32. */
+static teng_net *_stem_net(teng_backend *bk, int c)
+{
+    teng_net *net;
+    tmodel_spec spec = tmodel_defaults(TMODEL_RESNET18);
+    spec.in_channels = c;
+    spec.image_size = 32;
+    ck_assert_int_eq(teng_net_create(&net), 0);
+    ck_assert_int_ge(tmodel_build(net, &spec), 0);
+    ck_assert_int_eq(teng_net_compile(net, bk, 2), 0);
+    ck_assert_int_eq(tmodel_init(net, 7), 0);
+    return net;
+}
+
+/* |a - b| within 1e-5 of the tensor's largest magnitude (oneDNN may run
+ * another kernel for 4 input channels than for 3, summing in another
+ * order: a sum of many terms may then differ in its last bits relative
+ * to the terms, not to itself). */
+static void _close(const float *a, const float *b, size_t n, const char *what)
+{
+    float m = 0.f;
+    for (size_t i = 0; i < n; i++)
+        m = fmaxf(m, fmaxf(fabsf(a[i]), fabsf(b[i])));
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabsf(a[i] - b[i]) <= 1e-5f * m,
+                      "%s[%zu]: %g vs %g (max %g)", what, i, a[i], b[i], m);
+}
+
+/* The stem's weights of b: a's, a zero tap on input channel 3. */
+static void _pad_weights(teng_net *a, teng_net *b, int id)
+{
+    const teng_param *p = teng_net_param(a, id);
+    size_t k = (size_t)p->dims[0], hw = (size_t)p->dims[2] * p->dims[3];
+    float *w = malloc(sizeof(float) * p->count);
+    float *wp = calloc(k * 4 * hw, sizeof(float));
+    ck_assert_int_eq(teng_param_read(a, id, 0, w), 0);
+    for (size_t o = 0; o < k; o++)
+        memcpy(wp + o * 4 * hw, w + o * 3 * hw, sizeof(float) * 3 * hw);
+    ck_assert_int_eq(teng_param_write(b, id, 0, wp), 0);
+    free(w);
+    free(wp);
+}
+
+/* One training step of a and b on the same (padded) batch. */
+static void _stem_step(teng_net *a, teng_net *b)
+{
+    enum { N = 2, HW = 32 * 32 };
+    float x3[N * 3 * HW], x4[N * 4 * HW] = {0};
+    int32_t labels[N] = {3, 998};
+    lh_fill(x3, N * 3 * HW, 5, -2.f, 2.f);
+    for (int n = 0; n < N; n++)
+        memcpy(x4 + n * 4 * HW, x3 + n * 3 * HW, sizeof(float) * 3 * HW);
+    ck_assert_int_eq(teng_net_set_input(a, x3), 0);
+    ck_assert_int_eq(teng_net_set_input(b, x4), 0);
+    for (teng_net *net = a; net; net = net == a ? b : NULL) {
+        ck_assert_int_eq(teng_net_set_labels(net, labels), 0);
+        ck_assert_int_eq(teng_net_forward(net, 1), 0);
+        ck_assert_int_eq(teng_net_backward(net), 0);
+        ck_assert_int_eq(teng_net_sync(net), 0);
+    }
+}
+
+START_TEST(stem_padded_equals_unpadded)
+{
+    teng_backend *bk = lh_backend();
+    teng_net *a = _stem_net(bk, 3), *b = _stem_net(bk, 4);
+    int np = teng_net_nparams(a), stem = -1;
+    for (int i = 0; i < np; i++) {
+        const teng_param *p = teng_net_param(a, i);
+        float *v = malloc(sizeof(float) * p->count);
+        ck_assert_int_eq(teng_param_read(a, i, 0, v), 0);
+        if (p->ndims == 4 && p->dims[1] == 3)
+            stem = i, _pad_weights(a, b, i);
+        else
+            ck_assert_int_eq(teng_param_write(b, i, 0, v), 0);
+        free(v);
+    }
+    ck_assert_int_ge(stem, 0);
+    _stem_step(a, b);
+    ck_assert(fabs(teng_net_loss(a) - teng_net_loss(b)) <=
+              1e-6 * fabs(teng_net_loss(a)));
+    for (int i = 0; i < np; i++) {
+        const teng_param *p = teng_net_param(a, i), *q = teng_net_param(b, i);
+        float *ga = malloc(sizeof(float) * p->count);
+        float *gb = malloc(sizeof(float) * q->count);
+        ck_assert_int_eq(teng_param_read(a, i, 1, ga), 0);
+        ck_assert_int_eq(teng_param_read(b, i, 1, gb), 0);
+        if (i == stem) { /* the real taps match, the padding's are 0 */
+            size_t hw = (size_t)p->dims[2] * p->dims[3];
+            for (int o = 0; o < p->dims[0]; o++) {
+                _close(ga + o * 3 * hw, gb + o * 4 * hw, 3 * hw, "stem dW");
+                for (size_t t = 0; t < hw; t++)
+                    ck_assert(gb[(o * 4 + 3) * hw + t] == 0.f);
+            }
+        } else
+            _close(ga, gb, p->count, p->name);
+        free(ga);
+        free(gb);
+    }
+    teng_net_destroy(a);
+    teng_net_destroy(b);
+    bk->ops->destroy(bk);
+}
+END_TEST
+
 /* x -> conv -> bn(relu?) -> add(relu?) with the conv's input, and the
  * fusion count; extra: a second reader of the BN output. */
 static int _chain(int c, int bn_relu, int add_relu, int extra)
@@ -625,6 +818,9 @@ int main(void)
     tcase_add_test(tc, bn_plan_on_models);
     tcase_add_test(tc, bn_plan_channels);
     tcase_add_test(tc, plan_report_totals);
+    tcase_add_test(tc, stem_plan);
+    tcase_add_test(tc, stem_layout_and_input);
+    tcase_add_test(tc, stem_padded_equals_unpadded);
     suite_add_tcase(s, tc);
     return lh_run(s);
 }

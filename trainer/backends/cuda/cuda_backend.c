@@ -15,6 +15,7 @@
 #include "common/torus_report.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
+#include "trainer/backends/cuda/cuda_stem.h"
 #include "trainer/backends/cuda/cuda_layout.h"
 #include "trainer/backends/cuda/tcuda.h"
 
@@ -85,14 +86,43 @@ static int _sync(teng_backend *bk)
     return TENG_OK;
 }
 
+/* The padded stem's input (cuda_stem.h): fp32 NCHW staged, fp16 NHWC
+ * unpadded after it in the temporary region, then padded (and back). */
+static int _input_io_padded(teng_backend *bk, teng_net *net, void *dev,
+                            float *host, int to_device)
+{
+    tcuda_impl *im = _tcuda(bk);
+    const tcuda_net *cn = net->bkstate;
+    size_t n = teng_tensor_count(net, net->input);
+    teng_shape s = net->t[net->input].shape;
+    int chw[3] = {s.c, s.h, s.w}, rc;
+    float *stage = _tcuda_tmp(net);
+    uint16_t *h16 = (uint16_t *)((char *)stage + TCUDA_ALIGN(sizeof(float) * n));
+    if (to_device) {
+        if ((rc = _upload(bk, stage, host, sizeof(float) * n)))
+            return rc;
+        TCUDA_K(tcuda_k_to_f16_nhwc(im->stream, stage, h16, n, chw));
+        TCUDA_K(tcuda_k_stem_pad(im->stream, h16, dev,
+                                 n / (size_t)s.c * (size_t)cn->stem_cp, s.c,
+                                 cn->stem_cp));
+        return _sync(bk);
+    }
+    TCUDA_K(tcuda_k_stem_unpad(im->stream, dev, h16, n, s.c, cn->stem_cp, 0));
+    TCUDA_K(tcuda_k_to_f32_nchw(im->stream, h16, stage, n, chw));
+    return _download(bk, host, stage, sizeof(float) * n);
+}
+
 /* FP32 mode: the canonical layout, I/O is a copy. FP16 mode: fp32 NCHW
  * staged in the scratch arena's temporary region, converted on the device
- * to fp16 NHWC (and back). */
+ * to fp16 NHWC (and back); the padded stem's input: _input_io_padded. */
 static int _tensor_io(teng_backend *bk, teng_net *net, int id, int grad,
                       float *host, int to_device)
 {
     tcuda_impl *im = _tcuda(bk);
+    const tcuda_net *cn = net->bkstate;
     void *dev = grad ? net->t[id].grad : net->t[id].data;
+    if (cn && cn->stem >= 0 && id == net->input && !grad)
+        return _input_io_padded(bk, net, dev, host, to_device);
     size_t n = teng_tensor_count(net, id);
     teng_shape s = net->t[id].shape;
     int chw[3] = {s.c, s.h, s.w}, rc;

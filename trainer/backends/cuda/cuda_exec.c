@@ -15,6 +15,7 @@
 #include "trainer/backends/cuda/cuda_fuse.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
+#include "trainer/backends/cuda/cuda_stem.h"
 #include "trainer/engine/rng.h"
 
 static const float _one = 1.0f, _zero = 0.0f;
@@ -29,6 +30,24 @@ static size_t _count(const teng_net *net, int id)
     return teng_tensor_count(net, id);
 }
 
+/* The padded stem's filter (cuda_stem.h): the fp16 OHWI weights with
+ * zero taps on the padding channels, built in the temporary region; the
+ * other convolutions' own working copy. */
+static const void *_filter(teng_backend *bk, teng_net *net, int li)
+{
+    const tcuda_net *cn = net->bkstate;
+    const teng_param *p = &net->p[net->l[li].param0];
+    if (li != cn->stem)
+        return p->work;
+    int c = net->t[net->input].shape.c;
+    uint16_t *w = _tcuda_tmp(net);
+    /* a failed launch is reported by the convolution's check */
+    tcuda_k_stem_pad(_tcuda(bk)->stream, p->work, w,
+                     p->count / (size_t)c * (size_t)cn->stem_cp, c,
+                     cn->stem_cp);
+    return w;
+}
+
 static int _conv_fwd(teng_backend *bk, teng_net *net, int li)
 {
     tcuda_impl *im = _tcuda(bk);
@@ -40,7 +59,8 @@ static int _conv_fwd(teng_backend *bk, teng_net *net, int li)
     TCUDA_DNN(cudnnSetConvolutionMathType(d->conv,
                                           (cudnnMathType_t)d->fwd.math));
     TCUDA_DNN(cudnnConvolutionForward(
-        im->dnn, &_one, d->x, net->t[l->in[0]].data, d->w, p->work, d->conv,
+        im->dnn, &_one, d->x, net->t[l->in[0]].data, d->w,
+        _filter(bk, net, li), d->conv,
         (cudnnConvolutionFwdAlgo_t)d->fwd.algo, net->scratch, d->fwd.workspace,
         &_zero, d->y, net->t[l->out].data));
     if (l->bias)
@@ -58,17 +78,24 @@ static int _conv_bwd_params(teng_backend *bk, teng_net *net, int li)
     tcuda_layer *d = _d(net, li);
     const teng_param *p = &net->p[l->param0];
     const void *dy = net->t[l->out].grad;
+    const tcuda_net *cn = net->bkstate;
+    int stem = li == cn->stem, c = net->t[l->in[0]].shape.c;
+    /* the padded stem's gradient has the padded filter's elements */
+    size_t wn = stem ? p->count / (size_t)c * (size_t)cn->stem_cp : p->count;
     char *tmp = _tcuda_tmp(net);
     void *dw = im->half ? (void *)tmp : (void *)p->grad;
-    void *db = im->half ? (void *)(tmp + TCUDA_ALIGN(2 * p->count))
-                        : (void *)p[1].grad;
+    void *db =
+        im->half ? (void *)(tmp + TCUDA_ALIGN(2 * wn)) : (void *)p[1].grad;
     TCUDA_DNN(cudnnSetConvolutionMathType(d->conv,
                                           (cudnnMathType_t)d->bwf.math));
     TCUDA_DNN(cudnnConvolutionBackwardFilter(
         im->dnn, &_one, d->x, net->t[l->in[0]].data, d->y, dy, d->conv,
         (cudnnConvolutionBwdFilterAlgo_t)d->bwf.algo, net->scratch,
         d->bwf.workspace, &_zero, d->w, dw));
-    if (im->half)
+    if (stem) /* the padding channels' gradient is dropped */
+        TCUDA_K(tcuda_k_stem_unpad(im->stream, dw, p->grad, p->count, c,
+                                   cn->stem_cp, 1));
+    else if (im->half)
         TCUDA_K(tcuda_k_to_f32(im->stream, dw, p->grad, p->count));
     if (!l->bias)
         return TENG_OK;

@@ -144,3 +144,23 @@ const char *tcuda_bn_ops_name(int mode)
         return "-";
     }
 }
+
+int tcuda_stem_plan(const teng_net *net, const tcuda_switches *sw, int *cp)
+{
+    int c = net->t[net->input].shape.c, stem = -1, readers = 0;
+    *cp = c;
+    if (!sw->half_nhwc || !sw->pad_stem || net->input_grad || c % 4 == 0)
+        return -1;
+    for (int i = 0; i < net->nl; i++) {
+        const teng_layer *l = &net->l[i];
+        for (int j = 0; j < l->nin; j++)
+            if (l->in[j] == net->input) {
+                readers++;
+                stem = l->kind == TENG_L_CONV && j == 0 ? i : -1;
+            }
+    }
+    if (readers != 1 || stem < 0)
+        return -1;
+    *cp = (c + 3) / 4 * 4;
+    return stem;
+}

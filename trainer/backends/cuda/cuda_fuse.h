@@ -106,6 +106,14 @@ void tcuda_switches_getenv(tcuda_switches *sw, int half_nhwc);
 int tcuda_bn_plan(const teng_net *net, const tcuda_switches *sw, int *bn_of,
                   unsigned char *deferred, unsigned char *mode);
 
+/* The padded stem (cuda_stem.h): the convolution layer that alone reads
+ * the data input, when the switches allow (FP16 NHWC, TCUDA_PAD_STEM),
+ * the data input's channels are not a multiple of 4 and no gradient of
+ * the input is asked for (teng_net_set_input_grad); else -1. *cp: the
+ * channels it reads, the input's rounded up to a multiple of 4 (the
+ * input's own when -1). */
+int tcuda_stem_plan(const teng_net *net, const tcuda_switches *sw, int *cp);
+
 /* Whether mode runs the Ex calls; the name of its ops ("BN",
  * "BN_ACTIVATION", "BN_ADD_ACTIVATION"; "legacy" for TCUDA_BN_LEGACY). */
 int tcuda_bn_is_ex(int mode);

@@ -27,6 +27,7 @@
 #include "common/torus_error.h"
 #include "trainer/backends/cuda/cuda_internal.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
+#include "trainer/backends/cuda/cuda_stem.h"
 
 int _tcuda_input_open(tcuda_impl *im)
 {
@@ -165,9 +166,16 @@ int _tcuda_input_use(teng_backend *bk, teng_net *net, int slot,
                           slot, im->stage_n[slot], net->batch);
     TCUDA_RT(cudaEventSynchronize(im->copied[slot]));
     TCUDA_RT(cudaStreamWaitEvent(im->stream, im->copied[slot], 0));
-    TCUDA_K(tcuda_k_input_u8(im->stream, im->half, im->stage[slot],
-                             im->stage[slot] + n, net->t[net->input].data, n,
-                             chw, scale, bias));
+    const tcuda_net *cn = net->bkstate;
+    if (cn->stem >= 0) /* the padded layout, in the same one pass */
+        TCUDA_K(tcuda_k_stem_input_u8(
+            im->stream, im->stage[slot], im->stage[slot] + n,
+            net->t[net->input].data, n / (size_t)s.c * (size_t)cn->stem_cp,
+            chw, cn->stem_cp, scale, bias));
+    else
+        TCUDA_K(tcuda_k_input_u8(im->stream, im->half, im->stage[slot],
+                                 im->stage[slot] + n, net->t[net->input].data,
+                                 n, chw, scale, bias));
     TCUDA_RT(cudaEventRecord(im->used[slot], im->stream));
     im->stage_n[slot] = 0;
     return TENG_OK;

@@ -103,6 +103,9 @@ typedef struct {
     int nfused, nex;
     cudnnActivationDescriptor_t relu;
     size_t ex_ws;
+    /* The padded stem (cuda_stem.h, tcuda_stem_plan): the convolution
+     * that reads the data input on stem_cp channels, or -1. */
+    int stem, stem_cp;
 } tcuda_net;
 
 static inline tcuda_impl *_tcuda(teng_backend *bk)
@@ -123,6 +126,17 @@ static inline cudnnTensorFormat_t _tcuda_fmt(teng_backend *bk)
 static inline size_t _tcuda_esz(teng_backend *bk)
 {
     return _tcuda(bk)->half ? 2 : 4;
+}
+
+/* The shape layer li's first input has on the device: the data input
+ * padded for the stem (cuda_stem.h), else the engine's. */
+static inline teng_shape _tcuda_in_shape(const teng_net *net, int li)
+{
+    const tcuda_net *cn = net->bkstate;
+    teng_shape s = net->t[net->l[li].in[0]].shape;
+    if (cn && cn->stem >= 0 && net->l[li].in[0] == net->input)
+        s.c = cn->stem_cp;
+    return s;
 }
 
 /* The temporary region of the scratch arena (see above). */

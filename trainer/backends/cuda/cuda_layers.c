@@ -98,7 +98,7 @@ static void _tune_done(tcuda_impl *im)
 static int _conv_descs(teng_backend *bk, teng_net *net, tcuda_layer *d, int li)
 {
     teng_layer *l = &net->l[li];
-    teng_shape si = net->t[l->in[0]].shape, so = net->t[l->out].shape;
+    teng_shape si = _tcuda_in_shape(net, li), so = net->t[l->out].shape;
     int n, c, h, w, rc;
     if ((rc = _tshape(bk, &d->x, si)) || (rc = _tshape(bk, &d->y, so)))
         return rc;
@@ -126,7 +126,7 @@ static int _conv_descs(teng_backend *bk, teng_net *net, tcuda_layer *d, int li)
 static int _plan_conv(teng_backend *bk, teng_net *net, tcuda_layer *d, int li)
 {
     teng_layer *l = &net->l[li];
-    teng_shape si = net->t[l->in[0]].shape;
+    teng_shape si = _tcuda_in_shape(net, li); /* the stem's: padded */
     int rc;
     if ((rc = _conv_descs(bk, net, d, li)) ||
         (rc = _algo(bk, l, si, d, TCUDA_FWD, &d->fwd)) ||
@@ -268,11 +268,20 @@ static teng_dtype _param_dtype(teng_backend *bk, const teng_net *net,
  * fp32 through the temporary region. */
 static void _plan_sizes(teng_backend *bk, teng_net *net)
 {
+    const tcuda_net *cn = net->bkstate;
     for (int i = 0; i < net->nt; i++) {
         size_t n = teng_tensor_count(net, i);
         net->t[i].bytes = _tcuda_esz(bk) * n;
         if (_tcuda(bk)->half)
             _tmp_need(net, sizeof(float) * n);
+    }
+    /* The padded input: its I/O stages fp32 NCHW, then fp16 NHWC
+     * unpadded (cuda_backend.c). */
+    if (cn->stem >= 0) {
+        size_t n = teng_tensor_count(net, net->input);
+        int c = net->t[net->input].shape.c;
+        net->t[net->input].bytes = 2 * (n / (size_t)c * (size_t)cn->stem_cp);
+        _tmp_need(net, TCUDA_ALIGN(sizeof(float) * n) + 2 * n);
     }
     for (int i = 0; i < net->np; i++) {
         net->p[i].bytes = sizeof(float) * net->p[i].count;
@@ -291,6 +300,9 @@ int _tcuda_plan(teng_backend *bk, teng_net *net, int batch)
     if (!cn->l)
         return TORUS_FAIL(TENG_ENOMEM, "out of memory");
     net->scratch_bytes = 0;
+    tcuda_switches sw;
+    tcuda_switches_getenv(&sw, _tcuda(bk)->half);
+    cn->stem = tcuda_stem_plan(net, &sw, &cn->stem_cp);
     for (int i = 0; i < net->nl; i++) {
         int rc = _plan_layer(bk, net, &cn->l[i], i);
         if (rc)

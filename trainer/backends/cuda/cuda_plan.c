@@ -40,24 +40,33 @@ static void _print(const teng_net *net, const tcuda_plan_in *in,
                    const unsigned char *mode, FILE *f, tcuda_plan_totals *tot)
 {
     const char *algo = tcuda_algo_source_name(in->conv);
-    fprintf(f, "cuda plan      %s, training; TCUDA_BN_EX=%d TCUDA_FUSE=%d\n",
+    int cp, stem = tcuda_stem_plan(net, sw, &cp);
+    fprintf(f,
+            "cuda plan      %s, training; TCUDA_BN_EX=%d TCUDA_FUSE=%d "
+            "TCUDA_PAD_STEM=%d\n",
             in->half_nhwc ? "cuda-fp16 (NHWC fp16)" : "cuda (NCHW fp32)",
-            sw->bn_ex, sw->fuse);
+            sw->bn_ex, sw->fuse, sw->pad_stem);
     for (int i = 0; i < net->nl; i++) {
         const teng_layer *l = &net->l[i];
         if (l->kind == TENG_L_BN)
             _bn_line(net, i, mode[i], f, tot);
         else if (l->kind == TENG_L_CONV) {
             tot->conv++;
-            fprintf(f, "  %-28s conv  algorithms %s\n", l->name, algo);
+            fprintf(f, "  %-28s conv  algorithms %s", l->name, algo);
+            if (i == stem)
+                fprintf(f, "; input padded from %d to %d channels (zeros)",
+                        net->t[net->input].shape.c, cp);
+            fputc('\n', f);
         } else if (l->kind == TENG_L_ADD && bn_of[i] >= 0)
             fprintf(f, "  %-28s add   runs in %s's Ex call\n", l->name,
                     net->l[bn_of[i]].name);
     }
+    tot->stem_cp = stem >= 0 ? cp : 0;
     fprintf(f,
             "cuda plan      BN fused %d/%d, separate activation passes %d; "
-            "conv algorithms %s %d/%d\n",
-            tot->bn_ex, tot->bn, tot->separate, algo, tot->conv, tot->conv);
+            "conv algorithms %s %d/%d; stem input channels %d\n",
+            tot->bn_ex, tot->bn, tot->separate, algo, tot->conv, tot->conv,
+            cp);
 }
 
 int tcuda_plan_report(const teng_net *net, const tcuda_plan_in *in, FILE *f,

@@ -31,10 +31,11 @@ typedef struct {
     int bn_ex;    /* of them on an Ex mode ("fused") */
     int separate; /* separate activation passes: legacy BNs with a ReLU */
     int conv;     /* convolution layers */
+    int stem_cp;  /* the padded stem's input channels, 0: not padded */
 } tcuda_plan_totals;
 
 /* Prints the per-layer plan and the total line ("BN fused 53/53,
- * separate activation passes 0", ...) of net under the environment's
+ * separate activation passes 0", ..., the stem's input channels) of net under the environment's
  * switches (tcuda_switches_getenv) to f; fills *tot. 0, or TENG_ENOMEM
  * after TORUS_FAIL. */
 int tcuda_plan_report(const teng_net *net, const tcuda_plan_in *in, FILE *f,
