@@ -1,5 +1,6 @@
 /* train/report.c: torus-train's banner and summary (see ttrain_report.h). */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -126,7 +127,13 @@ int ttrain_report_cuda_plan(const ttrain_config *cfg, FILE *f)
     if (!half && strcmp(b, "cuda") && strcmp(b, "gpu"))
         return 0;
     teng_net *net = NULL;
-    tcuda_plan_in in = {.half_nhwc = half, .conv = TCUDA_ALGO_HEURISTIC};
+    const char *tune = getenv("TCUDA_TUNE");
+    /* Tuning (cuda_tune.h) measures each shape once or reads it from the
+     * tune cache; which of the two needs the device to tell. */
+    tcuda_plan_in in = {.half_nhwc = half,
+                        .conv = tune && !strcmp(tune, "0")
+                                    ? TCUDA_ALGO_HEURISTIC
+                                    : TCUDA_ALGO_TUNED};
     tcuda_plan_totals tot;
     int rc = teng_net_create(&net);
     if (!rc && tmodel_build(net, &cfg->model) < 0)

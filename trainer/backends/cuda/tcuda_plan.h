@@ -14,7 +14,9 @@
 #include "trainer/engine/teng.h"
 
 /* How the convolution algorithms are chosen (one for the whole run):
- * cuDNN's heuristics unless tuning or a tune cache is configured. */
+ * cuDNN's heuristics (TCUDA_TUNE=0), measured ("tuned": measured at the
+ * first plan or read from the tune cache, which without the device the
+ * plan cannot tell apart), or all from the tune cache. */
 typedef enum {
     TCUDA_ALGO_HEURISTIC = 0,
     TCUDA_ALGO_TUNED,
