@@ -1,12 +1,16 @@
 /* ttrain_checkpoint.h: torus-train checkpoints (prefix ttrain_ckpt_).
  *
- * One HDF5 file per checkpoint, DIR/ckpt-<global step>-<run>.h5, holding
+ * One HDF5 file per checkpoint, DIR/ckpt-<global step>-<run>.h5 (the name
+ * is tdata_ckpt_name's, data/format/tdata_ckpt.h, which the Python
+ * package's writers call too), holding
  * every param, its momentum and the BN running statistics in canonical
  * layout (so a checkpoint outlives a change of backend or thread count),
  * the training position (epoch, step, samples served, dropout step,
  * previous LR for the momentum correction, the loss scale's mode and
  * state), the resolved configuration as
- * text, and what the run was trained under (ttrain_ckpt_meta): the run id,
+ * text (attributes in HDF5's dense storage, so that a plan of any number
+ * of epochs fits), and what the run was trained under (ttrain_ckpt_meta):
+ * the run id,
  * the model, the ranks, the global batch schedule, the training data and
  * the wire, and the fusion bucket size (not compared). Datasets carry
  * HDF5's Fletcher32 checksum, so a damaged file fails to load instead of
@@ -42,7 +46,11 @@
  * (O_NONBLOCK and fstat before HDF5 sees it: a FIFO, device or socket is
  * refused by name, never waited on). A checkpoint loads only when it is
  * consistent: its run id and global step are those of its file name; every
- * param, momentum and BN statistic is finite; the counters agree with one
+ * param, momentum and BN statistic passes tdata_ckpt_tensor (hard links
+ * only, no external or virtual storage, no filter but Fletcher32, float32
+ * of the net's count, all its bytes in the file, finite, a BN running
+ * variance >= 0: the one validation the Python package runs too); the
+ * counters agree with one
  * another (optimizer steps and skipped steps within the global step, the
  * previous LR finite, >= 0, 0 before the first optimizer step and
  * positive after the second: a warmup from 0 gives a first step at LR 0)
