@@ -338,6 +338,55 @@ static int _pick_device(_run *r, int *device)
     return 0;
 }
 
+/* The most text of convolution algorithms a rank takes from rank 0. */
+#define _TUNE_TEXT_MAX ((uint64_t)64 << 20)
+
+/* Compiles the net. With several ranks on a cuda backend that measures
+ * its convolution algorithms, rank 0 compiles first (measuring, or
+ * reading its tune cache) and sends its table; the others take it as
+ * their tune cache and compile with it, so every rank runs the same
+ * algorithms. The others wait for rank 0's measurements: the no-progress
+ * deadline is lengthened to --checkpoint-timeout meanwhile. Rank 0's
+ * failure reaches them as a length of UINT64_MAX, never a hang. */
+static int _compile(_run *r)
+{
+    const ttrain_config *cfg = &r->cfg;
+    char *text = NULL;
+    size_t len = 0;
+    if (cfg->world < 2 || tbackends_tune_export(r->bk, &text, &len))
+        return teng_net_compile(r->net, r->bk, r->max_local);
+    free(text); /* the table before any plan: empty of this net's shapes */
+    text = NULL;
+    double t = tcomm_set_timeout(r->comm, cfg->ckpt_timeout);
+    int rc = 0;
+    uint64_t n = 0;
+    if (r->info.rank == 0) {
+        rc = teng_net_compile(r->net, r->bk, r->max_local);
+        n = !rc && !tbackends_tune_export(r->bk, &text, &len) ? len
+                                                              : UINT64_MAX;
+    }
+    if (tcomm_bcast_bytes(r->comm, &n, sizeof n, 0))
+        rc = rc ? rc : TENG_EBACKEND;
+    else if (n == UINT64_MAX)
+        rc = rc ? rc
+                : TORUS_FAIL(TENG_EBACKEND, "rank 0 could not plan the "
+                                            "net (see its message)");
+    else if (r->info.rank != 0 &&
+             (n > _TUNE_TEXT_MAX || !(text = malloc(n + 1))))
+        rc = TORUS_FAIL(TENG_ENOMEM, "rank 0's convolution algorithms: %llu "
+                                     "bytes",
+                        (unsigned long long)n);
+    if (!rc && tcomm_bcast_bytes(r->comm, text, n, 0))
+        rc = TENG_EBACKEND;
+    if (!rc && r->info.rank != 0) {
+        tbackends_tune_import(r->bk, text, n);
+        rc = teng_net_compile(r->net, r->bk, r->max_local);
+    }
+    tcomm_set_timeout(r->comm, t);
+    free(text);
+    return rc;
+}
+
 /* Model, memory and optimizer: everything the steps use is allocated
  * here. */
 static int _build_net(_run *r)
@@ -352,8 +401,7 @@ static int _build_net(_run *r)
         return _fail("model", torus_error_msg());
     if (cfg->world > 1)
         teng_net_set_grads_alloc(r->net, _shared_grads, r->comm);
-    if (tmodel_build(r->net, &cfg->model) < 0 ||
-        teng_net_compile(r->net, r->bk, r->max_local) ||
+    if (tmodel_build(r->net, &cfg->model) < 0 || _compile(r) ||
         tmodel_init(r->net, cfg->seed))
         return _fail("model", torus_error_msg());
     if (topt_sgd_init(&r->opt, r->net, &cfg->opt))

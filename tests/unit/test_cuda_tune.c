@@ -271,6 +271,49 @@ START_TEST(hostile_entries)
 }
 END_TEST
 
+/* torus-train's broadcast: rank 0's table as text, taken by another
+ * rank's tuner, which then measures nothing; a table from another GPU is
+ * ignored (that rank measures for itself). */
+START_TEST(table_from_rank0)
+{
+    tcuda_tuner t0, t1;
+    tcuda_algo_val v0, v1;
+    char *text = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(tcuda_tune_open(&t0, NULL, &DEV, &OPS, 1, 0, 1 << 20), 0);
+    for (int i = 0; i < 3; i++) {
+        tcuda_algo_key k = _key(i, 64);
+        ck_assert_int_eq(tcuda_tune_resolve(&t0, &k, &v0), 0);
+    }
+    ck_assert_int_eq(tcuda_tune_text(&t0, &text, &len), 0);
+    ck_assert_uint_eq(strlen(text), len);
+    F.finds = 0;
+    ck_assert_int_eq(tcuda_tune_open(&t1, NULL, &DEV, &OPS, 1, 0, 1 << 20), 0);
+    ck_assert_int_eq(tcuda_tune_load_text(&t1, "from rank 0", text), 3);
+    for (int i = 0; i < 3; i++) {
+        tcuda_algo_key k = _key(i, 64);
+        ck_assert_int_eq(tcuda_tune_resolve(&t0, &k, &v0), 0);
+        ck_assert_int_eq(tcuda_tune_resolve(&t1, &k, &v1), 0);
+        ck_assert_int_eq(v0.algo, v1.algo);
+        ck_assert_int_eq(v0.math, v1.math);
+    }
+    ck_assert_int_eq(F.finds, 0);
+    ck_assert_uint_eq(t1.cached, 3);
+    free(text);
+    tcuda_tune_close(&t1);
+    /* Another GPU model's table: ignored. */
+    tcuda_tune_device other = DEV;
+    strcpy(other.gpu, "NVIDIA H200");
+    ck_assert_int_eq(tcuda_tune_open(&t1, NULL, &other, &OPS, 1, 0, 1 << 20),
+                     0);
+    ck_assert_int_eq(tcuda_tune_text(&t0, &text, &len), 0);
+    ck_assert_int_eq(tcuda_tune_load_text(&t1, "from rank 0", text), 0);
+    free(text);
+    tcuda_tune_close(&t1);
+    tcuda_tune_close(&t0);
+}
+END_TEST
+
 START_TEST(default_path)
 {
     char p[256];
@@ -297,6 +340,7 @@ int main(void)
     tcase_add_test(tc, tune_off);
     tcase_add_test(tc, hostile_files);
     tcase_add_test(tc, hostile_entries);
+    tcase_add_test(tc, table_from_rank0);
     tcase_add_test(tc, default_path);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

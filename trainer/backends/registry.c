@@ -208,6 +208,16 @@ int tbackends_fastpath(const teng_backend *bk, tcuda_fastpath *out)
     return _mod.m ? _mod.m->fastpath(bk, out) : -1;
 }
 
+int tbackends_tune_export(const teng_backend *bk, char **text, size_t *len)
+{
+    return _mod.m ? _mod.m->tune_export(bk, text, len) : -1;
+}
+
+int tbackends_tune_import(teng_backend *bk, const char *text, size_t len)
+{
+    return _mod.m ? _mod.m->tune_import(bk, text, len) : -1;
+}
+
 int tbackends_known(const char *name)
 {
     if (!strcmp(name, "auto") || _is_module_name(name))

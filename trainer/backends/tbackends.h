@@ -32,6 +32,11 @@ int tbackends_device_memory(const teng_backend *bk, size_t *used,
 /* A cuda backend's fast-path counters (tcuda_fastpath.h): 0, or -1 for
  * any other backend. */
 int tbackends_fastpath(const teng_backend *bk, tcuda_fastpath *out);
+/* A cuda backend's convolution algorithms as text, and another rank's
+ * taken as its own (tcuda_module.tune_export/import): 0, or -1 for any
+ * other backend (or TCUDA_TUNE=0 for the import). */
+int tbackends_tune_export(const teng_backend *bk, char **text, size_t *len);
+int tbackends_tune_import(teng_backend *bk, const char *text, size_t len);
 /* 1 if name is "auto" or names a backend linked in or of the cuda module
  * (loaded or not), else 0. */
 int tbackends_known(const char *name);

@@ -440,6 +440,29 @@ int tcuda_fastpath_get(const teng_backend *bk, tcuda_fastpath *out)
     return 0;
 }
 
+int tcuda_tune_export(const teng_backend *bk, char **text, size_t *len)
+{
+    if (!bk || bk->ops->alloc != _alloc)
+        return -1;
+    return tcuda_tune_text(&((const tcuda_impl *)bk->impl)->tune, text, len)
+               ? -1
+               : 0;
+}
+
+int tcuda_tune_import(teng_backend *bk, const char *text, size_t len)
+{
+    if (!bk || bk->ops->alloc != _alloc || !_tcuda(bk)->tune.tune)
+        return -1;
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, text, len);
+    copy[len] = 0;
+    tcuda_tune_load_text(&_tcuda(bk)->tune, "from rank 0", copy);
+    free(copy);
+    return 0;
+}
+
 static int _probe(void)
 {
     return tcuda_device_count() > 0;

@@ -119,4 +119,6 @@ const tcuda_module tcuda_module_entry = {
     .check = _check,
     .versions = _versions,
     .fastpath = tcuda_fastpath_get,
+    .tune_export = tcuda_tune_export,
+    .tune_import = tcuda_tune_import,
 };

@@ -69,9 +69,9 @@ int tcuda_tune_default_path(char *buf, size_t n)
 static void _nums(const tcuda_algo_key *k, const tcuda_algo_val *v, int det,
                   long f[_NNUM])
 {
-    long a[_NNUM] = {k->dir, k->n,  k->c,     k->h,      k->w,   k->k,
-                     k->kh,  k->kw, k->sh,    k->sw,     k->ph,  k->pw,
-                     k->dtype, k->layout, det, v->algo, v->math};
+    long a[_NNUM] = {k->dir,   k->n,      k->c,  k->h,    k->w,   k->k,
+                     k->kh,    k->kw,     k->sh, k->sw,   k->ph,  k->pw,
+                     k->dtype, k->layout, det,   v->algo, v->math};
     memcpy(f, a, sizeof(a));
 }
 
@@ -124,9 +124,9 @@ static const char *_parse_entry(const tcuda_tuner *t, const char *line,
     const char *why = _bad_nums(t, f);
     if (why)
         return why;
-    *key = (tcuda_algo_key){(int)f[0],  (int)f[1],  (int)f[2],  (int)f[3],
-                            (int)f[4],  (int)f[5],  (int)f[6],  (int)f[7],
-                            (int)f[8],  (int)f[9],  (int)f[10], (int)f[11],
+    *key = (tcuda_algo_key){(int)f[0],  (int)f[1], (int)f[2],  (int)f[3],
+                            (int)f[4],  (int)f[5], (int)f[6],  (int)f[7],
+                            (int)f[8],  (int)f[9], (int)f[10], (int)f[11],
                             (int)f[12], (int)f[13]};
     *det = (int)f[14];
     *val = (tcuda_algo_val){(int)f[15], 0, (int)f[16]};
@@ -156,7 +156,8 @@ static char *_slurp(const char *path, size_t *len)
         buf[*len] = 0;
         if (strlen(buf) != *len) {
             torus_warn("tune cache %s: binary data (a NUL byte): ignored, "
-                       "re-tuning", path);
+                       "re-tuning",
+                       path);
             free(buf);
             buf = NULL;
         }
@@ -190,12 +191,13 @@ static const char *_bad_header(const tcuda_tuner *t, const char *dev,
     long cudnn = 0;
     char *end;
     _word(t->dev.gpu, mine, sizeof mine);
-    if (!dev || sscanf(dev, "device %63s sms=%d cudnn=%ld", gpu, &sms,
-                       &cudnn) != 3 || !cnt || strncmp(cnt, "entries ", 8))
+    if (!dev ||
+        sscanf(dev, "device %63s sms=%d cudnn=%ld", gpu, &sms, &cudnn) != 3 ||
+        !cnt || strncmp(cnt, "entries ", 8))
         return "no device or entries line (damaged)";
     if (strcmp(gpu, mine) || sms != t->dev.sms) {
-        snprintf(why, n, "tuned on %s with %d SMs, this is %s with %d SMs",
-                 gpu, sms, mine, t->dev.sms);
+        snprintf(why, n, "tuned on %s with %d SMs, this is %s with %d SMs", gpu,
+                 sms, mine, t->dev.sms);
         return why;
     }
     if (cudnn != t->dev.cudnn) {
@@ -214,8 +216,7 @@ static const char *_bad_header(const tcuda_tuner *t, const char *dev,
 }
 
 /* The entry lines after the header into t->file; the number accepted. */
-static int _load_entries(tcuda_tuner *t, const char *path, char *p,
-                         long want)
+static int _load_entries(tcuda_tuner *t, const char *path, char *p, long want)
 {
     int lineno = 3, good = 0, bad = 0;
     long seen = 0;
@@ -250,27 +251,32 @@ static int _load_entries(tcuda_tuner *t, const char *path, char *p,
     return good;
 }
 
-int tcuda_tune_load(tcuda_tuner *t, const char *path)
+int tcuda_tune_load_text(tcuda_tuner *t, const char *name, char *buf)
 {
-    size_t len = 0;
     long entries = 0;
-    char why[192];
-    tcuda_algo_free(&t->file);
-    char *buf = _slurp(path, &len), *p = buf;
-    if (!buf)
-        return 0;
+    char why[192], *p = buf;
     const char *magic = _line(&p), *dev = _line(&p), *cnt = _line(&p);
     const char *bad = NULL;
+    tcuda_algo_free(&t->file);
     if (!magic || strcmp(magic, _MAGIC))
         bad = "not a torus tune cache of this version";
     else
         bad = _bad_header(t, dev, cnt, &entries, why, sizeof why);
     if (bad) {
-        torus_warn("tune cache %s: %s: ignored, re-tuning", path, bad);
-        free(buf);
+        torus_warn("tune cache %s: %s: ignored, re-tuning", name, bad);
         return 0;
     }
-    int n = _load_entries(t, path, p, entries);
+    return _load_entries(t, name, p, entries);
+}
+
+int tcuda_tune_load(tcuda_tuner *t, const char *path)
+{
+    size_t len = 0;
+    tcuda_algo_free(&t->file);
+    char *buf = _slurp(path, &len);
+    if (!buf)
+        return 0;
+    int n = tcuda_tune_load_text(t, path, buf);
     free(buf);
     return n;
 }
@@ -365,10 +371,21 @@ static void _write(const tcuda_tuner *t, FILE *fp)
         _nums(&t->file.key[i], &t->file.val[i], t->deterministic, f);
         line[0] = 'E';
         for (int j = 0; j < _NNUM; j++)
-            len += snprintf(line + len, sizeof line - (size_t)len, " %ld",
-                            f[j]);
+            len +=
+                snprintf(line + len, sizeof line - (size_t)len, " %ld", f[j]);
         fprintf(fp, "%s #%08x\n", line, _fnv32(line, (size_t)len));
     }
+}
+
+int tcuda_tune_text(const tcuda_tuner *t, char **text, size_t *len)
+{
+    FILE *fp = open_memstream(text, len);
+    if (!fp)
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    _write(t, fp);
+    if (fclose(fp))
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    return TENG_OK;
 }
 
 /* mkdir of path's folder (one level: the cache folder's torus/). */
@@ -399,8 +416,7 @@ int tcuda_tune_save(tcuda_tuner *t)
     }
     _write(t, fp);
     if (fclose(fp) || rename(tmp, t->path)) {
-        torus_warn("tune cache %s: cannot write: %s", t->path,
-                   strerror(errno));
+        torus_warn("tune cache %s: cannot write: %s", t->path, strerror(errno));
         unlink(tmp);
         return -1;
     }

@@ -61,8 +61,7 @@ typedef struct tcuda_tune_ops {
     int (*find)(void *ctx, const tcuda_algo_key *key, tcuda_tune_result *r,
                 int max);
     /* cuDNN's heuristic choice (algo, math, workspace): 0, or -1. */
-    int (*heuristic)(void *ctx, const tcuda_algo_key *key,
-                     tcuda_algo_val *out);
+    int (*heuristic)(void *ctx, const tcuda_algo_key *key, tcuda_algo_val *out);
     /* The workspace algo needs with math for key: 0, or -1 when cuDNN
      * does not offer it for the shape. */
     int (*workspace)(void *ctx, const tcuda_algo_key *key, int algo, int math,
@@ -83,10 +82,10 @@ typedef struct {
 typedef struct {
     tcuda_tune_ops ops;
     tcuda_tune_device dev;
-    int tune;          /* 0: heuristics only (TCUDA_TUNE=0) */
-    int deterministic; /* only deterministic algorithms */
-    size_t ws_max;     /* the workspace limit */
-    char *path;        /* the cache file, or NULL: none */
+    int tune;              /* 0: heuristics only (TCUDA_TUNE=0) */
+    int deterministic;     /* only deterministic algorithms */
+    size_t ws_max;         /* the workspace limit */
+    char *path;            /* the cache file, or NULL: none */
     tcuda_algo_cache mem;  /* this run's answers */
     tcuda_algo_cache file; /* the file's valid entries */
     int dirty;             /* tuned something the file lacks */
@@ -102,6 +101,12 @@ int tcuda_tune_open(tcuda_tuner *t, const char *path,
 /* Loads a cache file into t->file (after dropping what it held): the
  * number of entries accepted, 0 when the file is missing or ignored. */
 int tcuda_tune_load(tcuda_tuner *t, const char *path);
+/* The same from text (NUL-terminated; changed in place), named name in
+ * what is said: another rank's table (tcuda_tune_text). */
+int tcuda_tune_load_text(tcuda_tuner *t, const char *name, char *text);
+/* The file's text of t's entries into *text (malloc'ed, NUL-terminated,
+ * *len bytes): TENG_OK or TENG_ENOMEM. */
+int tcuda_tune_text(const tcuda_tuner *t, char **text, size_t *len);
 /* key's algorithm into *out (see above). TENG_OK; TENG_EBACKEND after
  * TORUS_FAIL when neither the measurement nor the heuristics offer one. */
 int tcuda_tune_resolve(tcuda_tuner *t, const tcuda_algo_key *key,

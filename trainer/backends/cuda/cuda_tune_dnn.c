@@ -23,14 +23,15 @@
 #define _NPERF 16
 
 /* Copies cuDNN's perf results into r[0..n). */
-#define _COPY(perf, n, r)                                               \
-    for (int i = 0; i < (n); i++)                                       \
-    (r)[i] = (tcuda_tune_result){(int)(perf)[i].algo,                   \
-                                 (perf)[i].status == CUDNN_STATUS_SUCCESS, \
-                                 (int)(perf)[i].mathType,               \
-                                 (perf)[i].determinism ==               \
-                                     CUDNN_DETERMINISTIC,               \
-                                 (perf)[i].memory, (perf)[i].time}
+#define _COPY(perf, n, r)                                                  \
+    for (int i = 0; i < (n); i++)                                          \
+        (r)[i] = (tcuda_tune_result)                                       \
+        {                                                                  \
+            (int)(perf)[i].algo, (perf)[i].status == CUDNN_STATUS_SUCCESS, \
+                (int)(perf)[i].mathType,                                   \
+                (perf)[i].determinism == CUDNN_DETERMINISTIC,              \
+                (perf)[i].memory, (perf)[i].time                           \
+        }
 
 /* Element counts of x, w and y of the layer being tuned. */
 static int _counts(const tcuda_layer *d, const tcuda_algo_key *key,
@@ -47,9 +48,9 @@ static int _counts(const tcuda_layer *d, const tcuda_algo_key *key,
 }
 
 /* The measurement on fresh buffers: the results' count, or -1. */
-static int _find_on(tcuda_impl *im, const tcuda_algo_key *key, void *x,
-                    void *w, void *y, void *ws, size_t wsb,
-                    tcuda_tune_result *r, int max)
+static int _find_on(tcuda_impl *im, const tcuda_algo_key *key, void *x, void *w,
+                    void *y, void *ws, size_t wsb, tcuda_tune_result *r,
+                    int max)
 {
     const tcuda_layer *d = im->tune_layer;
     int n = 0;
@@ -58,15 +59,15 @@ static int _find_on(tcuda_impl *im, const tcuda_algo_key *key, void *x,
     if (key->dir == TCUDA_FWD) {
         cudnnConvolutionFwdAlgoPerf_t p[_NPERF];
         if (cudnnFindConvolutionForwardAlgorithmEx(im->dnn, d->x, x, d->w, w,
-                                                   d->conv, d->y, y, max, &n,
-                                                   p, ws, wsb))
+                                                   d->conv, d->y, y, max, &n, p,
+                                                   ws, wsb))
             return -1;
         _COPY(p, n, r);
     } else if (key->dir == TCUDA_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t p[_NPERF];
-        if (cudnnFindConvolutionBackwardDataAlgorithmEx(
-                im->dnn, d->w, w, d->y, y, d->conv, d->x, x, max, &n, p, ws,
-                wsb))
+        if (cudnnFindConvolutionBackwardDataAlgorithmEx(im->dnn, d->w, w, d->y,
+                                                        y, d->conv, d->x, x,
+                                                        max, &n, p, ws, wsb))
             return -1;
         _COPY(p, n, r);
     } else {
@@ -125,21 +126,20 @@ static int _pick(int n, const int *algo, const int *status, const size_t *mem,
 }
 
 /* Asks cuDNN's heuristics; fills the arrays _pick reads. */
-#define _ASK(fn, type, ...)                        \
-    do {                                           \
-        type perf[_NPERF];                         \
-        if (fn(__VA_ARGS__, _NPERF, &n, perf))     \
-            return -1;                             \
-        for (int i = 0; i < n; i++) {              \
-            algo[i] = (int)perf[i].algo;           \
-            status[i] = (int)perf[i].status;       \
-            mem[i] = perf[i].memory;               \
-            math[i] = (int)perf[i].mathType;       \
-        }                                          \
+#define _ASK(fn, type, ...)                    \
+    do {                                       \
+        type perf[_NPERF];                     \
+        if (fn(__VA_ARGS__, _NPERF, &n, perf)) \
+            return -1;                         \
+        for (int i = 0; i < n; i++) {          \
+            algo[i] = (int)perf[i].algo;       \
+            status[i] = (int)perf[i].status;   \
+            mem[i] = perf[i].memory;           \
+            math[i] = (int)perf[i].mathType;   \
+        }                                      \
     } while (0)
 
-static int _heuristic(void *ctx, const tcuda_algo_key *key,
-                      tcuda_algo_val *out)
+static int _heuristic(void *ctx, const tcuda_algo_key *key, tcuda_algo_val *out)
 {
     tcuda_impl *im = ctx;
     const tcuda_layer *d = im->tune_layer;
@@ -147,16 +147,15 @@ static int _heuristic(void *ctx, const tcuda_algo_key *key,
     size_t mem[_NPERF];
     if (key->dir == TCUDA_FWD)
         _ASK(cudnnGetConvolutionForwardAlgorithm_v7,
-             cudnnConvolutionFwdAlgoPerf_t, im->dnn, d->x, d->w, d->conv,
-             d->y);
+             cudnnConvolutionFwdAlgoPerf_t, im->dnn, d->x, d->w, d->conv, d->y);
     else if (key->dir == TCUDA_BWD_DATA)
         _ASK(cudnnGetConvolutionBackwardDataAlgorithm_v7,
              cudnnConvolutionBwdDataAlgoPerf_t, im->dnn, d->w, d->y, d->conv,
              d->x);
     else
         _ASK(cudnnGetConvolutionBackwardFilterAlgorithm_v7,
-             cudnnConvolutionBwdFilterAlgoPerf_t, im->dnn, d->x, d->y,
-             d->conv, d->w);
+             cudnnConvolutionBwdFilterAlgoPerf_t, im->dnn, d->x, d->y, d->conv,
+             d->w);
     return _pick(n, algo, status, mem, math,
                  im->half ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH,
                  im->tune.ws_max, out);
@@ -216,7 +215,8 @@ int _tcuda_tune_open(teng_backend *bk)
                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT},
                                 CUDNN_FMA_MATH + 1};
     char def[4096];
-    const char *path = bk->opts.tune_cache, *det = getenv("TCUDA_DETERMINISTIC");
+    const char *path = bk->opts.tune_cache,
+               *det = getenv("TCUDA_DETERMINISTIC");
     TCUDA_RT(cudaGetDeviceProperties(&p, im->device));
     snprintf(dev.gpu, sizeof dev.gpu, "%.63s", p.name);
     dev.sms = p.multiProcessorCount;

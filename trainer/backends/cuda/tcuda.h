@@ -23,7 +23,7 @@
 #define TCUDA_MODULE_FILE   "torus_cuda.so"
 #define TCUDA_MODULE_SYMBOL "tcuda_module_entry"
 /* Bumped when tcuda_module changes shape. */
-#define TCUDA_MODULE_ABI 2
+#define TCUDA_MODULE_ABI 3
 
 typedef struct tcuda_module {
     int abi;             /* TCUDA_MODULE_ABI of the module's build */
@@ -48,6 +48,15 @@ typedef struct tcuda_module {
     /* bk's fast-path counters (tcuda_fastpath.h) into *out: 0, or -1
      * when bk is not one of the module's backends. */
     int (*fastpath)(const teng_backend *bk, tcuda_fastpath *out);
+    /* The convolution algorithms bk measured or read (the tune cache
+     * file's text, cuda_tune.h) into *text, malloc'ed, *len bytes: 0, or
+     * -1 when bk is not one of the module's backends or memory ran out.
+     * tune_import: another rank's text as bk's tune cache, checked as a
+     * file is (a foreign device's is said and ignored): 0, or -1 when bk
+     * is not the module's. Together, one rank measures and every rank
+     * runs its algorithms (torus-train). */
+    int (*tune_export)(const teng_backend *bk, char **text, size_t *len);
+    int (*tune_import)(teng_backend *bk, const char *text, size_t len);
 } tcuda_module;
 
 /* The module's entry (cuda_module.c), TCUDA_MODULE_SYMBOL. */
@@ -58,5 +67,7 @@ extern const teng_backend_desc tcuda_backend_fp16_desc;
 int tcuda_device_count(void);
 int tcuda_device_memory(const teng_backend *bk, size_t *used, size_t *total);
 int tcuda_fastpath_get(const teng_backend *bk, tcuda_fastpath *out);
+int tcuda_tune_export(const teng_backend *bk, char **text, size_t *len);
+int tcuda_tune_import(teng_backend *bk, const char *text, size_t len);
 
 #endif
