@@ -270,9 +270,20 @@ tests_unit_test_train_hooks_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_train_hooks_LDADD = $(TRAINER_TEST_LDADD)
 tests_unit_test_train_hooks_off_SOURCES = tests/unit/test_train_hooks.c \
 	trainer/train/test_hooks.c
-tests_unit_test_train_hooks_off_CPPFLAGS = $(AM_CPPFLAGS) -DTTRAIN_NO_TEST_HOOKS=1
+tests_unit_test_train_hooks_off_CPPFLAGS = $(AM_CPPFLAGS) -DTORUS_NO_TEST_HOOKS=1
 tests_unit_test_train_hooks_off_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_train_hooks_off_LDADD = $(CHECK_LIBS)
+
+# Every source with a fault hook, compiled as --disable-test-hooks compiles
+# it: tests/unit/hooks_off.sh checks that these objects hold no hook (and
+# that every source with one is here), and the build's own torus-train
+# holds them exactly when it was configured with the hooks.
+check_LIBRARIES += tests/unit/libhooks_off.a
+tests_unit_libhooks_off_a_SOURCES = trainer/comm/transport/shm_win.c \
+	trainer/train/test_hooks.c
+tests_unit_libhooks_off_a_CPPFLAGS = $(TCOMM_CPPFLAGS) -DTORUS_NO_TEST_HOOKS=1
+TESTS += tests/unit/hooks_off.sh
+EXTRA_DIST += tests/unit/hooks_off.sh
 
 # The --metrics records (train/metrics.c) that torus-sweep and torus-plot
 # read back: plain C.

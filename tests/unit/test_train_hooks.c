@@ -2,7 +2,7 @@
  * (trainer/train/ttrain_test_hooks.h). Built twice from
  * train/test_hooks.c: as configured (hooks on, as every test build) the
  * variables inject what they say and nothing else; built with
- * TTRAIN_NO_TEST_HOOKS (test_train_hooks_off, as the Debian package is
+ * TORUS_NO_TEST_HOOKS (test_train_hooks_off, as the Debian package is
  * built) the same variables do nothing. */
 #include "config.h"
 
@@ -12,7 +12,7 @@
 
 #include "trainer/train/ttrain_test_hooks.h"
 
-#ifdef TTRAIN_NO_TEST_HOOKS
+#ifdef TORUS_NO_TEST_HOOKS
 #define ON 0
 #else
 #define ON 1

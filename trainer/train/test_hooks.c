@@ -10,7 +10,7 @@
 #include "config.h"
 #include "trainer/train/ttrain_test_hooks.h"
 
-#ifdef TTRAIN_NO_TEST_HOOKS
+#ifdef TORUS_NO_TEST_HOOKS
 void ttrain_test_sleep(const char *where, int rank, long step)
 {
     (void)where, (void)rank, (void)step;

@@ -17,7 +17,8 @@
  * TCOMM_FAULT=point:rank:signal (test hook) raises signal (KILL, STOP) on
  * that world rank at a named point ("shm-agree": before the first
  * agreement; "shm-alloc": between it and the blocking allocation), so that
- * tests can lose a rank exactly inside this sequence. */
+ * tests can lose a rank exactly inside this sequence; compiled out by
+ * --disable-test-hooks (transport.h). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 
 #include "trainer/comm/transport/transport.h"
 
+#ifndef TORUS_NO_TEST_HOOKS
 void tc_fault_point(const tcomm_t *c, const char *point)
 {
     const char *f = getenv("TCOMM_FAULT");
@@ -42,6 +44,7 @@ void tc_fault_point(const tcomm_t *c, const char *point)
     fflush(stderr);
     kill(getpid(), strcmp(sig, "STOP") == 0 ? SIGSTOP : SIGKILL);
 }
+#endif
 
 /* Where OpenMPI's osc/sm component puts a window's backing file. */
 static const char *_backing_dir(void)

@@ -10,6 +10,7 @@
 #ifndef TORUS_TCOMM_TRANSPORT_H
 #define TORUS_TCOMM_TRANSPORT_H
 
+#include "config.h"
 #include "trainer/comm/core/comm.h"
 
 /* mpi.c. Point-to-point with a no-progress deadline; peer ranks are inside
@@ -107,8 +108,14 @@ enum { TC_END_BACKSTOP_S = 10 };
 enum { TC_LINGER_S = 2 };
 _Noreturn void tc_end_job(const tcomm_t *c, int code, const char *why);
 /* Test hook: TCOMM_FAULT=point:rank:KILL|STOP signals that world rank at
- * point. */
+ * point. A build configured with --disable-test-hooks (TORUS_NO_TEST_HOOKS)
+ * has no such hook: the calls, the points' names and the variable are
+ * compiled out (tests/unit/hooks_off.sh). */
+#ifdef TORUS_NO_TEST_HOOKS
+#define tc_fault_point(c, point) ((void)(c))
+#else
 void tc_fault_point(const tcomm_t *c, const char *point);
+#endif
 
 /* pmix.c: a singleton's blobs (tcomm_pmix_put without a server). */
 void tc_store_free(tcomm_t *c);
