@@ -183,8 +183,8 @@ for c in "checkpoint-dir: '$tmp/regular' is not a directory|--checkpoint-dir $tm
     expect_error 2 "torus-train: --${c%%|*}" "${small[@]}" ${c#*|}
     [ ! -s "$tmp/out" ] || fail "${c#*|}: work began before the path was checked: $(head -2 "$tmp/out")"
 done
-"$bin" "${small[@]}" --checkpoint-dir "$tmp/ck" --metrics "$tmp/new.jsonl" >/dev/null 2>"$tmp/err" ||
-    fail "new --checkpoint-dir and --metrics in an existing folder: $(cat "$tmp/err")"
+"$bin" "${small[@]}" --checkpoint-dir "$tmp/ck/" --metrics "$tmp/new.jsonl" >/dev/null 2>"$tmp/err" ||
+    fail "new --checkpoint-dir (a trailing slash) and --metrics in an existing folder: $(cat "$tmp/err")"
 
 [ $fails -eq 0 ] && echo "PASS: torus-train command line" 
 exit $((fails > 0))

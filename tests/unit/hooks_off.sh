@@ -12,7 +12,9 @@
 #      called.
 #   3. This build's torus-train holds the names exactly when configured
 #      with the hooks (config.h): with them, the probe of 2 finds them
-#      there (so it can fail); without, the binary is checked as in 2.
+#      there (so it can fail); without, torus-train and every shared
+#      library built (libtoruscomm.so, the cuda module, ...) are checked
+#      as in 2.
 set -u
 : "${top_srcdir:?run through make check}" "${top_builddir:?}"
 fails=0
@@ -42,8 +44,10 @@ done
 left=$(hooks_in "$lib")
 [ -z "$left" ] || fail "compiled with TORUS_NO_TEST_HOOKS, the objects still hold: $left"
 if grep -q '^#define TORUS_NO_TEST_HOOKS' "$top_builddir/config.h"; then
-    left=$(hooks_in "$bin")
-    [ -z "$left" ] || fail "configured with --disable-test-hooks, torus-train holds: $left"
+    for b in "$bin" $(find "$top_builddir" -path '*/.libs/*.so' -not -path '*/tests/*'); do
+        left=$(hooks_in "$b")
+        [ -z "$left" ] || fail "configured with --disable-test-hooks, $b holds: $left"
+    done
 else
     got=$(hooks_in "$bin")
     for n in $names tc_fault_point; do

@@ -690,10 +690,14 @@ int ttrain_config_validate(ttrain_config *c)
     return 0;
 }
 
-/* Where path would be created: its directory, "." for a bare name. */
+/* Where path would be created: its directory, "." for a bare name
+ * (trailing slashes are not a level: "runs/ck/" is made in "runs"). */
 static void _parent(const char *path, char *out, size_t len)
 {
-    const char *slash = strrchr(path, '/');
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    const char *slash = memrchr(path, '/', n);
     if (!slash)
         snprintf(out, len, ".");
     else if (slash == path)
