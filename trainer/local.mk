@@ -438,7 +438,8 @@ tests_unit_test_engine_f16_LDADD = $(TRAINER_TEST_LDADD)
 # HDF5 checkpoints through the real HDF5 library. The harness and
 # checkpoint.c are built with clang and the sanitizers (the fuzzer's
 # coverage); the rest of libtorustrain and libtdata link as built (their
-# own checkpoint.o is never pulled: the instrumented one defines it all).
+# own checkpoint.o is never pulled: the instrumented one defines it all;
+# so is data/format/ckpt.c, the tensor validation it calls).
 # `make fuzz-smoke` runs it; by hand:
 #   make fuzz-ckpt && make fuzz-ckpt-run FUZZ_SECONDS=60
 FUZZ_CKPT_CFLAGS = -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
@@ -446,16 +447,20 @@ FUZZ_CKPT_CFLAGS = -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
 	-I$(top_srcdir) -I$(top_builddir) $(HDF5_CFLAGS) $(DNNL_CFLAGS)
 EXTRA_DIST += tests/fuzz/fuzz_ckpt.c tests/fuzz/corpus-ckpt
 fuzz-ckpt: $(top_srcdir)/tests/fuzz/fuzz_ckpt.c \
-		$(top_srcdir)/trainer/train/checkpoint.c trainer/libtorustrain.la \
+		$(top_srcdir)/trainer/train/checkpoint.c \
+		$(top_srcdir)/data/format/ckpt.c trainer/libtorustrain.la \
 		data/libtdata.la
 	$(MKDIR_P) tests/fuzz
 	$(FUZZ_CC) $(FUZZ_CKPT_CFLAGS) -c $(top_srcdir)/tests/fuzz/fuzz_ckpt.c \
 		-o tests/fuzz/fuzz_ckpt-main.o
 	$(FUZZ_CC) $(FUZZ_CKPT_CFLAGS) -c $(top_srcdir)/trainer/train/checkpoint.c \
 		-o tests/fuzz/fuzz_ckpt-checkpoint.o
+	$(FUZZ_CC) $(FUZZ_CKPT_CFLAGS) -c $(top_srcdir)/data/format/ckpt.c \
+		-o tests/fuzz/fuzz_ckpt-ckpt.o
 	$(LIBTOOL) --silent --tag=CC --mode=link $(FUZZ_CC) \
 		-fsanitize=fuzzer,address,undefined -o tests/fuzz/fuzz_ckpt \
 		tests/fuzz/fuzz_ckpt-main.o tests/fuzz/fuzz_ckpt-checkpoint.o \
+		tests/fuzz/fuzz_ckpt-ckpt.o \
 		trainer/libtorustrain.la data/libtdata.la $(HDF5_LIBS) -lm
 	-rmdir tests/fuzz/.libs 2> /dev/null
 fuzz-ckpt-run: fuzz-ckpt
@@ -464,5 +469,5 @@ fuzz-ckpt-run: fuzz-ckpt
 		-timeout=20 -rss_limit_mb=2048 tests/fuzz/work-ckpt \
 		$(top_srcdir)/tests/fuzz/corpus-ckpt
 CLEANFILES += tests/fuzz/fuzz_ckpt tests/fuzz/fuzz_ckpt-main.o \
-	tests/fuzz/fuzz_ckpt-checkpoint.o
+	tests/fuzz/fuzz_ckpt-checkpoint.o tests/fuzz/fuzz_ckpt-ckpt.o
 .PHONY: fuzz-ckpt fuzz-ckpt-run

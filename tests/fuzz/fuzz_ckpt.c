@@ -9,8 +9,11 @@
  * it through the HDF5 C API as its bytes say (up to 8 edits: an attribute
  * replaced by one of another type, rank, size or value (NaN, inf, 2^62,
  * negative), an element of a dataset poisoned the same way, a dataset
- * replaced by one of another length or type, or either removed), then
- * loads it into the net. The loader must refuse or load without a crash, a
+ * replaced by one of another length or type, or either removed; or a
+ * dataset's storage made another file's: external storage, a virtual
+ * dataset, an external link, or a gzip filter), then loads it into the
+ * net. tests/fuzz/fuzz_ckpt_py.py reads the same inputs the same way for
+ * the Python package's reader. The loader must refuse or load without a crash, a
  * sanitizer report or a leak. Built and run by `make fuzz-ckpt`,
  * `make fuzz-smoke` and tests/integration/fuzz_smoke.sh (seeds in
  * tests/fuzz/corpus-ckpt).
@@ -36,6 +39,9 @@
 #define _MAXN 64 /* names kept of each kind */
 
 static char _dir[256], _base[512], _work[512];
+/* Another file's bytes, which no checkpoint may read: raw, and as /x of an
+ * HDF5 file. */
+static char _secret[512], _secret_h5[512];
 static char *_attrs[_MAXN], *_dsets[_MAXN];
 static int _nattrs, _ndsets;
 static teng_backend *_bk;
@@ -57,6 +63,30 @@ static herr_t _obj_cb(hid_t o, const char *name, const H5O_info_t *i, void *d)
     if (i->type == H5O_TYPE_DATASET && _ndsets < _MAXN)
         _dsets[_ndsets++] = strdup(name);
     return 0;
+}
+
+/* The secret files (1 << 16 floats of a marker). */
+static void _secrets(void)
+{
+    static float v[1 << 16];
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        v[i] = 1234.5f;
+    snprintf(_secret, sizeof _secret, "%s/secret.bin", _dir);
+    snprintf(_secret_h5, sizeof _secret_h5, "%s/secret.h5", _dir);
+    FILE *s = fopen(_secret, "wb");
+    if (!s || fwrite(v, sizeof v, 1, s) != 1 || fclose(s))
+        abort();
+    hsize_t n = sizeof(v) / sizeof(v[0]);
+    hid_t f = H5Fcreate(_secret_h5, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t sp = H5Screate_simple(1, &n, NULL);
+    hid_t d = H5Dcreate2(f, "x", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT,
+                         H5P_DEFAULT);
+    if (d < 0 ||
+        H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+        abort();
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Fclose(f);
 }
 
 /* The net, its optimizer and one saved checkpoint, _base. */
@@ -113,6 +143,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if (!mkdtemp(_dir))
         abort();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    _secrets();
     _setup();
     char w[300];
     snprintf(w, sizeof w, "%s/work", _dir);
@@ -221,6 +252,51 @@ static void _edit_dset(hid_t f, const char *name, _in *in)
     H5Pclose(lcpl);
 }
 
+/* The count of dataset NAME (4 when it is none), which a replacement of
+ * its storage keeps. Removes NAME. */
+static hsize_t _take(hid_t f, const char *name)
+{
+    hsize_t n = 4;
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    if (d >= 0) {
+        hid_t sp = H5Dget_space(d);
+        hssize_t k = H5Sget_simple_extent_npoints(sp);
+        n = k > 0 && k < (1 << 16) ? (hsize_t)k : 4;
+        H5Sclose(sp);
+        H5Dclose(d);
+    }
+    H5Ldelete(f, name, H5P_DEFAULT);
+    return n;
+}
+
+/* NAME's storage made another file's (op 5: external storage, 6: a
+ * virtual dataset, 7: an external link) or gzip-filtered (8). */
+static void _foreign(hid_t f, const char *name, int op)
+{
+    hsize_t n = _take(f, name);
+    if (op == 7) {
+        H5Lcreate_external(_secret_h5, "/x", f, name, H5P_DEFAULT,
+                           H5P_DEFAULT);
+        return;
+    }
+    hid_t sp = H5Screate_simple(1, &n, NULL), p = H5Pcreate(H5P_DATASET_CREATE);
+    if (op == 5)
+        H5Pset_external(p, _secret, 0, n * 4);
+    else if (op == 6)
+        H5Pset_virtual(p, sp, _secret_h5, "/x", sp);
+    else {
+        H5Pset_chunk(p, 1, &n);
+        H5Pset_deflate(p, 6);
+        H5Pset_fletcher32(p);
+    }
+    hid_t d = H5Dcreate2(f, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, p,
+                         H5P_DEFAULT);
+    if (d >= 0)
+        H5Dclose(d);
+    H5Pclose(p);
+    H5Sclose(sp);
+}
+
 static void _edit(const char *path, _in *in)
 {
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -230,7 +306,7 @@ static void _edit(const char *path, _in *in)
         uint8_t op = _u8(in), which = _u8(in);
         const char *an = _attrs[which % _nattrs];
         const char *dn = _dsets[which % _ndsets];
-        switch (op % 5) {
+        switch (op % 9) {
         case 0:
             _edit_attr(f, an, in);
             break;
@@ -243,8 +319,11 @@ static void _edit(const char *path, _in *in)
         case 3:
             _edit_dset(f, dn, in);
             break;
-        default:
+        case 4:
             H5Ldelete(f, dn, H5P_DEFAULT);
+            break;
+        default:
+            _foreign(f, dn, op % 9);
         }
     }
     H5Fclose(f);
