@@ -5,6 +5,8 @@
     load OUT           torus.checkpoint.load refuses every case of OUT with
                        its reason (ConvertError), and loads CKPT's own copy
     names              libtorusdata's checkpoint names through torus._lib
+    save CKPT OUT      torus.checkpoint.save(model, "OUT/new/") names its file
+                       as torus-train does, in the folder it creates
     pt OUT             hostile .pt files for torus-torch import: OUT/<case>.pt
                        and OUT/pt-cases.txt of "case|reason" lines
 """
@@ -141,6 +143,22 @@ def names():
     print("ok: ckpt_name('run/') == ckpt_name('run') == %s" % a)
 
 
+def save(ck, out):
+    import re
+    import torus.checkpoint as tc
+    m = tc.load(ck)
+    folder = os.path.join(out, "new") + "/"
+    path = tc.save(m, folder, "cifar-resnet", image_size=12)
+    if os.path.dirname(path) + "/" != folder or not re.match(
+            r"^ckpt-0-[0-9a-f]{8}\.h5$", os.path.basename(path)):
+        sys.exit("torus.checkpoint.save to %s wrote %s" % (folder, path))
+    back = tc.load(path)
+    for (k, a), b in zip(m.state_dict().items(), back.state_dict().values()):
+        if not k.endswith("num_batches_tracked") and not torch.equal(a, b):
+            sys.exit("torus.checkpoint.save: %s differs after a load" % k)
+    print("ok: torus.checkpoint.save to a new folder %s wrote %s" % (folder, path))
+
+
 class _Script(torch.nn.Module):
     """A module whose TorchScript __setstate__ prints a marker: loading its
     archive runs code."""
@@ -203,6 +221,8 @@ if __name__ == "__main__":
         load(sys.argv[2])
     elif cmd == "names":
         names()
+    elif cmd == "save":
+        save(sys.argv[2], sys.argv[3])
     elif cmd == "pt":
         pt(sys.argv[2], sys.argv[3])
     else:

@@ -11,7 +11,8 @@
 #   2. Names: libtorusdata's checkpoint name through torus._lib is the same
 #      for "run/", "run" and "run//" and refuses bad run ids; torus-torch
 #      import to a folder with or without a trailing slash, and to a
-#      missing one ending in '/', writes ckpt-STEP-RUN.h5 (8 hex digits);
+#      missing one ending in '/', writes ckpt-STEP-RUN.h5 (8 hex digits),
+#      as torus.checkpoint.save to a new folder does;
 #      a missing parent is named, not a temporary file; torus-train
 #      --resume --checkpoint-dir DIR/ resumes from the import (not
 #      "starting afresh").
@@ -62,6 +63,7 @@ grep -rlF "TORUS-SECRET" "$tmp/h"/*.pt "$tmp/h"/*.log 2>/dev/null &&
 
 # ---- 2. names, folders, and a resume from an import
 "${helper[@]}" names || fail "checkpoint names through torus._lib (above)"
+"${helper[@]}" save "$ck" "$tmp" || fail "torus.checkpoint.save to a folder (above)"
 "${tt[@]}" export "$ck" "$tmp/c.pt" --model cifar-resnet >/dev/null || fail "export"
 mkdir "$tmp/slash" "$tmp/noslash"
 for out in "$tmp/slash/" "$tmp/noslash" "$tmp/missing/"; do
