@@ -227,10 +227,6 @@ static int _parse(_run *r, int argc, char **argv)
         return TTRAIN_EXIT_USAGE;
     }
     r->algo = (tcomm_algo)algo;
-    /* Before any work: a bad output path found after an epoch of training
-     * wastes it. */
-    if (!r->cfg.dry_run && ttrain_config_check_paths(&r->cfg))
-        return _usage_error(TTRAIN_EXIT_USAGE);
     return _GO;
 }
 
@@ -253,6 +249,13 @@ static int _bootstrap(_run *r)
     /* One progress report per job: rank 0's. */
     if (r->info.rank != 0 && !freopen("/dev/null", "w", stdout))
         return _fail("stdout", "cannot redirect to /dev/null");
+    /* The output paths before any work (a bad one found at the first
+     * checkpoint wasted the training before it), each where it is
+     * written: --metrics and --trace by rank 0, --checkpoint-dir by all. */
+    if (ttrain_config_check_paths(&r->cfg, r->info.rank)) {
+        _failed(0);
+        return TTRAIN_EXIT_USAGE;
+    }
     return _GO;
 }
 

@@ -746,7 +746,7 @@ static int _check_out_file(const char *opt, const char *path)
     return 0;
 }
 
-int ttrain_config_check_paths(const ttrain_config *c)
+int ttrain_config_check_paths(const ttrain_config *c, int rank)
 {
     const char *d = c->ckpt_dir;
     struct stat st;
@@ -766,6 +766,8 @@ int ttrain_config_check_paths(const ttrain_config *c)
                (rc = _creatable("checkpoint-dir", d))) {
         return rc;
     }
+    if (rank != 0) /* only rank 0 writes them */
+        return 0;
     if ((rc = _check_out_file("metrics", c->metrics)))
         return rc;
     return _check_out_file("trace", c->trace);

@@ -82,10 +82,11 @@ int ttrain_config_parse(ttrain_config *c, int argc, char **argv);
 /* Cross-field checks; 0 or TTRAIN_EXIT_USAGE. */
 int ttrain_config_validate(ttrain_config *c);
 /* The output paths, on the file system, before any work: --checkpoint-dir
- * a directory (or one mkdir can create; under --eval-only only read),
- * --metrics and --trace no directory and writable (or creatable). 0 or
- * TTRAIN_EXIT_USAGE, the message naming the option and the path. */
-int ttrain_config_check_paths(const ttrain_config *c);
+ * a directory (or one mkdir can create; under --eval-only only read), and
+ * on rank 0, which writes them, --metrics and --trace no directory and
+ * writable (or creatable). 0 or TTRAIN_EXIT_USAGE, the message naming the
+ * option and the path. */
+int ttrain_config_check_paths(const ttrain_config *c, int rank);
 /* Writes the --help text to the stream the program gives. */
 void ttrain_usage(FILE *f);
 /* The resolved configuration and the per-epoch LR/batch schedule. */
