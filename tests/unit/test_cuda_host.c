@@ -343,6 +343,59 @@ START_TEST(bn_plan_channels)
 }
 END_TEST
 
+/* The run-time bookkeeping (tcuda_bn_state) on ResNet-50: what each
+ * layer's forward runs, and after cuDNN declines a call. */
+START_TEST(bn_state_declines)
+{
+    teng_net net;
+    tmodel_spec spec = tmodel_defaults(TMODEL_RESNET50);
+    tcuda_switches sw = {.half_nhwc = 1, .bn_ex = 1, .fuse = 1};
+    tcuda_bn_state st;
+    int n[4] = {0}, add = -1, act = -1;
+    ck_assert_int_eq(teng_net_init(&net), 0);
+    ck_assert_int_ge(tmodel_build(&net, &spec), 0);
+    ck_assert_int_eq(tcuda_bn_state_open(&st, &net, &sw), 0);
+    ck_assert_int_eq(st.nex, 53);
+    ck_assert_int_eq(st.nfused, 16);
+    for (int i = 0; i < net.nl; i++) {
+        n[tcuda_bn_fwd_call(&st, i, 1)]++;
+        ck_assert_int_eq(tcuda_bn_fwd_call(&st, i, 0), TCUDA_CALL_PLAIN);
+        if (net.l[i].kind == TENG_L_BN) {
+            ck_assert(st.bwd_ex[i] && tcuda_bn_fallback(&st, i, 1));
+            ck_assert(!tcuda_bn_fallback(&st, i, 0)); /* evaluation */
+        }
+        if (add < 0 && st.fuse_bn[i] >= 0)
+            add = i;
+        if (act < 0 && st.plan[i] == TCUDA_BN_EX_ACT)
+            act = i;
+    }
+    ck_assert_int_eq(n[TCUDA_CALL_DEFERRED], 16);
+    ck_assert_int_eq(n[TCUDA_CALL_ADD_FUSED], 16);
+    ck_assert_int_eq(n[TCUDA_CALL_EX], 37);
+    /* The fused forward declined: the chain runs as BN (legacy, each
+     * call a fallback) then the add, both ways. */
+    int b = st.fuse_bn[add];
+    tcuda_bn_decline(&st, b, 1);
+    ck_assert_int_eq(st.nfused, 15);
+    ck_assert_int_eq(tcuda_bn_fwd_call(&st, add, 1), TCUDA_CALL_PLAIN);
+    ck_assert_int_eq(tcuda_bn_fwd_call(&st, b, 1), TCUDA_CALL_PLAIN);
+    ck_assert(!st.bwd_ex[b] && !st.deferred[b]);
+    ck_assert(tcuda_bn_fallback(&st, b, 1));
+    /* A backward declined: the forward stays on the Ex call. */
+    tcuda_bn_decline(&st, act, 0);
+    ck_assert_int_eq(tcuda_bn_fwd_call(&st, act, 1), TCUDA_CALL_EX);
+    ck_assert(!st.bwd_ex[act]);
+    tcuda_bn_state_close(&st);
+    /* TCUDA_BN_EX=0: a BN with its ReLU is planned legacy, no fallback. */
+    sw.bn_ex = 0;
+    ck_assert_int_eq(tcuda_bn_state_open(&st, &net, &sw), 0);
+    ck_assert_int_eq(tcuda_bn_fwd_call(&st, act, 1), TCUDA_CALL_PLAIN);
+    ck_assert(!st.bwd_ex[act] && !tcuda_bn_fallback(&st, act, 1));
+    tcuda_bn_state_close(&st);
+    teng_net_free(&net);
+}
+END_TEST
+
 /* The report's totals for a model under the environment's switches. */
 static tcuda_plan_totals _report(tmodel_kind kind, int half)
 {
@@ -818,6 +871,7 @@ int main(void)
     tcase_add_test(tc, bn_plan_on_models);
     tcase_add_test(tc, bn_plan_channels);
     tcase_add_test(tc, plan_report_totals);
+    tcase_add_test(tc, bn_state_declines);
     tcase_add_test(tc, stem_plan);
     tcase_add_test(tc, stem_layout_and_input);
     tcase_add_test(tc, stem_padded_equals_unpadded);

@@ -50,7 +50,7 @@ static _bn _get(teng_net *net, int b)
     const tcuda_net *cn = net->bkstate;
     teng_layer *l = &net->l[b];
     char *st = net->stats;
-    int mode = cn->bn_plan ? cn->bn_plan[b] : TCUDA_BN_LEGACY;
+    int mode = cn->bn.plan ? cn->bn.plan[b] : TCUDA_BN_LEGACY;
     return (_bn){l,
                  &cn->l[b],
                  &net->p[l->param0],
@@ -66,7 +66,7 @@ static void _count_legacy(teng_backend *bk, const teng_net *net, int b,
                           int training)
 {
     const tcuda_net *cn = net->bkstate;
-    if (training && cn->bn_plan && tcuda_bn_is_ex(cn->bn_plan[b]))
+    if (tcuda_bn_fallback(&cn->bn, b, training))
         _tcuda(bk)->fast.bn_fallback++;
 }
 
@@ -187,14 +187,6 @@ static int _status(teng_backend *bk, const teng_net *net, int b,
 #define _FWD_EX "cudnnBatchNormalizationForwardTrainingEx"
 #define _BWD_EX "cudnnBatchNormalizationBackwardEx"
 
-/* The forward declined: BN b runs legacy from now on, both ways (no
- * reserve space was written for the Ex backward). */
-static void _to_legacy(tcuda_net *cn, int b)
-{
-    cn->bn_mode[b] = TCUDA_BN_LEGACY;
-    cn->bwd_ex[b] = 0;
-}
-
 int _tcuda_bn_ex_train(teng_backend *bk, teng_net *net, int b)
 {
     int declined, rc = _status(bk, net, b,
@@ -203,7 +195,8 @@ int _tcuda_bn_ex_train(teng_backend *bk, teng_net *net, int b)
                                _FWD_EX, &declined);
     if (rc || !declined)
         return rc;
-    _to_legacy(net->bkstate, b);
+    /* legacy from now on, both ways (no reserve space was written) */
+    tcuda_bn_decline(&((tcuda_net *)net->bkstate)->bn, b, 1);
     return _tcuda_bn_fwd(bk, net, b, 1);
 }
 
@@ -215,17 +208,14 @@ int _tcuda_bn_add_relu_fwd(teng_backend *bk, teng_net *net, int li)
     tcuda_impl *im = _tcuda(bk);
     tcuda_net *cn = net->bkstate;
     const teng_layer *a = &net->l[li];
-    int b = cn->fuse_bn[li], declined;
+    int b = cn->bn.fuse_bn[li], declined;
     int rc = _status(bk, net, b,
                      _ex_fwd(bk, net, b, net->t[a->in[1]].data,
                              net->t[a->out].data),
                      _FWD_EX, &declined);
     if (rc || !declined)
         return rc;
-    cn->fuse_bn[li] = -1;
-    cn->deferred[b] = 0;
-    cn->nfused--;
-    _to_legacy(cn, b);
+    tcuda_bn_decline(&cn->bn, b, 1);
     if ((rc = _tcuda_bn_fwd(bk, net, b, 1)))
         return rc;
     TCUDA_K(tcuda_k_add(im->stream, im->half, net->t[a->in[0]].data,
@@ -245,11 +235,11 @@ int _tcuda_bn_ex_bwd(teng_backend *bk, teng_net *net, int b)
 {
     tcuda_net *cn = net->bkstate;
     const teng_tensor *o = &net->t[net->l[b].out];
-    const void *y = cn->bn_plan[b] == TCUDA_BN_EX ? NULL : o->data;
+    const void *y = cn->bn.plan[b] == TCUDA_BN_EX ? NULL : o->data;
     const void *dy = o->grad;
     void *dz = NULL;
-    if (cn->deferred[b]) {
-        const teng_tensor *ao = &net->t[net->l[cn->add_of[b]].out];
+    if (cn->bn.deferred[b]) {
+        const teng_tensor *ao = &net->t[net->l[cn->bn.add_of[b]].out];
         y = ao->data;
         dy = ao->grad;
         dz = _tcuda_tmp(net);
@@ -259,6 +249,6 @@ int _tcuda_bn_ex_bwd(teng_backend *bk, teng_net *net, int b)
                      &declined);
     if (rc || !declined)
         return rc;
-    cn->bwd_ex[b] = 0;
+    tcuda_bn_decline(&cn->bn, b, 0);
     return _tcuda_bn_bwd(bk, net, b);
 }

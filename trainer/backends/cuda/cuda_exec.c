@@ -282,13 +282,18 @@ int _tcuda_forward(teng_backend *bk, teng_net *net, int li, int training)
     teng_layer *l = &net->l[li];
     tcuda_layer *d = _d(net, li);
     const tcuda_net *cn = net->bkstate;
-    /* BN + add + ReLU (cuda_fuse.h): the BN waits for its add. */
-    if (training && cn->nfused && cn->deferred[li])
+    /* BN through the Ex calls (cuda_fuse.h): a BN fused into its add
+     * waits for it. */
+    switch (tcuda_bn_fwd_call(&cn->bn, li, training)) {
+    case TCUDA_CALL_DEFERRED:
         return TENG_OK;
-    if (training && cn->nfused && cn->fuse_bn[li] >= 0)
+    case TCUDA_CALL_ADD_FUSED:
         return _tcuda_bn_add_relu_fwd(bk, net, li);
-    if (training && cn->nex && tcuda_bn_is_ex(cn->bn_mode[li]))
+    case TCUDA_CALL_EX:
         return _tcuda_bn_ex_train(bk, net, li);
+    default:
+        break;
+    }
     /* The input layer has no input, the loss layer no output. */
     void *x = l->in[0] >= 0 ? net->t[l->in[0]].data : NULL;
     void *y = l->out >= 0 ? net->t[l->out].data : NULL;
@@ -364,7 +369,7 @@ int _tcuda_backward(teng_backend *bk, teng_net *net, int li)
         return _conv_bwd(bk, net, li);
     case TENG_L_BN: {
         const tcuda_net *cn = net->bkstate;
-        if (cn->nex && cn->bwd_ex[li])
+        if (cn->bn.nex && cn->bn.bwd_ex[li])
             return _tcuda_bn_ex_bwd(bk, net, li);
         return _tcuda_bn_bwd(bk, net, li);
     }

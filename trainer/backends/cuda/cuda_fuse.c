@@ -1,6 +1,8 @@
 /* cuda_fuse.c: the BN + add + ReLU fusion decision (see cuda_fuse.h). */
 #include "trainer/backends/cuda/cuda_fuse.h"
 
+#include "common/torus_error.h"
+
 #include "trainer/engine/backend.h"
 
 #include <stdlib.h>
@@ -163,4 +165,72 @@ int tcuda_stem_plan(const teng_net *net, const tcuda_switches *sw, int *cp)
         return -1;
     *cp = (c + 3) / 4 * 4;
     return stem;
+}
+
+int tcuda_bn_state_open(tcuda_bn_state *s, const teng_net *net,
+                        const tcuda_switches *sw)
+{
+    size_t n = (size_t)(net->nl > 0 ? net->nl : 1);
+    *s = (tcuda_bn_state){0};
+    s->fuse_bn = malloc(sizeof(int) * n);
+    s->add_of = malloc(sizeof(int) * n);
+    s->deferred = malloc(n);
+    s->bwd_ex = malloc(n);
+    s->plan = malloc(n);
+    s->mode = malloc(n);
+    if (!s->fuse_bn || !s->add_of || !s->deferred || !s->bwd_ex ||
+        !s->plan || !s->mode)
+        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
+    s->nex = tcuda_bn_plan(net, sw, s->fuse_bn, s->deferred, s->plan);
+    for (int i = 0; i < net->nl; i++) {
+        s->mode[i] = s->plan[i];
+        s->bwd_ex[i] = (unsigned char)tcuda_bn_is_ex(s->plan[i]);
+        s->add_of[i] = -1;
+    }
+    for (int i = 0; i < net->nl; i++)
+        if (s->fuse_bn[i] >= 0) {
+            s->add_of[s->fuse_bn[i]] = i;
+            s->nfused++;
+        }
+    return TENG_OK;
+}
+
+void tcuda_bn_state_close(tcuda_bn_state *s)
+{
+    free(s->fuse_bn);
+    free(s->add_of);
+    free(s->deferred);
+    free(s->bwd_ex);
+    free(s->plan);
+    free(s->mode);
+    *s = (tcuda_bn_state){0};
+}
+
+void tcuda_bn_decline(tcuda_bn_state *s, int b, int forward)
+{
+    s->bwd_ex[b] = 0;
+    if (!forward)
+        return;
+    if (s->deferred[b]) {
+        s->fuse_bn[s->add_of[b]] = -1;
+        s->deferred[b] = 0;
+        s->nfused--;
+    }
+    s->mode[b] = TCUDA_BN_LEGACY;
+}
+
+tcuda_bn_call tcuda_bn_fwd_call(const tcuda_bn_state *s, int li, int training)
+{
+    if (!training || !s->nex)
+        return TCUDA_CALL_PLAIN;
+    if (s->deferred[li])
+        return TCUDA_CALL_DEFERRED;
+    if (s->fuse_bn[li] >= 0)
+        return TCUDA_CALL_ADD_FUSED;
+    return tcuda_bn_is_ex(s->mode[li]) ? TCUDA_CALL_EX : TCUDA_CALL_PLAIN;
+}
+
+int tcuda_bn_fallback(const tcuda_bn_state *s, int b, int training)
+{
+    return training && s->plan && tcuda_bn_is_ex(s->plan[b]);
 }

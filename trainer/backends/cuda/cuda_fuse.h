@@ -106,6 +106,45 @@ void tcuda_switches_getenv(tcuda_switches *sw, int half_nhwc);
 int tcuda_bn_plan(const teng_net *net, const tcuda_switches *sw, int *bn_of,
                   unsigned char *deferred, unsigned char *mode);
 
+/* ---- what each BN runs now (tcuda_bn_state) ----
+ *
+ * The backend's per-net BN state, arrays of the net's nl layers: plan =
+ * the mode tcuda_bn_plan chose; mode = the mode it runs now (LEGACY once
+ * cuDNN declined the Ex forward); bwd_ex = 1 while the BN's backward runs
+ * the Ex call; fuse_bn/deferred as tcuda_fuse_plan, add_of[BN] = its add;
+ * nfused: the chains still fused; nex: BNs the plan put on an Ex mode. */
+typedef struct {
+    int *fuse_bn, *add_of;
+    unsigned char *deferred, *bwd_ex, *plan, *mode;
+    int nfused, nex;
+} tcuda_bn_state;
+
+/* Plans net under sw into *s (every Ex BN's backward Ex until declined).
+ * TENG_OK, or TENG_ENOMEM after TORUS_FAIL; close in any case. */
+int tcuda_bn_state_open(tcuda_bn_state *s, const teng_net *net,
+                        const tcuda_switches *sw);
+void tcuda_bn_state_close(tcuda_bn_state *s);
+
+/* cuDNN declined BN b's Ex call, for good: forward (at plan, from its
+ * size queries, or at run time): the BN runs the legacy calls both ways
+ * and its chain, if any, runs unfused; backward: only its backward runs
+ * the legacy call. */
+void tcuda_bn_decline(tcuda_bn_state *s, int b, int forward);
+
+/* What layer li's forward runs (training: 1 in a training step). */
+typedef enum {
+    TCUDA_CALL_PLAIN,     /* the layer's own call (a BN: legacy) */
+    TCUDA_CALL_DEFERRED,  /* nothing: a BN whose forward is its add's */
+    TCUDA_CALL_ADD_FUSED, /* an add running its BN's Ex call */
+    TCUDA_CALL_EX         /* a BN's Ex call */
+} tcuda_bn_call;
+tcuda_bn_call tcuda_bn_fwd_call(const tcuda_bn_state *s, int li,
+                                int training);
+
+/* A legacy BN call of BN b counts as a fallback (tcuda_fastpath.h): the
+ * plan put b on an Ex mode, and this is training. */
+int tcuda_bn_fallback(const tcuda_bn_state *s, int b, int training);
+
 /* The padded stem (cuda_stem.h): the convolution layer that alone reads
  * the data input, when the switches allow (FP16 NHWC, TCUDA_PAD_STEM),
  * the data input's channels are not a multiple of 4 and no gradient of

@@ -29,6 +29,7 @@
 #include <cudnn.h>
 
 #include "trainer/backends/cuda/cuda_algo.h"
+#include "trainer/backends/cuda/cuda_fuse.h"
 #include "trainer/backends/cuda/cuda_tune.h"
 #include "trainer/backends/cuda/tcuda_fastpath.h"
 #include "trainer/backends/cuda/tcuda_optim.h"
@@ -85,22 +86,13 @@ typedef struct {
     tcuda_optim *optim; /* from bind to release */
     size_t tmp_off;     /* the scratch arena's temporary region */
     size_t tmp_bytes;
-    /* BN through cuDNN's Ex calls (cuda_fuse.h, tcuda_bn_plan), FP16
-     * mode, training only: bn_plan[layer] = the mode the plan chose
-     * (tcuda_bn_mode), bn_mode[layer] = the mode it runs now (LEGACY
-     * once cuDNN declined the Ex call: its legacy calls then count as
-     * fallbacks); bwd_ex[BN layer] = 1 while its backward runs as the
-     * matching cudnnBatchNormalizationBackwardEx. BN + add + ReLU chains:
-     * fuse_bn[add layer] = its BN layer or -1; deferred[BN layer] = 1
-     * while its forward runs in the add's; add_of[BN layer] = its add;
-     * nfused: such chains. The Ex calls' workspace (ex_ws) sits at the
-     * start of the scratch arena; each Ex BN's reserve space in its own
-     * layer workspace (rs_off), which the engine keeps from the BN's
-     * forward to its backward. relu: the ReLU descriptor of the
-     * activation ops. */
-    int *fuse_bn, *add_of;
-    unsigned char *deferred, *bwd_ex, *bn_plan, *bn_mode;
-    int nfused, nex;
+    /* Each BN's calls (cuda_fuse.h, tcuda_bn_state), FP16 mode,
+     * training only: the plan, what runs now, the fused chains. The Ex
+     * calls' workspace (ex_ws) sits at the start of the scratch arena;
+     * each Ex BN's reserve space in its own layer workspace (rs_off),
+     * which the engine keeps from the BN's forward to its backward.
+     * relu: the ReLU descriptor of the activation ops. */
+    tcuda_bn_state bn;
     cudnnActivationDescriptor_t relu;
     size_t ex_ws;
     /* The padded stem (cuda_stem.h, tcuda_stem_plan): the convolution

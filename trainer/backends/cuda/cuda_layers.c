@@ -333,7 +333,7 @@ static cudnnStatus_t _ex_sizes(teng_backend *bk, teng_net *net, int b,
     const tcuda_layer *d = &cn->l[b];
     cudnnHandle_t h = _tcuda(bk)->dnn;
     const cudnnBatchNormMode_t m = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-    int mode = cn->bn_plan[b], add = mode == TCUDA_BN_EX_ADD_ACT;
+    int mode = cn->bn.plan[b], add = mode == TCUDA_BN_EX_ADD_ACT;
     cudnnBatchNormOps_t ops = add ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
                               : mode == TCUDA_BN_EX_ACT
                                   ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION
@@ -355,20 +355,6 @@ static cudnnStatus_t _ex_sizes(teng_backend *bk, teng_net *net, int b,
     if (*bwd && bws > *ws)
         *ws = bws;
     return CUDNN_STATUS_SUCCESS;
-}
-
-/* BN b runs the legacy calls (cuDNN declined its Ex call at plan): its
- * chain, if any, unfused; the plan's mode stays, so that its calls count
- * as fallbacks. */
-static void _ex_off(tcuda_net *cn, int b)
-{
-    if (cn->deferred[b]) {
-        cn->fuse_bn[cn->add_of[b]] = -1;
-        cn->deferred[b] = 0;
-        cn->nfused--;
-    }
-    cn->bn_mode[b] = TCUDA_BN_LEGACY;
-    cn->bwd_ex[b] = 0;
 }
 
 /* The BN's reserve space goes after its saved statistics, in its own
@@ -394,7 +380,7 @@ static void _ex_size_all(teng_backend *bk, teng_net *net)
     for (int b = 0; b < net->nl; b++) {
         int bwd = 0;
         size_t ws = 0, rs = 0;
-        if (!tcuda_bn_is_ex(cn->bn_plan[b]))
+        if (!tcuda_bn_is_ex(cn->bn.plan[b]))
             continue;
         cudnnStatus_t s = _ex_sizes(bk, net, b, &ws, &rs, &bwd);
         if (s != CUDNN_STATUS_SUCCESS || _ex_reserve(net, b, rs)) {
@@ -405,10 +391,11 @@ static void _ex_size_all(teng_backend *bk, teng_net *net)
                                s != CUDNN_STATUS_SUCCESS
                                    ? (int)s
                                    : (int)CUDNN_STATUS_NOT_SUPPORTED);
-            _ex_off(cn, b);
+            tcuda_bn_decline(&cn->bn, b, 1);
             continue;
         }
-        cn->bwd_ex[b] = (unsigned char)bwd;
+        if (!bwd) /* the forward stays Ex, the backward is legacy */
+            tcuda_bn_decline(&cn->bn, b, 0);
         cn->ex_ws = ws > cn->ex_ws ? ws : cn->ex_ws;
     }
 }
@@ -420,25 +407,11 @@ int _tcuda_plan_bn(teng_backend *bk, teng_net *net)
 {
     tcuda_net *cn = net->bkstate;
     tcuda_switches sw;
-    size_t n = (size_t)net->nl;
     tcuda_switches_getenv(&sw, _tcuda(bk)->half);
-    cn->fuse_bn = malloc(sizeof(int) * n);
-    cn->add_of = malloc(sizeof(int) * n);
-    cn->deferred = malloc(n);
-    cn->bwd_ex = calloc(n, 1);
-    cn->bn_plan = malloc(n);
-    cn->bn_mode = malloc(n);
-    if (!cn->fuse_bn || !cn->add_of || !cn->deferred || !cn->bwd_ex ||
-        !cn->bn_plan || !cn->bn_mode)
-        return TORUS_FAIL(TENG_ENOMEM, "out of memory");
-    cn->nex = tcuda_bn_plan(net, &sw, cn->fuse_bn, cn->deferred, cn->bn_plan);
-    memcpy(cn->bn_mode, cn->bn_plan, n);
-    for (int i = 0; i < net->nl; i++)
-        if (cn->fuse_bn[i] >= 0) {
-            cn->add_of[cn->fuse_bn[i]] = i;
-            cn->nfused++;
-        }
-    if (!cn->nex)
+    int rc = tcuda_bn_state_open(&cn->bn, net, &sw);
+    if (rc)
+        return rc;
+    if (!cn->bn.nex)
         return TENG_OK;
     TCUDA_DNN(cudnnCreateActivationDescriptor(&cn->relu));
     TCUDA_DNN(cudnnSetActivationDescriptor(cn->relu, CUDNN_ACTIVATION_RELU,
@@ -465,10 +438,10 @@ int _tcuda_bind(teng_backend *bk, teng_net *net)
     int rc = tcuda_optim_create(op, net->np, _tcuda(bk)->stream, &cn->optim);
     free(op);
     /* The fused backward reads y where the engine kept it (cuda_fuse.h). */
-    for (int b = 0; cn->nfused && b < net->nl; b++)
-        if (cn->deferred[b] && cn->bwd_ex[b] &&
-            !tcuda_fuse_bwd_ok(net, b, cn->add_of[b]))
-            cn->bwd_ex[b] = 0;
+    for (int b = 0; cn->bn.nfused && b < net->nl; b++)
+        if (cn->bn.deferred[b] && cn->bn.bwd_ex[b] &&
+            !tcuda_fuse_bwd_ok(net, b, cn->bn.add_of[b]))
+            tcuda_bn_decline(&cn->bn, b, 0);
     return rc ? torus_error_prefix(rc, "optimizer plan") : TENG_OK;
 }
 
@@ -505,12 +478,7 @@ void _tcuda_release(teng_backend *bk, teng_net *net)
         cudaFreeHost(cn->host_loss);
     if (cn->relu)
         cudnnDestroyActivationDescriptor(cn->relu);
-    free(cn->fuse_bn);
-    free(cn->add_of);
-    free(cn->deferred);
-    free(cn->bwd_ex);
-    free(cn->bn_plan);
-    free(cn->bn_mode);
+    tcuda_bn_state_close(&cn->bn);
     free(cn->l);
     free(cn);
     net->bkstate = NULL;
@@ -520,5 +488,5 @@ unsigned _tcuda_bwd_reads(teng_backend *bk, const teng_net *net, int li)
 {
     const tcuda_net *cn = net->bkstate;
     (void)bk;
-    return tcuda_bwd_reads(net, cn ? cn->deferred : NULL, li);
+    return tcuda_bwd_reads(net, cn ? cn->bn.deferred : NULL, li);
 }
