@@ -26,13 +26,6 @@
 
 static const float _one = 1.0f, _zero = 0.0f;
 
-static cudnnBatchNormOps_t _ops(int mode)
-{
-    return mode == TCUDA_BN_EX_ADD_ACT ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
-           : mode == TCUDA_BN_EX_ACT   ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION
-                                       : CUDNN_BATCHNORM_OPS_BN;
-}
-
 /* The BN layer's pieces every call takes; for the Ex calls its planned
  * ops and their activation (none for ops BN). */
 typedef struct {
@@ -57,7 +50,7 @@ static _bn _get(teng_net *net, int b)
                  l->ws,
                  st + net->stat_off[l->stat0],
                  st + net->stat_off[l->stat0 + 1],
-                 _ops(mode),
+                 _tcuda_bn_ops(mode),
                  mode == TCUDA_BN_EX ? NULL : cn->relu};
 }
 

@@ -131,6 +131,14 @@ static inline teng_shape _tcuda_in_shape(const teng_net *net, int li)
     return s;
 }
 
+/* cuDNN's ops for a BN mode (cuda_fuse.h, tcuda_bn_mode). */
+static inline cudnnBatchNormOps_t _tcuda_bn_ops(int mode)
+{
+    return mode == TCUDA_BN_EX_ADD_ACT ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
+           : mode == TCUDA_BN_EX_ACT   ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION
+                                       : CUDNN_BATCHNORM_OPS_BN;
+}
+
 /* The temporary region of the scratch arena (see above). */
 static inline void *_tcuda_tmp(const teng_net *net)
 {

@@ -334,23 +334,21 @@ static cudnnStatus_t _ex_sizes(teng_backend *bk, teng_net *net, int b,
     cudnnHandle_t h = _tcuda(bk)->dnn;
     const cudnnBatchNormMode_t m = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
     int mode = cn->bn.plan[b], add = mode == TCUDA_BN_EX_ADD_ACT;
-    cudnnBatchNormOps_t ops = add ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
-                              : mode == TCUDA_BN_EX_ACT
-                                  ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION
-                                  : CUDNN_BATCHNORM_OPS_BN;
+    cudnnBatchNormOps_t ops = _tcuda_bn_ops(mode);
     cudnnActivationDescriptor_t act = mode == TCUDA_BN_EX ? NULL : cn->relu;
+    /* The size queries get every tensor's descriptor, the ones these ops
+     * do not read too (as PyTorch asks them); dz only with the add. */
     cudnnTensorDescriptor_t z = add ? d->x : NULL;
-    cudnnTensorDescriptor_t y = mode == TCUDA_BN_EX ? NULL : d->x;
     size_t bws = 0;
     cudnnStatus_t s = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
-        h, m, ops, d->x, z, d->x, d->b, act, ws);
+        h, m, ops, d->x, d->x, d->x, d->b, act, ws);
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, m, ops, act,
                                                                  d->x, reserve);
     if (s != CUDNN_STATUS_SUCCESS)
         return s;
     *bwd = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
-               h, m, ops, d->x, y, d->x, z, d->x, d->b, act, &bws) ==
+               h, m, ops, d->x, d->x, d->x, z, d->x, d->b, act, &bws) ==
            CUDNN_STATUS_SUCCESS;
     if (*bwd && bws > *ws)
         *ws = bws;
