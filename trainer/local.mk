@@ -404,6 +404,12 @@ tests_unit_test_cuda_host_SOURCES = tests/unit/test_cuda_host.c \
 tests_unit_test_cuda_host_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_cuda_host_LDADD = trainer/backends/cuda/libtcuda_host.la \
 	$(TRAINER_TEST_LDADD)
+# The vector kernels' alignment rule and the warp-per-row cross-entropy.
+check_PROGRAMS += tests/unit/test_cuda_vec
+TESTS += tests/unit/test_cuda_vec
+tests_unit_test_cuda_vec_SOURCES = tests/unit/test_cuda_vec.c
+tests_unit_test_cuda_vec_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_cuda_vec_LDADD = $(TRAINER_TEST_LDADD)
 # Convolution tuning and the tune cache file with a stand-in for cuDNN.
 check_PROGRAMS += tests/unit/test_cuda_tune
 TESTS += tests/unit/test_cuda_tune

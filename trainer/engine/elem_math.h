@@ -53,31 +53,78 @@ TENG_HD float teng_dropout_elem(float x, int keep, float p)
     return keep ? x * (1.0f / (1.0f - p)) : 0.0f;
 }
 
+/* The pieces of one cross-entropy row, shared by the row below and the
+ * cuda backend's warp-per-row kernel (which forms zmax and the sum of
+ * exponentials across a warp's lanes): element j's target with label
+ * smoothing s over k classes, its term of the exponential sum, its term
+ * of the loss and its gradient (softmax - target) / norm, given lse, the
+ * log of the sum plus zmax. */
+TENG_HD float teng_xent_target(int j, int32_t label, float s, int k)
+{
+    float off = s / (float)k, on = 1.0f - s + off;
+    return j == label ? on : off;
+}
+
+TENG_HD double teng_xent_exp(float zj, float zmax)
+{
+    return exp((double)(zj - zmax));
+}
+
+TENG_HD double teng_xent_loss_term(float zj, double lse, float t)
+{
+    return t != 0.0f ? t * ((double)zj - lse) : 0.0;
+}
+
+TENG_HD float teng_xent_grad(float zj, double lse, float t, float norm)
+{
+    return (float)((exp((double)zj - lse) - t) / norm);
+}
+
+/* Lane `lane` of `lanes` sharing one row (the cuda backend's warp per
+ * row; the host's row is lane 0 of 1): the maximum of its classes j =
+ * lane, lane + lanes, ... starting from z[0] (so a nan there stays, as in
+ * the host's loop), its part of the sum of exponentials, and its part of
+ * the loss. */
+TENG_HD float teng_xent_lane_max(const float *z, int k, int lane, int lanes)
+{
+    float zmax = z[0];
+    for (int j = lane; j < k; j += lanes)
+        zmax = z[j] > zmax ? z[j] : zmax;
+    return zmax;
+}
+
+TENG_HD double teng_xent_lane_sum(const float *z, int k, float zmax, int lane,
+                                  int lanes)
+{
+    double sum = 0.0;
+    for (int j = lane; j < k; j += lanes)
+        sum += teng_xent_exp(z[j], zmax);
+    return sum;
+}
+
+TENG_HD double teng_xent_lane_loss(const float *z, int k, int32_t label,
+                                   float s, double lse, int lane, int lanes)
+{
+    double loss = 0.0;
+    /* loss = -sum_j target_j * log softmax_j */
+    for (int j = lane; j < k; j += lanes)
+        loss -= teng_xent_loss_term(z[j], lse, teng_xent_target(j, label, s, k));
+    return loss;
+}
+
 /* One row of teng_host_xent: softmax cross-entropy of k logits z against
  * label with smoothing s; returns the row's loss and, if dz is not NULL,
  * writes (softmax - target) / norm. */
 TENG_HD double teng_xent_row(const float *z, int k, int32_t label, float s,
                              float norm, float *dz)
 {
-    float off = s / (float)k, on = 1.0f - s + off;
-    float zmax = z[0];
-    for (int j = 1; j < k; j++)
-        zmax = z[j] > zmax ? z[j] : zmax;
-    double sum = 0.0;
-    for (int j = 0; j < k; j++)
-        sum += exp((double)(z[j] - zmax));
-    double lse = log(sum) + zmax, loss = 0.0;
-    /* loss = -sum_j target_j * log softmax_j */
-    for (int j = 0; j < k; j++) {
-        float t = j == label ? on : off;
-        if (t != 0.0f)
-            loss -= t * ((double)z[j] - lse);
-    }
+    float zmax = teng_xent_lane_max(z, k, 0, 1);
+    double lse = log(teng_xent_lane_sum(z, k, zmax, 0, 1)) + zmax;
+    double loss = teng_xent_lane_loss(z, k, label, s, lse, 0, 1);
     if (dz)
-        for (int j = 0; j < k; j++) {
-            float t = j == label ? on : off;
-            dz[j] = (float)((exp((double)z[j] - lse) - t) / norm);
-        }
+        for (int j = 0; j < k; j++)
+            dz[j] = teng_xent_grad(z[j], lse, teng_xent_target(j, label, s, k),
+                                   norm);
     return loss;
 }
 

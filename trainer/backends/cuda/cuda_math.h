@@ -93,4 +93,15 @@ TCUDA_HD float tcuda_sum4(const float *const *c, int n, size_t i)
     return s;
 }
 
+/* Whether every one of the np pointers is 16-byte aligned: the vector
+ * kernels load and store 16 bytes at a time (cuda_kernels.cu), and run
+ * only when this holds; the scalar kernels run otherwise. */
+TCUDA_HD int tcuda_vec_aligned(const void *const *p, int np)
+{
+    for (int i = 0; i < np; i++)
+        if ((uintptr_t)p[i] & 15u)
+            return 0;
+    return 1;
+}
+
 #endif
