@@ -54,8 +54,16 @@ def default_spec(name, depth=None, in_channels=3, classes=None, image_size=None)
     cifar = name == "cifar-resnet"
     if cifar and (depth is None or depth < 8 or (depth - 2) % 6):
         raise ConvertError("cifar-resnet: depth %s is not 6n+2 with n >= 1" % depth)
-    return Spec(name, depth if cifar else None, in_channels,
+    spec = Spec(name, depth if cifar else None, in_channels,
                 classes or (10 if cifar else 1000), image_size or (32 if cifar else 224))
+    # torus-train's own limits (tmodel_validate): a file it would refuse is
+    # not written, and a forged model record is named here.
+    if not (1 <= spec.in_channels <= 64 and 2 <= spec.image_size <= 4096 and
+            spec.classes >= 2):
+        raise ConvertError("%s: %d input channels (1..64), image size %d (2..4096), "
+                           "%d classes (>= 2): outside what torus-train builds" % (
+                               name, spec.in_channels, spec.image_size, spec.classes))
+    return spec
 
 
 def _conv(out, pre, cout, cin, k):

@@ -157,6 +157,11 @@ def save(ck, out):
         if not k.endswith("num_batches_tracked") and not torch.equal(a, b):
             sys.exit("torus.checkpoint.save: %s differs after a load" % k)
     print("ok: torus.checkpoint.save to a new folder %s wrote %s" % (folder, path))
+    try:
+        tc.save(m, folder, "cifar-resnet", image_size=1)
+        sys.exit("torus.checkpoint.save wrote an image size of 1, which torus-train refuses")
+    except tc.ConvertError as e:
+        print("ok: image size 1 refused: %s" % e)
 
 
 class _Script(torch.nn.Module):
