@@ -22,6 +22,14 @@ Models: "resnet50" (v1.5), "resnet18" and "cifar-resnet" (depth 6n+2).
 Their PyTorch modules: torchvision's resnet50/resnet18 (torch_model), and
 CifarResNet here.
 
+Trust: a checkpoint's tensors are checked and read by libtorusdata
+(torus._lib.Checkpoint, data/format/tdata_ckpt.h: the validation
+torus-train's loader runs), and its file name is libtorusdata's too
+(tdata_api_ckpt_name); h5py reads only attributes and names, of the same
+checked file. A .pt file is read only as a plain state dict
+(load_state_dict_file: no TorchScript, no pickled objects, bounded
+tensors). Every refusal is a ConvertError naming the file and tensor.
+
 numpy is needed for the conversions, h5py for checkpoints, torch for state
 dicts and modules; each is imported where it is used.
 """
