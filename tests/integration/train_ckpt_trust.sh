@@ -10,7 +10,9 @@
 #      other,
 #      samples 2^62, previous_lr NaN, loss_scale NaN and -1, bucket_kb -1
 #      and 2^40, another run's
-#      id recorded under this run's name.
+#      id recorded under this run's name, a BN running variance of -1, a
+#      param stored in an external file, a virtual dataset or behind an
+#      external link (another file's values: never read), a gzip filter.
 #   2. Junk named for another run (random bytes; another run's checkpoint
 #      renamed to a new id), newer than the run's own files, does not stop
 #      the resume: the run's own newest loads. But a run whose own files
@@ -81,9 +83,21 @@ _poison "loss_scale -1" loss_scale f64=-1 "its loss scale -1 is not finite in [1
 _poison "bucket_kb -1" bucket_kb i64=-1 "it records a bucket size of -1 KiB (0..1048576)"
 _poison "bucket_kb 2^40" bucket_kb i64=1099511627776 "it records a bucket size of 1099511627776 KiB (0..1048576)"
 _poison "run id" run str=0000beef "it records run 0000beef, not the $run_id of its name"
+# A tensor whose values would come from another file (a secret) is never
+# read; a filter other than Fletcher32 is refused too.
+_poison "external storage" params/conv1.w "external=$tmp/secret.bin" \
+    "param conv1.w is stored in an external file: its values would come from another file"
+_poison "virtual dataset" params/conv1.w "virtual=$tmp/secret.h5" \
+    "param conv1.w is a virtual dataset: its values would come from another file"
+_poison "external link" params/conv1.w "extlink=$tmp/secret.h5" \
+    "param conv1.w is a soft or external link (it could name another file)"
+_poison "gzip filter" params/conv1.w gzip \
+    "param conv1.w has a filter other than the Fletcher32 checksum"
 # The BN run crosses a batch change (epoch 1 at 32): step 6 is epoch 2.
 _poison "BN statistics NaN" bn_stats/0 fill=nan \
     "BN statistics 0 holds" bn
+_poison "BN variance -1" bn_stats/1 fill=-1 \
+    "BN statistics 1 is a BN running variance and holds -1 at element 0 (a variance is >= 0)" bn
 run_id=$(basename "$(ck "$tmp/base" 6)" | sed 's/^ckpt-6-\(.*\)\.h5$/\1/')
 
 # ---- 2. junk of other runs; never another run's checkpoint ----
