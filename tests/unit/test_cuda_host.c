@@ -518,30 +518,41 @@ START_TEST(stem_layout_and_input)
     ck_assert_int_eq(teng_net_use_input_u8(net, 0, scale, bias), 0);
     float host[N * C * H * W];
     ck_assert_int_eq(teng_tensor_read(net, x, 0, host), 0);
+    size_t bad = 0;
     for (size_t i = 0; i < (size_t)N * H * W * CP; i++) {
         float v = tcuda_stem_input_px(i, C, CP, H, W, px, flips, scale, bias);
         size_t u = tcuda_stem_unpad(i, C, CP);
-        if (u == TCUDA_STEM_PAD)
-            ck_assert(v == 0.f);
-        else
-            ck_assert_msg(v == host[tcuda_nchw_of_nhwc(u, C, H, W)],
-                          "padded element %zu", i);
+        bad += u == TCUDA_STEM_PAD
+                   ? v != 0.f
+                   : v != host[tcuda_nchw_of_nhwc(u, C, H, W)];
     }
+    ck_assert_uint_eq(bad, 0);
     teng_backend_host_free(bk, px);
     teng_net_destroy(net);
     bk->ops->destroy(bk);
 }
 END_TEST
 
-/* ResNet-18 on dnnl with in_channels c at batch 2, 32 x 32. */
+/* A ResNet stem and one residual block on dnnl, c input channels of 32 x
+ * 32, batch 2: conv 7x7/2 (bias) -> BN+ReLU -> maxpool 3/2 -> conv 3x3
+ * -> BN -> add+ReLU -> GAP -> FC 10 -> loss (ResNet-18 whole costs a
+ * minute on a loaded 2-core machine; the stem is what differs). */
 static teng_net *_stem_net(teng_backend *bk, int c)
 {
     teng_net *net;
-    tmodel_spec spec = tmodel_defaults(TMODEL_RESNET18);
-    spec.in_channels = c;
-    spec.image_size = 32;
     ck_assert_int_eq(teng_net_create(&net), 0);
-    ck_assert_int_ge(tmodel_build(net, &spec), 0);
+    int x = teng_add_input(net, c, 32, 32);
+    int y = teng_add_conv(net, "conv1", x, 16, 7, 2, 3, 1);
+    y = teng_add_maxpool(net, "pool", teng_add_bn(net, "bn1", y, 1, 0), 3, 2,
+                         1);
+    int b = teng_add_bn(net, "bn2", teng_add_conv(net, "conv2", y, 16, 3, 1,
+                                                  1, 0),
+                        0, 0);
+    y = teng_add_gap(net, "gap", teng_add_residual(net, "add", b, y, 1));
+    ck_assert_int_ge(teng_add_xent(net, "loss", teng_add_fc(net, "fc", y, 10,
+                                                            1),
+                                   0.f),
+                     0);
     ck_assert_int_eq(teng_net_compile(net, bk, 2), 0);
     ck_assert_int_eq(tmodel_init(net, 7), 0);
     return net;
@@ -554,11 +565,16 @@ static teng_net *_stem_net(teng_backend *bk, int c)
 static void _close(const float *a, const float *b, size_t n, const char *what)
 {
     float m = 0.f;
-    for (size_t i = 0; i < n; i++)
+    size_t worst = 0;
+    for (size_t i = 0; i < n; i++) {
         m = fmaxf(m, fmaxf(fabsf(a[i]), fabsf(b[i])));
-    for (size_t i = 0; i < n; i++)
-        ck_assert_msg(fabsf(a[i] - b[i]) <= 1e-5f * m,
-                      "%s[%zu]: %g vs %g (max %g)", what, i, a[i], b[i], m);
+        if (fabsf(a[i] - b[i]) > fabsf(a[worst] - b[worst]))
+            worst = i;
+    }
+    /* one assertion per tensor: Check's are slow by the hundred thousand */
+    ck_assert_msg(fabsf(a[worst] - b[worst]) <= 1e-5f * m,
+                  "%s[%zu]: %g vs %g (max %g)", what, worst, a[worst],
+                  b[worst], m);
 }
 
 /* The stem's weights of b: a's, a zero tap on input channel 3. */
@@ -581,7 +597,7 @@ static void _stem_step(teng_net *a, teng_net *b)
 {
     enum { N = 2, HW = 32 * 32 };
     float x3[N * 3 * HW], x4[N * 4 * HW] = {0};
-    int32_t labels[N] = {3, 998};
+    int32_t labels[N] = {3, 8};
     lh_fill(x3, N * 3 * HW, 5, -2.f, 2.f);
     for (int n = 0; n < N; n++)
         memcpy(x4 + n * 4 * HW, x3 + n * 3 * HW, sizeof(float) * 3 * HW);
@@ -622,11 +638,13 @@ START_TEST(stem_padded_equals_unpadded)
         ck_assert_int_eq(teng_param_read(b, i, 1, gb), 0);
         if (i == stem) { /* the real taps match, the padding's are 0 */
             size_t hw = (size_t)p->dims[2] * p->dims[3];
+            size_t nonzero = 0;
             for (int o = 0; o < p->dims[0]; o++) {
                 _close(ga + o * 3 * hw, gb + o * 4 * hw, 3 * hw, "stem dW");
                 for (size_t t = 0; t < hw; t++)
-                    ck_assert(gb[(o * 4 + 3) * hw + t] == 0.f);
+                    nonzero += gb[(o * 4 + 3) * hw + t] != 0.f;
             }
+            ck_assert_uint_eq(nonzero, 0);
         } else
             _close(ga, gb, p->count, p->name);
         free(ga);
