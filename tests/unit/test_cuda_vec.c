@@ -6,7 +6,9 @@
  * do (the butterfly, then lane 0's value): emulated here lane by lane on
  * the CPU and compared with the host's row (teng_xent_row): the loss
  * within fp64 rounding of the sum's order, the gradient within one fp32
- * rounding, a nan logit where the host has one. */
+ * rounding, a nan logit where the host has one; and the loss-scale
+ * check's inf/nan count with 16-byte loads (optim_math.h) against the
+ * scalar count over every alignment of a chunk. */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "trainer/backends/cuda/cuda_math.h"
+#include "trainer/backends/cuda/optim_math.h"
 #include "trainer/engine/rng.h"
 
 START_TEST(alignment_rule)
@@ -112,12 +115,43 @@ START_TEST(warp_row_matches_host)
 }
 END_TEST
 
+/* The loss-scale check's inf/nan count with 16-byte loads: over all the
+ * threads of a chunk, the scalar count, whatever the chunk's alignment. */
+START_TEST(nonfinite_count_vector)
+{
+    _Alignas(16) float g[1031];
+    for (int i = 0; i < 1031; i++)
+        g[i] = (float)i;
+    for (int i = 0; i < 1031; i++) /* dense: heads and tails hold some */
+        if (i % 5 == 0 || i % 7 == 3)
+            g[i] = i % 2 ? INFINITY : NAN;
+    g[1030] = -INFINITY;
+    const unsigned nts[] = {1, 3, 256};
+    for (int base = 0; base < 4; base++) {
+        tcuda_dparam p = {0};
+        p.grad = g + base;
+        for (uint64_t b = 0; b < 9; b++)
+            for (uint64_t e = b; e <= 1031 - (uint64_t)base; e += 97)
+                for (int c = 0; c < 3; c++) {
+                    unsigned s1 = 0, s2 = 0;
+                    for (unsigned t = 0; t < nts[c]; t++) {
+                        s1 += tcuda_nonfinite_thread(&p, b, e, t, nts[c]);
+                        s2 += tcuda_nonfinite_thread_v(&p, b, e, t, nts[c]);
+                    }
+                    ck_assert_msg(s1 == s2, "base %d [%d, %d) nt %u: %u vs %u",
+                                  base, (int)b, (int)e, nts[c], s1, s2);
+                }
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cuda_vec");
     TCase *tc = tcase_create("cuda_vec");
     tcase_add_test(tc, alignment_rule);
     tcase_add_test(tc, warp_row_matches_host);
+    tcase_add_test(tc, nonfinite_count_vector);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -73,7 +73,7 @@ __device__ static inline void _st(uint16_t *p, size_t i, float v)
 }
 
 /* TCUDA_VEC=0 keeps the scalar kernels (to compare); read once. */
-static int _vec(void)
+extern "C" int tcuda_k_vec(void)
 {
     static int on = -1;
     if (on < 0) {
@@ -110,20 +110,22 @@ __device__ static inline void _stv(void *p, size_t k, const float *v)
     ((uint4 *)p)[k] = r;
 }
 
-/* The vector launch of kern when _vec() and the pointers allow it, else
- * the scalar skern; per: elements per pack of the fp16 or fp32 kernel. */
-#define _LAUNCH_V(half, ok, kern, skern, n, ...)                               \
-    do {                                                                       \
-        if (_vec() && (ok)) {                                                  \
-            size_t _np = (n) / ((half) ? 8 : 4) + 1;                           \
-            if (half)                                                          \
-                kern<uint16_t><<<_blocks(_np), _THREADS, 0,                    \
-                                 (cudaStream_t)stream>>>(__VA_ARGS__);         \
-            else                                                               \
-                kern<float><<<_blocks(_np), _THREADS, 0,                       \
-                              (cudaStream_t)stream>>>(__VA_ARGS__);            \
-        } else                                                                 \
-            _LAUNCH(half, skern, n, __VA_ARGS__);                              \
+/* The vector launch of kern when tcuda_k_vec() and the pointers allow
+ * it (ok), else the scalar skern; 8 fp16 or 4 fp32 elements a pack. */
+#define _LAUNCH_V(half, ok, kern, skern, n, ...)                           \
+    do {                                                                   \
+        if (tcuda_k_vec() && (ok)) {                                       \
+            size_t _np = (n) / ((half) ? 8 : 4) + 1;                       \
+            if (half)                                                      \
+                kern<uint16_t>                                             \
+                    <<<_blocks(_np), _THREADS, 0, (cudaStream_t)stream>>>( \
+                        __VA_ARGS__);                                      \
+            else                                                           \
+                kern<float>                                                \
+                    <<<_blocks(_np), _THREADS, 0, (cudaStream_t)stream>>>( \
+                        __VA_ARGS__);                                      \
+        } else                                                             \
+            _LAUNCH(half, skern, n, __VA_ARGS__);                          \
     } while (0)
 
 template <typename T>
@@ -180,7 +182,7 @@ static int _binary(void *stream, int half, const void *a, const void *b,
                    void *y, size_t n, Op op)
 {
     const void *p[3] = {a, b, y};
-    if (!_vec() || !tcuda_vec_aligned(p, 3))
+    if (!tcuda_k_vec() || !tcuda_vec_aligned(p, 3))
         return -1;
     if (half)
         _binary_v<uint16_t, Op><<<_blocks(n / 8 + 1), _THREADS, 0,
@@ -392,7 +394,7 @@ extern "C" int tcuda_k_xent(void *stream, const float *z, const int32_t *labels,
                             int n, int k, float s, float norm, double *loss,
                             float *dz)
 {
-    if (_vec())
+    if (tcuda_k_vec())
         return _xent_warps(stream, z, labels, n, k, s, norm, 0.0, NULL, loss,
                            dz);
     _xent<<<_blocks((size_t)n), _THREADS, 0, (cudaStream_t)stream>>>(
@@ -419,7 +421,7 @@ extern "C" int tcuda_k_xent_dev(void *stream, const float *z,
                                 double gbatch, const double *scale,
                                 double *loss, float *dz)
 {
-    if (_vec())
+    if (tcuda_k_vec())
         return _xent_warps(stream, z, labels, n, k, s, 0.0f, gbatch, scale,
                            loss, dz);
     _xent_dev<<<_blocks((size_t)n), _THREADS, 0, (cudaStream_t)stream>>>(
@@ -502,7 +504,7 @@ extern "C" int tcuda_k_to_f16(void *stream, const float *src, uint16_t *dst,
                               size_t n)
 {
     const void *p[2] = {src, dst};
-    if (_vec() && tcuda_vec_aligned(p, 2))
+    if (tcuda_k_vec() && tcuda_vec_aligned(p, 2))
         _to_f16_v<<<_blocks(n / 8 + 1), _THREADS, 0, (cudaStream_t)stream>>>(
             src, dst, n);
     else
@@ -515,7 +517,7 @@ extern "C" int tcuda_k_to_f32(void *stream, const uint16_t *src, float *dst,
                               size_t n)
 {
     const void *p[2] = {src, dst};
-    if (_vec() && tcuda_vec_aligned(p, 2))
+    if (tcuda_k_vec() && tcuda_vec_aligned(p, 2))
         _to_f32_v<<<_blocks(n / 8 + 1), _THREADS, 0, (cudaStream_t)stream>>>(
             src, dst, n);
     else

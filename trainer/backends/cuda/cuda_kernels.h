@@ -18,6 +18,10 @@
 extern "C" {
 #endif
 
+/* 1 unless TCUDA_VEC=0: whether the element-wise kernels (and the
+ * optimizer's inf/nan count) take 16 bytes per access where the pointers
+ * allow, and the cross-entropy a warp per row (cuda_kernels.cu). */
+int tcuda_k_vec(void);
 /* y = a + b, then max(0, y) if relu (y may be a). */
 int tcuda_k_add(void *stream, int half, const void *a, const void *b, void *y,
                 size_t n, int relu);

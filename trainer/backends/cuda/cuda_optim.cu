@@ -34,6 +34,7 @@ extern "C" {
 #include "common/torus_error.h"
 }
 #include "trainer/backends/cuda/chunk_plan.h"
+#include "trainer/backends/cuda/cuda_kernels.h"
 #include "trainer/backends/cuda/optim_math.h"
 #include "trainer/backends/cuda/tcuda_optim.h"
 
@@ -183,11 +184,14 @@ __global__ static void _k_step(const tcuda_chunk *chunks,
 /* The inf/nan count of every gradient, added into ls->bad (one rank: no
  * exchange counts them). */
 __global__ static void _k_nonfinite(const tcuda_chunk *chunks,
-                                    const tcuda_dparam *ps, tcuda_ls_dev *ls)
+                                    const tcuda_dparam *ps, tcuda_ls_dev *ls,
+                                    int vec)
 {
     tcuda_chunk c = chunks[blockIdx.x];
-    unsigned n = tcuda_nonfinite_thread(&ps[c.param], c.begin, c.end,
-                                        threadIdx.x, THREADS);
+    unsigned n = vec ? tcuda_nonfinite_thread_v(&ps[c.param], c.begin, c.end,
+                                                threadIdx.x, THREADS)
+                     : tcuda_nonfinite_thread(&ps[c.param], c.begin, c.end,
+                                              threadIdx.x, THREADS);
     if (n)
         atomicAdd(&ls->bad, (unsigned long long)n);
 }
@@ -457,7 +461,7 @@ extern "C" int tcuda_optim_count_nonfinite(tcuda_optim *o)
         return TORUS_FAIL(TENG_ESTATE, "cuda optimizer: device step not open");
     if (o->nchunks)
         _k_nonfinite<<<o->nchunks, THREADS, 0, o->stream>>>(
-            o->d_chunks, o->d_params, o->d_ls);
+            o->d_chunks, o->d_params, o->d_ls, tcuda_k_vec());
     _CK(cudaGetLastError());
     return TENG_OK;
 }

@@ -200,6 +200,12 @@ tcuda_step_thread(const tcuda_dparam *p, char *vel, const teng_tensor_hyper *h,
 
 /* Thread t's count of inf/nan in param p's gradient slice (an exponent of
  * all ones is inf or NaN, whatever the mantissa). */
+/* 1 for an inf or nan (its exponent all ones). */
+static inline TCUDA_OHD unsigned tcuda_nonfinite_elem(float g)
+{
+    return (tcuda_f32_bits(g) & 0x7f800000u) == 0x7f800000u;
+}
+
 static inline TCUDA_OHD unsigned tcuda_nonfinite_thread(const tcuda_dparam *p,
                                                         uint64_t begin,
                                                         uint64_t end,
@@ -207,7 +213,39 @@ static inline TCUDA_OHD unsigned tcuda_nonfinite_thread(const tcuda_dparam *p,
 {
     unsigned n = 0;
     for (uint64_t i = begin + t; i < end; i += nt)
-        n += (tcuda_f32_bits(p->grad[i]) & 0x7f800000u) == 0x7f800000u;
+        n += tcuda_nonfinite_elem(p->grad[i]);
+    return n;
+}
+
+/* The same count with 16-byte loads (the vector kernels, TCUDA_VEC):
+ * thread t of nt takes every nt-th 4-element pack of the 16-byte aligned
+ * middle [a, z) of [begin, end), and the few elements before a and from
+ * z one by one; summed over t in [0, nt), tcuda_nonfinite_thread's. */
+static inline TCUDA_OHD unsigned tcuda_nonfinite_thread_v(
+    const tcuda_dparam *p, uint64_t begin, uint64_t end, unsigned t,
+    unsigned nt)
+{
+    const float *g = p->grad;
+    uint64_t a = begin;
+    unsigned n = 0;
+    while (a < end && ((uintptr_t)(g + a) & 15u))
+        a++;
+    uint64_t z = a + (end - a) / 4 * 4;
+    for (uint64_t j = a + 4 * (uint64_t)t; j < z; j += 4 * (uint64_t)nt) {
+        float v[4];
+#ifdef __CUDA_ARCH__
+        float4 q = *(const float4 *)(g + j);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+#else
+        memcpy(v, g + j, sizeof v);
+#endif
+        for (int k = 0; k < 4; k++)
+            n += tcuda_nonfinite_elem(v[k]);
+    }
+    for (uint64_t i = begin + t; i < a; i += nt)
+        n += tcuda_nonfinite_elem(g[i]);
+    for (uint64_t i = z + t; i < end; i += nt)
+        n += tcuda_nonfinite_elem(g[i]);
     return n;
 }
 
