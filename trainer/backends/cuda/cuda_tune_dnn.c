@@ -101,6 +101,11 @@ static int _find(void *ctx, const tcuda_algo_key *key, tcuda_tune_result *r,
         cudaMemsetAsync(w, 0, cnt[1] * esz, im->stream) == cudaSuccess &&
         cudaMemsetAsync(y, 0, cnt[2] * esz, im->stream) == cudaSuccess)
         n = _find_on(im, key, x, w, y, ws, wsb, r, max);
+    /* FP32 mode is true FP32: a result of another math type (TF32 by
+     * default math on tensor-core GPUs) is not usable. */
+    for (int i = 0; !im->half && i < n; i++)
+        if (r[i].math != CUDNN_FMA_MATH)
+            r[i].ok = 0;
     cudaStreamSynchronize(im->stream);
     cudaFree(x);
     cudaFree(w);
