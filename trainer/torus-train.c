@@ -350,7 +350,10 @@ static int _pick_device(_run *r, int *device)
  * their tune cache and compile with it, so every rank runs the same
  * algorithms. The others wait for rank 0's measurements: the no-progress
  * deadline is lengthened to --checkpoint-timeout meanwhile. Rank 0's
- * failure reaches them as a length of UINT64_MAX, never a hang. */
+ * failure reaches them as a length of UINT64_MAX, never a hang. The
+ * compile itself must hold no collective for this order: the shared
+ * gradient memory (_shared_grads, collective) is only asked for by a
+ * host-memory backend, never by the cuda one. */
 static int _compile(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
