@@ -9,44 +9,34 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "common/torus_json.h"
 #include "topology/report.h"
 
-/* Node and switch names are validated printable ASCII, but escape the two
- * JSON metacharacters anyway so the output always parses. */
-static void _json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', out);
-        if ((unsigned char)*s < 0x20)
-            fprintf(out, "\\u%04x", (unsigned char)*s);
-        else
-            fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
-int torus_report_json(FILE *out, const torus_report_input_t *in)
+/* The node order, as one array per switch group. */
+static json_object *_groups(const torus_report_input_t *in)
 {
     const torus_layout_t *l = in->layout;
     size_t n = torus_layout_node_count(l);
-    fprintf(out, "{\"dims\": [%u, %u], \"source\": ", torus_layout_rows(l),
-            torus_layout_cols(l));
-    _json_str(out, torus_layout_source_name(torus_layout_source_of(l)));
-    fputs(", \"groups\": [", out);
-    uint32_t g = UINT32_MAX;
+    json_object *all = json_object_new_array(), *g = NULL;
+    uint32_t gid = UINT32_MAX;
     for (size_t p = 0; p < n; p++) {
         size_t node = torus_layout_node_at(l, p);
         uint32_t ng = torus_layout_node_group(l, node);
-        if (ng != g)
-            fputs(p ? "], [" : "[", out);
-        else
-            fputs(", ", out);
-        g = ng;
-        _json_str(out, in->names[node]);
+        if (!g || ng != gid) {
+            g = json_object_new_array();
+            json_object_array_add(all, g);
+        }
+        gid = ng;
+        json_object_array_add(g, json_object_new_string(in->names[node]));
     }
-    fputs("]], \"tasks\": [", out);
+    return all;
+}
+
+/* Every task (block distribution) and its place on the torus. */
+static json_object *_tasks(const torus_report_input_t *in)
+{
+    const torus_layout_t *l = in->layout;
+    json_object *all = json_object_new_array();
     uint64_t tasks = torus_layout_enabled(l) ? torus_layout_task_count(l) : 0;
     for (uint64_t id = 0; id < tasks; id++) {
         size_t node;
@@ -54,14 +44,29 @@ int torus_report_json(FILE *out, const torus_report_input_t *in)
         torus_layout_task_t t;
         torus_layout_block_task(l, id, &node, &local);
         torus_layout_place(l, node, local, &t);
-        fprintf(out, "%s{\"procid\": %" PRIu64 ", \"node\": ", id ? ", " : "",
-                id);
-        _json_str(out, in->names[node]);
-        fprintf(out, ", \"row\": %u, \"col\": %u, \"group\": %u}", t.row, t.col,
-                t.group);
+        json_object *o = json_object_new_object();
+        torus_json_int64(o, "procid", (long long)id);
+        torus_json_string(o, "node", in->names[node]);
+        torus_json_int64(o, "row", t.row);
+        torus_json_int64(o, "col", t.col);
+        torus_json_int64(o, "group", t.group);
+        json_object_array_add(all, o);
     }
-    fputs("]}\n", out);
-    return ferror(out) ? -1 : 0;
+    return all;
+}
+
+int torus_report_json(FILE *out, const torus_report_input_t *in)
+{
+    const torus_layout_t *l = in->layout;
+    json_object *o = json_object_new_object(), *dims = json_object_new_array();
+    json_object_array_add(dims, json_object_new_int64(torus_layout_rows(l)));
+    json_object_array_add(dims, json_object_new_int64(torus_layout_cols(l)));
+    json_object_object_add(o, "dims", dims);
+    torus_json_string(o, "source",
+                      torus_layout_source_name(torus_layout_source_of(l)));
+    json_object_object_add(o, "groups", _groups(in));
+    json_object_object_add(o, "tasks", _tasks(in));
+    return torus_json_write_line(out, o) || ferror(out) ? -1 : 0;
 }
 
 /* Global id (block distribution) of the task at torus coordinate (r, c):

@@ -39,8 +39,8 @@ pl_layout "$t/cost.json" --nodes 'n[1-4]' --tasks-per-node 2 "${tool_cost[@]}"
 pl_match "$t/cost" "$t/cost.json"
 # ...and they matter: the default model picks another grid for this step.
 pl_layout "$t/plain.json" --nodes 'n[1-4]' --tasks-per-node 2
-[ "$(grep -o '"dims": \[[0-9]*, [0-9]*\]' "$t/cost.json")" != \
-  "$(grep -o '"dims": \[[0-9]*, [0-9]*\]' "$t/plain.json")" ] ||
+[ "$(grep -o '"dims":\[[0-9]*,[0-9]*\]' "$t/cost.json")" != \
+  "$(grep -o '"dims":\[[0-9]*,[0-9]*\]' "$t/plain.json")" ] ||
     tl_fail "cost parameters did not change the auto grid"
 
 # topology=none: one group from the node list.

@@ -59,7 +59,7 @@ check yaml topology/block "$etc/torus-topo.yaml"
 sed 's/^PartitionName=debug /&Topology=fat /' "$etc/slurm.conf" >"$t/slurm-25.conf"
 SLURM_CONF="$t/slurm-25.conf" "$PL_TOOL" --topology "$etc/torus-topo.yaml" --partition debug \
     --nodes 'n[1-4]' --tasks-per-node 2 --json >"$t/yaml-fat.json" || tl_fail "torus-layout --partition failed"
-grep -q '"source": "topology/tree", "groups": \[\["n1", "n2"\], \["n3", "n4"\]\]' "$t/yaml-fat.json" ||
+grep -q '"source":"topology/tree","groups":\[\["n1","n2"\],\["n3","n4"\]\]' "$t/yaml-fat.json" ||
     tl_fail "Topology=fat: not the tree: $(cut -c1-120 "$t/yaml-fat.json")"
 
 # torus3d addresses of a 2x2x1 box: rows along x, columns around y.

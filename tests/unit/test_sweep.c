@@ -192,15 +192,39 @@ static int _read(const char *text)
     return rc;
 }
 
-/* text, then the line and words its error must name */
+/* text, then the line and words its error must name (the JSON is
+ * json-c's; these are the project's rules on top of it) */
 static const char *const _bad[][2] = {
-    {"not json\n", "results.jsonl:2: not a JSON object"},
-    {"{\"task\":5,\"batch\":32}\n", "results.jsonl:2: a field is missing"},
-    {"{\"task\":5,\"oops\":1}\n", "results.jsonl:2: unknown field"},
-    {"{\"task\":5,\"task\":5}\n", "results.jsonl:2: field given twice"},
-    {"{\"task\":-1}\n", "results.jsonl:2: bad value"},
-    {"{\"task\":1e999}\n", "results.jsonl:2: bad value"},
-    {"{\"recipe\":\"unterminated}\n", "results.jsonl:2: bad value"},
+    {"not json\n", "results.jsonl:2: not JSON: "},
+    {"[4]\n", "results.jsonl:2: not a JSON object"},
+    {"{\"task\":5,\"batch\":32}\n",
+     "results.jsonl:2: field \"recipe\" is missing"},
+    {"{\"task\":5,\"oops\":1}\n", "results.jsonl:2: unknown field \"oops\""},
+    {"{\"task\":5,\"task\":5}\n", "results.jsonl:2: a key given twice"},
+    {"{\"recipe\":\"a:b\",\"x\":{\"k\":1,\"k\":2}}\n",
+     "results.jsonl:2: a key given twice"},
+    {"{\"task\":-1}\n", "results.jsonl:2: field \"task\": -1 is not in"},
+    {"{\"task\":1.5}\n", "results.jsonl:2: field \"task\": double, not an "
+                         "integer"},
+    {"{\"task\":\"4\"}\n", "results.jsonl:2: field \"task\": string, not"},
+    {"{\"task\":99999999999999999999999}\n",
+     "results.jsonl:2: field \"task\": "},
+    {"{\"task\":4,\"batch\":32,\"recipe\":\"lars\",\"trial\":1,\"lr\":1e999,"
+     "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":80}\n",
+     "results.jsonl:2: field \"lr\": 1e999 is not a number in"},
+    {"{\"task\":4,\"batch\":32,\"recipe\":\"lars\",\"trial\":1,\"lr\":NaN,"
+     "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":80}\n",
+     "results.jsonl:2: field \"lr\": NaN is not a number in"},
+    {"{\"task\":4,\"batch\":32,\"recipe\":\"lars\",\"trial\":1,\"lr\":0,"
+     "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":80}\n",
+     "results.jsonl:2: field \"lr\": must be above 0"},
+    {"{\"recipe\":\"unterminated}\n", "results.jsonl:2: the JSON ends early"},
+    {"{\"recipe\":\"la\xffrs\"}\n", "results.jsonl:2: not JSON: invalid utf-8"},
+    {"{\"recipe\":\"la\\u0000rs\"}\n", "results.jsonl:2: \\u0000 in a string"},
+    {"{\"x\":[[[[[[[[[[1]]]]]]]]]]}\n",
+     "results.jsonl:2: not JSON: nesting too deep"},
+    {"{\"task\":4} {}\n", "results.jsonl:2: not JSON: "},
+    {"\n", "results.jsonl:2: the JSON ends early"},
     {"{\"task\":4,\"batch\":32,\"recipe\":\"lars\",\"trial\":1,\"lr\":2,"
      "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":80}\n",
      "results.jsonl:2: task 4 again (first at line 1)"},
@@ -210,7 +234,8 @@ static const char *const _bad[][2] = {
     {"{\"task\":99,\"batch\":32,\"recipe\":\"lars\",\"trial\":2,\"lr\":0.2,"
      "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":80}\n",
      "results.jsonl:2: task 99 is not in the plan"},
-    {"{\"task\":5,\"batch\":32", "results.jsonl:2: line longer than"},
+    {"{\"task\":5,\"batch\":32", "results.jsonl:2: the last line has no "
+                                 "newline (a cut write?)"},
 };
 
 START_TEST(test_results_hostile)
@@ -228,7 +253,22 @@ START_TEST(test_results_hostile)
     memset(text, 'x', 5000);
     memcpy(text + 5000, "\n", 2);
     ck_assert_int_eq(_read(text), TSWEEP_EPARSE);
-    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "results.jsonl:1:"));
+    ck_assert_ptr_nonnull(
+        strstr(torus_error_msg(), "results.jsonl:1: line longer than 4096"));
+    /* A NUL byte inside a line (fgets would have cut the line there). */
+    char path[64];
+    tsweep_result *r = NULL;
+    int n;
+    snprintf(path, sizeof(path), "%s/results.jsonl", _dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(_good, f);
+    fwrite("{\"task\":4}\0{}\n", 1, 14, f);
+    fclose(f);
+    ck_assert_int_eq(tsweep_results_read(path, &_p, &r, &n), TSWEEP_EPARSE);
+    free(r);
+    ck_assert_ptr_nonnull(
+        strstr(torus_error_msg(), "results.jsonl:2: a NUL byte at byte 11"));
 }
 END_TEST
 

@@ -22,8 +22,8 @@ CONF
 
 "$tool" --nodes 'n[1-4]' --tasks-per-node 2 --topology "$tmp/topology.conf" --json >"$tmp/a.json"
 python3 "$check" json "$tmp/a.json"
-grep -q '"source": "topology/tree"' "$tmp/a.json" || fail "source is not topology/tree"
-grep -q '"groups": \[\["n1", "n2"\], \["n3", "n4"\]\]' "$tmp/a.json" || fail "groups: $(cat "$tmp/a.json")"
+grep -q '"source":"topology/tree"' "$tmp/a.json" || fail "source is not topology/tree"
+grep -q '"groups":\[\["n1","n2"\],\["n3","n4"\]\]' "$tmp/a.json" || fail "groups: $(cat "$tmp/a.json")"
 
 # Inside a "step": no --nodes, topology.conf found next to $SLURM_CONF.
 SLURM_CONF="$tmp/slurm.conf" SLURM_STEP_NODELIST='n[1-4]' SLURM_STEP_TASKS_PER_NODE='2(x4)' \
@@ -33,14 +33,14 @@ cmp "$tmp/a.json" "$tmp/b.json" || fail "step environment gives a different layo
 # #SBATCH --torus reaches the tool like it reaches srun.
 SLURM_CONF="$tmp/slurm.conf" SLURM_STEP_NODELIST='n[1-4]' SLURM_STEP_TASKS_PER_NODE='2(x4)' \
     SLURM_SPANK__SLURM_SPANK_OPTION_torus_torus=8x1 "$tool" --json >"$tmp/c.json"
-grep -q '"dims": \[8, 1\]' "$tmp/c.json" || fail "inherited spec ignored"
+grep -q '"dims":\[8,1\]' "$tmp/c.json" || fail "inherited spec ignored"
 
 # Every explicit shape that fits is accepted and valid; others exit 1.
 for spec in 1x8 2x4 4x2 8x1; do
     "$tool" --nodes 'n[1-4]' --tasks-per-node 2 --topology "$tmp/topology.conf" \
         --spec "$spec" --json >"$tmp/s.json"
     python3 "$check" json "$tmp/s.json" >/dev/null
-    grep -q "\"dims\": \[${spec%x*}, ${spec#*x}\]" "$tmp/s.json" || fail "$spec not honoured"
+    grep -q "\"dims\":\[${spec%x*},${spec#*x}\]" "$tmp/s.json" || fail "$spec not honoured"
 done
 rc=0; "$tool" --nodes 'n[1-4]' --tasks-per-node 2 --topology none --spec 3x3 2>"$tmp/err" || rc=$?
 [ $rc = 1 ] && grep -q '3x3 holds 9 tasks' "$tmp/err" || fail "3x3: rc=$rc $(cat "$tmp/err")"
@@ -54,14 +54,14 @@ rc=0; "$tool" --nodes 'n[1-4]' --topology "$tmp/missing.conf" 2>"$tmp/err" || rc
 # Non-uniform tasks: torus off, not an error.
 "$tool" --nodes 'n[1-3]' --tasks-per-node '2(x2),1' --topology none --json \
     >"$tmp/d.json" 2>"$tmp/err"
-grep -q '"dims": \[0, 0\]' "$tmp/d.json" && grep -q 'not uniform' "$tmp/err" ||
+grep -q '"dims":\[0,0\]' "$tmp/d.json" && grep -q 'not uniform' "$tmp/err" ||
     fail "non-uniform: $(cat "$tmp/d.json" "$tmp/err")"
 
 # SLURM_TOPOLOGY_ADDR lines as the switch map.
 printf 'spine.leafB.n1\nspine.leafA.n2\nspine.leafB.n3\nspine.leafA.n4\n' |
     "$tool" --nodes 'n[1-4]' --tasks-per-node 1 --topology-addr - --json >"$tmp/e.json"
 python3 "$check" json "$tmp/e.json" >/dev/null
-grep -q '"source": "SLURM_TOPOLOGY_ADDR", "groups": \[\["n1", "n3"\], \["n2", "n4"\]\]' \
+grep -q '"source":"SLURM_TOPOLOGY_ADDR","groups":\[\["n1","n3"\],\["n2","n4"\]\]' \
     "$tmp/e.json" || fail "addr source: $(cat "$tmp/e.json")"
 
 # The report names all three algorithms with a number each.
@@ -78,7 +78,7 @@ rc=0
 [ $rc = 1 ] && grep -q "both.conf: holds both SwitchName=" "$tmp/err" || fail "both forms: rc $rc $(cat "$tmp/err")"
 "$tool" --nodes 'n[1-4]' --tasks-per-node 2 --topology "$tmp/both.conf" --topology-type block --json >"$tmp/f.json"
 python3 "$check" json "$tmp/f.json" >/dev/null
-grep -q '"source": "topology/block", "groups": \[\["n1", "n3"\], \["n2", "n4"\]\]' "$tmp/f.json" ||
+grep -q '"source":"topology/block","groups":\[\["n1","n3"\],\["n2","n4"\]\]' "$tmp/f.json" ||
     fail "block: $(cat "$tmp/f.json")"
 "$tool" --nodes 'n[1-4]' --tasks-per-node 2 --topology "$tmp/both.conf" --topology-type tree --json |
     cmp - "$tmp/a.json" || fail "--topology-type tree differs from the tree-only file"
@@ -89,6 +89,6 @@ rc=0
 # topology.yaml next to $SLURM_CONF wins over topology.conf, as in Slurm.
 printf -- '- topology: y\n  block:\n    blocks:\n      - block: q\n        nodes: n[1-4]\n' >"$tmp/topology.yaml"
 SLURM_CONF="$tmp/slurm.conf" "$tool" --nodes 'n[1-4]' --tasks-per-node 2 --json >"$tmp/g.json"
-grep -q '"source": "topology/block", "groups": \[\["n1", "n2", "n3", "n4"\]\]' "$tmp/g.json" ||
+grep -q '"source":"topology/block","groups":\[\["n1","n2","n3","n4"\]\]' "$tmp/g.json" ||
     fail "topology.yaml not preferred: $(cat "$tmp/g.json")"
 echo "PASS: torus-layout CLI"

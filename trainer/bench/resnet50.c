@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "common/torus_error.h"
+#include "common/torus_json.h"
 #include "trainer/bench/bench.h"
 #include "trainer/bench/testdata.h"
 #include "trainer/comm/tcomm_fusion.h"
@@ -208,17 +209,26 @@ static void _json_row(const _table *tb, const char *mode, const char *algo,
                       tcomm_wire w, const char *theta, size_t buckets, double t,
                       double busbw, double wrong)
 {
-    fprintf(tb->json,
-            "{\"ranks\":%d,\"nodes\":%d,\"grid\":\"%dx%d\",\"mode\":\"%s\","
-            "\"algo\":\"%s\",\"wire\":\"%s\",\"theta\":\"%s\","
-            "\"buckets\":%zu,\"time_ms\":%.4f,\"vs_naive\":%.4f,"
-            "\"busbw_GBps\":%.6f,\"user_bytes\":%zu,\"wire_bytes\":%zu",
-            tb->in->size, tb->in->nnodes, tb->in->rows, tb->in->cols, mode,
-            algo, tcomm_wire_name(w), theta, buckets, t * 1e3, tb->naive / t,
-            busbw, tb->total * 4, tb->total * tcomm_wire_bytes(w));
+    char grid[32];
+    json_object *o = json_object_new_object();
+    snprintf(grid, sizeof grid, "%dx%d", tb->in->rows, tb->in->cols);
+    torus_json_int64(o, "ranks", tb->in->size);
+    torus_json_int64(o, "nodes", tb->in->nnodes);
+    torus_json_string(o, "grid", grid);
+    torus_json_string(o, "mode", mode);
+    torus_json_string(o, "algo", algo);
+    torus_json_string(o, "wire", tcomm_wire_name(w));
+    torus_json_string(o, "theta", theta);
+    torus_json_int64(o, "buckets", (long long)buckets);
+    torus_json_fixed(o, "time_ms", t * 1e3, 4);
+    torus_json_fixed(o, "vs_naive", tb->naive / t, 4);
+    torus_json_fixed(o, "busbw_GBps", busbw, 6);
+    torus_json_int64(o, "user_bytes", (long long)(tb->total * 4));
+    torus_json_int64(o, "wire_bytes",
+                     (long long)(tb->total * tcomm_wire_bytes(w)));
     if (wrong >= 0)
-        fprintf(tb->json, ",\"wrong\":%.0f", wrong);
-    fprintf(tb->json, "}\n");
+        torus_json_fixed(o, "wrong", wrong, 0);
+    (void)torus_json_write_line(tb->json, o); /* fclose reports errors */
 }
 
 /* A row of the table (rank 0): theta "-" for the unfused rows, buckets 0

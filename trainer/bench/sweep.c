@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "common/torus_error.h"
+#include "common/torus_json.h"
 #include "trainer/bench/bench.h"
 #include "trainer/bench/testdata.h"
 
@@ -65,40 +66,61 @@ static void _bw(_res *m, size_t count, int P)
     m->busbw = m->algbw * 2.0 * (P - 1) / (P > 1 ? P : 1);
 }
 
-/* The JSON object of one line (nccl-tests' fields, libtcomm's names). */
+/* The measured fields of placement pre (oop or ip) of one line. */
+static void _json_res(json_object *o, const char *pre, const _res *m)
+{
+    char k[32];
+    snprintf(k, sizeof k, "%s_time_us", pre);
+    torus_json_fixed(o, k, m->t * 1e6, 3);
+    snprintf(k, sizeof k, "%s_algbw_GBps", pre);
+    torus_json_fixed(o, k, m->algbw, 6);
+    snprintf(k, sizeof k, "%s_busbw_GBps", pre);
+    torus_json_fixed(o, k, m->busbw, 6);
+    snprintf(k, sizeof k, "%s_wrong", pre);
+    torus_json_fixed(o, k, m->wrong, 0);
+}
+
+/* The JSON object of one line (nccl-tests' fields, libtcomm's names). The
+ * hybrid's choices come first, then the times, as torus-bench always
+ * wrote them. fclose reports a write error. */
 static void _json(FILE *f, const tcomm_info *in, size_t count, tcomm_algo a,
                   tcomm_wire w, const _res *m, double pt)
 {
     if (!f)
         return;
-    fprintf(f,
-            "{\"ranks\":%d,\"nodes\":%d,\"grid\":\"%dx%d\",\"size\":%zu,"
-            "\"count\":%zu,\"wire\":\"%s\",\"algo\":\"%s\"",
-            in->size, in->nnodes, in->rows, in->cols, count * 4, count,
-            tcomm_wire_name(w), tcomm_algo_name(a));
+    char grid[32];
+    json_object *o = json_object_new_object();
+    snprintf(grid, sizeof grid, "%dx%d", in->rows, in->cols);
+    torus_json_int64(o, "ranks", in->size);
+    torus_json_int64(o, "nodes", in->nnodes);
+    torus_json_string(o, "grid", grid);
+    torus_json_int64(o, "size", (long long)(count * 4));
+    torus_json_int64(o, "count", (long long)count);
+    torus_json_string(o, "wire", tcomm_wire_name(w));
+    torus_json_string(o, "algo", tcomm_algo_name(a));
     if (!m[0].ran) {
-        fprintf(f, ",\"supported\":false}\n");
+        json_object_object_add(o, "supported", json_object_new_boolean(0));
+        (void)torus_json_write_line(f, o);
         return;
     }
     static const char *pre[2] = {"oop", "ip"};
     for (int k = 0; k < 2 && a == TCOMM_ALGO_HYBRID; k++)
-        if (m[k].ran)
-            fprintf(f, ",\"%s_ran\":\"%s\",\"%s_ran_wire\":\"%s\"", pre[k],
-                    tcomm_algo_name(m[k].r.algo_used), pre[k],
-                    tcomm_wire_name(m[k].r.wire_used));
+        if (m[k].ran) {
+            char key[32];
+            snprintf(key, sizeof key, "%s_ran", pre[k]);
+            torus_json_string(o, key, tcomm_algo_name(m[k].r.algo_used));
+            snprintf(key, sizeof key, "%s_ran_wire", pre[k]);
+            torus_json_string(o, key, tcomm_wire_name(m[k].r.wire_used));
+        }
     for (int k = 0; k < 2; k++)
         if (m[k].ran)
-            fprintf(f,
-                    ",\"%s_time_us\":%.3f,\"%s_algbw_GBps\":%.6f,\"%s_busbw_"
-                    "GBps\":%.6f,\"%s_wrong\":%.0f",
-                    pre[k], m[k].t * 1e6, pre[k], m[k].algbw, pre[k],
-                    m[k].busbw, pre[k], m[k].wrong);
+            _json_res(o, pre[k], &m[k]);
     if (m[1].ran)
-        fprintf(f, ",\"ip_reduced_in_place\":%s",
-                m[1].in_place ? "true" : "false");
+        json_object_object_add(o, "ip_reduced_in_place",
+                               json_object_new_boolean(m[1].in_place));
     if (pt >= 0)
-        fprintf(f, ",\"model_us\":%.3f", pt * 1e6);
-    fprintf(f, "}\n");
+        torus_json_fixed(o, "model_us", pt * 1e6, 3);
+    (void)torus_json_write_line(f, o);
 }
 
 /* What hybrid chose per placement: the algorithm, and the wire, which on

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
+#include "common/torus_json.h"
 #include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_metrics.h"
 
@@ -20,20 +21,31 @@ int ttrain_metrics_open(const char *path, int rank, FILE **out)
     return 0;
 }
 
+/* Each record is one json-c object written as one line; the numbers keep
+ * the decimals they always had (torus-plot, torus-sweep and the tests read
+ * them). A failed write does not stop the training: the records report
+ * progress, the checkpoints hold the state. */
+static void _emit(FILE *f, json_object *o)
+{
+    (void)torus_json_write_line(f, o);
+    fflush(f);
+}
+
 void ttrain_metrics_step(FILE *f, const ttrain_metrics_progress *p)
 {
     if (!f)
         return;
-    char l[32] = "null";
-    if (isfinite(p->loss))
-        snprintf(l, sizeof(l), "%.17g", p->loss);
-    fprintf(f,
-            "{\"epoch\":%d,\"step\":%ld,\"global_step\":%ld,"
-            "\"images_per_s\":%.3f,\"loss\":%s,\"lr\":%.17g,"
-            "\"global_batch\":%d,\"data_wait\":%.4f,\"comm_wait\":%.4f}\n",
-            p->epoch, p->step, p->global_step, p->images_per_s, l, p->lr,
-            p->global_batch, p->data_wait, p->comm_wait);
-    fflush(f);
+    json_object *o = json_object_new_object();
+    torus_json_int64(o, "epoch", p->epoch);
+    torus_json_int64(o, "step", p->step);
+    torus_json_int64(o, "global_step", p->global_step);
+    torus_json_fixed(o, "images_per_s", p->images_per_s, 3);
+    torus_json_exact(o, "loss", p->loss); /* null once it is not finite */
+    torus_json_exact(o, "lr", p->lr);
+    torus_json_int64(o, "global_batch", p->global_batch);
+    torus_json_fixed(o, "data_wait", p->data_wait, 4);
+    torus_json_fixed(o, "comm_wait", p->comm_wait, 4);
+    _emit(f, o);
 }
 
 void ttrain_metrics_eval(FILE *f, int epoch, long gstep, double top1,
@@ -41,11 +53,14 @@ void ttrain_metrics_eval(FILE *f, int epoch, long gstep, double top1,
 {
     if (!f)
         return;
-    fprintf(f,
-            "{\"epoch\":%d,\"global_step\":%ld,\"top1\":%.4f,"
-            "\"top5\":%.4f,\"test_loss\":%.6f,\"time\":%.3f}\n",
-            epoch, gstep, top1, top5, loss, t);
-    fflush(f);
+    json_object *o = json_object_new_object();
+    torus_json_int64(o, "epoch", epoch);
+    torus_json_int64(o, "global_step", gstep);
+    torus_json_fixed(o, "top1", top1, 4);
+    torus_json_fixed(o, "top5", top5, 4);
+    torus_json_fixed(o, "test_loss", loss, 6);
+    torus_json_fixed(o, "time", t, 3);
+    _emit(f, o);
 }
 
 void ttrain_metrics_target(FILE *f, double target, long gstep, double top1,
@@ -53,19 +68,22 @@ void ttrain_metrics_target(FILE *f, double target, long gstep, double top1,
 {
     if (!f)
         return;
-    fprintf(f,
-            "{\"target_top1\":%.4f,\"global_step\":%ld,\"top1\":%.4f,"
-            "\"time\":%.3f}\n",
-            target, gstep, top1, t);
-    fflush(f);
+    json_object *o = json_object_new_object();
+    torus_json_fixed(o, "target_top1", target, 4);
+    torus_json_int64(o, "global_step", gstep);
+    torus_json_fixed(o, "top1", top1, 4);
+    torus_json_fixed(o, "time", t, 3);
+    _emit(f, o);
 }
 
 void ttrain_metrics_diverged(FILE *f, long gstep)
 {
     if (!f)
         return;
-    fprintf(f, "{\"diverged\":1,\"global_step\":%ld}\n", gstep);
-    fflush(f);
+    json_object *o = json_object_new_object();
+    torus_json_int64(o, "diverged", 1);
+    torus_json_int64(o, "global_step", gstep);
+    _emit(f, o);
 }
 
 void ttrain_metrics_close(FILE *f)
