@@ -355,8 +355,8 @@ START_TEST(test_summary_lines)
 END_TEST
 
 /* A partial sweep (the middle LR trials first): a batch whose finished
- * trials all missed while others are still to run is pending, no miss;
- * once all its trials missed it is one. */
+ * trials all missed while others are still to run is pending, no miss,
+ * and the summary line names it; once all its trials missed it is one. */
 START_TEST(test_partial)
 {
     /* recipe sgd, trial 1: 1000 steps at 32, a miss at 64, 300 at 128 */
@@ -372,12 +372,17 @@ START_TEST(test_partial)
                                       "          -   pending"));
     ck_assert_ptr_nonnull(strstr(out, "sgd: perfect scaling from batch 32 up "
                                       "to batch 128 (the largest batch"));
+    ck_assert_ptr_nonnull(strstr(out, "still gaining at batch 128; pending: "
+                                      "batch 64\n"));
+    ck_assert_ptr_nonnull(strstr(out, "lars: no batch reached the target; "
+                                      "pending: batch 32, 64, 128\n"));
     /* trials 0 and 2 at 64 miss too: now batch 64 missed */
     r[3] = _res(6, 0);
     r[4] = _res(8, 0);
     _table(r, 5, &sum, out, sizeof(out));
     ck_assert_ptr_nonnull(strstr(out, "sgd               64   3/3   "
                                       "          -   not hit"));
+    ck_assert_ptr_nonnull(strstr(out, "stops gaining after batch 32\n"));
     ck_assert_int_eq(sum.reg[0].leave, 1);
     ck_assert_int_eq(sum.reg[0].stop, 0);
 }

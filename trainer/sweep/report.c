@@ -94,6 +94,22 @@ static int _last_done(const tsweep_plan *p, const tsweep_summary *s, int c)
     return last;
 }
 
+/* The end of recipe c's summary line: its batches still pending, if any.
+ * The bends of a partial sweep are read across them: named, "up to 128,
+ * 1024 takes more" is not read as 256 and 512 having left perfect
+ * scaling. */
+static void _pending(const tsweep_plan *p, const tsweep_summary *s, int c,
+                     FILE *f)
+{
+    const char *sep = "; pending: batch ";
+    for (int b = 0; b < p->nbatches; b++)
+        if (!_decided(p, s, c * p->nbatches + b)) {
+            fprintf(f, "%s%d", sep, p->batch[b]);
+            sep = ", ";
+        }
+    fprintf(f, "\n");
+}
+
 /* The summary line of recipe c. */
 static void _recipe_line(const tsweep_plan *p, const tsweep_summary *s, int c,
                          FILE *f)
@@ -102,7 +118,8 @@ static void _recipe_line(const tsweep_plan *p, const tsweep_summary *s, int c,
     const int *B = p->batch;
     fprintf(f, "%s: ", p->recipe[c].name);
     if (g->ref < 0) {
-        fprintf(f, "no batch reached the target\n");
+        fprintf(f, "no batch reached the target");
+        _pending(p, s, c, f);
         return;
     }
     fprintf(f, "perfect scaling from batch %d up to batch %d", B[g->ref],
@@ -116,9 +133,10 @@ static void _recipe_line(const tsweep_plan *p, const tsweep_summary *s, int c,
     else
         fprintf(f, " (the largest batch finished)");
     if (g->stop >= 0)
-        fprintf(f, "; stops gaining after batch %d\n", B[g->stop]);
+        fprintf(f, "; stops gaining after batch %d", B[g->stop]);
     else
-        fprintf(f, "; still gaining at batch %d\n", B[_last_done(p, s, c)]);
+        fprintf(f, "; still gaining at batch %d", B[_last_done(p, s, c)]);
+    _pending(p, s, c, f);
 }
 
 void tsweep_print_table(const tsweep_plan *p, const tsweep_summary *s, FILE *f)
