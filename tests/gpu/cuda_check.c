@@ -43,6 +43,10 @@
  *             and every step's loss (within TOL_LAYER; bit for bit
  *             reported); SKIP on a backend without
  *             the device step or graphs;
+ *   BN Ex     after the FP16 rows above, the backend's fast-path counters
+ *             (tcuda_fastpath.h): BN calls ran through cuDNN's Ex API
+ *             (bn_ex > 0) and none fell back to the legacy calls
+ *             (bn_fallback = 0); SKIP on a backend without them (--self);
  *   resnet50  (with --bench) ResNet-50 v1.5 synthetic training at a batch,
  *             FP32 and FP16: img/s and the device memory in use
  *             (informational).
@@ -887,6 +891,22 @@ static int _loaded_one(struct dl_phdr_info *info, size_t size, void *ctx)
     return 0;
 }
 
+/* The row: the FP16 rows ran BN through the Ex calls, none fell back. */
+static int _bn_ex_row(teng_backend *bk, const char *mode, char *row,
+                      size_t len)
+{
+    tcuda_fastpath c;
+    if (tbackends_fastpath(bk, &c)) {
+        snprintf(row, len, "%-28s SKIP  backend %s counts no fast paths", mode,
+                 teng_backend_name(bk));
+        return 1;
+    }
+    int ok = c.bn_ex > 0 && c.bn_fallback == 0;
+    snprintf(row, len, "%-28s %s  bn_ex=%lu bn_fallback=%lu", mode,
+             ok ? "PASS" : "FAIL", c.bn_ex, c.bn_fallback);
+    return ok;
+}
+
 int main(int argc, char **argv)
 {
     int ndev = 0, bench = 0;
@@ -947,12 +967,14 @@ int main(int argc, char **argv)
                      "device vs host cuda (FP32)", d32, d32h, sizeof(d32h));
     ok &= _dstep_row(g16, "device step cuda-fp16", "device vs host cuda-fp16",
                      d16, d16h, sizeof(d16h));
+    char bnx[160];
+    ok &= _bn_ex_row(g16, "BN Ex calls cuda-fp16", bnx, sizeof(bnx));
     int train = _train_row(gpu, cpu);
     int bok32 = bench ? _bench(gpu, bench, "FP32", b32, sizeof(b32)) : 1;
     int bok16 = bench ? _bench(g16, bench, "FP16", b16, sizeof(b16)) : 1;
     printf("%s\n%s\n%s\n%s\n%s\n%s\n%s\n%s\n", r32, r16, i32, i16, s32, s16,
            g32, g16r);
-    printf("%s\n%s\n%s\n%s\n", d32, d32h, d16, d16h);
+    printf("%s\n%s\n%s\n%s\n%s\n", d32, d32h, d16, d16h, bnx);
     printf("%-28s %s  final weights within %.0e\n", "tiny-cnn 50 steps FP32",
            train ? "PASS" : "FAIL", TOL_TRAIN);
     printf("%-28s %s  %s\n", "resnet50 synthetic cuda",
