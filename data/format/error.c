@@ -1,15 +1,8 @@
-/* format/error.c: libtdata's error codes as words, and the message accessor
- * kept for callers outside data/.
+/* format/error.c: libtdata's error codes as words.
  * Messages follow common/torus_error.h: TORUS_FAIL at the point of failure
  * records one sentence per thread; the boundary (a tool's main, the
- * trainer) reports it once. tdata_errmsg() is that same message. */
-#include "common/torus_error.h"
+ * trainer) reports it once, read through torus_error_msg(). */
 #include "data/format/tdata_format.h"
-
-const char *tdata_errmsg(void)
-{
-    return torus_error_msg();
-}
 
 const char *tdata_strerror(int code)
 {

@@ -4,12 +4,14 @@
  *
  * Errors follow common/torus_error.h: a call that can fail returns 0 or a
  * positive TDATA_E* code, and the sentence naming the file / shard / sample
- * is this thread's torus_error_msg() (tdata_errmsg() returns the same). */
+ * is this thread's torus_error_msg(), the one accessor (included here). */
 #ifndef TORUS_DATA_FORMAT_TDATA_FORMAT_H
 #define TORUS_DATA_FORMAT_TDATA_FORMAT_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common/torus_error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,9 +35,6 @@ enum tdata_err {
     TDATA_ENOMEM = 11,
 };
 
-/* Message for the last error on this thread ("" if none): kept for callers
- * outside data/; it is torus_error_msg(). */
-const char *tdata_errmsg(void);
 const char *tdata_strerror(int code);
 
 /* ------------------------------------------------------------ CRC32C */

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "common/torus_error.h"
+#include "common/torus_report.h"
 #include "data/read/read.h"
 
 enum { _FREE = 0, _READING, _DECODING, _READY };
@@ -629,7 +630,12 @@ static void _log_bad(tdata_loader *l, _slot *sl, int i, int code,
              esc ? esc : "?", why);
     free(esc);
     (void)code;
-    fprintf(l->o.log ? l->o.log : stderr, "tdata: %s; skipped\n", msg);
+    /* The caller's own log, else the program's reporter: a library thread
+     * has no stderr of its own to write to. */
+    if (l->o.log)
+        fprintf(l->o.log, "tdata: %s; skipped\n", msg);
+    else
+        torus_warn("tdata: %s; skipped", msg);
 }
 
 static void *_dec_main(void *arg)

@@ -104,7 +104,7 @@ typedef struct tdata_loader_opts {
     void *(*alloc)(size_t bytes, void *ctx);
     void (*free)(void *p, void *ctx);
     void *alloc_ctx;
-    FILE *log; /* bad-sample log (NULL = stderr) */
+    FILE *log; /* bad-sample log (NULL = the reporter: torus_warn) */
 } tdata_loader_opts;
 
 void tdata_loader_opts_default(tdata_loader_opts *o);

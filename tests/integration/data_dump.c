@@ -55,7 +55,7 @@ int main(int argc, char **argv)
     }
     tdata_dataset *ds;
     if (tdata_dataset_open(argv[1], &ds)) {
-        fprintf(stderr, "data_dump: %s\n", tdata_errmsg());
+        fprintf(stderr, "data_dump: %s\n", torus_error_msg());
         return 2;
     }
     if (!strcmp(argv[2], "addr")) {
@@ -77,7 +77,7 @@ int main(int argc, char **argv)
         tdata_shard *sh = tdata_dataset_shard(ds, s);
         char **names = tdata_shard_names(sh);
         if (!names) {
-            fprintf(stderr, "data_dump: %s\n", tdata_errmsg());
+            fprintf(stderr, "data_dump: %s\n", torus_error_msg());
             return 2;
         }
         for (uint64_t i = 0; i < sh->n; i++, k++) {
@@ -105,7 +105,7 @@ int main(int argc, char **argv)
         int32_t label;
         uint32_t crc;
         if (tdata_dataset_read(ds, e[i].id, &buf, &cap, &len, &label, &crc)) {
-            fprintf(stderr, "data_dump: %s\n", tdata_errmsg());
+            fprintf(stderr, "data_dump: %s\n", torus_error_msg());
             return 2;
         }
         if (tdata_crc32c(0, buf, len) != crc) {

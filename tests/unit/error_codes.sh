@@ -7,12 +7,15 @@
 #    `TORUS_FAIL(-1, ...)` (nor TORUS_FAIL_USAGE) enters the tree. The table `left` may list files
 #    allowed a count of bare -1 sites while they are converted (none today).
 # 2. Library code does not print. Library code is every source under
-#    common/, topology/, data/ and trainer/ that no installed program
-#    (bin_PROGRAMS, sbin_PROGRAMS) lists in its own PROG_SOURCES in
+#    common/, topology/, data/, trainer/ and plugins/ (the SPANK plugin
+#    reports through Slurm's slurm_error/slurm_info) that no program
+#    (bin_PROGRAMS, sbin_PROGRAMS, noinst_PROGRAMS: the build-time
+#    spank-torus-doc) lists in its own PROG_SOURCES in
 #    Makefile.am or a local.mk; a program's sources are its boundary and
 #    print its output and errors. In library code there is no printf,
 #    perror, puts or putchar, and no fprintf, fputs, fputc or fwrite to
-#    stderr or stdout (the program's streams, not the library's): errors
+#    stderr or stdout (the program's streams, not the library's), also
+#    not as a fallback (`fprintf(log ? log : stderr, ...)`): errors
 #    travel up as codes with their message (TORUS_FAIL, TORUS_FAIL_USAGE)
 #    and warnings go to the program's reporter (common/torus_report.h).
 #    Writing to a FILE * that the caller passes (a program's --help text,
@@ -22,8 +25,10 @@
 #    process that the library ends itself. A file in a program's and a
 #    library's sources both fails the check (a library file cannot leave
 #    the check by being listed in a program too).
-# 3. tcomm_error() is gone (torus_error_msg() is the one accessor) and
-#    does not come back.
+# 3. torus_error_msg() is the one accessor of the message in C: the old
+#    names (tcomm_error, tdata_errmsg, teng_net_error) are gone and do not
+#    come back. libtorusdata's exported tdata_api_errmsg() stays: that
+#    library exports only tdata_api_* symbols, for the Python layer.
 # usage: error_codes.sh [SRCDIR]   (default: $top_srcdir, else the tree
 # this script is in)
 set -euo pipefail
@@ -67,7 +72,7 @@ _count left 'TORUS_FAIL(-1, ...)' "give each its module's code" \
 
 # _sources KIND: the sources that Makefile.am and the local.mk fragments
 # it includes list, one path a line: KIND "program" those of the installed programs
-# (bin_PROGRAMS, sbin_PROGRAMS: PROG_SOURCES), "library" those of every
+# (bin_PROGRAMS, sbin_PROGRAMS, noinst_PROGRAMS: PROG_SOURCES), "library" those of every
 # library (*_la_SOURCES); continued lines joined, $(VAR)s expanded.
 _sources() {
     # shellcheck disable=SC2046 # file names have no spaces
@@ -92,7 +97,8 @@ _sources() {
         }
         END {
             if (kind == "program") {
-                n = split(vars["bin_PROGRAMS"] " " vars["sbin_PROGRAMS"], p, /[ \t]+/)
+                n = split(vars["bin_PROGRAMS"] " " vars["sbin_PROGRAMS"] " " \
+                    vars["noinst_PROGRAMS"], p, /[ \t]+/)
                 for (i = 1; i <= n; i++) {
                     if (p[i] == "") continue
                     c = p[i]; gsub(/[^A-Za-z0-9_@]/, "_", c)
@@ -125,14 +131,18 @@ declare -A prints=(
     [trainer/comm/transport/guard.c]=1
     [trainer/comm/transport/shm_win.c]=1
     [trainer/sweep/run.c]=1
+    # The plugin's boundary in the user's task (slurm_spank_task_init runs
+    # in the task, as the user): the task's stderr is the one way to tell
+    # the user what the nodes logged through slurm_info.
+    [plugins/remote.c]=4
 )
-re='fprintf\( *std(err|out)|(^|[^A-Za-z0-9_])v?printf\(|perror\(|(^|[^A-Za-z0-9_])(puts|putchar)\(|f(put[sc]|write)\([^;]*std(err|out)'
+re='v?fprintf\([^,;]*std(err|out)|(^|[^A-Za-z0-9_])v?printf\(|perror\(|(^|[^A-Za-z0-9_])(puts|putchar)\(|f(put[sc]|write)\([^;]*std(err|out)'
 # shellcheck disable=SC2046
 _count prints prints "library code returns errors (TORUS_FAIL) and reports warnings through common/torus_report.h" \
-    $(find common topology data trainer -name '*.[ch]' -o -name '*.cu' | sort |
+    $(find common topology data trainer plugins -name '*.[ch]' -o -name '*.cu' | sort |
         grep -vxF "$programs")
 
 gone=$(find common topology data trainer plugins tests -name '*.[ch]' -o -name '*.cu' |
-    xargs grep -lw 'tcomm_error' || true)
-[ -z "$gone" ] || fail "tcomm_error is gone; use torus_error_msg() (common/torus_error.h) in: $gone"
-echo "error_codes: no tcomm_error"
+    xargs grep -lwE 'tcomm_error|tdata_errmsg|teng_net_error' || true)
+[ -z "$gone" ] || fail "tcomm_error, tdata_errmsg and teng_net_error are gone; use torus_error_msg() (common/torus_error.h) in: $gone"
+echo "error_codes: no tcomm_error, tdata_errmsg, teng_net_error"

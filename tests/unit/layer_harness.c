@@ -62,7 +62,7 @@ static double _loss(teng_net *net, int out, const float *r, float *y)
     net->step = 0;
     if (teng_net_forward(net, 1) ||
         (out >= 0 && teng_tensor_read(net, out, 0, y))) {
-        fprintf(stderr, "forward: %s\n", teng_net_error(net));
+        fprintf(stderr, "forward: %s\n", torus_error_msg());
         abort();
     }
     if (out < 0)
@@ -161,7 +161,7 @@ int lh_gradcheck(teng_net *net, int out, const float *input, double h,
     _loss(net, out, r, y);
     if ((out >= 0 && teng_tensor_write(net, out, 1, r)) ||
         teng_net_backward(net)) {
-        fprintf(stderr, "backward: %s\n", teng_net_error(net));
+        fprintf(stderr, "backward: %s\n", torus_error_msg());
         abort();
     }
     /* The input and its gradient live in the activation arena, which

@@ -84,7 +84,7 @@ typedef struct {
 static void _fail(_race *r, const char *who)
 {
     if (atomic_fetch_add(&r->bad, 1) == 0)
-        fprintf(stderr, "%s failed: %s\n", who, tdata_errmsg());
+        fprintf(stderr, "%s failed: %s\n", who, torus_error_msg());
 }
 
 /* A decode thread logging bad samples: names them from the shard. */
@@ -309,8 +309,8 @@ START_TEST(test_link_at_tmp_refused)
     snprintf(link, sizeof link, "%s.tmp.%ld", path, (long)getpid());
     _plant(link, victim, sizeof victim);
     ck_assert_int_ne(_shard(path), 0);
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), link));
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), "symbolic link"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), link));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "symbolic link"));
     _victim_kept(victim, link);
     unlink(link);
     ck_assert_int_eq(_shard(path), 0);
@@ -319,7 +319,7 @@ START_TEST(test_link_at_tmp_refused)
              (long)getpid());
     ck_assert_int_eq(symlink(victim, link), 0);
     ck_assert_int_ne(tdata_index_build(_dir, "train", 1, idx, sizeof idx), 0);
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), link));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), link));
     _victim_kept(victim, link);
 }
 END_TEST
@@ -346,7 +346,7 @@ START_TEST(test_stage_link_refused)
     snprintf(link, sizeof link, "%s/%s.tmp.%ld", st, file, (long)getpid());
     _plant(link, victim, sizeof victim);
     ck_assert_int_ne(tdata_stage(ds, st), 0);
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), link));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), link));
     _victim_kept(victim, link);
     /* Once the link is gone, staging works and leaves no lock behind. */
     unlink(link);
@@ -371,8 +371,8 @@ START_TEST(test_stage_foreign_lock)
     time_t t0 = time(NULL);
     ck_assert_int_ne(tdata_stage(ds, st), 0);
     ck_assert_int_le(time(NULL) - t0, 2);
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), lock));
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), "nobody"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), lock));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "nobody"));
     tdata_dataset_close(ds);
 }
 END_TEST

@@ -430,7 +430,7 @@ START_TEST(test_bad_samples_skipped_and_bounded)
     while ((b = tdata_loader_next(l, &err)))
         ;
     ck_assert_int_eq(err, TDATA_ETOOMANYBAD);
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), "max-bad=1"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "max-bad=1"));
     tdata_loader_destroy(l);
     fclose(o.log);
     tdata_dataset_close(ds);
@@ -562,7 +562,7 @@ START_TEST(test_bad_options_and_staging)
     o.prefetch = 1;
     tdata_loader *l;
     ck_assert_int_eq(tdata_loader_create(ds, &o, &l), TDATA_EINVAL);
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), "prefetch 1"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "prefetch 1"));
     tdata_loader_opts_default(&o);
     o.batch_size = 100; /* more than a rank's slice */
     ck_assert_int_eq(tdata_loader_create(ds, &o, &l), TDATA_EINVAL);

@@ -178,7 +178,7 @@ START_TEST(test_newer_version_refused)
     _set_version(p, TDATA_FORMAT_VERSION + 1);
     tdata_shard s;
     ck_assert_int_eq(tdata_shard_open(p, &s, 0), TDATA_EVERSION);
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), "version 2 is newer"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "version 2 is newer"));
     tdata_shard_close(&s);
 
     /* A newer index version is refused too, with both numbers. */
@@ -189,8 +189,8 @@ START_TEST(test_newer_version_refused)
     fclose(f);
     tdata_index ix;
     ck_assert_int_eq(tdata_index_read(ip, &ix), TDATA_EVERSION);
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), "version 9"));
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), "(1)"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "version 9"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "(1)"));
 }
 END_TEST
 
@@ -209,7 +209,7 @@ START_TEST(test_mismatched_index)
         tdata_shard_write(fx.path, &m, 3, fx.d, fx.off, fx.lab, fx.names), 0);
     tdata_dataset *ds;
     ck_assert_int_eq(tdata_dataset_open(ip, &ds), TDATA_EMISMATCH);
-    ck_assert_ptr_nonnull(strstr(tdata_errmsg(), "does not match the index"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "does not match the index"));
     free(fx.d);
 }
 END_TEST

@@ -214,7 +214,7 @@ START_TEST(refuses_without_refresh)
     teng_net net;
     _build(&net);
     ck_assert_int_eq(teng_net_compile(&net, bk, 2), TENG_EINVAL);
-    ck_assert_ptr_nonnull(strstr(teng_net_error(&net), "refresh_work"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "refresh_work"));
     teng_net_free(&net);
     ck_assert_int_eq(_live, 0);
     teng_backend_close(bk);

@@ -172,9 +172,9 @@ static void _standin_case(tmodel_spec s, int half, int batch)
     snprintf(what, sizeof what, "%s %s batch %d", tmodel_name(s.kind),
              half ? "fp16" : "fp32", batch);
     teng_net_init(&net);
-    ck_assert_msg(tmodel_build(&net, &s) >= 0, "%s", teng_net_error(&net));
+    ck_assert_msg(tmodel_build(&net, &s) >= 0, "%s", torus_error_msg());
     ck_assert_msg(teng_net_compile(&net, &bk, batch) == 0, "%s: %s", what,
-                  teng_net_error(&net));
+                  torus_error_msg());
     /* The device step's read (cuda_backend.c), and any other declared. */
     _check_late(&net, net.loss_layer, what);
     for (int li = 0; li < net.nl; li++)
@@ -241,10 +241,10 @@ static _result _step(tmodel_spec s, int batch, int poison, int under)
         bk->ops = &_under_ops;
     }
     teng_net_init(&net);
-    ck_assert_msg(tmodel_build(&net, &s) >= 0, "%s", teng_net_error(&net));
+    ck_assert_msg(tmodel_build(&net, &s) >= 0, "%s", torus_error_msg());
     teng_net_set_poison(&net, poison);
     ck_assert_msg(teng_net_compile(&net, bk, batch) == 0, "%s",
-                  teng_net_error(&net));
+                  torus_error_msg());
     ck_assert_int_eq(tmodel_init(&net, 3), TENG_OK);
     size_t nx = teng_tensor_count(&net, net.input);
     float *x = malloc(nx * sizeof(float));
@@ -252,8 +252,8 @@ static _result _step(tmodel_spec s, int batch, int poison, int under)
     _fill(x, nx, y, batch, s.classes);
     ck_assert_int_eq(teng_net_set_input(&net, x), 0);
     ck_assert_int_eq(teng_net_set_labels(&net, y), 0);
-    ck_assert_msg(teng_net_forward(&net, 1) == 0, "%s", teng_net_error(&net));
-    ck_assert_msg(teng_net_backward(&net) == 0, "%s", teng_net_error(&net));
+    ck_assert_msg(teng_net_forward(&net, 1) == 0, "%s", torus_error_msg());
+    ck_assert_msg(teng_net_backward(&net) == 0, "%s", torus_error_msg());
     r.loss = teng_net_loss(&net);
     for (int i = 0; i < net.np; i++)
         r.ngrads += net.p[i].count;
@@ -262,7 +262,7 @@ static _result _step(tmodel_spec s, int batch, int poison, int under)
         ck_assert_int_eq(teng_param_read(&net, i, 1, r.grads + off), 0);
     /* The step consumed the input (its buffer ends at conv1's backward). */
     ck_assert_int_eq(teng_net_set_input(&net, x), 0);
-    ck_assert_msg(teng_net_forward(&net, 0) == 0, "%s", teng_net_error(&net));
+    ck_assert_msg(teng_net_forward(&net, 0) == 0, "%s", torus_error_msg());
     int lid = net.l[net.loss_layer].in[0];
     r.nlogits = teng_tensor_count(&net, lid);
     r.logits = malloc(sizeof(float) * r.nlogits);

@@ -22,7 +22,7 @@ static size_t _count(tmodel_kind kind, int classes)
     tmodel_spec s = tmodel_defaults(kind);
     s.classes = classes;
     teng_net_init(&net);
-    ck_assert_msg(tmodel_build(&net, &s) >= 0, "%s", teng_net_error(&net));
+    ck_assert_msg(tmodel_build(&net, &s) >= 0, "%s", torus_error_msg());
     size_t n = teng_net_param_count(&net);
     teng_net_free(&net);
     return n;
@@ -103,9 +103,9 @@ static double _run(tmodel_spec s, int n)
     teng_backend *bk = lh_backend();
     teng_net net;
     teng_net_init(&net);
-    ck_assert_msg(tmodel_build(&net, &s) >= 0, "%s", teng_net_error(&net));
+    ck_assert_msg(tmodel_build(&net, &s) >= 0, "%s", torus_error_msg());
     ck_assert_msg(teng_net_compile(&net, bk, n) == 0, "%s",
-                  teng_net_error(&net));
+                  torus_error_msg());
     ck_assert_int_eq(tmodel_init(&net, 1), TENG_OK);
     size_t nx = teng_tensor_count(&net, net.input);
     float *x = malloc(nx * sizeof(float));
@@ -116,8 +116,8 @@ static double _run(tmodel_spec s, int n)
         y[i] = i % s.classes;
     ck_assert_int_eq(teng_net_set_input(&net, x), 0);
     ck_assert_int_eq(teng_net_set_labels(&net, y), 0);
-    ck_assert_msg(teng_net_forward(&net, 1) == 0, "%s", teng_net_error(&net));
-    ck_assert_msg(teng_net_backward(&net) == 0, "%s", teng_net_error(&net));
+    ck_assert_msg(teng_net_forward(&net, 1) == 0, "%s", torus_error_msg());
+    ck_assert_msg(teng_net_backward(&net) == 0, "%s", torus_error_msg());
     double loss = teng_net_loss(&net);
     /* Every gradient is finite and the classifier's is not all zero. */
     float *g = malloc(net.p[net.np - 2].count * sizeof(float));
@@ -333,7 +333,7 @@ static void _eval_in_batches(teng_net *net, const float *x, const int32_t *y,
         size_t per = teng_tensor_count(net, net->input) / (size_t)m;
         ck_assert_int_eq(teng_net_set_input(net, x + (size_t)i * per), 0);
         ck_assert_int_eq(teng_net_set_labels(net, y + i), 0);
-        ck_assert_msg(teng_net_forward(net, 0) == 0, "%s", teng_net_error(net));
+        ck_assert_msg(teng_net_forward(net, 0) == 0, "%s", torus_error_msg());
         ck_assert_int_eq(teng_net_topk(net, &t1, &t5), 0);
         out[0] += t1;
         out[1] += t5;

@@ -32,7 +32,7 @@ static void _gradcheck_h(teng_net *net, int out, int n, int spaced, double h)
     char msg[256];
     teng_net_set_input_grad(net, 1);
     ck_assert_msg(teng_net_compile(net, bk, n) == TENG_OK, "%s",
-                  teng_net_error(net));
+                  torus_error_msg());
     size_t nx = teng_tensor_count(net, net->input);
     float *x = malloc(nx * sizeof(float));
     ck_assert_ptr_nonnull(x);

@@ -42,7 +42,7 @@ static void _close(const float *a, const float *b, size_t n, double tol,
 static float *_prepare(teng_net *net, int n, unsigned seed)
 {
     ck_assert_msg(teng_net_compile(net, bk, n) == TENG_OK, "%s",
-                  teng_net_error(net));
+                  torus_error_msg());
     size_t nx = teng_tensor_count(net, net->input);
     float *x = _buf(nx);
     lh_fill(x, nx, seed, -1.f, 1.f);

@@ -22,12 +22,6 @@ const char *teng_strerror(int status)
     return "unknown error";
 }
 
-const char *teng_net_error(const teng_net *net)
-{
-    (void)net;
-    return torus_error_msg();
-}
-
 int teng_net_init(teng_net *net)
 {
     memset(net, 0, sizeof(*net));

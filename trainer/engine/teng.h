@@ -21,7 +21,7 @@
  *
  * Errors (common/torus_error.h): functions return TENG_OK (0) or a
  * teng_status and record the message, with its source location, in
- * torus_error_msg() (teng_net_error() returns the same). The codes are
+ * torus_error_msg(), the one accessor (included here). The codes are
  * negative, unlike other modules', because the teng_add_* calls return a
  * tensor id >= 0 on success.
  *
@@ -43,6 +43,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common/torus_error.h"
 
 typedef enum {
     TENG_OK = 0,
@@ -147,9 +149,6 @@ typedef struct teng_sgd_args {
 /* ---- building ---- */
 int teng_net_create(teng_net **out);
 void teng_net_destroy(teng_net *net);
-/* The calling thread's last error (torus_error_msg()); kept for callers
- * that predate common/torus_error.h. */
-const char *teng_net_error(const teng_net *net);
 const char *teng_strerror(int status);
 
 /* Each returns the output tensor id, or a negative teng_status. */

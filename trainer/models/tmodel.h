@@ -47,7 +47,7 @@ tmodel_spec tmodel_defaults(tmodel_kind kind);
 int tmodel_validate(const tmodel_spec *spec);
 
 /* Builds the model into an empty net; returns the loss layer index or a
- * negative teng_status (message in teng_net_error). */
+ * negative teng_status (message in torus_error_msg()). */
 int tmodel_build(teng_net *net, const tmodel_spec *spec);
 
 /* Initial weights for a compiled net, drawn in param order from a

@@ -119,7 +119,7 @@ int main(int argc, char **argv)
     topt_config_defaults(&oc);
     if (tmodel_build(&net, &spec) < 0 || teng_net_compile(&net, bk, batch) ||
         tmodel_init(&net, 1) || topt_sgd_init(&opt, &net, &oc)) {
-        fprintf(stderr, "bench_train: %s\n", teng_net_error(&net));
+        fprintf(stderr, "bench_train: %s\n", torus_error_msg());
         return 1;
     }
     /* Synthetic data, written once: the timed loop has no data cost. */
@@ -131,7 +131,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < batch; i++)
         y[i] = i % spec.classes;
     if (teng_net_set_input(&net, x) || teng_net_set_labels(&net, y)) {
-        fprintf(stderr, "bench_train: %s\n", teng_net_error(&net));
+        fprintf(stderr, "bench_train: %s\n", torus_error_msg());
         return 1;
     }
     double *t = calloc((size_t)steps, sizeof(double));
@@ -142,7 +142,7 @@ int main(int argc, char **argv)
         double t0 = _now();
         if (teng_net_forward(&net, 1) || teng_net_backward(&net) ||
             topt_sgd_step(&opt, 0.01) || teng_net_sync(&net)) {
-            fprintf(stderr, "bench_train: %s\n", teng_net_error(&net));
+            fprintf(stderr, "bench_train: %s\n", torus_error_msg());
             return 1;
         }
         if (s >= warmup)
