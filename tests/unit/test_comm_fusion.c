@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
+#include "trainer/comm/core/model.h"
 #include "trainer/comm/tcomm_fusion.h"
 
 static tcomm_t *_c;
@@ -214,6 +215,64 @@ START_TEST(test_wait_for_buckets)
 }
 END_TEST
 
+/* The bucket plan is resolved at seal: steps ask the cost model nothing
+ * (hybrid, with and without the communication thread), and the plan's
+ * line names each bucket's route. A direct hybrid call still asks it,
+ * so the counter is live. */
+START_TEST(test_plan_once)
+{
+    enum { N = 9 };
+    float *g[N];
+    for (int i = 0; i < N; i++)
+        g[i] = calloc(1000, 4);
+    for (int sync = 0; sync < 2; sync++) {
+        tcomm_fusion_options o = {.bucket_bytes = 8000,
+                                  .algo = TCOMM_ALGO_HYBRID,
+                                  .wire = TCOMM_WIRE_FP16,
+                                  .flags = TCOMM_AVERAGE,
+                                  .synchronous = sync};
+        tcomm_fusion_t *f;
+        char line[256];
+        ck_assert_int_eq(tcomm_fusion_create(_c, &o, &f), TCOMM_OK);
+        line[0] = 'x';
+        ck_assert_int_eq(tcomm_fusion_plan_text(f, line, sizeof line), 0);
+        ck_assert_str_eq(line, ""); /* no plan before seal */
+        for (int i = 0; i < N; i++)
+            ck_assert_int_eq(tcomm_fusion_add(f, g[i], 1000, "g", NULL),
+                             TCOMM_OK);
+        ck_assert_int_eq(tcomm_fusion_seal(f), TCOMM_OK);
+        unsigned long calls = tcomm_model_calls();
+        for (int step = 0; step < 3; step++) {
+            tcomm_fusion_stats st;
+            for (int i = 0; i < N; i++)
+                ck_assert_int_eq(tcomm_fusion_ready(f, i), TCOMM_OK);
+            ck_assert_int_eq(tcomm_fusion_finish(f, &st), TCOMM_OK);
+            ck_assert_uint_eq(st.buckets, 5);
+        }
+        ck_assert_uint_eq(tcomm_model_calls(), calls);
+        /* Cut again: routes resolved again, and steps still price none. */
+        ck_assert_int_eq(tcomm_fusion_set_theta(f, 1 << 20), TCOMM_OK);
+        ck_assert_uint_gt(tcomm_model_calls(), calls);
+        calls = tcomm_model_calls();
+        for (int i = 0; i < N; i++)
+            ck_assert_int_eq(tcomm_fusion_ready(f, i), TCOMM_OK);
+        ck_assert_int_eq(tcomm_fusion_finish(f, NULL), TCOMM_OK);
+        ck_assert_uint_eq(tcomm_model_calls(), calls);
+        tcomm_fusion_plan_text(f, line, sizeof line);
+        ck_assert_msg(strncmp(line, "1 bucket: 0 ", 12) == 0, "%s", line);
+        tcomm_fusion_destroy(f);
+    }
+    tcomm_seg seg = {g[0], 1000};
+    unsigned long calls = tcomm_model_calls();
+    ck_assert_int_eq(tcomm_allreduce_segs(_c, &seg, 1, TCOMM_ALGO_HYBRID,
+                                          TCOMM_WIRE_FP32, 0, NULL),
+                     TCOMM_OK);
+    ck_assert_uint_gt(tcomm_model_calls(), calls);
+    for (int i = 0; i < N; i++)
+        free(g[i]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("comm_fusion");
@@ -223,6 +282,7 @@ int main(void)
     tcase_add_test(t, test_thread_equals_sync);
     tcase_add_test(t, test_nonfinite_and_misuse);
     tcase_add_test(t, test_wait_for_buckets);
+    tcase_add_test(t, test_plan_once);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     /* One process: tcomm is initialised once for all tests. */

@@ -9,7 +9,10 @@
  * Also the probe's ring over the nodes, which measures the links the model
  * prices: every node in it, each rank's peers on its neighbour nodes; and
  * theta auto's choice with a measured cost per bucket on top of the
- * model's prices. */
+ * model's prices. And the bucket plan (fusion/plan.h): the routes it
+ * resolves once at seal are what the per-step pick chose before, on the
+ * emulated cluster's shapes and others, for the host and the NCCL
+ * buckets. */
 #include <check.h>
 #include <math.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 #include "trainer/comm/bootstrap/bootstrap.h"
 #include "trainer/comm/core/comm.h"
 #include "trainer/comm/core/model.h"
+#include "trainer/comm/fusion/plan.h"
 #include "trainer/comm/fusion/theta.h"
 
 static tcomm_model_params _cluster(int nodes, int q)
@@ -314,6 +318,196 @@ START_TEST(test_pick_wire)
 }
 END_TEST
 
+/* ---- the bucket plan against the per-step pick it replaced ---- */
+
+/* A tcomm_t of P ranks on `nodes` nodes (rows and groups: a node's ranks),
+ * with what the route reads; arena: the members' shared blocks (NULL:
+ * none). 1 Gbit/s between nodes, as the emulated cluster shapes them. */
+static void _grid(tcomm_t *c, int P, int nodes, unsigned char **arena)
+{
+    int q = P / nodes;
+    memset(c, 0, sizeof *c);
+    c->info.size = P;
+    c->info.nnodes = nodes;
+    c->info.ngroups = nodes;
+    c->info.groups_uniform = 1;
+    c->model = _cluster(nodes, q);
+    c->model.shm = 1;
+    c->model.link[TORUS_LINK_LEAF].bw_Bps = 125e6;
+    c->model.link[TORUS_LINK_LEAF].alpha_s = 60e-6;
+    c->thread_multiple = 1;
+    c->pipeline = 32;
+    c->row.on_node = c->group.on_node = 1;
+    c->row.all_on_node = c->group.all_on_node = 1;
+    c->row.size = c->group.size = q;
+    c->row.arena = c->group.arena = arena;
+}
+
+/* What tcomm_allreduce_segs ran for a bucket before the plan: hybrid's
+ * pick of algorithm and wire, the way its pieces took, the pipeline's
+ * pieces that hier.c / torus2d.c / shared_grads.c cut. */
+static tc_route _per_step(const tcomm_t *c, size_t count, int nsegs,
+                          tcomm_algo algo, tcomm_wire wire, unsigned flags)
+{
+    tc_route r = {0};
+    if (algo == TCOMM_ALGO_HYBRID)
+        algo = tc_hybrid_pick_wire(c, count, flags, &wire);
+    const tc_group *rows = algo == TCOMM_ALGO_TORUS2D ? &c->row
+                           : algo == TCOMM_ALGO_HIER_RS && c->info.groups_uniform
+                               ? &c->group
+                               : NULL;
+    int in_place = count > 0 && tc_shared_in_place(rows, flags);
+    r.algo = algo;
+    r.wire = wire;
+    if (nsegs == 1 && !in_place)
+        r.path = TC_PATH_SENT;
+    else if (in_place)
+        r.path = TC_PATH_IN_PLACE;
+    else if (rows && rows->on_node && count > 0)
+        r.path = TC_PATH_ON_NODE;
+    else
+        r.path = TC_PATH_PACKED;
+    r.pieces = tc_pipeline_pieces(
+        c, count * tcomm_wire_bytes(wire),
+        algo == TCOMM_ALGO_HIER ? c->info.ngroups : c->info.size);
+    return r;
+}
+
+/* ResNet-50's gradients in backward order, roughly: per bottleneck block
+ * three convolutions and their batch-norm pairs, stage by stage, then the
+ * stem; fc last in forward, so first here. addr: a grads arena of fake
+ * addresses (never read) in forward order, 64-byte aligned, for spans. */
+static int _resnet50(tc_plan *p)
+{
+    static const int width[4] = {64, 128, 256, 512}, blocks[4] = {3, 4, 6, 3};
+    size_t cnt[200];
+    int n = 0;
+    cnt[n++] = 1000 * 2048 + 1000;
+    for (int s = 3; s >= 0; s--)
+        for (int b = blocks[s] - 1; b >= 0; b--) {
+            size_t w = (size_t)width[s], in = b ? 4 * w : (s ? 2 * w : 64);
+            size_t k[9] = {4 * w, 4 * w, w * 4 * w, w, w, 9 * w * w,
+                           w, w, in * w};
+            for (int j = 0; j < 9; j++)
+                cnt[n++] = k[j];
+        }
+    cnt[n++] = 64;
+    cnt[n++] = 64;
+    cnt[n++] = 64 * 3 * 49;
+    uintptr_t at = 1 << 20;
+    memset(p, 0, sizeof *p);
+    for (int i = n - 1; i >= 0; i--) { /* forward order in memory */
+        ck_assert_int_eq(tc_plan_add(p, (void *)at, cnt[i]), TCOMM_OK);
+        at += (cnt[i] * 4 + 63) / 64 * 64;
+    }
+    /* Registered in backward order: reverse what was added. */
+    for (int i = 0, j = p->nt - 1; i < j; i++, j--) {
+        uintptr_t a = p->addr[i];
+        size_t k = p->count[i];
+        p->addr[i] = p->addr[j], p->count[i] = p->count[j];
+        p->addr[j] = a, p->count[j] = k;
+    }
+    return n;
+}
+
+START_TEST(test_plan_routes)
+{
+    static const int shape[][2] = {{8, 4}, {8, 2}, {8, 1}, {4, 2},
+                                   {4, 1}, {2, 2}, {16, 4}, {6, 3}};
+    static const size_t thetas[] = {30000, 256 << 10, 1 << 20, 4 << 20,
+                                    16 << 20, 64 << 20};
+    static const tcomm_algo algos[] = {TCOMM_ALGO_HYBRID, TCOMM_ALGO_TORUS2D,
+                                       TCOMM_ALGO_HIER_RS, TCOMM_ALGO_HIER};
+    static unsigned char *blocks[16];
+    static tcomm_t c;
+    tc_plan p;
+    _resnet50(&p);
+    int checked = 0, fp32 = 0, in_place = 0;
+    for (size_t s = 0; s < sizeof shape / sizeof shape[0]; s++)
+        for (int sh = 0; sh < 2; sh++) {
+            _grid(&c, shape[s][0], shape[s][1], sh ? blocks : NULL);
+            unsigned flags = TCOMM_AVERAGE | (sh ? TCOMM_SHARED : 0);
+            for (size_t t = 0; t < sizeof thetas / sizeof thetas[0]; t++) {
+                ck_assert_int_eq(tc_plan_cut(&p, thetas[t]), TCOMM_OK);
+                ck_assert_int_eq(tc_plan_spans(&p, NULL), TCOMM_OK);
+                for (int a = 0; a < 4; a++)
+                    for (int w = 0; w < TCOMM_WIRE_COUNT; w++) {
+                        tc_plan_route(&p, &c, algos[a], w, flags,
+                                      TC_ROUTE_SEGS);
+                        for (int b = 0; b < p.nb; b++) {
+                            const tc_route *r = &p.b[b].route;
+                            tc_route e = _per_step(&c, p.b[b].count, p.b[b].n,
+                                                   algos[a], w, flags);
+                            ck_assert_msg(
+                                r->algo == e.algo && r->wire == e.wire &&
+                                    r->path == e.path && r->pieces == e.pieces,
+                                "P=%d nodes=%d theta=%zu %s %s bucket %d: "
+                                "plan %s/%s/%s/%d, per step %s/%s/%s/%d",
+                                shape[s][0], shape[s][1], thetas[t],
+                                tcomm_algo_name(algos[a]),
+                                tcomm_wire_name(w), b,
+                                tcomm_algo_name(r->algo),
+                                tcomm_wire_name(r->wire),
+                                tc_path_name(r->path), r->pieces,
+                                tcomm_algo_name(e.algo),
+                                tcomm_wire_name(e.wire), tc_path_name(e.path),
+                                e.pieces);
+                            tcomm_model_params m = c.model;
+                            m.in_place = r->path == TC_PATH_IN_PLACE
+                                             ? TCOMM_MODEL_INPLACE_ROWS |
+                                                   TCOMM_MODEL_INPLACE_GROUPS
+                                             : 0;
+                            if (r->path == TC_PATH_IN_PLACE)
+                                ck_assert(r->predict_s ==
+                                          tcomm_model_time(&m, r->algo,
+                                                           p.b[b].count,
+                                                           r->wire));
+                            fp32 += w != TCOMM_WIRE_FP32 &&
+                                    r->wire == TCOMM_WIRE_FP32;
+                            in_place += r->path == TC_PATH_IN_PLACE;
+                            checked++;
+                        }
+                        /* The NCCL buckets: hybrid over each span's
+                         * floats (alignment gaps included), wire kept. */
+                        tc_plan_route(&p, &c, algos[a], w, flags,
+                                      TC_ROUTE_NCCL);
+                        for (int b = 0; b < p.nb; b++) {
+                            size_t span = (p.b[b].hi - p.b[b].lo) / 4;
+                            tcomm_algo e =
+                                algos[a] == TCOMM_ALGO_HYBRID
+                                    ? tc_hybrid_pick(&c, span, w, 0)
+                                    : algos[a];
+                            ck_assert_int_eq(p.b[b].route.algo, e);
+                            ck_assert_int_eq(p.b[b].route.wire, w);
+                            ck_assert_int_eq(p.b[b].route.path,
+                                             TC_PATH_DEVICE);
+                        }
+                    }
+            }
+        }
+    /* The grid covered what matters: hybrid took fp32 somewhere (one
+     * node) and buckets were summed in place. */
+    ck_assert_int_gt(checked, 10000);
+    ck_assert_int_gt(fp32, 0);
+    ck_assert_int_gt(in_place, 0);
+    char line[256];
+    _grid(&c, 8, 4, blocks);
+    ck_assert_int_eq(tc_plan_cut(&p, 4 << 20), TCOMM_OK);
+    tc_plan_route(&p, &c, TCOMM_ALGO_TORUS2D, TCOMM_WIRE_FP16,
+                  TCOMM_SHARED, TC_ROUTE_SEGS);
+    tc_plan_text(&p, line, sizeof line);
+    char want[64];
+    snprintf(want, sizeof want, "%d buckets: 0-%d torus2d/fp16 in-place; "
+             "predicted ", p.nb, p.nb - 1);
+    ck_assert_msg(strncmp(line, want, strlen(want)) == 0, "%s", line);
+    /* Cut short, never past the buffer; the length in full returned. */
+    int full = (int)strlen(line);
+    ck_assert_int_eq(tc_plan_text(&p, line, 8), full);
+    ck_assert_uint_eq(strlen(line), 7);
+    tc_plan_free(&p);
+}
+END_TEST
+
 /* The probe's ring over the nodes: node order, index on the node, the
  * ranks that sit out. */
 START_TEST(test_probe_ring)
@@ -556,6 +750,7 @@ int main(void)
     tcase_add_test(t, test_in_place);
     tcase_add_test(t, test_convert_term);
     tcase_add_test(t, test_pick_wire);
+    tcase_add_test(t, test_plan_routes);
     tcase_add_test(t, test_probe_ring);
     tcase_add_test(t, test_theta_extra);
     tcase_add_test(t, test_theta_cap);

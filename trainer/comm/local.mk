@@ -44,6 +44,8 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/core/comm.h \
 	trainer/comm/core/buffer.c \
 	trainer/comm/core/pick.c \
+	trainer/comm/core/fold.c \
+	trainer/comm/core/route.h \
 	trainer/comm/transport/transport.h \
 	trainer/comm/transport/mpi.c \
 	trainer/comm/transport/shm.c \

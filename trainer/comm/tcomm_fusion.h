@@ -39,6 +39,8 @@ typedef struct {
     tcomm_wire wire; /* the precision on the wire */
     int in_place;    /* reduced where it lies in shared memory */
     double t0, t1;   /* tcomm_wtime() (CLOCK_MONOTONIC) at start and end */
+    double predict_s; /* what the cost model priced it at, at seal; < 0:
+                       * it cannot price it */
 } tcomm_fusion_span;
 
 typedef struct {
@@ -80,6 +82,13 @@ const char *tcomm_fusion_theta_why(const tcomm_fusion_t *f);
  * does (a resumed run takes the size its checkpoint records). Collective;
  * the sentence of theta_why stays the one seal gave. */
 tcomm_rc tcomm_fusion_set_theta(tcomm_fusion_t *f, size_t bytes);
+/* After seal: the bucket plan in one line, cut short to fit n > 0 bytes
+ * (buckets in runs of one algorithm, wire and path: sent, packed,
+ * on-node, in-place; the cost model's time for all of them). Each
+ * bucket's route is resolved at seal and at set_theta, and a step only
+ * follows it: the cost model is never asked during a step. "" before
+ * seal. */
+int tcomm_fusion_plan_text(const tcomm_fusion_t *f, char *buf, size_t n);
 /* After seal, with TCOMM_ALGO_HYBRID and a 16-bit wire on one node: how
  * many buckets the cost model runs on fp32 instead, and why ("" else:
  * across nodes the wire is the one asked for). */

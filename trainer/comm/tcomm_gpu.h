@@ -58,6 +58,10 @@ tcomm_rc tcomm_gpu_add(tcomm_gpu_t *g, float *grad, size_t count, int *index);
  * reserve the device wire buffer or the pinned staging memory. */
 tcomm_rc tcomm_gpu_seal(tcomm_gpu_t *g);
 size_t tcomm_gpu_bucket_count(const tcomm_gpu_t *g);
+/* After seal: the bucket plan in one line (tcomm_fusion_plan_text): the
+ * NCCL path's routes, resolved at seal over the buckets' spans, or the
+ * staged path's host buckets. "" before seal. */
+int tcomm_gpu_plan_text(const tcomm_gpu_t *g, char *buf, size_t n);
 /* Gradient index is final once the work already queued on the compute
  * stream has run (call it after the layer's backward launch). */
 tcomm_rc tcomm_gpu_ready(tcomm_gpu_t *g, int index);

@@ -486,6 +486,10 @@ void ttrain_exchange_describe(const ttrain_exchange *ex, const tcomm_info *info,
     if (ex->fusion && *tcomm_fusion_wire_why(ex->fusion))
         fprintf(f, "torus-train: --wire %s: %s\n", tcomm_wire_name(ex->c.wire),
                 tcomm_fusion_wire_why(ex->fusion));
+    /* The bucket plan, resolved at seal: what every step runs. */
+    char plan[512];
+    if (ex->fusion && tcomm_fusion_plan_text(ex->fusion, plan, sizeof plan))
+        fprintf(f, "torus-train: bucket plan: %s\n", plan);
 }
 
 void ttrain_exchange_summary(const ttrain_exchange *ex, int dstep, FILE *f)

@@ -314,10 +314,12 @@ void ttrain_trace_bucket(void *ctx, const tcomm_fusion_span *s)
     snprintf(name, sizeof name, "allreduce bucket %d", s->bucket);
     snprintf(args, sizeof args,
              "\"bucket\":%d,\"tensors\":%d,\"algo\":\"%s\",\"bytes\":%zu,"
-             "\"wire\":\"%s\",\"wire_bytes\":%zu,\"in_place\":%d",
+             "\"wire\":\"%s\",\"wire_bytes\":%zu,\"in_place\":%d,"
+             "\"predicted_us\":%.1f",
              s->bucket, s->ntensors, tcomm_algo_name(s->algo),
              s->count * sizeof(float), tcomm_wire_name(s->wire),
-             s->count * tcomm_wire_bytes(s->wire), s->in_place);
+             s->count * tcomm_wire_bytes(s->wire), s->in_place,
+             s->predict_s >= 0 ? s->predict_s * 1e6 : -1.0);
     _complete(t, "comm", name, s->t0, s->t1, args);
 }
 

@@ -4,7 +4,8 @@
  * Each rank is a process (pid = rank) and each thread a thread (tid = the
  * kernel's thread id): the step thread's spans (step, data wait, forward,
  * backward and its layer groups, exchange wait, update, checkpoint) and the
- * communication thread's bucket reductions (algorithm, bytes, wire). Every
+ * communication thread's bucket reductions (algorithm, bytes, wire, the
+ * time the bucket plan predicted). Every
  * span is a complete ("X") event; spans of one thread nest, as they are
  * closed innermost first. Time is in microseconds from a barrier all ranks
  * passed at open, so the ranks' rows line up to within that barrier.

@@ -33,10 +33,6 @@ tcomm_rc tc_ring_allreduce(tcomm_t *c, tc_scratch *s, const tc_group *g,
 typedef tcomm_rc (*tc_stage_fn)(tcomm_t *c, void *ctx, int piece);
 tcomm_rc tc_pipeline_run(tcomm_t *c, int K, tc_stage_fn pre, tc_stage_fn net,
                          tc_stage_fn post, void *ctx);
-/* How many pieces a message of wire_bytes runs in (1: not worth it, or not
- * possible: MPI without MPI_THREAD_MULTIPLE, TCOMM_PIPELINE=1). parts: as
- * torus_cost_pieces; the same on every rank, so that all cut alike. */
-int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes, int parts);
 /* Where a member's slice of piece i lies in a message of count elements:
  * piece i of K, then chunk k of n of that piece. The packed rows
  * (torus2d.c) and the in-place path (shared_grads.c) both cut so, and a
@@ -50,24 +46,25 @@ static inline void tc_piece_chunk(size_t count, int K, int i, int n, int k,
     *len = tc_chunk_len(l, n, k);
 }
 
-/* The passes over the whole message that tcomm_allreduce adds around an
- * algorithm: the 1/P pre-scale before it and the inf/nan count after.
- * Where the node stage runs in shared memory they fold into its casts
- * (tc_shm_*_at), so that they overlap the network with the rest of the
- * pipeline instead of standing before and after it with the links idle.
- * tc_fold_* does them on their own where an algorithm cannot fold. */
-typedef struct {
-    float scale; /* 1: none (a plain sum) */
-    size_t *bad; /* add the result's inf/nan count here; NULL: none */
-} tc_fold;
-void tc_fold_before(tc_fold *f, float *x, size_t count);
-void tc_fold_after(tc_fold *f, const float *x, size_t count);
-
-/* hier.c, torus2d.c. f: see tc_fold; done by the call either way. */
+/* hier.c, torus2d.c. K: the pipeline's pieces (tc_route.pieces); f: see
+ * tc_fold (core/comm.h), done by the call either way. */
 tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w,
-                           tc_fold *f);
+                           int K, tc_fold *f);
 tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
-                         float *x, size_t count, tcomm_wire w, tc_fold *f);
+                         float *x, size_t count, tcomm_wire w, int K,
+                         tc_fold *f);
+
+/* allreduce.c: tcomm_allreduce along a route resolved before (tc_route:
+ * r->algo is never hybrid); asks no cost model. */
+tcomm_rc tc_allreduce_run(tcomm_t *c, float *buf, size_t count,
+                          const tc_route *r, unsigned flags,
+                          tcomm_result *res);
+/* segs.c: tcomm_allreduce_segs along a route resolved before for these
+ * count floats in ns pieces (tc_route_pick with TC_ROUTE_SEGS and the same
+ * flags); asks no cost model. The fusion's buckets run so. */
+tcomm_rc tc_segs_run(tcomm_t *c, const tcomm_seg *segs, int nsegs,
+                     size_t count, const tc_route *r, unsigned flags,
+                     tcomm_result *res);
 
 /* seg_walk.c: call fn on every piece of the range [from, from + len) of
  * the vector that the pieces s[0..ns) make up: p and n are the piece's
@@ -80,12 +77,13 @@ void tc_seg_walk(const tcomm_seg *s, int ns, size_t from, size_t len,
  * memory) and the count floats at p lie in it (count 0: any p). covers: 1
  * when every piece does and g can reduce in place. allreduce: the in-place
  * all-reduce of such pieces over rows (members on one node), then cols
- * (across nodes; size 1 for none). */
+ * (across nodes; size 1 for none), in K pipeline pieces where every row
+ * is on a node (tc_route.pieces). */
 int tc_shared_holds(const tcomm_t *c, const float *p, size_t count);
 int tc_shared_covers(const tcomm_t *c, const tc_group *g, const tcomm_seg *s,
                      int ns);
 tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
                              const tcomm_seg *s, int ns, size_t count,
-                             tcomm_wire w, float scale, size_t *bad);
+                             tcomm_wire w, int K, float scale, size_t *bad);
 
 #endif

@@ -3,7 +3,9 @@
  * scale, the DDP bug we avoid), resolves hybrid, runs the algorithm and
  * counts inf/nan in the result for loss scaling; the algorithms whose node
  * stage runs in shared memory fold the scale and the count into it
- * (tc_fold, algo.h). */
+ * (tc_fold, core/comm.h). tc_allreduce_run is the same along a route
+ * resolved before (tc_route: algorithm, wire, pipeline pieces), which the
+ * fused buckets' packed path takes without asking the cost model. */
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -11,33 +13,13 @@
 #include "trainer/comm/algo/algo.h"
 #include "trainer/comm/core/wire.h"
 
-void tc_fold_before(tc_fold *f, float *x, size_t count)
-{
-    if (f->scale != 1.0f)
-        tc_scale(x, count, f->scale);
-    f->scale = 1.0f;
-}
-
-void tc_fold_after(tc_fold *f, const float *x, size_t count)
-{
-    if (f->bad)
-        *f->bad += tc_count_nonfinite(x, count);
-    f->bad = NULL;
-}
-
-tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
-                         tcomm_wire wire, unsigned flags, tcomm_result *res)
+tcomm_rc tc_allreduce_run(tcomm_t *c, float *buf, size_t count,
+                          const tc_route *r, unsigned flags, tcomm_result *res)
 {
     double t0 = tcomm_wtime();
     tcomm_rc rc = TCOMM_OK;
-    if ((unsigned)algo >= TCOMM_ALGO_COUNT ||
-        (unsigned)wire >= TCOMM_WIRE_COUNT || (count && !buf))
-        return TORUS_FAIL(TCOMM_ERR_ARG,
-                          "tcomm_allreduce: bad algorithm %d, wire %d or "
-                          "buffer",
-                          (int)algo, (int)wire);
-    if (algo == TCOMM_ALGO_HYBRID)
-        algo = tc_hybrid_pick(c, count, wire, 0);
+    tcomm_algo algo = r->algo;
+    tcomm_wire wire = r->wire;
     if (algo == TCOMM_ALGO_HIER_RS && !c->info.groups_uniform)
         return TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
                           "hier-rs needs groups of equal size; "
@@ -70,13 +52,15 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
             rc = tc_ring_allreduce(c, &c->scr, &c->world, buf, count, wire);
             break;
         case TCOMM_ALGO_HIER:
-            rc = tc_hier_allreduce(c, buf, count, wire, &f);
+            rc = tc_hier_allreduce(c, buf, count, wire, r->pieces, &f);
             break;
         case TCOMM_ALGO_HIER_RS:
-            rc = tc_2d_allreduce(c, &c->group, &c->peers, buf, count, wire, &f);
+            rc = tc_2d_allreduce(c, &c->group, &c->peers, buf, count, wire,
+                                 r->pieces, &f);
             break;
         case TCOMM_ALGO_TORUS2D:
-            rc = tc_2d_allreduce(c, &c->row, &c->col, buf, count, wire, &f);
+            rc = tc_2d_allreduce(c, &c->row, &c->col, buf, count, wire,
+                                 r->pieces, &f);
             break;
         default:
             rc = TORUS_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)algo);
@@ -94,4 +78,18 @@ tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
         res->in_place = 0;
     }
     return TCOMM_OK;
+}
+
+tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
+                         tcomm_wire wire, unsigned flags, tcomm_result *res)
+{
+    if ((unsigned)algo >= TCOMM_ALGO_COUNT ||
+        (unsigned)wire >= TCOMM_WIRE_COUNT || (count && !buf))
+        return TORUS_FAIL(TCOMM_ERR_ARG,
+                          "tcomm_allreduce: bad algorithm %d, wire %d or "
+                          "buffer",
+                          (int)algo, (int)wire);
+    tc_route r;
+    tc_route_pick(c, count, 1, algo, wire, flags, TC_ROUTE_ONE, &r);
+    return tc_allreduce_run(c, buf, count, &r, flags, res);
 }

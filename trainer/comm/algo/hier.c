@@ -149,7 +149,7 @@ static tcomm_rc _stage_bcast(tcomm_t *c, void *ctx, int i)
 }
 
 static tcomm_rc _hier_run(tcomm_t *c, float *x, size_t count, tcomm_wire w,
-                          tc_fold *f)
+                          int K, tc_fold *f)
 {
     tc_group *g = &c->group; /* on one node: shared memory (transport/shm.c) */
     int n = g->size, me = g->rank;
@@ -164,8 +164,7 @@ static tcomm_rc _hier_run(tcomm_t *c, float *x, size_t count, tcomm_wire w,
      * the number of groups and the job-wide TCOMM_PIPELINE only), or the
      * leaders' rings and the in-group messages would not match: groups of
      * one and groups off a single node run the same pieces, only without
-     * shared memory. */
-    int K = tc_pipeline_pieces(c, count * wb, c->info.ngroups);
+     * shared memory (tc_route_pick cuts over the number of groups). */
     if (K > 1 && c->info.ngroups > 1) {
         /* All of the segments and of `all` exist before the pieces run:
          * reserving is collective, and nothing may move under a reader. */
@@ -190,12 +189,12 @@ static tcomm_rc _hier_run(tcomm_t *c, float *x, size_t count, tcomm_wire w,
 /* Groups on one node fold f's passes into their casts (_reduce, _bcast);
  * groups of one or across nodes do them on their own. */
 tcomm_rc tc_hier_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w,
-                           tc_fold *f)
+                           int K, tc_fold *f)
 {
     int fold = c->group.on_node;
     if (!fold)
         tc_fold_before(f, x, count);
-    tcomm_rc rc = _hier_run(c, x, count, w, f);
+    tcomm_rc rc = _hier_run(c, x, count, w, K, f);
     if (!rc && !fold)
         tc_fold_after(f, x, count);
     return rc;

@@ -13,14 +13,6 @@
 #include "common/torus_error.h"
 #include "trainer/comm/algo/algo.h"
 
-int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes, int parts)
-{
-    /* The network thread calls MPI while the caller's does too. */
-    if (!c->thread_multiple)
-        return 1;
-    return tcomm_model_pieces(c->pipeline, (double)wire_bytes, parts);
-}
-
 typedef struct {
     tcomm_t *c;
     void *ctx;

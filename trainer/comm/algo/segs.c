@@ -9,7 +9,9 @@
  * segment; sum of the own chunk (its own fp32 values plus everyone's wire
  * values), with the column all-reduce across nodes in between; decode of
  * all chunks straight back into the pieces, counting inf/nan on the way.
- * Other algorithms pack into one buffer and run tcomm_allreduce. */
+ * Other algorithms pack into one buffer and run tcomm_allreduce. Which
+ * of these ways a call takes is its route's path (tc_route_pick, once per
+ * fused bucket at seal); tc_segs_run follows it and prices nothing. */
 #include <string.h>
 #include <time.h>
 
@@ -103,11 +105,71 @@ static tcomm_rc _on_node(tcomm_t *c, tc_group *rows, const tc_group *cols,
     return tc_shm_sync(c, rows);
 }
 
+/* The packed way: the pieces into one buffer, the algorithm, and back. */
+static tcomm_rc _packed(tcomm_t *c, const tcomm_seg *segs, int nsegs,
+                        size_t count, const tc_route *r, unsigned flags,
+                        float scale, size_t *bad)
+{
+    float *buf = tc_buf_get(&c->pack, count * 4);
+    if (!buf)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory to pack %zu floats",
+                          count);
+    _ctx x = {.f = buf, .scale = scale};
+    tc_seg_walk(segs, nsegs, 0, count, _read, &x);
+    tcomm_rc rc =
+        tc_allreduce_run(c, buf, count, r, flags & ~TCOMM_AVERAGE, NULL);
+    if (!rc)
+        tc_seg_walk(segs, nsegs, 0, count, _write, &x);
+    *bad = x.bad;
+    return rc;
+}
+
+tcomm_rc tc_segs_run(tcomm_t *c, const tcomm_seg *segs, int nsegs,
+                     size_t count, const tc_route *r, unsigned flags,
+                     tcomm_result *res)
+{
+    double t0 = tcomm_wtime();
+    c->started = 1; /* ends start-up's deadline (bootstrap/watchdog.c) */
+    if (r->path == TC_PATH_SENT) /* one piece: reduce it where it is */
+        return tc_allreduce_run(c, segs[0].p, count, r, flags & ~TCOMM_SHARED,
+                                res);
+    float scale = (flags & TCOMM_AVERAGE) && c->info.size > 1
+                      ? 1.0f / (float)c->info.size
+                      : 1.0f;
+    tc_group *rows = TC_ALGO_ROWS(c, r->algo);
+    const tc_group *cols = r->algo == TCOMM_ALGO_TORUS2D ? &c->col : &c->peers;
+    tcomm_rc rc;
+    size_t bad = 0;
+    if (r->path == TC_PATH_IN_PLACE) {
+        if (!tc_shared_covers(c, rows, segs, nsegs))
+            return TORUS_FAIL(
+                TCOMM_ERR_ARG,
+                "tcomm_allreduce_segs: rank %d: TCOMM_SHARED "
+                "but a piece lies outside tcomm_shared_alloc memory",
+                c->info.rank);
+        rc = tc_shared_allreduce(c, rows, cols, segs, nsegs, count, r->wire,
+                                 r->pieces, scale, &bad);
+    } else if (r->path == TC_PATH_ON_NODE) {
+        rc = _on_node(c, rows, cols, segs, nsegs, count, r->wire, scale, &bad);
+    } else {
+        rc = _packed(c, segs, nsegs, count, r, flags, scale, &bad);
+    }
+    if (rc)
+        return rc;
+    if (res) {
+        res->nonfinite = bad;
+        res->algo_used = r->algo;
+        res->wire_used = r->wire;
+        res->seconds = tcomm_wtime() - t0;
+        res->in_place = r->path == TC_PATH_IN_PLACE;
+    }
+    return TCOMM_OK;
+}
+
 tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
                               tcomm_algo algo, tcomm_wire wire, unsigned flags,
                               tcomm_result *res)
 {
-    double t0 = tcomm_wtime();
     size_t count = 0;
     for (int i = 0; i < nsegs; i++)
         count += segs[i].count;
@@ -118,55 +180,7 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
             "tcomm_allreduce_segs: bad algorithm %d, wire %d or %d "
             "pieces",
             (int)algo, (int)wire, nsegs);
-    if (algo == TCOMM_ALGO_HYBRID)
-        algo = tc_hybrid_pick_wire(c, count, flags, &wire);
-    c->started = 1; /* ends start-up's deadline (bootstrap/watchdog.c) */
-    float scale = (flags & TCOMM_AVERAGE) && c->info.size > 1
-                      ? 1.0f / (float)c->info.size
-                      : 1.0f;
-    tc_group *rows = algo == TCOMM_ALGO_TORUS2D ? &c->row
-                     : algo == TCOMM_ALGO_HIER_RS && c->info.groups_uniform
-                         ? &c->group
-                         : NULL;
-    const tc_group *cols = algo == TCOMM_ALGO_TORUS2D ? &c->col : &c->peers;
-    tcomm_rc rc;
-    size_t bad = 0;
-    int in_place = count > 0 && tc_shared_in_place(rows, flags);
-    if (nsegs == 1 && !in_place) /* one piece: reduce it where it is */
-        return tcomm_allreduce(c, segs[0].p, count, algo, wire,
-                               flags & ~TCOMM_SHARED, res);
-    if (in_place) {
-        if (!tc_shared_covers(c, rows, segs, nsegs))
-            return TORUS_FAIL(
-                TCOMM_ERR_ARG,
-                "tcomm_allreduce_segs: rank %d: TCOMM_SHARED "
-                "but a piece lies outside tcomm_shared_alloc memory",
-                c->info.rank);
-        rc = tc_shared_allreduce(c, rows, cols, segs, nsegs, count, wire, scale,
-                                 &bad);
-    } else if (rows && rows->on_node && count > 0) {
-        rc = _on_node(c, rows, cols, segs, nsegs, count, wire, scale, &bad);
-    } else {
-        float *buf = tc_buf_get(&c->pack, count * 4);
-        if (!buf)
-            return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory to pack %zu floats",
-                              count);
-        _ctx x = {.f = buf, .scale = scale};
-        tc_seg_walk(segs, nsegs, 0, count, _read, &x);
-        rc = tcomm_allreduce(c, buf, count, algo, wire, flags & ~TCOMM_AVERAGE,
-                             NULL);
-        if (!rc)
-            tc_seg_walk(segs, nsegs, 0, count, _write, &x);
-        bad = x.bad;
-    }
-    if (rc)
-        return rc;
-    if (res) {
-        res->nonfinite = bad;
-        res->algo_used = algo;
-        res->wire_used = wire;
-        res->seconds = tcomm_wtime() - t0;
-        res->in_place = in_place;
-    }
-    return TCOMM_OK;
+    tc_route r;
+    tc_route_pick(c, count, nsegs, algo, wire, flags, TC_ROUTE_SEGS, &r);
+    return tc_segs_run(c, segs, nsegs, count, &r, flags, res);
 }

@@ -359,10 +359,9 @@ static tcomm_rc _piece_put(tcomm_t *c, void *ctx, int i)
 /* The sums of this member's chunks, the column ring, the write-back:
  * whole, or in pieces when every row is on a node (as torus2d.c). */
 static tcomm_rc _across(tcomm_t *c, _ctx *x, const tc_group *cols,
-                        const tcomm_seg *s, int ns, size_t count)
+                        const tcomm_seg *s, int ns, size_t count, int K)
 {
     const tc_group *rows = x->g;
-    int K = tc_pipeline_pieces(c, count * tcomm_wire_bytes(x->w), c->info.size);
     if (K < 2 || !rows->all_on_node)
         K = 1;
     size_t stride = tc_chunk_len(tc_chunk_len(count, K, 0), rows->size, 0);
@@ -382,7 +381,7 @@ static tcomm_rc _across(tcomm_t *c, _ctx *x, const tc_group *cols,
 
 tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
                              const tcomm_seg *s, int ns, size_t count,
-                             tcomm_wire w, float scale, size_t *bad)
+                             tcomm_wire w, int K, float scale, size_t *bad)
 {
     /* Every member's gradients of this bucket are final. */
     tcomm_rc rc = tc_shm_sync_win(c, rows, c->arena.win);
@@ -393,7 +392,7 @@ tcomm_rc tc_shared_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
     /* On this thread's stack (12 KiB): no allocation per bucket. */
     _ctx xs = {.c = c, .g = rows, .w = w, .scale = scale}, *x = &xs;
     if (cols->size > 1) {
-        if ((rc = _across(c, x, cols, s, ns, count)))
+        if ((rc = _across(c, x, cols, s, ns, count, K)))
             return rc;
     } else {
         tc_seg_walk(s, ns, off, len, _reduce_put, x);

@@ -74,10 +74,10 @@ static tcomm_rc _allgather(tcomm_t *c, tc_group *g, float *x, size_t count,
 }
 
 tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
-                         float *x, size_t count, tcomm_wire w, tc_fold *f)
+                         float *x, size_t count, tcomm_wire w, int K,
+                         tc_fold *f)
 {
     int C = rows->size, k = rows->rank;
-    int K = tc_pipeline_pieces(c, count * tcomm_wire_bytes(w), c->info.size);
     /* Every row, not just this one: the column rings pair pieces. */
     if (K > 1 && rows->all_on_node && C > 1 && cols->size > 1) {
         /* Reserving is collective: once, for all pieces. */

@@ -14,6 +14,7 @@
 
 #include "trainer/comm/core/error.h"
 #include "trainer/comm/core/model.h"
+#include "trainer/comm/core/route.h"
 #include "trainer/comm/tcomm.h"
 
 /* A shared-memory segment per member of an on-node group
@@ -124,12 +125,39 @@ static inline void tc_chunk(size_t count, int n, int i, size_t *off,
     *len = tc_chunk_len(count, n, i);
 }
 
+/* fold.c: the passes over the whole message that tcomm_allreduce adds
+ * around an algorithm: the 1/P pre-scale before it and the inf/nan count
+ * after. Where the node stage runs in shared memory they fold into its
+ * casts (tc_shm_*_at), so that they overlap the network with the rest of
+ * the pipeline instead of standing before and after it with the links
+ * idle. tc_fold_* does them on their own where an algorithm cannot fold.
+ * Here, below the algorithms, so that allreduce.c calls hier.c and
+ * torus2d.c and they call down into core, never back. */
+typedef struct {
+    float scale; /* 1: none (a plain sum) */
+    size_t *bad; /* add the result's inf/nan count here; NULL: none */
+} tc_fold;
+void tc_fold_before(tc_fold *f, float *x, size_t count);
+void tc_fold_after(tc_fold *f, const float *x, size_t count);
+
 /* pick.c. in_place: 1 when a call with flags reduces over g in place if
  * its pieces lie in the shared block (g on one node, knowing the members'
  * blocks; NULL g: 0); what tcomm_allreduce_segs runs and hybrid prices.
  * hybrid_pick: the algorithm the cost model picks for a message of count
  * floats; flags: the call's, TCOMM_SHARED prices the in-place sum. */
 int tc_shared_in_place(const tc_group *g, unsigned flags);
+/* The group a fused bucket's node stage runs on for algorithm a: torus2d's
+ * row, hier-rs's group where the groups are uniform, else none (NULL). A
+ * macro so that c's constness carries over. */
+#define TC_ALGO_ROWS(c, a)                                                 \
+    ((a) == TCOMM_ALGO_TORUS2D                                      ? &(c)->row \
+     : (a) == TCOMM_ALGO_HIER_RS && (c)->info.groups_uniform ? &(c)->group \
+                                                               : NULL)
+/* How many pieces a message of wire_bytes runs in (1: not worth it, or not
+ * possible: MPI without MPI_THREAD_MULTIPLE, TCOMM_PIPELINE=1). parts: as
+ * torus_cost_pieces; the same on every rank, so that all cut alike. Part
+ * of a route (tc_route_pick), not asked again by the algorithms. */
+int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes, int parts);
 tcomm_algo tc_hybrid_pick(const tcomm_t *c, size_t count, tcomm_wire w,
                           unsigned flags);
 /* hybrid_pick that also chooses the wire: on one node every step is in

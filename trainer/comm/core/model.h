@@ -33,5 +33,10 @@ tcomm_algo tcomm_model_best(const tcomm_model_params *m, size_t count,
                             tcomm_wire wire);
 double tcomm_model_link_limit(const tcomm_model_params *m, size_t count,
                               tcomm_wire wire);
+/* How many times this process has asked the model (the four calls above
+ * count; setting defaults does not). The buckets' routes are resolved at
+ * seal (fusion/plan.h), so a training step adds nothing to it: the unit
+ * and integration tests read it before and after steps. */
+unsigned long tcomm_model_calls(void);
 
 #endif

@@ -9,7 +9,10 @@
  * groups on one node that hold the members' blocks, the same on every
  * rank of a uniform layout. On one node the fused buckets' hybrid also
  * picks the wire (tc_hybrid_pick_wire): the model prices the 16-bit wire's
- * casts, which buy nothing where no byte leaves the node. */
+ * casts, which buy nothing where no byte leaves the node.
+ * tc_route_pick resolves all of a call's choices at once (route.h): the
+ * fused buckets' once, when they are sealed (fusion/plan.c), so that no
+ * step asks the model again. */
 #include "trainer/comm/core/comm.h"
 
 int tc_shared_in_place(const tc_group *g, unsigned flags)
@@ -51,6 +54,61 @@ tcomm_algo tc_hybrid_pick_wire(const tcomm_t *c, size_t count, unsigned flags,
         return a32;
     }
     return a;
+}
+
+int tc_pipeline_pieces(const tcomm_t *c, size_t wire_bytes, int parts)
+{
+    /* The network thread calls MPI while the caller's does too. */
+    if (!c->thread_multiple)
+        return 1;
+    return tcomm_model_pieces(c->pipeline, (double)wire_bytes, parts);
+}
+
+/* Which of tcomm_allreduce_segs' ways a bucket of nsegs pieces takes. */
+static tc_path _segs_path(const tcomm_t *c, size_t count, int nsegs,
+                          tcomm_algo algo, unsigned flags)
+{
+    const tc_group *rows = TC_ALGO_ROWS(c, algo);
+    int in_place = count > 0 && tc_shared_in_place(rows, flags);
+    if (in_place)
+        return TC_PATH_IN_PLACE;
+    if (nsegs == 1) /* one piece: reduced where it is */
+        return TC_PATH_SENT;
+    return rows && rows->on_node && count > 0 ? TC_PATH_ON_NODE
+                                              : TC_PATH_PACKED;
+}
+
+void tc_route_pick(const tcomm_t *c, size_t count, int nsegs, tcomm_algo algo,
+                   tcomm_wire wire, unsigned flags, tc_route_for how,
+                   tc_route *r)
+{
+    /* A single buffer or device memory is never reduced in place. */
+    unsigned f = how == TC_ROUTE_SEGS ? flags : 0;
+    if (algo == TCOMM_ALGO_HYBRID && how == TC_ROUTE_SEGS)
+        algo = tc_hybrid_pick_wire(c, count, f, &wire);
+    else if (algo == TCOMM_ALGO_HYBRID)
+        algo = tc_hybrid_pick(c, count, wire, 0);
+    r->algo = algo;
+    r->wire = wire;
+    r->path = how == TC_ROUTE_NCCL  ? TC_PATH_DEVICE
+              : how == TC_ROUTE_ONE ? TC_PATH_SENT
+                                    : _segs_path(c, count, nsegs, algo, f);
+    /* hier pipelines its leaders' ring over the groups, torus2d, hier-rs
+     * and the in-place sum their column rings over all ranks. */
+    int parts = algo == TCOMM_ALGO_HIER ? c->info.ngroups : c->info.size;
+    r->pieces = how == TC_ROUTE_NCCL
+                    ? 1
+                    : tc_pipeline_pieces(c, count * tcomm_wire_bytes(wire),
+                                         parts);
+    tcomm_model_params m = _model(c, f);
+    r->predict_s = tcomm_model_time(&m, algo, count, wire);
+}
+
+const char *tc_path_name(tc_path p)
+{
+    static const char *const names[TC_PATH_COUNT] = {
+        "sent", "packed", "on-node", "in-place", "device"};
+    return (unsigned)p < TC_PATH_COUNT ? names[p] : "?";
 }
 
 double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count,

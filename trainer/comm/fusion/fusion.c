@@ -8,7 +8,10 @@
  * order on every rank, and the order fixes the bits of the result), packs
  * the bucket's gradients as one vector (tcomm_allreduce_segs: straight
  * through shared memory where the row shares a node, in place where the
- * gradients themselves are shared, else packed). */
+ * gradients themselves are shared, else packed). Which of these, with
+ * which algorithm and wire, is each bucket's route, resolved when the
+ * buckets are cut (_route, at seal and set_theta): the thread follows
+ * it and never asks the cost model. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,14 +199,18 @@ static tcomm_rc _check_layout(tcomm_fusion_t *f)
     return rc;
 }
 
+static unsigned _flags(const tcomm_fusion_t *f)
+{
+    return f->o.flags | (f->shared ? TCOMM_SHARED : 0);
+}
+
 static tcomm_rc _reduce_bucket(tcomm_fusion_t *f, int bi)
 {
     const tc_pbucket *b = &f->plan.b[bi];
     tcomm_result r = {0};
     double t0 = tcomm_wtime();
-    tcomm_rc rc = tcomm_allreduce_segs(
-        f->c, f->segs + b->first, b->n, f->o.algo, f->o.wire,
-        f->o.flags | (f->shared ? TCOMM_SHARED : 0), &r);
+    tcomm_rc rc = tc_segs_run(f->c, f->segs + b->first, b->n, b->count,
+                              &b->route, _flags(f), &r);
     if (rc)
         return rc;
     f->st.nonfinite += r.nonfinite;
@@ -215,7 +222,7 @@ static tcomm_rc _reduce_bucket(tcomm_fusion_t *f, int bi)
         f->o.on_bucket(f->o.on_bucket_ctx,
                        &(tcomm_fusion_span){bi, b->n, b->count, r.algo_used,
                                             r.wire_used, r.in_place != 0, t0,
-                                            t1});
+                                            t1, b->route.predict_s});
     return TCOMM_OK;
 }
 
@@ -244,20 +251,19 @@ static void *_thread(void *arg)
     return NULL;
 }
 
-/* What hybrid will run each bucket on (tc_hybrid_pick_wire is a function
- * of the bucket's size, the flags and the model, all fixed at seal). */
-static void _wire_why(tcomm_fusion_t *f)
+/* Every bucket's route (the plan, fusion/plan.h), and what the banner
+ * says of hybrid's wire on one node, from those routes. */
+static void _route(tcomm_fusion_t *f)
 {
+    tc_plan_route(&f->plan, f->c, f->o.algo, f->o.wire, _flags(f),
+                  TC_ROUTE_SEGS);
+    f->wire_why[0] = 0;
     if (f->o.algo != TCOMM_ALGO_HYBRID || f->o.wire == TCOMM_WIRE_FP32 ||
         f->c->info.nnodes != 1 || f->c->info.size < 2)
         return;
-    unsigned flags = f->o.flags | (f->shared ? TCOMM_SHARED : 0);
     int n32 = 0;
-    for (int b = 0; b < f->plan.nb; b++) {
-        tcomm_wire w = f->o.wire;
-        tc_hybrid_pick_wire(f->c, f->plan.b[b].count, flags, &w);
-        n32 += w == TCOMM_WIRE_FP32;
-    }
+    for (int b = 0; b < f->plan.nb; b++)
+        n32 += f->plan.b[b].route.wire == TCOMM_WIRE_FP32;
     snprintf(f->wire_why, sizeof f->wire_why,
              "%d of %d buckets on fp32, %d on %s: on one node the cost "
              "model prices the %s wire's casts (%.2f GB/s) against the "
@@ -299,8 +305,7 @@ static tcomm_rc _theta_auto(tcomm_fusion_t *f)
         rc = tcomm_probe_links(f->c);
     if (!rc)
         rc = tc_fusion_theta(f->c, &f->plan, f->segs, f->o.algo, f->o.wire,
-                             f->o.flags | (f->shared ? TCOMM_SHARED : 0),
-                             &f->o.bucket_bytes, f->theta_why,
+                             _flags(f), &f->o.bucket_bytes, f->theta_why,
                              sizeof f->theta_why);
     return rc ? rc : _check_layout(f);
 }
@@ -322,7 +327,7 @@ tcomm_rc tcomm_fusion_seal(tcomm_fusion_t *f)
         rc = _check_layout(f);
     if (rc)
         return rc;
-    _wire_why(f);
+    _route(f);
     if (!f->o.synchronous) {
         if (pthread_create(&f->thread, NULL, _thread, f) != 0)
             return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
@@ -353,7 +358,7 @@ tcomm_rc tcomm_fusion_set_theta(tcomm_fusion_t *f, size_t bytes)
     if (rc)
         return rc;
     f->o.bucket_bytes = bytes;
-    _wire_why(f);
+    _route(f);
     return TCOMM_OK;
 }
 
@@ -370,6 +375,16 @@ size_t tcomm_fusion_theta(const tcomm_fusion_t *f)
 const char *tcomm_fusion_theta_why(const tcomm_fusion_t *f)
 {
     return f->theta_why;
+}
+
+int tcomm_fusion_plan_text(const tcomm_fusion_t *f, char *buf, size_t n)
+{
+    if (!f->sealed) {
+        if (n)
+            buf[0] = 0;
+        return 0;
+    }
+    return tc_plan_text(&f->plan, buf, n);
 }
 
 const char *tcomm_fusion_wire_why(const tcomm_fusion_t *f)

@@ -6,7 +6,10 @@
  * compute stream, or a copy to pinned host memory that the host fusion
  * then reduces. One CUDA event per bucket (staged path), recorded once per
  * step (the plan launches each bucket once per step), so events are
- * created at seal and reused by every step. */
+ * created at seal and reused by every step. The NCCL path's buckets run
+ * along the routes the plan resolved at seal (tc_plan_route over their
+ * spans), so a launch asks the cost model nothing; the staged path's host
+ * fusion resolves its own. */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +322,9 @@ tcomm_rc tcomm_gpu_seal(tcomm_gpu_t *g)
         return rc;
 #ifdef TORUS_HAVE_NCCL
     if (g->path == TC_GPU_NCCL)
+        tc_plan_route(&g->plan, g->c, g->o.algo, g->o.wire, 0,
+                      TC_ROUTE_NCCL);
+    if (g->path == TC_GPU_NCCL)
         rc = tcomm_nccl_reserve(g->nccl, maxf, g->o.wire);
     if (!rc && g->path == TC_GPU_NCCL)
         rc = _seal_timing(g);
@@ -332,6 +338,17 @@ tcomm_rc tcomm_gpu_seal(tcomm_gpu_t *g)
 size_t tcomm_gpu_bucket_count(const tcomm_gpu_t *g)
 {
     return (size_t)g->plan.nb;
+}
+
+int tcomm_gpu_plan_text(const tcomm_gpu_t *g, char *buf, size_t n)
+{
+    if (g->sealed && g->path == TC_GPU_STAGED)
+        return tcomm_fusion_plan_text(g->host, buf, n);
+    if (g->sealed)
+        return tc_plan_text(&g->plan, buf, n);
+    if (n)
+        buf[0] = 0;
+    return 0;
 }
 
 /* Staged buckets whose copy to the host is done go to the host fusion,
@@ -361,8 +378,9 @@ static tcomm_rc _launch(tcomm_gpu_t *g, int b)
     if (g->path == TC_GPU_NCCL) { /* every rank skips an empty one alike */
         g->timed[b] = span > 0;
         return span ? tcomm_nccl_allreduce_timed(
-                          g->nccl, (float *)k->lo, span, g->o.algo, g->o.wire,
-                          g->o.flags, g->compute, g->tev + 2 * b)
+                          g->nccl, (float *)k->lo, span, k->route.algo,
+                          k->route.wire, g->o.flags, g->compute,
+                          g->tev + 2 * b)
                     : TCOMM_OK;
     }
 #endif

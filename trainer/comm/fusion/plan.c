@@ -1,5 +1,6 @@
 /* fusion/plan.c: the bucket plan, its per-step bookkeeping and the choice
  * of the device path (see plan.h for the contract). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,6 +171,58 @@ void tc_plan_free(tc_plan *p)
     free(p->ready);
     free(p->b);
     memset(p, 0, sizeof *p);
+}
+
+void tc_plan_route(tc_plan *p, const tcomm_t *c, tcomm_algo algo,
+                   tcomm_wire wire, unsigned flags, tc_route_for how)
+{
+    for (int i = 0; i < p->nb; i++) {
+        tc_pbucket *b = &p->b[i];
+        size_t n = how == TC_ROUTE_NCCL ? (b->hi - b->lo) / sizeof(float)
+                                        : b->count;
+        tc_route_pick(c, n, b->n, algo, wire, flags, how, &b->route);
+    }
+}
+
+static int _same_route(const tc_route *a, const tc_route *b)
+{
+    return a->algo == b->algo && a->wire == b->wire && a->path == b->path;
+}
+
+int tc_plan_text(const tc_plan *p, char *buf, size_t n)
+{
+    size_t at = 0;
+    double sum = 0;
+    int priced = 1;
+#define PUT(...)                                                        \
+    do {                                                                \
+        size_t _at = at < n ? at : n - 1;                               \
+        int _k = snprintf(buf + _at, n - _at, __VA_ARGS__);            \
+        at += _k > 0 ? (size_t)_k : 0;                                  \
+    } while (0)
+    if (!n)
+        return 0;
+    PUT("%d bucket%s", p->nb, p->nb == 1 ? "" : "s");
+    for (int i = 0, j; i < p->nb; i = j) {
+        const tc_route *r = &p->b[i].route;
+        for (j = i + 1; j < p->nb && _same_route(r, &p->b[j].route); j++)
+            ;
+        PUT(i ? ", " : ": ");
+        if (j - i > 1)
+            PUT("%d-%d", i, j - 1);
+        else
+            PUT("%d", i);
+        PUT(" %s/%s %s", tcomm_algo_name(r->algo), tcomm_wire_name(r->wire),
+            tc_path_name(r->path));
+    }
+    for (int i = 0; i < p->nb; i++) {
+        priced &= p->b[i].route.predict_s >= 0;
+        sum += p->b[i].route.predict_s;
+    }
+    if (p->nb && priced)
+        PUT("; predicted %.1f ms a step", sum * 1e3);
+#undef PUT
+    return (int)at;
 }
 
 int tc_gpu_choose(int n, const int *node, const int *dev, const int *pref,

@@ -17,13 +17,19 @@
  *   arena), a bucket is the byte range from its lowest tensor to the end
  *   of its highest; tc_plan_spans() checks that no two buckets' ranges
  *   overlap, so each bucket is reduced in place as one vector (gaps are
- *   the arena's alignment padding, zero-filled and never written). */
+ *   the arena's alignment padding, zero-filled and never written).
+ * - Routes: once cut (and spanned, for device memory), every bucket gets
+ *   its route (core/route.h: algorithm, wire, path, pipeline pieces,
+ *   predicted time) from tc_plan_route, the only place the cost model is
+ *   asked about a bucket. A step runs each bucket along its route and
+ *   prices nothing; cutting again (theta re-tuned) resolves them again. */
 #ifndef TORUS_TCOMM_FUSION_PLAN_H
 #define TORUS_TCOMM_FUSION_PLAN_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trainer/comm/core/route.h"
 #include "trainer/comm/tcomm.h"
 
 typedef struct {
@@ -31,6 +37,7 @@ typedef struct {
     size_t count;     /* floats in its tensors */
     int pending;      /* tensors not yet ready this step */
     uintptr_t lo, hi; /* span [lo, hi) in bytes (tc_plan_spans) */
+    tc_route route;   /* how it runs (tc_plan_route) */
 } tc_pbucket;
 
 typedef struct {
@@ -65,6 +72,18 @@ int tc_plan_launched(const tc_plan *p);
  * while having elements). *max_floats: the largest span in floats. */
 tcomm_rc tc_plan_spans(tc_plan *p, size_t *max_floats);
 void tc_plan_free(tc_plan *p);
+/* Resolves every bucket's route on c (tc_route_pick) for algo, wire and
+ * flags: host pieces (TC_ROUTE_SEGS: the bucket's count in its tensors)
+ * or device spans (TC_ROUTE_NCCL: its span's floats, after
+ * tc_plan_spans). After every cut; the same on every rank. */
+void tc_plan_route(tc_plan *p, const tcomm_t *c, tcomm_algo algo,
+                   tcomm_wire wire, unsigned flags, tc_route_for how);
+/* The routes in one line for the banner and the logs: the buckets in runs
+ * of one algorithm, wire and path, and the predicted time of all ("19
+ * buckets: 0-17 torus2d/fp16 in-place, 18 flat/fp32 packed; predicted
+ * 12.3 ms a step"), cut short to fit n > 0 bytes. Returns the length
+ * it has in full, as snprintf does. */
+int tc_plan_text(const tc_plan *p, char *buf, size_t n);
 
 /* How a device-memory gradient exchange runs (gpu_fusion.c): NCCL on the
  * device, or the MPI transport through pinned host buffers. */
