@@ -16,6 +16,10 @@ EXTRA_DIST += tests/unit/include_layers.sh
 # code.
 TESTS += tests/unit/error_codes.sh
 EXTRA_DIST += tests/unit/error_codes.sh
+# And at link level: no two files of one folder call each other (nm over
+# the libraries' objects; the known circles are listed in the script).
+TESTS += tests/unit/call_circles.sh
+EXTRA_DIST += tests/unit/call_circles.sh
 
 # Docs that cannot drift: every path a document or comment names exists,
 # every option a document shows is in the program's --help, no comment

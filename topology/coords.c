@@ -131,37 +131,52 @@ static torus_layout_rc _push(torus_layout_coords_t *c, const _entry_t *e)
     return TORUS_LAYOUT_OK;
 }
 
-torus_layout_rc torus_layout_coords_add_addr(torus_layout_topo_t *topo,
-                                             const char *addr, size_t len)
+/* addr's numbers into v and their count (1 or 3) into *n, the separators
+ * into *colon and *dot; TORUS_LAYOUT_EINVAL naming addr when it is not a
+ * coordinate address. */
+static torus_layout_rc _parse(const char *addr, size_t len, uint32_t v[3],
+                              int *n, const char **colon, const char **dot)
 {
-    const char *dot = memchr(addr, '.', len), *end = addr + len;
-    const char *colon = memchr(addr, ':', len);
-    uint32_t v[3] = {0, 0, 0};
-    int n = dot ? _numbers(colon + 1, dot, v) : -1;
-    if (!dot || memchr(dot + 1, '.', (size_t)(end - dot - 1)) || n < 0 ||
-        (n != 1 && n != 3) || !_name_ok(addr, (size_t)(colon - addr)) ||
-        !_name_ok(dot + 1, (size_t)(end - dot - 1)))
+    const char *end = addr + len;
+    *dot = memchr(addr, '.', len);
+    *colon = memchr(addr, ':', len);
+    *n = *dot && *colon && *colon < *dot ? _numbers(*colon + 1, *dot, v) : -1;
+    if (!*dot || memchr(*dot + 1, '.', (size_t)(end - *dot - 1)) || *n < 0 ||
+        (*n != 1 && *n != 3) || !_name_ok(addr, (size_t)(*colon - addr)) ||
+        !_name_ok(*dot + 1, (size_t)(end - *dot - 1)))
         return TORUS_FAIL(
             TORUS_LAYOUT_EINVAL,
             "SLURM_TOPOLOGY_ADDR '%.80s': expected NAME:X:Y:Z.node "
             "(torus3d) or NAME:POS.node (ring), coordinates "
             "0..%u",
             addr, _COORD_MAX);
-    torus_layout_topo_kind kind = n == 3 ? TORUS_TOPO_TORUS3D : TORUS_TOPO_RING;
-    torus_layout_rc rc = torus_layout_topo_set_kind(topo, kind);
-    if (rc == TORUS_LAYOUT_EINVAL)
-        return TORUS_FAIL(
-            rc,
-            "SLURM_TOPOLOGY_ADDR '%.80s': a %s address among "
-            "%s addresses",
-            addr, torus_layout_topo_kind_name(kind),
-            torus_layout_topo_kind_name(torus_layout_topo_kind_of(topo)));
-    torus_layout_coords_t *c = torus_layout_topo_coords_of(topo);
+    return TORUS_LAYOUT_OK;
+}
+
+torus_layout_rc torus_layout_coords_kind(const char *addr, size_t len,
+                                         torus_layout_topo_kind *kind)
+{
+    uint32_t v[3];
+    int n;
+    const char *colon, *dot;
+    torus_layout_rc rc = _parse(addr, len, v, &n, &colon, &dot);
+    if (!rc)
+        *kind = n == 3 ? TORUS_TOPO_TORUS3D : TORUS_TOPO_RING;
+    return rc;
+}
+
+torus_layout_rc torus_layout_coords_add_addr(torus_layout_coords_t *c,
+                                             const char *addr, size_t len)
+{
+    uint32_t v[3] = {0, 0, 0};
+    int n;
+    const char *colon, *dot, *end = addr + len;
+    torus_layout_rc rc = _parse(addr, len, v, &n, &colon, &dot);
+    if (rc)
+        return rc;
     _entry_t e = {.c = {v[0], v[1], v[2]}};
-    if (!rc) {
-        c->ndims = n;
-        rc = _net(c, addr, (size_t)(colon - addr), &e.net);
-    }
+    c->ndims = n;
+    rc = _net(c, addr, (size_t)(colon - addr), &e.net);
     if (!rc && !(e.node = strndup(dot + 1, (size_t)(end - dot - 1))))
         rc = TORUS_LAYOUT_ENOMEM;
     if (!rc && (rc = _push(c, &e)))
@@ -408,12 +423,11 @@ static torus_layout_rc _torus(const torus_layout_coords_t *c,
     return TORUS_LAYOUT_OK;
 }
 
-torus_layout_rc torus_layout_coords_order(const torus_layout_topo_t *topo,
+torus_layout_rc torus_layout_coords_order(const torus_layout_coords_t *c,
                                           const char *const *names,
                                           size_t count,
                                           torus_layout_coord_order_t *out)
 {
-    const torus_layout_coords_t *c = torus_layout_topo_coords(topo);
     *out = (torus_layout_coord_order_t){0};
     size_t *entry = malloc(count * sizeof *entry);
     out->order = malloc(count * sizeof *out->order);
@@ -441,8 +455,7 @@ torus_layout_rc torus_layout_coords_order(const torus_layout_topo_t *topo,
     return rc;
 }
 
-const char *torus_layout_coords_net(const torus_layout_topo_t *topo)
+const char *torus_layout_coords_net(const torus_layout_coords_t *c)
 {
-    const torus_layout_coords_t *c = torus_layout_topo_coords(topo);
     return c && c->nnames ? c->names[0] : "-";
 }

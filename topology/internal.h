@@ -68,10 +68,16 @@ torus_layout_rc torus_layout_topo_finish(torus_layout_topo_t *t,
 typedef struct torus_layout_coords torus_layout_coords_t;
 torus_layout_rc torus_layout_coords_new(torus_layout_coords_t **out);
 void torus_layout_coords_free(torus_layout_coords_t *c);
-/* Add "NAME:X:Y:Z.node" or "NAME:POS.node" (addr of len bytes). */
-torus_layout_rc torus_layout_coords_add_addr(torus_layout_topo_t *topo,
+/* The kind of "NAME:X:Y:Z.node" (torus3d) or "NAME:POS.node" (ring), addr
+ * of len bytes; TORUS_LAYOUT_EINVAL naming it when it is neither. */
+torus_layout_rc torus_layout_coords_kind(const char *addr, size_t len,
+                                         torus_layout_topo_kind *kind);
+/* Add such an address to c. The map's kind is switchmap.c's to check
+ * (torus_layout_topo_add_addr): coords.c knows the table, not the map, so
+ * that switchmap.c calls down into it and never the other way. */
+torus_layout_rc torus_layout_coords_add_addr(torus_layout_coords_t *c,
                                              const char *addr, size_t len);
-torus_layout_coords_t *torus_layout_topo_coords_of(torus_layout_topo_t *t);
+/* switchmap.c: the map's coordinate table (NULL for a switch tree). */
 const torus_layout_coords_t *
 torus_layout_topo_coords(const torus_layout_topo_t *t);
 
@@ -86,13 +92,13 @@ typedef struct torus_layout_coord_order {
     size_t nodes_per_row;
     char note[160];
 } torus_layout_coord_order_t;
-torus_layout_rc torus_layout_coords_order(const torus_layout_topo_t *topo,
+torus_layout_rc torus_layout_coords_order(const torus_layout_coords_t *c,
                                           const char *const *names,
                                           size_t count,
                                           torus_layout_coord_order_t *out);
 
 /* Name of the (first) torus or ring of a coordinate map, for group names. */
-const char *torus_layout_coords_net(const torus_layout_topo_t *topo);
+const char *torus_layout_coords_net(const torus_layout_coords_t *c);
 
 /* FNV-1a, the one hash the library uses for name tables. */
 uint64_t torus_layout_hash(const char *s);

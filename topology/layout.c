@@ -537,8 +537,8 @@ static torus_layout_rc _coord_nodes(torus_layout_t *l,
 {
     torus_layout_coord_order_t co;
     *done = false;
-    torus_layout_rc rc =
-        torus_layout_coords_order(in->topo, in->nodes, in->nnodes, &co);
+    torus_layout_rc rc = torus_layout_coords_order(
+        torus_layout_topo_coords(in->topo), in->nodes, in->nnodes, &co);
     if (rc || !co.order) {
         snprintf(l->reason, sizeof l->reason, "%s", co.note);
         free(co.order);
@@ -568,7 +568,8 @@ static torus_layout_rc _coord_nodes(torus_layout_t *l,
     }
     for (uint32_t g = 0; g < l->ngroups; g++) {
         l->group_start[g + 1] += l->group_start[g];
-        if (!(l->group_switch[g] = strdup(torus_layout_coords_net(in->topo))))
+        if (!(l->group_switch[g] = strdup(
+                  torus_layout_coords_net(torus_layout_topo_coords(in->topo)))))
             return TORUS_FAIL(TORUS_LAYOUT_ENOMEM, "out of memory");
     }
     *done = true;

@@ -111,11 +111,6 @@ uint32_t torus_layout_topo_block_sizes(const torus_layout_topo_t *t,
     return t->nblock_sizes;
 }
 
-torus_layout_coords_t *torus_layout_topo_coords_of(torus_layout_topo_t *t)
-{
-    return t->coords;
-}
-
 const torus_layout_coords_t *
 torus_layout_topo_coords(const torus_layout_topo_t *t)
 {
@@ -240,6 +235,28 @@ static torus_layout_rc _append(char **list, const char *name)
     return TORUS_LAYOUT_OK;
 }
 
+/* A coordinate address (torus3d, ring): its kind must be the map's, and
+ * coords.c keeps it in the map's coordinate table. */
+static torus_layout_rc _add_coords(torus_layout_topo_t *topo, const char *addr,
+                                   size_t len)
+{
+    torus_layout_topo_kind kind;
+    torus_layout_rc rc = torus_layout_coords_kind(addr, len, &kind);
+    if (rc)
+        return rc;
+    rc = torus_layout_topo_set_kind(topo, kind);
+    if (rc == TORUS_LAYOUT_EINVAL)
+        return TORUS_FAIL(rc,
+                          "SLURM_TOPOLOGY_ADDR '%.80s': a %s address among "
+                          "%s addresses",
+                          addr, torus_layout_topo_kind_name(kind),
+                          torus_layout_topo_kind_name(topo->kind));
+    if (rc)
+        return TORUS_FAIL(rc, "SLURM_TOPOLOGY_ADDR: %s",
+                          torus_layout_strerror(rc));
+    return torus_layout_coords_add_addr(topo->coords, addr, len);
+}
+
 torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
                                            const char *addr)
 {
@@ -249,7 +266,7 @@ torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
                           "SLURM_TOPOLOGY_ADDR: empty or too long");
     const char *first_dot = memchr(addr, '.', len);
     if (memchr(addr, ':', first_dot ? (size_t)(first_dot - addr) : len))
-        return torus_layout_coords_add_addr(topo, addr, len);
+        return _add_coords(topo, addr, len);
     if (len > 0 && memchr(addr, '.', len) &&
         torus_layout_topo_set_kind(topo, TORUS_TOPO_TREE))
         return TORUS_FAIL(TORUS_LAYOUT_EINVAL,

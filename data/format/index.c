@@ -21,13 +21,6 @@ void tdata_shard_filename(char *buf, size_t n, const char *split, int i,
     snprintf(buf, n, "%s-%05d-of-%05d.h5", split, i, count);
 }
 
-void tdata_strv_free(char **v, int64_t n)
-{
-    for (int64_t i = 0; v && i < n; i++)
-        free(v[i]);
-    free(v);
-}
-
 void tdata_index_free(tdata_index *ix)
 {
     tdata_strv_free(ix->class_ids, ix->num_classes);

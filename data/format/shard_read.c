@@ -30,6 +30,15 @@ uint32_t tdata_crc_of_crcs(const uint32_t *crcs, uint64_t n)
     return c;
 }
 
+/* Here, below index.c (which opens shards to check them), so that index.c
+ * calls down into this file and never the other way. */
+void tdata_strv_free(char **v, int64_t n)
+{
+    for (int64_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 /* The length of 1-D dataset NAME, or -1 when it is absent or not 1-D. */
 static int64_t _extent_1d(hid_t f, const char *name)
 {

@@ -352,10 +352,10 @@ static tc_route _per_step(const tcomm_t *c, size_t count, int nsegs,
     tc_route r = {0};
     if (algo == TCOMM_ALGO_HYBRID)
         algo = tc_hybrid_pick_wire(c, count, flags, &wire);
-    const tc_group *rows = algo == TCOMM_ALGO_TORUS2D ? &c->row
-                           : algo == TCOMM_ALGO_HIER_RS && c->info.groups_uniform
-                               ? &c->group
-                               : NULL;
+    const tc_group *rows =
+        algo == TCOMM_ALGO_TORUS2D                             ? &c->row
+        : algo == TCOMM_ALGO_HIER_RS && c->info.groups_uniform ? &c->group
+                                                               : NULL;
     int in_place = count > 0 && tc_shared_in_place(rows, flags);
     r.algo = algo;
     r.wire = wire;
@@ -367,9 +367,9 @@ static tc_route _per_step(const tcomm_t *c, size_t count, int nsegs,
         r.path = TC_PATH_ON_NODE;
     else
         r.path = TC_PATH_PACKED;
-    r.pieces = tc_pipeline_pieces(
-        c, count * tcomm_wire_bytes(wire),
-        algo == TCOMM_ALGO_HIER ? c->info.ngroups : c->info.size);
+    r.pieces = tc_pipeline_pieces(c, count * tcomm_wire_bytes(wire),
+                                  algo == TCOMM_ALGO_HIER ? c->info.ngroups
+                                                          : c->info.size);
     return r;
 }
 
@@ -386,8 +386,8 @@ static int _resnet50(tc_plan *p)
     for (int s = 3; s >= 0; s--)
         for (int b = blocks[s] - 1; b >= 0; b--) {
             size_t w = (size_t)width[s], in = b ? 4 * w : (s ? 2 * w : 64);
-            size_t k[9] = {4 * w, 4 * w, w * 4 * w, w, w, 9 * w * w,
-                           w, w, in * w};
+            size_t k[9] = {4 * w,     4 * w, w * 4 * w, w,     w,
+                           9 * w * w, w,     w,         in * w};
             for (int j = 0; j < 9; j++)
                 cnt[n++] = k[j];
         }
@@ -412,10 +412,10 @@ static int _resnet50(tc_plan *p)
 
 START_TEST(test_plan_routes)
 {
-    static const int shape[][2] = {{8, 4}, {8, 2}, {8, 1}, {4, 2},
+    static const int shape[][2] = {{8, 4}, {8, 2}, {8, 1},  {4, 2},
                                    {4, 1}, {2, 2}, {16, 4}, {6, 3}};
-    static const size_t thetas[] = {30000, 256 << 10, 1 << 20, 4 << 20,
-                                    16 << 20, 64 << 20};
+    static const size_t thetas[] = {30000,   256 << 10, 1 << 20,
+                                    4 << 20, 16 << 20,  64 << 20};
     static const tcomm_algo algos[] = {TCOMM_ALGO_HYBRID, TCOMM_ALGO_TORUS2D,
                                        TCOMM_ALGO_HIER_RS, TCOMM_ALGO_HIER};
     static unsigned char *blocks[16];
@@ -444,12 +444,10 @@ START_TEST(test_plan_routes)
                                 "P=%d nodes=%d theta=%zu %s %s bucket %d: "
                                 "plan %s/%s/%s/%d, per step %s/%s/%s/%d",
                                 shape[s][0], shape[s][1], thetas[t],
-                                tcomm_algo_name(algos[a]),
-                                tcomm_wire_name(w), b,
-                                tcomm_algo_name(r->algo),
-                                tcomm_wire_name(r->wire),
-                                tc_path_name(r->path), r->pieces,
-                                tcomm_algo_name(e.algo),
+                                tcomm_algo_name(algos[a]), tcomm_wire_name(w),
+                                b, tcomm_algo_name(r->algo),
+                                tcomm_wire_name(r->wire), tc_path_name(r->path),
+                                r->pieces, tcomm_algo_name(e.algo),
                                 tcomm_wire_name(e.wire), tc_path_name(e.path),
                                 e.pieces);
                             tcomm_model_params m = c.model;
@@ -473,14 +471,12 @@ START_TEST(test_plan_routes)
                                       TC_ROUTE_NCCL);
                         for (int b = 0; b < p.nb; b++) {
                             size_t span = (p.b[b].hi - p.b[b].lo) / 4;
-                            tcomm_algo e =
-                                algos[a] == TCOMM_ALGO_HYBRID
-                                    ? tc_hybrid_pick(&c, span, w, 0)
-                                    : algos[a];
+                            tcomm_algo e = algos[a] == TCOMM_ALGO_HYBRID
+                                               ? tc_hybrid_pick(&c, span, w, 0)
+                                               : algos[a];
                             ck_assert_int_eq(p.b[b].route.algo, e);
                             ck_assert_int_eq(p.b[b].route.wire, w);
-                            ck_assert_int_eq(p.b[b].route.path,
-                                             TC_PATH_DEVICE);
+                            ck_assert_int_eq(p.b[b].route.path, TC_PATH_DEVICE);
                         }
                     }
             }
@@ -493,12 +489,14 @@ START_TEST(test_plan_routes)
     char line[256];
     _grid(&c, 8, 4, blocks);
     ck_assert_int_eq(tc_plan_cut(&p, 4 << 20), TCOMM_OK);
-    tc_plan_route(&p, &c, TCOMM_ALGO_TORUS2D, TCOMM_WIRE_FP16,
-                  TCOMM_SHARED, TC_ROUTE_SEGS);
+    tc_plan_route(&p, &c, TCOMM_ALGO_TORUS2D, TCOMM_WIRE_FP16, TCOMM_SHARED,
+                  TC_ROUTE_SEGS);
     tc_plan_text(&p, line, sizeof line);
     char want[64];
-    snprintf(want, sizeof want, "%d buckets: 0-%d torus2d/fp16 in-place; "
-             "predicted ", p.nb, p.nb - 1);
+    snprintf(want, sizeof want,
+             "%d buckets: 0-%d torus2d/fp16 in-place; "
+             "predicted ",
+             p.nb, p.nb - 1);
     ck_assert_msg(strncmp(line, want, strlen(want)) == 0, "%s", line);
     /* Cut short, never past the buffer; the length in full returned. */
     int full = (int)strlen(line);

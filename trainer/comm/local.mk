@@ -51,6 +51,7 @@ trainer_comm_libtcomm_la_SOURCES = \
 	trainer/comm/transport/shm.c \
 	trainer/comm/transport/shm_win.c \
 	trainer/comm/transport/guard.c \
+	trainer/comm/transport/lost.c \
 	trainer/comm/transport/pmix.c \
 	trainer/comm/algo/algo.h \
 	trainer/comm/algo/ring.c \

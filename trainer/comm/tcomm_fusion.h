@@ -34,11 +34,11 @@ typedef struct tcomm_fusion tcomm_fusion_t;
 /* One bucket's reduction as it ran, for a timeline (on_bucket below). */
 typedef struct {
     int bucket, ntensors;
-    size_t count;    /* fp32 values */
-    tcomm_algo algo; /* the one that ran (hybrid resolved) */
-    tcomm_wire wire; /* the precision on the wire */
-    int in_place;    /* reduced where it lies in shared memory */
-    double t0, t1;   /* tcomm_wtime() (CLOCK_MONOTONIC) at start and end */
+    size_t count;     /* fp32 values */
+    tcomm_algo algo;  /* the one that ran (hybrid resolved) */
+    tcomm_wire wire;  /* the precision on the wire */
+    int in_place;     /* reduced where it lies in shared memory */
+    double t0, t1;    /* tcomm_wtime() (CLOCK_MONOTONIC) at start and end */
     double predict_s; /* what the cost model priced it at, at seal; < 0:
                        * it cannot price it */
 } tcomm_fusion_span;

@@ -57,14 +57,12 @@ tcomm_rc tc_2d_allreduce(tcomm_t *c, tc_group *rows, const tc_group *cols,
 /* allreduce.c: tcomm_allreduce along a route resolved before (tc_route:
  * r->algo is never hybrid); asks no cost model. */
 tcomm_rc tc_allreduce_run(tcomm_t *c, float *buf, size_t count,
-                          const tc_route *r, unsigned flags,
-                          tcomm_result *res);
+                          const tc_route *r, unsigned flags, tcomm_result *res);
 /* segs.c: tcomm_allreduce_segs along a route resolved before for these
  * count floats in ns pieces (tc_route_pick with TC_ROUTE_SEGS and the same
  * flags); asks no cost model. The fusion's buckets run so. */
-tcomm_rc tc_segs_run(tcomm_t *c, const tcomm_seg *segs, int nsegs,
-                     size_t count, const tc_route *r, unsigned flags,
-                     tcomm_result *res);
+tcomm_rc tc_segs_run(tcomm_t *c, const tcomm_seg *segs, int nsegs, size_t count,
+                     const tc_route *r, unsigned flags, tcomm_result *res);
 
 /* seg_walk.c: call fn on every piece of the range [from, from + len) of
  * the vector that the pieces s[0..ns) make up: p and n are the piece's

@@ -124,9 +124,8 @@ static tcomm_rc _packed(tcomm_t *c, const tcomm_seg *segs, int nsegs,
     return rc;
 }
 
-tcomm_rc tc_segs_run(tcomm_t *c, const tcomm_seg *segs, int nsegs,
-                     size_t count, const tc_route *r, unsigned flags,
-                     tcomm_result *res)
+tcomm_rc tc_segs_run(tcomm_t *c, const tcomm_seg *segs, int nsegs, size_t count,
+                     const tc_route *r, unsigned flags, tcomm_result *res)
 {
     double t0 = tcomm_wtime();
     c->started = 1; /* ends start-up's deadline (bootstrap/watchdog.c) */

@@ -150,9 +150,9 @@ int tc_shared_in_place(const tc_group *g, unsigned flags);
  * row, hier-rs's group where the groups are uniform, else none (NULL). A
  * macro so that c's constness carries over. */
 #define TC_ALGO_ROWS(c, a)                                                 \
-    ((a) == TCOMM_ALGO_TORUS2D                                      ? &(c)->row \
+    ((a) == TCOMM_ALGO_TORUS2D                               ? &(c)->row   \
      : (a) == TCOMM_ALGO_HIER_RS && (c)->info.groups_uniform ? &(c)->group \
-                                                               : NULL)
+                                                             : NULL)
 /* How many pieces a message of wire_bytes runs in (1: not worth it, or not
  * possible: MPI without MPI_THREAD_MULTIPLE, TCOMM_PIPELINE=1). parts: as
  * torus_cost_pieces; the same on every rank, so that all cut alike. Part

@@ -96,10 +96,10 @@ void tc_route_pick(const tcomm_t *c, size_t count, int nsegs, tcomm_algo algo,
     /* hier pipelines its leaders' ring over the groups, torus2d, hier-rs
      * and the in-place sum their column rings over all ranks. */
     int parts = algo == TCOMM_ALGO_HIER ? c->info.ngroups : c->info.size;
-    r->pieces = how == TC_ROUTE_NCCL
-                    ? 1
-                    : tc_pipeline_pieces(c, count * tcomm_wire_bytes(wire),
-                                         parts);
+    r->pieces =
+        how == TC_ROUTE_NCCL
+            ? 1
+            : tc_pipeline_pieces(c, count * tcomm_wire_bytes(wire), parts);
     tcomm_model_params m = _model(c, f);
     r->predict_s = tcomm_model_time(&m, algo, count, wire);
 }

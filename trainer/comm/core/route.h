@@ -29,8 +29,8 @@ typedef enum {
 typedef enum { TC_ROUTE_ONE = 0, TC_ROUTE_SEGS, TC_ROUTE_NCCL } tc_route_for;
 
 typedef struct {
-    tcomm_algo algo;  /* never TCOMM_ALGO_HYBRID */
-    tcomm_wire wire;  /* the wire it runs on (hybrid may take fp32) */
+    tcomm_algo algo; /* never TCOMM_ALGO_HYBRID */
+    tcomm_wire wire; /* the wire it runs on (hybrid may take fp32) */
     tc_path path;
     int pieces;       /* the pipeline's pieces (1: none), what hier.c,
                        * torus2d.c and the in-place path cut the message

@@ -322,8 +322,7 @@ tcomm_rc tcomm_gpu_seal(tcomm_gpu_t *g)
         return rc;
 #ifdef TORUS_HAVE_NCCL
     if (g->path == TC_GPU_NCCL)
-        tc_plan_route(&g->plan, g->c, g->o.algo, g->o.wire, 0,
-                      TC_ROUTE_NCCL);
+        tc_plan_route(&g->plan, g->c, g->o.algo, g->o.wire, 0, TC_ROUTE_NCCL);
     if (g->path == TC_GPU_NCCL)
         rc = tcomm_nccl_reserve(g->nccl, maxf, g->o.wire);
     if (!rc && g->path == TC_GPU_NCCL)
@@ -379,8 +378,7 @@ static tcomm_rc _launch(tcomm_gpu_t *g, int b)
         g->timed[b] = span > 0;
         return span ? tcomm_nccl_allreduce_timed(
                           g->nccl, (float *)k->lo, span, k->route.algo,
-                          k->route.wire, g->o.flags, g->compute,
-                          g->tev + 2 * b)
+                          k->route.wire, g->o.flags, g->compute, g->tev + 2 * b)
                     : TCOMM_OK;
     }
 #endif

@@ -178,8 +178,8 @@ void tc_plan_route(tc_plan *p, const tcomm_t *c, tcomm_algo algo,
 {
     for (int i = 0; i < p->nb; i++) {
         tc_pbucket *b = &p->b[i];
-        size_t n = how == TC_ROUTE_NCCL ? (b->hi - b->lo) / sizeof(float)
-                                        : b->count;
+        size_t n =
+            how == TC_ROUTE_NCCL ? (b->hi - b->lo) / sizeof(float) : b->count;
         tc_route_pick(c, n, b->n, algo, wire, flags, how, &b->route);
     }
 }
@@ -194,11 +194,11 @@ int tc_plan_text(const tc_plan *p, char *buf, size_t n)
     size_t at = 0;
     double sum = 0;
     int priced = 1;
-#define PUT(...)                                                        \
-    do {                                                                \
-        size_t _at = at < n ? at : n - 1;                               \
-        int _k = snprintf(buf + _at, n - _at, __VA_ARGS__);            \
-        at += _k > 0 ? (size_t)_k : 0;                                  \
+#define PUT(...)                                            \
+    do {                                                    \
+        size_t _at = at < n ? at : n - 1;                   \
+        int _k = snprintf(buf + _at, n - _at, __VA_ARGS__); \
+        at += _k > 0 ? (size_t)_k : 0;                      \
     } while (0)
     if (!n)
         return 0;

@@ -1,7 +1,8 @@
 /* transport/transport.h: how libtcomm's ranks move bytes (layer transport,
  * above core): MPI point-to-point and collectives with a no-progress
- * deadline, MPI's own all-reduce and the agreement on success (mpi.c), a
- * node's shared memory (shm.c) and its windows' guarded allocation
+ * deadline, MPI's own all-reduce and the agreement on success (mpi.c), the
+ * guard thread of blocking calls (guard.c) and the lost-rank search both
+ * use (lost.c), a node's shared memory (shm.c) and its windows' guarded allocation
  * (shm_win.c), and the PMIx key-value store (pmix.c): the host
  * transports. The host algorithms (algo/ring.c, hier.c, torus2d.c, ...) are
  * built from these. The NCCL transport (nccl.c) is apart: its public face
@@ -49,9 +50,9 @@ tcomm_rc tc_recv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
                  int src);
 tcomm_rc tc_mpi_ops_create(tcomm_t *c);
 void tc_mpi_ops_free(tcomm_t *c);
-/* After a wait on world rank suspect failed or timed out: every rank that
- * is stuck tells all others whom it waits for (-1: a collective);
- * following that chain from suspect to a rank that never reported names
+/* lost.c. After a wait on world rank suspect failed or timed out: every
+ * rank that is stuck tells all others whom it waits for (-1: a
+ * collective); following that chain from suspect to a rank that never reported names
  * the lost one; with no suspect (-1), the lowest rank that never reported.
  * -1: every rank reported (nobody to name). */
 int tc_find_lost_rank(tcomm_t *c, int suspect);
