@@ -93,6 +93,7 @@ def check_step(rank, step, s, evs, ckpt_every):
 
 def check_buckets(rank, bwds, buckets, nbuckets, step_tid, names):
     per_step = [[] for _ in bwds]
+    predicted = {}
     for b in buckets:
         # a bucket belongs to the step whose backward last began before it
         i = max([k for k, w in enumerate(bwds) if w[0]["ts"] <= b["ts"] + EPS],
@@ -107,8 +108,16 @@ def check_buckets(rank, bwds, buckets, nbuckets, step_tid, names):
             fail("rank %d: bucket %s not on the comm thread" % (rank, a))
         if (a.get("algo") not in ALGOS or a.get("bytes", 0) <= 0 or
                 a.get("wire") != "fp16" or
-                a.get("wire_bytes") * 2 != a.get("bytes")):
+                a.get("wire_bytes") * 2 != a.get("bytes") or
+                not isinstance(a.get("predicted_us"), (int, float)) or
+                a.get("predicted_us") <= 0):
             fail("rank %d: bucket args %s" % (rank, a))
+        # the bucket plan is resolved at seal: one prediction per bucket
+        # in every step
+        seen = predicted.setdefault(a.get("bucket"), a.get("predicted_us"))
+        if seen != a.get("predicted_us"):
+            fail("rank %d: bucket %s predicted %s us, earlier %s us" %
+                 (rank, a.get("bucket"), a.get("predicted_us"), seen))
     overlap = 0
     for i, got in enumerate(per_step):
         idx = [b["args"]["bucket"] for b in got]

@@ -1,7 +1,8 @@
 #!/bin/bash
 # train_theta.sh: --bucket-kb auto, the default, under `mpirun -np 2`
 # (ResNet-50 at 32 px, 25.6M gradients).
-# Rank 0 prints the size it chose in a short line, and with --verbose why;
+# Rank 0 prints the size it chose in a short line, and with --verbose why,
+# and the bucket plan (every bucket's route) in the banner;
 # the test checks the reason against the rule: the size kept is the
 # smallest within 0.5% of the fastest in the timed trial (each size after
 # an untimed pass at it) of 1, 4 and 16 MiB and the cost
@@ -36,6 +37,16 @@ got=$(sed -n 's/.*gradients in \([0-9]*\) buckets.*/\1/p' "$tmp/auto.log")
 [ -n "$kb" ] && [ $((kb & (kb - 1))) = 0 ] && [ "$kb" -ge 256 ] && [ "$kb" -le 65536 ] ||
     fail "chosen size '$kb' KiB is not a power of two in 256..65536"
 [ -n "$nb" ] && [ "$nb" = "$got" ] || fail "the reason says $nb buckets, the exchange has $got"
+# The bucket plan in the banner: as many buckets, every one on ring at the
+# fp16 wire, sent (one tensor) or packed, and the model's time for all.
+plan=$(sed -n 's/^torus-train: bucket plan: //p' "$tmp/auto.log")
+echo "bucket plan: $plan"
+[ "$(sed -n 's/^\([0-9]*\) buckets\{0,1\}: .*/\1/p' <<<"$plan")" = "$got" ] ||
+    fail "the bucket plan does not have the exchange's $got buckets: '$plan'"
+runs=$(sed -n 's/^[0-9]* buckets\{0,1\}: \(.*\); predicted [0-9.]* ms a step$/\1/p' <<<"$plan")
+[ -n "$runs" ] && ! tr ',' '\n' <<<"$runs" |
+    grep -Evq '^ ?[0-9]+(-[0-9]+)? ring/fp16 (sent|packed)$' ||
+    fail "the bucket plan is not every bucket on ring/fp16 with a prediction: '$plan'"
 # The trial: (A KiB: X ms, B KiB: Y ms, ...; the slowest rank's ...),
 # ascending, 1, 4 and 16 MiB and the proposal among them; the size kept is
 # the smallest whose time is within 0.5% of the least (times in 0.01 ms).

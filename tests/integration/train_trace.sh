@@ -5,7 +5,8 @@
 #   - the timeline is Chrome trace-event JSON whose spans nest on every
 #     thread, each rank's 6 steps hold their phases in order, backward its
 #     layer groups, every step every bucket's all-reduce (on the
-#     communication thread, with algorithm, bytes and wire), the
+#     communication thread, with algorithm, bytes, wire and the time the
+#     bucket plan predicted, the same every step), the
 #     checkpoints their write (rank 0) and wait (rank 1), and bucket
 #     reductions overlap backward on both ranks (trace_check.py);
 #   - the control: with one bucket of every gradient (complete only when
