@@ -165,7 +165,8 @@ void torus_json_rec_free(torus_json_rec *r)
 
 int torus_json_has(const torus_json_rec *r, const char *key)
 {
-    return json_object_object_get_ex(r->obj, key, NULL);
+    json_object *x = NULL;
+    return json_object_object_get_ex(r->obj, key, &x) && x;
 }
 
 /* The field key of type t (int also passes for double), or NULL with the

@@ -67,7 +67,8 @@ int torus_json_read_line(FILE *f, const char *path, long *line, char *buf,
 int torus_json_parse(const char *text, size_t len, torus_json_rec *r);
 void torus_json_rec_free(torus_json_rec *r);
 
-/* 1 when r has field key. */
+/* 1 when r has field key with a value other than null (the getters
+ * below take null for missing). */
 int torus_json_has(const torus_json_rec *r, const char *key);
 /* The field, required: an integer in [lo, hi]; a number (integer or not,
  * finite) in [lo, hi]; a string of at most size - 1 bytes. */

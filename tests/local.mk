@@ -90,12 +90,13 @@ EXTRA_DIST += tests/unit/deploy_spec.sh
 
 # Every libFuzzer target (tests/fuzz/) for FUZZ_SMOKE_SECONDS each from its
 # committed seeds: fuzz_parsers (topology parsers), fuzz_data (libtdata's
-# readers, the listing, names), fuzz_ckpt (the checkpoint loader). Needs
-# clang. CI runs the parsers and the checkpoint loader for 5 s each
+# readers, the listing, names), fuzz_ckpt (the checkpoint loader), fuzz_json
+# (the JSON readers: sweep results, metrics). Needs clang. CI runs the
+# parsers, the checkpoint loader and the JSON readers for 5 s each
 # (tests/integration/fuzz_smoke.sh; data_fuzz.sh runs fuzz_data); by hand:
 #   make fuzz-smoke                 # 30 s each
 FUZZ_SMOKE_SECONDS = 30
-FUZZ_SMOKE_TARGETS = parsers data ckpt
+FUZZ_SMOKE_TARGETS = parsers data ckpt json
 FUZZ_SMOKE_DIR = $(abs_builddir)/tests/fuzz/smoke
 TESTS += tests/integration/fuzz_smoke.sh
 EXTRA_DIST += tests/integration/fuzz_smoke.sh
@@ -124,3 +125,9 @@ clean-local: clean-fuzz-smoke
 clean-fuzz-smoke:
 	-rm -rf tests/fuzz/smoke
 .PHONY: fuzz-smoke clean-fuzz-smoke
+
+# Reads a JSON file torus wrote back through json-c and checks its schema
+# (layout, bench, metrics, results); the tests that make the files call it.
+check_PROGRAMS += tests/unit/json_check
+tests_unit_json_check_SOURCES = tests/unit/json_check.c
+tests_unit_json_check_LDADD = common/libtoruscommon.la

@@ -31,6 +31,7 @@ trap 'rm -f "$json"' EXIT
 out=$(cm_mpirun 3 "$TB" -b 1K -e 256K -f 16 -n 2 -w 1 -a all -d fp32,fp16,bf16 --group-size 2 --json "$json" 2>&1) ||
     { echo "$out"; cm_fail "sweep under mpirun -np 3"; }
 echo "$out" | head -4
+"$top_builddir/tests/unit/json_check" bench "$json" || cm_fail "json-c does not read --json back"
 lines=$(echo "$out" | grep -c '^ ')
 [ "$lines" = $((3 * 3 * 6)) ] || { echo "$out"; cm_fail "expected 54 result lines, got $lines"; }
 echo "$out" | awk '/^ / && $5 != "n/a" && ($8 != 0 || $12 != 0 || $9 == "n/a") {bad=1} END {exit bad}' ||
@@ -98,6 +99,7 @@ echo "$out" | awk '$1 ~ /^(fused|per-tensor)/ {
     END { exit bad }' || cm_fail "resnet50 busbw or wire(MB) columns are not on the right bytes"
 out=$(cm_mpirun 2 "$TB" --resnet50 --steps 1 -a flat,torus2d -d fp32,fp16 --theta 4M,1 --json "$json" 2>&1) ||
     { echo "$out"; cm_fail "resnet50 mode for the chain"; }
+"$top_builddir/tests/unit/json_check" bench "$json" || cm_fail "json-c does not read --resnet50 --json back"
 /usr/bin/python3 - "$json" "$(echo "$out" | grep -cE '^(per-tensor|rw-ref|fused|fused-shm) ')" <<'PY' ||
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

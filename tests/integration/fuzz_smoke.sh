@@ -1,7 +1,8 @@
 #!/bin/bash
 # fuzz_smoke.sh: `make fuzz-smoke` in CI, with a short budget: the topology
-# parsers' target (fuzz_parsers) and the checkpoint loader's (fuzz_ckpt,
-# mutated HDF5 checkpoints through the real HDF5 library) each run
+# parsers' target (fuzz_parsers), the checkpoint loader's (fuzz_ckpt,
+# mutated HDF5 checkpoints through the real HDF5 library) and the JSON
+# readers' (fuzz_json: the sweep's results file and metrics) each run
 # FUZZ_SMOKE_SECONDS (default 5 here, 30 by hand) from their committed
 # seeds and must end without a crash, a sanitizer report or a leak.
 # fuzz_data (index, shards, images, IDX, listing, names) runs in
@@ -15,7 +16,7 @@ echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n){return 0;}' > "
 $FCC -fsanitize=fuzzer,address,undefined "$T/probe.c" -o "$T/probe" 2> /dev/null || {
     echo "SKIP: $FCC cannot build libFuzzer targets (-fsanitize=fuzzer; Debian package clang)"; exit 77; }
 rc=0
-make -C "$top_builddir" --no-print-directory fuzz-smoke FUZZ_SMOKE_TARGETS="parsers ckpt" \
+make -C "$top_builddir" --no-print-directory fuzz-smoke FUZZ_SMOKE_TARGETS="parsers ckpt json" \
     FUZZ_SMOKE_SECONDS="${FUZZ_SMOKE_SECONDS:-5}" FUZZ_SMOKE_DIR="$T" > "$T/log" 2>&1 || rc=$?
 if [ $rc -ne 0 ] || grep -q -e 'Sanitizer' -e 'runtime error:' "$T/log"; then
     echo "FAIL: make fuzz-smoke exit $rc"

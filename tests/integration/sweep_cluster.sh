@@ -72,6 +72,11 @@ grep -q 'starting afresh' "$d/work/task-0.out" || tl_fail "task 0 did not start 
 [ "$(grep -c '^{"sweep_time_before":' "$d/work/task-1.jsonl")" = 2 ] &&
     grep '^{"sweep_time_before":' "$d/work/task-1.jsonl" | tail -1 | grep -q ':[0-9]*[1-9][0-9]*\.' ||
     tl_fail "task 1's metrics lack the attempts' times: $(grep sweep_time "$d/work/task-1.jsonl")"
+# The results and every task's metrics (torus-train's records and the
+# sweep's marks) read back through json-c with the readers' rules.
+jc="$top_builddir/tests/unit/json_check"
+"$jc" results "$d/results.jsonl" || tl_fail "json-c does not read results.jsonl back"
+for m in "$d"/work/task-*.jsonl; do "$jc" metrics "$m" || tl_fail "json-c does not read $m back"; done
 awk '{ print }' "$d/results.jsonl" | sed 's/,"time".*//' | sort >"$t/res"
 grep -c . "$t/res" | grep -qx 2 || tl_fail "results: $(cat "$d/results.jsonl")"
 grep -q '^{"task":0,"batch":32,"recipe":"sgd","trial":0,"lr":0.80000000000000004,"reached":1,"steps":[1-9]' "$t/res" &&

@@ -389,7 +389,7 @@ START_TEST(test_partial)
 END_TEST
 
 /* report --target: a lower target is read from the task's evaluations;
- * step lines, the target record and bad values do not count; a target
+ * step lines and the target record do not count; a bad line, a target
  * above the plan's and a missing metrics file are refused, named. */
 START_TEST(test_task_at)
 {
@@ -402,8 +402,8 @@ START_TEST(test_task_at)
     _write(path, "{\"epoch\":0,\"step\":8,\"global_step\":8,\"loss\":2}\n"
                  "{\"epoch\":0,\"global_step\":8,\"top1\":41.0,\"top5\":90,"
                  "\"time\":2.5}\n"
-                 "{\"epoch\":0,\"global_step\":16,\"top1\":-3,\"top5\":90}\n"
-                 "{\"epoch\":0,\"global_step\":24,\"top1\":x,\"top5\":90}\n"
+                 "{\"epoch\":0,\"global_step\":16,\"top1\":null,\"top5\":90,"
+                 "\"unknown\":[1]}\n"
                  "{\"epoch\":1,\"global_step\":32,\"top1\":66.5,\"top5\":99,"
                  "\"time\":7.25}\n"
                  "{\"epoch\":1,\"global_step\":40,\"top1\":81.0,\"top5\":99,"
@@ -431,6 +431,31 @@ START_TEST(test_task_at)
     ck_assert(r.steps == 32 && fabs(r.time - 11.25) < 1e-9);
     ck_assert_int_eq(tsweep_task_at(&_p, _dir, 80.5, &r), TSWEEP_EPLAN);
     ck_assert_ptr_nonnull(strstr(torus_error_msg(), "at most the plan's 80"));
+    /* a bad line is an error naming the file and line, not skipped */
+    static const char *const bad[][2] = {
+        {"{\"global_step\":16,\"top1\":-3,\"top5\":90}\n",
+         "task-5.jsonl:2: field \"top1\": -3 is not a number in"},
+        {"{\"global_step\":24,\"top1\":x,\"top5\":90}\n",
+         "task-5.jsonl:2: not JSON: "},
+        {"{\"global_step\":2.5,\"top1\":50,\"top5\":90}\n",
+         "task-5.jsonl:2: field \"global_step\": double, not an integer"},
+        {"{\"global_step\":8,\"top1\":50,\"top1\":90}\n",
+         "task-5.jsonl:2: a key given twice"},
+        {"{\"sweep_time_before\":1e99}\n",
+         "task-5.jsonl:2: field \"sweep_time_before\": 1e99 is not"},
+        {"{\"global_step\":8,\"top1\":5", "task-5.jsonl:2: the last line "
+                                          "has no newline"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char text[512];
+        snprintf(text, sizeof(text), "{\"sweep_time_before\":0.000}\n%s",
+                 bad[i][0]);
+        _write(path, text);
+        ck_assert_int_eq(tsweep_task_at(&_p, _dir, 65, &r), TSWEEP_EIO);
+        ck_assert_msg(strstr(torus_error_msg(), bad[i][1]),
+                      "case %zu: got '%s', want '%s'", i, torus_error_msg(),
+                      bad[i][1]);
+    }
     r.task = 6;
     ck_assert_int_eq(tsweep_task_at(&_p, _dir, 65, &r), TSWEEP_EIO);
     ck_assert_ptr_nonnull(strstr(torus_error_msg(), "task-6.jsonl"));

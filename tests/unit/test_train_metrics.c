@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "common/torus_json.h"
 #include "trainer/train/ttrain_metrics.h"
 
 /* A fresh file name in the test's temporary folder. */
@@ -31,6 +32,38 @@ static void _slurp(const char *p, char *buf, size_t n)
     size_t got = fread(buf, 1, n - 1, f);
     buf[got] = '\0';
     fclose(f);
+}
+
+/* The records written above, read back through json-c with the readers'
+ * rules (common/torus_json.h): six objects, each field typed. */
+static void _read_back(const char *p)
+{
+    static char buf[4097];
+    FILE *f = fopen(p, "r");
+    ck_assert_ptr_nonnull(f);
+    long line = 0, gstep[6];
+    double v[6];
+    for (int i = 0; i < 6; i++) {
+        torus_json_rec r;
+        long long g;
+        ck_assert_msg(!torus_json_read_line(f, p, &line, buf, 4096, &r),
+                      "%s", torus_error_msg());
+        ck_assert_ptr_nonnull(r.obj);
+        ck_assert_int_eq(torus_json_int(&r, "global_step", 0, 100, &g), 0);
+        gstep[i] = (long)g;
+        const char *k = i < 2 ? "images_per_s" : i < 4 ? "top1" : "diverged";
+        ck_assert_msg(!torus_json_num(&r, k, 0, 1e9, &v[i]), "%s",
+                      torus_error_msg());
+        ck_assert_int_eq(torus_json_has(&r, "loss"), i == 0);
+        torus_json_rec_free(&r);
+    }
+    torus_json_rec end;
+    ck_assert_int_eq(torus_json_read_line(f, p, &line, buf, 4096, &end), 0);
+    ck_assert_ptr_null(end.obj);
+    fclose(f);
+    ck_assert(gstep[0] == 4 && gstep[3] == 6 && gstep[5] == 9);
+    ck_assert(fabs(v[0] - 123.457) < 1e-9 && fabs(v[2] - 81.25) < 1e-9);
+    ck_assert(v[4] == 1 && v[5] == 1);
 }
 
 START_TEST(records_as_written)
@@ -69,6 +102,7 @@ START_TEST(records_as_written)
     _slurp(p, text, sizeof text);
     ck_assert_ptr_nonnull(strstr(text, "\"global_step\":7}\n{\"diverged\":1,"
                                        "\"global_step\":9}\n"));
+    _read_back(p);
     unlink(p);
 }
 END_TEST

@@ -22,6 +22,8 @@ CONF
 
 "$tool" --nodes 'n[1-4]' --tasks-per-node 2 --topology "$tmp/topology.conf" --json >"$tmp/a.json"
 python3 "$check" json "$tmp/a.json"
+# read back through json-c too (the project's reader rules and the schema)
+"$top_builddir/tests/unit/json_check" layout "$tmp/a.json" || fail "json-c does not read the layout back"
 grep -q '"source":"topology/tree"' "$tmp/a.json" || fail "source is not topology/tree"
 grep -q '"groups":\[\["n1","n2"\],\["n3","n4"\]\]' "$tmp/a.json" || fail "groups: $(cat "$tmp/a.json")"
 

@@ -7,7 +7,7 @@
 noinst_LTLIBRARIES += trainer/sweep/libtsweep.la
 trainer_sweep_libtsweep_la_SOURCES = trainer/sweep/tsweep.h \
 	trainer/sweep/plan.c trainer/sweep/results.c trainer/sweep/regime.c \
-	trainer/sweep/report.c trainer/sweep/run.c
+	trainer/sweep/report.c trainer/sweep/run.c trainer/sweep/outcome.c
 trainer_sweep_libtsweep_la_LIBADD = common/libtoruscommon.la -lm
 
 bin_PROGRAMS += trainer/sweep/torus-sweep
@@ -33,3 +33,23 @@ TESTS += tests/integration/sweep_cluster.sh
 EXTRA_DIST += tests/integration/sweep_cluster.sh \
 	tests/bench/sweep/README.md tests/bench/sweep/run.sh \
 	tests/bench/sweep/fmnist_subset.sh tests/bench/sweep/resnet.sh
+
+# libFuzzer target for the JSON readers (tests/fuzz/fuzz_json.c): the
+# results file, a task's metrics as the sweep reads them, and torus_json's
+# parser and getters, all built with clang and the sanitizers (json-c
+# itself links as installed). `make fuzz-smoke` runs it; by hand:
+#   make fuzz-json && tests/fuzz/fuzz_json -max_total_time=60 \
+#       tests/fuzz/corpus-json
+FUZZ_JSON_SRCS = tests/fuzz/fuzz_json.c trainer/sweep/plan.c \
+	trainer/sweep/results.c trainer/sweep/outcome.c \
+	common/torus_error.c common/torus_json.c
+EXTRA_DIST += tests/fuzz/fuzz_json.c tests/fuzz/corpus-json
+fuzz-json: $(FUZZ_JSON_SRCS:%=$(top_srcdir)/%) trainer/sweep/tsweep.h \
+		common/torus_json.h common/torus_error.h
+	$(MKDIR_P) tests/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -D_GNU_SOURCE -I$(top_srcdir) \
+		-I$(top_builddir) $(JSONC_CFLAGS) \
+		$(FUZZ_JSON_SRCS:%=$(top_srcdir)/%) -o tests/fuzz/fuzz_json \
+		$(JSONC_LIBS) -lm
+CLEANFILES += tests/fuzz/fuzz_json
+.PHONY: fuzz-json

@@ -22,10 +22,6 @@
 #include "trainer/sweep/tsweep.h"
 
 #define _MAX_ARGS 256
-/* The line torus-sweep appends to a task's metrics before each attempt:
- * the wall time of the attempts before it (torus-plot and the other
- * readers of metrics skip records whose keys they do not know). */
-#define _MARK "{\"sweep_time_before\":"
 
 static volatile pid_t _child;
 
@@ -144,65 +140,6 @@ static int _spawn(char **argv)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* A number after "key": in a metrics line, or -1 when absent or bad. */
-static double _field(const char *line, const char *key)
-{
-    const char *q = strstr(line, key);
-    if (!q)
-        return -1;
-    char *end;
-    errno = 0;
-    double x = strtod(q + strlen(key), &end);
-    return errno || end == q + strlen(key) || !isfinite(x) || x < 0 ? -1 : x;
-}
-
-/* What torus-train's metrics say of the task. target < 0: the
- * "target_top1" record (reached: its step and top-1), else the last step
- * and best top-1. target >= 0: the first evaluation (a line with "top5")
- * at or above it (reached: its step, top-1 and the evaluation's time,
- * counted from the task's first attempt: an evaluation's "time" restarts
- * at 0 in every torus-train run, so the attempt's _MARK line before it
- * gives the time of the earlier attempts). */
-static int _outcome(const char *path, double target, tsweep_result *r)
-{
-    double before = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return TORUS_FAIL(TSWEEP_EIO, "%s: cannot open: %s", path,
-                          strerror(errno));
-    char line[TSWEEP_LINE_LEN];
-    r->reached = 0;
-    r->steps = 0;
-    r->top1 = 0;
-    while (fgets(line, sizeof(line), f)) {
-        double step = _field(line, "\"global_step\":"),
-               top1 = _field(line, "\"top1\":");
-        int target_line = strstr(line, "\"target_top1\":") != NULL;
-        if (!strncmp(line, _MARK, strlen(_MARK))) {
-            double b = _field(line, _MARK);
-            before = b >= 0 && b < 1e9 ? b : 0;
-            continue;
-        }
-        if (step > r->steps)
-            r->steps = (long)step;
-        if (top1 > r->top1 && top1 <= 100)
-            r->top1 = top1;
-        if (target < 0 && target_line && step >= 0 && top1 >= 0) {
-            r->reached = 1, r->steps = (long)step, r->top1 = top1;
-            break;
-        }
-        if (target >= 0 && !target_line && strstr(line, "\"top5\":") &&
-            step > 0 && top1 >= target && top1 <= 100) {
-            double t = _field(line, "\"time\":");
-            r->reached = 1, r->steps = (long)step, r->top1 = top1;
-            r->time = before + (t < 0 ? 0 : t);
-            break;
-        }
-    }
-    fclose(f);
-    return 0;
-}
-
 int tsweep_task_at(const tsweep_plan *p, const char *dir, double target,
                    tsweep_result *r)
 {
@@ -213,20 +150,7 @@ int tsweep_task_at(const tsweep_plan *p, const char *dir, double target,
                           "plan's %g (the tasks stopped there)",
                           target, p->target);
     snprintf(path, sizeof(path), "%s/work/task-%d.jsonl", dir, r->task);
-    return _outcome(path, target, r);
-}
-
-/* 1 when torus-train recorded that the run diverged. */
-static int _diverged(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char line[TSWEEP_LINE_LEN];
-    int d = 0;
-    while (f && !d && fgets(line, sizeof(line), f))
-        d = !strncmp(line, "{\"diverged\":1,", 14);
-    if (f)
-        fclose(f);
-    return d;
+    return tsweep_outcome(path, target, r);
 }
 
 /* The wall time of the earlier attempts (work/task-ID.time), or 0. */
@@ -288,11 +212,8 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
     if (_command(p, t, train, &c))
         return TSWEEP_EPLAN;
     double before = _time_so_far(tpath), t0 = _now();
-    FILE *m = fopen(c.metrics, "a");
-    int bad = !m || fprintf(m, _MARK "%.3f}\n", before) < 0;
-    if ((m && fclose(m)) || bad)
-        return TORUS_FAIL(TSWEEP_EIO, "%s: cannot append: %s", c.metrics,
-                          strerror(errno));
+    if (tsweep_mark(c.metrics, before))
+        return TSWEEP_EIO;
     fprintf(out,
             "torus-sweep: task %d: batch %d, %s, trial %d, --lr %g:", t->id,
             t->batch, p->recipe[t->recipe].name, t->trial, t->lr);
@@ -312,7 +233,10 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
                           "checkpoint; run the task again to resume it",
                           t->id);
     /* A diverged trial is an outcome (the LR was too high), not a fault. */
-    if (st && !(st == 1 && _diverged(c.metrics)))
+    int diverged = 0;
+    if (st == 1 && tsweep_diverged(c.metrics, &diverged))
+        return TSWEEP_EIO;
+    if (st && !diverged)
         return TORUS_FAIL(TSWEEP_EIO,
                           "task %d: torus-train failed (exit "
                           "status %d); see its messages above",
@@ -323,7 +247,7 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
                        .lr = t->lr,
                        .time = total};
     snprintf(r.recipe, sizeof(r.recipe), "%s", p->recipe[t->recipe].name);
-    if (_outcome(c.metrics, -1, &r))
+    if (tsweep_outcome(c.metrics, -1, &r))
         return TSWEEP_EIO;
     snprintf(tpath, sizeof(tpath), "%s/results.jsonl", dir);
     if (tsweep_results_append(tpath, &r))

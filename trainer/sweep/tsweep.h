@@ -121,6 +121,18 @@ int tsweep_run_task(const tsweep_plan *p, const char *dir, int id,
 int tsweep_task_at(const tsweep_plan *p, const char *dir, double target,
                    tsweep_result *r);
 
+/* ---- outcome.c ---- */
+/* What the metrics file path says of a task, into r (reached, steps,
+ * top-1; the time too at target >= 0): target < 0, torus-train's
+ * "target_top1" record; target >= 0, the first evaluation at or above it
+ * (see tsweep_task_at). A bad line is an error naming path:line. */
+int tsweep_outcome(const char *path, double target, tsweep_result *r);
+/* *diverged = 1 when torus-train recorded that the run diverged. */
+int tsweep_diverged(const char *path, int *diverged);
+/* Appends {"sweep_time_before":before} to the metrics file path before an
+ * attempt (evaluations' times restart at 0 in every torus-train run). */
+int tsweep_mark(const char *path, double before);
+
 /* ---- regime.c ---- */
 /* Where a steps-to-target curve leaves perfect scaling and where it stops
  * gaining. Points are in increasing batch order; steps <= 0 or not finite
