@@ -13,12 +13,19 @@ Fails (exit 1, one line per finding, file:line) when
      after a program's name, up to the end of its command, must each be in
      that program's --help;
   3. a comment names an issue number ("issue 14"): the tracker is not the
-     code's documentation.
+     code's documentation;
+  4. a document's prose gives an option a default that no program's
+     --help gives it: "`--wire`, default fp16", "`--algo`, default
+     `hybrid`", "`--bucket-kb auto`, the default", "`--wire`, fp16 by
+     default", "`--comm-timeout` (default 30 s" are read, and the value
+     (its first word) must be a word of the default that --help shows for
+     that option ("[fp16]", "(default 1K)", "Default: X.").
 The programs and their --help come from the build tree at test time:
 every bin_PROGRAMS and dist_bin_SCRIPTS of its Makefile, the jobs and
 the scripts of SCRIPTS; so a tool or option added later is checked without
 editing this file. That --help and the man pages agree is
-tests/unit/man_pages.sh's part.
+tests/unit/man_pages.sh's part (the man pages are made from --help, so
+their defaults are --help's).
 
 Usage: docs_check.py SRCDIR BUILDDIR
 """
@@ -255,8 +262,64 @@ def check_options(rel, kind, text, helps):
                                     % (rel, n, name, o, name))
 
 
+OPT_LINE = re.compile(r'^ {2,8}(?:-\w, )?(--[a-z0-9][a-z0-9-]*)')
+HELP_DEFAULT = (re.compile(r'\[([^\[\]]+)\]\s*$'),
+                re.compile(r'\(default:? ([^)]+)\)'),
+                re.compile(r'\bDefault: ([^.]+(?:\.\d[^.]*)?)\.'))
+
+
+def _help_defaults(helps):
+    """option -> {program: default text} from every --help: the option's
+    description (its line and the deeper ones after it) ending in [X], or
+    holding "(default X)" or "Default: X."."""
+    out = {}
+    for prog, text in helps.items():
+        cur, desc = None, ''
+        for line in text.split('\n') + ['']:
+            m = OPT_LINE.match(line)
+            if m or not line.startswith('   '):
+                for pat in HELP_DEFAULT if cur else ():
+                    d = pat.search(desc.strip())
+                    if d:
+                        out.setdefault(cur, {})[prog] = d.group(1)
+                        break
+                cur, desc = (m.group(1), line[m.end():]) if m else (None, '')
+            else:
+                desc += ' ' + line.strip()
+    return out
+
+
+DOC_DEFAULT = re.compile(
+    r'`(--[a-z0-9][a-z0-9-]*)(?: ([^`|\s]+)[^`]*)?`'
+    r'(?:,\s+the\s+default\b'
+    r'|,?\s+default(?:\s+is)?,?\s+`?([^`\s,;:)]+)'
+    r'|,?\s+\(default:?\s+`?([^`\s,;:)]+)'
+    r'|,\s+`?([^`\s,;]+)`?\s+by\s+default)')
+
+
+def check_defaults(rel, kind, text, defaults):
+    if kind != 'md':
+        return
+    for m in DOC_DEFAULT.finditer(text):
+        opt = m.group(1)
+        said = m.group(3) or m.group(4) or m.group(5)
+        if m.group(0).endswith('the default'):
+            said = m.group(2)  # `--opt VALUE`, the default
+        if not said or opt not in defaults:
+            continue
+        said = said.rstrip('.')
+        if any(re.search(r'(?<![\w$/.-])%s(?![\w/-])' % re.escape(said), d)
+               for d in defaults[opt].values()):
+            continue
+        n = text.count('\n', 0, m.start()) + 1
+        findings.append('%s:%d: says %s defaults to %s, but --help says %s'
+                        % (rel, n, opt, said, '; '.join(
+                            '%s [%s]' % kv for kv in sorted(defaults[opt].items()))))
+
+
 def main():
     helps = _programs()
+    defaults = _help_defaults(helps)
     for rel in sorted(FILES):
         kind, text = _text_of(rel)
         if kind is None:
@@ -264,13 +327,15 @@ def main():
         check_paths(rel, text)
         check_issue_numbers(rel, kind, text)
         check_options(rel, kind, text, helps)
+        check_defaults(rel, kind, text, defaults)
     for f in findings:
         print('FAIL: ' + f)
     if findings:
         return 1
     print('ok: %d files: every path they name exists, every option they show '
-          'for one of %d programs is in its --help, no issue numbers'
-          % (sum(1 for r in FILES if _text_of(r)[0]), len(helps)))
+          'for one of %d programs is in its --help, every default they give '
+          'one of %d options is its --help\'s, no issue numbers'
+          % (sum(1 for r in FILES if _text_of(r)[0]), len(helps), len(defaults)))
     return 0
 
 
