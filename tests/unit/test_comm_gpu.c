@@ -7,7 +7,8 @@
  * for three steps (events reused): every gradient comes back rounded to
  * the fp16 wire exactly as the host rounds it, the gaps stay zero, and
  * the inf/nan count is that of the sums (a NaN, an inf, and a value that
- * overflows fp16). */
+ * overflows fp16); the bucket plan names every bucket (NCCL: the device
+ * path) and the steps ask the cost model nothing. */
 #include <check.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -17,6 +18,7 @@
 
 #include "common/torus_error.h"
 #include "config.h"
+#include "trainer/comm/core/model.h"
 #include "trainer/comm/core/wire_math.h"
 #include "trainer/comm/tcomm_gpu.h"
 
@@ -108,6 +110,15 @@ static void _run_path(const char *path)
     }
     ck_assert_msg(tcomm_gpu_seal(g) == TCOMM_OK, "%s", torus_error_msg());
     ck_assert_uint_gt(tcomm_gpu_bucket_count(g), 2);
+    /* The bucket plan, resolved at seal: NCCL buckets on the device path,
+     * staged ones on the host fusion's; the steps price nothing. */
+    char plan[256], want[32];
+    tcomm_gpu_plan_text(g, plan, sizeof plan);
+    snprintf(want, sizeof want, "%zu buckets: ", tcomm_gpu_bucket_count(g));
+    ck_assert_msg(strncmp(plan, want, strlen(want)) == 0, "%s", plan);
+    ck_assert_msg((strstr(plan, " device") != NULL) == !strcmp(path, "nccl"),
+                  "%s: %s", path, plan);
+    unsigned long calls = tcomm_model_calls();
     for (int s = 0; s < 3; s++) {
         memset(h, 0, total * 4);
         for (int p = NP - 1; p >= 0; p--) { /* "backward", then ready */
@@ -135,6 +146,7 @@ static void _run_path(const char *path)
                           (double)back[i], (double)want);
         }
     }
+    ck_assert_uint_eq(tcomm_model_calls(), calls);
     tcomm_gpu_destroy(g);
     cudaFree(d);
     cudaStreamDestroy(st);
