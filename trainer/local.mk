@@ -75,12 +75,14 @@ if HAVE_DNNL
 trainer_libtorustrain_la_SOURCES += \
 	trainer/backends/dnnl/tdnnl.h \
 	trainer/backends/dnnl/dnnl_internal.h \
+	trainer/backends/dnnl/dnnl_util.c \
 	trainer/backends/dnnl/dnnl_backend.c \
 	trainer/backends/dnnl/dnnl_layers.c
 else
 EXTRA_DIST += \
 	trainer/backends/dnnl/tdnnl.h \
 	trainer/backends/dnnl/dnnl_internal.h \
+	trainer/backends/dnnl/dnnl_util.c \
 	trainer/backends/dnnl/dnnl_backend.c \
 	trainer/backends/dnnl/dnnl_layers.c
 endif

@@ -1,7 +1,8 @@
 /* dnnl_backend.c: the oneDNN CPU backend: engine and stream, memory,
  * layout conversion for I/O, the host optimizer kernels, and the
  * descriptor the registry lists (tdnnl_backend_desc). The layer
- * primitives are in dnnl_layers.c. */
+ * primitives are in dnnl_layers.c; what both files call, in dnnl_util.c
+ * below them. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,24 +14,6 @@
 #include "trainer/backends/dnnl/tdnnl.h"
 #include "trainer/backends/dnnl/dnnl_internal.h"
 #include "trainer/engine/host_kernels.h"
-
-int _tdnnl_fail(teng_backend *bk, const char *file, int line, const char *what,
-                dnnl_status_t st)
-{
-    (void)bk;
-    return torus_error_set_(TENG_EBACKEND, file, line, "%s: %s", what,
-                            dnnl_status2str(st));
-}
-
-void _tdnnl_plain_md(dnnl_memory_desc_t *md, int ndims, const int *dims)
-{
-    static const dnnl_format_tag_t tags[] = {dnnl_format_tag_undef, dnnl_a,
-                                             dnnl_ab, dnnl_abc, dnnl_abcd};
-    dnnl_dims_t d;
-    for (int i = 0; i < ndims; i++)
-        d[i] = dims[i];
-    dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, tags[ndims]);
-}
 
 int _tdnnl_reorder(teng_backend *bk, const dnnl_memory_desc_t *smd, void *src,
                    const dnnl_memory_desc_t *dmd, void *dst)
