@@ -41,6 +41,12 @@ int torus_error_set_(int rc, const char *file, int line, const char *fmt, ...)
 int torus_error_prefix(int rc, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* On a function that returns a code: a caller that drops it fails the
+ * build (-Wunused-result, an error under --enable-werror). GCC lets no
+ * (void) cast through, so a site that truly may ignore a code (a cleanup
+ * after an earlier failure) says why in a comment and tests it anyway. */
+#define TORUS_MUST_CHECK __attribute__((warn_unused_result))
+
 /* This thread's last message ("" when none since the last clear). */
 const char *torus_error_msg(void);
 void torus_error_clear(void);

@@ -32,7 +32,8 @@ static json_object *_groups(const torus_report_input_t *in)
     return all;
 }
 
-/* Every task (block distribution) and its place on the torus. */
+/* Every task (block distribution) and its place on the torus; NULL when
+ * the layout cannot place one (its message recorded). */
 static json_object *_tasks(const torus_report_input_t *in)
 {
     const torus_layout_t *l = in->layout;
@@ -42,8 +43,11 @@ static json_object *_tasks(const torus_report_input_t *in)
         size_t node;
         uint32_t local;
         torus_layout_task_t t;
-        torus_layout_block_task(l, id, &node, &local);
-        torus_layout_place(l, node, local, &t);
+        if (torus_layout_block_task(l, id, &node, &local) ||
+            torus_layout_place(l, node, local, &t)) {
+            json_object_put(all);
+            return NULL;
+        }
         json_object *o = json_object_new_object();
         torus_json_int64(o, "procid", (long long)id);
         torus_json_string(o, "node", in->names[node]);
@@ -65,7 +69,12 @@ int torus_report_json(FILE *out, const torus_report_input_t *in)
     torus_json_string(o, "source",
                       torus_layout_source_name(torus_layout_source_of(l)));
     json_object_object_add(o, "groups", _groups(in));
-    json_object_object_add(o, "tasks", _tasks(in));
+    json_object *tasks = _tasks(in);
+    if (!tasks) {
+        json_object_put(o);
+        return -1;
+    }
+    json_object_object_add(o, "tasks", tasks);
     return torus_json_write_line(out, o) || ferror(out) ? -1 : 0;
 }
 

@@ -490,9 +490,10 @@ static int _load_topology(const _opts_t *o, torus_layout_topo_t **topo,
         return 0;
     }
     /* Slurm reads topology.yaml when it exists, else topology.conf. */
-    if (torus_layout_conf_sibling(NULL, "topology.yaml", path, sizeof path) ||
-        access(path, F_OK) != 0)
-        torus_layout_topo_conf_path(NULL, path, sizeof path);
+    if ((torus_layout_conf_sibling(NULL, "topology.yaml", path, sizeof path) ||
+         access(path, F_OK) != 0) &&
+        torus_layout_topo_conf_path(NULL, path, sizeof path))
+        return _fail(torus_error_msg());
     if (access(path, F_OK) != 0) {
         if (!o->json)
             fprintf(stderr, "torus-layout: note: no %s; using the node list\n",

@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/torus_error.h"
+
 #include "topology/torus_cost.h"
 
 #ifdef __cplusplus
@@ -61,8 +63,8 @@ typedef struct torus_layout_spec {
 } torus_layout_spec_t;
 
 /* Parse "auto", "off" or "RxC" (R, C >= 1, decimal, no signs or spaces). */
-torus_layout_rc torus_layout_spec_parse(const char *text,
-                                        torus_layout_spec_t *out);
+TORUS_MUST_CHECK torus_layout_rc
+torus_layout_spec_parse(const char *text, torus_layout_spec_t *out);
 /* Write the canonical text of a spec ("auto", "off", "4x2"). */
 void torus_layout_spec_format(const torus_layout_spec_t *spec, char *buf,
                               size_t len);
@@ -129,23 +131,21 @@ typedef struct torus_layout_topo torus_layout_topo_t;
  * with fstat before anything is read, and again while reading) fails with
  * TORUS_LAYOUT_ERANGE. Errors name the file and line. Keeps the tree lines
  * (BlockName=/BlockSizes= lines are checked and set aside). */
-torus_layout_rc torus_layout_topo_load(const char *path, size_t max_bytes,
-                                       torus_layout_topo_t **out);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_topo_load(
+    const char *path, size_t max_bytes, torus_layout_topo_t **out);
 /* Same, from text already in memory (`name` is used in messages). */
-torus_layout_rc torus_layout_topo_parse(const char *text, size_t len,
-                                        const char *name,
-                                        torus_layout_topo_t **out);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_topo_parse(
+    const char *text, size_t len, const char *name, torus_layout_topo_t **out);
 /* Same, keeping the lines of `kind`: TORUS_TOPO_TREE (SwitchName=),
  * TORUS_TOPO_BLOCK (BlockName=, BlockSizes=: each size a power-of-two
  * multiple of the one before; every block needs Nodes=), or TORUS_TOPO_ANY
  * (the one form the file holds; both forms is an error naming the file). */
-torus_layout_rc torus_layout_topo_load_kind(const char *path, size_t max_bytes,
-                                            torus_layout_topo_kind kind,
-                                            torus_layout_topo_t **out);
-torus_layout_rc torus_layout_topo_parse_kind(const char *text, size_t len,
-                                             const char *name,
-                                             torus_layout_topo_kind kind,
-                                             torus_layout_topo_t **out);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_topo_load_kind(
+    const char *path, size_t max_bytes, torus_layout_topo_kind kind,
+    torus_layout_topo_t **out);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_topo_parse_kind(
+    const char *text, size_t len, const char *name, torus_layout_topo_kind kind,
+    torus_layout_topo_t **out);
 /* Parse a topology.yaml (Slurm 25.05+): a list of topologies, each with
  * `topology: NAME` first, optional `cluster_default: true`, and one of
  * `tree: {switches: [{switch, children, nodes}]}`,
@@ -154,59 +154,53 @@ torus_layout_rc torus_layout_topo_parse_kind(const char *text, size_t len,
  * NULL picks as Slurm does for a partition without one: the first with
  * cluster_default: true, else the first. A flat topology yields a map of
  * no switches (*out NULL, *flat true). Errors name the file and line. */
-torus_layout_rc torus_layout_topo_parse_yaml(const char *text, size_t len,
-                                             const char *name, const char *want,
-                                             torus_layout_topo_t **out,
-                                             bool *flat);
-torus_layout_rc torus_layout_topo_load_yaml(const char *path, size_t max_bytes,
-                                            const char *want,
-                                            torus_layout_topo_t **out,
-                                            bool *flat);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_topo_parse_yaml(
+    const char *text, size_t len, const char *name, const char *want,
+    torus_layout_topo_t **out, bool *flat);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_topo_load_yaml(
+    const char *path, size_t max_bytes, const char *want,
+    torus_layout_topo_t **out, bool *flat);
 /* The Topology= of partition `partition` in slurm.conf at `conf_path` into
  * buf ("" when the partition names none or is not there). Include lines are
  * not followed. Errors name the file and line. */
-torus_layout_rc torus_layout_partition_topology(const char *conf_path,
-                                                const char *partition,
-                                                char *buf, size_t len);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_partition_topology(
+    const char *conf_path, const char *partition, char *buf, size_t len);
 /* SLURM_TOPOLOGY_ADDR values, one per line ('#' comments, blank lines), as
  * torus_layout_topo_add_addr() takes them; errors name the file and line. */
-torus_layout_rc torus_layout_topo_parse_addr(const char *text, size_t len,
-                                             const char *name,
-                                             torus_layout_topo_t **out);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_topo_parse_addr(
+    const char *text, size_t len, const char *name, torus_layout_topo_t **out);
 /* True when `path` names a topology.yaml (ends in .yaml or .yml). */
 bool torus_layout_topo_is_yaml(const char *path);
 /* Load a topology file: a name ending in .yaml or .yml is a topology.yaml
  * (`want` as above; the chosen topology must be of `kind` unless ANY), one
  * ending in .addr a list of addresses, any other a topology.conf keeping
  * the lines of `kind`. */
-torus_layout_rc torus_layout_topo_load_any(const char *path, size_t max_bytes,
-                                           torus_layout_topo_kind kind,
-                                           const char *want,
-                                           torus_layout_topo_t **out,
-                                           bool *flat);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_topo_load_any(
+    const char *path, size_t max_bytes, torus_layout_topo_kind kind,
+    const char *want, torus_layout_topo_t **out, bool *flat);
 /* Which form a map holds (TORUS_TOPO_ANY for an empty one). */
 torus_layout_topo_kind torus_layout_topo_kind_of(const torus_layout_topo_t *t);
 /* BlockSizes= of a block map (count; *sizes points into the map). */
 uint32_t torus_layout_topo_block_sizes(const torus_layout_topo_t *t,
                                        const uint32_t **sizes);
 /* An empty map, to be filled with torus_layout_topo_add_addr(). */
-torus_layout_rc torus_layout_topo_new(torus_layout_topo_t **out);
+TORUS_MUST_CHECK torus_layout_rc
+torus_layout_topo_new(torus_layout_topo_t **out);
 /* Add one SLURM_TOPOLOGY_ADDR value, e.g. "spine.leaf1.n2" (root first,
  * node last). A bare "n2" adds a node under no switch. The coordinate
  * forms "NAME:X:Y:Z.node" (topology/torus3d) and "NAME:POS.node"
  * (topology/ring) give the node's place on torus or ring NAME; a map holds
  * one form only. */
-torus_layout_rc torus_layout_topo_add_addr(torus_layout_topo_t *topo,
-                                           const char *addr);
+TORUS_MUST_CHECK torus_layout_rc
+torus_layout_topo_add_addr(torus_layout_topo_t *topo, const char *addr);
 void torus_layout_topo_free(torus_layout_topo_t *topo);
 /* The topology.conf Slurm reads: next to slurm.conf. `conf_path` is the
  * slurm.conf path; NULL means $SLURM_CONF, then /etc/slurm/slurm.conf. */
-torus_layout_rc torus_layout_topo_conf_path(const char *conf_path, char *buf,
-                                            size_t len);
+TORUS_MUST_CHECK torus_layout_rc
+torus_layout_topo_conf_path(const char *conf_path, char *buf, size_t len);
 /* Same for any file next to slurm.conf ("topology.yaml"). */
-torus_layout_rc torus_layout_conf_sibling(const char *conf_path,
-                                          const char *file, char *buf,
-                                          size_t len);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_conf_sibling(
+    const char *conf_path, const char *file, char *buf, size_t len);
 size_t torus_layout_topo_switch_count(const torus_layout_topo_t *topo);
 
 /* ----------------------------------------------------------- node lists */
@@ -214,11 +208,13 @@ size_t torus_layout_topo_switch_count(const torus_layout_topo_t *topo);
 /* How many names a Slurm hostlist holds, without expanding it (libslurm
  * keeps ranges as ranges): callers check a count they trust against this
  * before torus_layout_names_expand() allocates one string per name. */
-torus_layout_rc torus_layout_names_count(const char *hostlist, size_t *count);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_names_count(const char *hostlist,
+                                                          size_t *count);
 /* Expand a Slurm hostlist ("n[001-004],m7") with libslurm, in order. The
  * array and the names are freed with torus_layout_names_free(). */
-torus_layout_rc torus_layout_names_expand(const char *hostlist, char ***names,
-                                          size_t *count);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_names_expand(const char *hostlist,
+                                                           char ***names,
+                                                           size_t *count);
 void torus_layout_names_free(char **names, size_t count);
 /* Compress names back to a ranged hostlist string (malloc'd). */
 char *torus_layout_names_compress(char *const *names, size_t count);
@@ -226,8 +222,9 @@ char *torus_layout_names_compress(char *const *names, size_t count);
 /* Parse Slurm's tasks-per-node syntax ("8(x3),4" or "2") into one count per
  * node. `nnodes` is how many nodes the list must cover; a single bare
  * number covers every node (the tool's --tasks-per-node 8). */
-torus_layout_rc torus_layout_tasks_parse(const char *text, size_t nnodes,
-                                         uint32_t *counts);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_tasks_parse(const char *text,
+                                                          size_t nnodes,
+                                                          uint32_t *counts);
 
 /* ------------------------------------------------------------ plugstack */
 
@@ -266,8 +263,8 @@ typedef struct torus_layout_plugstack {
  * table or the cost model's keys, or the flag `verbose`. The plugin and
  * torus-layout --check-plugstack both call this. Returns
  * TORUS_LAYOUT_EINVAL with a message starting "plugstack.conf: ". */
-torus_layout_rc torus_layout_plugstack_parse(int ac, char *const *av,
-                                             torus_layout_plugstack_t *cfg);
+TORUS_MUST_CHECK torus_layout_rc torus_layout_plugstack_parse(
+    int ac, char *const *av, torus_layout_plugstack_t *cfg);
 
 /* One plugstack argument, for documentation: key, value syntax (NULL for
  * a bare flag) and a sentence (NULL when plugstack.c has none). */
@@ -311,8 +308,8 @@ typedef struct torus_layout torus_layout_t;
 /* Compute the layout. On success *out is set even when the torus ended up
  * off (spec off, non-uniform tasks per node): check torus_layout_enabled().
  * An explicit spec that does not fit returns TORUS_LAYOUT_ENOFIT. */
-torus_layout_rc torus_layout_compute(const torus_layout_input_t *in,
-                                     torus_layout_t **out);
+TORUS_MUST_CHECK torus_layout_rc
+torus_layout_compute(const torus_layout_input_t *in, torus_layout_t **out);
 void torus_layout_free(torus_layout_t *layout);
 
 bool torus_layout_enabled(const torus_layout_t *layout);
@@ -332,12 +329,13 @@ uint32_t torus_layout_node_group(const torus_layout_t *layout, size_t node);
 /* Name of the leaf switch of group `g` (or "-" without a topology). */
 const char *torus_layout_group_switch(const torus_layout_t *layout, uint32_t g);
 /* Place local task `local` of Slurm node id `node`. */
-torus_layout_rc torus_layout_place(const torus_layout_t *layout, size_t node,
-                                   uint32_t local, torus_layout_task_t *out);
+TORUS_MUST_CHECK torus_layout_rc
+torus_layout_place(const torus_layout_t *layout, size_t node, uint32_t local,
+                   torus_layout_task_t *out);
 /* Block distribution (Slurm's default): the node and local id of global id. */
-torus_layout_rc torus_layout_block_task(const torus_layout_t *layout,
-                                        uint64_t procid, size_t *node,
-                                        uint32_t *local);
+TORUS_MUST_CHECK torus_layout_rc
+torus_layout_block_task(const torus_layout_t *layout, uint64_t procid,
+                        size_t *node, uint32_t *local);
 /* Rows that span more than one leaf switch (0 for a clean layout). */
 uint32_t torus_layout_rows_crossing_leaves(const torus_layout_t *layout);
 /* Predicted all-reduce times of `bytes` (fp32) on this layout, by the one

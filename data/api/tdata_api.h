@@ -24,6 +24,8 @@
 
 #include <stdint.h>
 
+#include "common/torus_error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -46,9 +48,10 @@ typedef struct tdata_api_info {
 } tdata_api_info;
 
 /* INDEX: a SPLIT-index.txt path or a directory holding one index. */
-int tdata_api_open(const char *index, tdata_api_set **out);
+TORUS_MUST_CHECK int tdata_api_open(const char *index, tdata_api_set **out);
 void tdata_api_close(tdata_api_set *set);
-int tdata_api_info_get(const tdata_api_set *set, tdata_api_info *out);
+TORUS_MUST_CHECK int tdata_api_info_get(const tdata_api_set *set,
+                                        tdata_api_info *out);
 /* Class name of label CLS, NULL when out of range. */
 const char *tdata_api_class_name(const tdata_api_set *set, int cls);
 
@@ -88,11 +91,13 @@ typedef struct tdata_api_loader tdata_api_loader;
  * ("tdata: bad sample ...; skipped") and left out of its batch. An epoch
  * past 2^63 - 1 (a negative one passed as unsigned) or an offset past the
  * epoch is refused: TDATA_EINVAL, the message in tdata_api_errmsg(). */
-int tdata_api_loader_new(tdata_api_set *set, const tdata_api_opts *o,
-                         tdata_api_loader **out);
+TORUS_MUST_CHECK int tdata_api_loader_new(tdata_api_set *set,
+                                          const tdata_api_opts *o,
+                                          tdata_api_loader **out);
 /* The next batch, valid until the following call: 0; 1 at the end of an
  * eval epoch (train mode rolls over); else an error code. */
-int tdata_api_loader_next(tdata_api_loader *l, tdata_api_batch *b);
+TORUS_MUST_CHECK int tdata_api_loader_next(tdata_api_loader *l,
+                                           tdata_api_batch *b);
 uint64_t tdata_api_loader_steps(const tdata_api_loader *l);
 /* stats[0..3]: samples, bad, bad CRC, bad decode. */
 void tdata_api_loader_stats(const tdata_api_loader *l, uint64_t stats[4]);
@@ -113,15 +118,17 @@ void tdata_api_partition(uint64_t n, int32_t k, int32_t r, int32_t even,
 /* Into out (n bytes) the path of the checkpoint of RUN at global STEP in
  * folder DIR, as torus-train names it (tdata_ckpt_name: a trailing slash
  * of DIR or none give one name; a bad run id or step is refused). */
-int tdata_api_ckpt_name(const char *dir, int64_t step, const char *run,
-                        char *out, uint64_t n);
+TORUS_MUST_CHECK int tdata_api_ckpt_name(const char *dir, int64_t step,
+                                         const char *run, char *out,
+                                         uint64_t n);
 
 typedef struct tdata_api_ckpt tdata_api_ckpt;
 
 /* Opens checkpoint PATH for reading: a regular file only (a FIFO or
  * device is refused by name, never waited on), opened by HDF5 through the
  * descriptor checked. */
-int tdata_api_ckpt_open(const char *path, tdata_api_ckpt **out);
+TORUS_MUST_CHECK int tdata_api_ckpt_open(const char *path,
+                                         tdata_api_ckpt **out);
 /* The descriptor of the open file (valid until close): read the
  * attributes through /proc/self/fd/N, the same file. */
 int tdata_api_ckpt_fd(const tdata_api_ckpt *c);
@@ -129,9 +136,9 @@ int tdata_api_ckpt_fd(const tdata_api_ckpt *c);
  * variances) checked (tdata_ckpt_tensor) and, when buf is not NULL, read
  * into buf and its values checked. Call it with buf NULL first to bound
  * COUNT by the file before allocating. */
-int tdata_api_ckpt_tensor(tdata_api_ckpt *c, const char *group,
-                          const char *dset, uint64_t count, int32_t kind,
-                          float *buf);
+TORUS_MUST_CHECK int tdata_api_ckpt_tensor(tdata_api_ckpt *c, const char *group,
+                                           const char *dset, uint64_t count,
+                                           int32_t kind, float *buf);
 void tdata_api_ckpt_close(tdata_api_ckpt *c);
 
 #ifdef __cplusplus

@@ -83,7 +83,10 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < n; i++)
             for (uint32_t t = 0; t < tpn; t++) {
                 torus_layout_task_t pl;
-                torus_layout_place(l, i, t, &pl);
+                if (torus_layout_place(l, i, t, &pl)) {
+                    fprintf(stderr, "bench_layout: %s\n", torus_error_msg());
+                    return 1;
+                }
                 checksum += pl.row ^ pl.col;
             }
         ms[r] = _now_ms() - t0;

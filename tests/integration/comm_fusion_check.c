@@ -185,8 +185,10 @@ int main(int argc, char **argv)
         for (int i = 0; i < NT; i++)
             differ += memcmp(g[0][i], g[1][i], _size(i) * 4) != 0 ||
                       memcmp(g[0][i], g[2][i], _size(i) * 4) != 0;
-        tcomm_sum_double(c, &wrong, 1);
-        tcomm_sum_double(c, &differ, 1);
+        /* A failed sum counts as a wrong value. */
+        int crc = tcomm_sum_double(c, &wrong, 1);
+        crc |= tcomm_sum_double(c, &differ, 1);
+        wrong += crc != 0;
         if (in.rank == 0)
             printf("fusion %s %s theta=%zu: wrong=%.0f "
                    "thread-vs-sync-differ=%.0f %s\n",
@@ -200,8 +202,14 @@ int main(int argc, char **argv)
         /* In place wherever the buckets' rows or groups share the node and
          * the offsets agree; the packed path (never in place) otherwise. */
         double ip = (double)_in_place, nb = (double)_buckets;
-        tcomm_sum_double(c, &ip, 1);
-        tcomm_sum_double(c, &nb, 1);
+        int crc = tcomm_sum_double(c, &ip, 1);
+        crc |= tcomm_sum_double(c, &nb, 1);
+        if (crc) {
+            if (in.rank == 0)
+                printf("FAIL: summing the in-place counts: %s\n",
+                       torus_error_msg());
+            fails++;
+        }
         if (in.rank == 0)
             printf(
                 "shared gradients%s: %.0f of %.0f buckets reduced in place\n",
@@ -214,7 +222,8 @@ int main(int argc, char **argv)
         }
     }
     double priced = (double)_priced;
-    tcomm_sum_double(c, &priced, 1);
+    if (tcomm_sum_double(c, &priced, 1))
+        priced = -1; /* a failed sum fails the check */
     if (in.rank == 0)
         printf("cost model calls during steps: %.0f%s\n", priced,
                priced ? " FAIL (the bucket plan is resolved at seal)" : "");

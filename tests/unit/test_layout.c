@@ -182,8 +182,8 @@ static void check_deterministic(const fixture_t *f, const size_t *leaves,
     for (size_t n = 0; n < f->nnodes; n++)
         for (uint32_t t = 0; t < f->tasks[0]; t++) {
             torus_layout_task_t a, b;
-            torus_layout_place(l, n, t, &a);
-            torus_layout_place(m, n, t, &b);
+            ck_assert_int_eq(torus_layout_place(l, n, t, &a), 0);
+            ck_assert_int_eq(torus_layout_place(m, n, t, &b), 0);
             ck_assert_mem_eq(&a, &b, sizeof a);
         }
     torus_layout_free(m);

@@ -101,7 +101,8 @@ static int _sync(tcomm_t *c, const _grads *gr, int mode, tcomm_fusion_t *f,
         /* Until the last rank is done: with more ranks than cores a
          * rank's own loop time hides the others' turns on the cores,
          * which every synchronising row pays for. */
-        tcomm_barrier(c);
+        if (tcomm_barrier(c))
+            return torus_error_prefix(BENCH_FAILED, "barrier");
     }
     return BENCH_OK;
 }
@@ -119,21 +120,30 @@ static int _row(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
     *buckets = mode == FUSED ? tcomm_fusion_bucket_count(f) : (size_t)gr->n;
     for (int step = -1; step < o->steps; step++) { /* step -1 warms up */
         _fill(gr, in->rank);
-        tcomm_barrier(c);
+        if (tcomm_barrier(c)) {
+            tcomm_fusion_destroy(f);
+            return torus_error_prefix(BENCH_FAILED, "barrier");
+        }
         double t0 = tcomm_wtime();
         if (_sync(c, gr, mode, f, a, w)) {
             tcomm_fusion_destroy(f);
             return BENCH_FAILED;
         }
         double t = tcomm_wtime() - t0;
-        tcomm_max_double(c, &t);
+        if (tcomm_max_double(c, &t)) {
+            tcomm_fusion_destroy(f);
+            return torus_error_prefix(BENCH_FAILED, "step time");
+        }
         if (step >= 0)
             total += t;
     }
     *wrong = 0; /* the reference reduces nothing: nothing to check */
     if (mode != RW_REF) {
         *wrong = _wrong(gr, in->size, w);
-        tcomm_sum_double(c, wrong, 1);
+        if (tcomm_sum_double(c, wrong, 1)) {
+            tcomm_fusion_destroy(f);
+            return torus_error_prefix(BENCH_FAILED, "wrong values");
+        }
     }
     tcomm_fusion_destroy(f);
     *mean = total / o->steps;

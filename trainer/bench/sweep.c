@@ -200,15 +200,18 @@ static tcomm_rc _measure(tcomm_t *c, const bench_opts *o, const tcomm_info *in,
             NULL);
     tcomm_result r;
     for (int i = 0; i < o->warmup; i++)
-        _call(c, x, count, a, w, TCOMM_AVERAGE | place, &r);
-    tcomm_barrier(c);
+        if ((rc = _call(c, x, count, a, w, TCOMM_AVERAGE | place, &r)))
+            return torus_error_prefix(rc, "all-reduce");
+    if ((rc = tcomm_barrier(c)))
+        return torus_error_prefix(rc, "barrier");
     double t0 = tcomm_wtime();
     for (int i = 0; i < o->iters; i++)
         if ((rc = _call(c, x, count, a, w, TCOMM_AVERAGE | place, &r)))
             return torus_error_prefix(rc, "all-reduce");
     m->t = (tcomm_wtime() - t0) / o->iters;
-    tcomm_max_double(c, &m->t);
-    tcomm_sum_double(c, &m->wrong, 1);
+    if ((rc = tcomm_max_double(c, &m->t)) ||
+        (rc = tcomm_sum_double(c, &m->wrong, 1)))
+        return torus_error_prefix(rc, "bench times");
     _bw(m, count, in->size);
     m->ran = 1;
     return TCOMM_OK;

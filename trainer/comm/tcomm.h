@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/torus_error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -102,11 +104,11 @@ double tcomm_wtime(void);
 
 /* Parse the layout options tools accept: "--grid" RxC, "--group-size" N.
  * Returns TCOMM_ERR_ENV with a message naming the option on bad values. */
-tcomm_rc tcomm_options_set(tcomm_options *o, const char *name,
-                           const char *value);
+TORUS_MUST_CHECK tcomm_rc tcomm_options_set(tcomm_options *o, const char *name,
+                                            const char *value);
 
 /* Bootstrap: PMIx, then MPI (unless a singleton), then communicators. */
-tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out);
+TORUS_MUST_CHECK tcomm_rc tcomm_init(const tcomm_options *opt, tcomm_t **out);
 /* Collective: first agrees, within the deadline, that every rank is here
  * (a rank lost at the very end aborts the job naming it, exit 5), then
  * frees everything and finalizes MPI if tcomm_init started it. */
@@ -124,8 +126,9 @@ void tcomm_info_get(const tcomm_t *c, tcomm_info *info);
 
 /* In-place all-reduce of count fp32 values in host memory. Every rank gets a
  * bitwise-identical result. */
-tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count, tcomm_algo algo,
-                         tcomm_wire wire, unsigned flags, tcomm_result *res);
+TORUS_MUST_CHECK tcomm_rc tcomm_allreduce(tcomm_t *c, float *buf, size_t count,
+                                          tcomm_algo algo, tcomm_wire wire,
+                                          unsigned flags, tcomm_result *res);
 
 /* A piece of a gradient vector: count fp32 values at p (host memory). */
 typedef struct {
@@ -140,9 +143,11 @@ typedef struct {
  * they are reduced where they lie. With TCOMM_ALGO_HYBRID on one node the
  * cost model also picks the wire: fp32 where the 16-bit wire's casts cost
  * more than its halved bytes save (res->wire_used says which ran). */
-tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
-                              tcomm_algo algo, tcomm_wire wire, unsigned flags,
-                              tcomm_result *res);
+TORUS_MUST_CHECK tcomm_rc tcomm_allreduce_segs(tcomm_t *c,
+                                               const tcomm_seg *segs, int nsegs,
+                                               tcomm_algo algo, tcomm_wire wire,
+                                               unsigned flags,
+                                               tcomm_result *res);
 
 /* Gradient memory that the ranks of a node share (collective on world;
  * every rank asks for the same bytes; one such block per tcomm_t, freed
@@ -158,7 +163,8 @@ tcomm_rc tcomm_allreduce_segs(tcomm_t *c, const tcomm_seg *segs, int nsegs,
  * and every other rank fails naming it ("rank 3 could not allocate its
  * shared gradient memory"); none waits in a collective it skipped. The
  * memory is OpenMPI's: files in /dev/shm (docs/comm.md). */
-tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes, void **out);
+TORUS_MUST_CHECK tcomm_rc tcomm_shared_alloc(tcomm_t *c, size_t bytes,
+                                             void **out);
 void tcomm_shared_free(tcomm_t *c);
 
 /* Small helpers on world (host memory). Every one of them, like every
@@ -168,10 +174,13 @@ void tcomm_shared_free(tcomm_t *c);
  * with "rank N is lost or stalled" naming it (the same rank on every
  * waiting rank), never a hang. A rank that is killed is also noticed by
  * the launcher (srun, mpirun), which ends the job naming its task. */
-tcomm_rc tcomm_barrier(tcomm_t *c);
-tcomm_rc tcomm_bcast_bytes(tcomm_t *c, void *buf, size_t bytes, int root);
-tcomm_rc tcomm_max_double(tcomm_t *c, double *v); /* in place, world max */
-tcomm_rc tcomm_sum_double(tcomm_t *c, double *v, int n); /* in place */
+TORUS_MUST_CHECK tcomm_rc tcomm_barrier(tcomm_t *c);
+TORUS_MUST_CHECK tcomm_rc tcomm_bcast_bytes(tcomm_t *c, void *buf, size_t bytes,
+                                            int root);
+TORUS_MUST_CHECK tcomm_rc tcomm_max_double(tcomm_t *c,
+                                           double *v); /* in place, world max */
+TORUS_MUST_CHECK tcomm_rc tcomm_sum_double(tcomm_t *c, double *v,
+                                           int n); /* in place */
 
 /* A barrier on world with its own deadline of seconds (<= 0: none),
  * whatever the timeout: for a point where some ranks legitimately wait
@@ -179,7 +188,7 @@ tcomm_rc tcomm_sum_double(tcomm_t *c, double *v, int n); /* in place */
  * to write and fsync it. A killed rank still ends the job through the
  * launcher, and an MPI error naming a peer still fails the wait; only a
  * stopped (SIGSTOP, hung) rank goes unnoticed until the deadline. */
-tcomm_rc tcomm_barrier_timeout(tcomm_t *c, double seconds);
+TORUS_MUST_CHECK tcomm_rc tcomm_barrier_timeout(tcomm_t *c, double seconds);
 /* Set the no-progress deadline of every later wait to seconds (<= 0:
  * none) and return the previous one, e.g. around a long wait:
  *     double t = tcomm_set_timeout(c, 600); ...; tcomm_set_timeout(c, t);
@@ -190,11 +199,11 @@ tcomm_rc tcomm_barrier_timeout(tcomm_t *c, double seconds);
 double tcomm_set_timeout(tcomm_t *c, double seconds);
 
 /* PMIx exchange: publish a blob under key, fence, read a peer's blob. */
-tcomm_rc tcomm_pmix_put(tcomm_t *c, const char *key, const void *data,
-                        size_t len);
-tcomm_rc tcomm_pmix_fence(tcomm_t *c);
-tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key, void *data,
-                        size_t len);
+TORUS_MUST_CHECK tcomm_rc tcomm_pmix_put(tcomm_t *c, const char *key,
+                                         const void *data, size_t len);
+TORUS_MUST_CHECK tcomm_rc tcomm_pmix_fence(tcomm_t *c);
+TORUS_MUST_CHECK tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key,
+                                         void *data, size_t len);
 
 /* Ends the whole job with code after printing msg (used when a rank is
  * lost): every rank, a stopped one too, under any launcher (PMIx_Abort;
@@ -210,7 +219,7 @@ double tcomm_predict(const tcomm_t *c, tcomm_algo algo, size_t count,
 /* Measure alpha/beta of intra- and inter-node links with a short probe
  * (bootstrap/probe.c) and store them for the hybrid algorithm (collective on
  * world). */
-tcomm_rc tcomm_probe_links(tcomm_t *c);
+TORUS_MUST_CHECK tcomm_rc tcomm_probe_links(tcomm_t *c);
 
 /* The link parameters the model prices with (defaults, TCOMM_COST, or what
  * tcomm_probe_links measured) as one line of text in buf (snprintf's

@@ -84,14 +84,16 @@ static int _host_wait(ttrain_exchange *ex, teng_net *net, int replayed,
         int finite;
         if (dstep) /* the device step counts them: no host wait */
             return 0;
-        if (teng_net_grads_finite(net, &finite))
-            return -1;
+        int rc = teng_net_grads_finite(net, &finite);
+        if (rc)
+            return rc;
         ex->nonfinite = !finite;
         return 0;
     }
     tcomm_fusion_stats st;
-    if (tcomm_fusion_finish(ex->fusion, &st))
-        return -1;
+    int rc = tcomm_fusion_finish(ex->fusion, &st);
+    if (rc)
+        return rc;
     ex->wait_s += st.wait_s;
     ex->nonfinite = st.nonfinite;
     return 0;
@@ -118,10 +120,9 @@ static int _host_stats_average(ttrain_exchange *ex, void *stats, size_t n,
 {
     (void)net;
     tcomm_result r;
-    if (tcomm_allreduce(ex->c.comm, stats, n, ex->c.algo, TCOMM_WIRE_FP32,
-                        TCOMM_AVERAGE, &r))
-        return torus_error_prefix(-1, "rank %d", ex->c.rank);
-    return 0;
+    int rc = tcomm_allreduce(ex->c.comm, stats, n, ex->c.algo, TCOMM_WIRE_FP32,
+                             TCOMM_AVERAGE, &r);
+    return rc ? torus_error_prefix(rc, "rank %d", ex->c.rank) : 0;
 }
 
 static void _host_describe(const ttrain_exchange *ex, FILE *f)
@@ -159,19 +160,20 @@ static int _host_open(ttrain_exchange *ex, teng_net *net)
         .wire = c->wire,
         .on_bucket = c->trace ? ttrain_trace_bucket : NULL,
         .on_bucket_ctx = c->trace};
-    if (tcomm_fusion_create(c->comm, &fo, &ex->fusion))
-        return -1;
+    int rc = tcomm_fusion_create(c->comm, &fo, &ex->fusion);
+    if (rc)
+        return rc;
     ex->np = teng_net_nparams(net);
     for (int i = ex->np - 1; i >= 0; i--) {
         const teng_param *p = teng_net_param(net, i);
         int idx;
         /* The backend's layout may pad a param: padding gradients are
          * zero, and summing zeros keeps them zero. */
-        if (tcomm_fusion_add(ex->fusion, p->grad, p->bytes / sizeof(float),
-                             p->name, &idx))
-            return -1;
+        if ((rc = tcomm_fusion_add(ex->fusion, p->grad,
+                                   p->bytes / sizeof(float), p->name, &idx)))
+            return rc;
     }
-    return tcomm_fusion_seal(ex->fusion) ? -1 : 0;
+    return tcomm_fusion_seal(ex->fusion);
 }
 
 /* ---- device: tcomm_gpu, through the cuda module's table ---- */
@@ -399,15 +401,16 @@ int ttrain_exchange_check_agreement(ttrain_exchange *ex, teng_net *net)
     uint64_t h;
     if (world == 1)
         return 0;
-    if (ttrain_state_hash(net, &h))
-        return torus_error_prefix(-1, "rank %d", rank);
+    int rc = ttrain_state_hash(net, &h);
+    if (rc)
+        return torus_error_prefix(rc, "rank %d", rank);
     /* Every rank's hash, as two exact 32-bit halves, by one sum. */
     double *v = calloc(2 * (size_t)world, sizeof(double));
     if (!v)
         return TORUS_FAIL(TTRAIN_ENOMEM, "rank %d: out of memory", rank);
     v[2 * rank] = (double)(h >> 32);
     v[2 * rank + 1] = (double)(h & 0xffffffffu);
-    int rc = ttrain_exchange_sum(ex, v, 2 * world);
+    rc = ttrain_exchange_sum(ex, v, 2 * world);
     for (int r = 1; r < world && !rc; r++)
         if (v[2 * r] != v[0] || v[2 * r + 1] != v[1])
             rc = TORUS_FAIL(TTRAIN_ERANKS,
@@ -423,16 +426,14 @@ int ttrain_exchange_check_agreement(ttrain_exchange *ex, teng_net *net)
 
 int ttrain_exchange_sum(ttrain_exchange *ex, double *v, int n)
 {
-    if (ex->c.world == 1 || !tcomm_sum_double(ex->c.comm, v, n))
-        return 0;
-    return torus_error_prefix(-1, "rank %d", ex->c.rank);
+    int rc = ex->c.world == 1 ? 0 : tcomm_sum_double(ex->c.comm, v, n);
+    return rc ? torus_error_prefix(rc, "rank %d", ex->c.rank) : 0;
 }
 
 int ttrain_exchange_max(ttrain_exchange *ex, double *v)
 {
-    if (ex->c.world == 1 || !tcomm_max_double(ex->c.comm, v))
-        return 0;
-    return torus_error_prefix(-1, "rank %d", ex->c.rank);
+    int rc = ex->c.world == 1 ? 0 : tcomm_max_double(ex->c.comm, v);
+    return rc ? torus_error_prefix(rc, "rank %d", ex->c.rank) : 0;
 }
 
 int ttrain_exchange_bucket_kb(const ttrain_exchange *ex)
@@ -456,9 +457,8 @@ int ttrain_exchange_set_bucket_kb(ttrain_exchange *ex, int kb)
 {
     if (!ex->fusion || kb < 1)
         return 0;
-    if (tcomm_fusion_set_theta(ex->fusion, (size_t)kb << 10))
-        return torus_error_prefix(-1, "rank %d", ex->c.rank);
-    return 0;
+    int rc = tcomm_fusion_set_theta(ex->fusion, (size_t)kb << 10);
+    return rc ? torus_error_prefix(rc, "rank %d", ex->c.rank) : 0;
 }
 
 void ttrain_exchange_describe(const ttrain_exchange *ex, const tcomm_info *info,

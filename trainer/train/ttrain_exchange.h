@@ -22,6 +22,8 @@
 
 #include <stdio.h>
 
+#include "common/torus_error.h"
+
 #include "trainer/comm/tcomm.h"
 #include "trainer/engine/teng.h"
 #include "trainer/train/ttrain_trace.h"
@@ -39,14 +41,15 @@ typedef struct {
 
 /* Collective on world, after the net is compiled; registers the gradient
  * hook on net. */
-int ttrain_exchange_open(const ttrain_exchange_config *c, teng_net *net,
-                         teng_backend *bk, ttrain_exchange **out);
+TORUS_MUST_CHECK int ttrain_exchange_open(const ttrain_exchange_config *c,
+                                          teng_net *net, teng_backend *bk,
+                                          ttrain_exchange **out);
 
 /* Ends the step's exchange. replayed: a step graph ran the step (and the
  * exchange's device end with it); dstep: the device counts inf/nan and
  * decides, so the host waits for nothing. */
-int ttrain_exchange_wait(ttrain_exchange *ex, teng_net *net, int replayed,
-                         int dstep);
+TORUS_MUST_CHECK int ttrain_exchange_wait(ttrain_exchange *ex, teng_net *net,
+                                          int replayed, int dstep);
 /* inf/nan in this step's summed gradients (after wait), and whether that
  * is a count of values (1) or only "some" (0: one rank's own check). */
 size_t ttrain_exchange_nonfinite(const ttrain_exchange *ex, int *counted);
@@ -59,18 +62,20 @@ double ttrain_exchange_wait_s(ttrain_exchange *ex, int restart);
  * the exchange's deadline, for what the device ended (a lost peer is
  * then named, not waited for). */
 int ttrain_exchange_capturable(const ttrain_exchange *ex);
-int ttrain_exchange_finish_device(ttrain_exchange *ex);
+TORUS_MUST_CHECK int ttrain_exchange_finish_device(ttrain_exchange *ex);
 void ttrain_exchange_abandon(ttrain_exchange *ex);
-int ttrain_exchange_sync(ttrain_exchange *ex);
+TORUS_MUST_CHECK int ttrain_exchange_sync(ttrain_exchange *ex);
 
 /* The BN running statistics averaged over ranks (fp32 on the wire). */
-int ttrain_exchange_stats_average(ttrain_exchange *ex, teng_net *net);
+TORUS_MUST_CHECK int ttrain_exchange_stats_average(ttrain_exchange *ex,
+                                                   teng_net *net);
 /* Every rank holds the same weights and BN statistics, else the first
  * rank that differs is named (TTRAIN_ERANKS). */
-int ttrain_exchange_check_agreement(ttrain_exchange *ex, teng_net *net);
+TORUS_MUST_CHECK int ttrain_exchange_check_agreement(ttrain_exchange *ex,
+                                                     teng_net *net);
 /* n doubles summed over ranks in place; one double's max. */
-int ttrain_exchange_sum(ttrain_exchange *ex, double *v, int n);
-int ttrain_exchange_max(ttrain_exchange *ex, double *v);
+TORUS_MUST_CHECK int ttrain_exchange_sum(ttrain_exchange *ex, double *v, int n);
+TORUS_MUST_CHECK int ttrain_exchange_max(ttrain_exchange *ex, double *v);
 
 /* The fusion bucket size in KiB: the host fusion's (auto resolved), the
  * device's (its default where auto), 0 with one rank. */
@@ -80,7 +85,7 @@ size_t ttrain_exchange_buckets(const ttrain_exchange *ex);
 /* Host gradients: the buckets cut again at kb KiB between steps, checked
  * on every rank (tcomm_fusion_set_theta; collective). Changes nothing on
  * the device path (its buckets are cut once) or with one rank. */
-int ttrain_exchange_set_bucket_kb(ttrain_exchange *ex, int kb);
+TORUS_MUST_CHECK int ttrain_exchange_set_bucket_kb(ttrain_exchange *ex, int kb);
 
 /* The banner's lines about the exchange (verbose: --bucket-kb auto's
  * reason in full), and the summary's (dstep: the device step ran, so the
