@@ -212,11 +212,14 @@ static int _cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Number the distinct node ids 0..n-1 in increasing order; returns n. */
+/* Number the distinct node ids 0..n-1 in increasing order; returns n, or
+ * -1 without memory. */
 static int _number_nodes(tcomm_place *all, int size, int *node_index)
 {
     int *ids = malloc(sizeof(int) * (size_t)size);
     int n = 0;
+    if (!ids)
+        return -1;
     for (int i = 0; i < size; i++)
         ids[i] = all[i].node;
     qsort(ids, (size_t)size, sizeof(int), _cmp_int);
@@ -231,110 +234,119 @@ static int _number_nodes(tcomm_place *all, int size, int *node_index)
     return n;
 }
 
+/* The grid from the nodes alone: a row per node when every node holds the
+ * same number of ranks, else one row of all (said in note). */
+static void _grid_from_nodes(tcomm_place *all, int size, int nnodes,
+                             const int *nodeix, char *note, size_t notelen)
+{
+    int uniform = size % nnodes == 0;
+    for (int i = 0; uniform && i < size; i++)
+        uniform = all[i].local_size == size / nnodes &&
+                  all[i].local_rank < size / nnodes;
+    for (int i = 0; i < size; i++) {
+        all[i].rows = uniform ? nnodes : 1;
+        all[i].cols = uniform ? size / nnodes : size;
+        all[i].row = uniform ? nodeix[i] : 0;
+        all[i].col = uniform ? all[i].local_rank : i;
+    }
+    if (!uniform && note)
+        snprintf(note, notelen,
+                 "nodes hold different task counts: grid "
+                 "falls back to 1x%d",
+                 size);
+}
+
+/* Rank i against rank 0: the same dims and group count, its group in
+ * range, its cell not claimed before (seen: one byte per cell). */
+static tcomm_rc _check_rank(const tcomm_place *all, int i, const char *what,
+                            char *seen)
+{
+    const tcomm_place *p = &all[i];
+    int R = all[0].rows, C = all[0].cols;
+    if (p->rows != R || p->cols != C)
+        return TORUS_FAIL(TCOMM_ERR_ENV,
+                          "rank %d has %s=%dx%d but rank 0 has "
+                          "%dx%d",
+                          i, what, p->rows, p->cols, R, C);
+    if (p->ngroups != all[0].ngroups || p->group < 0 ||
+        p->group >= p->ngroups)
+        return TORUS_FAIL(TCOMM_ERR_ENV,
+                          "rank %d has group %d of %d, rank 0 has "
+                          "%d groups",
+                          i, p->group, p->ngroups, all[0].ngroups);
+    int cell = p->row * C + p->col;
+    if (seen[cell]) {
+        int j = 0;
+        while (all[j].row != p->row || all[j].col != p->col)
+            j++;
+        return TORUS_FAIL(TCOMM_ERR_ENV,
+                          "ranks %d and %d both claim grid "
+                          "coordinate %d,%d",
+                          j, i, p->row, p->col);
+    }
+    seen[cell] = 1;
+    return TCOMM_OK;
+}
+
+/* Every group must have a member, or group numbering is broken. seen: size
+ * bytes, reused. */
+static tcomm_rc _check_groups(const tcomm_place *all, int size, char *seen)
+{
+    int ng = all[0].ngroups;
+    if (ng > size)
+        return TORUS_FAIL(TCOMM_ERR_ENV,
+                          "%d groups for %d ranks: some group is empty", ng,
+                          size);
+    memset(seen, 0, (size_t)size);
+    for (int i = 0; i < size; i++)
+        seen[all[i].group] = 1;
+    for (int g = 0; g < ng; g++)
+        if (!seen[g])
+            return TORUS_FAIL(TCOMM_ERR_ENV, "group %d of %d has no rank", g,
+                              ng);
+    return TCOMM_OK;
+}
+
+/* The same checks for every source: they cost O(P) once at start-up. */
+static tcomm_rc _check_grid(const tcomm_place *all, int size, int src)
+{
+    int R = all[0].rows, C = all[0].cols;
+    const char *what = (src & TCOMM_SRC_ENV) ? TORUS_ENV_DIMS : "grid";
+    if ((long)R * C != size)
+        return TORUS_FAIL(TCOMM_ERR_ENV,
+                          "%s=%dx%d does not match the %d ranks "
+                          "of this job",
+                          what, R, C, size);
+    char *seen = calloc((size_t)size, 1);
+    if (!seen)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "out of memory for %d ranks", size);
+    tcomm_rc rc = TCOMM_OK;
+    for (int i = 0; i < size && !rc; i++)
+        rc = _check_rank(all, i, what, seen);
+    if (!rc)
+        rc = _check_groups(all, size, seen);
+    free(seen);
+    return rc;
+}
+
 tcomm_rc tcomm_layout_finish(tcomm_place *all, int size, int src, char *note,
                              size_t notelen)
 {
-    tcomm_rc rc = TCOMM_OK;
     int *nodeix = malloc(sizeof(int) * (size_t)size);
-    char *seen = NULL;
-    if (!nodeix)
+    int nnodes = nodeix ? _number_nodes(all, size, nodeix) : -1;
+    if (nnodes < 0) {
+        free(nodeix);
         return TORUS_FAIL(TCOMM_ERR_NOMEM, "out of memory for %d ranks", size);
-    int nnodes = _number_nodes(all, size, nodeix);
+    }
     if (note && notelen)
         note[0] = 0;
-
-    if (src & TCOMM_SRC_NODES) {
-        int uniform = size % nnodes == 0;
-        for (int i = 0; uniform && i < size; i++)
-            uniform = all[i].local_size == size / nnodes &&
-                      all[i].local_rank < size / nnodes;
-        for (int i = 0; i < size; i++) {
-            if (uniform) {
-                all[i].rows = nnodes;
-                all[i].cols = size / nnodes;
-                all[i].row = nodeix[i];
-                all[i].col = all[i].local_rank;
-            } else {
-                all[i].rows = 1;
-                all[i].cols = size;
-                all[i].row = 0;
-                all[i].col = i;
-            }
-        }
-        if (!uniform && note)
-            snprintf(note, notelen,
-                     "nodes hold different task counts: grid "
-                     "falls back to 1x%d",
-                     size);
-    }
+    if (src & TCOMM_SRC_NODES)
+        _grid_from_nodes(all, size, nnodes, nodeix, note, notelen);
     if (all[0].group < 0)
         for (int i = 0; i < size; i++) {
             all[i].group = nodeix[i];
             all[i].ngroups = nnodes;
         }
-
-    /* The same checks for every source: they cost O(P) once at start-up. */
-    int R = all[0].rows, C = all[0].cols;
-    const char *what = (src & TCOMM_SRC_ENV) ? TORUS_ENV_DIMS : "grid";
-    if ((long)R * C != size) {
-        rc = TORUS_FAIL(TCOMM_ERR_ENV,
-                     "%s=%dx%d does not match the %d ranks "
-                     "of this job",
-                     what, R, C, size);
-        goto out;
-    }
-    seen = calloc((size_t)size, 1);
-    if (!seen) {
-        rc = TORUS_FAIL(TCOMM_ERR_NOMEM, "out of memory for %d ranks", size);
-        goto out;
-    }
-    for (int i = 0; i < size; i++) {
-        const tcomm_place *p = &all[i];
-        if (p->rows != R || p->cols != C) {
-            rc = TORUS_FAIL(TCOMM_ERR_ENV,
-                         "rank %d has %s=%dx%d but rank 0 has "
-                         "%dx%d",
-                         i, what, p->rows, p->cols, R, C);
-            goto out;
-        }
-        if (p->ngroups != all[0].ngroups || p->group < 0 ||
-            p->group >= p->ngroups) {
-            rc = TORUS_FAIL(TCOMM_ERR_ENV,
-                         "rank %d has group %d of %d, rank 0 has "
-                         "%d groups",
-                         i, p->group, p->ngroups, all[0].ngroups);
-            goto out;
-        }
-        int cell = p->row * C + p->col;
-        if (seen[cell]) {
-            int j = 0;
-            while (all[j].row != p->row || all[j].col != p->col)
-                j++;
-            rc = TORUS_FAIL(TCOMM_ERR_ENV,
-                         "ranks %d and %d both claim grid "
-                         "coordinate %d,%d",
-                         j, i, p->row, p->col);
-            goto out;
-        }
-        seen[cell] = 1;
-    }
-    /* Every group must have a member, or group numbering is broken. */
-    memset(seen, 0, (size_t)size);
-    int ng = all[0].ngroups;
-    if (ng > size) {
-        rc = TORUS_FAIL(TCOMM_ERR_ENV,
-                     "%d groups for %d ranks: some group is empty", ng, size);
-        goto out;
-    }
-    for (int i = 0; i < size; i++)
-        seen[all[i].group] = 1;
-    for (int g = 0; g < ng; g++)
-        if (!seen[g]) {
-            rc = TORUS_FAIL(TCOMM_ERR_ENV, "group %d of %d has no rank", g, ng);
-            goto out;
-        }
-out:
-    free(seen);
     free(nodeix);
-    return rc;
+    return _check_grid(all, size, src);
 }
