@@ -54,6 +54,7 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/ttrain_checkpoint.h \
 	trainer/train/checkpoint.c \
 	trainer/train/ckpt_meta.c \
+	trainer/train/ttrain_ckpt_schema.h trainer/train/ckpt_schema.c \
 	trainer/train/ttrain_state_hash.h \
 	trainer/train/state_hash.c \
 	trainer/train/ttrain_device.h \
@@ -443,10 +444,11 @@ tests_unit_test_engine_f16_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_engine_f16_LDADD = $(TRAINER_TEST_LDADD)
 
 # libFuzzer target for the checkpoint loader (tests/fuzz/fuzz_ckpt.c): mutated
-# HDF5 checkpoints through the real HDF5 library. The harness and
-# checkpoint.c are built with clang and the sanitizers (the fuzzer's
-# coverage); the rest of libtorustrain and libtdata link as built (their
-# own checkpoint.o is never pulled: the instrumented one defines it all;
+# HDF5 checkpoints through the real HDF5 library. The harness,
+# checkpoint.c and ckpt_schema.c (its I/O and its checks) are built with
+# clang and the sanitizers (the fuzzer's coverage); the rest of
+# libtorustrain and libtdata link as built (their own checkpoint.o and
+# ckpt_schema.o are never pulled: the instrumented ones define it all;
 # so is data/format/ckpt.c, the tensor validation it calls).
 # `make fuzz-smoke` runs it; by hand:
 #   make fuzz-ckpt && make fuzz-ckpt-run FUZZ_SECONDS=60
@@ -456,6 +458,7 @@ FUZZ_CKPT_CFLAGS = -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
 EXTRA_DIST += tests/fuzz/fuzz_ckpt.c tests/fuzz/corpus-ckpt
 fuzz-ckpt: $(top_srcdir)/tests/fuzz/fuzz_ckpt.c \
 		$(top_srcdir)/trainer/train/checkpoint.c \
+		$(top_srcdir)/trainer/train/ckpt_schema.c \
 		$(top_srcdir)/data/format/ckpt.c trainer/libtorustrain.la \
 		data/libtdata.la
 	$(MKDIR_P) tests/fuzz
@@ -463,12 +466,14 @@ fuzz-ckpt: $(top_srcdir)/tests/fuzz/fuzz_ckpt.c \
 		-o tests/fuzz/fuzz_ckpt-main.o
 	$(FUZZ_CC) $(FUZZ_CKPT_CFLAGS) -c $(top_srcdir)/trainer/train/checkpoint.c \
 		-o tests/fuzz/fuzz_ckpt-checkpoint.o
+	$(FUZZ_CC) $(FUZZ_CKPT_CFLAGS) -c $(top_srcdir)/trainer/train/ckpt_schema.c \
+		-o tests/fuzz/fuzz_ckpt-schema.o
 	$(FUZZ_CC) $(FUZZ_CKPT_CFLAGS) -c $(top_srcdir)/data/format/ckpt.c \
 		-o tests/fuzz/fuzz_ckpt-ckpt.o
 	$(LIBTOOL) --silent --tag=CC --mode=link $(FUZZ_CC) \
 		-fsanitize=fuzzer,address,undefined -o tests/fuzz/fuzz_ckpt \
 		tests/fuzz/fuzz_ckpt-main.o tests/fuzz/fuzz_ckpt-checkpoint.o \
-		tests/fuzz/fuzz_ckpt-ckpt.o \
+		tests/fuzz/fuzz_ckpt-schema.o tests/fuzz/fuzz_ckpt-ckpt.o \
 		trainer/libtorustrain.la data/libtdata.la $(HDF5_LIBS) -lm
 	-rmdir tests/fuzz/.libs 2> /dev/null
 fuzz-ckpt-run: fuzz-ckpt
@@ -477,5 +482,6 @@ fuzz-ckpt-run: fuzz-ckpt
 		-timeout=20 -rss_limit_mb=2048 tests/fuzz/work-ckpt \
 		$(top_srcdir)/tests/fuzz/corpus-ckpt
 CLEANFILES += tests/fuzz/fuzz_ckpt tests/fuzz/fuzz_ckpt-main.o \
-	tests/fuzz/fuzz_ckpt-checkpoint.o tests/fuzz/fuzz_ckpt-ckpt.o
+	tests/fuzz/fuzz_ckpt-checkpoint.o tests/fuzz/fuzz_ckpt-schema.o \
+	tests/fuzz/fuzz_ckpt-ckpt.o
 .PHONY: fuzz-ckpt fuzz-ckpt-run
