@@ -499,6 +499,48 @@ static int _bind_weighted(teng_backend *bk, teng_net *net, tdnnl_net *dn,
     return TENG_OK;
 }
 
+/* batch norm: training forward (its batch mean and variance into the
+ * layer's workspace), inference forward (the running statistics) and
+ * backward, scale and shift as two params. */
+static int _bind_bn(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
+{
+    teng_layer *l = &net->l[li];
+    tdnnl_layer *d = &dn->l[li];
+    teng_tensor *x = &net->t[l->in[0]], *y = &net->t[l->out];
+    dnnl_memory_desc_t *xm = &dn->tmd[l->in[0]], *ym = &dn->tmd[l->out];
+    teng_param *p = &net->p[l->param0];
+    char *ws = l->ws;
+    dnnl_memory_desc_t cm;
+    const dnnl_memory_desc_t *wsm =
+        _q(d->pd[TDNNL_FWD], dnnl_query_workspace_md, 0);
+    int c = x->shape.c, hasws = dnnl_memory_desc_get_size(wsm) > 0;
+    char *stats = net->stats;
+    _tdnnl_plain_md(&cm, 1, &c);
+    for (int s = TDNNL_FWD; s <= TDNNL_BWD; s++) {
+        _A(s, DNNL_ARG_SRC, xm, x->data);
+        _A(s, DNNL_ARG_SCALE, &cm, p[0].work);
+        _A(s, DNNL_ARG_SHIFT, &cm, p[1].work);
+    }
+    _A(TDNNL_FWD, DNNL_ARG_DST, ym, y->data);
+    _A(TDNNL_FWD, DNNL_ARG_MEAN, &cm, ws + d->ws_off[0]);
+    _A(TDNNL_FWD, DNNL_ARG_VARIANCE, &cm, ws + d->ws_off[1]);
+    if (hasws)
+        _A(TDNNL_FWD, DNNL_ARG_WORKSPACE, wsm, ws + d->ws_off[2]);
+    _A(TDNNL_INF, DNNL_ARG_DST, ym, y->data);
+    _A(TDNNL_INF, DNNL_ARG_MEAN, &cm, stats + net->stat_off[l->stat0]);
+    _A(TDNNL_INF, DNNL_ARG_VARIANCE, &cm,
+       stats + net->stat_off[l->stat0 + 1]);
+    _A(TDNNL_BWD, DNNL_ARG_MEAN, &cm, ws + d->ws_off[0]);
+    _A(TDNNL_BWD, DNNL_ARG_VARIANCE, &cm, ws + d->ws_off[1]);
+    if (hasws)
+        _A(TDNNL_BWD, DNNL_ARG_WORKSPACE, wsm, ws + d->ws_off[2]);
+    _A(TDNNL_BWD, DNNL_ARG_DIFF_DST, ym, y->grad);
+    _A(TDNNL_BWD, DNNL_ARG_DIFF_SRC, xm, l->in_grad[0]);
+    _A(TDNNL_BWD, DNNL_ARG_DIFF_SCALE, &cm, p[0].grad);
+    _A(TDNNL_BWD, DNNL_ARG_DIFF_SHIFT, &cm, p[1].grad);
+    return TENG_OK;
+}
+
 static int _bind_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
 {
     teng_layer *l = &net->l[li];
@@ -512,43 +554,13 @@ static int _bind_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
         return TENG_OK;
     teng_tensor *x = &net->t[l->in[0]], *y = &net->t[l->out];
     dnnl_memory_desc_t *xm = &dn->tmd[l->in[0]], *ym = &dn->tmd[l->out];
-    teng_param *p = l->nparam ? &net->p[l->param0] : NULL;
     char *ws = l->ws;
     switch (l->kind) {
     case TENG_L_CONV:
     case TENG_L_FC:
         return _bind_weighted(bk, net, dn, li);
-    case TENG_L_BN: {
-        dnnl_memory_desc_t cm;
-        const dnnl_memory_desc_t *wsm =
-            _q(d->pd[TDNNL_FWD], dnnl_query_workspace_md, 0);
-        int c = x->shape.c, hasws = dnnl_memory_desc_get_size(wsm) > 0;
-        char *stats = net->stats;
-        _tdnnl_plain_md(&cm, 1, &c);
-        for (int s = TDNNL_FWD; s <= TDNNL_BWD; s++) {
-            _A(s, DNNL_ARG_SRC, xm, x->data);
-            _A(s, DNNL_ARG_SCALE, &cm, p[0].work);
-            _A(s, DNNL_ARG_SHIFT, &cm, p[1].work);
-        }
-        _A(TDNNL_FWD, DNNL_ARG_DST, ym, y->data);
-        _A(TDNNL_FWD, DNNL_ARG_MEAN, &cm, ws + d->ws_off[0]);
-        _A(TDNNL_FWD, DNNL_ARG_VARIANCE, &cm, ws + d->ws_off[1]);
-        if (hasws)
-            _A(TDNNL_FWD, DNNL_ARG_WORKSPACE, wsm, ws + d->ws_off[2]);
-        _A(TDNNL_INF, DNNL_ARG_DST, ym, y->data);
-        _A(TDNNL_INF, DNNL_ARG_MEAN, &cm, stats + net->stat_off[l->stat0]);
-        _A(TDNNL_INF, DNNL_ARG_VARIANCE, &cm,
-           stats + net->stat_off[l->stat0 + 1]);
-        _A(TDNNL_BWD, DNNL_ARG_MEAN, &cm, ws + d->ws_off[0]);
-        _A(TDNNL_BWD, DNNL_ARG_VARIANCE, &cm, ws + d->ws_off[1]);
-        if (hasws)
-            _A(TDNNL_BWD, DNNL_ARG_WORKSPACE, wsm, ws + d->ws_off[2]);
-        _A(TDNNL_BWD, DNNL_ARG_DIFF_DST, ym, y->grad);
-        _A(TDNNL_BWD, DNNL_ARG_DIFF_SRC, xm, l->in_grad[0]);
-        _A(TDNNL_BWD, DNNL_ARG_DIFF_SCALE, &cm, p[0].grad);
-        _A(TDNNL_BWD, DNNL_ARG_DIFF_SHIFT, &cm, p[1].grad);
-        return TENG_OK;
-    }
+    case TENG_L_BN:
+        return _bind_bn(bk, net, dn, li);
     case TENG_L_RELU:
         _A(TDNNL_FWD, DNNL_ARG_SRC, xm, x->data);
         _A(TDNNL_FWD, DNNL_ARG_DST, ym, y->data);
