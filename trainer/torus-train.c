@@ -839,7 +839,7 @@ static int _epoch(_run *r, int epoch)
         if (rc == _GO && cfg->eval_every && r->gstep % cfg->eval_every == 0 &&
             !r->stopping)
             rc = _epoch_eval(r, epoch, lbatch);
-        ttrain_trace_endf(_trace, "\"step\":%ld,\"epoch\":%d", r->gstep, epoch);
+        ttrain_trace_end_step(_trace, r->gstep, epoch);
         if (r->reached)
             break;
     }

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "common/torus_json.h"
 #include "common/torus_report.h"
 #include "trainer/train/ttrain_error.h"
 
@@ -61,37 +61,77 @@ static double _clock(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Appends one event line (the text between the braces), under mu. */
-static void _append(ttrain_trace *t, const char *body, int n)
+/* Room for need bytes in t->buf (mu held), or t->truncated set. */
+static void _room(ttrain_trace *t, size_t need)
 {
-    pthread_mutex_lock(&t->mu);
-    size_t need = t->len + (size_t)n + 4;
-    if (!t->truncated && need > t->cap) {
-        size_t cap = t->cap ? t->cap : (size_t)1 << 16;
-        while (cap < need)
-            cap *= 2;
-        if (cap > TTRAIN_TRACE_MAX_BYTES)
-            cap = TTRAIN_TRACE_MAX_BYTES;
-        char *b = need <= cap ? realloc(t->buf, cap) : NULL;
-        if (b) {
-            t->buf = b;
-            t->cap = cap;
-        } else {
-            t->truncated = 1;
-            torus_warn("rank %d: --trace keeps at most %zu MiB of events (or "
-                       "no memory for more): the trace ends at %.3f s",
-                       t->rank, TTRAIN_TRACE_MAX_BYTES >> 20, _clock() - t->t0);
-        }
+    if (t->truncated || need <= t->cap)
+        return;
+    size_t cap = t->cap ? t->cap : (size_t)1 << 16;
+    while (cap < need)
+        cap *= 2;
+    if (cap > TTRAIN_TRACE_MAX_BYTES)
+        cap = TTRAIN_TRACE_MAX_BYTES;
+    char *b = need <= cap ? realloc(t->buf, cap) : NULL;
+    if (b) {
+        t->buf = b;
+        t->cap = cap;
+        return;
     }
+    t->truncated = 1;
+    torus_warn("rank %d: --trace keeps at most %zu MiB of events (or no "
+               "memory for more): the trace ends at %.3f s",
+               t->rank, TTRAIN_TRACE_MAX_BYTES >> 20, _clock() - t->t0);
+}
+
+/* Appends event e (json-c's text: escaped, one line) and releases it;
+ * an event json-c had no memory for ends the trace like a full buffer. */
+static void _append(ttrain_trace *t, json_object *e)
+{
+    const char *s = e ? torus_json_text(e) : NULL;
+    size_t n = s ? strlen(s) : TTRAIN_TRACE_MAX_BYTES;
+    pthread_mutex_lock(&t->mu);
+    _room(t, t->len + n + 2);
     if (!t->truncated) {
-        t->buf[t->len++] = '{';
-        memcpy(t->buf + t->len, body, (size_t)n);
-        t->len += (size_t)n;
-        memcpy(t->buf + t->len, "},\n", 3);
-        t->len += 3;
+        memcpy(t->buf + t->len, s, n);
+        memcpy(t->buf + t->len + n, ",\n", 2);
+        t->len += n + 2;
         t->events++;
     }
     pthread_mutex_unlock(&t->mu);
+    json_object_put(e);
+}
+
+/* An event's common members; cat may be NULL. */
+static json_object *_event(const char *name, const char *cat, const char *ph,
+                           int pid, int tid)
+{
+    json_object *e = json_object_new_object();
+    if (!e)
+        return NULL;
+    torus_json_string(e, "name", name);
+    if (cat)
+        torus_json_string(e, "cat", cat);
+    torus_json_string(e, "ph", ph);
+    torus_json_int64(e, "pid", pid);
+    torus_json_int64(e, "tid", tid);
+    return e;
+}
+
+/* e["args"] = {key: s} (a string) or {key: v} (s NULL). */
+static json_object *_with_arg(json_object *e, const char *key, const char *s,
+                              long long v)
+{
+    json_object *a = json_object_new_object();
+    if (!e || !a) {
+        json_object_put(a);
+        return e;
+    }
+    if (s)
+        torus_json_string(a, key, s);
+    else
+        torus_json_int64(a, key, v);
+    json_object_object_add(e, "args", a);
+    return e;
 }
 
 /* The calling thread's id, and its "thread_name" event the first time
@@ -102,56 +142,42 @@ static int _tid(ttrain_trace *t, const char *role)
         return _me.tid;
     _me.named = t;
     _me.tid = (int)syscall(SYS_gettid);
-    char e[160];
-    int n = snprintf(e, sizeof e,
-                     "\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,"
-                     "\"tid\":%d,\"args\":{\"name\":\"%s\"}",
-                     t->rank, _me.tid, role);
-    _append(t, e, n);
+    _append(t, _with_arg(_event("thread_name", NULL, "M", t->rank, _me.tid),
+                         "name", role, 0));
     return _me.tid;
 }
 
-/* A complete event [t0, t1] (seconds) on this thread; args: JSON members
- * or "". Names are the code's own or a model's layer names: characters a
- * JSON string needs escaped are replaced. */
+/* A complete event [t0, t1] (seconds) on this thread; args (released
+ * here) is its "args" object or NULL for {}. Names are the code's own or a
+ * model's layer names, escaped by json-c. */
 static void _complete(ttrain_trace *t, const char *cat, const char *name,
-                      double t0, double t1, const char *args)
+                      double t0, double t1, json_object *args)
 {
-    char e[512], clean[48];
-    size_t i = 0;
-    for (; name[i] && i < sizeof clean - 1; i++)
-        clean[i] =
-            name[i] == '"' || name[i] == '\\' || (unsigned char)name[i] < 0x20
-                ? '_'
-                : name[i];
-    clean[i] = 0;
-    int n = snprintf(e, sizeof e,
-                     "\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,"
-                     "\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{%s}",
-                     clean, cat, t->rank, _tid(t, "step"), 1e6 * (t0 - t->t0),
-                     1e6 * (t1 - t0), args);
-    if (n > 0 && (size_t)n < sizeof e)
-        _append(t, e, n);
+    json_object *e = _event(name, cat, "X", t->rank, _tid(t, "step"));
+    if (!args)
+        args = json_object_new_object();
+    if (!e || !args) {
+        json_object_put(e);
+        json_object_put(args);
+        _append(t, NULL); /* no memory: the trace ends here */
+        return;
+    }
+    torus_json_fixed(e, "ts", 1e6 * (t0 - t->t0), 3);
+    torus_json_fixed(e, "dur", 1e6 * (t1 - t0), 3);
+    json_object_object_add(e, "args", args);
+    _append(t, e);
 }
 
 /* Process and thread names, so that a viewer shows "rank N (host)". */
 static void _names(ttrain_trace *t)
 {
-    char host[64] = "?", e[200];
+    char host[64] = "?", name[96];
     gethostname(host, sizeof host - 1);
-    for (char *p = host; *p; p++)
-        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
-            *p = '_';
-    int n = snprintf(e, sizeof e,
-                     "\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
-                     "\"tid\":0,\"args\":{\"name\":\"rank %d (%s)\"}",
-                     t->rank, t->rank, host);
-    _append(t, e, n);
-    n = snprintf(e, sizeof e,
-                 "\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,"
-                 "\"tid\":0,\"args\":{\"sort_index\":%d}",
-                 t->rank, t->rank);
-    _append(t, e, n);
+    snprintf(name, sizeof name, "rank %d (%s)", t->rank, host);
+    _append(t, _with_arg(_event("process_name", NULL, "M", t->rank, 0),
+                         "name", name, 0));
+    _append(t, _with_arg(_event("process_sort_index", NULL, "M", t->rank, 0),
+                         "sort_index", NULL, t->rank));
     _tid(t, "step");
 }
 
@@ -230,38 +256,42 @@ static void _group_end(ttrain_trace *t, int d)
         return;
     char name[40];
     snprintf(name, sizeof name, "backward %s", _me.group);
-    _complete(t, "step", name, _me.group_t0, _me.last_layer, "");
+    _complete(t, "step", name, _me.group_t0, _me.last_layer, NULL);
     _me.group[0] = 0;
 }
 
-static void _end(ttrain_trace *t, const char *args)
+static void _end(ttrain_trace *t, json_object *args)
 {
-    if (_me.depth <= 0)
+    if (_me.depth <= 0) {
+        json_object_put(args);
         return;
+    }
     _me.depth--;
     _group_end(t, _me.depth + 1);
     if (_me.depth < _DEPTH) {
         _span s = _me.open[_me.depth];
         _complete(t, "step", s.name, s.t0, _clock(), args);
+    } else {
+        json_object_put(args);
     }
 }
 
 void ttrain_trace_end(ttrain_trace *t)
 {
     if (t)
-        _end(t, "");
+        _end(t, NULL);
 }
 
-void ttrain_trace_endf(ttrain_trace *t, const char *fmt, ...)
+void ttrain_trace_end_step(ttrain_trace *t, long step, int epoch)
 {
     if (!t)
         return;
-    char args[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    _end(t, n >= 0 && (size_t)n < sizeof args ? args : "");
+    json_object *a = json_object_new_object();
+    if (a) {
+        torus_json_int64(a, "step", step);
+        torus_json_int64(a, "epoch", epoch);
+    }
+    _end(t, a);
 }
 
 /* The group of a layer name: its ResNet stage ("layer3" of "layer3.1.conv2"),
@@ -310,17 +340,22 @@ void ttrain_trace_bucket(void *ctx, const tcomm_fusion_span *s)
     if (!t)
         return;
     _tid(t, "comm");
-    char args[256], name[32];
+    char name[32];
     snprintf(name, sizeof name, "allreduce bucket %d", s->bucket);
-    snprintf(args, sizeof args,
-             "\"bucket\":%d,\"tensors\":%d,\"algo\":\"%s\",\"bytes\":%zu,"
-             "\"wire\":\"%s\",\"wire_bytes\":%zu,\"in_place\":%d,"
-             "\"predicted_us\":%.1f",
-             s->bucket, s->ntensors, tcomm_algo_name(s->algo),
-             s->count * sizeof(float), tcomm_wire_name(s->wire),
-             s->count * tcomm_wire_bytes(s->wire), s->in_place,
-             s->predict_s >= 0 ? s->predict_s * 1e6 : -1.0);
-    _complete(t, "comm", name, s->t0, s->t1, args);
+    json_object *a = json_object_new_object();
+    if (a) {
+        torus_json_int64(a, "bucket", s->bucket);
+        torus_json_int64(a, "tensors", s->ntensors);
+        torus_json_string(a, "algo", tcomm_algo_name(s->algo));
+        torus_json_int64(a, "bytes", (long long)(s->count * sizeof(float)));
+        torus_json_string(a, "wire", tcomm_wire_name(s->wire));
+        torus_json_int64(a, "wire_bytes",
+                         (long long)(s->count * tcomm_wire_bytes(s->wire)));
+        torus_json_int64(a, "in_place", s->in_place);
+        torus_json_fixed(a, "predicted_us",
+                         s->predict_s >= 0 ? s->predict_s * 1e6 : -1.0, 1);
+    }
+    _complete(t, "comm", name, s->t0, s->t1, a);
 }
 
 /* Rank 0 writes rank r's events, which rank r sends in _CHUNK pieces;
@@ -340,17 +375,37 @@ static int _gather_rank(ttrain_trace *t, tcomm_t *comm, int r, size_t len,
     return 0;
 }
 
-/* Rank 0's file: a header, every rank's events in rank order, and a
+/* The file's head: json-c's text of the outer object with an empty
+ * "traceEvents" array, open before that array's "]}" (the events are
+ * streamed in from every rank's buffer, not held as one object). */
+static int _head(FILE *f, int world)
+{
+    json_object *o = json_object_new_object(), *other = json_object_new_object();
+    const char *s = NULL;
+    if (o && other) {
+        torus_json_string(o, "displayTimeUnit", "ms");
+        torus_json_string(other, "tool", "torus-train");
+        torus_json_int64(other, "ranks", world);
+        json_object_object_add(o, "otherData", other);
+        other = NULL;
+        json_object_object_add(o, "traceEvents", json_object_new_array());
+        s = torus_json_text(o);
+    }
+    size_t n = s ? strlen(s) : 0;
+    int ok = n > 2 && fprintf(f, "%.*s\n", (int)(n - 2), s) > 0;
+    json_object_put(other);
+    json_object_put(o);
+    return ok;
+}
+
+/* Rank 0's file: the head, every rank's events in rank order, and a
  * closing event that says how many there are and which ranks stopped
- * recording early. */
+ * recording early; then the array and the object close. */
 static int _write(ttrain_trace *t, tcomm_t *comm, const double *len,
                   const double *trunc, size_t events, int *ok)
 {
-    if (t->rank == 0)
-        fprintf(t->f,
-                "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":"
-                "\"torus-train\",\"ranks\":%d},\"traceEvents\":[\n",
-                t->world);
+    if (t->rank == 0 && !_head(t->f, t->world))
+        *ok = 0;
     for (int r = 0; r < t->world; r++) {
         if (r == 0 && t->rank == 0 && fwrite(t->buf, 1, t->len, t->f) != t->len)
             *ok = 0;
@@ -359,19 +414,28 @@ static int _write(ttrain_trace *t, tcomm_t *comm, const double *len,
     }
     if (t->rank != 0)
         return 0;
-    for (int r = 0; r < t->world; r++)
-        if (trunc[r] != 0.0)
-            fprintf(t->f,
-                    "{\"name\":\"trace_truncated\",\"ph\":\"i\",\"s\":\"p\","
-                    "\"pid\":%d,\"tid\":0,\"ts\":0,\"args\":{\"max_bytes\":"
-                    "%zu}},\n",
-                    r, TTRAIN_TRACE_MAX_BYTES);
-    fprintf(t->f,
-            "{\"name\":\"trace_end\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
-            "\"args\":{\"events\":%zu}}\n]}\n",
-            events);
-    if (fflush(t->f) || ferror(t->f))
+    for (int r = 0; r < t->world; r++) {
+        json_object *e = trunc[r] != 0.0
+                             ? _event("trace_truncated", NULL, "i", r, 0)
+                             : NULL;
+        if (!e)
+            continue;
+        torus_json_string(e, "s", "p");
+        torus_json_int64(e, "ts", 0);
+        _with_arg(e, "max_bytes", NULL, (long long)TTRAIN_TRACE_MAX_BYTES);
+        const char *line = torus_json_text(e);
+        if (!line || fprintf(t->f, "%s,\n", line) < 0)
+            *ok = 0;
+        json_object_put(e);
+    }
+    json_object *end =
+        _with_arg(_event("trace_end", NULL, "M", 0, 0), "events", NULL,
+                  (long long)events);
+    const char *s = end ? torus_json_text(end) : NULL;
+    if (!s || fprintf(t->f, "%s\n]}\n", s) < 0 || fflush(t->f) ||
+        ferror(t->f))
         *ok = 0;
+    json_object_put(end);
     return 0;
 }
 

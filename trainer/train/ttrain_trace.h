@@ -11,7 +11,7 @@
  * passed at open, so the ranks' rows line up to within that barrier.
  *
  * Events are kept in memory, at most TTRAIN_TRACE_MAX_BYTES per rank; past
- * that a rank records no more and the file says so (an "M" event named
+ * that a rank records no more and the file says so (an instant event named
  * "trace_truncated" and a warning on stderr). At close rank 0 gathers every
  * rank's events through libtcomm and writes the file: one event per line.
  *
@@ -37,12 +37,12 @@ int ttrain_trace_open(const char *path, tcomm_t *comm, int rank, int world,
                       ttrain_trace **out);
 
 /* A span on the calling thread: begin pushes it, end closes the innermost
- * open one (endf adds JSON members as its "args", e.g. "\"step\":%ld").
- * Spans deeper than 16 are not recorded (their ends still match). */
+ * open one (end_step with the step and epoch as its "args": the step
+ * span). Spans deeper than 16 are not recorded (their ends still match).
+ * Events are json-c objects (common/torus_json.h), escaped there. */
 void ttrain_trace_begin(ttrain_trace *t, const char *name);
 void ttrain_trace_end(ttrain_trace *t);
-void ttrain_trace_endf(ttrain_trace *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void ttrain_trace_end_step(ttrain_trace *t, long step, int epoch);
 
 /* The engine's gradient hook saw layer finish its backward: the backward
  * span open on this thread is cut into layer groups (a ResNet stage
