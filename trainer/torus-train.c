@@ -65,6 +65,17 @@ static void _on_signal(int sig)
     _stop = sig;
 }
 
+/* First thing in main: a signal during start-up (MPI, data, checkpoint
+ * load) must not kill the rank, or the job ends FAILED with no requeue;
+ * it is answered at the first step boundary like any other. */
+static void _catch_signals(void)
+{
+    struct sigaction sa = {.sa_handler = _on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 /* The grads arena in memory that this node's ranks share: the buckets of
  * rows (torus2d) or groups (hier-rs) that sit on one node are then summed
  * where they lie, with no copies (libtcomm, shared_grads.c). Collective:
@@ -332,7 +343,10 @@ static int _pick_device(_run *r, int *device)
     *device = 0;
     r->device = -1;
     if (in.visible < 1) /* a CPU backend; a GPU one reports its own error */
-        return 0;
+        return strcmp(r->cfg.backend, "auto")
+                   ? 0
+                   : ttrain_device_unused_grant(r->info.rank,
+                                                tbackends_auto_why());
     if (in.local_size < 1) /* one process without PMIx */
         in.local_size = 1, in.local_rank = 0;
     if (ttrain_device_pick(&in, device, r->device_why, sizeof(r->device_why)))
@@ -400,6 +414,7 @@ static int _build_net(_run *r)
     const ttrain_config *cfg = &r->cfg;
     teng_backend_opts bopts = {.threads = cfg->threads,
                                .tune_cache = cfg->tune_cache};
+    ttrain_test_sleep("start", r->info.rank, 0); /* a slow start-up */
     if (_pick_device(r, &bopts.device) ||
         tbackends_open(cfg->backend, &bopts, &r->bk))
         return _fail("backend", torus_error_msg());
@@ -567,10 +582,6 @@ static int _restore(_run *r)
                cfg->ckpt_dir);
     }
     ttrain_ckpt_run_clean(ck);
-    struct sigaction sa = {.sa_handler = _on_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
     tcomm_startup_done(r->comm);
     return _GO;
 }
@@ -938,6 +949,7 @@ static int _finish(_run *r)
 int main(int argc, char **argv)
 {
     static _run r; /* zeroed: no source, no net, no checkpoint yet */
+    _catch_signals();
     torus_report_set("torus-train", NULL);
     int rc;
     if ((rc = _parse(&r, argc, argv)) != _GO || (rc = _bootstrap(&r)) != _GO ||

@@ -145,6 +145,26 @@ static const tcuda_module *_module(void)
     return NULL;
 }
 
+/* Why "auto" resolves as it does, in words for the banner: the module's
+ * sentence when it is unusable (not installed, does not load, no driver),
+ * or whether the loaded module sees a device. */
+static char _auto_why[1600];
+
+static void _auto_reason(const tcuda_module *m)
+{
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!m)
+        snprintf(_auto_why, sizeof _auto_why, "%s", _mod.why);
+    else if (!m->fp32->probe())
+        snprintf(_auto_why, sizeof _auto_why,
+                 "the cuda module loaded but no GPU is visible "
+                 "(CUDA_VISIBLE_DEVICES=%.64s)",
+                 cvd ? cvd : "(unset)");
+    else
+        snprintf(_auto_why, sizeof _auto_why, "%d GPU(s) visible",
+                 m->device_count());
+}
+
 static int _named(const teng_backend_desc *d, const char *name)
 {
     if (!strcmp(d->name, name))
@@ -162,6 +182,8 @@ static const teng_backend_desc *_find(const char *name)
     int any = !strcmp(name, "auto");
     if (any || _is_module_name(name)) {
         const tcuda_module *m = _module();
+        if (any)
+            _auto_reason(m);
         if (m && (any ? m->fp32->probe() : _named(m->fp32, name)))
             return m->fp32;
         if (m && !any && _named(m->fp16, name))
@@ -262,4 +284,11 @@ int tbackends_open(const char *name, const teng_backend_opts *opts,
                           "backend '%s' is not built in (available: %s)", name,
                           tbackends_list());
     return d->create(opts ? opts : &defaults, out);
+}
+
+const char *tbackends_auto_why(void)
+{
+    if (!_mod.tried)
+        _find("auto");
+    return _auto_why;
 }

@@ -53,6 +53,10 @@ const char *tbackends_module_versions(void);
 /* Why the cuda module is not usable (the sentence tbackends_open reports),
  * "" when it is. */
 const char *tbackends_module_error(void);
+/* Why "auto" chose what it chose, one sentence: the cuda module's reason
+ * when it is unusable (not installed, does not load, no driver), "no GPU
+ * visible" when it loaded but sees none, or the GPUs it sees. */
+const char *tbackends_auto_why(void);
 /* For a program that links the cuda backend in (the GPU checks): use m as
  * the module, with no file to load; its check runs now. */
 void tbackends_use_module(const tcuda_module *m);

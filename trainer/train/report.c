@@ -34,6 +34,9 @@ void ttrain_report_setup(const ttrain_report *rp, int max_local,
             tmodel_name(cfg->model.kind), teng_net_param_count(rp->net),
             teng_net_acts_bytes(rp->net) / 1e6, max_local,
             teng_backend_name(rp->bk), cfg->threads);
+    if (!strcmp(cfg->backend, "auto"))
+        fprintf(f, "torus-train: --backend auto chose %s: %s\n",
+                teng_backend_name(rp->bk), tbackends_auto_why());
     if (rp->device >= 0) {
         fprintf(f, "torus-train: rank 0 on GPU %d (%s) of %d visible\n",
                 rp->device, rp->device_why, tbackends_gpus(cfg->backend));

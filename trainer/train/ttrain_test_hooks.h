@@ -5,7 +5,8 @@
  * - TTRAIN_TEST_SLEEP=WHERE:RANK:STEP:S makes rank RANK sleep S seconds
  *   (at most an hour) at global step STEP (0: every step), WHERE being
  *   "ckpt" (before writing a checkpoint: an fsync to a slow shared file
- *   system) or "step" (before the forward pass: a stalled rank);
+ *   system), "step" (before the forward pass: a stalled rank) or "start"
+ *   (once, before the model is built: a slow start-up, STEP 0);
  * - TTRAIN_TEST_OVERFLOW=RANK:STEP makes rank RANK's gradients overflow
  *   at global step STEP (0: every step). */
 #ifndef TORUS_TRAINER_TRAIN_TEST_HOOKS_H
