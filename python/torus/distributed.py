@@ -50,7 +50,8 @@ import torch.distributed as dist
 
 from . import _lib, env
 
-__all__ = ["TorusGrid", "TorusHookState", "init_from_env",
+__all__ = ["TorusGrid", "TorusHookState", "init_from_env", "local_device",
+           "granted_gpus",
            "torus_allreduce_hook", "hierarchical_hook", "allreduce_2d"]
 
 
@@ -125,12 +126,87 @@ def _lines(world, me, coords, count, axis):
     return mine
 
 
+def granted_gpus():
+    """(count, what): the GPUs Slurm granted this process, by the first of
+    SLURM_STEP_GPUS (a list), SLURM_GPUS_ON_NODE (a count) and
+    CUDA_VISIBLE_DEVICES (a list) that names any, with "NAME=VALUE" for
+    messages; (0, "no GPU granted") otherwise. torus-train's rule
+    (trainer/train/device.c)."""
+    for name in ("SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES"):
+        v = os.environ.get(name)
+        if v is None:
+            continue
+        if name == "SLURM_GPUS_ON_NODE":
+            count = int(v) if v.isdigit() else 0
+        else:
+            count = 0 if v in ("", "-1", "NoDevFiles") else v.count(",") + 1
+        if count > 0:
+            return count, f"{name}={v[:64]}"
+    return 0, "no GPU granted"
+
+
+def _local_size():
+    """Tasks of this step on this node: LOCAL_WORLD_SIZE, else Slurm's
+    SLURM_STEP_TASKS_PER_NODE ("2(x3),1") at SLURM_NODEID, else 1."""
+    if os.environ.get("LOCAL_WORLD_SIZE", "").isdigit():
+        return int(os.environ["LOCAL_WORLD_SIZE"])
+    per = os.environ.get("SLURM_STEP_TASKS_PER_NODE", "")
+    node = os.environ.get("SLURM_NODEID", "0")
+    counts = []
+    for part in filter(None, per.split(",")):
+        n, _, rep = part.partition("(x")
+        if not n.isdigit() or (rep and not rep.rstrip(")").isdigit()):
+            return 1
+        counts += [int(n)] * (int(rep.rstrip(")")) if rep else 1)
+    return counts[int(node)] if node.isdigit() and int(node) < len(counts) else 1
+
+
+def local_device():
+    """The device this rank computes on, by torus-train's rule: the index
+    in TORUS_LOCAL_GPU (the plugin's), the only visible GPU, the local
+    rank's when there are enough, or the local rank modulo the visible
+    count when each task sees a subset of a step that holds one GPU per
+    rank (--gpu-bind=closest); torch.device("cpu") when no GPU was granted
+    and none is visible. A rank that was granted GPUs it cannot use, or
+    that would share one by accident, raises RuntimeError saying why."""
+    rank, lr, ls = env.rank(), env.local_rank(), _local_size()
+    granted, what = granted_gpus()
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if visible == 0:
+        if granted:
+            why = ("this torch is built without CUDA" if torch.version.cuda is None
+                   else "no driver or no device (torch.cuda.is_available() is False)")
+            raise RuntimeError(
+                f"rank {rank}: Slurm granted this step GPUs ({what}), but torch "
+                f"cannot use them: {why}. Stopping rather than training on the "
+                "CPU: fix the GPU set-up, or ask for no GPU (sbatch --gpus-per-task=0)")
+        return torch.device("cpu")
+    pick = os.environ.get("TORUS_LOCAL_GPU")
+    if pick is not None:
+        if not pick.isdigit() or int(pick) >= visible:
+            raise RuntimeError(f"rank {rank}: TORUS_LOCAL_GPU={pick[:32]!r} is not "
+                               f"a device index in [0, {visible})")
+        return torch.device("cuda", int(pick))
+    if visible == 1:
+        return torch.device("cuda", 0)
+    if ls <= visible:
+        return torch.device("cuda", lr)
+    if granted >= ls:
+        return torch.device("cuda", lr % visible)
+    raise RuntimeError(
+        f"rank {rank}: local rank {lr} of {ls} ranks on this node, but {visible} "
+        f"GPUs are visible and the step was granted {granted}: give each rank "
+        "its own GPU (srun --gpus-per-task=1) or set TORUS_LOCAL_GPU")
+
+
 def init_from_env(backend=None, lanes=1, **kwargs):
     """Start torch.distributed from the environment if it is not running,
     and return the TorusGrid of this rank. backend: "nccl" when CUDA is
-    available, else "gloo". lanes: how many buckets the hooks reduce at
-    once, each on its own thread over its own row and column groups.
-    kwargs go to init_process_group."""
+    available, else "gloo"; with NCCL the current CUDA device must be
+    this rank's first (torch.cuda.set_device(local_device())), since the
+    row and column groups' communicators are made on it. lanes: how many
+    buckets the hooks reduce at once, each on its own thread over its own
+    row and column groups. kwargs go to init_process_group."""
     if not isinstance(lanes, int) or lanes < 1:
         raise ValueError(f"lanes={lanes!r}: a whole number >= 1")
     if not dist.is_initialized():

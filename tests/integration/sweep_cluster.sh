@@ -60,7 +60,7 @@ grep -q 'run the task again to resume it' "$t/kill.log" || tl_fail "no resume hi
 echo "PASS: SIGTERM stops a task after its checkpoint (exit 3, no result)"
 
 # ---- 2. the array: task 0 afresh, task 1 resumed ----
-TORUS_BUILD=$top_builddir SWEEP_THROTTLE=1 timeout 300 \
+TORUS_BUILD=$top_builddir TORUS_SWEEP_THROTTLE=1 timeout 300 \
     "$top_srcdir/jobs/sweep.sbatch" "$d" >"$t/sweep.log" 2>&1 ||
     tl_fail "jobs/sweep.sbatch: $(tail -15 "$t/sweep.log"; tail -5 "$d"/work/task-*.out)"
 grep -q 'submitting tasks 0-1' "$t/sweep.log" || tl_fail "did not submit 0-1: $(head -3 "$t/sweep.log")"
