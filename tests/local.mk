@@ -36,6 +36,7 @@ TESTS += \
 	tests/integration/configure_errors.sh \
 	tests/integration/jobs_pack.sh \
 	tests/integration/jobs_imagenet.sh \
+	tests/integration/jobs_gres.sh \
 	tests/integration/jobs_bench.sh \
 	tests/integration/plugin_build.sh \
 	tests/integration/cluster_pmix.sh \
@@ -48,6 +49,7 @@ EXTRA_DIST += \
 	tests/integration/configure_errors.sh \
 	tests/integration/jobs_pack.sh \
 	tests/integration/jobs_imagenet.sh \
+	tests/integration/jobs_gres.sh \
 	tests/integration/jobs_bench.sh \
 	tests/integration/plugin_build.sh \
 	tests/integration/cluster_pmix.sh \

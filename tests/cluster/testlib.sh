@@ -6,6 +6,11 @@
 #                         test exits, whatever happens.
 # tl_fail MSG             print "FAIL: MSG" and exit 1.
 # tl_skip MSG             print "SKIP: MSG" and exit 77 (the automake skip code).
+# tl_wait_gone JOB SECS   wait until JOB has left the queue; tl_fail if not.
+# tl_requeued_wait JOB    wait until a requeued batch job is pending on
+#                         Slurm's hold after a requeue (Reason=BeginTime).
+# tl_requeued_release JOB release that hold once the first run's step
+#                         daemons are gone.
 # tl_srun_mpi ARGS...     srun ARGS (timeout 300 s), its output on stdout; once
 #                         more, logged as RETRY on stderr, only when a rank
 #                         printed tcomm's "OpenMPI crashed inside MPI_Init".
@@ -36,6 +41,38 @@ tl_srun_mpi() {
     done
     printf '%s\n' "$out"
     return $rc
+}
+
+tl_wait_gone() {
+    local i
+    for ((i = 0; i < $2 * 5; i++)); do
+        [ -z "$(squeue -h -j "$1" 2>/dev/null)" ] && return 0
+        sleep 0.2
+    done
+    tl_fail "job $1 still queued after $2 s: $(squeue -h -j "$1")"
+}
+
+# Slurm 22.05 holds a requeued batch job for about 2 minutes (BeginTime);
+# once it is pending again, a test releases it at once, as an admin would...
+tl_requeued_wait() {
+    local i
+    for ((i = 0; i < 300; i++)); do
+        scontrol show job "$1" | grep -q 'JobState=PENDING.*Reason=BeginTime' && return 0
+        sleep 0.2
+    done
+}
+
+# ...but only once the first run's step daemons are gone: the restart
+# reuses the step ids, and a step daemon of the first run still holding
+# its PMIx socket (spool/nX/stepd.slurm.pmix.JOB.STEP) fails the restart's
+# step with "Address already in use" (Slurm's hold is what avoids it).
+tl_requeued_release() {
+    local i
+    for ((i = 0; i < 300; i++)); do
+        pgrep -f "^slurmstepd: \[$1\." >/dev/null || break
+        sleep 0.2
+    done
+    scontrol update JobId="$1" StartTime=now
 }
 
 tl_require_cluster() {

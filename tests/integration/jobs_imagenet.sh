@@ -18,7 +18,8 @@
 #      into curves.png.
 #   5. eval.sbatch on that run prints the top-1/top-5 (and loss) of the
 #      run's own final evaluation.
-# The tiny model (MODEL_ARGS) and rank 0 sleeping 0.4 s a step in the
+# The tiny model (TORUS_MODEL_ARGS), the jobs' asks cut to a node of
+# this cluster (no GPU: --gpus-per-task=0; 1 CPU and 512 MB per task) and rank 0 sleeping 0.4 s a step in the
 # preempted run (TTRAIN_TEST_SLEEP, a window for the signal) are the only
 # test settings; everything else is the jobs' own.
 set -euo pipefail
@@ -58,14 +59,6 @@ for i in "${!jpegs[@]}"; do
         echo "$id,$w 1 1 40 40" >>"$src/LOC_val_solution.csv"
     fi
 done
-wait_gone() { # JOBID SECONDS
-    local i
-    for ((i = 0; i < $2 * 5; i++)); do
-        [ -z "$(squeue -h -j "$1" 2>/dev/null)" ] && return 0
-        sleep 0.2
-    done
-    tl_fail "job $1 still queued after $2 s: $(squeue -h -j "$1")"
-}
 cd "$t/runs"
 
 # 1. Pack: train as an array, val/ through its labels file.
@@ -109,38 +102,27 @@ sbatch --wait -N2 -o stage2.out "$jobs/stage" "$out" "$t/local/%n" >/dev/null ||
 echo "ok: stage copied and verified on n1 and n2; a flipped byte in n2's copy fails it: $(grep -m1 'CRC32C mismatch$' stage2.out)"
 
 # 3. The reference run; 4. the same, staged, preempted and requeued.
-export MODEL_ARGS="--model cifar-resnet --depth 8 --image-size 16 --channels 3 --classes 4"
+export TORUS_MODEL_ARGS="--model cifar-resnet --depth 8 --image-size 16 --channels 3 --classes 4"
 # The reference and the requeued run compare bit for bit: one fixed theta
 # (auto follows the links probed at start-up, which vary with load).
-export TRAIN_ARGS="--bucket-kb 4096"
-export THREADS=1 PRINT_EVERY=1
+export TORUS_TRAIN_ARGS="--bucket-kb 4096"
+export TORUS_THREADS=1 TORUS_PRINT_EVERY=1
+# A CPU cluster of 2-CPU nodes: no GPU, one CPU and 512 MB per task.
+cpu_job=(--gpus-per-task=0 --cpus-per-task=1 --mem-per-cpu=512M)
 train=("$jobs/train-imagenet.sbatch" --data "$out" --batch 8 --epochs 3 --warmup 1)
-sbatch --wait -N2 --ntasks-per-node=1 -o ref.out "${train[@]}" --run "$t/runs/ref" >/dev/null ||
+sbatch --wait -N2 --ntasks-per-node=1 "${cpu_job[@]}" -o ref.out "${train[@]}" --run "$t/runs/ref" >/dev/null ||
     tl_fail "reference run failed: $(tail -20 ref.out)"
 href=$(sed -n 's/^state hash \([0-9a-f]*\) at global step 12$/\1/p' ref.out)
 [ -n "$href" ] || tl_fail "reference run printed no final state hash: $(tail -5 ref.out)"
-j=$(TTRAIN_TEST_SLEEP=step:0:0:0.4 sbatch --parsable -N2 --ntasks-per-node=1 -o pre.out "${train[@]}" \
+j=$(TTRAIN_TEST_SLEEP=step:0:0:0.4 sbatch --parsable -N2 --ntasks-per-node=1 "${cpu_job[@]}" -o pre.out "${train[@]}" \
     --run "$t/runs/pre" --stage "$t/local-pre/%n")
 for _ in $(seq 600); do grep -q '^epoch 0 step 2/' pre.out 2>/dev/null && break; sleep 0.2; done
 grep -q '^epoch 0 step 2/' pre.out || tl_fail "preempted run did not reach step 2: $(cat pre.out)"
 scancel --signal=USR1 --batch "$j"
-# Slurm 22.05 holds a requeued batch job for about 2 minutes (BeginTime);
-# once it is pending again, release it now, as an admin would.
-for _ in $(seq 300); do
-    scontrol show job "$j" | grep -q 'JobState=PENDING.*Reason=BeginTime' && break
-    sleep 0.2
-done
+tl_requeued_wait "$j"
 scontrol show job "$j" | grep -q 'Restarts=1' || tl_fail "job $j was not requeued: $(cat pre.out)"
-# ...but only once the first run's step daemons are gone: the restart
-# reuses the step ids, and a step daemon of the first run still holding
-# its PMIx socket (spool/nX/stepd.slurm.pmix.JOB.STEP) fails the restart's
-# step with "Address already in use" (Slurm's hold is what avoids it).
-for _ in $(seq 300); do
-    pgrep -f "^slurmstepd: \[$j\." >/dev/null || break
-    sleep 0.2
-done
-scontrol update JobId="$j" StartTime=now
-wait_gone "$j" 180
+tl_requeued_release "$j"
+tl_wait_gone "$j" 180
 scontrol show job "$j" | grep -q 'JobState=COMPLETED .*' || tl_fail "job $j: $(scontrol show job "$j" | grep JobState)"
 stop=$(sed -n 's/^torus-train: stopped by signal 10 at global step \([0-9]*\) after writing a checkpoint$/\1/p' pre.out | head -1)
 [ -n "$stop" ] && grep -q "^== checkpointed; requeueing job $j" pre.out || tl_fail "USR1 did not checkpoint: $(cat pre.out)"
@@ -170,7 +152,7 @@ losses() { sed -n 's/.*"global_step":\([0-9]*\),.*"loss":\([^,]*\),.*/\1 \2/p' "
 echo "ok: USR1 at step $stop -> checkpoint -> requeue -> resume: 12 steps, state hash $hpre and checkpoint bitwise as uninterrupted"
 
 # 5. Evaluate the final checkpoint: the run's own last evaluation.
-EVAL_BATCH=8 sbatch --wait -N2 --ntasks-per-node=1 -o eval.out "$jobs/eval.sbatch" --run "$t/runs/pre" \
+TORUS_EVAL_BATCH=8 sbatch --wait -N2 --ntasks-per-node=1 "${cpu_job[@]}" -o eval.out "$jobs/eval.sbatch" --run "$t/runs/pre" \
     --data "$out" >/dev/null || tl_fail "eval job failed: $(cat eval.out)"
 want=$(grep '"top1"' pre/metrics.jsonl | tail -1 |
     sed 's/.*"top1":\([^,]*\),"top5":\([^,]*\),"test_loss":\([^,]*\),.*/\1 \2 \3/' |

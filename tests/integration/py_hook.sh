@@ -9,7 +9,9 @@
 # steps in shared memory (the default) and sent. The rendezvous is torch's
 # env:// on 127.0.0.1 (the cluster's nodes share this host's network).
 # Then jobs/train-pytorch.sbatch runs the example (ResNet-18 at 28x28, 2
-# steps) on the same 2x2 grid, from a packed set, and saves its checkpoint.
+# steps) to completion on the CPUs of the same 2x2 grid, from a packed
+# set, its rendezvous at the first node's address (no MASTER_ADDR given),
+# and saves its checkpoint in the job's run folder.
 set -u
 . "${top_srcdir:?run through make check}/tests/integration/py_lib.sh"
 . "$top_srcdir/tests/cluster/testlib.sh"
@@ -32,14 +34,18 @@ echo "PASS: 4 ranks on 2 nodes: torus hooks == DDP's all-reduce"
 py_idx_dataset "$tmp/ds" 32 2 train || exit 1
 py_idx_dataset "$tmp/ds" 8 1 test || exit 1
 cd "$tmp" || exit 1
-MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 1)) GLOO_SOCKET_IFNAME=lo TORUS_PYTHON=$PY \
-    TORUS_DATA=$tmp/ds TORUS_CKPT=$tmp/job.pt \
+# No MASTER_ADDR: the job takes the first node's NodeAddr (the node names
+# n1, n2 resolve nowhere). A CPU cluster of 2-CPU nodes: no GPU, 1 CPU
+# and 256 MB per task.
+GLOO_SOCKET_IFNAME=lo TORUS_PYTHON=$PY TORUS_DATA=$tmp/ds TORUS_RUN=$tmp/run \
     TORUS_EXAMPLE=$top_srcdir/examples/pytorch/train_imagenet.py \
-    TRAIN_ARGS="--arch resnet18 --image-size 28 --batch 8 --max-steps 2 --threads 1 --print-every 1" \
-    timeout 300 sbatch --wait -N2 --ntasks-per-node=2 -o "$tmp/job.out" \
-    "$top_srcdir/jobs/train-pytorch.sbatch" >/dev/null ||
+    TORUS_TRAIN_ARGS="--arch resnet18 --image-size 28 --batch 8 --max-steps 2 --threads 1 --print-every 1" \
+    timeout 300 sbatch --wait -N2 --ntasks-per-node=2 --gpus-per-task=0 -c 1 --mem-per-cpu=256M \
+    -o "$tmp/job.out" "$top_srcdir/jobs/train-pytorch.sbatch" >/dev/null ||
     { cat "$tmp/job.out"; tl_fail "train-pytorch.sbatch failed (its output above)"; }
-grep -q '^4 ranks, grid 2x2 (TORUS_\*), hook torus2d wire fp16' "$tmp/job.out" &&
-    grep -q '^epoch 0 step 2 loss' "$tmp/job.out" && [ -s "$tmp/job.pt" ] ||
+grep -q '^== torus pytorch: .* rendezvous 127.0.0.1:' "$tmp/job.out" &&
+    grep -q '^4 ranks on cpu (gloo), grid 2x2 (TORUS_\*), hook torus2d wire fp16' "$tmp/job.out" &&
+    grep -q '^epoch 0 step 2 loss' "$tmp/job.out" && grep -q '^== torus pytorch: OK' "$tmp/job.out" &&
+    [ -s "$tmp/run/checkpoint.pt" ] ||
     tl_fail "train-pytorch.sbatch: $(cat "$tmp/job.out")"
-echo "PASS: jobs/train-pytorch.sbatch: 2 steps on the plugin's 2x2 grid, checkpoint saved"
+echo "PASS: jobs/train-pytorch.sbatch: rendezvous at the first node's address, 2 steps on the plugin's 2x2 grid, checkpoint in its run folder"

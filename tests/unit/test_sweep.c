@@ -16,7 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/torus_error.h"
@@ -327,6 +332,85 @@ static void _table(const tsweep_result *r, int n, tsweep_summary *sum,
     fclose(f);
 }
 
+/* A child process holding an fcntl write lock on path until it is
+ * killed; returns its pid once the lock is held. */
+static pid_t _lock_in_child(const char *path)
+{
+    int ready[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* gone with the test, also when an assertion ends it early */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open(path, O_RDWR | O_CREAT, 0644);
+        struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fd < 0 || fcntl(fd, F_SETLKW, &lk))
+            _exit(1);
+        if (write(ready[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char c;
+    close(ready[1]);
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    return pid;
+}
+
+static void _unlock_child(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* The sweep's locks are fcntl record locks (flock() fails on Lustre
+ * mounted noflock): a task whose lock file another process holds that
+ * way is left alone, and an append to the results waits for the
+ * holder. */
+START_TEST(test_fcntl_locks)
+{
+    char path[128];
+    _plan(&_p);
+    snprintf(path, sizeof(path), "%s/work", _dir);
+    mkdir(path, 0755);
+    snprintf(path, sizeof(path), "%s/work/task-1.lock", _dir);
+    pid_t pid = _lock_in_child(path);
+    FILE *out = tmpfile();
+    ck_assert_int_eq(tsweep_run_task(&_p, _dir, 1, "/bin/false", out),
+                     TSWEEP_EIO);
+    ck_assert_msg(strstr(torus_error_msg(), "task 1 is running elsewhere"),
+                  "%s", torus_error_msg());
+    fclose(out);
+    _unlock_child(pid);
+
+    tsweep_result w = {.task = 2, .batch = 32, .trial = 2, .lr = 1};
+    snprintf(w.recipe, sizeof(w.recipe), "sgd");
+    snprintf(path, sizeof(path), "%s/results.jsonl", _dir);
+    unlink(path);
+    pid = _lock_in_child(path);
+    pid_t killer = fork();
+    ck_assert_int_ge(killer, 0);
+    if (killer == 0) { /* lets the holder go after 0.3 s */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        struct timespec ts = {0, 300000000};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        _exit(0);
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(tsweep_results_append(path, &w), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    waitpid(killer, NULL, 0);
+    waitpid(pid, NULL, 0);
+    double waited = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    ck_assert_msg(waited > 0.2, "the append did not wait for the lock (%.3f s)",
+                  waited);
+}
+END_TEST
+
 /* The summary lines name why a recipe leaves perfect scaling: a batch
  * over 1.25x the perfect steps, or one that missed the target. */
 START_TEST(test_summary_lines)
@@ -478,6 +562,7 @@ int main(void)
     tcase_add_test(tc, test_plan_hostile);
     tcase_add_test(tc, test_results_hostile);
     tcase_add_test(tc, test_results_append);
+    tcase_add_test(tc, test_fcntl_locks);
     tcase_add_test(tc, test_summary_lines);
     tcase_add_test(tc, test_partial);
     tcase_add_test(tc, test_task_at);

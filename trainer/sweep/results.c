@@ -1,16 +1,15 @@
 /* results.c: the sweep's results file, one flat JSON object per finished
- * task. Lines are appended under an exclusive lock, each with one write,
- * so tasks of the array that finish together do not interleave. Reading
- * trusts nothing: every field is required, typed and range-checked, the
- * task must be the plan's task with the same batch, recipe, trial and LR,
- * and a task may appear once; errors name the file and line. The JSON is
+ * task. Lines are appended under an exclusive fcntl lock, each with one
+ * write, so tasks of the array that finish together do not interleave.
+ * Reading trusts nothing: every field is required, typed and
+ * range-checked, the task must be the plan's task with the same batch,
+ * recipe, trial and LR, and a task may appear once; errors name the file and line. The JSON is
  * json-c's (through common/torus_json.h), both ways. */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "common/torus_error.h"
@@ -147,8 +146,14 @@ int tsweep_results_append(const char *path, const tsweep_result *r)
         return TORUS_FAIL(TSWEEP_EIO, "%s: cannot open for appending: %s", path,
                           strerror(errno));
     int rc = 0;
-    /* One write under the lock: tasks finishing together do not interleave. */
-    if (flock(fd, LOCK_EX) || write(fd, line, (size_t)len) != len || fsync(fd))
+    /* One write under the lock: tasks finishing together do not
+     * interleave. fcntl, not flock(), which Lustre mounted noflock
+     * refuses. */
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    int locked;
+    while ((locked = fcntl(fd, F_SETLKW, &lk)) && errno == EINTR)
+        ;
+    if (locked || write(fd, line, (size_t)len) != len || fsync(fd))
         rc = TORUS_FAIL(TSWEEP_EIO, "%s: cannot append: %s", path,
                         strerror(errno));
     close(fd);

@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -277,17 +276,28 @@ int tsweep_run_task(const tsweep_plan *p, const char *dir, int id,
     if (mkdir(path, 0755) && errno != EEXIST)
         return TORUS_FAIL(TSWEEP_EIO, "%s: %s", path, strerror(errno));
     /* One runner per task: a second one (the same index submitted twice)
-     * leaves it alone rather than train it twice. */
+     * leaves it alone rather than train it twice. An fcntl record lock,
+     * not flock(): Lustre mounted noflock and some NFS set-ups refuse
+     * flock(); a lock the file system cannot take at all is named as
+     * that, not as a runner elsewhere. Held by this process only (never
+     * inherited by torus-train), released when fd is closed. */
     snprintf(path, sizeof(path), "%s/work/task-%d.lock", dir, id);
     int fd = open(path, O_RDWR | O_CREAT, 0644);
     if (fd < 0)
         return TORUS_FAIL(TSWEEP_EIO, "%s: %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB)) {
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_SETLK, &lk)) {
+        int e = errno;
         close(fd);
+        if (e == EACCES || e == EAGAIN)
+            return TORUS_FAIL(TSWEEP_EIO,
+                              "task %d is running elsewhere (%s is "
+                              "locked)",
+                              id, path);
         return TORUS_FAIL(TSWEEP_EIO,
-                          "task %d is running elsewhere (%s is "
-                          "locked)",
-                          id, path);
+                          "%s: cannot lock it: %s (mount the file system "
+                          "with locks, e.g. Lustre with flock)",
+                          path, strerror(e));
     }
     int rc = (d = _done(p, dir, id, out))
                  ? (d < 0 ? TSWEEP_EPARSE : 0)

@@ -1,5 +1,6 @@
 /* train/report.c: torus-train's banner and summary (see ttrain_report.h). */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -24,6 +25,23 @@ static void _loss_scale(const ttrain_report *rp, FILE *f)
         fprintf(f, "torus-train: static loss scale %g\n", rp->ls->scale);
 }
 
+/* More compute threads than CPUs in this task's mask run by turns: say
+ * so, with the usual cause (since Slurm 22.05 a step does not inherit the
+ * job's --cpus-per-task; the job script must pass srun -c). */
+static void _cpu_mask(int threads, FILE *f)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set))
+        return;
+    int cpus = CPU_COUNT(&set);
+    if (threads > cpus)
+        fprintf(f,
+                "torus-train: warning: %d compute threads on %d CPU(s) of "
+                "this task's CPU mask: they run by turns (under Slurm, pass "
+                "srun -c %d: a step does not inherit --cpus-per-task)\n",
+                threads, cpus, threads);
+}
+
 void ttrain_report_setup(const ttrain_report *rp, int max_local,
                          int decode_threads, int u8, FILE *f)
 {
@@ -34,6 +52,7 @@ void ttrain_report_setup(const ttrain_report *rp, int max_local,
             tmodel_name(cfg->model.kind), teng_net_param_count(rp->net),
             teng_net_acts_bytes(rp->net) / 1e6, max_local,
             teng_backend_name(rp->bk), cfg->threads);
+    _cpu_mask(cfg->threads, f);
     if (!strcmp(cfg->backend, "auto"))
         fprintf(f, "torus-train: --backend auto chose %s: %s\n",
                 teng_backend_name(rp->bk), tbackends_auto_why());

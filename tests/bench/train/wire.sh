@@ -34,8 +34,8 @@ if [ "$part" = acc ] || [ "$part" = both ]; then
     cluster --nodes 4 --leaves 2
     for w in fp32 fp16; do
         out=$W/acc-$w.out
-        (cd "$W" && TORUS_BUILD=$B TORUS_DATA=$DATA EPOCHS=${EPOCHS:-10} \
-            TRAIN_ARGS="--wire $w" sbatch --wait --output="$out" \
+        (cd "$W" && TORUS_BUILD=$B TORUS_DATA=$DATA TORUS_EPOCHS=${EPOCHS:-10} \
+            TORUS_TRAIN_ARGS="--wire $w" sbatch --wait --output="$out" \
             "$top/jobs/train-fmnist.sbatch" >/dev/null) || {
             tail -5 "$out"; echo "$me: the $w job failed" >&2; exit 1; }
         grep -q "$w wire" "$out" || { echo "$me: the $w job did not use a $w wire" >&2; exit 1; }
