@@ -302,7 +302,10 @@ static int _open_data(_run *r)
 
 /* --decode-threads, or auto: 1 beside a CPU backend, whose threads use
  * the cores; beside a GPU the decoding is the host's work: every core this
- * process may use but 2 (the step's thread and the loader's reader). */
+ * process may use but 2 (the step's thread and the loader's reader). A
+ * mask of every CPU online with several ranks on the node means an
+ * unbound task (no srun -c / --cpu-bind): this rank's share of them, or
+ * each rank would start a decoder per core of the node. */
 static int _decode_threads(const _run *r)
 {
     cpu_set_t set;
@@ -310,7 +313,10 @@ static int _decode_threads(const _run *r)
         return r->cfg.decode_threads;
     if (r->device < 0 || sched_getaffinity(0, sizeof(set), &set))
         return 1;
-    int n = CPU_COUNT(&set) - 2;
+    int n = CPU_COUNT(&set);
+    if (r->info.local_size > 1 && n >= sysconf(_SC_NPROCESSORS_ONLN))
+        n /= r->info.local_size;
+    n -= 2;
     return n < 1 ? 1 : n > 64 ? 64 : n;
 }
 

@@ -14,7 +14,8 @@ jobs=$(cd "$top_srcdir/jobs" && pwd)
 sbatch() { timeout 240 env sbatch "$@"; }
 tl_cluster_up --nodes 2 --leaves 1 --plugin "$so"
 cd "$TL_BASE"
-export TORUS_BUILD=$top_builddir ALGOS=ring,torus2d WIRES=fp32,fp16 MAXBYTES=16K GRADS=private
+export TORUS_BUILD=$top_builddir TORUS_BENCH_ALGOS=ring,torus2d TORUS_BENCH_WIRES=fp32,fp16 \
+    TORUS_BENCH_MAXBYTES=16K TORUS_BENCH_GRADS=private
 sbatch --wait -N2 --ntasks-per-node=2 -o bench.out "$jobs/bench.sbatch" --quick --report "$TL_BASE/r.txt" >/dev/null ||
     tl_fail "bench job failed: $(cat bench.out)"
 r=$TL_BASE/r.txt

@@ -64,9 +64,12 @@ TORUS_BUILD=$top_builddir TORUS_SWEEP_THROTTLE=1 timeout 300 \
     "$top_srcdir/jobs/sweep.sbatch" "$d" >"$t/sweep.log" 2>&1 ||
     tl_fail "jobs/sweep.sbatch: $(tail -15 "$t/sweep.log"; tail -5 "$d"/work/task-*.out)"
 grep -q 'submitting tasks 0-1' "$t/sweep.log" || tl_fail "did not submit 0-1: $(head -3 "$t/sweep.log")"
-grep -q 'resumed from .*(global step [1-9]' "$d/work/task-1.out" ||
-    tl_fail "task 1 did not resume from its checkpoint: $(grep -E 'resumed|afresh' "$d/work/task-1.out")"
-grep -q 'starting afresh' "$d/work/task-0.out" || tl_fail "task 0 did not start afresh"
+# The tasks' logs are task-JOB_INDEX.out (%A_%a): a rerun keeps them.
+task_out() { ls "$d"/work/task-[0-9]*_"$1".out 2>/dev/null | head -1; }
+[ -n "$(task_out 0)" ] && [ -n "$(task_out 1)" ] || tl_fail "no task-JOB_INDEX.out logs: $(ls "$d/work")"
+grep -q 'resumed from .*(global step [1-9]' "$(task_out 1)" ||
+    tl_fail "task 1 did not resume from its checkpoint: $(grep -E 'resumed|afresh' "$(task_out 1)")"
+grep -q 'starting afresh' "$(task_out 0)" || tl_fail "task 0 did not start afresh"
 # Each attempt's evaluation times restart at 0: the sweep's line before
 # the second attempt of task 1 carries the time of the first.
 [ "$(grep -c '^{"sweep_time_before":' "$d/work/task-1.jsonl")" = 2 ] &&

@@ -121,7 +121,9 @@ static const _opt _opts[] = {
     {"backend", _STR, _O(backend), "NAME",
      "compute backend: dnnl (alias cpu: oneDNN), cuda (alias gpu: cuDNN "
      "FP32), cuda-fp16 (cuDNN NHWC fp16) or auto (cuda when its module "
-     "loads and sees a GPU, else dnnl). The cuda backends are the module "
+     "loads and sees a GPU, else dnnl; the banner says why, and a rank "
+     "that Slurm granted GPUs but auto cannot use them stops naming the "
+     "reason). The cuda backends are the module "
      "torus_cuda.so (package torus-cuda), loaded from TORUS_BACKEND_PATH "
      "or the package's library folder; torus-train itself links no CUDA "
      "library. If the module, the NVIDIA driver, a CUDA library "
