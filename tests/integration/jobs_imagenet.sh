@@ -37,7 +37,8 @@ sbatch() { timeout 240 env sbatch "$@"; }
 # Every job's --help (from anywhere, as sbatch's spool copy reads its own
 # header) and the refusal of an unknown option.
 for f in stage train-imagenet.sbatch eval.sbatch bench.sbatch; do
-    "$jobs/$f" --help | grep -q "^Usage: " || tl_fail "$f --help has no Usage line"
+    # grep reads it all: -q would end the pipe early (SIGPIPE under pipefail)
+    "$jobs/$f" --help | grep "^Usage: " >/dev/null || tl_fail "$f --help has no Usage line"
     rc=0
     "$jobs/$f" --bogus >/dev/null 2>&1 || rc=$?
     [ $rc = 2 ] || tl_fail "$f --bogus exited $rc, expected 2"
