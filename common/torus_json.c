@@ -12,18 +12,21 @@
 #include "common/torus_error.h"
 #include "common/torus_json.h"
 
+/* Each adder takes o NULL (a json-c allocation that failed) and does
+ * nothing: the writer's torus_json_write_line(NULL) then fails. */
 static void _num_text(json_object *o, const char *key, double v,
                       const char *text)
 {
-    json_object_object_add(o, key,
+    if (o)
+        json_object_object_add(o, key,
                            isfinite(v) ? json_object_new_double_s(v, text)
                                        : NULL);
 }
 
 void torus_json_fixed(json_object *o, const char *key, double v, int decimals)
 {
-    char t[64];
-    snprintf(t, sizeof(t), "%.*f", decimals, v);
+    char t[400]; /* %f of DBL_MAX: 309 digits, and the decimals */
+    snprintf(t, sizeof(t), "%.*f", decimals > 40 ? 40 : decimals, v);
     _num_text(o, key, v, t);
 }
 
@@ -36,12 +39,14 @@ void torus_json_exact(json_object *o, const char *key, double v)
 
 void torus_json_int64(json_object *o, const char *key, long long v)
 {
-    json_object_object_add(o, key, json_object_new_int64(v));
+    if (o)
+        json_object_object_add(o, key, json_object_new_int64(v));
 }
 
 void torus_json_string(json_object *o, const char *key, const char *s)
 {
-    json_object_object_add(o, key, json_object_new_string(s));
+    if (o)
+        json_object_object_add(o, key, json_object_new_string(s));
 }
 
 const char *torus_json_text(json_object *o)

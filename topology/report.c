@@ -19,12 +19,16 @@ static json_object *_groups(const torus_report_input_t *in)
     size_t n = torus_layout_node_count(l);
     json_object *all = json_object_new_array(), *g = NULL;
     uint32_t gid = UINT32_MAX;
-    for (size_t p = 0; p < n; p++) {
+    for (size_t p = 0; all && p < n; p++) {
         size_t node = torus_layout_node_at(l, p);
         uint32_t ng = torus_layout_node_group(l, node);
         if (!g || ng != gid) {
             g = json_object_new_array();
-            json_object_array_add(all, g);
+            if (!g || json_object_array_add(all, g)) {
+                json_object_put(g);
+                json_object_put(all);
+                return NULL; /* no memory: the caller fails */
+            }
         }
         gid = ng;
         json_object_array_add(g, json_object_new_string(in->names[node]));
@@ -39,7 +43,7 @@ static json_object *_tasks(const torus_report_input_t *in)
     const torus_layout_t *l = in->layout;
     json_object *all = json_object_new_array();
     uint64_t tasks = torus_layout_enabled(l) ? torus_layout_task_count(l) : 0;
-    for (uint64_t id = 0; id < tasks; id++) {
+    for (uint64_t id = 0; all && id < tasks; id++) {
         size_t node;
         uint32_t local;
         torus_layout_task_t t;
@@ -49,6 +53,10 @@ static json_object *_tasks(const torus_report_input_t *in)
             return NULL;
         }
         json_object *o = json_object_new_object();
+        if (!o) {
+            json_object_put(all);
+            return NULL; /* no memory: the caller fails */
+        }
         torus_json_int64(o, "procid", (long long)id);
         torus_json_string(o, "node", in->names[node]);
         torus_json_int64(o, "row", t.row);
@@ -62,18 +70,21 @@ static json_object *_tasks(const torus_report_input_t *in)
 int torus_report_json(FILE *out, const torus_report_input_t *in)
 {
     const torus_layout_t *l = in->layout;
-    json_object *o = json_object_new_object(), *dims = json_object_new_array();
+    json_object *o = json_object_new_object(), *dims = json_object_new_array(),
+                *groups = _groups(in), *tasks = _tasks(in);
+    if (!o || !dims || !groups || !tasks) { /* no memory, or a task unplaced */
+        json_object_put(o);
+        json_object_put(dims);
+        json_object_put(groups);
+        json_object_put(tasks);
+        return -1;
+    }
     json_object_array_add(dims, json_object_new_int64(torus_layout_rows(l)));
     json_object_array_add(dims, json_object_new_int64(torus_layout_cols(l)));
     json_object_object_add(o, "dims", dims);
     torus_json_string(o, "source",
                       torus_layout_source_name(torus_layout_source_of(l)));
-    json_object_object_add(o, "groups", _groups(in));
-    json_object *tasks = _tasks(in);
-    if (!tasks) {
-        json_object_put(o);
-        return -1;
-    }
+    json_object_object_add(o, "groups", groups);
     json_object_object_add(o, "tasks", tasks);
     return torus_json_write_line(out, o) || ferror(out) ? -1 : 0;
 }
