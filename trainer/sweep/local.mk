@@ -11,7 +11,8 @@ trainer_sweep_libtsweep_la_SOURCES = trainer/sweep/tsweep.h \
 trainer_sweep_libtsweep_la_LIBADD = common/libtoruscommon.la -lm
 
 bin_PROGRAMS += trainer/sweep/torus-sweep
-dist_doc_DATA += docs/batch-science.md docs/batch-science.png docs/batch-science-65.png
+dist_doc_DATA += docs/batch-science.md docs/batch-science.png docs/batch-science-65.png \
+	docs/batch-science-resnet8.png docs/batch-science-resnet8-86.png
 trainer_sweep_torus_sweep_SOURCES = trainer/sweep/torus-sweep.c
 trainer_sweep_torus_sweep_LDADD = trainer/sweep/libtsweep.la -lm
 
