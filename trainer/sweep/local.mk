@@ -13,6 +13,9 @@ trainer_sweep_libtsweep_la_LIBADD = common/libtoruscommon.la -lm
 bin_PROGRAMS += trainer/sweep/torus-sweep
 dist_doc_DATA += docs/batch-science.md docs/batch-science.png docs/batch-science-65.png \
 	docs/batch-science-resnet8.png docs/batch-science-resnet8-86.png
+# The sweeps behind its ResNet section (plan, results, the tasks'
+# evaluations), which the doc names and its report redraws from.
+EXTRA_DIST += docs/batch-science
 trainer_sweep_torus_sweep_SOURCES = trainer/sweep/torus-sweep.c
 trainer_sweep_torus_sweep_LDADD = trainer/sweep/libtsweep.la -lm
 
