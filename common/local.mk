@@ -13,3 +13,5 @@ common_libtoruscommon_la_CFLAGS = $(AM_CFLAGS)
 common_libtoruscommon_la_LIBADD = $(JSONC_LIBS) -lm
 # The TORUS_* names of the env contract (plugin writes, libtcomm reads).
 noinst_HEADERS += common/torus_env.h
+# How a global batch is split over ranks (loader and torus-train).
+noinst_HEADERS += common/torus_share.h

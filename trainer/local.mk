@@ -356,6 +356,12 @@ TESTS += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh
 EXTRA_DIST += tests/integration/train_ckpt.sh tests/integration/train_ckpt_dist.sh \
 	tests/integration/train_lib.sh
 
+# Elastic resume under mpirun: stopped on 4 ranks, resumed on 2, 3 and 8,
+# every sample served once per epoch in the uninterrupted run's global
+# batches (TTRAIN_TEST_SERVED), the same weights; a batch of 64 on 3 ranks.
+TESTS += tests/integration/train_elastic.sh
+EXTRA_DIST += tests/integration/train_elastic.sh
+
 # Only consistent checkpoints are trusted: poisoned tensors and counters,
 # junk of other runs, FIFOs/devices/sockets, a full file system.
 TESTS += tests/integration/train_ckpt_trust.sh

@@ -23,6 +23,7 @@
 
 #include "common/torus_error.h"
 #include "common/torus_report.h"
+#include "common/torus_share.h"
 #include "config.h"
 #include "trainer/backends/tbackends.h"
 #include "trainer/comm/tcomm.h"
@@ -133,14 +134,19 @@ static void _say(const char *what, const char *msg)
     fprintf(stderr, "torus-train: %s: %s\n", what, msg);
 }
 
-/* The job ends with msg (said already). */
+/* The job ends with msg (said already): with the peer-lost status when
+ * the comm layer gave up on a rank, so a job script can relaunch on the
+ * nodes still up instead of calling the run broken. */
+_Static_assert((int)TTRAIN_EXIT_PEER_LOST == (int)TCOMM_EXIT_LOST,
+               "one peer-lost status, whoever ends the job");
 static int _end(const char *msg)
 {
+    int rc = tcomm_peer_lost(_job) ? TTRAIN_EXIT_PEER_LOST : TTRAIN_EXIT_FAIL;
     if (_job) {
         fflush(NULL);
-        tcomm_abort(_job, TTRAIN_EXIT_FAIL, msg);
+        tcomm_abort(_job, rc, msg);
     }
-    return TTRAIN_EXIT_FAIL;
+    return rc;
 }
 
 static int _fail(const char *what, const char *msg)
@@ -179,7 +185,8 @@ typedef struct {
     tcomm_algo algo;
     ttrain_source src;
     int have_src;  /* a packed dataset, not the synthetic pool */
-    int max_local; /* the largest local batch of the schedule */
+    int max_local;  /* the largest local batch of the schedule */
+    int max_global; /* a global batch with that local batch */
     teng_backend *bk;
     int device;          /* a GPU backend's device, else -1 */
     int u8;              /* 8-bit input batches (--input) */
@@ -294,9 +301,13 @@ static int _open_data(_run *r)
             return _fail("--dry-run", torus_error_msg());
         return TTRAIN_EXIT_OK;
     }
-    for (int i = 0; i < cfg->sched.nstages; i++)
-        if (cfg->sched.stage[i].global_batch / cfg->world > r->max_local)
-            r->max_local = cfg->sched.stage[i].global_batch / cfg->world;
+    /* Rank 0 has the largest share of any global batch. */
+    for (int i = 0; i < cfg->sched.nstages; i++) {
+        int g = cfg->sched.stage[i].global_batch, first,
+            n = torus_share(g, cfg->world, 0, &first);
+        if (n > r->max_local)
+            r->max_local = n, r->max_global = g;
+    }
     return _GO;
 }
 
@@ -503,9 +514,11 @@ static int _open_input(_run *r)
                             .ls = &r->ls};
     ttrain_report_setup(&r->rp, r->max_local,
                         r->have_src ? _decode_threads(r) : 0, r->u8, stdout);
+    int first;
+    torus_share(r->max_global, cfg->world, r->info.rank, &first);
     if (!r->have_src &&
-        ttrain_synthetic_open(&r->src, &cfg->model, r->max_local, cfg->seed,
-                              r->info.rank, cfg->world))
+        ttrain_synthetic_open(&r->src, &cfg->model, r->max_local, first,
+                              cfg->seed, r->info.rank, cfg->world))
         return _fail("data", "out of memory for the synthetic pool");
     /* Synthetic 8-bit batches take the production input path. */
     if (r->u8 && !r->have_src &&
@@ -826,13 +839,17 @@ static int _epoch_eval(_run *r, int epoch, int lbatch)
 static int _epoch(_run *r, int epoch)
 {
     const ttrain_config *cfg = &r->cfg;
-    int gbatch = topt_batch_at(&cfg->sched, epoch),
-        lbatch = gbatch / cfg->world;
+    /* Any number of ranks: this rank's share of the global batch (the
+     * loss is divided by the global batch and the exchange sums, so the
+     * shares' gradients add up to the global batch's). */
+    int gbatch = topt_batch_at(&cfg->sched, epoch), at,
+        lbatch = torus_share(gbatch, cfg->world, r->info.rank, &at);
     long steps = topt_steps_in_epoch(&cfg->sched, epoch);
     long first = epoch == r->ck.at.epoch ? r->ck.at.step : 0;
     if (teng_net_set_batch(r->net, lbatch))
         return _fail("batch schedule", torus_error_msg());
     teng_net_set_global_batch(r->net, gbatch);
+    r->src.global_batch = gbatch;
     if (r->src.start && r->src.start(&r->src, epoch, first, lbatch))
         return _fail("data", torus_error_msg());
     _window w = {.t0 = _now()};

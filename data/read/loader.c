@@ -26,6 +26,7 @@
 
 #include "common/torus_error.h"
 #include "common/torus_report.h"
+#include "common/torus_share.h"
 #include "data/read/read.h"
 
 enum { _FREE = 0, _READING, _DECODING, _READY };
@@ -64,6 +65,7 @@ struct tdata_loader {
     uint64_t n_all;
     /* This rank's slice and the stream position. */
     uint64_t slice_begin, slice_len, spe;
+    int blocks; /* the global-block order (opts.global_batch) */
     uint64_t epoch0, step0;
     uint64_t limit; /* batches to produce (eval); UINT64_MAX train */
     /* Epoch permutations, two cached (the stream can straddle an epoch);
@@ -208,13 +210,39 @@ static int _alloc_slots(tdata_loader *l)
     return TDATA_OK;
 }
 
+static int _slice_blocks(tdata_loader *l)
+{
+    const tdata_loader_opts *o = &l->o;
+    int first, n = torus_share(o->global_batch, o->world, o->rank, &first);
+    if (n != o->batch_size || n < 1)
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "rank %d of %d: batch %d is not its share (%d) of "
+                          "the global batch %d",
+                          o->rank, o->world, o->batch_size, n,
+                          o->global_batch);
+    l->blocks = 1;
+    l->slice_begin = (uint64_t)first;
+    l->slice_len = (uint64_t)n;
+    l->spe = l->n_all / (uint64_t)o->global_batch;
+    if (l->spe == 0)
+        return TORUS_FAIL(TDATA_EINVAL,
+                          "%llu samples are less than one global batch of "
+                          "%d",
+                          (unsigned long long)l->n_all, o->global_batch);
+    return TDATA_OK;
+}
+
 /* This rank's slice: equal sizes for training (every rank runs the same
- * number of steps), full coverage for evaluation. */
+ * number of steps), full coverage for evaluation; or, in the global-block
+ * order, its offset into each step's block (slice_begin) and the epoch's
+ * whole blocks. */
 static int _slice(tdata_loader *l)
 {
     const tdata_loader_opts *o = &l->o;
     uint64_t b, e, B = (uint64_t)o->batch_size;
     int train = o->mode == TDATA_TRAIN;
+    if (train && o->global_batch > 0)
+        return _slice_blocks(l);
     tdata_partition(l->n_all, o->world, o->rank, train && o->drop_remainder, &b,
                     &e);
     l->slice_begin = b;
@@ -293,6 +321,10 @@ static int _batch_ids(tdata_loader *l, uint64_t seq, _slot *sl)
     uint64_t first = step * (uint64_t)B;
     uint64_t n =
         l->slice_len - first < (uint64_t)B ? l->slice_len - first : (uint64_t)B;
+    if (l->blocks) { /* this rank's share of the step's global block */
+        first = step * (uint64_t)l->o.global_batch;
+        n = (uint64_t)B;
+    }
     sl->epoch = epoch;
     sl->step = step;
     sl->n = (int)n;

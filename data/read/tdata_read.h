@@ -89,6 +89,14 @@ typedef struct tdata_loader_opts {
     int normalize;      /* (x/255-mean)/std with the index's mean/std */
     int rank, world;    /* this rank's slice of each epoch */
     int drop_remainder; /* even slices (train default) */
+    /* TDATA_TRAIN only. 0: each rank steps through its own slice
+     * (tdata_partition). g > 0: the global-block order, which does not
+     * depend on the number of ranks: step s of an epoch is the block
+     * [s*g, (s+1)*g) of its permutation and this rank takes its share
+     * (common/torus_share.h; batch_size must be that share); an epoch has
+     * floor(n/g) steps. A run resumed on another rank count then serves
+     * exactly the batches of an uninterrupted one. */
+    int global_batch;
     uint64_t seed;
     int io_threads;      /* >= 1 */
     int decode_threads;  /* >= 1 */

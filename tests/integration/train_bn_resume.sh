@@ -8,6 +8,8 @@
 #      (bn-RUN-rRANK.f32) next to the checkpoint; its resume ends on the
 #      same state hash (weights and BN statistics, bit for bit) and removes
 #      them.
+#      Resumed on 1 process instead, the note says once that the ranks go
+#      on from the average statistics, and the files are removed.
 #   3. A damaged or truncated statistics file, or a FIFO in its place, is
 #      named in a warning and the rank goes on from the average: the run
 #      still ends with 0.
@@ -46,12 +48,22 @@ stop() {
         fail "no statistics file per rank after the stop: $(ls "$1")"
 }
 stop "$tmp/s" "$tmp/stop"
+cp -a "$tmp/s" "$tmp/shrink"
 tr_mpirun -np 2 "${run[@]}" --checkpoint-dir "$tmp/s" --resume >"$tmp/resume" 2>&1 ||
     fail "resume: $(tail -3 "$tmp/resume")"
 [ "$(hash "$tmp/resume")" = "$h" ] || fail "resumed run ends on $(hash "$tmp/resume"), uninterrupted on $h"
 ls "$tmp"/s/bn-* >/dev/null 2>&1 && fail "the finished run left $(ls "$tmp"/s/bn-*)"
 grep -q 'warning' "$tmp/resume" && fail "warning on a clean resume: $(grep warning "$tmp/resume")"
 [ $fails = 0 ] && echo "ok: stopped at step $(sed -n 's/.*stopped by signal 10 at global step \([0-9]*\).*/\1/p' "$tmp/stop" | head -1), resumed: state hash $h"
+
+# A resize: the note says once that the ranks go on from the average; the
+# files no rank of the new run can use (rank 1's, and rank 0's: one
+# process keeps none) are removed.
+"${run[@]}" --max-steps 3 --checkpoint-dir "$tmp/shrink" --resume >"$tmp/shrunk" 2>&1 ||
+    fail "2 ranks -> 1: $(tail -3 "$tmp/shrunk")"
+[ "$(grep -c "every rank starts from the ranks' average BN running statistics" "$tmp/shrunk")" = 1 ] ||
+    fail "2 ranks -> 1: the BN note is not said once: $(grep -E 'note|BN' "$tmp/shrunk")"
+ls "$tmp"/shrink/bn-* >/dev/null 2>&1 && fail "2 ranks -> 1 left $(ls "$tmp"/shrink/bn-*)"
 
 # A flipped float and a truncated file: each named, the run goes on.
 for damage in flip cut; do

@@ -3,12 +3,16 @@
  * train/test_hooks.c: as configured (hooks on, as every test build) the
  * variables inject what they say and nothing else; built with
  * TORUS_NO_TEST_HOOKS (test_train_hooks_off, as the Debian package is
- * built) the same variables do nothing. */
+ * built) the same variables do nothing (TTRAIN_TEST_SERVED writes no
+ * file). */
 #include "config.h"
 
 #include <check.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "trainer/train/ttrain_test_hooks.h"
 
@@ -63,12 +67,39 @@ START_TEST(sleep_where_asked_only)
 }
 END_TEST
 
+START_TEST(served_ids_recorded_per_rank)
+{
+    char dir[] = "/tmp/test_train_hooks.XXXXXX", path[64], line[128] = "";
+    const uint64_t ids[3] = {7, 0, 12345678901ULL};
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    setenv("TTRAIN_TEST_SERVED", dir, 1);
+    ttrain_test_served(3, 1, 4, ids, 3);
+    ttrain_test_served(3, 1, 5, ids, 1); /* appended */
+    unsetenv("TTRAIN_TEST_SERVED");
+    ttrain_test_served(3, 9, 9, ids, 3); /* no variable: nothing */
+    snprintf(path, sizeof(path), "%s/served-3.txt", dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_int_eq(f != NULL, ON);
+    if (f) {
+        ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+        ck_assert_str_eq(line, "1 4 7 0 12345678901\n");
+        ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+        ck_assert_str_eq(line, "1 5 7\n");
+        ck_assert_ptr_null(fgets(line, sizeof(line), f));
+        fclose(f);
+        remove(path);
+    }
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("train_hooks");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, overflow_at_its_rank_and_step);
     tcase_add_test(tc, sleep_where_asked_only);
+    tcase_add_test(tc, served_ids_recorded_per_rank);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

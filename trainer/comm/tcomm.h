@@ -209,6 +209,15 @@ TORUS_MUST_CHECK tcomm_rc tcomm_pmix_get(tcomm_t *c, int rank, const char *key,
  * lost): every rank, a stopped one too, under any launcher (PMIx_Abort;
  * a launcher that waits for every task is not left waiting). */
 void tcomm_abort(tcomm_t *c, int code, const char *msg);
+/* The exit status libtcomm ends a job with when it gives up on a lost or
+ * stalled rank (its deadline threads), for a program to use too: a job
+ * script tells "a node died, relaunch on the rest" from "the run is
+ * broken" by it. 3 and 4 are taken (torus-train's requeue, start-up). */
+enum { TCOMM_EXIT_LOST = 5 };
+/* 1 once a wait on c gave up on a peer: it returned TCOMM_ERR_TIMEOUT or
+ * TCOMM_ERR_TRANSPORT naming a lost or stalled rank; 0 otherwise (also
+ * for NULL). */
+int tcomm_peer_lost(const tcomm_t *c);
 
 /* Seconds the cost model predicts for an all-reduce of count values on
  * this layout with the current (default or probed) link parameters;

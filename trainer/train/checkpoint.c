@@ -136,9 +136,8 @@ static void _close_groups(const hid_t g[_NGROUPS])
 static int _write_attrs(hid_t f, const ttrain_ckpt_meta *m, topt_sgd *opt,
                         const ttrain_progress *p, const char *config_text)
 {
-    /* Samples over all ranks: a resume on another number of ranks divides
-     * them again. */
-    int64_t global = (int64_t)p->samples * m->world;
+    /* Samples over all ranks (the position on any number of ranks). */
+    int64_t global = (int64_t)p->samples;
     return _put_str(f, "format", _FORMAT) ||
            _put_str(f, "run", m->run) ||
            _put_str(f, "model", m->model) ||
@@ -156,6 +155,7 @@ static int _write_attrs(hid_t f, const ttrain_ckpt_meta *m, topt_sgd *opt,
            _put_i64(f, "optimizer_steps", opt->steps) ||
            _put_f64(f, "previous_lr", opt->prev_lr) ||
            _put_i64(f, "bucket_kb", m->bucket_kb) ||
+           _put_i64(f, "data_order", 1) ||
            _put_str(f, "loss_scale_mode", m->loss_scale) ||
            _put_f64(f, "loss_scale", p->ls.scale) ||
            _put_i64(f, "loss_scale_clean", p->ls.clean) ||
@@ -455,6 +455,12 @@ static int _read_meta(hid_t f, ttrain_ckpt_meta *m)
                           "it records a bucket size of %" PRId64 " KiB (0..%d)",
                           kb, TTRAIN_BUCKET_KB_MAX);
     m->bucket_kb = (int)kb;
+    /* Files written before the global-block order record none: 0. */
+    int64_t order = 0;
+    if (H5Aexists(f, "data_order") > 0 &&
+        (_get_i64(f, "data_order", &order) || order < 0 || order > 1))
+        return TORUS_FAIL(TTRAIN_CKPT_EBAD, "its data order is malformed");
+    m->data_order = (int)order;
     return 0;
 }
 
@@ -486,13 +492,11 @@ static int _read_loss_scale(hid_t f, ttrain_progress *p)
     return 0;
 }
 
-/* The training position, its samples divided over want->world ranks,
- * checked (_check_counts; _check_plan against want->plan unless
+/* The training position (its samples over all ranks), checked (_check_counts; _check_plan against want->plan unless
  * eval_only). */
 static int _read_position(hid_t f, const ttrain_ckpt_meta *want, int eval_only,
                           ttrain_progress *p, topt_sgd *opt)
 {
-    int world = want->world;
     int64_t v[6];
     double prev_lr;
     if (_get_i64(f, "epoch", &v[0]) || _get_i64(f, "step", &v[1]) ||
@@ -505,13 +509,8 @@ static int _read_position(hid_t f, const ttrain_ckpt_meta *want, int eval_only,
         if (v[i] < 0 || (i == 0 && v[i] > INT32_MAX))
             return TORUS_FAIL(TTRAIN_CKPT_EBAD,
                               "training position out of range");
-    if (v[3] % world)
-        return TORUS_FAIL(TTRAIN_CKPT_EBAD,
-                          "%" PRId64
-                          " samples served do not divide over %d ranks",
-                          v[3], world);
     *p = (ttrain_progress){(int)v[0],      (long)v[1],
-                           (long)v[2],     (uint64_t)(v[3] / world),
+                           (long)v[2],     (uint64_t)v[3],
                            (uint64_t)v[4], {0, 0, 0}};
     opt->steps = (long)v[5];
     opt->prev_lr = prev_lr;

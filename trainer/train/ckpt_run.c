@@ -1,6 +1,7 @@
 /* train/ckpt_run.c: a run's checkpoints across its ranks: where it starts,
  * the same checkpoint on every rank, and each checkpoint it writes (see
  * ttrain_ckpt_run.h). */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,37 @@ static int _agree(ttrain_ckpt_run *r, const char *what, _pick *pick,
     return torus_error_prefix(rc, "%s", what);
 }
 
+/* A checkpoint written mid-epoch under the per-rank slices (before the
+ * global-block order) by M ranks: rank k had served positions
+ * [k*L, k*L + step*G/M) of the epoch's permutation (L = floor(n/M)); this
+ * run serves blocks [step*G, steps*G). Their overlap is served twice, and
+ * as many samples not at all in that epoch: said with the counts. */
+static void _old_order_note(const ttrain_ckpt_run *r,
+                            const ttrain_ckpt_meta *got)
+{
+    const topt_schedule *s = &r->cfg->sched;
+    int M = got->world;
+    if (got->data_order || r->at.step == 0 || M < 2)
+        return; /* one slice is the global-block order */
+    uint64_t G = (uint64_t)topt_batch_at(s, r->at.epoch),
+             n = (uint64_t)s->dataset_size, L = n / (uint64_t)M,
+             done = (uint64_t)r->at.step * (G / (uint64_t)M),
+             lo = (uint64_t)r->at.step * G,
+             hi = (uint64_t)topt_steps_in_epoch(s, r->at.epoch) * G, twice = 0;
+    for (int k = 0; k < M; k++) {
+        uint64_t a = (uint64_t)k * L, b = a + done;
+        a = a > lo ? a : lo;
+        b = b < hi ? b : hi;
+        twice += b > a ? b - a : 0;
+    }
+    torus_warn("the checkpoint was written by %d ranks serving each their "
+               "own slice of the data (before the order that survives a "
+               "change of ranks): the rest of epoch %d serves %" PRIu64
+               " of its %" PRIu64 " samples a second time and leaves as many "
+               "unseen; later epochs are exact",
+               M, r->at.epoch, twice, hi);
+}
+
 int ttrain_ckpt_run_load(ttrain_ckpt_run *r)
 {
     const ttrain_config *cfg = r->cfg;
@@ -155,7 +187,10 @@ int ttrain_ckpt_run_load(ttrain_ckpt_run *r)
     }
     if (note[0] && r->rank == 0)
         torus_note("note: %s", note);
+    if (!cfg->eval_only && r->have_src && r->rank == 0)
+        _old_order_note(r, &got);
     memcpy(r->meta.run, got.run, sizeof(got.run)); /* the run goes on */
+    r->from_world = got.world;
     if (!cfg->eval_only && !(rc = _restore_loss_scale(r, &got)) &&
         !(rc = _resume_bucket_kb(r, &got)))
         rc = ttrain_exchange_check_agreement(r->ex, r->net);
@@ -173,7 +208,13 @@ int ttrain_ckpt_run_restore(ttrain_ckpt_run *r)
     if (rc)
         return torus_error_prefix(rc, "--resume");
     teng_net_set_dropout_step(r->net, r->at.dropout_step);
-    if (cfg->world > 1 &&
+    /* After a shrink no rank will ever read the files of ranks past the
+     * new world (the note said the ranks go on from the average); one
+     * process keeps no file at all. */
+    for (int k = cfg->world > 1 ? cfg->world : 0;
+         r->rank == 0 && k < r->from_world; k++)
+        ttrain_bn_stash_remove(cfg->ckpt_dir, r->meta.run, k);
+    if (cfg->world > 1 && r->from_world == cfg->world &&
         ttrain_bn_stash_load(&r->bn, r->net, cfg->ckpt_dir, r->meta.run,
                              r->rank, cfg->world, r->at.global_step) < 0)
         torus_warn("rank %d: %s; it goes on from the ranks' average BN "

@@ -227,9 +227,11 @@ int ttrain_ckpt_check(const ttrain_ckpt_meta *got, const ttrain_ckpt_meta *want,
                  "same global batch and the summed gradient is the same up "
                  "to summation order and wire rounding%s",
                  want->world, got->world,
-                 has_bn ? "; the BN layers now normalise over the global "
-                          "batch / the new number of ranks, and dropout "
-                          "masks differ"
+                 has_bn ? "; the BN layers now normalise over each rank's "
+                          "share of the global batch and every rank starts "
+                          "from the ranks' average BN running statistics "
+                          "(the per-rank ones saved at the stop are for the "
+                          "old ranks), and dropout masks differ"
                         : "");
     /* Files from before loss scaling were trained without it. */
     const char *was = got->loss_scale[0] ? got->loss_scale : "off";

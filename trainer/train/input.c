@@ -13,8 +13,8 @@ static int _fetch(ttrain_input *in, int epoch, long step, int lbatch,
     if (in->src->next(in->src, lbatch, b))
         return -1;
     ttrain_trace_end(in->trace);
-    /* Epochs hold whole global batches and slices are even, so a short
-     * batch is a data-source bug, never to be trained. */
+    /* Epochs hold whole global batches and each rank its share of each,
+     * so a short batch is a data-source bug, never to be trained. */
     if (b->n != lbatch)
         return TORUS_FAIL(TTRAIN_EDATA,
                           "rank %d: the source gave %d samples for a local "
@@ -53,5 +53,6 @@ int ttrain_input_ahead(ttrain_input *in, int epoch, long step, int lbatch,
 
 uint64_t ttrain_input_served(const ttrain_input *in)
 {
-    return in->src->samples - (in->staged ? (uint64_t)in->next.n : 0);
+    return in->src->samples -
+           (in->staged ? (uint64_t)in->src->global_batch : 0);
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "common/torus_share.h"
 #include "config.h"
 #include "trainer/backends/tbackends.h"
 #include "trainer/optim/topt_loss_scale.h"
@@ -91,7 +92,8 @@ static const _opt _opts[] = {
      "training samples per epoch [1281167; synthetic: as given]"},
     {"batch", _SPECIAL, 0, 0, "B|E:B,...",
      "global batch, or a batch schedule of epoch:batch stages, e.g. "
-     "0:256,30:1024 (Sony) [256]"},
+     "0:256,30:1024 (Sony), at least one sample per rank; with M ranks "
+     "each takes B/M, rounded down or up [256]"},
     {"epochs", _INT, _S(sched.epochs), "N", "training epochs [90]"},
     {"lr", _DBL, _S(sched.base_lr), "LR",
      "base learning rate at the reference batch [0.1]"},
@@ -174,8 +176,9 @@ static const _opt _opts[] = {
      "last, from its newest checkpoint that loads (falling back to older "
      "ones with a warning), on every rank; refused with the differences "
      "when the model, global batch schedule, training data or wire "
-     "differ (the number of ranks may change); start afresh if there is "
-     "none"},
+     "differ (the number of ranks may change: every step trains on the "
+     "uninterrupted run's global batch, each sample once per epoch); start "
+     "afresh if there is none"},
     {"eval-only", _FLAG, _S(eval_only), NULL,
      "evaluate the newest checkpoint in --checkpoint-dir on the test split "
      "of --data (top-1, top-5, loss), then exit; distributed like "
@@ -590,11 +593,14 @@ static int _validate_schedule(ttrain_config *c)
     if (topt_schedule_validate(&c->sched) || topt_config_validate(&c->opt)) {
         return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE, "%s", torus_error_msg());
     }
+    /* Any rank count: the shares may be uneven (common/torus_share.h),
+     * but every rank needs a sample. */
     for (int i = 0; i < c->sched.nstages; i++)
-        if (c->sched.stage[i].global_batch % c->world) {
+        if (c->sched.stage[i].global_batch < c->world) {
             return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
                                     "--batch: global batch %d (epoch %d) "
-                                    "is not divisible by the %d ranks",
+                                    "is smaller than the %d ranks: every "
+                                    "rank needs at least one sample",
                                     c->sched.stage[i].global_batch,
                                     c->sched.stage[i].epoch, c->world);
         }
@@ -948,7 +954,12 @@ static void _usage_tail(FILE *f)
         "(requeue),\n"
         "    4 the job's start-up did not finish (a rank that never started, "
         "or\n"
-        "    connections between nodes that never opened).\n");
+        "    connections between nodes that never opened), 5 a rank was "
+        "lost:\n"
+        "    the comm layer gave up waiting on a peer that died or stalled "
+        "(the\n"
+        "    rest can resume from the last checkpoint on the nodes still "
+        "up).\n");
 }
 
 void ttrain_usage(FILE *f)
@@ -1013,7 +1024,8 @@ void ttrain_print_plan(const ttrain_config *c, FILE *f)
         int b = topt_batch_at(s, e);
         long n = topt_steps_in_epoch(s, e);
         total += n;
-        fprintf(f, "%5d %12d %11d %8ld %12.6g %12.6g\n", e, b, b / c->world, n,
+        int first, lb = torus_share(b, c->world, 0, &first); /* rank 0's */
+        fprintf(f, "%5d %12d %11d %8ld %12.6g %12.6g\n", e, b, lb, n,
                 topt_lr_at_step(s, e, 0), topt_lr_at_step(s, e, n - 1));
     }
     fprintf(f, "total %ld steps\n", total);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/torus_error.h"
+#include "common/torus_share.h"
 #include "trainer/engine/rng.h"
 #include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_source.h"
@@ -29,14 +30,19 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
                           p->max_batch);
     /* Labels are a hash of the sample's global index: balanced over the
      * classes, reproducible from the seed, and independent of how the
-     * global batch is split over ranks. With one rank the index is the
-     * sample counter. */
-    uint64_t g = s->samples / (uint64_t)n * (uint64_t)n * (uint64_t)p->world +
-                 (uint64_t)p->rank * (uint64_t)n;
+     * global batch is split over ranks. Without a global batch set (the
+     * engine tests) the ranks' batches are even. */
+    int gb = s->global_batch ? s->global_batch : n * p->world, first;
+    if (torus_share(gb, p->world, p->rank, &first) != n)
+        return TORUS_FAIL(TTRAIN_EDATA,
+                          "rank %d: batch %d is not its share of the global "
+                          "batch %d",
+                          p->rank, n, gb);
+    uint64_t g = s->samples + (uint64_t)first;
     for (int i = 0; i < n; i++)
         p->labels[i] = (int32_t)(teng_hash64(p->base + g + (uint64_t)i) %
                                  (uint64_t)p->classes);
-    s->samples += (uint64_t)n;
+    s->samples += (uint64_t)gb;
     *out = (ttrain_batch){.x = p->pool, .y = p->labels, .n = n};
     if (p->px) {
         /* The ImageNet mean and std, as a packed dataset's index has them. */
@@ -69,7 +75,7 @@ static void _close(ttrain_source *s)
 }
 
 int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
-                          uint64_t seed, int rank, int world)
+                          int first, uint64_t seed, int rank, int world)
 {
     _synth *p = calloc(1, sizeof(*p));
     teng_rng r;
@@ -92,7 +98,7 @@ int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
     }
     /* One stream over the global positions; this rank skips to its own
      * (rank 0 draws exactly what a single process draws). */
-    size_t skip = n * (size_t)rank;
+    size_t skip = n / (size_t)max_batch * (size_t)first;
     teng_rng_seed(&r, seed ^ 0x5eed5eedULL);
     for (size_t i = 0; i < skip; i++)
         (void)teng_rng_normal(&r);

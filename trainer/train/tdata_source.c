@@ -8,11 +8,12 @@
 #include "data/tdata.h"
 #include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_tdata_source.h"
+#include "trainer/train/ttrain_test_hooks.h"
 
 typedef struct {
     tdata_dataset *train, *test;
     tdata_loader *loader; /* training stream at batch `batch` */
-    int batch;
+    int batch, gbatch; /* local and global batch of the stream */
     long epoch, step; /* position of the next batch the loader hands out */
     int rank, world, size;
     uint64_t seed;
@@ -39,6 +40,8 @@ static void _opts(const _tsrc *p, tdata_loader_opts *o, int mode, int batch)
     o->rank = p->rank;
     o->world = p->world;
     o->seed = p->seed;
+    if (mode == TDATA_TRAIN) /* the order that survives a resize */
+        o->global_batch = p->gbatch;
     if (mode == TDATA_TRAIN && p->decode > 1)
         o->decode_threads = p->decode;
     if (p->u8 && mode == TDATA_TRAIN) {
@@ -59,6 +62,7 @@ static int _restart(ttrain_source *s, int epoch, long step, int n)
     if (p->loader)
         tdata_loader_destroy(p->loader);
     p->loader = NULL;
+    p->gbatch = s->global_batch;
     _opts(p, &o, TDATA_TRAIN, n);
     if (tdata_loader_create(p->train, &o, &p->loader) ||
         tdata_loader_start(p->loader, (uint64_t)epoch,
@@ -75,7 +79,8 @@ static int _start(ttrain_source *s, int epoch, long step, int n)
     _tsrc *p = s->impl;
     /* The loader rolls over into the next epoch by itself; only a new
      * batch size or a jump (resume) needs a fresh stream. */
-    if (p->loader && p->batch == n && p->epoch == epoch && p->step == step)
+    if (p->loader && p->batch == n && p->gbatch == s->global_batch &&
+        p->epoch == epoch && p->step == step)
         return 0;
     return _restart(s, epoch, step, n);
 }
@@ -83,12 +88,14 @@ static int _start(ttrain_source *s, int epoch, long step, int n)
 static int _next(ttrain_source *s, int n, ttrain_batch *out)
 {
     _tsrc *p = s->impl;
-    if ((!p->loader || n != p->batch) && _restart(s, (int)p->epoch, p->step, n))
+    if ((!p->loader || n != p->batch || p->gbatch != s->global_batch) &&
+        _restart(s, (int)p->epoch, p->step, n))
         return -1;
     int err = 0;
     const tdata_batch *b = tdata_loader_next(p->loader, &err);
     if (!b)
         return torus_error_prefix(-1, "rank %d", p->rank);
+    ttrain_test_served(p->rank, b->epoch, b->step, b->ids, b->n);
     *out = (ttrain_batch){.y = b->labels, .n = b->n, .wait_s = b->wait_s};
     if (p->u8) {
         out->px = b->data;
@@ -97,7 +104,7 @@ static int _next(ttrain_source *s, int n, ttrain_batch *out)
     } else {
         out->x = b->data;
     }
-    s->samples += (uint64_t)b->n;
+    s->samples += (uint64_t)p->gbatch;
     p->step++;
     if ((uint64_t)p->step == tdata_loader_steps_per_epoch(p->loader)) {
         p->step = 0;

@@ -81,7 +81,7 @@ typedef struct {
     int epoch;                /* the epoch to continue in */
     long step;                /* the next step within that epoch */
     long global_step;         /* steps done */
-    uint64_t samples;         /* samples this rank has served */
+    uint64_t samples;         /* samples served over all ranks */
     uint64_t dropout_step;    /* the engine's step counter */
     topt_loss_scale_state ls; /* the loss scale's state; as loaded, not yet
                                * checked (topt_loss_scale_restore does);
@@ -104,6 +104,11 @@ typedef struct {
      * recorded); not compared: a resume with --bucket-kb auto takes it
      * (ttrain_ckpt_run.h). */
     int bucket_kb;
+    /* The order a packed dataset was served in: 1, the global-block order
+     * (any number of ranks serves the same batches); 0, each rank its own
+     * slice (files written before it). Written as 1, not compared: a
+     * resume says what an old file's position costs (ckpt_run.c). */
+    int data_order;
     /* Only in what this run wants: the plan a resumed position must fit
      * (NULL: not checked); NULL in what a file records. */
     const topt_schedule *plan;
@@ -144,8 +149,8 @@ int ttrain_ckpt_check(const ttrain_ckpt_meta *got, const ttrain_ckpt_meta *want,
                       int eval_only, int has_bn, char *note, size_t notelen);
 
 /* Loads one checkpoint into net, opt and p after checking its meta against
- * want (ttrain_ckpt_check; got receives it). p->samples is converted to
- * want->world ranks. Returns 0, -1 when it does not load (damaged), or -2
+ * want (ttrain_ckpt_check; got receives it). p->samples counts all
+ * ranks, on any number of them. Returns 0, -1 when it does not load (damaged), or -2
  * when it belongs to another configuration; the reason is then in
  * torus_error_msg() (common/torus_error.h). */
 int ttrain_ckpt_load(const char *path, const ttrain_ckpt_meta *want,

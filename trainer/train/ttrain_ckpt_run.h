@@ -65,6 +65,7 @@ typedef struct {
     ttrain_bn_stash bn;    /* this rank's own BN statistics at a checkpoint */
     char path[1100];       /* the checkpoint loaded */
     int found;             /* one was loaded */
+    int from_world;        /* the ranks that wrote it */
     int said;              /* the failure was said already */
 } ttrain_ckpt_run;
 

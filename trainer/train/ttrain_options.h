@@ -64,6 +64,8 @@ enum {
     TTRAIN_EXIT_FAIL = 1,
     TTRAIN_EXIT_USAGE = 2,
     TTRAIN_EXIT_PREEMPTED = 3, /* checkpointed on SIGUSR1/SIGTERM: requeue */
+    TTRAIN_EXIT_STARTUP = 4,   /* libtcomm's start-up did not finish */
+    TTRAIN_EXIT_PEER_LOST = 5, /* a rank was lost (TCOMM_EXIT_LOST) */
 };
 
 /* What ttrain_config_parse found besides settings: the program prints

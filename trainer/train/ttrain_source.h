@@ -38,7 +38,14 @@ typedef struct ttrain_source {
      * its stream there (resume, batch-size change); returns 0, or nonzero
      * after TORUS_FAIL (common/torus_error.h). */
     int (*start)(struct ttrain_source *s, int epoch, long step, int n);
-    uint64_t samples; /* served so far: the data position */
+    /* Served so far over all ranks: the data position. Every next() adds
+     * global_batch, whatever this rank's share of it. */
+    uint64_t samples;
+    /* The global batch of the steps to come, set by the training loop
+     * before start() and next(): this rank serves its share of each
+     * global batch (common/torus_share.h), the same samples for a global
+     * position on any number of ranks. */
+    int global_batch;
     void (*close)(struct ttrain_source *s);
     void *impl;
 } ttrain_source;
@@ -56,11 +63,12 @@ static inline int ttrain_source_seek_counter(ttrain_source *s, uint64_t samples)
  * measures training, not a random number generator), served again every
  * batch, with fresh labels from a hash of the sample's place in the
  * global batch stream. Rank r of world holds the images of global batch
- * positions [r * max_batch, (r + 1) * max_batch), so at a constant batch
- * k ranks together see exactly the global batches of one rank (the
- * distributed-equals-single check relies on it). */
+ * positions [first, first + max_batch), its share of the largest global
+ * batch, so at a constant batch k ranks together see exactly the global
+ * batches of one rank (the distributed-equals-single check relies on
+ * it). */
 int ttrain_synthetic_open(ttrain_source *s, const tmodel_spec *m, int max_batch,
-                          uint64_t seed, int rank, int world);
+                          int first, uint64_t seed, int rank, int world);
 /* After ttrain_synthetic_open: serve 8-bit batches instead (--input u8),
  * random H x W x 3 pixels drawn once and flips, in bk's host memory (so
  * a GPU backend's copy stream moves them as it moves a packed dataset's),

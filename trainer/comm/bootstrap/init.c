@@ -661,6 +661,11 @@ void tcomm_info_get(const tcomm_t *c, tcomm_info *info)
     *info = c->info;
 }
 
+int tcomm_peer_lost(const tcomm_t *c)
+{
+    return c && c->peer_lost;
+}
+
 /* Freeing the windows and MPI_Finalize block until every rank is there:
  * agree first, within the deadline, so that a rank lost at the very end
  * fails the job naming it instead of hanging it. */

@@ -91,6 +91,9 @@ struct tcomm {
      * reports. The second waits and reuses the first one's answer. */
     pthread_mutex_t blame_mu;
     int lost;       /* the answer: world rank, -1 none; -2 before a search */
+    /* Set once a wait gave up on a peer (tcomm_peer_lost); either thread
+     * of the pipeline may set it. */
+    volatile int peer_lost;
     int use_shm;    /* TCOMM_SHM=0 turns shared memory off */
     tc_arena arena; /* tcomm_shared_alloc */
     int group_key;  /* this rank's order in its group */

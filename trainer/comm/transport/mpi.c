@@ -40,6 +40,7 @@ static tcomm_rc _wait_fail(tcomm_t *c, const tc_group *g, int peer,
 {
     int lost = tc_find_lost_rank(c, peer < 0 ? -1 : g->world[peer]);
     char who[32];
+    c->peer_lost = 1;
     _who(lost, who, sizeof who);
     if (mpi_rc != MPI_SUCCESS && peer >= 0)
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT,

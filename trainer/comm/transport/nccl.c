@@ -205,6 +205,7 @@ static tcomm_rc _lost(tcomm_nccl_t *n, ncclResult_t r, const char *which,
     _abort_all(n);
     int lost = c->singleton ? -1 : tc_find_lost_rank(c, -1);
     char who[32];
+    c->peer_lost = 1;
     if (lost < 0)
         snprintf(who, sizeof who, "a rank");
     else

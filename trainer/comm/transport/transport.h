@@ -89,7 +89,7 @@ tcomm_rc tc_shm_allgather_at(tcomm_t *c, tc_group *g, float *x, size_t count,
  * ends the process naming it, exit TC_EXIT_LOST), then agrees that it
  * worked everywhere: all members succeed or fail together, the others
  * naming the failed rank (*who on return, -1 if none; who may be NULL). */
-enum { TC_EXIT_LOST = 5 };
+enum { TC_EXIT_LOST = TCOMM_EXIT_LOST };
 tcomm_rc tc_win_alloc(tcomm_t *c, const tc_group *g, int ok, size_t bytes,
                       int disp, MPI_Info info, void *base, MPI_Win *win,
                       int *who);
