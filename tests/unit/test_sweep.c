@@ -4,6 +4,7 @@
  *     (McCandlish et al.), whose bends are known in closed form, a flat
  *     one, and curves with batches that missed the target;
  *   - the plan file round trip, and the LR grid around the linear rule;
+ *   - the budget floor in steps (--min-steps) per batch;
  *   - the results file: a good line, then hostile lines (bad JSON, unknown
  *     or missing fields, a task of another plan, a duplicate, a cut line),
  *     each refused with an error naming the file and line;
@@ -153,6 +154,35 @@ static void _write(const char *path, const char *text)
     fputs(text, f);
     fclose(f);
 }
+
+/* The budget floor: --epochs at every batch, more where they hold fewer
+ * than --min-steps steps (an epoch: dataset_size / batch steps, at least
+ * 1); it survives the plan file; one without the other is refused. */
+START_TEST(test_min_steps)
+{
+    char path[64];
+    _plan(&_p);
+    _p.epochs = 24;
+    ck_assert_int_eq(tsweep_task_epochs(&_p, 8192), 24); /* no floor */
+    _p.min_steps = 336;
+    _p.dataset_size = 60000;
+    ck_assert_int_eq(tsweep_plan_expand(&_p), 0);
+    ck_assert_int_eq(tsweep_task_epochs(&_p, 128), 24);  /* 11232 steps */
+    ck_assert_int_eq(tsweep_task_epochs(&_p, 4096), 24); /* 14 x 24 = 336 */
+    ck_assert_int_eq(tsweep_task_epochs(&_p, 8192), 48); /* 7 per epoch */
+    _p.dataset_size = 1000; /* fewer images than a batch: 1 step an epoch */
+    ck_assert_int_eq(tsweep_task_epochs(&_p, 8192), 336);
+    _p.dataset_size = 60000;
+    snprintf(path, sizeof(path), "%s/plan-floor", _dir);
+    ck_assert_int_eq(tsweep_plan_write(&_p, path), 0);
+    ck_assert_int_eq(tsweep_plan_read(&_q, path), 0);
+    ck_assert(_q.min_steps == 336 && _q.dataset_size == 60000);
+    ck_assert_int_eq(tsweep_task_epochs(&_q, 8192), 48);
+    _p.dataset_size = 0;
+    ck_assert_int_eq(tsweep_plan_expand(&_p), TSWEEP_EPLAN);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "--dataset-size"));
+}
+END_TEST
 
 /* A plan file edited by hand: its line is named. */
 START_TEST(test_plan_hostile)
@@ -559,6 +589,7 @@ int main(void)
     tcase_add_test(tc, test_flat);
     tcase_add_test(tc, test_missed);
     tcase_add_test(tc, test_plan_roundtrip);
+    tcase_add_test(tc, test_min_steps);
     tcase_add_test(tc, test_plan_hostile);
     tcase_add_test(tc, test_results_hostile);
     tcase_add_test(tc, test_results_append);

@@ -103,6 +103,16 @@ int tsweep_add_recipe(tsweep_plan *p, const char *spec)
     return 0;
 }
 
+int tsweep_task_epochs(const tsweep_plan *p, int batch)
+{
+    if (p->min_steps <= 0 || p->dataset_size <= 0 || batch < 1)
+        return p->epochs;
+    long per = p->dataset_size / batch;
+    per = per < 1 ? 1 : per;
+    long e = (p->min_steps + per - 1) / per;
+    return e > p->epochs ? (e > 1000000 ? 1000000 : (int)e) : p->epochs;
+}
+
 long tsweep_eval_every(const tsweep_plan *p, int batch)
 {
     long e = (p->eval_images + batch / 2) / batch;
@@ -127,6 +137,11 @@ static int _check(const tsweep_plan *p)
     if (p->epochs < 1 || p->max_steps < 0 || p->eval_images < 1)
         return TORUS_FAIL(TSWEEP_EPLAN, "--epochs and --eval-images must be "
                                         ">= 1, --max-steps >= 0");
+    if (p->min_steps < 0 || p->dataset_size < 0 ||
+        (p->min_steps > 0) != (p->dataset_size > 0))
+        return TORUS_FAIL(TSWEEP_EPLAN,
+                          "--min-steps and --dataset-size go together (the "
+                          "steps of an epoch at each batch), both > 0");
     if (!p->nbatches || !p->nrecipes)
         return TORUS_FAIL(TSWEEP_EPLAN, "no --batches or no --recipe");
     if (!_args_ok(p->train) || !_args_ok(p->launcher))
@@ -169,6 +184,10 @@ int tsweep_plan_write(const tsweep_plan *p, const char *path)
             p->base_lr, p->ref_batch, p->trials);
     fprintf(f, "lr-spread %.17g\nepochs %d\nmax-steps %ld\neval-images %ld\n",
             p->lr_spread, p->epochs, p->max_steps, p->eval_images);
+    /* Only when set: a plan without them reads and compares as before. */
+    if (p->min_steps)
+        fprintf(f, "min-steps %ld\ndataset-size %ld\n", p->min_steps,
+                p->dataset_size);
     fprintf(f, "train %s\nlauncher %s\nbatches ", p->train, p->launcher);
     for (int i = 0; i < p->nbatches; i++)
         fprintf(f, "%s%d", i ? "," : "", p->batch[i]);
@@ -231,6 +250,10 @@ static int _setting(tsweep_plan *p, const char *k, const char *v)
         p->max_steps = (long)x;
     else if (!strcmp(k, "eval-images") && x == (long)x)
         p->eval_images = (long)x;
+    else if (!strcmp(k, "min-steps") && x == (long)x)
+        p->min_steps = (long)x;
+    else if (!strcmp(k, "dataset-size") && x == (long)x)
+        p->dataset_size = (long)x;
     else
         return -1;
     return 0;

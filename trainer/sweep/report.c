@@ -161,8 +161,7 @@ void tsweep_print_table(const tsweep_plan *p, const tsweep_summary *s, FILE *f)
                              p->batch[g->ref] / p->batch[b];
             fprintf(f, " %11.5g %9ld %9.0f %6.2f %9.1f %7.2f  %s\n",
                     x->lr * p->batch[b] / p->ref_batch, x->steps, perfect,
-                    x->steps / perfect, x->time, x->top1,
-                    _regime(g, b, d));
+                    x->steps / perfect, x->time, x->top1, _regime(g, b, d));
         }
     }
     fprintf(f,

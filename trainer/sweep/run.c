@@ -75,7 +75,7 @@ static int _command(const tsweep_plan *p, const tsweep_task *t,
         return TORUS_FAIL(TSWEEP_EPLAN, "too many options");
     snprintf(c->num[0], 64, "%d", t->batch);
     snprintf(c->num[1], 64, "%.17g", t->lr);
-    snprintf(c->num[2], 64, "%d", p->epochs);
+    snprintf(c->num[2], 64, "%d", tsweep_task_epochs(p, t->batch));
     snprintf(c->num[3], 64, "%.17g", p->target);
     snprintf(c->num[4], 64, "%ld", tsweep_eval_every(p, t->batch));
     snprintf(c->num[5], 64, "%d", p->ref_batch);

@@ -70,6 +70,10 @@ static const char _help[] =
     "    --lr-spread F       factor between neighbouring trials [2]\n"
     "    --epochs E          the budget (torus-train --epochs) [10]\n"
     "    --max-steps N       a step cap per task [0: none]\n"
+    "    --min-steps S       a budget floor: a batch whose --epochs hold\n"
+    "                        fewer than S steps gets the epochs that hold\n"
+    "                        S (with --dataset-size) [0: none]\n"
+    "    --dataset-size N    training images per epoch, for --min-steps\n"
     "    --eval-images N     evaluate every ~N training images [10000]\n"
     "\n"
     "RUN AND REPORT OPTIONS\n"
@@ -142,6 +146,8 @@ static const struct option _plan_opts[] = {{"target", 1, 0, 't'},
                                            {"epochs", 1, 0, 'e'},
                                            {"max-steps", 1, 0, 'm'},
                                            {"eval-images", 1, 0, 'E'},
+                                           {"min-steps", 1, 0, 'S'},
+                                           {"dataset-size", 1, 0, 'N'},
                                            {0, 0, 0, 0}};
 
 /* A number option into *x; 2 (after the message) when it is not one. */
@@ -190,7 +196,10 @@ static int _plan_opt(tsweep_plan *p, int c, const char *v, const char *name)
           : c == 'n' ? &p->trials
                      : &p->epochs) = (int)x;
     else
-        *(c == 'm' ? &p->max_steps : &p->eval_images) = (long)x;
+        *(c == 'm'   ? &p->max_steps
+          : c == 'S' ? &p->min_steps
+          : c == 'N' ? &p->dataset_size
+                     : &p->eval_images) = (long)x;
     return 0;
 }
 

@@ -36,14 +36,16 @@ typedef struct {
 } tsweep_task;
 
 typedef struct {
-    double target;    /* test top-1 in percent */
-    double base_lr;   /* linear-scaling base LR at ref_batch */
-    int ref_batch;    /* reference batch of the linear scaling rule */
-    int trials;       /* LR trials per (batch, recipe), odd or even */
-    double lr_spread; /* factor between neighbouring trials */
-    int epochs;       /* the budget: torus-train's --epochs */
-    long max_steps;   /* a step cap per task (0: none) */
-    long eval_images; /* evaluate every ~this many training images */
+    double target;     /* test top-1 in percent */
+    double base_lr;    /* linear-scaling base LR at ref_batch */
+    int ref_batch;     /* reference batch of the linear scaling rule */
+    int trials;        /* LR trials per (batch, recipe), odd or even */
+    double lr_spread;  /* factor between neighbouring trials */
+    int epochs;        /* the budget: torus-train's --epochs */
+    long max_steps;    /* a step cap per task (0: none) */
+    long min_steps;    /* a budget floor in steps (0: none), which needs */
+    long dataset_size; /* the training images per epoch (0: unknown) */
+    long eval_images;  /* evaluate every ~this many training images */
     char train[TSWEEP_ARGS_LEN];    /* options every task shares */
     char launcher[TSWEEP_ARGS_LEN]; /* prefix such as "srun --mpi=pmix" */
     int nbatches;
@@ -90,6 +92,10 @@ int tsweep_parse_batches(tsweep_plan *p, const char *s);
 /* Adds "NAME=ARGS" as a recipe; an "--lr X" in ARGS centres its LR grid
  * on X instead of the plan's --lr. */
 int tsweep_add_recipe(tsweep_plan *p, const char *spec);
+/* The budget of a task at batch b in epochs (torus-train's --epochs):
+ * --epochs, or more where --min-steps steps take more epochs at b (an
+ * epoch being dataset_size / b steps, the last partial batch dropped). */
+int tsweep_task_epochs(const tsweep_plan *p, int batch);
 /* Global steps between evaluations for batch b (>= 1). */
 long tsweep_eval_every(const tsweep_plan *p, int batch);
 
