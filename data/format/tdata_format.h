@@ -72,7 +72,7 @@ enum {
     TDATA_PUBLISH_RENAME = 2, /* the rename */
     TDATA_PUBLISH_DIRSYNC = 3 /* the directory, after the rename */
 };
-int tdata_publish(const char *tmp, const char *path);
+TORUS_MUST_CHECK int tdata_publish(const char *tmp, const char *path);
 
 /* ------------------------------------------------------- opening */
 /* Opens PATH read-only only when it is a regular file: O_NONBLOCK, then
@@ -80,7 +80,7 @@ int tdata_publish(const char *tmp, const char *path);
  * an input's name is refused with a message naming it and its kind
  * instead of blocking. A descriptor in *fd (blocking again) and the size
  * in *size (may be NULL); TDATA_EMISSING or TDATA_EIO otherwise. */
-int tdata_open_regular(const char *path, int *fd, uint64_t *size);
+TORUS_MUST_CHECK int tdata_open_regular(const char *path, int *fd, uint64_t *size);
 /* "a FIFO", "a character device", ... for an st_mode. */
 const char *tdata_file_kind(unsigned mode);
 

@@ -651,8 +651,10 @@ static void _log_bad(tdata_loader *l, _slot *sl, int i, int code,
     int shard;
     uint64_t idx;
     tdata_dataset_locate(l->ds, sl->ids[i], &shard, &idx);
-    char name[512] = "?";
-    tdata_dataset_name(l->ds, sl->ids[i], name, sizeof name);
+    char name[512];
+    /* The line names the sample even when its source name cannot be read. */
+    if (tdata_dataset_name(l->ds, sl->ids[i], name, sizeof name))
+        snprintf(name, sizeof name, "?");
     /* The source name as the index writes names: a newline in it must not
      * make a second log line. */
     char *esc = tdata_name_escape(name, 0);

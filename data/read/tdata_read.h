@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/torus_error.h"
 #include "data/format/tdata_format.h"
 
 #ifdef __cplusplus
@@ -39,7 +40,7 @@ typedef struct tdata_dataset_info {
  * index). Every shard is checked: present, full length, format version,
  * image count and CRC-of-CRCs equal to the index. Files are opened
  * read-only with HDF5 file locking off. */
-int tdata_dataset_open(const char *index_path, tdata_dataset **out);
+TORUS_MUST_CHECK int tdata_dataset_open(const char *index_path, tdata_dataset **out);
 void tdata_dataset_close(tdata_dataset *ds);
 const tdata_dataset_info *tdata_dataset_get_info(const tdata_dataset *ds);
 const char *tdata_dataset_class_name(const tdata_dataset *ds, int cls);
@@ -50,12 +51,12 @@ void tdata_dataset_locate(const tdata_dataset *ds, uint64_t id, int *shard,
                           uint64_t *idx);
 /* Raw stored bytes of one sample (encoded image or dense pixels), with its
  * label and stored CRC. *buf is malloc'd and grown as needed. */
-int tdata_dataset_read(tdata_dataset *ds, uint64_t id, uint8_t **buf,
+TORUS_MUST_CHECK int tdata_dataset_read(tdata_dataset *ds, uint64_t id, uint8_t **buf,
                        size_t *cap, size_t *len, int32_t *label, uint32_t *crc);
 /* Source name of sample id (as packed), into NAME (size n). */
-int tdata_dataset_name(tdata_dataset *ds, uint64_t id, char *name, size_t n);
+TORUS_MUST_CHECK int tdata_dataset_name(tdata_dataset *ds, uint64_t id, char *name, size_t n);
 /* Re-point shard paths at DIR (after staging); files must match. */
-int tdata_dataset_relocate(tdata_dataset *ds, const char *dir);
+TORUS_MUST_CHECK int tdata_dataset_relocate(tdata_dataset *ds, const char *dir);
 
 /* ------------------------------------------------------------ shuffle */
 /* perm[0..n) = permutation of 0..n-1 drawn from (seed, epoch); the same on
@@ -146,7 +147,7 @@ typedef struct tdata_loader_stats {
     double wait_s; /* total time next() blocked */
 } tdata_loader_stats;
 
-int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
+TORUS_MUST_CHECK int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
                         tdata_loader **out);
 /* The largest epoch a stream starts at: a caller's signed epoch of -1
  * (as an unsigned 2^64 - 1) is refused, not wrapped. */
@@ -154,7 +155,7 @@ int tdata_loader_create(tdata_dataset *ds, const tdata_loader_opts *o,
 /* Position the stream at (epoch, first sample of this rank's slice), e.g.
  * to resume; step = sample_offset / batch_size. Starts the workers.
  * TDATA_EINVAL: epoch > TDATA_EPOCH_MAX, or the offset past the epoch. */
-int tdata_loader_start(tdata_loader *l, uint64_t epoch, uint64_t sample_offset);
+TORUS_MUST_CHECK int tdata_loader_start(tdata_loader *l, uint64_t epoch, uint64_t sample_offset);
 /* Next batch; it stays valid until the following call. Returns NULL at the
  * end of an epoch in eval mode (train mode rolls over to the next epoch),
  * or on a fatal error (*err set, message in torus_error_msg()). */
@@ -176,7 +177,7 @@ void tdata_loader_destroy(tdata_loader *l);
  * in an error naming the lock and its owner when another user holds it,
  * and after 15 minutes otherwise (a lock older than 10 is a crashed
  * rank's and is taken over). */
-int tdata_stage(tdata_dataset *ds, const char *dir);
+TORUS_MUST_CHECK int tdata_stage(tdata_dataset *ds, const char *dir);
 
 /* ------------------------------------------------------------ half */
 uint16_t tdata_f32_to_f16(float f);
