@@ -3,12 +3,13 @@
 # batches of the uninterrupted run (mpirun, BN-free tiny-cnn, fp32 wire, a
 # packed dataset of 110 images at global batch 20: 5 steps an epoch, 10
 # images left out of each, shares of 5, 10, 6-7 and 2-3 on 4, 2, 3 and 8
-# ranks).
+# ranks; a warmup and poly decay: the LR of every step differs).
 #   1. Stopped at global step 3 (mid-epoch) on 4 ranks and resumed on 2
 #      (to step 7, then on 8 to the end), on 3 and on 8: every epoch
 #      serves each of its 100 samples exactly once, and every step's
 #      global batch is the uninterrupted run's (TTRAIN_TEST_SERVED records
-#      the sample ids each rank serves).
+#      the sample ids each rank serves), as are the LR and global batch of
+#      every step line.
 #   2. The final weights of 4 -> 2 -> 8, 4 -> 3 and 4 -> 8 are within 1e-5
 #      of the uninterrupted run's (only the summation order differs);
 #      4 -> 4 is bit-identical.
@@ -28,7 +29,7 @@ py=/usr/bin/python3
 tr_idx_dataset "$tmp/ds" 7 110 20 || { echo "FAIL: no dataset: $(cat "$tmp/idx.log")"; exit 1; }
 
 run=("$bin" --model tiny-cnn --data "$tmp/ds" --image-size 28 --channels 1
-     --epochs 2 --warmup-epochs 0 --lr 0.5 --print-every 5 --threads 1
+     --epochs 2 --warmup-epochs 0.5 --decay poly --lr 0.5 --print-every 1 --threads 1
      --batch 20 --wire fp32 --bucket-kb 4096)
 # NAME NP ARGS...: a run recording its served ids in $tmp/NAME.ids/.
 served() {
@@ -36,7 +37,7 @@ served() {
     shift 2
     mkdir -p "$tmp/$name.ids"
     TTRAIN_TEST_SERVED=$tmp/$name.ids tr_mpirun -np "$np" -x TTRAIN_TEST_SERVED \
-        "${run[@]}" "$@" >"$tmp/$name.log" 2>&1 ||
+        "${run[@]}" --metrics "$tmp/$name.jsonl" "$@" >"$tmp/$name.log" 2>&1 ||
         fail "$name ($np ranks): $(tail -3 "$tmp/$name.log")"
 }
 
@@ -87,6 +88,17 @@ for c in "2 -> 8:r2a r2b" 3:r3 8:r8 4:r4; do
     why=$(check_order "${dirs[@]}") || fail "4 -> ${c%%:*} ranks: $why"
 done
 
+# The step lines' LR and global batch are the uninterrupted run's.
+steps() { grep -o '"global_step":[0-9]*,[^}]*"lr":[^,]*,"global_batch":[0-9]*' "$@" |
+          sed 's/"images_per_s":[^,]*,"loss":[^,]*,//'; }
+for c in "2 -> 8:r2a r2b" 3:r3 8:r8 4:r4; do
+    files=()
+    for d in stop ${c#*:}; do files+=("$tmp/$d.jsonl"); done
+    cmp -s <(steps "$tmp/full.jsonl") <(cat "${files[@]}" | steps) ||
+        fail "4 -> ${c%%:*} ranks: step lines differ: $(diff <(steps "$tmp/full.jsonl") <(cat "${files[@]}" | steps) | head -4)"
+done
+[ "$(steps "$tmp/full.jsonl" | wc -l)" = 10 ] || fail "the uninterrupted run has no 10 step lines"
+
 # ---- 2. the weights at the end ----
 # A B TOL: the params of two checkpoints agree within TOL (0: bitwise).
 close() {
@@ -102,7 +114,10 @@ PY
 end=$(ck "$tmp/full" 10)
 [ -n "$end" ] || fail "the uninterrupted run wrote no checkpoint at step 10"
 for n in 2 3 8; do
-    why=$(close "$end" "$(ck "$tmp/r$n" 10)" 1e-5) || fail "4 -> $n: weights: $why"
+    lab=$n
+    [ $n = 2 ] && lab="2 -> 8"
+    if why=$(close "$end" "$(ck "$tmp/r$n" 10)" 1e-5); then echo "4 -> $lab: weights: $why"
+    else fail "4 -> $lab: weights: $why"; fi
 done
 why=$(close "$end" "$(ck "$tmp/r4" 10)" 0) || fail "4 -> 4: weights not bitwise: $why"
 
