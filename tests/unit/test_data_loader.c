@@ -1,6 +1,8 @@
 /* test_data_loader.c: the prefetching pipeline end to end on a dataset
  * packed in the test (JPEGs written by TurboJPEG, packed by the packing
  * engine): slices of ranks are disjoint and cover the epoch, epochs differ,
+ * the global-block order serves one process's batches on any number of
+ * ranks,
  * a resumed loader replays the same batches, eval outputs the right
  * normalised pixels in every layout and dtype, batches are ready ahead of
  * the trainer, and corrupt samples are skipped, counted and bounded by
@@ -16,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/torus_error.h"
+#include "common/torus_share.h"
 #include "data/pack/pack.h"
 #include "data/read/read.h"
 #include "data/read/tdata_norm.h"
@@ -178,6 +181,64 @@ START_TEST(test_ranks_cover_epoch_and_epochs_differ)
     for (int i = 0; i < NIMG; i++)
         same += order0[i] == order1[i];
     ck_assert_int_lt(same, 10);
+    tdata_dataset_close(ds);
+}
+END_TEST
+
+/* The ids of steps [from, 4) of epoch 0 in the global-block order
+ * (global batch 14, 4 steps of the 60 images), rank by rank in rank
+ * order, from world loaders started at step from. */
+static void _block_ids(tdata_dataset *ds, int world, int from, uint64_t *ids)
+{
+    for (int r = 0; r < world; r++) {
+        tdata_loader_opts o;
+        int first, n = torus_share(14, world, r, &first);
+        tdata_loader_opts_default(&o);
+        o.out_h = o.out_w = 32;
+        o.world = world;
+        o.rank = r;
+        o.seed = 5;
+        o.global_batch = 14;
+        o.batch_size = n + 1; /* not its share: refused */
+        tdata_loader *l = NULL;
+        ck_assert_int_eq(tdata_loader_create(ds, &o, &l), TDATA_EINVAL);
+        o.batch_size = n;
+        l = _loader(ds, &o);
+        ck_assert_uint_eq(tdata_loader_steps_per_epoch(l), 4);
+        ck_assert_int_eq(tdata_loader_start(l, 0, (uint64_t)(from * n)), 0);
+        for (int s = from; s < 4; s++) {
+            int err;
+            const tdata_batch *b = tdata_loader_next(l, &err);
+            ck_assert_ptr_nonnull(b);
+            ck_assert_int_eq(b->n, n);
+            ck_assert_uint_eq(b->step, (uint64_t)s);
+            memcpy(ids + s * 14 + first, b->ids, (size_t)n * sizeof *ids);
+        }
+        tdata_loader_destroy(l);
+    }
+}
+
+/* The global-block order: any number of ranks, even or uneven shares,
+ * serves each step's global batch exactly as one process does, also when
+ * started mid-epoch (a resume on another number of ranks). */
+START_TEST(test_global_blocks_any_world)
+{
+    tdata_dataset *ds = _open();
+    uint64_t one[56], got[56];
+    uint8_t seen[NIMG] = {0};
+    _block_ids(ds, 1, 0, one);
+    for (int i = 0; i < 56; i++) {
+        ck_assert_uint_eq(seen[one[i]], 0);
+        seen[one[i]] = 1;
+    }
+    for (int world = 2; world <= 5; world++) {
+        memset(got, 0xff, sizeof got);
+        _block_ids(ds, world, 1, got);
+        for (int i = 14; i < 56; i++)
+            ck_assert_msg(got[i] == one[i], "world %d: position %d: %llu vs %llu",
+                          world, i, (unsigned long long)got[i],
+                          (unsigned long long)one[i]);
+    }
     tdata_dataset_close(ds);
 }
 END_TEST
@@ -664,6 +725,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_ranks_cover_epoch_and_epochs_differ);
     tcase_add_test(tc, test_resume_replays);
+    tcase_add_test(tc, test_global_blocks_any_world);
     tcase_add_test(tc, test_epoch_range);
     tcase_add_test(tc, test_eval_pixels_layouts_dtypes);
     tcase_add_test(tc, test_prefetch_ahead);
