@@ -6,7 +6,8 @@
 #   1. train-imagenet.sbatch asks for a GPU per task (Slurm grants it:
 #      SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES) and memory per CPU; the
 #      trainer, granted a GPU it cannot drive, stops naming the reason
-#      (no NVIDIA driver) instead of training on the CPU.
+#      (no NVIDIA driver) instead of training on the CPU; eval.sbatch
+#      (after 2, on that run's checkpoint) alike.
 #   2. The same job on the CPU (--gpus-per-task=0): srun gets -c, so the
 #      rank's CPU mask holds its threads (no "run by turns" warning); the
 #      banner says why auto chose the CPU; a BATCH of the submitting shell
@@ -86,6 +87,14 @@ grep -q '^train-imagenet: note: BATCH is set in the environment and ignored' cpu
     grep -q '^== recipe goyal, global batch 4;' cpu.out ||
     tl_fail "BATCH=999 of the submitting shell changed the run: $(grep -m3 '^==' cpu.out)"
 echo "ok: TERM during start-up -> checkpoint at step 1 -> requeue -> resumed and completed; 2 threads on 2 CPUs; BATCH ignored"
+# eval.sbatch of that run, as written: a GPU per task, and the stop.
+j=$(TORUS_EVAL_BATCH=4 sbatch --parsable -N2 --ntasks-per-node=1 -c 2 -o evalgpu.out "$jobs/eval.sbatch" --run "$tmp/cpu" --data "$tmp/ds")
+[ "$(field "$j" TresPerTask)" = TresPerTask=gres:gpu:1 ] || tl_fail "eval.sbatch asks for '$(field "$j" TresPerTask)'"
+tl_wait_gone "$j" 120
+grep -q "Slurm granted this step GPUs (SLURM_STEP_GPUS=[01]), but --backend auto cannot use them: .*$why" evalgpu.out &&
+    [ "$(field "$j" JobState)" = JobState=FAILED ] ||
+    tl_fail "eval.sbatch granted a GPU without a driver did not stop naming it: $(cat evalgpu.out)"
+echo "ok: eval.sbatch: $(field "$j" TresPerTask), stopped naming the GPU it cannot use"
 
 # 3. A job that starts again and again from the same checkpoint stops.
 j=$(TORUS_MAX_IDLE_RESTARTS=1 sbatch --parsable --hold -N2 --ntasks-per-node=1 -c 1 --gpus-per-task=0 \
