@@ -14,6 +14,8 @@
 # tl_srun_mpi ARGS...     srun ARGS (timeout 300 s), its output on stdout; once
 #                         more, logged as RETRY on stderr, only when a rank
 #                         printed tcomm's "OpenMPI crashed inside MPI_Init".
+# tl_mpi_crashed FILE     FILE holds that line (a batch job's output: a test
+#                         resubmits such a job, logged as RETRY).
 
 tl_fail() {
     echo "FAIL: $*" >&2
@@ -30,6 +32,9 @@ tl_skip() {
 # trainer/comm/bootstrap/init.c). That is the MPI library, not torus: it
 # alone earns a retry (two at most), and every retry is logged.
 # TL_SRUN_TIMEOUT: the seconds each try may take (300).
+# tl_mpi_crashed FILE: FILE (a job's output) holds that line of tcomm's.
+tl_mpi_crashed() { grep -q 'OpenMPI crashed inside MPI_Init' "$1" 2>/dev/null; }
+
 tl_srun_mpi() {
     local out rc try
     for try in 1 2 3; do

@@ -112,13 +112,32 @@ export TORUS_THREADS=1 TORUS_PRINT_EVERY=1
 # A CPU cluster of 2-CPU nodes: no GPU, one CPU and 512 MB per task.
 cpu_job=(--gpus-per-task=0 --cpus-per-task=1 --mem-per-cpu=512M)
 train=("$jobs/train-imagenet.sbatch" --data "$out" --batch 8 --epochs 3 --warmup 1)
-sbatch --wait -N2 --ntasks-per-node=1 "${cpu_job[@]}" -o ref.out "${train[@]}" --run "$t/runs/ref" >/dev/null ||
-    tl_fail "reference run failed: $(tail -20 ref.out)"
+# A start that OpenMPI itself crashed (see tl_srun_mpi) is submitted again,
+# from scratch: its run (and stage) folders are removed first.
+for try in 1 2 3; do
+    rc=0
+    sbatch --wait -N2 --ntasks-per-node=1 "${cpu_job[@]}" -o ref.out "${train[@]}" --run "$t/runs/ref" >/dev/null || rc=$?
+    [ $rc != 0 ] && [ $try -lt 3 ] && tl_mpi_crashed ref.out || break
+    echo "RETRY: reference run try $try: OpenMPI crashed inside MPI_Init" >&2
+    rm -rf "$t/runs/ref"
+done
+[ $rc = 0 ] || tl_fail "reference run failed: $(tail -20 ref.out)"
 href=$(sed -n 's/^state hash \([0-9a-f]*\) at global step 12$/\1/p' ref.out)
 [ -n "$href" ] || tl_fail "reference run printed no final state hash: $(tail -5 ref.out)"
-j=$(TTRAIN_TEST_SLEEP=step:0:0:0.4 sbatch --parsable -N2 --ntasks-per-node=1 "${cpu_job[@]}" -o pre.out "${train[@]}" \
-    --run "$t/runs/pre" --stage "$t/local-pre/%n")
-for _ in $(seq 600); do grep -q '^epoch 0 step 2/' pre.out 2>/dev/null && break; sleep 0.2; done
+for try in 1 2 3; do
+    j=$(TTRAIN_TEST_SLEEP=step:0:0:0.4 sbatch --parsable -N2 --ntasks-per-node=1 "${cpu_job[@]}" -o pre.out "${train[@]}" \
+        --run "$t/runs/pre" --stage "$t/local-pre/%n")
+    for _ in $(seq 600); do
+        grep -q '^epoch 0 step 2/' pre.out 2>/dev/null && break
+        tl_mpi_crashed pre.out && break
+        sleep 0.2
+    done
+    [ $try -lt 3 ] && tl_mpi_crashed pre.out || break
+    echo "RETRY: preempted run try $try: OpenMPI crashed inside MPI_Init" >&2
+    scancel "$j" 2>/dev/null || true
+    tl_wait_gone "$j" 60
+    rm -rf pre.out "$t/runs/pre" "$t/local-pre"
+done
 grep -q '^epoch 0 step 2/' pre.out || tl_fail "preempted run did not reach step 2: $(cat pre.out)"
 scancel --signal=USR1 --batch "$j"
 tl_requeued_wait "$j"
