@@ -113,7 +113,8 @@ TCUDA_CU = trainer/backends/cuda/cuda_kernels.cu \
 TCUDA_KHDR = trainer/backends/cuda/cuda_kernels.h \
 	trainer/backends/cuda/cuda_math.h trainer/backends/cuda/cuda_layout.h \
 	trainer/backends/cuda/tcuda_optim.h trainer/backends/cuda/optim_math.h \
-	trainer/backends/cuda/chunk_plan.h trainer/backends/cuda/cuda_stem.h
+	trainer/backends/cuda/chunk_plan.h trainer/backends/cuda/cuda_stem.h \
+	trainer/backends/cuda/cuda_grid.h
 TCUDA_KDEPS = $(TCUDA_KHDR) trainer/engine/teng.h \
 	trainer/engine/elem_math.h trainer/engine/step_math.h common/torus_error.h \
 	data/read/tdata_norm.h

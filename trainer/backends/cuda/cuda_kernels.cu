@@ -18,6 +18,7 @@
 #include "data/read/tdata_norm.h"
 #include "trainer/backends/cuda/cuda_kernels.h"
 #include "trainer/backends/cuda/cuda_layout.h"
+#include "trainer/backends/cuda/cuda_grid.h"
 #include "trainer/backends/cuda/cuda_math.h"
 
 #include <cuda_runtime.h>
@@ -26,28 +27,18 @@
 
 /* Kernels are static: the library links other .cu objects (the optimizer
  * kernels), and kernel names must not meet there. */
-#define _THREADS 256
-
-static unsigned _blocks(size_t n)
-{
-    size_t b = (n + _THREADS - 1) / _THREADS;
-    /* Enough blocks to fill any GPU; the loops stride over the rest. */
-    return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
-}
-
-#define _FOR(i, n)                                                          \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (size_t)gridDim.x * blockDim.x)
 
 /* Dispatch a templated kernel on the activation type. */
 #define _LAUNCH(half, kern, n, ...)                                            \
     do {                                                                       \
         if (half)                                                              \
-            kern<uint16_t><<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>( \
-                __VA_ARGS__);                                                  \
+            kern<uint16_t>                                                     \
+                <<<tcuda_blocks(n), TCUDA_THREADS, 0, (cudaStream_t)stream>>>( \
+                    __VA_ARGS__);                                              \
         else                                                                   \
-            kern<float><<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(    \
-                __VA_ARGS__);                                                  \
+            kern<float>                                                        \
+                <<<tcuda_blocks(n), TCUDA_THREADS, 0, (cudaStream_t)stream>>>( \
+                    __VA_ARGS__);                                              \
     } while (0)
 
 static int _launched(void)
@@ -112,27 +103,25 @@ __device__ static inline void _stv(void *p, size_t k, const float *v)
 
 /* The vector launch of kern when tcuda_k_vec() and the pointers allow
  * it (ok), else the scalar skern; 8 fp16 or 4 fp32 elements a pack. */
-#define _LAUNCH_V(half, ok, kern, skern, n, ...)                           \
-    do {                                                                   \
-        if (tcuda_k_vec() && (ok)) {                                       \
-            size_t _np = (n) / ((half) ? 8 : 4) + 1;                       \
-            if (half)                                                      \
-                kern<uint16_t>                                             \
-                    <<<_blocks(_np), _THREADS, 0, (cudaStream_t)stream>>>( \
-                        __VA_ARGS__);                                      \
-            else                                                           \
-                kern<float>                                                \
-                    <<<_blocks(_np), _THREADS, 0, (cudaStream_t)stream>>>( \
-                        __VA_ARGS__);                                      \
-        } else                                                             \
-            _LAUNCH(half, skern, n, __VA_ARGS__);                          \
+#define _LAUNCH_V(half, ok, kern, skern, n, ...)                       \
+    do {                                                               \
+        if (tcuda_k_vec() && (ok)) {                                   \
+            size_t _np = (n) / ((half) ? 8 : 4) + 1;                   \
+            if (half)                                                  \
+                kern<uint16_t><<<tcuda_blocks(_np), TCUDA_THREADS, 0,  \
+                                 (cudaStream_t)stream>>>(__VA_ARGS__); \
+            else                                                       \
+                kern<float><<<tcuda_blocks(_np), TCUDA_THREADS, 0,     \
+                              (cudaStream_t)stream>>>(__VA_ARGS__);    \
+        } else                                                         \
+            _LAUNCH(half, skern, n, __VA_ARGS__);                      \
     } while (0)
 
 template <typename T>
 static __global__ void _add(const void *a, const void *b, void *y, size_t n,
                             int relu)
 {
-    _FOR(i, n)
+    TCUDA_FOR(i, n)
     _st((T *)y, i, tcuda_add(_ld((const T *)a, i), _ld((const T *)b, i), relu));
 }
 
@@ -158,7 +147,7 @@ static __global__ void _binary_v(const void *a, const void *b, void *y,
 {
     const int N = _pk<T>::N;
     size_t np = n / N;
-    _FOR(k, np)
+    TCUDA_FOR(k, np)
     {
         float va[N], vb[N];
         _ldv<T>(a, k, va);
@@ -168,7 +157,7 @@ static __global__ void _binary_v(const void *a, const void *b, void *y,
             va[j] = op(va[j], vb[j]);
         _stv<T>(y, k, va);
     }
-    _FOR(t, n - np * N)
+    TCUDA_FOR(t, n - np * N)
     {
         size_t i = np * N + t;
         _st((T *)y, i, op(_ld((const T *)a, i), _ld((const T *)b, i)));
@@ -185,10 +174,10 @@ static int _binary(void *stream, int half, const void *a, const void *b,
     if (!tcuda_k_vec() || !tcuda_vec_aligned(p, 3))
         return -1;
     if (half)
-        _binary_v<uint16_t, Op><<<_blocks(n / 8 + 1), _THREADS, 0,
+        _binary_v<uint16_t, Op><<<tcuda_blocks(n / 8 + 1), TCUDA_THREADS, 0,
                                   (cudaStream_t)stream>>>(a, b, y, n, op);
     else
-        _binary_v<float, Op><<<_blocks(n / 4 + 1), _THREADS, 0,
+        _binary_v<float, Op><<<tcuda_blocks(n / 4 + 1), TCUDA_THREADS, 0,
                                (cudaStream_t)stream>>>(a, b, y, n, op);
     return 0;
 }
@@ -205,7 +194,7 @@ template <typename T>
 static __global__ void _relu_bwd(const void *y, const void *dy, void *dx,
                                  size_t n)
 {
-    _FOR(i, n)
+    TCUDA_FOR(i, n)
     _st((T *)dx, i,
         tcuda_relu_bwd(_ld((const T *)y, i), _ld((const T *)dy, i)));
 }
@@ -226,7 +215,7 @@ struct _srcs {
 template <typename T>
 static __global__ void _grad_sum(_srcs s, int nc, void *dst, size_t n)
 {
-    _FOR(i, n)
+    TCUDA_FOR(i, n)
     {
         float v[4];
         const float *vp[4] = {&v[0], &v[1], &v[2], &v[3]};
@@ -241,7 +230,7 @@ static __global__ void _grad_sum_v(_srcs s, int nc, void *dst, size_t n)
 {
     const int N = _pk<T>::N;
     size_t np = n / N;
-    _FOR(k, np)
+    TCUDA_FOR(k, np)
     {
         float v[4][N], out[N];
         for (int c = 0; c < nc; c++)
@@ -256,7 +245,7 @@ static __global__ void _grad_sum_v(_srcs s, int nc, void *dst, size_t n)
         }
         _stv<T>(dst, k, out);
     }
-    _FOR(t, n - np * N)
+    TCUDA_FOR(t, n - np * N)
     {
         size_t i = np * N + t;
         float v[4];
@@ -286,7 +275,7 @@ static __global__ void _dropout_fwd(const void *x, void *y, uint8_t *mask,
                                     size_t n, float p, uint64_t key,
                                     uint64_t cut, int nhwc, int C, int H, int W)
 {
-    _FOR(i, n)
+    TCUDA_FOR(i, n)
     {
         size_t at = nhwc ? tcuda_nchw_of_nhwc(i, C, H, W) : i;
         int keep = teng_dropout_keep(key, at, cut);
@@ -308,7 +297,7 @@ template <typename T>
 static __global__ void _dropout_bwd(const void *dy, void *dx,
                                     const uint8_t *mask, size_t n, float p)
 {
-    _FOR(i, n)
+    TCUDA_FOR(i, n)
     _st((T *)dx, i, teng_dropout_elem(_ld((const T *)dy, i), mask[i], p));
 }
 
@@ -325,7 +314,7 @@ static __global__ void _xent(const float *z, const int32_t *labels, int n,
                              int k, float s, float norm, double *loss,
                              float *dz)
 {
-    _FOR(i, (size_t)n)
+    TCUDA_FOR(i, (size_t)n)
     {
         loss[i] = teng_xent_row(z + i * (size_t)k, k, labels[i], s, norm,
                                 dz ? dz + i * (size_t)k : NULL);
@@ -385,8 +374,9 @@ static int _xent_warps(void *stream, const float *z, const int32_t *labels,
                        int n, int k, float s, float norm, double gbatch,
                        const double *scale, double *loss, float *dz)
 {
-    _xent_w<<<_blocks((size_t)n * 32), _THREADS, 0, (cudaStream_t)stream>>>(
-        z, labels, n, k, s, norm, gbatch, scale, loss, dz);
+    _xent_w<<<tcuda_blocks((size_t)n * 32), TCUDA_THREADS, 0,
+              (cudaStream_t)stream>>>(z, labels, n, k, s, norm, gbatch, scale,
+                                      loss, dz);
     return _launched();
 }
 
@@ -397,7 +387,7 @@ extern "C" int tcuda_k_xent(void *stream, const float *z, const int32_t *labels,
     if (tcuda_k_vec())
         return _xent_warps(stream, z, labels, n, k, s, norm, 0.0, NULL, loss,
                            dz);
-    _xent<<<_blocks((size_t)n), _THREADS, 0, (cudaStream_t)stream>>>(
+    _xent<<<tcuda_blocks((size_t)n), TCUDA_THREADS, 0, (cudaStream_t)stream>>>(
         z, labels, n, k, s, norm, loss, dz);
     return _launched();
 }
@@ -409,7 +399,7 @@ static __global__ void _xent_dev(const float *z, const int32_t *labels, int n,
                                  const double *scale, double *loss, float *dz)
 {
     float norm = (float)__ddiv_rn(gbatch, *scale);
-    _FOR(i, (size_t)n)
+    TCUDA_FOR(i, (size_t)n)
     {
         loss[i] = teng_xent_row(z + i * (size_t)k, k, labels[i], s, norm,
                                 dz ? dz + i * (size_t)k : NULL);
@@ -424,15 +414,16 @@ extern "C" int tcuda_k_xent_dev(void *stream, const float *z,
     if (tcuda_k_vec())
         return _xent_warps(stream, z, labels, n, k, s, 0.0f, gbatch, scale,
                            loss, dz);
-    _xent_dev<<<_blocks((size_t)n), _THREADS, 0, (cudaStream_t)stream>>>(
-        z, labels, n, k, s, gbatch, scale, loss, dz);
+    _xent_dev<<<tcuda_blocks((size_t)n), TCUDA_THREADS, 0,
+                (cudaStream_t)stream>>>(z, labels, n, k, s, gbatch, scale, loss,
+                                        dz);
     return _launched();
 }
 
 template <typename T>
 static __global__ void _bias_add(void *y, const float *b, int n, int k)
 {
-    _FOR(i, (size_t)n * k)
+    TCUDA_FOR(i, (size_t)n * k)
     _st((T *)y, i, _ld((const T *)y, i) + b[i % (size_t)k]);
 }
 
@@ -447,7 +438,7 @@ extern "C" int tcuda_k_bias_add(void *stream, int half, void *y, const float *b,
 template <typename T>
 static __global__ void _bias_grad(const void *dy, float *db, int n, int k)
 {
-    _FOR(j, (size_t)k)
+    TCUDA_FOR(j, (size_t)k)
     {
         float s = 0.0f;
         for (int i = 0; i < n; i++)
@@ -465,39 +456,41 @@ extern "C" int tcuda_k_bias_grad(void *stream, int half, const void *dy,
 
 static __global__ void _to_f16(const float *src, uint16_t *dst, size_t n)
 {
-    _FOR(i, n) dst[i] = tcuda_f16_from_f32(src[i]);
+    TCUDA_FOR(i, n) dst[i] = tcuda_f16_from_f32(src[i]);
 }
 
 static __global__ void _to_f32(const uint16_t *src, float *dst, size_t n)
 {
-    _FOR(i, n) dst[i] = tcuda_f32_from_f16(src[i]);
+    TCUDA_FOR(i, n) dst[i] = tcuda_f32_from_f16(src[i]);
 }
 
 /* 8 elements a thread: two float4 of fp32, one uint4 of fp16. */
 static __global__ void _to_f16_v(const float *src, uint16_t *dst, size_t n)
 {
     size_t np = n / 8;
-    _FOR(k, np)
+    TCUDA_FOR(k, np)
     {
         float v[8];
         _ldv<float>(src, 2 * k, v);
         _ldv<float>(src, 2 * k + 1, v + 4);
         _stv<uint16_t>(dst, k, v);
     }
-    _FOR(t, n - np * 8) dst[np * 8 + t] = tcuda_f16_from_f32(src[np * 8 + t]);
+    TCUDA_FOR(t, n - np * 8)
+    dst[np * 8 + t] = tcuda_f16_from_f32(src[np * 8 + t]);
 }
 
 static __global__ void _to_f32_v(const uint16_t *src, float *dst, size_t n)
 {
     size_t np = n / 8;
-    _FOR(k, np)
+    TCUDA_FOR(k, np)
     {
         float v[8];
         _ldv<uint16_t>(src, k, v);
         _stv<float>(dst, 2 * k, v);
         _stv<float>(dst, 2 * k + 1, v + 4);
     }
-    _FOR(t, n - np * 8) dst[np * 8 + t] = tcuda_f32_from_f16(src[np * 8 + t]);
+    TCUDA_FOR(t, n - np * 8)
+    dst[np * 8 + t] = tcuda_f32_from_f16(src[np * 8 + t]);
 }
 
 extern "C" int tcuda_k_to_f16(void *stream, const float *src, uint16_t *dst,
@@ -505,11 +498,11 @@ extern "C" int tcuda_k_to_f16(void *stream, const float *src, uint16_t *dst,
 {
     const void *p[2] = {src, dst};
     if (tcuda_k_vec() && tcuda_vec_aligned(p, 2))
-        _to_f16_v<<<_blocks(n / 8 + 1), _THREADS, 0, (cudaStream_t)stream>>>(
-            src, dst, n);
+        _to_f16_v<<<tcuda_blocks(n / 8 + 1), TCUDA_THREADS, 0,
+                    (cudaStream_t)stream>>>(src, dst, n);
     else
-        _to_f16<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(src, dst,
-                                                                   n);
+        _to_f16<<<tcuda_blocks(n), TCUDA_THREADS, 0, (cudaStream_t)stream>>>(
+            src, dst, n);
     return _launched();
 }
 
@@ -518,30 +511,32 @@ extern "C" int tcuda_k_to_f32(void *stream, const uint16_t *src, float *dst,
 {
     const void *p[2] = {src, dst};
     if (tcuda_k_vec() && tcuda_vec_aligned(p, 2))
-        _to_f32_v<<<_blocks(n / 8 + 1), _THREADS, 0, (cudaStream_t)stream>>>(
-            src, dst, n);
+        _to_f32_v<<<tcuda_blocks(n / 8 + 1), TCUDA_THREADS, 0,
+                    (cudaStream_t)stream>>>(src, dst, n);
     else
-        _to_f32<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(src, dst,
-                                                                   n);
+        _to_f32<<<tcuda_blocks(n), TCUDA_THREADS, 0, (cudaStream_t)stream>>>(
+            src, dst, n);
     return _launched();
 }
 
 static __global__ void _to_f16_nhwc(const float *src, uint16_t *dst, size_t n,
                                     int C, int H, int W)
 {
-    _FOR(i, n) dst[i] = tcuda_f16_from_f32(src[tcuda_nchw_of_nhwc(i, C, H, W)]);
+    TCUDA_FOR(i, n)
+    dst[i] = tcuda_f16_from_f32(src[tcuda_nchw_of_nhwc(i, C, H, W)]);
 }
 
 static __global__ void _to_f32_nchw(const uint16_t *src, float *dst, size_t n,
                                     int C, int H, int W)
 {
-    _FOR(i, n) dst[tcuda_nchw_of_nhwc(i, C, H, W)] = tcuda_f32_from_f16(src[i]);
+    TCUDA_FOR(i, n)
+    dst[tcuda_nchw_of_nhwc(i, C, H, W)] = tcuda_f32_from_f16(src[i]);
 }
 
 extern "C" int tcuda_k_to_f16_nhwc(void *stream, const float *src,
                                    uint16_t *dst, size_t n, const int chw[3])
 {
-    _to_f16_nhwc<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(
+    _to_f16_nhwc<<<tcuda_blocks(n), TCUDA_THREADS, 0, (cudaStream_t)stream>>>(
         src, dst, n, chw[0], chw[1], chw[2]);
     return _launched();
 }
@@ -549,7 +544,7 @@ extern "C" int tcuda_k_to_f16_nhwc(void *stream, const float *src,
 extern "C" int tcuda_k_to_f32_nchw(void *stream, const uint16_t *src,
                                    float *dst, size_t n, const int chw[3])
 {
-    _to_f32_nchw<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(
+    _to_f32_nchw<<<tcuda_blocks(n), TCUDA_THREADS, 0, (cudaStream_t)stream>>>(
         src, dst, n, chw[0], chw[1], chw[2]);
     return _launched();
 }
@@ -564,7 +559,7 @@ static __global__ void _input_u8(const uint8_t *px, const uint8_t *flips,
                                  void *y, size_t n, int C, int H, int W,
                                  _norm3 k)
 {
-    _FOR(i, n)
+    TCUDA_FOR(i, n)
     {
         int ch;
         size_t at = tdata_norm_src(i, C, H, W, sizeof(T) == 2, flips, &ch);

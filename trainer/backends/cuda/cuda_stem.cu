@@ -4,19 +4,9 @@
  * mode's stem uses them. */
 #include "trainer/backends/cuda/cuda_stem.h"
 
+#include "trainer/backends/cuda/cuda_grid.h"
+
 #include <cuda_runtime.h>
-
-#define _THREADS 256
-
-static unsigned _blocks(size_t n)
-{
-    size_t b = (n + _THREADS - 1) / _THREADS;
-    return (unsigned)(b < 1 ? 1 : b > 65535 ? 65535 : b);
-}
-
-#define _FOR(i, n)                                                          \
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); \
-         i += (size_t)gridDim.x * blockDim.x)
 
 /* Per-channel constants by value: a kernel argument, no device copy. */
 typedef struct {
@@ -27,7 +17,7 @@ static __global__ void _input_u8(const uint8_t *px, const uint8_t *flips,
                                  uint16_t *y, size_t np, int c, int cp, int h,
                                  int w, _norm3 k)
 {
-    _FOR(i, np)
+    TCUDA_FOR(i, np)
     y[i] = tcuda_f16_from_f32(
         tcuda_stem_input_px(i, c, cp, h, w, px, flips, k.scale, k.bias));
 }
@@ -42,7 +32,7 @@ extern "C" int tcuda_k_stem_input_u8(void *stream, const uint8_t *px,
         k.scale[c] = c < chw[0] ? scale[c] : 0.f;
         k.bias[c] = c < chw[0] ? bias[c] : 0.f;
     }
-    _input_u8<<<_blocks(np), _THREADS, 0, (cudaStream_t)stream>>>(
+    _input_u8<<<tcuda_blocks(np), TCUDA_THREADS, 0, (cudaStream_t)stream>>>(
         px, flips, y, np, chw[0], cp, chw[1], chw[2], k);
     return (int)cudaGetLastError();
 }
@@ -50,7 +40,7 @@ extern "C" int tcuda_k_stem_input_u8(void *stream, const uint8_t *px,
 static __global__ void _pad(const uint16_t *src, uint16_t *dst, size_t np,
                             int c, int cp)
 {
-    _FOR(i, np)
+    TCUDA_FOR(i, np)
     {
         size_t j = tcuda_stem_unpad(i, c, cp);
         dst[i] = j == TCUDA_STEM_PAD ? (uint16_t)0 : src[j];
@@ -60,15 +50,15 @@ static __global__ void _pad(const uint16_t *src, uint16_t *dst, size_t np,
 extern "C" int tcuda_k_stem_pad(void *stream, const uint16_t *src,
                                 uint16_t *dst, size_t np, int c, int cp)
 {
-    _pad<<<_blocks(np), _THREADS, 0, (cudaStream_t)stream>>>(src, dst, np, c,
-                                                             cp);
+    _pad<<<tcuda_blocks(np), TCUDA_THREADS, 0, (cudaStream_t)stream>>>(
+        src, dst, np, c, cp);
     return (int)cudaGetLastError();
 }
 
 static __global__ void _unpad(const uint16_t *src, void *dst, size_t n, int c,
                               int cp, int f32)
 {
-    _FOR(j, n)
+    TCUDA_FOR(j, n)
     {
         uint16_t v = src[tcuda_stem_pad(j, c, cp)];
         if (f32)
@@ -81,7 +71,7 @@ static __global__ void _unpad(const uint16_t *src, void *dst, size_t n, int c,
 extern "C" int tcuda_k_stem_unpad(void *stream, const uint16_t *src, void *dst,
                                   size_t n, int c, int cp, int f32)
 {
-    _unpad<<<_blocks(n), _THREADS, 0, (cudaStream_t)stream>>>(src, dst, n, c,
-                                                              cp, f32);
+    _unpad<<<tcuda_blocks(n), TCUDA_THREADS, 0, (cudaStream_t)stream>>>(
+        src, dst, n, c, cp, f32);
     return (int)cudaGetLastError();
 }
