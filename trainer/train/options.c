@@ -865,7 +865,7 @@ static void _usage_options(FILE *f)
 }
 
 /* Usage, part 3: examples, signals, environment and exit status. */
-static void _usage_tail(FILE *f)
+static void _usage_examples(FILE *f)
 {
     fprintf(
         f,
@@ -892,7 +892,13 @@ static void _usage_tail(FILE *f)
         "    SIGUSR1 or SIGTERM (sbatch --signal=B:USR1@120): write a\n"
         "    checkpoint at the next step boundary and exit with status 3, so\n"
         "    the job script can requeue; --resume then continues.\n"
-        "\n"
+        "\n");
+}
+
+static void _usage_env(FILE *f)
+{
+    fprintf(
+        f,
         "ENVIRONMENT\n"
         "    TORUS_DIMS, TORUS_COORD, TORUS_GROUP, ... (set by srun --torus)\n"
         "    lay the ranks out on the grid and in groups "
@@ -911,7 +917,15 @@ static void _usage_tail(FILE *f)
         "    TCOMM_GPU=auto|nccl|staged: with a cuda backend and several "
         "ranks,\n"
         "    reduce the gradients with NCCL (one GPU per rank) or with MPI\n"
-        "    through pinned host memory (ranks sharing a GPU); auto picks.\n"
+        "    through pinned host memory (ranks sharing a GPU); auto picks.\n");
+}
+
+/* The cuda backend's switches, one per fast path (run-gpu turns each off
+ * in turn to rank them). */
+static void _usage_cuda_env(FILE *f)
+{
+    fprintf(
+        f,
         "    TCUDA_GRAPH=0: on a cuda backend, launch every step's forward,\n"
         "    backward and NCCL exchange as calls (by default they are\n"
         "    recorded once as a CUDA graph and replayed; the start-up line\n"
@@ -946,7 +960,13 @@ static void _usage_tail(FILE *f)
         "    progress line, before a checkpoint and at the end, so warnings\n"
         "    about skipped steps and a --max-nonfinite stop come late, at\n"
         "    the next such read (checkpoints record the true state).\n"
-        "\n"
+        "\n");
+}
+
+static void _usage_exit(FILE *f)
+{
+    fprintf(
+        f,
         "EXIT STATUS\n"
         "    0 success, 1 runtime failure, 2 bad command line or\n"
         "    configuration (an output path that cannot be written is found\n"
@@ -960,6 +980,14 @@ static void _usage_tail(FILE *f)
         "(the\n"
         "    rest can resume from the last checkpoint on the nodes still "
         "up).\n");
+}
+
+static void _usage_tail(FILE *f)
+{
+    _usage_examples(f);
+    _usage_env(f);
+    _usage_cuda_env(f);
+    _usage_exit(f);
 }
 
 void ttrain_usage(FILE *f)
