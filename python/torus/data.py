@@ -67,11 +67,14 @@ class ShardDataset:
 
 _U64 = (1 << 64) - 1
 _I32 = (1 << 31) - 1
+# The loader's last epoch (libtdata's TDATA_EPOCH_MAX, 2^63 - 1): it refuses
+# a later one, so a loader's epoch is checked against it here, before C.
+_EPOCH_MAX = (1 << 63) - 1
 
 
 def _int(name, v, lo, hi):
     """v as an int in [lo, hi], checked here: C would wrap a negative epoch
-    or seed to 2^64 - 1, the loader's own marker, or truncate a size."""
+    or seed to a huge one, or truncate a size."""
     try:
         v = operator.index(v)  # ints and numpy integers, not floats
     except TypeError:
@@ -176,7 +179,7 @@ class ShardLoader:
     # -- position ---------------------------------------------------------
     def set_epoch(self, epoch):
         """Start the next iteration at the beginning of EPOCH."""
-        epoch = _int("epoch", epoch, 0, _U64 - 1)
+        epoch = _int("epoch", epoch, 0, _EPOCH_MAX)
         if epoch != self.epoch or self.step != 0:
             self.epoch, self.step = epoch, 0
 
@@ -191,7 +194,7 @@ class ShardLoader:
             if state[k] != getattr(self, k):
                 raise ValueError(f"state_dict has {k}={state[k]}, this "
                                  f"loader {getattr(self, k)}")
-        epoch = _int("state_dict epoch", state["epoch"], 0, _U64 - 1)
+        epoch = _int("state_dict epoch", state["epoch"], 0, _EPOCH_MAX)
         step = _int("state_dict step", state["step"], 0, _U64 // max(1, self.batch_size))
         self.epoch, self.step = epoch, step
 

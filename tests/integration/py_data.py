@@ -242,8 +242,8 @@ refused("train=False, even_slices=True", lambda: ShardLoader(
     ds, 16, train=False, world_size=1, rank=0, even_slices=True), "even_slices")
 
 # Arguments are checked before they reach C: a negative epoch would wrap to
-# 2^64 - 1, the loader's "no permutation" marker (a segfault in its I/O
-# thread), and a negative size or seed would wrap too.
+# 2^64 - 1 (once the loader's "no permutation" marker: a segfault in its
+# I/O thread), and a negative size or seed would wrap too.
 ld = ShardLoader(ds, 16, train=True, world_size=1, rank=0)
 refused("set_epoch(-1)", lambda: ld.set_epoch(-1), "epoch")
 refused("a state dict of epoch -1", lambda: ld.load_state_dict(
@@ -251,6 +251,10 @@ refused("a state dict of epoch -1", lambda: ld.load_state_dict(
 refused("a state dict of step -3", lambda: ld.load_state_dict(
     dict(ld.state_dict(), step=-3)), "step")
 refused("set_epoch(1.5)", lambda: ld.set_epoch(1.5), "epoch")
+# The loader's last epoch is 2^63 - 1 (libtdata refuses later ones).
+refused("set_epoch(2**63)", lambda: ld.set_epoch(1 << 63), "epoch")
+refused("a state dict of epoch 2**63", lambda: ld.load_state_dict(
+    dict(ld.state_dict(), epoch=1 << 63)), "epoch")
 for name, kw in (("seed", {"seed": -1}), ("batch_size", {"batch_size": 0}),
                  ("batch_size", {"batch_size": -16}), ("rank", {"rank": -1}),
                  ("world_size", {"world_size": 0}), ("rank", {"rank": 4, "world_size": 4}),
