@@ -99,6 +99,7 @@ endif
 TCUDA_C = \
 	trainer/backends/cuda/tcuda.h \
 	trainer/backends/cuda/cuda_internal.h \
+	trainer/backends/cuda/cuda_util.c \
 	trainer/backends/cuda/cuda_backend.c \
 	trainer/backends/cuda/cuda_layers.c \
 	trainer/backends/cuda/cuda_exec.c \

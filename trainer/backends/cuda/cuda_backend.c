@@ -19,24 +19,6 @@
 #include "trainer/backends/cuda/cuda_layout.h"
 #include "trainer/backends/cuda/tcuda.h"
 
-int _tcuda_fail_rt(const char *file, int line, const char *what, int err)
-{
-    return torus_error_set_(TENG_EBACKEND, file, line, "%s: %s", what,
-                            cudaGetErrorString((cudaError_t)err));
-}
-
-int _tcuda_fail_dnn(const char *file, int line, const char *what, int st)
-{
-    return torus_error_set_(TENG_EBACKEND, file, line, "%s: %s", what,
-                            cudnnGetErrorString((cudnnStatus_t)st));
-}
-
-int _tcuda_fail_blas(const char *file, int line, const char *what, int st)
-{
-    return torus_error_set_(TENG_EBACKEND, file, line, "%s: %s", what,
-                            cublasGetStatusString((cublasStatus_t)st));
-}
-
 static void *_alloc(teng_backend *bk, size_t bytes)
 {
     void *p = NULL;

@@ -1,6 +1,7 @@
 /* trainer/backends/cuda/cuda_internal.h: state shared by the cuda
  * backend's source files (cuda_backend.c: device, memory, I/O, optimizer
- * ops; cuda_layers.c: the layers).
+ * ops; cuda_layers.c: the layers; cuda_util.c: the error helpers that all
+ * of them call).
  *
  * The backend owns one device, one non-blocking stream (bk->stream) that
  * every call of a step goes to, one cuDNN and one cuBLAS handle bound to
@@ -146,7 +147,7 @@ static inline void *_tcuda_tmp(const teng_net *net)
 }
 
 /* Records "what: error string" (TORUS_FAIL with the caller's file:line)
- * and returns TENG_EBACKEND. */
+ * and returns TENG_EBACKEND (cuda_util.c, below every other file). */
 int _tcuda_fail_rt(const char *file, int line, const char *what, int err);
 int _tcuda_fail_dnn(const char *file, int line, const char *what, int st);
 int _tcuda_fail_blas(const char *file, int line, const char *what, int st);
