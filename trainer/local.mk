@@ -182,6 +182,7 @@ trainer_torus_train_SOURCES = trainer/torus-train.c \
 	trainer/train/ttrain_input.h trainer/train/input.c \
 	trainer/train/ttrain_step.h trainer/train/step.c \
 	trainer/train/ttrain_dstep.h trainer/train/dstep.c \
+	trainer/train/ttrain_update.h trainer/train/update.c \
 	trainer/train/ttrain_report.h trainer/train/report.c \
 	trainer/train/ttrain_gpu_exchange.h \
 	trainer/train/ttrain_trace.h trainer/train/trace.c

@@ -34,7 +34,6 @@
 #include "trainer/train/ttrain_checkpoint.h"
 #include "trainer/train/ttrain_ckpt_run.h"
 #include "trainer/train/ttrain_device.h"
-#include "trainer/train/ttrain_dstep.h"
 #include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_exchange.h"
 #include "trainer/train/ttrain_input.h"
@@ -46,6 +45,7 @@
 #include "trainer/train/ttrain_tdata_source.h"
 #include "trainer/train/ttrain_test_hooks.h"
 #include "trainer/train/ttrain_trace.h"
+#include "trainer/train/ttrain_update.h"
 
 static double _now(void)
 {
@@ -204,20 +204,20 @@ typedef struct {
      * checkpoints carry (ttrain_ckpt_run.h) */
     ttrain_ckpt_run ck;
     ttrain_step step; /* forward and backward, as calls or a CUDA graph */
-    ttrain_dstep ds;  /* the device step: update, skips and loss scale */
+    ttrain_update upd; /* the update seam: host or device, chosen once */
     ttrain_report rp; /* the banner's and the summary's facts */
     /* the training loop */
     long gstep;
     double t_start, images, best, best_at;
-    int stopping, skipped;
+    int stopping;
     int reached;    /* --target-top1 reached: training ends */
     long eval_step; /* global step of the last evaluation (-1: none) */
 } _run;
 
-/* A progress window: what the next progress line averages over. */
+/* A progress window: what the next progress line averages over (its
+ * loss is the update seam's, read at the line). */
 typedef struct {
-    double t0, data_s, loss_sum;
-    int n; /* steps updated (not skipped) */
+    double t0, data_s;
 } _window;
 
 /* Options, config file and the algorithm name. */
@@ -646,90 +646,26 @@ static int _step_grads(_run *r, int epoch, long step, long steps, int lbatch,
                        ? INFINITY
                        : r->ls.scale;
     teng_net_set_loss_scale(r->net, scale);
-    /* The device step's lr goes into its pinned ring before the launch. */
-    if (r->ds.on && topt_sgd_dstep(&r->opt, lr, TENG_DSTEP_BEGIN))
-        return _fail("optimizer", torus_error_msg());
-    /* Parts 2-3, as calls or as the step graph (ttrain_step.h). Under the
-     * device step the backward reads the device's scale (an injected inf
-     * is the host's value again): one graph for any scale. */
-    if (ttrain_step_run(&r->step, lbatch,
-                        r->ds.on && isfinite(scale) ? 0 : scale, &replayed))
+    /* Parts 2-3, as calls or as the step graph (ttrain_step.h), keyed by
+     * the scale the update seam says the backward reads. */
+    double bwd_scale;
+    if (ttrain_update_begin(&r->upd, lr, scale, &bwd_scale) ||
+        ttrain_step_run(&r->step, lbatch, bwd_scale, &replayed))
         return _failed(0);
     if ((rc = _prefetch(r, epoch, step, steps, lbatch, w)) != _GO)
         return rc;
     ttrain_trace_begin(_trace, "exchange wait");
-    if (ttrain_exchange_wait(r->ex, r->net, replayed, r->ds.on))
-        return _fail("gradient exchange", torus_error_msg());
+    if (ttrain_update_wait(&r->upd, replayed))
+        return _failed(0);
     ttrain_trace_end(_trace);
     return _GO;
 }
 
-/* The warning for a skipped step (rank 0): what overflowed, and either
- * the loss scale backing off or how many skips in a row there were. */
-static void _skip_warning(const _run *r, double scale, int backs_off)
+/* Step part 4: the update at this step's learning rate lr, or its skip
+ * for inf/nan gradients, through the update seam (ttrain_update.h). */
+static int _step_update(_run *r, double lr)
 {
-    char what[64] = "inf/nan in the gradients";
-    int counted;
-    size_t nf = ttrain_exchange_nonfinite(r->ex, &counted);
-    if (counted)
-        snprintf(what, sizeof(what),
-                 "%zu inf/nan values in the summed gradients", nf);
-    if (r->info.rank != 0)
-        return;
-    if (backs_off)
-        fprintf(stderr,
-                "torus-train: warning: global step %ld: %s at loss scale %g; "
-                "update skipped, loss scale now %g\n",
-                r->gstep + 1, what, scale, r->ls.scale);
-    else
-        fprintf(stderr,
-                "torus-train: warning: global step %ld: %s; update skipped "
-                "(%d of --max-nonfinite %d in a row)\n",
-                r->gstep + 1, what, r->skipped, r->cfg.max_nonfinite);
-}
-
-/* Step part 4: the update at this step's learning rate lr from gradients
- * that are the loss scale times the true ones (the update divides it out,
- * no pass of its own). A step whose summed gradients hold inf/nan is
- * skipped on every rank alike (they all see the same count after the
- * all-reduce, so their loss scales stay equal too) and backs the scale
- * off; clean steps grow it. Too many skips in a row end the run before the
- * weights are lost to it; under a dynamic scale only skips at its minimum
- * count, as backing off is the cure for the others. */
-static int _step_update(_run *r, double lr, _window *w)
-{
-    const ttrain_config *cfg = &r->cfg;
-    if (r->ds.on) /* queued (or in the step graph); decided on the device */
-        return topt_sgd_dstep(&r->opt, lr,
-                              r->step.upd_eager
-                                  ? TENG_DSTEP_QUEUE | TENG_DSTEP_END
-                                  : TENG_DSTEP_END)
-                   ? _fail("optimizer", torus_error_msg())
-                   : _GO;
-    double scale = r->ls.scale;
-    int counted, finite = !ttrain_exchange_nonfinite(r->ex, &counted);
-    topt_loss_scale_update(&r->ls, &r->ls_cfg, finite);
-    if (finite) {
-        r->skipped = 0;
-        if (topt_sgd_step_scaled(&r->opt, lr, scale) || teng_net_sync(r->net))
-            return _fail("optimizer", torus_error_msg());
-        w->loss_sum += teng_net_loss(r->net);
-        w->n++;
-        return _GO;
-    }
-    int backs_off =
-        r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC && scale > r->ls_cfg.min_scale;
-    if (!backs_off && ++r->skipped > cfg->max_nonfinite) {
-        TORUS_FAIL(TTRAIN_EDIVERGED,
-                   "global step %ld: the summed gradients hold inf/nan in %d "
-                   "steps in a row (--max-nonfinite %d; lr %.5g): the training "
-                   "has diverged; lower --lr or resume from a checkpoint",
-                   r->gstep + 1, r->skipped, cfg->max_nonfinite, lr);
-        ttrain_metrics_diverged(r->mf, r->gstep + 1);
-        return _fail("training diverged", torus_error_msg());
-    }
-    _skip_warning(r, scale, backs_off);
-    return _GO;
+    return ttrain_update_apply(&r->upd, r->gstep, lr) ? _failed(0) : _GO;
 }
 
 /* Step part 5: every --print-every steps and at the end of the epoch, the
@@ -740,14 +676,15 @@ static int _progress(_run *r, int epoch, long step, long steps, int gbatch,
 {
     if (r->gstep % r->cfg.print_every != 0 && step != steps - 1)
         return _GO;
-    if (r->ds.on && ttrain_dstep_sync(&r->ds, r->gstep, lr, &r->skipped,
-                                      &w->loss_sum, &w->n))
+    double loss_sum;
+    int n; /* steps updated (not skipped) */
+    if (ttrain_update_sync(&r->upd, r->gstep, lr, &loss_sum, &n))
         return _failed(0);
-    if (ttrain_exchange_sum(r->ex, &w->loss_sum, 1))
+    if (ttrain_exchange_sum(r->ex, &loss_sum, 1))
         return _fail("loss", torus_error_msg());
     /* NAN when every step of the window was skipped */
-    double loss = w->n ? w->loss_sum / r->cfg.world / w->n : NAN;
-    double dt = _now() - w->t0, ips = w->n * (double)gbatch / dt;
+    double loss = n ? loss_sum / r->cfg.world / n : NAN;
+    double dt = _now() - w->t0, ips = n * (double)gbatch / dt;
     double comm = ttrain_exchange_wait_s(r->ex, 1) / dt;
     printf("epoch %d step %ld/%ld | %.1f img/s | loss %.4f | lr "
            "%.5g | batch %d | data %.1f%% comm %.1f%%\n",
@@ -786,9 +723,8 @@ static int _checkpoint(_run *r, int epoch, long step, long steps)
         !(r->stopping || last ||
           (cfg->ckpt_every && r->gstep % cfg->ckpt_every == 0)))
         return _GO;
-    /* The checkpoint records the device's true loss-scale state. */
-    if (r->ds.on &&
-        ttrain_dstep_sync(&r->ds, r->gstep, 0, &r->skipped, NULL, NULL))
+    /* The checkpoint records the true loss-scale state (the device's). */
+    if (ttrain_update_sync(&r->upd, r->gstep, 0, NULL, NULL))
         return _failed(0);
     ck->at.ls = r->ls;
     return ttrain_ckpt_run_write(ck, r->stopping, last) ? _failed(ck->said)
@@ -863,7 +799,7 @@ static int _epoch(_run *r, int epoch)
         if ((rc = _step_grads(r, epoch, step, steps, lbatch, lr, &w)) != _GO)
             break;
         ttrain_trace_begin(_trace, "update");
-        if ((rc = _step_update(r, lr, &w)) != _GO)
+        if ((rc = _step_update(r, lr)) != _GO)
             break;
         ttrain_trace_end(_trace);
         r->gstep++;
@@ -888,21 +824,21 @@ static int _train(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
     r->gstep = r->ck.at.global_step;
-    r->ds = (ttrain_dstep){.net = r->net,
-                           .ex = r->ex,
-                           .opt = &r->opt,
-                           .ls = &r->ls,
-                           .rank = r->info.rank,
-                           .max_nonfinite = cfg->max_nonfinite};
-    if (ttrain_dstep_open(&r->ds, &r->ls_cfg,
-                          r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC, r->skipped))
+    /* Host or device: decided here, once. */
+    r->upd = (ttrain_update){.net = r->net,
+                             .ex = r->ex,
+                             .opt = &r->opt,
+                             .step = &r->step,
+                             .ls = &r->ls,
+                             .ls_cfg = &r->ls_cfg,
+                             .dynamic = r->ls_mode == TOPT_LOSS_SCALE_DYNAMIC,
+                             .rank = r->info.rank,
+                             .max_nonfinite = cfg->max_nonfinite,
+                             .mf = r->mf};
+    if (ttrain_update_open(&r->upd))
         return _failed(0);
-    if (r->ds.on) {
-        ttrain_sg_set_update(&r->step.sg, 1); /* recordings hold the update */
-        if (r->info.rank == 0)
-            printf("torus-train: update, skips and loss scale on the device "
-                   "(read back every --print-every steps)\n");
-    }
+    if (r->info.rank == 0)
+        ttrain_update_describe(&r->upd, stdout);
     r->t_start = _now();
     r->best = -1;
     r->eval_step = -1;
@@ -934,12 +870,11 @@ static int _summary(_run *r)
                       .seconds = _now() - r->t_start,
                       .best = r->best,
                       .best_at = r->best_at,
-                      .dstep = r->ds.on,
+                      .dstep = ttrain_update_on_device(&r->upd),
                       .target_left = r->cfg.target_top1 > 0 && !r->reached &&
                                      !r->stopping};
     ttrain_report_done(&r->rp, &t, stdout);
-    if (r->ds.on &&
-        ttrain_dstep_sync(&r->ds, r->gstep, 0, &r->skipped, NULL, NULL))
+    if (ttrain_update_sync(&r->upd, r->gstep, 0, NULL, NULL))
         status = _failed(0);
     ttrain_report_summary(&r->rp, &t, stdout);
     return status;
