@@ -8,9 +8,9 @@
  *   (from the models library, as torus-bench takes them), working copies
  *   mostly fp16 with some bf16 and fp32 ones. tcuda_optim_sumsq of the
  *   weights and the gradients must be within fp32 summation-order rounding
- *   of teng_host_sumsq and of a double sum; with the LARS trust ratios and
+ *   of teng_sumsq and of a double sum; with the LARS trust ratios and
  *   per-tensor args from topt_lars_trust, two tcuda_optim_sgd steps must
- *   give the masters and velocities of teng_host_sgd bit for bit, and the
+ *   give the masters and velocities of teng_sgd_span bit for bit, and the
  *   working copies must be the host's rounding of the host masters.
  * - "fp16/bf16 working copy rounding vs host": tcuda_optim_refresh over
  *   every one of the 2^32 fp32 bit patterns into an fp16 and a bf16
@@ -38,7 +38,6 @@
 #include "common/torus_error.h"
 #include "trainer/backends/cuda/optim_math.h"
 #include "trainer/backends/cuda/tcuda_optim.h"
-#include "trainer/engine/host_kernels.h"
 #include "trainer/engine/teng.h"
 #include "trainer/models/tmodel.h"
 #include "trainer/optim/topt.h"
@@ -132,7 +131,7 @@ static int _sums_ok(const _net *n, const float *buf, const float *gpu,
         double exact = 0;
         for (size_t k = 0; k < n->count[i]; k++)
             exact += (double)x[k] * x[k];
-        float host = teng_host_sumsq(x, n->count[i]);
+        float host = teng_sumsq(x, n->count[i]);
         /* GPU: 64 per thread, 8 tree levels, partials per lane, 5 levels. */
         double dgpu = 64 + 8 + n->count[i] / 16384 / 32 + 1 + 5 + 2;
         double dhost = n->count[i] / 16 + 1 + 4 + 2;
@@ -192,8 +191,8 @@ static int _step(_net *n, tcuda_optim *o, _bufs *b, int step, float *d_w,
     int pass =
         _sums_ok(n, n->w, b->gw2, worst) && _sums_ok(n, n->g, b->gg2, worst);
     for (int i = 0; i < n->np; i++) {
-        b->w2[i] = teng_host_sumsq(n->w + n->off[i], n->count[i]);
-        b->g2[i] = teng_host_sumsq(n->g + n->off[i], n->count[i]);
+        b->w2[i] = teng_sumsq(n->w + n->off[i], n->count[i]);
+        b->g2[i] = teng_sumsq(n->g + n->off[i], n->count[i]);
     }
     float lr = step ? 2.0f : 1.5f, mom = step ? 0.9f * 2.0f / 1.5f : 0.9f;
     _args(n, b->w2, b->g2, lr, mom, b->a, b->tr);
@@ -205,7 +204,7 @@ static int _step(_net *n, tcuda_optim *o, _bufs *b, int step, float *d_w,
     if (tcuda_optim_sgd(o, d_v, b->a))
         return -1;
     for (int i = 0; i < n->np; i++)
-        teng_host_sgd(n->w + n->off[i], n->g + n->off[i], n->v + n->off[i],
+        teng_sgd_span(n->w + n->off[i], n->g + n->off[i], n->v + n->off[i],
                       n->count[i], b->a[i].lr, b->a[i].momentum, b->a[i].wd);
     return pass;
 }

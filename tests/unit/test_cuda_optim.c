@@ -5,7 +5,7 @@
  *   per-param chunk ranges, and refused plans;
  * - the kernels' per-thread loops (optim_math.h) run for every (chunk,
  *   thread) of a plan over an arena with padding, as the GPU grid runs
- *   them: the update equals teng_host_sgd per param bit for bit, working
+ *   them: the update equals teng_sgd_span per param bit for bit, working
  *   copies are the rounded masters, nothing outside the params changes,
  *   and the sums of squares (per-thread, block tree, per-param fold) are
  *   within their rounding bound of a double sum;
@@ -16,7 +16,9 @@
  *   bit; a step with a non-zero inf/nan count changes nothing; the
  *   inf/nan count counts every inf and NaN of the params, not padding;
  * - the per-element maths the kernels run (optim_math.h), bit for bit:
- *   tcuda_sgd_elem against teng_host_sgd (trainer/engine/host_kernels.c),
+ *   teng_sgd_elem (trainer/engine/step_math.h, the dnnl backend's too,
+ *   through teng_sgd_span) against each operation rounded to fp32 on its
+ *   own in the documented order,
  *   teng_lars_trust against topt_lars_trust (trainer/optim/sgd.c), and
  *   the fp16/bf16 rounding against a reference built another way (round
  *   the value in double with nearbyint at the format's quantum), over
@@ -31,7 +33,6 @@
 #include "common/torus_error.h"
 #include "trainer/backends/cuda/chunk_plan.h"
 #include "trainer/backends/cuda/optim_math.h"
-#include "trainer/engine/host_kernels.h"
 #include "trainer/engine/teng.h"
 #include "trainer/optim/topt.h"
 
@@ -193,7 +194,7 @@ START_TEST(kernel_loops_over_a_plan_are_host_sgd)
                                  &args[k->param], k->begin, k->end, t, NT);
         }
         for (int i = 0; i < NP; i++)
-            teng_host_sgd(host.w + host.off[i], host.g + host.off[i],
+            teng_sgd_span(host.w + host.off[i], host.g + host.off[i],
                           host.v + host.off[i], _counts[i], args[i].lr,
                           args[i].momentum, args[i].wd);
     }
@@ -245,9 +246,9 @@ START_TEST(kernel_sumsq_over_a_plan_within_rounding)
         ck_assert_msg(fabs(lane[0] - exact) <= depth * 0x1p-24 * exact,
                       "param %d: %a vs %a", i, lane[0], exact);
         ck_assert_msg(
-            fabs(lane[0] - teng_host_sumsq(a.g + a.off[i], _counts[i])) <=
+            fabs(lane[0] - teng_sumsq(a.g + a.off[i], _counts[i])) <=
                 (depth + _counts[i] / 16 + 6) * 0x1p-24 * exact,
-            "param %d vs teng_host_sumsq", i);
+            "param %d vs teng_sumsq", i);
     }
     free(part);
     tcuda_plan_free(&plan);
@@ -299,7 +300,7 @@ END_TEST
 
 /* The device step's loops (tcuda_sumsq2_thread, tcuda_step_thread) over a
  * plan equal the eager host step: norms as tcuda_sumsq_thread forms them,
- * arguments as sgd.c forms them, teng_host_sgd; a step with a non-zero
+ * arguments as sgd.c forms them, teng_sgd_span; a step with a non-zero
  * inf/nan count changes nothing at all. */
 static void _norms2(const _arena *a, const tcuda_plan *plan, float *w2,
                     float *g2, int two)
@@ -356,7 +357,7 @@ START_TEST(device_step_over_a_plan_is_host_step)
             for (int i = 0; i < NP; i++) {
                 teng_sgd_args a =
                     _hyper_ref(&h[i], w2b[i], g2b[i], lr, mom, scale, &t);
-                teng_host_sgd(host.w + host.off[i], host.g + host.off[i],
+                teng_sgd_span(host.w + host.off[i], host.g + host.off[i],
                               host.v + host.off[i], _counts[i], a.lr,
                               a.momentum, a.wd);
             }
@@ -427,6 +428,17 @@ START_TEST(nonfinite_count_over_a_plan)
 }
 END_TEST
 
+/* v = m v + lr (g + wd w); w = w - v with every product and sum stored
+ * to an fp32 (volatile: never kept wider, never fused): the order the
+ * update's contract names, written out apart from step_math.h. */
+static void _sgd_ref(float *w, float *v, float g, float lr, float m, float wd)
+{
+    volatile float a = wd * *w, b = g + a, c = lr * b, d = m * *v;
+    volatile float vi = d + c, wi = *w - vi;
+    *v = vi;
+    *w = wi;
+}
+
 START_TEST(sgd_elem_is_host_sgd_bit_for_bit)
 {
     enum { N = 1 << 16 };
@@ -446,10 +458,10 @@ START_TEST(sgd_elem_is_host_sgd_bit_for_bit)
         g[0] = INFINITY, g[1] = NAN, w[2] = -0.f, v[3] = 1e-40f;
         memcpy(w2, w, sizeof w);
         memcpy(v2, v, sizeof v);
-        teng_host_sgd(w, g, v, N, hyper[h][0], hyper[h][1], hyper[h][2]);
+        teng_sgd_span(w, g, v, N, hyper[h][0], hyper[h][1], hyper[h][2]);
         for (int i = 0; i < N; i++)
-            tcuda_sgd_elem(&w2[i], &v2[i], g[i], hyper[h][0], hyper[h][1],
-                           hyper[h][2]);
+            _sgd_ref(&w2[i], &v2[i], g[i], hyper[h][0], hyper[h][1],
+                     hyper[h][2]);
         ck_assert(!memcmp(w, w2, sizeof w));
         ck_assert(!memcmp(v, v2, sizeof v));
     }

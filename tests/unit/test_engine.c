@@ -10,6 +10,7 @@
 #include "trainer/engine/arena.h"
 #include "trainer/engine/teng.h"
 #include "trainer/engine/host_kernels.h"
+#include "trainer/engine/step_math.h"
 #include "trainer/engine/rng.h"
 
 START_TEST(shapes)
@@ -134,7 +135,7 @@ START_TEST(host_sgd_and_sumsq)
     float w[3] = {1.f, -2.f, 0.5f}, g[3] = {0.1f, 0.2f, -0.4f};
     float v[3] = {0.5f, 0.f, -1.f};
     /* v = 0.9 v + 0.1 (g + 0.01 w); w -= v, by hand: */
-    teng_host_sgd(w, g, v, 3, 0.1f, 0.9f, 0.01f);
+    teng_sgd_span(w, g, v, 3, 0.1f, 0.9f, 0.01f);
     ck_assert_float_eq_tol(v[0], 0.45f + 0.1f * (0.1f + 0.01f), 1e-6f);
     ck_assert_float_eq_tol(v[1], 0.1f * (0.2f - 0.02f), 1e-6f);
     ck_assert_float_eq_tol(v[2], -0.9f + 0.1f * (-0.4f + 0.005f), 1e-6f);
@@ -145,7 +146,7 @@ START_TEST(host_sgd_and_sumsq)
         x[i] = (float)(i - 18) / 7.f;
         ref += (double)x[i] * x[i];
     }
-    ck_assert_double_eq_tol(teng_host_sumsq(x, 37), ref, 1e-4);
+    ck_assert_double_eq_tol(teng_sumsq(x, 37), ref, 1e-4);
 }
 END_TEST
 

@@ -3,32 +3,6 @@
 
 #include "trainer/engine/elem_math.h"
 
-float teng_host_sumsq(const float *x, size_t n)
-{
-    float part[16] = {0};
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++)
-            part[j] += x[i + j] * x[i + j];
-    for (; i < n; i++)
-        part[i % 16] += x[i] * x[i];
-    /* Pairwise fold of the partials. */
-    for (int w = 8; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++)
-            part[j] += part[j + w];
-    return part[0];
-}
-
-void teng_host_sgd(float *w, const float *g, float *v, size_t n, float lr,
-                   float momentum, float wd)
-{
-    for (size_t i = 0; i < n; i++) {
-        float vi = momentum * v[i] + lr * (g[i] + wd * w[i]);
-        v[i] = vi;
-        w[i] -= vi;
-    }
-}
-
 double teng_host_xent(const float *logits, const int32_t *labels, int n, int k,
                       float s, float norm, float *dlogits)
 {

@@ -1,5 +1,6 @@
 /* host_kernels.h: f32 kernels on host memory for the pieces no library
- * primitive covers (loss, dropout, running statistics, optimizer update).
+ * primitive covers (loss, dropout, running statistics; the optimizer's
+ * update is step_math.h's, inline).
  * Any backend whose device memory is host memory (the CPU backends) uses
  * these; a GPU backend provides its own with the same semantics. */
 #ifndef TORUS_TRAINER_HOST_KERNELS_H
@@ -7,15 +8,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* Sum of squares, accumulated in fp32 over 16 interleaved partial sums
- * (vectorisable; bounds the rounding error growth on long vectors). */
-float teng_host_sumsq(const float *x, size_t n);
-
-/* Momentum SGD with weight decay added to the gradient (remark 1):
- *   v = momentum * v + lr * (g + wd * w);  w = w - v. */
-void teng_host_sgd(float *w, const float *g, float *v, size_t n, float lr,
-                   float momentum, float wd);
 
 /* Softmax cross-entropy over n rows of k logits with label smoothing s:
  * the target is (1 - s) on the label plus s/k everywhere. Returns the sum

@@ -2,10 +2,13 @@
  * inline functions that compile as plain C and as CUDA device code: the
  * LARS trust ratio, one tensor's update arguments from its norms (with
  * the loss scale folded in), momentum correction, the dynamic loss-scale
- * transition and a step's skip decision. The optimizer (trainer/optim)
- * calls them on the host and the cuda backend's kernels on the device, so
- * there is one copy of each rule; they live in the engine, the layer both
- * include, because the optimizer must not include a backend.
+ * transition and a step's skip decision, and the update itself (one
+ * element, a span, the sum of squares). The optimizer (trainer/optim)
+ * calls them on the host, the CPU backend in its update, and the cuda
+ * backend's kernels on the device, so there is one copy of each rule;
+ * they live in the engine, the layer all include, because the optimizer
+ * must not include a backend, and inline, so a backend's update calls
+ * nothing back in the engine.
  *
  * Contract: only integer and correctly rounded fp32/fp64 operations
  * (TENG_RN_*: __fmul_rn and friends on the device, which nvcc never fuses
@@ -67,6 +70,45 @@ TENG_HD teng_sgd_args teng_sgd_hyper(const teng_tensor_hyper *h, float w2,
     teng_sgd_args a = {TENG_RN_MUL((float)TENG_RN_DMUL(lr, (double)t), inv),
                        mom, TENG_RN_MUL(h->wd, s)};
     return a;
+}
+
+/* One element of momentum SGD with weight decay added to the gradient
+ * (remark 1): v = m v + lr (g + wd w); w = w - v, every product and sum
+ * rounded to fp32 on its own. The cuda backend's kernels run it per
+ * element, the CPU backends through teng_sgd_span. */
+TENG_HD void teng_sgd_elem(float *w, float *v, float g, float lr, float m,
+                           float wd)
+{
+    float vi = TENG_RN_ADD(TENG_RN_MUL(m, *v),
+                           TENG_RN_MUL(lr, TENG_RN_ADD(g, TENG_RN_MUL(wd, *w))));
+    *v = vi;
+    *w = TENG_RN_SUB(*w, vi);
+}
+
+/* teng_sgd_elem over n elements of host memory (w, v updated in place). */
+TENG_HD void teng_sgd_span(float *w, const float *g, float *v, size_t n,
+                           float lr, float m, float wd)
+{
+    for (size_t i = 0; i < n; i++)
+        teng_sgd_elem(&w[i], &v[i], g[i], lr, m, wd);
+}
+
+/* The sum of squares of n elements of host memory, accumulated in fp32
+ * over 16 interleaved partial sums (vectorisable; bounds the rounding
+ * error's growth on long vectors), folded pairwise: the LARS norms. */
+TENG_HD float teng_sumsq(const float *x, size_t n)
+{
+    float part[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++)
+            part[j] += x[i + j] * x[i + j];
+    for (; i < n; i++)
+        part[i % 16] += x[i] * x[i];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++)
+            part[j] += part[j + w];
+    return part[0];
 }
 
 /* The dynamic loss-scale transition (topt_loss_scale.h): an overflow

@@ -29,8 +29,13 @@ typedef struct {
     int (*stats_average)(ttrain_exchange *ex, void *stats, size_t n,
                          teng_net *net);
     void (*describe)(const ttrain_exchange *ex, FILE *f);
+    void (*describe_more)(const ttrain_exchange *ex, int verbose, FILE *f);
     void (*summary)(const ttrain_exchange *ex, int dstep, FILE *f);
     void (*close)(ttrain_exchange *ex);
+    int (*counted)(const ttrain_exchange *ex);
+    int (*bucket_kb)(const ttrain_exchange *ex);
+    size_t (*buckets)(const ttrain_exchange *ex);
+    int (*set_bucket_kb)(ttrain_exchange *ex, int kb);
 } _ops;
 
 struct ttrain_exchange {
@@ -132,9 +137,56 @@ static void _host_describe(const ttrain_exchange *ex, FILE *f)
             tcomm_fusion_shared(ex->fusion) ? " of node-shared memory" : "");
 }
 
+/* The choice of --bucket-kb auto in one short line; the trial's times and
+ * the cost model's numbers (some 900 characters) only with --verbose.
+ * Then --wire's reason and the bucket plan, resolved at seal: what every
+ * step runs. */
+static void _host_describe_more(const ttrain_exchange *ex, int verbose,
+                                FILE *f)
+{
+    const char *why = tcomm_fusion_theta_why(ex->fusion);
+    if (*why && verbose)
+        fprintf(f, "torus-train: --bucket-kb auto: %s\n", why);
+    else if (*why)
+        fprintf(f,
+                "torus-train: --bucket-kb auto: %zu KiB, %zu buckets "
+                "(--verbose: why)\n",
+                tcomm_fusion_theta(ex->fusion) >> 10,
+                tcomm_fusion_bucket_count(ex->fusion));
+    if (*tcomm_fusion_wire_why(ex->fusion))
+        fprintf(f, "torus-train: --wire %s: %s\n", tcomm_wire_name(ex->c.wire),
+                tcomm_fusion_wire_why(ex->fusion));
+    char plan[512];
+    if (tcomm_fusion_plan_text(ex->fusion, plan, sizeof plan))
+        fprintf(f, "torus-train: bucket plan: %s\n", plan);
+}
+
 static void _host_summary(const ttrain_exchange *ex, int dstep, FILE *f)
 {
     (void)ex, (void)dstep, (void)f;
+}
+
+/* The sums' inf/nan are counted; one rank only checks its own. */
+static int _host_counted(const ttrain_exchange *ex)
+{
+    return ex->fusion != NULL;
+}
+
+static int _host_bucket_kb(const ttrain_exchange *ex)
+{
+    return ex->fusion ? (int)(tcomm_fusion_theta(ex->fusion) >> 10) : 0;
+}
+
+static size_t _host_buckets(const ttrain_exchange *ex)
+{
+    return ex->fusion ? tcomm_fusion_bucket_count(ex->fusion) : 0;
+}
+
+static int _host_set_bucket_kb(ttrain_exchange *ex, int kb)
+{
+    if (!ex->fusion || kb < 1)
+        return 0;
+    return tcomm_fusion_set_theta(ex->fusion, (size_t)kb << 10);
 }
 
 static void _host_close(ttrain_exchange *ex)
@@ -144,9 +196,21 @@ static void _host_close(ttrain_exchange *ex)
 }
 
 static const _ops _host = {
-    _host_ready,   _host_wait, _host_capturable,    _none,
-    _nothing,      _none,      _host_stats_average, _host_describe,
-    _host_summary, _host_close};
+    .ready = _host_ready,
+    .wait = _host_wait,
+    .capturable = _host_capturable,
+    .finish_device = _none,
+    .abandon = _nothing,
+    .sync = _none,
+    .stats_average = _host_stats_average,
+    .describe = _host_describe,
+    .describe_more = _host_describe_more,
+    .summary = _host_summary,
+    .close = _host_close,
+    .counted = _host_counted,
+    .bucket_kb = _host_bucket_kb,
+    .buckets = _host_buckets,
+    .set_bucket_kb = _host_set_bucket_kb};
 
 /* Every param's gradient goes to the fusion in backward order (params lie
  * in forward order, so that is the reverse). */
@@ -266,6 +330,36 @@ static void _dev_close(ttrain_exchange *ex)
         ex->gx->destroy(ex->g);
 }
 
+static void _dev_describe_more(const ttrain_exchange *ex, int verbose, FILE *f)
+{
+    (void)ex, (void)verbose, (void)f;
+}
+
+static int _dev_counted(const ttrain_exchange *ex)
+{
+    (void)ex;
+    return 1;
+}
+
+/* Auto (< 0) or 0: tcomm_gpu's default. */
+static int _dev_bucket_kb(const ttrain_exchange *ex)
+{
+    return ex->c.bucket_kb > 0 ? ex->c.bucket_kb
+                               : (int)(TCOMM_FUSION_DEFAULT_BYTES >> 10);
+}
+
+static size_t _dev_buckets(const ttrain_exchange *ex)
+{
+    return ex->gx->bucket_count(ex->g);
+}
+
+/* Its buckets are cut once. */
+static int _dev_set_bucket_kb(ttrain_exchange *ex, int kb)
+{
+    (void)ex, (void)kb;
+    return 0;
+}
+
 /* tcomm_gpu is the cuda module's (gpu_exchange_cuda.c), found by its
  * table's name: torus-train links no CUDA library, and a backend with
  * gradients in device memory is only ever open with that module loaded.
@@ -299,10 +393,22 @@ static int _dev_open(ttrain_exchange *ex, teng_net *net, teng_backend *bk)
     return rc;
 }
 
-static const _ops _device = {_dev_ready,         _dev_wait,     _dev_capturable,
-                             _dev_finish_device, _dev_abandon,  _dev_sync,
-                             _dev_stats_average, _dev_describe, _dev_summary,
-                             _dev_close};
+static const _ops _device = {
+    .ready = _dev_ready,
+    .wait = _dev_wait,
+    .capturable = _dev_capturable,
+    .finish_device = _dev_finish_device,
+    .abandon = _dev_abandon,
+    .sync = _dev_sync,
+    .stats_average = _dev_stats_average,
+    .describe = _dev_describe,
+    .describe_more = _dev_describe_more,
+    .summary = _dev_summary,
+    .close = _dev_close,
+    .counted = _dev_counted,
+    .bucket_kb = _dev_bucket_kb,
+    .buckets = _dev_buckets,
+    .set_bucket_kb = _dev_set_bucket_kb};
 
 /* ---- the interface ---- */
 
@@ -348,7 +454,7 @@ int ttrain_exchange_wait(ttrain_exchange *ex, teng_net *net, int replayed,
 
 size_t ttrain_exchange_nonfinite(const ttrain_exchange *ex, int *counted)
 {
-    *counted = ex->fusion || ex->g;
+    *counted = ex->ops->counted(ex);
     return ex->nonfinite;
 }
 
@@ -438,26 +544,17 @@ int ttrain_exchange_max(ttrain_exchange *ex, double *v)
 
 int ttrain_exchange_bucket_kb(const ttrain_exchange *ex)
 {
-    if (ex->fusion)
-        return (int)(tcomm_fusion_theta(ex->fusion) >> 10);
-    if (ex->g) /* auto (< 0) or 0: tcomm_gpu's default */
-        return ex->c.bucket_kb > 0 ? ex->c.bucket_kb
-                                   : (int)(TCOMM_FUSION_DEFAULT_BYTES >> 10);
-    return 0;
+    return ex->ops->bucket_kb(ex);
 }
 
 size_t ttrain_exchange_buckets(const ttrain_exchange *ex)
 {
-    if (ex->fusion)
-        return tcomm_fusion_bucket_count(ex->fusion);
-    return ex->g ? ex->gx->bucket_count(ex->g) : 0;
+    return ex->ops->buckets(ex);
 }
 
 int ttrain_exchange_set_bucket_kb(ttrain_exchange *ex, int kb)
 {
-    if (!ex->fusion || kb < 1)
-        return 0;
-    int rc = tcomm_fusion_set_theta(ex->fusion, (size_t)kb << 10);
+    int rc = ex->ops->set_bucket_kb(ex, kb);
     return rc ? torus_error_prefix(rc, "rank %d", ex->c.rank) : 0;
 }
 
@@ -472,24 +569,7 @@ void ttrain_exchange_describe(const ttrain_exchange *ex, const tcomm_info *info,
     ex->ops->describe(ex, f);
     fprintf(f, ", all-reduce %s, %s wire\n", tcomm_algo_name(ex->c.algo),
             tcomm_wire_name(ex->c.wire));
-    /* The choice in one short line; the trial's times and the cost
-     * model's numbers (some 900 characters) only with --verbose. */
-    if (ex->fusion && *tcomm_fusion_theta_why(ex->fusion) && verbose)
-        fprintf(f, "torus-train: --bucket-kb auto: %s\n",
-                tcomm_fusion_theta_why(ex->fusion));
-    else if (ex->fusion && *tcomm_fusion_theta_why(ex->fusion))
-        fprintf(f,
-                "torus-train: --bucket-kb auto: %zu KiB, %zu buckets "
-                "(--verbose: why)\n",
-                tcomm_fusion_theta(ex->fusion) >> 10,
-                tcomm_fusion_bucket_count(ex->fusion));
-    if (ex->fusion && *tcomm_fusion_wire_why(ex->fusion))
-        fprintf(f, "torus-train: --wire %s: %s\n", tcomm_wire_name(ex->c.wire),
-                tcomm_fusion_wire_why(ex->fusion));
-    /* The bucket plan, resolved at seal: what every step runs. */
-    char plan[512];
-    if (ex->fusion && tcomm_fusion_plan_text(ex->fusion, plan, sizeof plan))
-        fprintf(f, "torus-train: bucket plan: %s\n", plan);
+    ex->ops->describe_more(ex, verbose, f);
 }
 
 void ttrain_exchange_summary(const ttrain_exchange *ex, int dstep, FILE *f)

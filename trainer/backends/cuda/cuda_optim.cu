@@ -10,7 +10,7 @@
  * - sgd: the per-param args go up in one async H2D copy from a pinned
  *   slot (a ring of slots, each reused only after its copy has run, so
  *   the host never overwrites a copy still queued), then one kernel runs
- *   tcuda_sgd_elem and writes the rounded working copy (optim_math.h: the
+ *   teng_sgd_elem and writes the rounded working copy (optim_math.h: the
  *   maths the CPU tests check).
  * - refresh: one kernel, working copies := rounded masters.
  * - the device step (tcuda_optim_step), with no host wait: the

@@ -5,11 +5,12 @@
  * GPU runs is the maths the CPU tests check.
  *
  * Contract:
- * - tcuda_sgd_elem is teng_host_sgd (trainer/engine/host_kernels.c) for one
- *   element, bit for bit: every product and sum is rounded to fp32 on its
- *   own (on the device through __fmul_rn/__fadd_rn, which nvcc never fuses
- *   into an FMA; a fused multiply-add would round once and differ from the
- *   host in the last bit).
+ * - The update of one element is the engine's teng_sgd_elem
+ *   (trainer/engine/step_math.h), the CPU backend's too: every product and
+ *   sum is rounded to fp32 on its own (on the device through
+ *   __fmul_rn/__fadd_rn, which nvcc never fuses into an FMA; a fused
+ *   multiply-add would round once and differ from the host in the last
+ *   bit).
  * - tcuda_f16_rne / tcuda_bf16_rne: fp32 -> fp16 / bf16 bits with round to
  *   nearest, ties to even, as IEEE 754 conversion does: overflow gives inf
  *   of the same sign, fp16 subnormals are produced (not flushed), a NaN
@@ -54,16 +55,6 @@ static inline TCUDA_OHD uint32_t tcuda_f32_bits(float f)
     memcpy(&u, &f, sizeof u);
     return u;
 #endif
-}
-
-/* v = m * v + lr * (g + wd * w); w = w - v (teng_host_sgd's order). */
-static inline TCUDA_OHD void tcuda_sgd_elem(float *w, float *v, float g,
-                                            float lr, float m, float wd)
-{
-    float vi = TENG_RN_ADD(TENG_RN_MUL(m, *v),
-                         TENG_RN_MUL(lr, TENG_RN_ADD(g, TENG_RN_MUL(wd, *w))));
-    *v = vi;
-    *w = TENG_RN_SUB(*w, vi);
 }
 
 /* fp16 subnormal: |x| in [2^-25, 2^-14) as a multiple of 2^-24, rounded
@@ -135,7 +126,7 @@ static inline TCUDA_OHD void tcuda_sgd_thread(const tcuda_dparam *p, char *vel,
     float *v = (float *)(vel + p->offset);
     for (uint64_t i = begin + t; i < end; i += nt) {
         float wi = p->master[i], vi = v[i];
-        tcuda_sgd_elem(&wi, &vi, p->grad[i], a->lr, a->momentum, a->wd);
+        teng_sgd_elem(&wi, &vi, p->grad[i], a->lr, a->momentum, a->wd);
         p->master[i] = wi;
         v[i] = vi;
         tcuda_store_work(p, i, wi);

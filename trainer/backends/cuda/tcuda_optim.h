@@ -15,7 +15,7 @@
  *   only call that waits for the stream: it returns host values (LARS needs
  *   every tensor's norms on the host to form the trust ratios).
  * - Sums of squares are accumulated in fp32 (per block) and combined in
- *   fp32; the update is teng_host_sgd's maths element by element
+ *   fp32; the update is teng_sgd_span's maths element by element
  *   (trainer/engine/host_kernels.c): v = momentum * v + lr * (g + wd * w);
  *   w -= v; then the working copy, where it is not the master, becomes the
  *   rounded master (fp16 round-to-nearest-even, or bf16).

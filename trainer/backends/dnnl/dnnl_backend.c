@@ -13,7 +13,7 @@
 #include "common/torus_error.h"
 #include "trainer/backends/dnnl/tdnnl.h"
 #include "trainer/backends/dnnl/dnnl_internal.h"
-#include "trainer/engine/host_kernels.h"
+#include "trainer/engine/step_math.h"
 
 int _tdnnl_reorder(teng_backend *bk, const dnnl_memory_desc_t *smd, void *src,
                    const dnnl_memory_desc_t *dmd, void *dst)
@@ -144,13 +144,15 @@ static unsigned _bwd_reads(teng_backend *bk, const teng_net *net, int li)
 }
 
 /* Host memory: the optimizer kernels run tensor by tensor, over each
- * param's whole layout (padding included: it stays zero). */
+ * param's whole layout (padding included: it stays zero); their maths is
+ * the engine's step_math.h, inline, so the update calls nothing back in
+ * the engine. */
 static int _param_sumsq(teng_backend *bk, teng_net *net, const void *buf,
                         float *out)
 {
     (void)bk;
     for (int i = 0; i < net->np; i++)
-        out[i] = teng_host_sumsq(
+        out[i] = teng_sumsq(
             (const float *)((const char *)buf + net->p[i].offset),
             net->p[i].bytes / sizeof(float));
     return TENG_OK;
@@ -162,7 +164,7 @@ static int _sgd(teng_backend *bk, teng_net *net, void *vel,
     (void)bk;
     for (int i = 0; i < net->np; i++) {
         const teng_param *p = &net->p[i];
-        teng_host_sgd(p->master, p->grad, (float *)((char *)vel + p->offset),
+        teng_sgd_span(p->master, p->grad, (float *)((char *)vel + p->offset),
                       p->bytes / sizeof(float), a[i].lr, a[i].momentum,
                       a[i].wd);
     }
