@@ -24,6 +24,11 @@ EXTRA_DIST += tests/unit/call_circles.sh
 # beyond the ones its table names.
 TESTS += tests/unit/func_length.sh
 EXTRA_DIST += tests/unit/func_length.sh
+# And host or device is decided once: torus-train's steps and the
+# exchange's interface only dispatch through their tables, and the dnnl
+# backend's update calls nothing back in the engine's host kernels.
+TESTS += tests/unit/update_seam.sh
+EXTRA_DIST += tests/unit/update_seam.sh
 
 # Docs that cannot drift: every path a document or comment names exists,
 # every option a document shows is in the program's --help, no comment

@@ -8,9 +8,11 @@
  * each rank reads its slice of the epoch) and the gradient exchange
  * (trainer/train/ttrain_exchange.h, one interface for gradients in host or
  * device memory: the engine's per-layer gradient hook starts the
- * all-reduce of every bucket that backward has completed;
- * ttrain_exchange_wait() waits for the rest before the update). With one
- * rank both reduce to the single-process path.
+ * all-reduce of every bucket that backward has completed; the update seam
+ * waits for the rest before the update). With one rank both reduce to the
+ * single-process path. The update runs on the host or, where the backend
+ * has it, on the device (trainer/train/ttrain_update.h): decided once in
+ * _train; the steps only call the seam.
  */
 #include <math.h>
 #include <sched.h>
