@@ -16,9 +16,10 @@
  * for a whole step to finish on every rank; on a 1 Gbit/s link the gaps
  * between steps were a tenth of the time.
  *
- * Transport: MPI, spoken here directly (MPI_Isend/MPI_Irecv per segment:
- * the streaming needs the requests themselves); each wait goes through
- * transport/mpi.c's tc_wait_req for its deadline and lost-rank naming. */
+ * Transport: the streamed point-to-point of transport/transport.h
+ * (tc_isend/tc_irecv per segment: the streaming needs the requests
+ * themselves; tc_wait_req for each, with its deadline and lost-rank
+ * naming). No MPI call here. */
 #include "trainer/comm/algo/algo.h"
 #include "trainer/comm/core/wire.h"
 
@@ -38,56 +39,109 @@ static inline size_t _seg_size(size_t bytes, size_t seg, size_t eb)
     return seg ? seg : eb;
 }
 
-enum { _TAG = 73 };
-
 /* The requests of one step's segments. */
 typedef struct {
-    MPI_Request r[MAXSEG];
+    tc_req r[MAXSEG];
     int n;
 } _step;
+
+/* One ring pass over g (a reduce-scatter or an all-gather) of x, count
+ * floats, on wire w: its neighbours and the two steps in flight (step t
+ * uses side t & 1: its receives rs and the sends ss that forward them). */
+typedef struct {
+    tcomm_t *c;
+    const tc_group *g;
+    float *x;
+    size_t count, wb, maxc;
+    tcomm_wire w;
+    int n, i, next, prev;
+    _step rs[2], ss[2];
+} _ring;
+
+static void _ring_init(_ring *r, tcomm_t *c, const tc_group *g, float *x,
+                       size_t count, tcomm_wire w)
+{
+    *r = (_ring){.c = c, .g = g, .x = x, .count = count, .w = w};
+    r->n = g->size;
+    r->i = g->rank;
+    r->next = (r->i + 1) % r->n;
+    r->prev = (r->i + r->n - 1) % r->n;
+    r->wb = tcomm_wire_bytes(w);
+    r->maxc = tc_chunk_len(count, r->n, 0);
+}
 
 static int _nseg(size_t bytes, size_t seg)
 {
     return bytes ? (int)((bytes + seg - 1) / seg) : 0;
 }
 
-static void _post_recvs(const tc_group *g, unsigned char *buf, size_t bytes,
-                        size_t seg, int src, _step *st)
+/* The segment size of a step of bytes (the same on every rank). */
+static size_t _seg_of(const _ring *r, size_t bytes)
 {
-    st->n = _nseg(bytes, seg);
-    for (int j = 0; j < st->n; j++) {
-        size_t o = (size_t)j * seg, l = bytes - o < seg ? bytes - o : seg;
-        MPI_Irecv(buf + o, (int)l, MPI_BYTE, src, _TAG, g->comm, &st->r[j]);
+    return _seg_size(bytes, r->c->seg_bytes, r->wb);
+}
+
+/* Which chunk step t sends: the reduce-scatter's step t sends chunk
+ * i-t-1, the all-gather's chunk i-t (its own first). */
+static int _chunk_at(const _ring *r, int t)
+{
+    return ((r->i - t) % r->n + r->n) % r->n;
+}
+
+static size_t _chunk_bytes(const _ring *r, int k)
+{
+    return tc_chunk_len(r->count, r->n, k) * r->wb;
+}
+
+/* A step's receives (is_send 0) or a whole chunk's sends at once (the
+ * first step), cut into segments of _seg_of(bytes). */
+static tcomm_rc _post_all(_ring *r, unsigned char *buf, size_t bytes,
+                          int is_send, _step *st)
+{
+    size_t seg = _seg_of(r, bytes);
+    int n = _nseg(bytes, seg);
+    for (st->n = 0; st->n < n; st->n++) {
+        size_t o = (size_t)st->n * seg, l = bytes - o < seg ? bytes - o : seg;
+        tcomm_rc rc =
+            is_send
+                ? tc_isend(r->c, r->g, buf + o, l, r->next, &st->r[st->n])
+                : tc_irecv(r->c, r->g, buf + o, l, r->prev, &st->r[st->n]);
+        if (rc)
+            return rc;
     }
+    return TCOMM_OK;
 }
 
-static void _post_send(const tc_group *g, const unsigned char *buf, size_t l,
-                       int dst, MPI_Request *r)
-{
-    MPI_Isend(buf, (int)l, MPI_BYTE, dst, _TAG, g->comm, r);
-}
-
-/* A whole chunk at once, cut as _post_recvs cuts it (the first step). */
-static void _post_sends(const tc_group *g, const unsigned char *buf,
-                        size_t bytes, size_t seg, int dst, _step *st)
-{
-    st->n = _nseg(bytes, seg);
-    for (int j = 0; j < st->n; j++) {
-        size_t o = (size_t)j * seg;
-        _post_send(g, buf + o, bytes - o < seg ? bytes - o : seg, dst,
-                   &st->r[j]);
-    }
-}
-
-static tcomm_rc _wait_step(tcomm_t *c, const tc_group *g, _step *st, int peer)
+static tcomm_rc _wait_step(_ring *r, _step *st, int peer)
 {
     for (int j = 0; j < st->n; j++) {
-        tcomm_rc rc = tc_wait_req(c, g, &st->r[j], peer);
+        tcomm_rc rc = tc_wait_req(r->c, r->g, &st->r[j], peer);
         if (rc)
             return rc;
     }
     st->n = 0;
     return TCOMM_OK;
+}
+
+/* Before step t's segments are forwarded on side nxt: step t-1's sends
+ * there must be done; then step t+1's receives (nl bytes into buf) go up,
+ * and step t+1 will send the rl bytes arriving now, cut as they arrive. */
+static tcomm_rc _prepare_next(_ring *r, int nxt, unsigned char *buf, size_t nl,
+                              size_t rl)
+{
+    tcomm_rc rc = _wait_step(r, &r->ss[nxt], r->next);
+    if (!rc)
+        rc = _post_all(r, buf, nl, 0, &r->rs[nxt]);
+    r->ss[nxt].n = _nseg(rl, _seg_of(r, rl));
+    return rc;
+}
+
+static tcomm_rc _wait_sends(_ring *r)
+{
+    tcomm_rc rc = TCOMM_OK;
+    for (int k = 0; !rc && k < 2; k++)
+        rc = _wait_step(r, &r->ss[k], r->next);
+    return rc;
 }
 
 /* Chunk lengths differ by at most one element: the largest step in bytes
@@ -101,151 +155,163 @@ static tcomm_rc _check_size(size_t chunk_bytes)
     return TCOMM_OK;
 }
 
-tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *s, const tc_group *g,
+/* ------------------------------------------------------ reduce-scatter */
+
+/* rb: two step buffers of received wire values; sb: two of encoded
+ * partial sums to send (NULL on an fp32 wire: sent from x itself). Step s
+ * fills one while step s+1 starts in the other. */
+typedef struct {
+    _ring r;
+    unsigned char *rb, *sb;
+} _rs;
+
+static unsigned char *_rs_side(const _rs *s, unsigned char *b, int side)
+{
+    return b + (size_t)side * s->r.maxc * s->r.wb;
+}
+
+/* Step 0: this rank's own values of chunk i-1 go out whole; step 0's
+ * receives (chunk i-2) go up first. */
+static tcomm_rc _rs_first(_rs *s)
+{
+    _ring *r = &s->r;
+    int k = _chunk_at(r, 1);
+    size_t o = tc_chunk_off(r->count, r->n, k), l = _chunk_bytes(r, k);
+    unsigned char *src = (unsigned char *)(r->x + o);
+    if (s->sb) {
+        tc_encode(r->w, r->x + o, s->sb, l / r->wb);
+        src = s->sb;
+    }
+    tcomm_rc rc = _post_all(r, s->rb, _chunk_bytes(r, _chunk_at(r, 2)), 0,
+                            &r->rs[0]);
+    return rc ? rc : _post_all(r, src, l, 1, &r->ss[0]);
+}
+
+/* Step t: every segment of chunk i-t-2 is added to x as it lands and,
+ * but in the last step, forwarded at once: step t+1 sends this chunk, the
+ * same bytes cut the same way. */
+static tcomm_rc _rs_step(_rs *s, int t)
+{
+    _ring *r = &s->r;
+    int cur = t & 1, nxt = cur ^ 1, last = t == r->n - 2;
+    int k = _chunk_at(r, t + 2); /* the chunk arriving now */
+    float *acc = r->x + tc_chunk_off(r->count, r->n, k);
+    size_t rl = _chunk_bytes(r, k), seg = _seg_of(r, rl), wb = r->wb;
+    unsigned char *rbuf = _rs_side(s, s->rb, cur);
+    tcomm_rc rc = TCOMM_OK;
+    if (!last)
+        rc = _prepare_next(r, nxt, _rs_side(s, s->rb, nxt),
+                           _chunk_bytes(r, _chunk_at(r, t + 3)), rl);
+    for (int j = 0; !rc && j < r->rs[cur].n; j++) {
+        size_t o = (size_t)j * seg, l = rl - o < seg ? rl - o : seg;
+        if ((rc = tc_wait_req(r->c, r->g, &r->rs[cur].r[j], r->prev)))
+            break;
+        tc_decode_add(r->w, rbuf + o, acc + o / wb, l / wb);
+        if (last)
+            continue;
+        const unsigned char *src = (const unsigned char *)acc + o / wb * 4;
+        if (s->sb) {
+            unsigned char *e = _rs_side(s, s->sb, nxt) + o;
+            tc_encode(r->w, acc + o / wb, e, l / wb);
+            src = e;
+        }
+        rc = tc_isend(r->c, r->g, src, l, r->next, &r->ss[nxt].r[j]);
+    }
+    r->rs[cur].n = 0;
+    return rc;
+}
+
+tcomm_rc tc_ring_reduce_scatter(tcomm_t *c, tc_scratch *sc, const tc_group *g,
                                 float *x, size_t count, tcomm_wire w)
 {
-    int n = g->size, i = g->rank;
-    if (n <= 1)
+    if (g->size <= 1)
         return TCOMM_OK;
-    size_t wb = tcomm_wire_bytes(w), maxc = tc_chunk_len(count, n, 0);
-    tcomm_rc rc = _check_size(maxc * wb);
+    _rs s;
+    _ring *r = &s.r;
+    _ring_init(r, c, g, x, count, w);
+    size_t side = r->maxc * r->wb;
+    tcomm_rc rc = _check_size(side);
     if (rc)
         return rc;
-    /* Two of each: step s fills one while step s+1 starts in the other. */
-    unsigned char *rb = tc_buf_get(&s->b, 2 * maxc * wb);
-    unsigned char *sb =
-        w == TCOMM_WIRE_FP32 ? NULL : tc_buf_get(&s->a, 2 * maxc * wb);
-    if (!rb || (w != TCOMM_WIRE_FP32 && !sb))
+    s.rb = tc_buf_get(&sc->b, 2 * side);
+    s.sb = w == TCOMM_WIRE_FP32 ? NULL : tc_buf_get(&sc->a, 2 * side);
+    if (!s.rb || (w != TCOMM_WIRE_FP32 && !s.sb))
         return TORUS_FAIL(TCOMM_ERR_NOMEM,
-                          "ring: no memory for %zu-element chunks", maxc);
-    int next = (i + 1) % n, prev = (i + n - 1) % n;
-    /* Step t sends chunk i-t-1 and receives chunk i-t-2, which it adds and
-     * sends on in step t+1; after n-1 steps rank i holds the sum of chunk i. */
-#define SC(t) ((((i) - (t)-1) % n + n) % n)
-    _step rs[2] = {{.n = 0}, {.n = 0}}, ss[2] = {{.n = 0}, {.n = 0}};
-    {
-        size_t o = tc_chunk_off(count, n, SC(0)),
-               l = tc_chunk_len(count, n, SC(0)) * wb;
-        size_t seg = _seg_size(l, c->seg_bytes, wb);
-        const unsigned char *src = (const unsigned char *)(x + o);
-        if (sb) {
-            tc_encode(w, x + o, sb, l / wb);
-            src = sb;
-        }
-        size_t rl = tc_chunk_len(count, n, SC(1)) * wb;
-        _post_recvs(g, rb, rl, _seg_size(rl, c->seg_bytes, wb), prev, &rs[0]);
-        _post_sends(g, src, l, seg, next, &ss[0]);
-    }
-    for (int t = 0; t < n - 1; t++) {
-        int cur = t & 1, nxt = cur ^ 1, last = t == n - 2;
-        int rc_ = SC(t + 1); /* the chunk arriving now */
-        float *acc = x + tc_chunk_off(count, n, rc_);
-        size_t rl = tc_chunk_len(count, n, rc_) * wb,
-               seg = _seg_size(rl, c->seg_bytes, wb);
-        unsigned char *rbuf = rb + (size_t)cur * maxc * wb;
-        if (!last) {
-            /* The other buffers were step t-1's: its sends must be done. */
-            if ((rc = _wait_step(c, g, &ss[nxt], next)))
-                return rc;
-            size_t nl = tc_chunk_len(count, n, SC(t + 2)) * wb;
-            _post_recvs(g, rb + (size_t)nxt * maxc * wb, nl,
-                        _seg_size(nl, c->seg_bytes, wb), prev, &rs[nxt]);
-            ss[nxt].n = _nseg(rl, seg);
-        }
-        for (int j = 0; j < rs[cur].n; j++) {
+                          "ring: no memory for %zu-element chunks", r->maxc);
+    /* After n-1 steps rank i holds the sum of chunk i. */
+    rc = _rs_first(&s);
+    for (int t = 0; !rc && t < r->n - 1; t++)
+        rc = _rs_step(&s, t);
+    return rc ? rc : _wait_sends(r);
+}
+
+/* ---------------------------------------------------------- all-gather */
+
+/* Step t forwards chunk i-t (its own first) and receives chunk i-t-1 in
+ * place in all (the message in wire format), which step t+1 forwards
+ * segment by segment as it lands. */
+static tcomm_rc _ag_steps(_ring *r, unsigned char *all)
+{
+    size_t wb = r->wb;
+    int k0 = _chunk_at(r, 0), k1 = _chunk_at(r, 1);
+    tcomm_rc rc = _post_all(r, all + tc_chunk_off(r->count, r->n, k1) * wb,
+                            _chunk_bytes(r, k1), 0, &r->rs[0]);
+    if (!rc)
+        rc = _post_all(r, all + tc_chunk_off(r->count, r->n, k0) * wb,
+                       _chunk_bytes(r, k0), 1, &r->ss[0]);
+    for (int t = 0; !rc && t < r->n - 1; t++) {
+        int cur = t & 1, nxt = cur ^ 1, last = t == r->n - 2;
+        int k = _chunk_at(r, t + 1), kn = _chunk_at(r, t + 2);
+        unsigned char *in = all + tc_chunk_off(r->count, r->n, k) * wb;
+        size_t rl = _chunk_bytes(r, k), seg = _seg_of(r, rl);
+        if (!last)
+            rc = _prepare_next(r, nxt,
+                               all + tc_chunk_off(r->count, r->n, kn) * wb,
+                               _chunk_bytes(r, kn), rl);
+        for (int j = 0; !rc && j < r->rs[cur].n; j++) {
             size_t o = (size_t)j * seg, l = rl - o < seg ? rl - o : seg;
-            if ((rc = tc_wait_req(c, g, &rs[cur].r[j], prev)))
-                return rc;
-            tc_decode_add(w, rbuf + o, acc + o / wb, l / wb);
-            if (last)
-                continue;
-            /* Step t+1 sends this chunk: the same bytes, cut the same way. */
-            const unsigned char *src = (const unsigned char *)acc + o / wb * 4;
-            if (sb) {
-                unsigned char *e = sb + (size_t)nxt * maxc * wb + o;
-                tc_encode(w, acc + o / wb, e, l / wb);
-                src = e;
-            }
-            _post_send(g, src, l, next, &ss[nxt].r[j]);
+            rc = tc_wait_req(r->c, r->g, &r->rs[cur].r[j], r->prev);
+            if (!rc && !last)
+                rc = tc_isend(r->c, r->g, in + o, l, r->next, &r->ss[nxt].r[j]);
         }
-        rs[cur].n = 0;
+        r->rs[cur].n = 0;
     }
-#undef SC
-    for (int k = 0; k < 2; k++)
-        if ((rc = _wait_step(c, g, &ss[k], next)))
-            return rc;
+    return rc ? rc : _wait_sends(r);
+}
+
+/* One member alone: its values rounded to the wire, as a gather would. */
+static tcomm_rc _ag_alone(tc_scratch *s, float *x, size_t count, tcomm_wire w)
+{
+    if (w == TCOMM_WIRE_FP32)
+        return TCOMM_OK;
+    void *t = tc_buf_get(&s->c, count * 2);
+    if (!t)
+        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for %zu elements", count);
+    tc_round_to_wire(w, x, count, t);
     return TCOMM_OK;
 }
 
 tcomm_rc tc_ring_allgather(tcomm_t *c, tc_scratch *s, const tc_group *g,
                            float *x, size_t count, tcomm_wire w)
 {
-    int n = g->size, i = g->rank;
-    if (n <= 1) {
-        if (w != TCOMM_WIRE_FP32) {
-            void *t = tc_buf_get(&s->c, count * 2);
-            if (!t)
-                return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for %zu elements",
-                                  count);
-            tc_round_to_wire(w, x, count, t);
-        }
-        return TCOMM_OK;
-    }
-    size_t wb = tcomm_wire_bytes(w);
-    tcomm_rc rc = _check_size(tc_chunk_len(count, n, 0) * wb);
+    if (g->size <= 1)
+        return _ag_alone(s, x, count, w);
+    _ring r;
+    _ring_init(&r, c, g, x, count, w);
+    tcomm_rc rc = _check_size(r.maxc * r.wb);
     if (rc)
         return rc;
     unsigned char *all = (unsigned char *)x;
     if (w != TCOMM_WIRE_FP32) {
-        all = tc_buf_get(&s->c, count * wb);
+        all = tc_buf_get(&s->c, count * r.wb);
         if (!all)
             return TORUS_FAIL(TCOMM_ERR_NOMEM,
                               "ring: no memory for %zu elements", count);
-        size_t o = tc_chunk_off(count, n, i);
-        tc_encode(w, x + o, all + o * wb, tc_chunk_len(count, n, i));
+        size_t o = tc_chunk_off(count, r.n, r.i);
+        tc_encode(w, x + o, all + o * r.wb, tc_chunk_len(count, r.n, r.i));
     }
-    int next = (i + 1) % n, prev = (i + n - 1) % n;
-    /* Step t forwards chunk i-t (own chunk first) and receives chunk i-t-1
-     * in place, which step t+1 forwards segment by segment as it lands. */
-#define AC(t) ((((i) - (t)) % n + n) % n)
-    _step rs[2] = {{.n = 0}, {.n = 0}}, ss[2] = {{.n = 0}, {.n = 0}};
-    {
-        size_t o = tc_chunk_off(count, n, AC(0)) * wb,
-               l = tc_chunk_len(count, n, AC(0)) * wb;
-        size_t seg = _seg_size(l, c->seg_bytes, wb);
-        size_t ro = tc_chunk_off(count, n, AC(1)) * wb,
-               rl = tc_chunk_len(count, n, AC(1)) * wb;
-        _post_recvs(g, all + ro, rl, _seg_size(rl, c->seg_bytes, wb), prev,
-                    &rs[0]);
-        _post_sends(g, all + o, l, seg, next, &ss[0]);
-    }
-    for (int t = 0; t < n - 1; t++) {
-        int cur = t & 1, nxt = cur ^ 1, last = t == n - 2;
-        size_t ro = tc_chunk_off(count, n, AC(t + 1)) * wb;
-        size_t rl = tc_chunk_len(count, n, AC(t + 1)) * wb,
-               seg = _seg_size(rl, c->seg_bytes, wb);
-        if (!last) {
-            if ((rc = _wait_step(c, g, &ss[nxt], next)))
-                return rc;
-            size_t no = tc_chunk_off(count, n, AC(t + 2)) * wb;
-            size_t nl = tc_chunk_len(count, n, AC(t + 2)) * wb;
-            _post_recvs(g, all + no, nl, _seg_size(nl, c->seg_bytes, wb), prev,
-                        &rs[nxt]);
-            ss[nxt].n = _nseg(rl, seg);
-        }
-        for (int j = 0; j < rs[cur].n; j++) {
-            size_t o = (size_t)j * seg, l = rl - o < seg ? rl - o : seg;
-            if ((rc = tc_wait_req(c, g, &rs[cur].r[j], prev)))
-                return rc;
-            if (!last)
-                _post_send(g, all + ro + o, l, next, &ss[nxt].r[j]);
-        }
-        rs[cur].n = 0;
-    }
-#undef AC
-    for (int k = 0; k < 2; k++)
-        if ((rc = _wait_step(c, g, &ss[k], next)))
-            return rc;
+    if ((rc = _ag_steps(&r, all)))
+        return rc;
     if (w != TCOMM_WIRE_FP32)
         tc_decode(w, all, x, count);
     return TCOMM_OK;

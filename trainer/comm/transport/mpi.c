@@ -127,7 +127,7 @@ static tcomm_rc _wait(tcomm_t *c, const tc_group *g, MPI_Request *r, int n,
     }
 }
 
-tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, MPI_Request *r, int peer)
+tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, tc_req *r, int peer)
 {
     return _wait(c, g, r, 1, peer, "wait", c->timeout_s);
 }
@@ -214,21 +214,52 @@ tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
     return _wait(c, g, r, 2, src, "exchange", c->timeout_s);
 }
 
-/* One blocking-with-deadline send (is_send) or receive. */
-static tcomm_rc _p2p(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
-                     int peer, int is_send)
+/* The tags of _p2p's blocking transfers and of the streamed ones
+ * (tc_isend/tc_irecv), apart so that neither matches the other's. */
+enum { _TAG_P2P = 72, _TAG_STREAM = 73 };
+
+/* Post one nonblocking send (is_send) or receive with tag on g: *r is
+ * MPI_REQUEST_NULL unless it was posted. */
+static tcomm_rc _post(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
+                      int peer, int is_send, int tag, MPI_Request *r)
 {
-    MPI_Request r = MPI_REQUEST_NULL;
     MPI_Datatype dt;
-    int n;
+    int n, mrc;
+    *r = MPI_REQUEST_NULL;
     if (_split_count(bytes, &dt, &n))
         return TORUS_FAIL(TCOMM_ERR_ARG, "message of %zu bytes exceeds 2 GiB",
                           bytes);
     if (is_send)
-        MPI_Isend(buf, n, dt, peer, 72, g->comm, &r);
+        mrc = MPI_Isend(buf, n, dt, peer, tag, g->comm, r);
     else
-        MPI_Irecv(buf, n, dt, peer, 72, g->comm, &r);
+        mrc = MPI_Irecv(buf, n, dt, peer, tag, g->comm, r);
+    if (mrc == MPI_SUCCESS)
+        return TCOMM_OK;
+    return _wait_fail(c, g, peer, is_send ? "send" : "receive", mrc,
+                      c->timeout_s);
+}
+
+/* One blocking-with-deadline send (is_send) or receive. */
+static tcomm_rc _p2p(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
+                     int peer, int is_send)
+{
+    MPI_Request r;
+    tcomm_rc rc = _post(c, g, buf, bytes, peer, is_send, _TAG_P2P, &r);
+    if (rc)
+        return rc;
     return _wait(c, g, &r, 1, peer, is_send ? "send" : "receive", c->timeout_s);
+}
+
+tcomm_rc tc_isend(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes,
+                  int dst, tc_req *r)
+{
+    return _post(c, g, (void *)buf, bytes, dst, 1, _TAG_STREAM, r);
+}
+
+tcomm_rc tc_irecv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
+                  int src, tc_req *r)
+{
+    return _post(c, g, buf, bytes, src, 0, _TAG_STREAM, r);
 }
 
 tcomm_rc tc_send(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes,

@@ -14,6 +14,8 @@
 #include "config.h"
 #include "trainer/comm/core/comm.h"
 
+/* mpi.c. A request of a nonblocking transfer, completed by tc_wait_req. */
+typedef MPI_Request tc_req;
 /* mpi.c. Point-to-point with a no-progress deadline; peer ranks are inside
  * g. Returns TCOMM_ERR_TRANSPORT naming a lost peer's world rank, or
  * TCOMM_ERR_TIMEOUT. */
@@ -22,7 +24,18 @@ tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
                      int src);
 /* Poll one request to completion with the deadline; peer names the rank
  * (inside g) blamed if it never completes. */
-tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, MPI_Request *r, int peer);
+tcomm_rc tc_wait_req(tcomm_t *c, const tc_group *g, tc_req *r, int peer);
+/* Post a send of bytes at buf to dst (receive from src) and return at
+ * once; *r completes through tc_wait_req, and buf is the transport's until
+ * then. For a stream of pieces in flight together (the ring's segments):
+ * transfers between one pair of ranks on one communicator are matched in
+ * the order they were posted. A message over 2 GiB is refused
+ * (TCOMM_ERR_ARG); a post that MPI refuses fails as a wait would, naming
+ * the lost rank. */
+tcomm_rc tc_isend(tcomm_t *c, const tc_group *g, const void *buf, size_t bytes,
+                  int dst, tc_req *r);
+tcomm_rc tc_irecv(tcomm_t *c, const tc_group *g, void *buf, size_t bytes,
+                  int src, tc_req *r);
 /* The same for a nonblocking collective over g, with no single peer to
  * suspect: on expiry the lost-rank search names the rank that never
  * reported; what names the call in messages ("max all-reduce"). */
