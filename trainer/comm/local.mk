@@ -89,7 +89,12 @@ EXTRA_DIST += trainer/comm/transport/nccl_kernels.cu
 # below where configure finds NCCL, else only shipped).
 TCOMM_NCCL_FILES = trainer/comm/tcomm_nccl.h \
 	trainer/comm/transport/nccl_transport.h trainer/comm/transport/nccl.c \
-	trainer/comm/algo/nccl_allreduce.c
+	trainer/comm/algo/nccl_allreduce.c trainer/comm/fusion/gpu_nccl.c
+
+# The device fusion and its staged path (the NCCL path, gpu_nccl.c, is one
+# of TCOMM_NCCL_FILES).
+TCOMM_GPU_FILES = trainer/comm/tcomm_gpu.h trainer/comm/fusion/gpu_path.h \
+	trainer/comm/fusion/gpu_fusion.c trainer/comm/fusion/gpu_staged.c
 
 # The device-memory gradient exchange (tcomm_gpu.h: NCCL when found, else
 # the staged MPI path) and the NCCL transport, apart from libtcomm so that
@@ -100,8 +105,7 @@ TCOMM_NCCL_FILES = trainer/comm/tcomm_nccl.h \
 # object from nvcc (Makefile.am's .cu.lo rule, warnings as errors).
 if HAVE_CUDA
 noinst_LTLIBRARIES += trainer/comm/libtcomm_gpu.la
-trainer_comm_libtcomm_gpu_la_SOURCES = trainer/comm/tcomm_gpu.h \
-	trainer/comm/fusion/gpu_fusion.c
+trainer_comm_libtcomm_gpu_la_SOURCES = $(TCOMM_GPU_FILES)
 trainer_comm_libtcomm_gpu_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS) \
 	$(PMIX_CFLAGS) $(CUDA_CFLAGS)
 trainer_comm_libtcomm_gpu_la_LIBADD = $(CUDA_LIBS)
@@ -117,8 +121,7 @@ else
 EXTRA_DIST += $(TCOMM_NCCL_FILES)
 endif
 else
-EXTRA_DIST += trainer/comm/tcomm_gpu.h trainer/comm/fusion/gpu_fusion.c \
-	$(TCOMM_NCCL_FILES)
+EXTRA_DIST += $(TCOMM_GPU_FILES) $(TCOMM_NCCL_FILES)
 endif
 # What a GPU check that uses tcomm_gpu or the NCCL transport links.
 TCOMM_GPU_LIBS = trainer/comm/libtcomm_gpu.la

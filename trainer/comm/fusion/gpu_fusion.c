@@ -1,63 +1,19 @@
 /* fusion/gpu_fusion.c: gradient exchange for device memory inside the
  * step (see tcomm_gpu.h for the contract). The bookkeeping (which
  * gradient goes in which bucket, ready counts, launch order) is the host
- * fusion's plan (plan.h); this file only adds what a launch is on each
- * path: an NCCL reduction of the bucket's span behind an event of the
- * compute stream, or a copy to pinned host memory that the host fusion
- * then reduces. One CUDA event per bucket (staged path), recorded once per
- * step (the plan launches each bucket once per step), so events are
- * created at seal and reused by every step. The NCCL path's buckets run
- * along the routes the plan resolved at seal (tc_plan_route over their
- * spans), so a launch asks the cost model nothing; the staged path's host
- * fusion resolves its own. */
-#include <cuda_runtime_api.h>
+ * fusion's plan (plan.h); what a launch is, and what finishing a step
+ * waits for, is the path's (gpu_path.h): an NCCL reduction of the
+ * bucket's span behind an event of the compute stream (gpu_nccl.c), or a
+ * copy to pinned host memory that the host fusion then reduces
+ * (gpu_staged.c). Every rank agrees on the path at create; from then on
+ * this file only calls through its table. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "trainer/comm/core/comm.h"
-#include "trainer/comm/fusion/plan.h"
-#include "trainer/comm/tcomm_gpu.h"
-#ifdef TORUS_HAVE_NCCL
-#include "trainer/comm/tcomm_nccl.h"
-#endif
+#include "trainer/comm/fusion/gpu_path.h"
 
-struct tcomm_gpu {
-    tcomm_t *c;
-    tcomm_gpu_options o;
-    int path; /* TC_GPU_NCCL or TC_GPU_STAGED */
-    int device;
-    int gpu_id; /* the device's PCI bus id, hashed: the same GPU on a node
-                 * whatever CUDA_VISIBLE_DEVICES numbers it */
-    cudaStream_t compute, comm; /* comm: the staged path's own stream */
-    tc_plan plan;
-    int sealed;
-#ifdef TORUS_HAVE_NCCL
-    tcomm_nccl_t *nccl;
-#endif
-    /* staged */
-    tcomm_fusion_t *host;       /* one tensor per bucket: its staged span */
-    float *stage;               /* pinned: every bucket's span, bucket order */
-    size_t *stage_off;          /* per bucket, floats into stage */
-    cudaEvent_t *ready;         /* per bucket, on compute: its last layer */
-    cudaEvent_t *staged;        /* per bucket, on comm: its copy to the host */
-    cudaEvent_t done;           /* on comm: every copy back */
-    int hnext;                  /* next bucket handed to the host fusion */
-    tcomm_fusion_stats pending; /* finish_device's, for finish_host */
-    /* nccl: per bucket, timing events around its reduction and whether
-     * this step launched it (an empty bucket is skipped) */
-    cudaEvent_t *tev;
-    unsigned char *timed;
-};
-
-#define CUDA_TRY(call) TC_CUDA_TRY(g->c->info.rank, call)
-
-#ifdef TORUS_HAVE_NCCL
-enum { _HAVE_NCCL = 1 };
-#else
-enum { _HAVE_NCCL = 0 };
-#endif
+#define CUDA_TRY(call) TC_GPU_CUDA_TRY(call)
 
 /* The path every rank takes, from every rank's node, GPU (hashed PCI bus
  * id), TCOMM_GPU preference and local status, by one sum over world
@@ -111,7 +67,8 @@ static tcomm_rc _choose(tcomm_gpu_t *g, int pref, tcomm_rc local)
     int a = -1, b = -1;
     int path =
         rc ? 0
-           : tc_gpu_choose(n, all, all + n, all + 2 * n, _HAVE_NCCL, &a, &b);
+           : tc_gpu_choose(n, all, all + n, all + 2 * n,
+                           TC_GPU_HAVE_NCCL, &a, &b);
     if (!rc && path < 0 && a >= 0)
         rc = TORUS_FAIL(TCOMM_ERR_UNSUPPORTED,
                         "TCOMM_GPU=nccl, but ranks %d and %d run on the same "
@@ -151,13 +108,8 @@ static tcomm_rc _open(tcomm_gpu_t *g)
     tcomm_rc rc = _choose(g, pref, local);
     if (rc)
         return rc;
-#ifdef TORUS_HAVE_NCCL
-    if (g->path == TC_GPU_NCCL)
-        return tcomm_nccl_init(g->c, g->device, &g->nccl);
-#endif
-    CUDA_TRY(cudaStreamCreateWithFlags(&g->comm, cudaStreamNonBlocking));
-    CUDA_TRY(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming));
-    return TCOMM_OK;
+    g->ops = g->path == TC_GPU_NCCL ? TC_GPU_NCCL_OPS : &tc_gpu_staged_ops;
+    return g->ops->open(g);
 }
 
 tcomm_rc tcomm_gpu_create(tcomm_t *c, const tcomm_gpu_options *o,
@@ -240,74 +192,6 @@ static tcomm_rc _check_layout(tcomm_gpu_t *g)
     return rc;
 }
 
-/* Staged path: pinned memory for every bucket's span, one event pair per
- * bucket, and the host fusion over the staged spans (theta of one byte:
- * exactly one host bucket per device bucket, same order). */
-static tcomm_rc _seal_staged(tcomm_gpu_t *g)
-{
-    int nb = g->plan.nb;
-    g->stage_off = calloc((size_t)nb + 1, sizeof *g->stage_off);
-    g->ready = calloc((size_t)nb + 1, sizeof *g->ready);
-    g->staged = calloc((size_t)nb + 1, sizeof *g->staged);
-    if (!g->stage_off || !g->ready || !g->staged)
-        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for %d buckets", nb);
-    for (int b = 0; b < nb; b++)
-        g->stage_off[b + 1] =
-            g->stage_off[b] + (g->plan.b[b].hi - g->plan.b[b].lo) / 4;
-    CUDA_TRY(cudaMallocHost((void **)&g->stage,
-                            (g->stage_off[nb] ? g->stage_off[nb] : 1) * 4));
-    for (int b = 0; b < nb; b++) {
-        CUDA_TRY(
-            cudaEventCreateWithFlags(&g->ready[b], cudaEventDisableTiming));
-        CUDA_TRY(
-            cudaEventCreateWithFlags(&g->staged[b], cudaEventDisableTiming));
-    }
-    tcomm_fusion_options fo = {.bucket_bytes = 1,
-                               .algo = g->o.algo,
-                               .wire = g->o.wire,
-                               .flags = g->o.flags};
-    tcomm_rc rc = tcomm_fusion_create(g->c, &fo, &g->host);
-    for (int b = 0; !rc && b < nb; b++)
-        rc = tcomm_fusion_add(g->host, g->stage + g->stage_off[b],
-                              g->stage_off[b + 1] - g->stage_off[b], "bucket",
-                              NULL);
-    return rc ? rc : tcomm_fusion_seal(g->host);
-}
-
-#ifdef TORUS_HAVE_NCCL
-/* nccl: a pair of timing events per bucket (comm_s in the stats). */
-static tcomm_rc _seal_timing(tcomm_gpu_t *g)
-{
-    int nb = g->plan.nb;
-    g->tev = calloc(2 * (size_t)nb + 1, sizeof *g->tev);
-    g->timed = calloc((size_t)nb + 1, 1);
-    if (!g->tev || !g->timed)
-        return TORUS_FAIL(TCOMM_ERR_NOMEM, "no memory for %d buckets", nb);
-    for (int i = 0; i < 2 * nb; i++)
-        CUDA_TRY(cudaEventCreate(&g->tev[i]));
-    return TCOMM_OK;
-}
-
-/* nccl: the device time of the buckets the last step launched, all done
- * (after the count's wait), so reading it waits for nothing. A pair that
- * cannot be read counts 0. */
-static double _comm_time(tcomm_gpu_t *g)
-{
-    double s = 0;
-    for (int b = 0; g->timed && b < g->plan.nb; b++) {
-        float ms = 0;
-        if (!g->timed[b])
-            continue;
-        if (cudaEventElapsedTime(&ms, g->tev[2 * b], g->tev[2 * b + 1]) ==
-            cudaSuccess)
-            s += ms / 1e3;
-        else
-            (void)cudaGetLastError();
-    }
-    return s;
-}
-#endif
-
 tcomm_rc tcomm_gpu_seal(tcomm_gpu_t *g)
 {
     if (g->sealed)
@@ -318,18 +202,8 @@ tcomm_rc tcomm_gpu_seal(tcomm_gpu_t *g)
         rc = tc_plan_spans(&g->plan, &maxf);
     if (!rc)
         rc = _check_layout(g);
-    if (rc)
-        return rc;
-#ifdef TORUS_HAVE_NCCL
-    if (g->path == TC_GPU_NCCL)
-        tc_plan_route(&g->plan, g->c, g->o.algo, g->o.wire, 0, TC_ROUTE_NCCL);
-    if (g->path == TC_GPU_NCCL)
-        rc = tcomm_nccl_reserve(g->nccl, maxf, g->o.wire);
-    if (!rc && g->path == TC_GPU_NCCL)
-        rc = _seal_timing(g);
-#endif
-    if (!rc && g->path == TC_GPU_STAGED)
-        rc = _seal_staged(g);
+    if (!rc)
+        rc = g->ops->seal(g, maxf);
     g->sealed = !rc;
     return rc;
 }
@@ -341,64 +215,21 @@ size_t tcomm_gpu_bucket_count(const tcomm_gpu_t *g)
 
 int tcomm_gpu_plan_text(const tcomm_gpu_t *g, char *buf, size_t n)
 {
-    if (g->sealed && g->path == TC_GPU_STAGED)
-        return tcomm_fusion_plan_text(g->host, buf, n);
     if (g->sealed)
-        return tc_plan_text(&g->plan, buf, n);
+        return g->ops->plan_text(g, buf, n);
     if (n)
         buf[0] = 0;
     return 0;
 }
 
-/* Staged buckets whose copy to the host is done go to the host fusion,
- * in order; block: wait for each (a local copy: no peer can hold it). */
-static tcomm_rc _hand_over(tcomm_gpu_t *g, int block)
-{
-    while (g->hnext < tc_plan_launched(&g->plan)) {
-        cudaEvent_t ev = g->staged[g->hnext];
-        cudaError_t e = block ? cudaEventSynchronize(ev) : cudaEventQuery(ev);
-        if (e == cudaErrorNotReady)
-            return TCOMM_OK;
-        CUDA_TRY(e);
-        tcomm_rc rc = tcomm_fusion_ready(g->host, g->hnext);
-        if (rc)
-            return rc;
-        g->hnext++;
-    }
-    return TCOMM_OK;
-}
-
-/* Bucket b is complete on the compute stream: start its reduction. */
-static tcomm_rc _launch(tcomm_gpu_t *g, int b)
-{
-    const tc_pbucket *k = &g->plan.b[b];
-    size_t span = (k->hi - k->lo) / 4;
-#ifdef TORUS_HAVE_NCCL
-    if (g->path == TC_GPU_NCCL) { /* every rank skips an empty one alike */
-        g->timed[b] = span > 0;
-        return span ? tcomm_nccl_allreduce_timed(
-                          g->nccl, (float *)k->lo, span, k->route.algo,
-                          k->route.wire, g->o.flags, g->compute, g->tev + 2 * b)
-                    : TCOMM_OK;
-    }
-#endif
-    CUDA_TRY(cudaEventRecord(g->ready[b], g->compute));
-    CUDA_TRY(cudaStreamWaitEvent(g->comm, g->ready[b], 0));
-    if (span)
-        CUDA_TRY(cudaMemcpyAsync(g->stage + g->stage_off[b], (void *)k->lo,
-                                 span * 4, cudaMemcpyDeviceToHost, g->comm));
-    CUDA_TRY(cudaEventRecord(g->staged[b], g->comm));
-    return TCOMM_OK;
-}
-
 static tcomm_rc _launch_ready(tcomm_gpu_t *g)
 {
     for (int b; (b = tc_plan_next(&g->plan)) >= 0;) {
-        tcomm_rc rc = _launch(g, b);
+        tcomm_rc rc = g->ops->launch(g, b);
         if (rc)
             return rc;
     }
-    return g->path == TC_GPU_STAGED ? _hand_over(g, 0) : TCOMM_OK;
+    return g->ops->progress ? g->ops->progress(g) : TCOMM_OK;
 }
 
 tcomm_rc tcomm_gpu_ready(tcomm_gpu_t *g, int index)
@@ -409,46 +240,16 @@ tcomm_rc tcomm_gpu_ready(tcomm_gpu_t *g, int index)
     return rc ? rc : _launch_ready(g);
 }
 
-/* Staged: bucket b's sum back to the device, on the comm stream. */
-static tcomm_rc _copy_back(tcomm_gpu_t *g, int b)
-{
-    const tc_pbucket *k = &g->plan.b[b];
-    if (k->hi > k->lo)
-        CUDA_TRY(cudaMemcpyAsync((void *)k->lo, g->stage + g->stage_off[b],
-                                 k->hi - k->lo, cudaMemcpyHostToDevice,
-                                 g->comm));
-    return TCOMM_OK;
-}
-
-/* Staged: the host sums; each bucket is copied back as soon as the host
- * fusion has reduced it (they are reduced in order), while it reduces the
- * next; then the compute stream waits for the last copy. */
-static tcomm_rc _finish_staged(tcomm_gpu_t *g, tcomm_fusion_stats *st)
-{
-    int nb = g->plan.nb, b = 0;
-    tcomm_rc rc = _hand_over(g, 1); /* every bucket ready on the host */
-    for (; !rc && b < nb && tcomm_fusion_wait(g->host, b + 1) > b; b++)
-        rc = _copy_back(g, b);
-    if (!rc)
-        rc = tcomm_fusion_finish(g->host, st);
-    for (; !rc && b < nb; b++) /* without a communication thread */
-        rc = _copy_back(g, b);
-    if (rc)
-        return rc;
-    CUDA_TRY(cudaEventRecord(g->done, g->comm));
-    CUDA_TRY(cudaStreamWaitEvent(g->compute, g->done, 0));
-    return TCOMM_OK;
-}
-
 int tcomm_gpu_capturable(const tcomm_gpu_t *g)
 {
-    return g->path == TC_GPU_NCCL;
+    return g->ops && g->ops->capturable;
 }
 
 void tcomm_gpu_abandon(tcomm_gpu_t *g)
 {
     tc_plan_reset(&g->plan);
-    g->hnext = 0;
+    if (g->ops && g->ops->reset)
+        g->ops->reset(g);
 }
 
 tcomm_rc tcomm_gpu_finish_device(tcomm_gpu_t *g)
@@ -459,15 +260,8 @@ tcomm_rc tcomm_gpu_finish_device(tcomm_gpu_t *g)
     tcomm_fusion_stats s = {0};
     tc_plan_flush(&g->plan); /* unused gradients count as ready */
     tcomm_rc rc = _launch_ready(g);
-    /* Staged: the host's part is the whole of it (never recorded). */
-    if (!rc && g->path == TC_GPU_STAGED)
-        rc = _finish_staged(g, &s);
-#ifdef TORUS_HAVE_NCCL
-    if (!rc && g->path == TC_GPU_NCCL) {
-        rc = tcomm_nccl_join(g->nccl, g->compute);
-        s.buckets = (size_t)g->plan.nb;
-    }
-#endif
+    if (!rc)
+        rc = g->ops->finish_device(g, &s);
     tcomm_gpu_abandon(g); /* the plan is ready for the next step */
     s.wait_s = tcomm_wtime() - t0;
     g->pending = s;
@@ -478,15 +272,7 @@ tcomm_rc tcomm_gpu_finish_host(tcomm_gpu_t *g, tcomm_fusion_stats *st)
 {
     double t0 = tcomm_wtime();
     tcomm_fusion_stats s = g->pending;
-    tcomm_rc rc = TCOMM_OK;
-#ifdef TORUS_HAVE_NCCL
-    if (g->path == TC_GPU_NCCL) {
-        s.buckets = (size_t)g->plan.nb;
-        rc = tcomm_nccl_count(g->nccl, g->compute, &s.nonfinite);
-        if (!rc)
-            s.comm_s = _comm_time(g);
-    }
-#endif
+    tcomm_rc rc = g->ops->finish_host ? g->ops->finish_host(g, &s) : TCOMM_OK;
     s.wait_s += tcomm_wtime() - t0;
     g->pending = (tcomm_fusion_stats){0};
     if (st)
@@ -543,31 +329,8 @@ void tcomm_gpu_destroy(tcomm_gpu_t *g)
 {
     if (!g)
         return;
-#ifdef TORUS_HAVE_NCCL
-    tcomm_nccl_finalize(g->nccl);
-#endif
-    if (g->comm)
-        cudaStreamSynchronize(g->comm);
-    tcomm_fusion_destroy(g->host);
-    for (int b = 0; g->ready && b < g->plan.nb; b++) {
-        if (g->ready[b])
-            cudaEventDestroy(g->ready[b]);
-        if (g->staged && g->staged[b])
-            cudaEventDestroy(g->staged[b]);
-    }
-    if (g->done)
-        cudaEventDestroy(g->done);
-    for (int i = 0; g->tev && i < 2 * g->plan.nb; i++)
-        if (g->tev[i])
-            cudaEventDestroy(g->tev[i]);
-    free(g->tev);
-    free(g->timed);
-    if (g->comm)
-        cudaStreamDestroy(g->comm);
-    cudaFreeHost(g->stage);
-    free(g->stage_off);
-    free(g->ready);
-    free(g->staged);
+    if (g->ops)
+        g->ops->close(g);
     tc_plan_free(&g->plan);
     free(g);
 }
