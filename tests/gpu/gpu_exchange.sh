@@ -10,10 +10,12 @@
 # without the sum) must not (the check can fail).
 #   staged: 2 ranks on one GPU (CUDA_VISIBLE_DEVICES=0 for both): NCCL
 #     refuses two ranks on one device, so `auto` must pick the MPI path
-#     staged through pinned host memory (the banner says so), and
+#     staged through pinned host memory (the banner says so, and prints
+#     the host fusion's bucket plan), and
 #     TCOMM_GPU=nccl there must fail naming the two ranks;
 #   nccl torus2d / nccl hier: with 2 or more GPUs, 2 ranks with one GPU each
-#     (CUDA_VISIBLE_DEVICES = the local rank): the banner must say NCCL.
+#     (CUDA_VISIBLE_DEVICES = the local rank): the banner must say NCCL
+#     and print the bucket plan that NCCL runs, in the algorithm asked for.
 #     SKIP with the reason on fewer GPUs;
 #   lost rank (staged, and nccl with 2 GPUs): rank 1 stalls for 60 s
 #     before step 4 (TTRAIN_TEST_SLEEP), --comm-timeout 3: the job must end
@@ -79,6 +81,8 @@ if [ $rc != 0 ]; then
     row "exchange staged 2 ranks/GPU" "FAIL   exit $rc: $(tail -n 2 "$work/staged.log" | tr '\n' ' ')"
 elif ! grep -q "device memory, staged through the host" "$work/staged.log"; then
     row "exchange staged 2 ranks/GPU" "FAIL   not the staged path: $(grep buckets "$work/staged.log")"
+elif ! grep -Eq "^torus-train: bucket plan: [0-9]+ buckets?: " "$work/staged.log"; then
+    row "exchange staged 2 ranks/GPU" "FAIL   no bucket plan in the banner (log: $work/staged.log)"
 elif ! close "$work/one.jsonl" "$work/staged.jsonl"; then
     row "exchange staged 2 ranks/GPU" "FAIL   losses differ from 1 process (log: $work/staged.log)"
 else
@@ -132,6 +136,8 @@ for algo in torus2d hier; do
         row "$name" "FAIL   exit $rc: $(tail -n 2 "$work/$algo.log" | tr '\n' ' ')"
     elif ! grep -q "device memory, NCCL" "$work/$algo.log"; then
         row "$name" "FAIL   not the NCCL path: $(grep buckets "$work/$algo.log")"
+    elif ! grep -Eq "^torus-train: bucket plan: [0-9]+ buckets?: .*$algo/fp32" "$work/$algo.log"; then
+        row "$name" "FAIL   no $algo/fp32 bucket plan in the banner: $(grep 'bucket plan' "$work/$algo.log")"
     elif ! close "$work/one.jsonl" "$work/$algo.jsonl"; then
         row "$name" "FAIL   losses differ from 1 process (log: $work/$algo.log)"
     else

@@ -330,9 +330,14 @@ static void _dev_close(ttrain_exchange *ex)
         ex->gx->destroy(ex->g);
 }
 
+/* The bucket plan tcomm_gpu resolved at seal, as the host's: the NCCL
+ * path's routes over the device spans, or the staged path's host fusion's. */
 static void _dev_describe_more(const ttrain_exchange *ex, int verbose, FILE *f)
 {
-    (void)ex, (void)verbose, (void)f;
+    char plan[512];
+    (void)verbose;
+    if (ex->gx->plan_text(ex->g, plan, sizeof plan))
+        fprintf(f, "torus-train: bucket plan: %s\n", plan);
 }
 
 static int _dev_counted(const ttrain_exchange *ex)

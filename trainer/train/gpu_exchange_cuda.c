@@ -17,6 +17,7 @@ const ttrain_gx_ops ttrain_gx_cuda_ops = {
     .abandon = tcomm_gpu_abandon,
     .allreduce = tcomm_gpu_allreduce,
     .bucket_count = tcomm_gpu_bucket_count,
+    .plan_text = tcomm_gpu_plan_text,
     .path = tcomm_gpu_path,
     .destroy = tcomm_gpu_destroy,
 };

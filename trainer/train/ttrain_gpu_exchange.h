@@ -30,6 +30,7 @@ typedef struct ttrain_gx_ops {
     tcomm_rc (*allreduce)(tcomm_gpu_t *g, float *dev, size_t count,
                           tcomm_wire wire, unsigned flags);
     size_t (*bucket_count)(const tcomm_gpu_t *g);
+    int (*plan_text)(const tcomm_gpu_t *g, char *buf, size_t n);
     const char *(*path)(const tcomm_gpu_t *g);
     void (*destroy)(tcomm_gpu_t *g);
 } ttrain_gx_ops;
