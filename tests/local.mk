@@ -142,3 +142,7 @@ clean-fuzz-smoke:
 check_PROGRAMS += tests/unit/json_check
 tests_unit_json_check_SOURCES = tests/unit/json_check.c
 tests_unit_json_check_LDADD = common/libtoruscommon.la
+# ...and refuses what it must (a field missing, retyped or out of range, a
+# key twice, a cut line, an empty file), naming the file and line.
+TESTS += tests/unit/json_check.sh
+EXTRA_DIST += tests/unit/json_check.sh

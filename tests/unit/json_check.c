@@ -1,6 +1,7 @@
 /* json_check.c: reads a JSON file torus wrote back through json-c
  * (common/torus_json.h, the readers' own rules: strict JSON, no duplicate
- * key, one object per line) and checks each object's schema, so a writer
+ * key, one object per line) and checks each object's schema (every field
+ * present, with its JSON type; null only for a number), so a writer
  * that stops going through the library, or drops or retypes a field, fails
  * the test that produced the file. Used by the tests that make the files
  * for real: torus_layout_cli.sh (layout), comm_bench.sh (bench),
@@ -28,7 +29,11 @@ static int _fields(const torus_json_rec *r, const _field *f, int n)
 {
     for (int i = 0; i < n; i++) {
         json_object *x = NULL;
-        json_object_object_get_ex(r->obj, f[i].key, &x);
+        /* Absent is not null: every field is required; a present null
+         * stands for a number that was not finite. */
+        if (!json_object_object_get_ex(r->obj, f[i].key, &x))
+            return TORUS_FAIL(TORUS_JSON_EBAD, "%s:%ld: no \"%s\"", r->path,
+                              r->line, f[i].key);
         json_type t = json_object_get_type(x);
         if (t != f[i].type && !(f[i].type == json_type_double &&
                                 (t == json_type_int || t == json_type_null)))
