@@ -50,7 +50,7 @@ awk '/^accuracy:/ { split($NF, r, /\.\./); ok = r[1] >= 50 && r[1] <= 81.25 && r
 # A run that reached --target-top1 also writes a "target_top1" record
 # (trainer/train/metrics.c): the top1 that reached the target, no epoch.
 # It is no evaluation point (read as one, it was drawn at epoch 90.5).
-# A diverged step's loss is null: no training point either.
+# A window whose steps were all skipped has a null loss: no training point.
 cp "$tmp/a.jsonl" "$tmp/t.jsonl"
 echo '{"epoch":0,"step":5,"global_step":5,"images_per_s":10.0,"loss":null,"lr":0.05,"global_batch":256,"data_wait":0.0,"comm_wait":0.0}' >>"$tmp/t.jsonl"
 echo '{"target_top1":90.0000,"global_step":4,"top1":90.5000,"time":2.000}' >>"$tmp/t.jsonl"
