@@ -22,6 +22,7 @@ plot=$top_srcdir/trainer/torus-plot
 check=$top_srcdir/tests/integration/trace_check.py
 [ -x /usr/bin/python3 ] || tl_skip "/usr/bin/python3 is not installed"
 command -v gnuplot >/dev/null || tl_skip "gnuplot is not installed (Debian: gnuplot-nox)"
+command -v jq >/dev/null || tl_skip "jq is not installed (Debian: jq; torus-plot reads the trace with it)"
 tl_cluster_up --nodes 2 --leaves 1
 t=$TL_BASE/trace
 mkdir -p "$t" "$TL_BASE/ompi-shm" "$TL_BASE/ompi-tmp"
