@@ -448,45 +448,48 @@ static void _defaults(_cli *k)
     k->preset = "local";
 }
 
+/* The long options; their values are the short letters or O_* codes that
+ * the _*_opt parsers below take. */
+static const struct option _opts[] = {{"minbytes", 1, 0, 'b'},
+                                      {"maxbytes", 1, 0, 'e'},
+                                      {"stepfactor", 1, 0, 'f'},
+                                      {"iters", 1, 0, 'n'},
+                                      {"warmup", 1, 0, 'w'},
+                                      {"algo", 1, 0, 'a'},
+                                      {"wire", 1, 0, 'd'},
+                                      {"check", 1, 0, 'c'},
+                                      {"resnet50", 0, 0, O_RESNET},
+                                      {"model", 0, 0, O_MODEL},
+                                      {"sum", 0, 0, O_SUM},
+                                      {"probe", 0, 0, O_PROBE},
+                                      {"grid", 1, 0, O_GRID},
+                                      {"group-size", 1, 0, O_GROUP},
+                                      {"timeout", 1, 0, O_TIMEOUT},
+                                      {"theta", 1, 0, O_THETA},
+                                      {"steps", 1, 0, O_STEPS},
+                                      {"ranks-per-node", 1, 0, O_RPN},
+                                      {"rails", 1, 0, O_RAILS},
+                                      {"preset", 1, 0, O_PRESET},
+                                      {"intra-us", 1, 0, O_INTRA_US},
+                                      {"intra-gbs", 1, 0, O_INTRA_GBS},
+                                      {"inter-us", 1, 0, O_INTER_US},
+                                      {"inter-gbs", 1, 0, O_INTER_GBS},
+                                      {"reduce-gbs", 1, 0, O_REDUCE_GBS},
+                                      {"scaling", 0, 0, O_SCALING},
+                                      {"compute-ms", 1, 0, O_COMPUTE},
+                                      {"grads", 1, 0, O_GRADS},
+                                      {"json", 1, 0, O_JSON},
+                                      {"help", 0, 0, O_HELP},
+                                      {"version", 0, 0, O_VERSION},
+                                      {0, 0, 0, 0}};
+
 /* Parse argv into k. Returns -1 to go on, else the exit status (0 after
  * --help or --version, 2 after a usage error). */
 static int _parse(int argc, char **argv, _cli *k)
 {
-    static const struct option opts[] = {{"minbytes", 1, 0, 'b'},
-                                         {"maxbytes", 1, 0, 'e'},
-                                         {"stepfactor", 1, 0, 'f'},
-                                         {"iters", 1, 0, 'n'},
-                                         {"warmup", 1, 0, 'w'},
-                                         {"algo", 1, 0, 'a'},
-                                         {"wire", 1, 0, 'd'},
-                                         {"check", 1, 0, 'c'},
-                                         {"resnet50", 0, 0, O_RESNET},
-                                         {"model", 0, 0, O_MODEL},
-                                         {"sum", 0, 0, O_SUM},
-                                         {"probe", 0, 0, O_PROBE},
-                                         {"grid", 1, 0, O_GRID},
-                                         {"group-size", 1, 0, O_GROUP},
-                                         {"timeout", 1, 0, O_TIMEOUT},
-                                         {"theta", 1, 0, O_THETA},
-                                         {"steps", 1, 0, O_STEPS},
-                                         {"ranks-per-node", 1, 0, O_RPN},
-                                         {"rails", 1, 0, O_RAILS},
-                                         {"preset", 1, 0, O_PRESET},
-                                         {"intra-us", 1, 0, O_INTRA_US},
-                                         {"intra-gbs", 1, 0, O_INTRA_GBS},
-                                         {"inter-us", 1, 0, O_INTER_US},
-                                         {"inter-gbs", 1, 0, O_INTER_GBS},
-                                         {"reduce-gbs", 1, 0, O_REDUCE_GBS},
-                                         {"scaling", 0, 0, O_SCALING},
-                                         {"compute-ms", 1, 0, O_COMPUTE},
-                                         {"grads", 1, 0, O_GRADS},
-                                         {"json", 1, 0, O_JSON},
-                                         {"help", 0, 0, O_HELP},
-                                         {"version", 0, 0, O_VERSION},
-                                         {0, 0, 0, 0}};
     int ch;
     opterr = 0; /* getopt would name the program by its path */
-    while ((ch = getopt_long(argc, argv, ":b:e:f:n:w:a:d:c:P:", opts, NULL)) !=
+    while ((ch = getopt_long(argc, argv, ":b:e:f:n:w:a:d:c:P:", _opts, NULL)) !=
            -1) {
         if (ch == '?' || ch == ':')
             return _cli_error(torus_cli_bad_option(ch, argv));

@@ -528,8 +528,7 @@ static int _bind_bn(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
         _A(TDNNL_FWD, DNNL_ARG_WORKSPACE, wsm, ws + d->ws_off[2]);
     _A(TDNNL_INF, DNNL_ARG_DST, ym, y->data);
     _A(TDNNL_INF, DNNL_ARG_MEAN, &cm, stats + net->stat_off[l->stat0]);
-    _A(TDNNL_INF, DNNL_ARG_VARIANCE, &cm,
-       stats + net->stat_off[l->stat0 + 1]);
+    _A(TDNNL_INF, DNNL_ARG_VARIANCE, &cm, stats + net->stat_off[l->stat0 + 1]);
     _A(TDNNL_BWD, DNNL_ARG_MEAN, &cm, ws + d->ws_off[0]);
     _A(TDNNL_BWD, DNNL_ARG_VARIANCE, &cm, ws + d->ws_off[1]);
     if (hasws)
@@ -538,6 +537,30 @@ static int _bind_bn(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
     _A(TDNNL_BWD, DNNL_ARG_DIFF_SRC, xm, l->in_grad[0]);
     _A(TDNNL_BWD, DNNL_ARG_DIFF_SCALE, &cm, p[0].grad);
     _A(TDNNL_BWD, DNNL_ARG_DIFF_SHIFT, &cm, p[1].grad);
+    return TENG_OK;
+}
+
+/* pooling: the workspace (max pooling's argmax) only where oneDNN asks
+ * for one, shared by forward and backward. */
+static int _bind_pool(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
+{
+    teng_layer *l = &net->l[li];
+    tdnnl_layer *d = &dn->l[li];
+    teng_tensor *x = &net->t[l->in[0]], *y = &net->t[l->out];
+    dnnl_memory_desc_t *xm = &dn->tmd[l->in[0]], *ym = &dn->tmd[l->out];
+    const dnnl_memory_desc_t *wsm =
+        _q(d->pd[TDNNL_FWD], dnnl_query_workspace_md, 0);
+    int hasws = dnnl_memory_desc_get_size(wsm) > 0;
+    _A(TDNNL_FWD, DNNL_ARG_SRC, xm, x->data);
+    _A(TDNNL_FWD, DNNL_ARG_DST, ym, y->data);
+    if (hasws)
+        _A(TDNNL_FWD, DNNL_ARG_WORKSPACE, wsm, l->ws);
+    if (d->pd[TDNNL_BWD]) {
+        _A(TDNNL_BWD, DNNL_ARG_DIFF_DST, ym, y->grad);
+        _A(TDNNL_BWD, DNNL_ARG_DIFF_SRC, xm, l->in_grad[0]);
+        if (hasws)
+            _A(TDNNL_BWD, DNNL_ARG_WORKSPACE, wsm, l->ws);
+    }
     return TENG_OK;
 }
 
@@ -554,7 +577,6 @@ static int _bind_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
         return TENG_OK;
     teng_tensor *x = &net->t[l->in[0]], *y = &net->t[l->out];
     dnnl_memory_desc_t *xm = &dn->tmd[l->in[0]], *ym = &dn->tmd[l->out];
-    char *ws = l->ws;
     switch (l->kind) {
     case TENG_L_CONV:
     case TENG_L_FC:
@@ -572,22 +594,8 @@ static int _bind_layer(teng_backend *bk, teng_net *net, tdnnl_net *dn, int li)
         return TENG_OK;
     case TENG_L_MAXPOOL:
     case TENG_L_AVGPOOL:
-    case TENG_L_GAP: {
-        const dnnl_memory_desc_t *wsm =
-            _q(d->pd[TDNNL_FWD], dnnl_query_workspace_md, 0);
-        int hasws = dnnl_memory_desc_get_size(wsm) > 0;
-        _A(TDNNL_FWD, DNNL_ARG_SRC, xm, x->data);
-        _A(TDNNL_FWD, DNNL_ARG_DST, ym, y->data);
-        if (hasws)
-            _A(TDNNL_FWD, DNNL_ARG_WORKSPACE, wsm, ws);
-        if (d->pd[TDNNL_BWD]) {
-            _A(TDNNL_BWD, DNNL_ARG_DIFF_DST, ym, y->grad);
-            _A(TDNNL_BWD, DNNL_ARG_DIFF_SRC, xm, l->in_grad[0]);
-            if (hasws)
-                _A(TDNNL_BWD, DNNL_ARG_WORKSPACE, wsm, ws);
-        }
-        return TENG_OK;
-    }
+    case TENG_L_GAP:
+        return _bind_pool(bk, net, dn, li);
     case TENG_L_ADD:
         _A(TDNNL_FWD, DNNL_ARG_SRC_0, xm, x->data);
         _A(TDNNL_FWD, DNNL_ARG_SRC_1, &dn->tmd[l->in[1]],
