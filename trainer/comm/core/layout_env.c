@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "common/torus_env.h"
-#include "trainer/comm/core/layout_env.h"
 #include "trainer/comm/core/error.h"
+#include "trainer/comm/core/layout_env.h"
 
 /* Bigger than any job we plan for, small enough that R*C fits an int. */
 #define TC_MAX_DIM (1 << 20)
@@ -34,7 +34,7 @@ tcomm_rc tcomm_parse_count(const char *what, const char *s, int max, int *v)
 {
     if (!s || _parse_uint(s, strlen(s), v) != 0 || *v > max)
         return TORUS_FAIL(TCOMM_ERR_ENV, "%s='%s': expected an integer 0..%d",
-                       what, s ? s : "", max);
+                          what, s ? s : "", max);
     return TCOMM_OK;
 }
 
@@ -58,9 +58,51 @@ static tcomm_rc _parse_coord(const char *s, int *r, int *c)
     if (!comma || _parse_uint(s, (size_t)(comma - s), r) != 0 ||
         _parse_uint(comma + 1, strlen(comma + 1), c) != 0)
         return TORUS_FAIL(TCOMM_ERR_ENV,
-                       TORUS_ENV_COORD
-                       "='%s': expected r,c with non-negative integers",
-                       s);
+                          TORUS_ENV_COORD
+                          "='%s': expected r,c with non-negative integers",
+                          s);
+    return TCOMM_OK;
+}
+
+/* Replaces what is not printable, so that a hostile value cannot reach a
+ * terminal through the banner. */
+static void _printable(char *s)
+{
+    for (; *s; s++)
+        if (!isprint((unsigned char)*s))
+            *s = '?';
+}
+
+/* The values of a complete contract (v in the order of
+ * tcomm_layout_parse_env's names; NODE_INDEX may be NULL), each checked
+ * against the others. */
+static tcomm_rc _parse_values(const char *const *v, tcomm_env_layout *out)
+{
+    tcomm_rc rc =
+        tcomm_parse_dims(TORUS_ENV_DIMS, v[0], &out->rows, &out->cols);
+    if (rc)
+        return rc;
+    if ((rc = _parse_coord(v[1], &out->row, &out->col)))
+        return rc;
+    if (out->row >= out->rows || out->col >= out->cols)
+        return TORUS_FAIL(TCOMM_ERR_ENV,
+                          TORUS_ENV_COORD "='%s' lies outside " TORUS_ENV_DIMS
+                                          "='%s'",
+                          v[1], v[0]);
+    if ((rc = tcomm_parse_count(TORUS_ENV_NGROUPS, v[3], TC_MAX_DIM,
+                                &out->ngroups)))
+        return rc;
+    if ((rc =
+             tcomm_parse_count(TORUS_ENV_GROUP, v[2], TC_MAX_DIM, &out->group)))
+        return rc;
+    if (out->ngroups < 1 || out->group >= out->ngroups)
+        return TORUS_FAIL(TCOMM_ERR_ENV,
+                          TORUS_ENV_GROUP
+                          "='%s' is not below " TORUS_ENV_NGROUPS "='%s'",
+                          v[2], v[3]);
+    if (v[4] && (rc = tcomm_parse_count(TORUS_ENV_NODE_INDEX, v[4], TC_MAX_DIM,
+                                        &out->node_index)))
+        return rc;
     return TCOMM_OK;
 }
 
@@ -77,9 +119,9 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
         v[i] = get(names[i]);
         if (v[i] && strlen(v[i]) > 64)
             return TORUS_FAIL(TCOMM_ERR_ENV,
-                           "%s is %zu characters long: not a "
-                           "torus value",
-                           names[i], strlen(v[i]));
+                              "%s is %zu characters long: not a "
+                              "torus value",
+                              names[i], strlen(v[i]));
         any |= v[i] != NULL;
     }
     if (!any)
@@ -92,9 +134,7 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
         *out = ignored;
         snprintf(out->source, sizeof out->source,
                  TORUS_ENV_VERSION "=%.8s ignored", v[5]);
-        for (char *p = out->source; *p; p++)
-            if (!isprint((unsigned char)*p))
-                *p = '?';
+        _printable(out->source);
         return TCOMM_OK;
     }
     out->present = 1;
@@ -103,41 +143,17 @@ tcomm_rc tcomm_layout_parse_env(tcomm_getenv_fn get, tcomm_env_layout *out)
     for (int i = 0; i < 6; i++)
         if (!v[i] && i != 4)
             return TORUS_FAIL(TCOMM_ERR_ENV,
-                           "%s is not set but other TORUS_* "
-                           "variables are: the env contract is incomplete",
-                           names[i]);
+                              "%s is not set but other TORUS_* "
+                              "variables are: the env contract is incomplete",
+                              names[i]);
 
-    tcomm_rc rc =
-        tcomm_parse_dims(TORUS_ENV_DIMS, v[0], &out->rows, &out->cols);
+    tcomm_rc rc = _parse_values(v, out);
     if (rc)
-        return rc;
-    if ((rc = _parse_coord(v[1], &out->row, &out->col)))
-        return rc;
-    if (out->row >= out->rows || out->col >= out->cols)
-        return TORUS_FAIL(TCOMM_ERR_ENV,
-                       TORUS_ENV_COORD "='%s' lies outside " TORUS_ENV_DIMS
-                                       "='%s'",
-                       v[1], v[0]);
-    if ((rc = tcomm_parse_count(TORUS_ENV_NGROUPS, v[3], TC_MAX_DIM,
-                                &out->ngroups)))
-        return rc;
-    if ((rc =
-             tcomm_parse_count(TORUS_ENV_GROUP, v[2], TC_MAX_DIM, &out->group)))
-        return rc;
-    if (out->ngroups < 1 || out->group >= out->ngroups)
-        return TORUS_FAIL(TCOMM_ERR_ENV,
-                       TORUS_ENV_GROUP "='%s' is not below " TORUS_ENV_NGROUPS
-                                       "='%s'",
-                       v[2], v[3]);
-    if (v[4] && (rc = tcomm_parse_count(TORUS_ENV_NODE_INDEX, v[4], TC_MAX_DIM,
-                                        &out->node_index)))
         return rc;
     /* TORUS_SOURCE is informational: keep a bounded, printable copy. */
     const char *src = get(TORUS_ENV_SOURCE);
     snprintf(out->source, sizeof out->source, "%s", src ? src : "env");
-    for (char *p = out->source; *p; p++)
-        if (!isprint((unsigned char)*p))
-            *p = '?';
+    _printable(out->source);
     return TCOMM_OK;
 }
 
@@ -151,7 +167,7 @@ tcomm_rc tcomm_options_set(tcomm_options *o, const char *name,
                                         &o->group_size);
         if (!rc && o->group_size < 1)
             return TORUS_FAIL(TCOMM_ERR_ENV,
-                           "--group-size='%s': must be at least 1", value);
+                              "--group-size='%s': must be at least 1", value);
         return rc;
     }
     return TORUS_FAIL(TCOMM_ERR_ARG, "unknown layout option '%s'", name);
@@ -172,8 +188,8 @@ tcomm_rc tcomm_layout_place(const tcomm_env_layout *env,
     if (opt && opt->grid_rows > 0) {
         if ((long)opt->grid_rows * opt->grid_cols != size)
             return TORUS_FAIL(TCOMM_ERR_ENV,
-                           "--grid %dx%d does not match %d ranks",
-                           opt->grid_rows, opt->grid_cols, size);
+                              "--grid %dx%d does not match %d ranks",
+                              opt->grid_rows, opt->grid_cols, size);
         me->rows = opt->grid_rows;
         me->cols = opt->grid_cols;
         me->row = rank / opt->grid_cols;
@@ -268,8 +284,7 @@ static tcomm_rc _check_rank(const tcomm_place *all, int i, const char *what,
                           "rank %d has %s=%dx%d but rank 0 has "
                           "%dx%d",
                           i, what, p->rows, p->cols, R, C);
-    if (p->ngroups != all[0].ngroups || p->group < 0 ||
-        p->group >= p->ngroups)
+    if (p->ngroups != all[0].ngroups || p->group < 0 || p->group >= p->ngroups)
         return TORUS_FAIL(TCOMM_ERR_ENV,
                           "rank %d has group %d of %d, rank 0 has "
                           "%d groups",
