@@ -41,6 +41,7 @@ TESTS += \
 	tests/integration/configure_errors.sh \
 	tests/integration/jobs_pack.sh \
 	tests/integration/jobs_imagenet.sh \
+	tests/integration/jobs_elastic.sh \
 	tests/integration/jobs_gres.sh \
 	tests/integration/jobs_bench.sh \
 	tests/integration/plugin_build.sh \
@@ -54,6 +55,7 @@ EXTRA_DIST += \
 	tests/integration/configure_errors.sh \
 	tests/integration/jobs_pack.sh \
 	tests/integration/jobs_imagenet.sh \
+	tests/integration/jobs_elastic.sh \
 	tests/integration/jobs_gres.sh \
 	tests/integration/jobs_bench.sh \
 	tests/integration/plugin_build.sh \

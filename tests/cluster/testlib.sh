@@ -71,12 +71,16 @@ tl_requeued_wait() {
 # reuses the step ids, and a step daemon of the first run still holding
 # its PMIx socket (spool/nX/stepd.slurm.pmix.JOB.STEP) fails the restart's
 # step with "Address already in use" (Slurm's hold is what avoids it).
+# And not within 2 s of the requeue: slurmd compares credentials with the
+# job's revocation time in whole seconds, so a start in the second of the
+# requeue is killed ("Job credential revoked").
 tl_requeued_release() {
     local i
     for ((i = 0; i < 300; i++)); do
         pgrep -f "^slurmstepd: \[$1\." >/dev/null || break
         sleep 0.2
     done
+    sleep 2
     scontrol update JobId="$1" StartTime=now
 }
 
