@@ -107,9 +107,12 @@ for _ in $(seq 900); do grep -q '^== train-elastic: start 1, step [0-9]*: 3 node
 from=$(sed -n 's/^== train-elastic: start 1, step [0-9]*: 3 nodes (n1,n2,n3) x 1 ranks = 3 ranks, global batch 64, resuming at global step \([0-9]*\) (relaunch [0-9] of 3: a rank was lost (exit status 5) on 4 nodes)$/\1/p' el.out)
 [ -n "$from" ] && grep -q '^== train-elastic: a rank was lost (exit status 5) at ' el.out ||
     tl_fail "no relaunch on n1-n3 after n4 was lost: $(grep -E '^==|torus-train:|error' el.out)"
+# When the script saw the lost rank (its line's UTC time of day).
+seen=$(sed -n 's/^== train-elastic: a rank was lost (exit status 5) at \([0-9:.]*\) UTC;.*/\1/p' el.out | head -1)
+seen=$(awk -v a="$down" -v b="$(TZ=UTC date -d "$seen" +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 first=$(until_step "$down" $((from + 1)))
 past=$(until_step "$down" $((last + 1)))
-echo "ok: n4 lost at global step $last: relaunched on n1-n3 from step $from, first new step after ${first} s, past step $last after ${past} s"
+echo "ok: n4 lost at global step $last: seen lost after ${seen} s, relaunched on n1-n3 from step $from, first new step after ${first} s, past step $last after ${past} s"
 
 reach 30
 # n4 is back by itself (ReturnToService=2: its slurmd still answers).
@@ -144,7 +147,7 @@ scontrol show job "$j" | grep -q 'JobState=COMPLETED' ||
 
 # Every global step once, batch 64, the reference's LR; the final top-1.
 [ "$(steps "$t/el/metrics.jsonl" | tr '\n' ' ')" = "$(seq -s ' ' 1 64) " ] ||
-    tl_fail "global steps not 1..64 once each: $(steps "$t/el/metrics.jsonl" | uniq -c | awk '$1 != 1' | head)"
+    tl_fail "global steps not 1..64 once each: $(steps "$t/el/metrics.jsonl" | wc -l) lines, repeated: $(steps "$t/el/metrics.jsonl" | sort -n | uniq -d | tr '\n' ' ')"
 lrb() { sed -n 's/.*"global_step":\([0-9]*\),"images.*"lr":\([^,]*\),"global_batch":\([0-9]*\).*/\1 \2 \3/p' "$1"; }
 diff <(lrb "$t/ref/metrics.jsonl") <(lrb "$t/el/metrics.jsonl") >lr.diff ||
     tl_fail "LR or global batch differ from the reference: $(head -5 lr.diff)"
