@@ -43,8 +43,7 @@ int torus_plugin_local_option(int val, const char *optarg, int remote)
 int torus_plugin_local_user_init(spank_t sp)
 {
     const torus_layout_spec_t *spec = torus_plugin_spec();
-    /* The allocation's RxC may not fit a helper step: the nodes use auto. */
-    if (spec->kind != TORUS_SPEC_EXPLICIT || torus_plugin_state.spec_inherited)
+    if (spec->kind != TORUS_SPEC_EXPLICIT)
         return ESPANK_SUCCESS;
     /* srun knows the step's node and task counts without asking anyone. */
     uint32_t nnodes = 0, ntasks = 0;
@@ -53,6 +52,20 @@ int torus_plugin_local_user_init(spank_t sp)
         !ntasks)
         return ESPANK_SUCCESS; /* the nodes will check it again */
     uint64_t want = (uint64_t)spec->rows * spec->cols;
+    /* The allocation's RxC may not fit a helper step, or a step of a job
+     * that lost or gained nodes since: the nodes use auto, and srun says
+     * so once, before the step starts. */
+    if (torus_plugin_state.spec_inherited) {
+        if (want != ntasks)
+            slurm_info(TORUS_PLUGIN_MSG
+                       "warning: --torus=%ux%u from the allocation no longer "
+                       "fits this step: the grid holds %llu tasks, the step "
+                       "has %u on %u nodes; the step's grid is derived as "
+                       "with --torus=auto",
+                       spec->rows, spec->cols, (unsigned long long)want,
+                       ntasks, nnodes);
+        return ESPANK_SUCCESS;
+    }
     if (want != ntasks) {
         slurm_error(
             TORUS_PLUGIN_MSG

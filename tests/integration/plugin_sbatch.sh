@@ -1,7 +1,8 @@
 #!/bin/bash
 # plugin_sbatch.sh: spank_torus.so through sbatch and salloc on the local cluster:
 # #SBATCH --torus reaches every srun of the script (an RxC only the steps of
-# its size; the others get auto with a warning), an explicit srun --torus
+# its size; the others get auto with a warning, said by srun before the
+# step and by the nodes), an explicit srun --torus
 # overrides it, --torus=off clears it, and an invalid spec fails sbatch at
 # submission. Task environments are compared with torus-layout --json.
 set -euo pipefail
@@ -47,6 +48,13 @@ pl_layout "$t/helper.json" --nodes "$node" --tasks-per-node 1 --spec auto
 pl_match "$t/helper" "$t/helper.json"
 grep -q "torus: warning: --torus=4x2 from the allocation does not match this step's 1 tasks; using auto" \
     "$t/helper.err" || tl_fail "helper step: $(cat "$t/helper.err")"
+# srun says it once itself, before the step starts (before the node's
+# line), as for a step of a job that lost or gained nodes since the
+# allocation.
+said=$(grep -n "^srun: torus: warning: --torus=4x2 from the allocation no longer fits this step: the grid holds 8 tasks, the step has 1 on 1 nodes; the step's grid is derived as with --torus=auto$" "$t/helper.err" | cut -d: -f1 || true)
+at_node=$(grep -n "^torus: warning: --torus=4x2 from the allocation does not match" "$t/helper.err" | cut -d: -f1 || true)
+[ "$(wc -l <<<"$said")" = 1 ] && [ -n "$said" ] && [ "$said" -lt "$at_node" ] ||
+    tl_fail "srun did not say once, before the step, that the allocation's 4x2 no longer fits: $(cat "$t/helper.err")"
 [ "$(cat "$t/explicit.rc")" != 0 ] && grep -q 'torus: --torus=4x2: the grid holds 8 tasks but the step has 1' \
     "$t/explicit.err" || tl_fail "srun --torus=4x2 -n1: $(cat "$t/explicit.err")"
 
