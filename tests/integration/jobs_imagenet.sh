@@ -19,6 +19,7 @@
 #      into curves.png.
 #   5. eval.sbatch on that run prints the top-1/top-5 (and loss) of the
 #      run's own final evaluation.
+#   6. Another --batch for that run folder is refused before srun.
 # The tiny model (TORUS_MODEL_ARGS), the jobs' asks cut to a node of
 # this cluster (no GPU: --gpus-per-task=0; 1 CPU and 512 MB per task) and rank 0 sleeping 0.4 s a step in the
 # preempted run (TTRAIN_TEST_SLEEP, a window for the signal) are the only
@@ -181,4 +182,11 @@ want=$(grep '"top1"' pre/metrics.jsonl | tail -1 |
 got=$(tail -2 eval.out; grep -o 'loss [0-9.]*' eval.out | tail -1)
 [ "$got" = "$want" ] || tl_fail "eval printed '$got', the run's last evaluation was '$want'"
 echo "ok: eval.sbatch: $(tail -2 eval.out | tr '\n' ' ')as the run's last evaluation"
-echo "PASS: ImageNet jobs: pack array, stage, train, preempt, requeue, bitwise resume, eval"
+# 6. The run's global batch is fixed (jobs/elastic.sh): another --batch
+# for its folder stops before any srun, saying so in one sentence.
+rc=0
+sbatch --wait -N2 --ntasks-per-node=1 "${cpu_job[@]}" -o batch.out "${train[@]}" --run "$t/runs/pre" --batch 16 >/dev/null || rc=$?
+[ $rc != 0 ] && grep -q "^train-imagenet: this run's global batch is 8, fixed at its first start ($t/runs/pre/global-batch), and a restart may not change it to 16: submit the new batch with a new run folder$" batch.out &&
+    ! grep -q '^== training: ' batch.out || tl_fail "--batch 16 on a run of batch 8 was not refused before srun (rc $rc): $(cat batch.out)"
+echo "ok: $(grep -o "this run's global batch is 8.*" batch.out)"
+echo "PASS: ImageNet jobs: pack array, stage, train, preempt, requeue, bitwise resume, eval, batch fixed"
