@@ -100,13 +100,13 @@ _elastic_trim_metrics() {
 }
 
 # USR1 (the time limit's --signal, send_user_signal preemption) and TERM
-# (preemption without it) alike: before the step they only requeue;
+# (preemption without it) alike: outside a step they only requeue;
 # during it they go on to the step (srun forwards USR1 to every task, and
 # torus-train answers with a checkpoint and status 3).
 _elastic_on_signal() {
     if [ -z "${_elastic_step:-}" ]; then
         ELASTIC_EARLY=1
-        echo "== $1 before training: requeueing"
+        echo "== $1 while no training step runs: requeueing"
         return
     fi
     echo "== $1: asking torus-train for a checkpoint, then requeueing"
@@ -145,11 +145,13 @@ elastic_train() {
     local rpn relaunch=0 max=${TORUS_MAX_RELAUNCHES:-3} why="" nodes n at
     [[ $max =~ ^[0-9]+$ ]] || { echo "$ELASTIC_NAME: TORUS_MAX_RELAUNCHES must be a whole number (got '$max')" >&2; exit 2; }
     rpn=$(elastic_ranks_per_node)
-    if [ "$ELASTIC_EARLY" = 1 ]; then
-        scontrol requeue "$SLURM_JOB_ID"
-        return 3
-    fi
     while :; do
+        # A signal while no step ran (staging, or between a lost step and
+        # its relaunch): nothing to checkpoint beyond what is on disk.
+        if [ "$ELASTIC_EARLY" = 1 ]; then
+            scontrol requeue "$SLURM_JOB_ID"
+            return 3
+        fi
         nodes=$(elastic_live_nodes | paste -sd,)
         n=$(tr ',' '\n' <<<"$nodes" | grep -c .)
         [ "$n" -gt 0 ] || { echo "$ELASTIC_NAME: no node of job $SLURM_JOB_ID is up" >&2; return 1; }
