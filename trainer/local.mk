@@ -63,6 +63,8 @@ trainer_libtorustrain_la_SOURCES = \
 	trainer/train/bn_stash.c \
 	trainer/train/ttrain_metrics.h \
 	trainer/train/metrics.c \
+	trainer/train/ttrain_diverge.h \
+	trainer/train/diverge.c \
 	trainer/train/ttrain_step_graph.h \
 	trainer/train/step_graph.c \
 	trainer/train/ttrain_test_hooks.h \
@@ -298,6 +300,14 @@ TESTS += tests/unit/test_train_metrics
 tests_unit_test_train_metrics_SOURCES = tests/unit/test_train_metrics.c
 tests_unit_test_train_metrics_CFLAGS = $(TRAINER_TEST_CFLAGS)
 tests_unit_test_train_metrics_LDADD = $(TRAINER_TEST_LDADD)
+
+# The divergence rule on a finite loss (train/diverge.c, --diverge-loss):
+# plain C.
+check_PROGRAMS += tests/unit/test_train_diverge
+TESTS += tests/unit/test_train_diverge
+tests_unit_test_train_diverge_SOURCES = tests/unit/test_train_diverge.c
+tests_unit_test_train_diverge_CFLAGS = $(TRAINER_TEST_CFLAGS)
+tests_unit_test_train_diverge_LDADD = $(TRAINER_TEST_LDADD)
 
 # The GPU of each rank (train/device.c): plain C, no GPU needed.
 check_PROGRAMS += tests/unit/test_train_device

@@ -36,6 +36,7 @@
 #include "trainer/train/ttrain_checkpoint.h"
 #include "trainer/train/ttrain_ckpt_run.h"
 #include "trainer/train/ttrain_device.h"
+#include "trainer/train/ttrain_diverge.h"
 #include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_exchange.h"
 #include "trainer/train/ttrain_input.h"
@@ -207,6 +208,7 @@ typedef struct {
     ttrain_ckpt_run ck;
     ttrain_step step; /* forward and backward, as calls or a CUDA graph */
     ttrain_update upd; /* the update seam: host or device, chosen once */
+    ttrain_diverge dv; /* --diverge-loss, at the progress points */
     ttrain_report rp; /* the banner's and the summary's facts */
     /* the training loop */
     long gstep;
@@ -670,9 +672,23 @@ static int _step_update(_run *r, double lr)
     return ttrain_update_apply(&r->upd, r->gstep, lr) ? _failed(0) : _GO;
 }
 
+/* --diverge-loss on the progress point's loss. The ranks' sums of it may
+ * differ in the last bit (MPI need not add in one order everywhere): the
+ * rule sees their maximum, the same on every rank, so all ranks stop at
+ * the same point or none does. */
+static int _diverge(_run *r, double loss, double lr)
+{
+    if (!ttrain_diverge_on(&r->dv))
+        return _GO;
+    if (ttrain_exchange_max(r->ex, &loss))
+        return _fail("loss", torus_error_msg());
+    return ttrain_diverge_check(&r->dv, r->gstep, lr, loss) ? _failed(0)
+                                                             : _GO;
+}
+
 /* Step part 5: every --print-every steps and at the end of the epoch, the
  * progress line (the loss of the global batch: the mean of the ranks')
- * and its metrics; then a new window. */
+ * and its metrics, then the --diverge-loss rule; then a new window. */
 static int _progress(_run *r, int epoch, long step, long steps, int gbatch,
                      double lr, _window *w)
 {
@@ -698,7 +714,7 @@ static int _progress(_run *r, int epoch, long step, long steps, int gbatch,
                                           lr, gbatch, w->data_s / dt, comm});
     *w = (_window){.t0 = _now()};
     ttrain_report_device_peak(&r->rp);
-    return _GO;
+    return _diverge(r, loss, lr);
 }
 
 /* Step part 6: the position is that of the next step; a checkpoint at
@@ -839,6 +855,9 @@ static int _train(_run *r)
                              .mf = r->mf};
     if (ttrain_update_open(&r->upd))
         return _failed(0);
+    r->dv = (ttrain_diverge){.limit = cfg->diverge_loss,
+                             .points = cfg->diverge_points,
+                             .mf = r->mf};
     if (r->info.rank == 0)
         ttrain_update_describe(&r->upd, stdout);
     r->t_start = _now();

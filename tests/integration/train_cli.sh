@@ -2,7 +2,9 @@
 # train_cli.sh: torus-train's command line and config file: help, dry-run
 # plan (LR and batch per epoch), clear errors for bad values (exit 2, the
 # option or FILE:LINE named), output paths checked before any work, and a
-# tiny synthetic run with a batch schedule that writes JSON-lines metrics.
+# tiny synthetic run with a batch schedule that writes JSON-lines metrics;
+# runs that diverge (inf/nan gradients, and a finite loss that explodes
+# past --diverge-loss) stop with exit 1 and a "diverged" record.
 set -u
 bin=${top_builddir:?}/trainer/torus-train
 tmp=$(mktemp -d)
@@ -31,6 +33,14 @@ done
 expect_error 2 'eval-only needs --checkpoint-dir' --synthetic --eval-only
 expect_error 2 'eval-only needs --checkpoint-dir' --synthetic --checkpoint-dir "$tmp" --eval-only
 expect_error 2 'max-nonfinite: -1 must be >= 0' --synthetic --max-nonfinite -1
+expect_error 2 'diverge-loss: -1 must be > 0 (0: off)' --synthetic --diverge-loss -1
+expect_error 2 "diverge-loss: 'nan' is not a number" --synthetic --diverge-loss nan
+expect_error 2 "diverge-loss: 'inf' is not a number" --synthetic --diverge-loss inf
+expect_error 2 "diverge-loss: '1e999' is not a number" --synthetic --diverge-loss 1e999
+expect_error 2 "diverge-loss: '20x' is not a number" --synthetic --diverge-loss 20x
+expect_error 2 'diverge-points: 0 is not in 1..1000000' --synthetic --diverge-loss 20 --diverge-points 0
+expect_error 2 'diverge-points: 1000001 is not in 1..1000000' --synthetic --diverge-points 1000001
+expect_error 2 "diverge-points: '2.5' is not an integer" --synthetic --diverge-points 2.5
 expect_error 2 'target-top1 and --eval-every need --data' --synthetic --target-top1 50
 expect_error 2 'target-top1 in 0..100' --synthetic --target-top1 101
 expect_error 2 'eval-every must be >= 0' --synthetic --eval-every -1
@@ -160,6 +170,32 @@ grep -q 'training diverged: global step 4: .* 3 steps in a row (--max-nonfinite 
 [ "$(grep -c '"loss":null' "$tmp/nf.jsonl")" = 2 ] || fail "diverging run: expected 2 null losses"
 python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$tmp/nf.jsonl" ||
     fail "diverging run: metrics are not JSON lines"
+# Divergence on a finite loss: tiny-cnn at LR 1000 (125 at batch 32)
+# without weight decay blows up in step 2 and stays finite, between 38
+# and 230 (2.3 at chance): the inf/nan rule never fires. The progress
+# losses of steps 1-6 are 2.3, 150, 38.1, 58.5, 78.2, 114.6: with
+# --diverge-loss 40 the one point above it at step 2 is followed by one
+# below (the count starts again), and the third point in a row above it
+# (steps 4 to 6) ends the run: exit 1, the message naming the step, the
+# loss and the limit, and a "diverged" record after the 6 progress
+# records. Without the option the same run trains its 16 steps, exit 0.
+blowup=(--synthetic --model tiny-cnn --image-size 12 --dataset-size 512
+        --epochs 1 --warmup-epochs 0 --batch 32 --lr 1000 --weight-decay 0
+        --print-every 1 --threads 1)
+"$bin" "${blowup[@]}" --diverge-loss 40 --metrics "$tmp/dl.jsonl" >"$tmp/dl.out" 2>"$tmp/dl.err"
+rc=$?
+[ $rc = 1 ] || fail "--diverge-loss run: exit $rc, expected 1: $(tail -2 "$tmp/dl.err")"
+grep -q 'training diverged: global step 6: the training loss 114.6 is above --diverge-loss 40 at 3 progress points in a row (global steps 4 to 6; lr 125)' "$tmp/dl.err" ||
+    fail "--diverge-loss run: no 'diverged' error naming step 6: $(tail -2 "$tmp/dl.err")"
+[ "$(tail -1 "$tmp/dl.jsonl")" = '{"diverged":1,"global_step":6}' ] &&
+    [ "$(grep -c '"loss":' "$tmp/dl.jsonl")" = 6 ] ||
+    fail "--diverge-loss run: metrics do not end in the diverged record after 6 steps: $(tail -2 "$tmp/dl.jsonl")"
+"$bin" "${blowup[@]}" --metrics "$tmp/nodl.jsonl" >"$tmp/nodl.out" 2>"$tmp/nodl.err" ||
+    fail "the blown-up run without --diverge-loss: exit $?: $(tail -2 "$tmp/nodl.err")"
+! grep -q diverged "$tmp/nodl.jsonl" "$tmp/nodl.err" && [ "$(grep -c '"loss":' "$tmp/nodl.jsonl")" = 16 ] ||
+    fail "the blown-up run without --diverge-loss did not train its 16 steps"
+awk -F'"loss":' 'NF > 1 { split($2, v, ","); if (v[1] + 0 > 100) n++ } END { exit n < 8 }' "$tmp/nodl.jsonl" ||
+    fail "the run without --diverge-loss did not blow up (loss above 100 at 8 points)"
 # --eval-only of an empty checkpoint directory
 mkdir -p "$tmp/nock"
 "$bin" --data "$tmp/nock" --checkpoint-dir "$tmp/nock" --eval-only >/dev/null 2>"$tmp/err"

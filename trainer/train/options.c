@@ -186,6 +186,22 @@ static const _opt _opts[] = {
     {"max-nonfinite", _INT, _S(max_nonfinite), "N",
      "steps in a row whose summed gradients hold inf/nan that are skipped "
      "(no update) before the run stops as diverged [3]"},
+    {"diverge-loss", _DBL, _S(diverge_loss), "X",
+     "stop the run as diverged (exit 1, a \"diverged\" metrics record, "
+     "as for --max-nonfinite) once the training loss is above X at "
+     "--diverge-points progress points in a row: a loss that explodes far "
+     "above its start has diverged even while it stays finite (such a run "
+     "can sit at chance for its whole budget). The loss is the global "
+     "batch's as the progress lines print it (the mean over the steps "
+     "since the last line, every --print-every steps and at the end of an "
+     "epoch), so the rule acts there, on the host and the device update "
+     "paths alike. Off unless given: the right X depends on the model's "
+     "loss (ln of the classes at the start, more with label smoothing), "
+     "and a run far above it may still recover as its LR decays, so pick "
+     "X well above what a healthy run shows, e.g. 10 ln(classes) [0: off]"},
+    {"diverge-points", _INT, _S(diverge_points), "N",
+     "progress points in a row with the loss above --diverge-loss that "
+     "stop the run; more than 1 lets one noisy window pass [3]"},
     {"dry-run", _FLAG, _S(dry_run), NULL,
      "print the resolved configuration and schedule, then exit; with a "
      "cuda backend also the plan it would run (each BN's cuDNN call and "
@@ -219,6 +235,7 @@ void ttrain_config_defaults(ttrain_config *c)
     c->print_every = 20;
     c->keep = 3;
     c->max_nonfinite = 3;
+    c->diverge_points = 3;
     c->ckpt_timeout = 600;
 }
 
@@ -644,7 +661,28 @@ static int _validate_runtime(const ttrain_config *c)
     return 0;
 }
 
-/* Phase 4: checkpoints, resume, the stopping rules and the backend. */
+/* Phase 4: the rules that stop a run as diverged. */
+static int _validate_divergence(const ttrain_config *c)
+{
+    if (c->max_nonfinite < 0) {
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--max-nonfinite: %d must be >= 0",
+                                c->max_nonfinite);
+    }
+    if (c->diverge_loss < 0) {
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--diverge-loss: %g must be > 0 (0: off)",
+                                c->diverge_loss);
+    }
+    if (c->diverge_points < 1 || c->diverge_points > 1000000) {
+        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
+                                "--diverge-points: %d is not in 1..1000000",
+                                c->diverge_points);
+    }
+    return 0;
+}
+
+/* Phase 5: checkpoints, resume, the other stopping rules and the backend. */
 static int _validate_checkpoints(const ttrain_config *c)
 {
     if (c->resume && !c->ckpt_dir[0]) {
@@ -655,11 +693,6 @@ static int _validate_checkpoints(const ttrain_config *c)
         return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
                                 "--eval-only needs --checkpoint-dir "
                                 "(the checkpoint) and --data (the test split)");
-    }
-    if (c->max_nonfinite < 0) {
-        return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
-                                "--max-nonfinite: %d must be >= 0",
-                                c->max_nonfinite);
     }
     if (c->ckpt_every < 0 || c->keep < 1) {
         return TORUS_FAIL_USAGE(TTRAIN_EXIT_USAGE,
@@ -693,7 +726,8 @@ int ttrain_config_validate(ttrain_config *c)
 {
     int rc;
     if ((rc = _validate_inputs(c)) || (rc = _validate_schedule(c)) ||
-        (rc = _validate_runtime(c)) || (rc = _validate_checkpoints(c)))
+        (rc = _validate_runtime(c)) || (rc = _validate_divergence(c)) ||
+        (rc = _validate_checkpoints(c)))
         return rc;
     return 0;
 }

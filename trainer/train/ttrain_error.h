@@ -12,7 +12,7 @@ enum {
     TTRAIN_EDEVICE,   /* the GPU of a rank, or a build without one */
     TTRAIN_EDATA,     /* the data does not fit the model or the batch */
     TTRAIN_ERANKS,    /* ranks disagree, or another rank failed */
-    TTRAIN_EDIVERGED, /* inf/nan gradients past --max-nonfinite */
+    TTRAIN_EDIVERGED, /* inf/nan past --max-nonfinite, or --diverge-loss */
     TTRAIN_ENOCKPT,   /* no checkpoint to resume or evaluate */
 };
 

@@ -3,7 +3,8 @@
  * record, so that a sweep (trainer/sweep/run.c) reads a run that is still
  * going or that crashed. The records: a progress line's; an evaluation's;
  * "target_top1" when --target-top1 is reached; "diverged" when the run
- * ends on inf/nan gradients (a record a sweep can tell from a crash).
+ * ends on inf/nan gradients or a loss past --diverge-loss (a record a
+ * sweep can tell from a crash).
  * Every call but open takes a NULL file (no --metrics, or another rank)
  * and then does nothing. Errors: TORUS_FAIL (TTRAIN_EIO), the message in
  * torus_error_msg(). */

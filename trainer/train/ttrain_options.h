@@ -50,6 +50,8 @@ typedef struct {
     int resume;          /* continue from the newest checkpoint */
     int eval_only;       /* evaluate the newest checkpoint, then exit */
     int max_nonfinite;   /* inf/nan gradient steps skipped before failing */
+    double diverge_loss; /* stop when the loss stays above it (0: off) */
+    int diverge_points;  /* ... at this many progress points in a row */
     double comm_timeout; /* s without progress before a peer is lost (0:
                           * TCOMM_TIMEOUT, else 30; resolved by validate) */
     const char *comm_timeout_from; /* where it came from, for the plan */
