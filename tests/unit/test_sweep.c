@@ -5,9 +5,13 @@
  *     one, and curves with batches that missed the target;
  *   - the plan file round trip, and the LR grid around the linear rule;
  *   - the budget floor in steps (--min-steps) per batch;
+ *   - --diverge-loss: kept by the plan file only when set, hostile values
+ *     refused naming the option and the plan's line;
  *   - the results file: a good line, then hostile lines (bad JSON, unknown
- *     or missing fields, a task of another plan, a duplicate, a cut line),
- *     each refused with an error naming the file and line;
+ *     or missing fields, a task of another plan, a duplicate, a cut line,
+ *     a "diverged" other than 1 or on a task that reached the target),
+ *     each refused with an error naming the file and line; a diverged
+ *     task's line read back as written;
  *   - the summary line of a recipe names why it leaves perfect scaling;
  *   - a partial sweep: a batch with trials still to run is no miss yet;
  *   - a lower target read back from a task's evaluations (report --target),
@@ -184,6 +188,53 @@ START_TEST(test_min_steps)
 }
 END_TEST
 
+/* --diverge-loss: in the plan file only when set (an old plan reads and
+ * compares as before), read back; bad values refused naming the option,
+ * on the command line's path (expand) and in the file (the line where
+ * the settings are checked: the first task's, or the bad one's own). */
+START_TEST(test_plan_diverge_loss)
+{
+    char path[64], text[4096];
+    _plan(&_p);
+    snprintf(path, sizeof(path), "%s/plan-dl", _dir);
+    ck_assert_int_eq(tsweep_plan_write(&_p, path), 0);
+    ck_assert_int_eq(tsweep_plan_read(&_q, path), 0);
+    ck_assert(_q.diverge_loss == 0);
+    FILE *f = fopen(path, "r");
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    ck_assert_ptr_null(strstr(text, "diverge"));
+    _p.diverge_loss = 23;
+    ck_assert_int_eq(tsweep_plan_write(&_p, path), 0);
+    ck_assert_int_eq(tsweep_plan_read(&_q, path), 0);
+    ck_assert(_q.diverge_loss == 23);
+    const double bad[] = {-1, 1e16, NAN, INFINITY};
+    for (int i = 0; i < 4; i++) {
+        _p.diverge_loss = bad[i];
+        ck_assert_int_eq(tsweep_plan_expand(&_p), TSWEEP_EPLAN);
+        ck_assert_ptr_nonnull(strstr(torus_error_msg(), "--diverge-loss: "));
+    }
+    const char *line[] = {"diverge-loss -5\n", "diverge-loss nan\n",
+                          "diverge-loss 1e999\n", "diverge-loss\n",
+                          "diverge-loss 2 3\n"};
+    const char *want[] = {"plan:6: --diverge-loss: -5 is not in",
+                          "plan:5: 'diverge-loss'", "plan:5: 'diverge-loss'",
+                          "plan:5: 'diverge-loss'", "plan:5: 'diverge-loss'"};
+    snprintf(path, sizeof(path), "%s/plan", _dir);
+    for (int i = 0; i < 5; i++) {
+        snprintf(text, sizeof(text),
+                 "target 80\nbatches 32\nrecipe s=\ntrials 1\n%s"
+                 "task 0 32 s 0 0.10000000000000001\n",
+                 line[i]);
+        _write(path, text);
+        ck_assert_int_eq(tsweep_plan_read(&_q, path), TSWEEP_EPARSE);
+        ck_assert_msg(strstr(torus_error_msg(), want[i]), "%s: got '%s'",
+                      line[i], torus_error_msg());
+    }
+}
+END_TEST
+
 /* A plan file edited by hand: its line is named. */
 START_TEST(test_plan_hostile)
 {
@@ -271,6 +322,15 @@ static const char *const _bad[][2] = {
      "results.jsonl:2: task 99 is not in the plan"},
     {"{\"task\":5,\"batch\":32", "results.jsonl:2: the last line has no "
                                  "newline (a cut write?)"},
+    {"{\"task\":5,\"batch\":32,\"recipe\":\"lars\",\"trial\":2,\"lr\":4,"
+     "\"reached\":0,\"steps\":9,\"time\":1,\"top1\":10,\"diverged\":0}\n",
+     "results.jsonl:2: field \"diverged\": 0 is not in"},
+    {"{\"task\":5,\"batch\":32,\"recipe\":\"lars\",\"trial\":2,\"lr\":4,"
+     "\"reached\":0,\"steps\":9,\"time\":1,\"top1\":10,\"diverged\":true}\n",
+     "results.jsonl:2: field \"diverged\": boolean, not"},
+    {"{\"task\":5,\"batch\":32,\"recipe\":\"lars\",\"trial\":2,\"lr\":4,"
+     "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":10,\"diverged\":1}\n",
+     "results.jsonl:2: a task that reached the target did not diverge"},
 };
 
 START_TEST(test_results_hostile)
@@ -334,7 +394,23 @@ START_TEST(test_results_append)
     ck_assert(fabs(r[0].top1 - 71.5) < 1e-9);
     ck_assert_ptr_nonnull(tsweep_results_find(r, n, 17));
     ck_assert_ptr_null(tsweep_results_find(r, n, 3));
+    ck_assert_int_eq(r[0].diverged, 0);
     free(r);
+    /* A diverged task: the field on its line alone, read back. */
+    w.task = 16, w.trial = 1, w.lr = 2, w.diverged = 1;
+    ck_assert_int_eq(tsweep_results_append(path, &w), 0);
+    ck_assert_int_eq(tsweep_results_read(path, &_p, &r, &n), 0);
+    ck_assert_int_eq(n, 2);
+    ck_assert(r[0].diverged == 0 && r[1].diverged == 1 && r[1].task == 16);
+    free(r);
+    char text[1024];
+    FILE *f = fopen(path, "r");
+    size_t got = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[got] = '\0';
+    ck_assert_int_eq(strstr(text, "\"diverged\":1}\n") - text,
+                     (long)got - 14);
+    ck_assert_ptr_null(strstr(text, "\"diverged\":0"));
 }
 END_TEST
 
@@ -591,6 +667,7 @@ int main(void)
     tcase_add_test(tc, test_plan_roundtrip);
     tcase_add_test(tc, test_min_steps);
     tcase_add_test(tc, test_plan_hostile);
+    tcase_add_test(tc, test_plan_diverge_loss);
     tcase_add_test(tc, test_results_hostile);
     tcase_add_test(tc, test_results_append);
     tcase_add_test(tc, test_fcntl_locks);

@@ -31,6 +31,11 @@ tests_unit_test_sweep_LDADD = trainer/sweep/libtsweep.la $(CHECK_LIBS) -lm
 TESTS += tests/integration/sweep_report.sh
 EXTRA_DIST += tests/integration/sweep_report.sh
 
+# A task that blows up ends "diverged" with the plan's --diverge-loss,
+# spends its budget without it (no cluster).
+TESTS += tests/integration/sweep_diverge.sh
+EXTRA_DIST += tests/integration/sweep_diverge.sh
+
 # A two-batch sweep as a job array on the local Slurm cluster
 # (jobs/sweep.sbatch): results, resume, the PNG.
 TESTS += tests/integration/sweep_cluster.sh

@@ -142,6 +142,10 @@ static int _check(const tsweep_plan *p)
         return TORUS_FAIL(TSWEEP_EPLAN,
                           "--min-steps and --dataset-size go together (the "
                           "steps of an epoch at each batch), both > 0");
+    if (!(p->diverge_loss >= 0 && p->diverge_loss <= 1e15))
+        return TORUS_FAIL(TSWEEP_EPLAN,
+                          "--diverge-loss: %g is not in (0, 1e15] (0: off)",
+                          p->diverge_loss);
     if (!p->nbatches || !p->nrecipes)
         return TORUS_FAIL(TSWEEP_EPLAN, "no --batches or no --recipe");
     if (!_args_ok(p->train) || !_args_ok(p->launcher))
@@ -188,6 +192,8 @@ int tsweep_plan_write(const tsweep_plan *p, const char *path)
     if (p->min_steps)
         fprintf(f, "min-steps %ld\ndataset-size %ld\n", p->min_steps,
                 p->dataset_size);
+    if (p->diverge_loss)
+        fprintf(f, "diverge-loss %.17g\n", p->diverge_loss);
     fprintf(f, "train %s\nlauncher %s\nbatches ", p->train, p->launcher);
     for (int i = 0; i < p->nbatches; i++)
         fprintf(f, "%s%d", i ? "," : "", p->batch[i]);
@@ -240,6 +246,8 @@ static int _setting(tsweep_plan *p, const char *k, const char *v)
         p->base_lr = x;
     else if (!strcmp(k, "lr-spread"))
         p->lr_spread = x;
+    else if (!strcmp(k, "diverge-loss"))
+        p->diverge_loss = x;
     else if (!strcmp(k, "ref-batch") && x == (int)x)
         p->ref_batch = (int)x;
     else if (!strcmp(k, "trials") && x == (int)x)

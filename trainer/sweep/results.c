@@ -16,17 +16,19 @@
 #include "common/torus_json.h"
 #include "trainer/sweep/tsweep.h"
 
-/* The fields, in the order they are written. */
+/* The fields, in the order they are written; the last, "diverged", only
+ * where it is 1 (a results file from before it reads as it did). */
 static const char *const _field[] = {"task",  "batch", "recipe",
                                      "trial", "lr",    "reached",
-                                     "steps", "time",  "top1"};
+                                     "steps", "time",  "top1",
+                                     "diverged"};
 #define _NF ((int)(sizeof(_field) / sizeof(_field[0])))
 
 /* The typed, range-checked fields of one parsed line into r (json-c
  * checked the JSON, torus_json the duplicates and the line's shape). */
 static int _fields(const torus_json_rec *j, tsweep_result *r)
 {
-    long long task, batch, trial, reached, steps;
+    long long task, batch, trial, reached, steps, diverged = 0;
     if (torus_json_only(j, _field, _NF) ||
         torus_json_int(j, "task", 0, 999999, &task) ||
         torus_json_int(j, "batch", 0, 1 << 24, &batch) ||
@@ -36,13 +38,19 @@ static int _fields(const torus_json_rec *j, tsweep_result *r)
         torus_json_int(j, "reached", 0, 1, &reached) ||
         torus_json_int(j, "steps", 0, 1000000000000000LL, &steps) ||
         torus_json_num(j, "time", 0, 1e15, &r->time) ||
-        torus_json_num(j, "top1", 0, 100, &r->top1))
+        torus_json_num(j, "top1", 0, 100, &r->top1) ||
+        (torus_json_has(j, "diverged") &&
+         torus_json_int(j, "diverged", 1, 1, &diverged)))
         return TSWEEP_EPARSE;
+    if (diverged && reached)
+        return TORUS_FAIL(TSWEEP_EPARSE, "%s:%ld: a task that reached the "
+                          "target did not diverge", j->path, j->line);
     if (!(r->lr > 0))
         return TORUS_FAIL(TSWEEP_EPARSE, "%s:%ld: field \"lr\": must be "
                           "above 0", j->path, j->line);
     r->task = (int)task, r->batch = (int)batch, r->trial = (int)trial;
     r->reached = (int)reached, r->steps = (long)steps;
+    r->diverged = (int)diverged;
     return 0;
 }
 
@@ -134,6 +142,8 @@ int tsweep_results_append(const char *path, const tsweep_result *r)
     torus_json_int64(o, "steps", r->steps);
     torus_json_fixed(o, "time", r->time, 3);
     torus_json_fixed(o, "top1", r->top1, 4);
+    if (r->diverged)
+        torus_json_int64(o, "diverged", 1);
     const char *text = torus_json_text(o);
     int len = text ? snprintf(line, sizeof(line), "%s\n", text) : -1;
     json_object_put(o);

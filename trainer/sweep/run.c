@@ -54,7 +54,7 @@ static int _split(char *buf, size_t size, const char *s, char **argv, int *n)
 
 typedef struct {
     char words[3][TSWEEP_ARGS_LEN];
-    char num[7][64];
+    char num[8][64];
     char metrics[1024], ckpt[1024];
     char *argv[_MAX_ARGS];
 } _cmd;
@@ -104,6 +104,11 @@ static int _command(const tsweep_plan *p, const tsweep_task *t,
         snprintf(c->num[6], 64, "%ld", p->max_steps);
         c->argv[n++] = "--max-steps";
         c->argv[n++] = c->num[6];
+    }
+    if (p->diverge_loss) {
+        snprintf(c->num[7], 64, "%.17g", p->diverge_loss);
+        c->argv[n++] = "--diverge-loss";
+        c->argv[n++] = c->num[7];
     }
     c->argv[n] = NULL;
     return 0;
@@ -244,6 +249,7 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
                        .batch = t->batch,
                        .trial = t->trial,
                        .lr = t->lr,
+                       .diverged = st != 0,
                        .time = total};
     snprintf(r.recipe, sizeof(r.recipe), "%s", p->recipe[t->recipe].name);
     if (tsweep_outcome(c.metrics, -1, &r))
@@ -255,9 +261,9 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
             "torus-sweep: task %d: %s at global step %ld, %.1f s (top-1 "
             "%.2f%%)\n",
             t->id,
-            r.reached ? "target reached"
-            : st      ? "diverged"
-                      : "budget spent",
+            r.reached    ? "target reached"
+            : r.diverged ? "diverged"
+                         : "budget spent",
             r.steps, r.time, r.top1);
     return 0;
 }

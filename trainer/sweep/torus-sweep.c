@@ -75,6 +75,11 @@ static const char _help[] =
     "                        S (with --dataset-size) [0: none]\n"
     "    --dataset-size N    training images per epoch, for --min-steps\n"
     "    --eval-images N     evaluate every ~N training images [10000]\n"
+    "    --diverge-loss X    every task's torus-train --diverge-loss: a task\n"
+    "                        whose training loss stays above X (at 3\n"
+    "                        progress points in a row) stops as diverged\n"
+    "                        instead of spending its budget at chance; its\n"
+    "                        results line says \"diverged\":1 [0: off]\n"
     "\n"
     "RUN AND REPORT OPTIONS\n"
     "    --torus-train PATH  the torus-train to run (else $TORUS_TRAIN, else\n"
@@ -148,6 +153,7 @@ static const struct option _plan_opts[] = {{"target", 1, 0, 't'},
                                            {"eval-images", 1, 0, 'E'},
                                            {"min-steps", 1, 0, 'S'},
                                            {"dataset-size", 1, 0, 'N'},
+                                           {"diverge-loss", 1, 0, 'D'},
                                            {0, 0, 0, 0}};
 
 /* A number option into *x; 2 (after the message) when it is not one. */
@@ -186,6 +192,8 @@ static int _plan_opt(tsweep_plan *p, int c, const char *v, const char *name)
         p->base_lr = x;
     else if (c == 's')
         p->lr_spread = x;
+    else if (c == 'D')
+        p->diverge_loss = x;
     else if (x != (long)x || x < 0 || x > 1e12) {
         fprintf(stderr,
                 "torus-sweep: --%s: '%s' is not a whole number (see --help)\n",

@@ -46,6 +46,8 @@ typedef struct {
     long min_steps;    /* a budget floor in steps (0: none), which needs */
     long dataset_size; /* the training images per epoch (0: unknown) */
     long eval_images;  /* evaluate every ~this many training images */
+    double diverge_loss; /* every task's torus-train --diverge-loss (0:
+                          * off): a blown-up task ends as diverged */
     char train[TSWEEP_ARGS_LEN];    /* options every task shares */
     char launcher[TSWEEP_ARGS_LEN]; /* prefix such as "srun --mpi=pmix" */
     int nbatches;
@@ -57,12 +59,14 @@ typedef struct {
         task[TSWEEP_MAX_BATCHES * TSWEEP_MAX_RECIPES * TSWEEP_MAX_TRIALS];
 } tsweep_plan;
 
-/* One finished task (a results line). */
+/* One finished task (a results line; "diverged" only where it is 1, so
+ * the other lines read as they always did). */
 typedef struct {
     int task, batch, trial;
     char recipe[TSWEEP_NAME_LEN];
     double lr;
     int reached; /* the target top-1 was reached */
+    int diverged; /* torus-train stopped it as diverged (not reached) */
     long steps;  /* global steps to the target (or run, when not reached) */
     double time; /* torus-train wall seconds over all attempts */
     double top1; /* top-1 at the target, or the best seen */

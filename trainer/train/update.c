@@ -148,11 +148,16 @@ static int _dev_apply(ttrain_update *u, long gstep, double lr)
     return rc ? torus_error_prefix(rc, "optimizer") : 0;
 }
 
+/* The device's --max-nonfinite stop is seen here, late: the "diverged"
+ * record as on the host, so a sweep tells it from a crash. */
 static int _dev_sync(ttrain_update *u, long gstep, double lr,
                      double *loss_sum, int *applied)
 {
-    return ttrain_dstep_sync(&u->ds, gstep, lr, &u->skipped, loss_sum,
-                             applied);
+    int rc = ttrain_dstep_sync(&u->ds, gstep, lr, &u->skipped, loss_sum,
+                               applied);
+    if (rc == TTRAIN_EDIVERGED)
+        ttrain_metrics_diverged(u->mf, gstep);
+    return rc;
 }
 
 static void _dev_describe(const ttrain_update *u, FILE *f)
