@@ -23,6 +23,7 @@
 #   TRIALS [3] LR trials (a factor 2 apart), ONLY_TRIAL=K: run trial K only,
 #   SGD_LR [0.4], LARS_LR [8] (base LRs at batch 256), BATCHES
 #   [32:8192], ORDER [128 1024 8192 32 512 4096 256 2048 64],
+#   DIVERGE_LOSS [23] (the plan's --diverge-loss; 0: off),
 #   SWEEP [WORKDIR/sweep], FMNIST_SRC [/usr/share/datasets/fashion-mnist].
 set -uo pipefail
 me=$(basename "$0")
@@ -47,9 +48,15 @@ if [ ! -f "$dir/plan" ]; then
     # leaves BN and bias parameters out of the trust ratio and the weight
     # decay (torus-train's default).
     sched="--warmup-epochs 2 --decay poly --weight-decay 5e-4"
+    # A task whose training loss stays above 23, ten times chance (ln 10
+    # = 2.3 for 10 classes), at 3 progress points in a row stops as
+    # diverged: in the first sweep LARS at 8192 (LR 8) sat at a finite
+    # loss of 128 to 362 and 16% top-1 for its whole budget (2,100 s).
+    # Of that sweep's first 20 tasks, the 4 this would have stopped all
+    # missed the target; no other task's progress loss went above 3.3.
     "$sweep" plan "$dir" --target "${TARGET:-88}" --batches "${BATCHES:-32:8192}" \
         --trials "${TRIALS:-3}" --lr-spread 2 --ref-batch 256 --epochs "${EPOCHS:-24}" \
-        --eval-images 16384 \
+        --eval-images 16384 --diverge-loss "${DIVERGE_LOSS:-23}" \
         --train "--data $W/data --model cifar-resnet --depth 8 --image-size ${SIZE:-14} --channels 1 --classes 10 --backend dnnl --threads 1 --print-every 1000" \
         --recipe "sgd=--lr ${SGD_LR:-0.4} $sched" \
         --recipe "lars=--lars --lars-eta 0.001 --lr ${LARS_LR:-8} $sched" || exit 1
