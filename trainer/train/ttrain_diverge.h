@@ -7,7 +7,8 @@
  * applied steps since the last line), the one value of the loss that both
  * update paths have (the device step hands its loss back only there), and
  * stops the run once that loss is above the limit at `points` progress
- * points in a row: one noisy window passes. Off with limit 0.
+ * points in a row: one noisy window passes. Off with limit 0. The count
+ * lives in this process only: a resumed run counts afresh.
  * Plain C, no rank logic: the caller passes a loss every rank agrees on.
  * Errors: TORUS_FAIL (TTRAIN_EDIVERGED), the message in torus_error_msg()
  * with "training diverged" in front, as for the inf/nan rule. */
