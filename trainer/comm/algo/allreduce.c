@@ -13,6 +13,33 @@
 #include "trainer/comm/algo/algo.h"
 #include "trainer/comm/core/wire.h"
 
+/* One algorithm along r over count > 0 floats (f: the scale and the count
+ * that hier, hier-rs and torus2d fold into their node stage). */
+static tcomm_rc _dispatch(tcomm_t *c, float *buf, size_t count,
+                          const tc_route *r, tc_fold *f)
+{
+    /* Nothing to exchange on one rank, but the result still carries wire
+     * precision so one rank and many agree on what fp16 means. */
+    if (c->info.size == 1)
+        return tc_ring_allgather(c, &c->scr, &c->world, buf, count, r->wire);
+    switch (r->algo) {
+    case TCOMM_ALGO_FLAT:
+        return tc_flat_allreduce(c, buf, count, r->wire);
+    case TCOMM_ALGO_RING:
+        return tc_ring_allreduce(c, &c->scr, &c->world, buf, count, r->wire);
+    case TCOMM_ALGO_HIER:
+        return tc_hier_allreduce(c, buf, count, r->wire, r->pieces, f);
+    case TCOMM_ALGO_HIER_RS:
+        return tc_2d_allreduce(c, &c->group, &c->peers, buf, count, r->wire,
+                               r->pieces, f);
+    case TCOMM_ALGO_TORUS2D:
+        return tc_2d_allreduce(c, &c->row, &c->col, buf, count, r->wire,
+                               r->pieces, f);
+    default:
+        return TORUS_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)r->algo);
+    }
+}
+
 tcomm_rc tc_allreduce_run(tcomm_t *c, float *buf, size_t count,
                           const tc_route *r, unsigned flags, tcomm_result *res)
 {
@@ -37,35 +64,8 @@ tcomm_rc tc_allreduce_run(tcomm_t *c, float *buf, size_t count,
                  algo == TCOMM_ALGO_TORUS2D);
     if (!folds)
         tc_fold_before(&f, buf, count);
-    if (count == 0) {
-        rc = TCOMM_OK;
-    } else if (c->info.size == 1) {
-        /* Nothing to exchange, but the result still carries wire precision
-         * so one rank and many agree on what fp16 means. */
-        rc = tc_ring_allgather(c, &c->scr, &c->world, buf, count, wire);
-    } else {
-        switch (algo) {
-        case TCOMM_ALGO_FLAT:
-            rc = tc_flat_allreduce(c, buf, count, wire);
-            break;
-        case TCOMM_ALGO_RING:
-            rc = tc_ring_allreduce(c, &c->scr, &c->world, buf, count, wire);
-            break;
-        case TCOMM_ALGO_HIER:
-            rc = tc_hier_allreduce(c, buf, count, wire, r->pieces, &f);
-            break;
-        case TCOMM_ALGO_HIER_RS:
-            rc = tc_2d_allreduce(c, &c->group, &c->peers, buf, count, wire,
-                                 r->pieces, &f);
-            break;
-        case TCOMM_ALGO_TORUS2D:
-            rc = tc_2d_allreduce(c, &c->row, &c->col, buf, count, wire,
-                                 r->pieces, &f);
-            break;
-        default:
-            rc = TORUS_FAIL(TCOMM_ERR_ARG, "unknown algorithm %d", (int)algo);
-        }
-    }
+    if (count)
+        rc = _dispatch(c, buf, count, r, &f);
     if (rc)
         return rc;
     if (!folds)
