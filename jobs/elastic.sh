@@ -8,10 +8,12 @@
 #                               start, the stored one after; a different
 #                               BATCH at a later start is refused (exit 2)
 #   elastic_note_start          the start line, the restart cap
+#   elastic_traps               USR1/TERM: checkpoint and requeue
 #   elastic_train CMD...        srun CMD on the job's nodes still up, again
 #                               (--resume) after a lost rank, and the
 #                               requeue on USR1/TERM; returns torus-train's
 #                               status (3 = requeued, the caller exits 0)
+# and, for its srun options, elastic_ranks_per_node and elastic_gpu_opts.
 # Membership is Slurm's: the allocation at each start (whatever node count
 # in --nodes=MIN-MAX it gave) and, after a node is lost, the job's node list
 # as slurmctld now has it (a --no-kill job keeps going without the node)
@@ -19,19 +21,46 @@
 # folder's global-batch and starts files.
 # Every name here starts with elastic_ (_elastic_ for the helpers).
 
+# The GPUs the job asked per node (--gpus-per-node=[TYPE:]N), or nothing
+# when it asked none that way.
+_elastic_gpus_asked() {
+    [ -z "${SLURM_GPUS_PER_NODE:-}" ] || echo "${SLURM_GPUS_PER_NODE##*:}"
+}
+
 # The ranks per node, from the allocation: the task count asked per node
-# (--ntasks-per-node), else a rank per granted GPU, else the node's CPUs
-# (the fewest of any node) over --cpus-per-task.
+# (--ntasks-per-node) if any; else a rank per GPU asked per node
+# (--gpus-per-node), or per GPU on the node when the job asked none that
+# way (whole nodes bring theirs); else the node's CPUs (the fewest of any
+# node) over --cpus-per-task.
 elastic_ranks_per_node() {
+    local asked
+    asked=$(_elastic_gpus_asked)
     if [ -n "${SLURM_NTASKS_PER_NODE:-}" ]; then
         echo "$SLURM_NTASKS_PER_NODE"
-    elif [ "${SLURM_GPUS_ON_NODE:-0}" -gt 0 ] 2>/dev/null; then
+    elif [ "${asked:-0}" -gt 0 ] 2>/dev/null; then
+        echo "$asked"
+    elif [ -z "$asked" ] && [ "${SLURM_GPUS_ON_NODE:-0}" -gt 0 ] 2>/dev/null; then
         echo "$SLURM_GPUS_ON_NODE"
     else
         # SLURM_JOB_CPUS_PER_NODE looks like 8(x3),4.
         local cpus
         cpus=$(tr ',' '\n' <<<"${SLURM_JOB_CPUS_PER_NODE:?}" | sed 's/(.*//' | sort -n | head -1)
         echo $((cpus / ${SLURM_CPUS_PER_TASK:-1} > 0 ? cpus / ${SLURM_CPUS_PER_TASK:-1} : 1))
+    fi
+}
+
+# srun's GPU option for a step: a GPU per rank where the job asked GPUs
+# per node; none where it asked 0 on nodes that have some (--exclusive
+# grants a node's GPUs, and a step asking none would see them all);
+# nothing otherwise (every rank sees the node's GPUs and torus-train picks
+# its local rank's).
+elastic_gpu_opts() {
+    local asked
+    asked=$(_elastic_gpus_asked)
+    if [ "${asked:-0}" -gt 0 ] 2>/dev/null; then
+        echo "--gpus-per-task=1"
+    elif [ "$asked" = 0 ] && [ "${SLURM_GPUS_ON_NODE:-0}" -gt 0 ] 2>/dev/null; then
+        echo "--gres=gpu:0"
     fi
 }
 

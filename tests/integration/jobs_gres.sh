@@ -3,12 +3,14 @@
 # declares GPUs as GRES (tests/cluster/up --gpus 2: fake device nodes, no
 # driver behind them) and binds tasks to CPUs (--bind). One cluster, 2
 # nodes of 2 CPUs; each check fails on the scripts as they were:
-#   1. train-imagenet.sbatch asks for a GPU per task (Slurm grants it:
-#      SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES) and memory per CPU; the
+#   1. train-imagenet.sbatch asks for GPUs per node (here 1) and each step
+#      a GPU per task (Slurm grants it: SLURM_STEP_GPUS,
+#      CUDA_VISIBLE_DEVICES) and memory per CPU; the
 #      trainer, granted a GPU it cannot drive, stops naming the reason
 #      (no NVIDIA driver) instead of training on the CPU; eval.sbatch
 #      (after 2, on that run's checkpoint) alike.
-#   2. The same job on the CPU (--gpus-per-task=0): srun gets -c, so the
+#   2. The same job on the CPU (--gpus-per-node=0; its whole nodes still
+#      bring their GPUs, which its steps do not take): srun gets -c, so the
 #      rank's CPU mask holds its threads (no "run by turns" warning); the
 #      banner says why auto chose the CPU; a BATCH of the submitting shell
 #      changes nothing; a TERM to the batch shell during the trainer's
@@ -51,20 +53,21 @@ fi
 field() { scontrol show job "$1" | grep -o "$2=[^ ]*" | head -1; }
 train=("$jobs/train-imagenet.sbatch" --data "$tmp/ds" --batch 4 --epochs 1 --warmup 0)
 
-# 1. The GPU job as written (only -c cut to this cluster's 2 CPUs).
-j=$(sbatch --parsable -N2 --ntasks-per-node=1 -c 2 -o gpu.out "${train[@]}" --run "$tmp/gpu")
-[ "$(field "$j" TresPerTask)" = TresPerTask=gres:gpu:1 ] && [ "$(field "$j" MinMemoryCPU)" = MinMemoryCPU=4G ] ||
-    tl_fail "train-imagenet.sbatch asks for '$(field "$j" TresPerTask)' and '$(field "$j" MinMemoryCPU)', expected a GPU per task and 4G per CPU"
+# 1. The GPU job as written (only -c and the GPUs per node cut to this
+# cluster's 2 CPUs, a rank a node).
+j=$(sbatch --parsable -N2 --ntasks-per-node=1 --gpus-per-node=1 -c 2 -o gpu.out "${train[@]}" --run "$tmp/gpu")
+[ "$(field "$j" TresPerNode)" = TresPerNode=gres:gpu:1 ] && [ "$(field "$j" MinMemoryCPU)" = MinMemoryCPU=4G ] ||
+    tl_fail "train-imagenet.sbatch asks for '$(field "$j" TresPerNode)' and '$(field "$j" MinMemoryCPU)', expected GPUs per node and 4G per CPU"
 tl_wait_gone "$j" 120
 grep -q "rank [01]: Slurm granted this step GPUs (SLURM_STEP_GPUS=[01]), but --backend auto cannot use them: .*$why" gpu.out &&
     ! grep -q '^done: ' gpu.out && [ "$(field "$j" JobState)" = JobState=FAILED ] ||
     tl_fail "a rank granted a GPU without a driver did not stop naming it ($(field "$j" JobState)): $(cat gpu.out)"
-echo "ok: train-imagenet.sbatch: $(field "$j" TresPerTask), $(field "$j" MinMemoryCPU); $(grep -o 'rank 0: Slurm granted.*cannot use them' gpu.out | head -1)"
+echo "ok: train-imagenet.sbatch: $(field "$j" TresPerNode), $(field "$j" MinMemoryCPU); $(grep -o 'rank 0: Slurm granted.*cannot use them' gpu.out | head -1)"
 
 # 2. On the CPU, with BATCH in the environment and a TERM during start-up
 # (rank 0 sleeps 4 s before it builds the model: TTRAIN_TEST_SLEEP).
 j=$(BATCH=999 TTRAIN_TEST_SLEEP=start:0:0:4 sbatch --parsable -N2 --ntasks-per-node=1 -c 2 \
-    --gpus-per-task=0 -o cpu.out "${train[@]}" --run "$tmp/cpu")
+    --gpus-per-node=0 -o cpu.out "${train[@]}" --run "$tmp/cpu")
 for _ in $(seq 600); do grep -q '^== training: ' cpu.out 2>/dev/null && break; sleep 0.2; done
 grep -q '^== training: ' cpu.out || tl_fail "the CPU job did not start training: $(cat cpu.out)"
 sleep 1
@@ -97,7 +100,7 @@ grep -q "Slurm granted this step GPUs (SLURM_STEP_GPUS=[01]), but --backend auto
 echo "ok: eval.sbatch: $(field "$j" TresPerTask), stopped naming the GPU it cannot use"
 
 # 3. A job that starts again and again from the same checkpoint stops.
-j=$(TORUS_MAX_IDLE_RESTARTS=1 sbatch --parsable --hold -N2 --ntasks-per-node=1 -c 1 --gpus-per-task=0 \
+j=$(TORUS_MAX_IDLE_RESTARTS=1 sbatch --parsable --hold -N2 --ntasks-per-node=1 -c 1 --gpus-per-node=0 \
     -o idle.out "${train[@]}" --run "$tmp/idle")
 mkdir -p "$tmp/idle"
 printf '%s none\n' "$j" "$j" >"$tmp/idle/starts"

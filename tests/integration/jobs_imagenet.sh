@@ -20,8 +20,10 @@
 #   5. eval.sbatch on that run prints the top-1/top-5 (and loss) of the
 #      run's own final evaluation.
 #   6. Another --batch for that run folder is refused before srun.
+#   7. -N1-2 with no task count trains on both nodes, 2 ranks each.
 # The tiny model (TORUS_MODEL_ARGS), the jobs' asks cut to a node of
-# this cluster (no GPU: --gpus-per-task=0; 1 CPU and 512 MB per task) and rank 0 sleeping 0.4 s a step in the
+# this cluster (no GPU: --gpus-per-node=0 for train-imagenet.sbatch,
+# --gpus-per-task=0 for eval.sbatch; 1 CPU and 512 MB per task) and rank 0 sleeping 0.4 s a step in the
 # preempted run (TTRAIN_TEST_SLEEP, a window for the signal) are the only
 # test settings; everything else is the jobs' own.
 set -euo pipefail
@@ -112,12 +114,13 @@ export TORUS_TRAIN_ARGS="--bucket-kb 4096"
 export TORUS_THREADS=1 TORUS_PRINT_EVERY=1
 # A CPU cluster of 2-CPU nodes: no GPU, one CPU and 512 MB per task.
 cpu_job=(--gpus-per-task=0 --cpus-per-task=1 --mem-per-cpu=512M)
+cpu_train=(--gpus-per-node=0 --cpus-per-task=1 --mem-per-cpu=512M)
 train=("$jobs/train-imagenet.sbatch" --data "$out" --batch 8 --epochs 3 --warmup 1)
 # A start that OpenMPI itself crashed (see tl_srun_mpi) is submitted again,
 # from scratch: its run (and stage) folders are removed first.
 for try in 1 2 3; do
     rc=0
-    sbatch --wait -N2 --ntasks-per-node=1 "${cpu_job[@]}" -o ref.out "${train[@]}" --run "$t/runs/ref" >/dev/null || rc=$?
+    sbatch --wait -N2 --ntasks-per-node=1 "${cpu_train[@]}" -o ref.out "${train[@]}" --run "$t/runs/ref" >/dev/null || rc=$?
     [ $rc != 0 ] && [ $try -lt 3 ] && tl_mpi_crashed ref.out || break
     echo "RETRY: reference run try $try: OpenMPI crashed inside MPI_Init" >&2
     rm -rf "$t/runs/ref"
@@ -126,7 +129,7 @@ done
 href=$(sed -n 's/^state hash \([0-9a-f]*\) at global step 12$/\1/p' ref.out)
 [ -n "$href" ] || tl_fail "reference run printed no final state hash: $(tail -5 ref.out)"
 for try in 1 2 3; do
-    j=$(TTRAIN_TEST_SLEEP=step:0:0:0.4 sbatch --parsable -N2 --ntasks-per-node=1 "${cpu_job[@]}" -o pre.out "${train[@]}" \
+    j=$(TTRAIN_TEST_SLEEP=step:0:0:0.4 sbatch --parsable -N2 --ntasks-per-node=1 "${cpu_train[@]}" -o pre.out "${train[@]}" \
         --run "$t/runs/pre" --stage "$t/local-pre/%n")
     for _ in $(seq 600); do
         grep -q '^epoch 0 step 2/' pre.out 2>/dev/null && break
@@ -185,8 +188,15 @@ echo "ok: eval.sbatch: $(tail -2 eval.out | tr '\n' ' ')as the run's last evalua
 # 6. The run's global batch is fixed (jobs/elastic.sh): another --batch
 # for its folder stops before any srun, saying so in one sentence.
 rc=0
-sbatch --wait -N2 --ntasks-per-node=1 "${cpu_job[@]}" -o batch.out "${train[@]}" --run "$t/runs/pre" --batch 16 >/dev/null || rc=$?
+sbatch --wait -N2 --ntasks-per-node=1 "${cpu_train[@]}" -o batch.out "${train[@]}" --run "$t/runs/pre" --batch 16 >/dev/null || rc=$?
 [ $rc != 0 ] && grep -q "^train-imagenet: this run's global batch is 8, fixed at its first start ($t/runs/pre/global-batch), and a restart may not change it to 16: submit the new batch with a new run folder$" batch.out &&
     ! grep -q '^== training: ' batch.out || tl_fail "--batch 16 on a run of batch 8 was not refused before srun (rc $rc): $(cat batch.out)"
 echo "ok: $(grep -o "this run's global batch is 8.*" batch.out)"
-echo "PASS: ImageNet jobs: pack array, stage, train, preempt, requeue, bitwise resume, eval, batch fixed"
+# 7. A node range and no task count: the job takes both nodes, whole, and
+# a rank per --cpus-per-task CPUs of each (2 CPUs: 2 ranks a node).
+sbatch --wait -N1-2 "${cpu_train[@]}" -o range.out "${train[@]}" --run "$t/runs/range" -- --max-steps 2 >/dev/null ||
+    tl_fail "the node-range job failed: $(tail -20 range.out)"
+grep -q '^== train-imagenet: start 1, step 1: 2 nodes (n1,n2) x 2 ranks = 4 ranks, global batch 8, from the beginning$' range.out &&
+    grep -q '^done: global step 2;' range.out || tl_fail "-N1-2 did not train on 2 nodes x 2 ranks: $(grep -E '^==|^done' range.out)"
+echo "ok: -N1-2 without a task count: $(grep -o '2 nodes (n1,n2) x 2 ranks = 4 ranks' range.out)"
+echo "PASS: ImageNet jobs: pack array, stage, train, preempt, requeue, bitwise resume, eval, batch fixed, node range"
