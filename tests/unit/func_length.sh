@@ -1,6 +1,6 @@
 #!/bin/bash
 # tests/unit/func_length.sh: no function of trainer/, data/, topology/ or
-# plugins/ is longer than 60 lines (one screen; issue #38 asked for 80),
+# plugins/ is longer than 60 lines (one screen),
 # beyond the named ones in the table `long`, each with its reason;
 # error_codes.sh's sibling.
 # A function's length is the lines between its opening and its closing
