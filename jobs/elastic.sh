@@ -3,7 +3,8 @@
 #
 # Contract: the sourcing script sets ELASTIC_NAME (its name in messages),
 # ELASTIC_RUN (the run folder, checkpoints in ELASTIC_RUN/checkpoints,
-# metrics in ELASTIC_RUN/metrics.jsonl) and calls, in this order:
+# metrics in ELASTIC_RUN/metrics.jsonl) and calls, in this order (the
+# traps may come anywhere before elastic_train):
 #   elastic_fix_batch BATCH     the run's global batch: BATCH at the first
 #                               start, the stored one after; a different
 #                               BATCH at a later start is refused (exit 2)
@@ -20,6 +21,7 @@
 # less the nodes that no longer answer. No state of our own but the run
 # folder's global-batch and starts files.
 # Every name here starts with elastic_ (_elastic_ for the helpers).
+# shellcheck shell=bash
 
 # The GPUs the job asked per node (--gpus-per-node=[TYPE:]N), or nothing
 # when it asked none that way.
@@ -129,21 +131,24 @@ _elastic_trim_metrics() {
 }
 
 # USR1 (the time limit's --signal, send_user_signal preemption) and TERM
-# (preemption without it) alike: outside a step they only requeue;
-# during it they go on to the step (srun forwards USR1 to every task, and
-# torus-train answers with a checkpoint and status 3).
+# (preemption without it) alike: the job is to be requeued
+# (ELASTIC_SIGNALED stays set: elastic_train looks at it before it
+# launches a step and when a step ends, so a signal that comes between
+# steps is not forgotten); during a step it goes on to the step (srun
+# forwards USR1 to every task, and torus-train answers with a checkpoint
+# and status 3).
 _elastic_on_signal() {
-    if [ -z "${_elastic_step:-}" ]; then
-        ELASTIC_EARLY=1
+    ELASTIC_SIGNALED=1
+    if [ -z "${_elastic_pid:-}" ]; then
         echo "== $1 while no training step runs: requeueing"
         return
     fi
     echo "== $1: asking torus-train for a checkpoint, then requeueing"
-    kill -USR1 "$_elastic_step" 2>/dev/null || true
+    kill -USR1 "$_elastic_pid" 2>/dev/null || true
 }
 
 elastic_traps() {
-    _elastic_step= ELASTIC_EARLY=0
+    _elastic_pid='' ELASTIC_SIGNALED=0
     trap '_elastic_on_signal USR1' USR1
     trap '_elastic_on_signal TERM' TERM
 }
@@ -160,14 +165,21 @@ _elastic_step() {
     shift 3
     SLURM_JOB_NUM_NODES=$n SLURM_NNODES=$n SLURM_JOB_NODELIST=$nodes SLURM_NODELIST=$nodes \
         srun --no-kill -N "$n" -w "$nodes" --ntasks-per-node="$rpn" "$@" &
-    _elastic_step=$!
-    wait "$_elastic_step"
+    _elastic_pid=$!
+    wait "$_elastic_pid"
     _elastic_rc=$?
-    while [ $_elastic_rc -gt 128 ] && kill -0 "$_elastic_step" 2>/dev/null; do
-        wait "$_elastic_step"
+    while [ $_elastic_rc -gt 128 ] && kill -0 "$_elastic_pid" 2>/dev/null; do
+        wait "$_elastic_pid"
         _elastic_rc=$?
     done
-    _elastic_step=
+    _elastic_pid=
+}
+
+# The requeue of a job signalled while no step ran: what is on disk is
+# all there is to keep.
+_elastic_requeue_signalled() {
+    echo "== requeueing job $SLURM_JOB_ID after the signal (the next start takes the nodes Slurm gives within the job's range)"
+    scontrol requeue "$SLURM_JOB_ID"
 }
 
 elastic_train() {
@@ -175,17 +187,14 @@ elastic_train() {
     [[ $max =~ ^[0-9]+$ ]] || { echo "$ELASTIC_NAME: TORUS_MAX_RELAUNCHES must be a whole number (got '$max')" >&2; exit 2; }
     rpn=$(elastic_ranks_per_node)
     while :; do
-        # A signal while no step ran (staging, or between a lost step and
-        # its relaunch): nothing to checkpoint beyond what is on disk.
-        if [ "$ELASTIC_EARLY" = 1 ]; then
-            scontrol requeue "$SLURM_JOB_ID"
-            return 3
-        fi
         nodes=$(elastic_live_nodes | paste -sd,)
         n=$(tr ',' '\n' <<<"$nodes" | grep -c .)
         [ "$n" -gt 0 ] || { echo "$ELASTIC_NAME: no node of job $SLURM_JOB_ID is up" >&2; return 1; }
         at=$(elastic_newest_step "$ELASTIC_RUN/checkpoints")
         _elastic_trim_metrics "$at"
+        # A signal while no step ran (staging, the work above, or between
+        # a lost step and its relaunch): requeue instead of launching.
+        [ "$ELASTIC_SIGNALED" = 1 ] && { _elastic_requeue_signalled; return 3; }
         echo "== $ELASTIC_NAME: start $ELASTIC_START, step $((relaunch + 1)): $n nodes ($nodes) x $rpn ranks = $((n * rpn)) ranks, global batch $ELASTIC_BATCH, $([ -n "$at" ] && echo "resuming at global step $at" || echo "from the beginning")${why:+ ($why)}"
         _elastic_step "$nodes" "$n" "$rpn" "$@"
         case $_elastic_rc in
@@ -195,6 +204,8 @@ elastic_train() {
             # while starting). Either way the nodes still up can go on.
             local what="a rank was lost (exit status 5)"
             [ "$_elastic_rc" = 5 ] || what="the start-up did not finish (exit status 4)"
+            # Signalled while this step died: requeue, do not relaunch.
+            [ "$ELASTIC_SIGNALED" = 1 ] && { echo "== $ELASTIC_NAME: $what"; _elastic_requeue_signalled; return 3; }
             relaunch=$((relaunch + 1))
             if [ $relaunch -gt "$max" ]; then
                 echo "$ELASTIC_NAME: $what for the $relaunch. time in this start; stopping after TORUS_MAX_RELAUNCHES=$max relaunches" >&2

@@ -149,6 +149,9 @@ scontrol show job "$j" | grep -q 'JobState=COMPLETED' ||
 [ "$(steps "$t/el/metrics.jsonl" | tr '\n' ' ')" = "$(seq -s ' ' 1 64) " ] ||
     tl_fail "global steps not 1..64 once each: $(steps "$t/el/metrics.jsonl" | wc -l) lines, repeated: $(steps "$t/el/metrics.jsonl" | sort -n | uniq -d | tr '\n' ' ')"
 lrb() { sed -n 's/.*"global_step":\([0-9]*\),"images.*"lr":\([^,]*\),"global_batch":\([0-9]*\).*/\1 \2 \3/p' "$1"; }
+# (a pattern that matched no line would compare nothing with nothing)
+[ "$(lrb "$t/el/metrics.jsonl" | wc -l)" = 64 ] && [ "$(lrb "$t/ref/metrics.jsonl" | wc -l)" = 64 ] ||
+    tl_fail "the step records' lr and global_batch were not read: $(lrb "$t/el/metrics.jsonl" | wc -l) and $(lrb "$t/ref/metrics.jsonl" | wc -l) of 64"
 diff <(lrb "$t/ref/metrics.jsonl") <(lrb "$t/el/metrics.jsonl") >lr.diff ||
     tl_fail "LR or global batch differ from the reference: $(head -5 lr.diff)"
 awk '$3 != 64 { exit 1 }' <(lrb "$t/el/metrics.jsonl") || tl_fail "a global batch other than 64"

@@ -330,7 +330,7 @@ static const char *const _bad[][2] = {
      "results.jsonl:2: field \"diverged\": boolean, not"},
     {"{\"task\":5,\"batch\":32,\"recipe\":\"lars\",\"trial\":2,\"lr\":4,"
      "\"reached\":1,\"steps\":9,\"time\":1,\"top1\":10,\"diverged\":1}\n",
-     "results.jsonl:2: a task that reached the target did not diverge"},
+     "results.jsonl:2: a task cannot both reach the target and diverge"},
 };
 
 START_TEST(test_results_hostile)

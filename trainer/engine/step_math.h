@@ -85,8 +85,9 @@ TENG_HD void teng_sgd_elem(float *w, float *v, float g, float lr, float m,
     *w = TENG_RN_SUB(*w, vi);
 }
 
-/* teng_sgd_elem over n elements of host memory (w, v updated in place). */
-TENG_HD void teng_sgd_span(float *w, const float *g, float *v, size_t n,
+/* teng_sgd_elem over n elements of host memory (w, v updated in place).
+ * Host only (not TENG_HD): the device runs teng_sgd_elem per thread. */
+static inline void teng_sgd_span(float *w, const float *g, float *v, size_t n,
                            float lr, float m, float wd)
 {
     for (size_t i = 0; i < n; i++)
@@ -95,8 +96,11 @@ TENG_HD void teng_sgd_span(float *w, const float *g, float *v, size_t n,
 
 /* The sum of squares of n elements of host memory, accumulated in fp32
  * over 16 interleaved partial sums (vectorisable; bounds the rounding
- * error's growth on long vectors), folded pairwise: the LARS norms. */
-TENG_HD float teng_sumsq(const float *x, size_t n)
+ * error's growth on long vectors), folded pairwise: the LARS norms of the
+ * CPU backend. Host only (not TENG_HD), and outside the TENG_RN_* rule:
+ * its plain * and + may be contracted or vectorised, and no device code
+ * has to match it bit for bit. */
+static inline float teng_sumsq(const float *x, size_t n)
 {
     float part[16] = {0};
     size_t i = 0;

@@ -43,8 +43,8 @@ static int _fields(const torus_json_rec *j, tsweep_result *r)
          torus_json_int(j, "diverged", 1, 1, &diverged)))
         return TSWEEP_EPARSE;
     if (diverged && reached)
-        return TORUS_FAIL(TSWEEP_EPARSE, "%s:%ld: a task that reached the "
-                          "target did not diverge", j->path, j->line);
+        return TORUS_FAIL(TSWEEP_EPARSE, "%s:%ld: a task cannot both reach "
+                          "the target and diverge", j->path, j->line);
     if (!(r->lr > 0))
         return TORUS_FAIL(TSWEEP_EPARSE, "%s:%ld: field \"lr\": must be "
                           "above 0", j->path, j->line);

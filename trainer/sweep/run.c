@@ -249,7 +249,7 @@ static int _attempt(const tsweep_plan *p, const char *dir, const tsweep_task *t,
                        .batch = t->batch,
                        .trial = t->trial,
                        .lr = t->lr,
-                       .diverged = st != 0,
+                       .diverged = diverged,
                        .time = total};
     snprintf(r.recipe, sizeof(r.recipe), "%s", p->recipe[t->recipe].name);
     if (tsweep_outcome(c.metrics, -1, &r))

@@ -16,7 +16,8 @@
  *   every tensor's norms on the host to form the trust ratios).
  * - Sums of squares are accumulated in fp32 (per block) and combined in
  *   fp32; the update is teng_sgd_span's maths element by element
- *   (trainer/engine/host_kernels.c): v = momentum * v + lr * (g + wd * w);
+ *   (teng_sgd_elem, trainer/engine/step_math.h):
+ *   v = momentum * v + lr * (g + wd * w);
  *   w -= v; then the working copy, where it is not the master, becomes the
  *   rounded master (fp16 round-to-nearest-even, or bf16).
  * - Errors follow common/torus_error.h: a teng_status after TORUS_FAIL,

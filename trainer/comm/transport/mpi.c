@@ -24,6 +24,12 @@
 
 /* The lost rank's name for a message ("rank 5", or "a rank" when every
  * rank reported waiting: a stall no one can pin on a single rank). */
+
+/* Every tag this file sends with, one per kind of transfer, so that no
+ * kind matches another's messages on the same communicator: tc_sendrecv's
+ * exchange, _p2p's blocking transfers, the streamed ones (tc_isend and
+ * tc_irecv, the ring's segments) and the barrier's tokens. */
+enum { _TAG_EXCHANGE = 71, _TAG_P2P = 72, _TAG_STREAM = 73, _TAG_BARRIER = 74 };
 static const char *_who(int lost, char *buf, size_t n)
 {
     if (lost < 0)
@@ -209,14 +215,10 @@ tcomm_rc tc_sendrecv(tcomm_t *c, const tc_group *g, const void *sbuf,
         return TORUS_FAIL(TCOMM_ERR_ARG,
                           "message of %zu bytes exceeds 2 GiB per step",
                           sbytes > rbytes ? sbytes : rbytes);
-    MPI_Irecv(rbuf, rn, rdt, src, 71, g->comm, &r[0]);
-    MPI_Isend(sbuf, sn, sdt, dst, 71, g->comm, &r[1]);
+    MPI_Irecv(rbuf, rn, rdt, src, _TAG_EXCHANGE, g->comm, &r[0]);
+    MPI_Isend(sbuf, sn, sdt, dst, _TAG_EXCHANGE, g->comm, &r[1]);
     return _wait(c, g, r, 2, src, "exchange", c->timeout_s);
 }
-
-/* The tags of _p2p's blocking transfers and of the streamed ones
- * (tc_isend/tc_irecv), apart so that neither matches the other's. */
-enum { _TAG_P2P = 72, _TAG_STREAM = 73 };
 
 /* Post one nonblocking send (is_send) or receive with tag on g: *r is
  * MPI_REQUEST_NULL unless it was posted. */
@@ -357,8 +359,8 @@ tcomm_rc tc_flat_allreduce(tcomm_t *c, float *x, size_t count, tcomm_wire w)
         a.type = c->dt_half;
         a.op = w == TCOMM_WIRE_FP16 ? c->op_fp16 : c->op_bf16;
     }
-    int mrc = tc_guarded(c, "the flat all-reduce (MPI_Allreduce)", _flat_call,
-                         &a);
+    int mrc =
+        tc_guarded(c, "the flat all-reduce (MPI_Allreduce)", _flat_call, &a);
     if (mrc != MPI_SUCCESS)
         return TORUS_FAIL(TCOMM_ERR_TRANSPORT,
                           "rank %d: flat all-reduce failed (MPI error %d)",
@@ -383,8 +385,10 @@ static tcomm_rc _barrier(tcomm_t *c, double limit)
     for (int round = 0; round < 2; round++)
         for (int s = 0; s < n - 1; s++) {
             MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-            MPI_Irecv(&b, 1, MPI_BYTE, prev, 73, c->world.comm, &r[0]);
-            MPI_Isend(&a, 1, MPI_BYTE, next, 73, c->world.comm, &r[1]);
+            MPI_Irecv(&b, 1, MPI_BYTE, prev, _TAG_BARRIER, c->world.comm,
+                      &r[0]);
+            MPI_Isend(&a, 1, MPI_BYTE, next, _TAG_BARRIER, c->world.comm,
+                      &r[1]);
             tcomm_rc rc = _wait(c, &c->world, r, 2, prev, "barrier", limit);
             if (rc)
                 return rc;
