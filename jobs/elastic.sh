@@ -118,18 +118,6 @@ elastic_note_start() {
     fi
 }
 
-# Before each step: the steps past the checkpoint it resumes from (after a
-# lost rank, those since the last periodic checkpoint) are trained again,
-# so their metrics lines go and the file holds each global step once; a
-# fresh run (no checkpoint) starts a fresh file.
-_elastic_trim_metrics() {
-    local m=$ELASTIC_RUN/metrics.jsonl at=$1
-    [ -f "$m" ] || return 0
-    awk -v at="${at:-0}" '{ s = $0; if (match(s, /"global_step":[0-9]+/)) {
-            g = substr(s, RSTART + 14, RLENGTH - 14) + 0; if (g > at) next }
-        print }' "$m" >"$m.tmp" && mv "$m.tmp" "$m"
-}
-
 # USR1 (the time limit's --signal, send_user_signal preemption) and TERM
 # (preemption without it) alike: the job is to be requeued
 # (ELASTIC_SIGNALED stays set: elastic_train looks at it before it
@@ -191,7 +179,10 @@ elastic_train() {
         n=$(tr ',' '\n' <<<"$nodes" | grep -c .)
         [ "$n" -gt 0 ] || { echo "$ELASTIC_NAME: no node of job $SLURM_JOB_ID is up" >&2; return 1; }
         at=$(elastic_newest_step "$ELASTIC_RUN/checkpoints")
-        _elastic_trim_metrics "$at"
+        # The steps past the checkpoint it resumes from are trained again:
+        # torus-train --resume drops their metrics lines itself. Without a
+        # checkpoint every step is trained again: a fresh file.
+        [ -n "$at" ] || rm -f "$ELASTIC_RUN/metrics.jsonl"
         # A signal while no step ran (staging, the work above, or between
         # a lost step and its relaunch): requeue instead of launching.
         [ "$ELASTIC_SIGNALED" = 1 ] && { _elastic_requeue_signalled; return 3; }

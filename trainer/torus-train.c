@@ -492,7 +492,7 @@ static int _open_step(_run *r)
 }
 
 /* The input (8-bit batches or not, decode threads), the banner, then the
- * synthetic pool and --metrics. */
+ * synthetic pool. */
 static int _open_input(_run *r)
 {
     const ttrain_config *cfg = &r->cfg;
@@ -528,8 +528,6 @@ static int _open_input(_run *r)
     if (r->u8 && !r->have_src &&
         ttrain_synthetic_use_u8(&r->src, &cfg->model, r->bk, cfg->seed))
         return _fail("data", torus_error_msg());
-    if (ttrain_metrics_open(cfg->metrics, r->info.rank, &r->mf))
-        return _failed(0);
     return _GO;
 }
 
@@ -562,6 +560,30 @@ static int _eval_only(_run *r)
     return TTRAIN_EXIT_OK;
 }
 
+/* --metrics, on rank 0, once the start is known. A run resumed at global
+ * step S trains the steps after S again, which the run that stopped after
+ * its checkpoint at S had recorded: their records go first, so the file
+ * holds each global step once. A fresh run and --eval-only append. */
+static int _open_metrics(_run *r)
+{
+    const ttrain_config *cfg = &r->cfg;
+    long at = r->ck.at.global_step, dropped = 0;
+    if (r->info.rank == 0 && cfg->metrics[0] && r->ck.found &&
+        !cfg->eval_only) {
+        if (ttrain_metrics_trim(cfg->metrics, at, &dropped)) {
+            _failed(0); /* like a bad output path (_bootstrap) */
+            return TTRAIN_EXIT_USAGE;
+        }
+        if (dropped)
+            printf("torus-train: --metrics %s: %ld record%s past the resumed "
+                   "global step %ld dropped\n",
+                   cfg->metrics, dropped, dropped == 1 ? "" : "s", at);
+    }
+    if (ttrain_metrics_open(cfg->metrics, r->info.rank, &r->mf))
+        return _failed(0);
+    return _GO;
+}
+
 /* Where to start (ttrain_ckpt_run.h): afresh, or from the checkpoint every
  * rank agrees on (--resume), or only evaluate it (--eval-only). Then the
  * signals that ask for a stop. */
@@ -587,8 +609,9 @@ static int _restore(_run *r)
         return _failed(0);
     if ((cfg->resume || cfg->eval_only) && ttrain_ckpt_run_load(ck))
         return _failed(ck->said);
+    int rc;
     if (cfg->eval_only)
-        return _eval_only(r);
+        return (rc = _open_metrics(r)) != _GO ? rc : _eval_only(r);
     if (ck->found) {
         if (ttrain_ckpt_run_restore(ck))
             return _failed(0);
@@ -604,6 +627,8 @@ static int _restore(_run *r)
         printf("torus-train: no checkpoint in %s, starting afresh\n",
                cfg->ckpt_dir);
     }
+    if ((rc = _open_metrics(r)) != _GO)
+        return rc;
     ttrain_ckpt_run_clean(ck);
     tcomm_startup_done(r->comm);
     return _GO;

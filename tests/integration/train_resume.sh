@@ -2,8 +2,10 @@
 # train_resume.sh: torus-train checkpoints. A run stopped and resumed from
 # its checkpoint gives bitwise the losses of the uninterrupted run (across
 # a batch-size change); a damaged newest checkpoint is skipped with a
-# warning for the one before it; SIGUSR1 checkpoints and exits with 3;
-# --keep bounds the files; a checkpoint of another model is refused.
+# warning for the one before it; the records a resumed run trains again
+# leave its --metrics file first (a file with a corrupt line is refused,
+# untouched); SIGUSR1 checkpoints and exits with 3; --keep bounds the
+# files; a checkpoint of another model is refused.
 set -u
 bin=${top_builddir:?}/trainer/torus-train
 if ! "$bin" --version | grep -Eq 'backends: ([a-z0-9-]+, )*dnnl'; then # configure requires it
@@ -36,6 +38,36 @@ grep -q 'resumed from .*ckpt-5-[0-9a-f]\{8\}.h5 at epoch 1 step 1 (global step 5
     fail "resume message: $(grep resum "$tmp/log")"
 cmp -s <(losses "$tmp/full.jsonl") <(losses "$tmp/a.jsonl") ||
     fail "resumed losses differ: $(paste <(losses "$tmp/full.jsonl") <(losses "$tmp/a.jsonl") | tr '\n' ' ')"
+
+# A run that stopped after its checkpoint at global step 4 had recorded
+# steps 5-7 (its checkpoint at 7 lost with it). Resumed, it drops their
+# records before training them again: each global step once, the lines
+# up to step 4 byte for byte, the losses of the uninterrupted run.
+gsteps() { grep -o '"global_step":[0-9]*' "$1" | cut -d: -f2 | tr '\n' ' '; }
+"${run[@]}" --max-steps 7 --checkpoint-every 4 --checkpoint-dir "$tmp/f" --metrics "$tmp/f.jsonl" \
+    >"$tmp/log" 2>&1 || fail "run to step 7: $(tail -3 "$tmp/log")"
+rm -f "$(ck "$tmp/f" 7)"
+[ -n "$(ck "$tmp/f" 4)" ] && [ "$(gsteps "$tmp/f.jsonl")" = "1 2 3 4 5 6 7 " ] ||
+    fail "run to step 7: $(ls "$tmp/f"), global steps $(gsteps "$tmp/f.jsonl")"
+cp "$tmp/f.jsonl" "$tmp/f.before"
+# A line that is not JSON: refused, naming FILE:LINE, the file untouched.
+sed '3s/}$//' "$tmp/f.jsonl" >"$tmp/g.jsonl" && cp "$tmp/g.jsonl" "$tmp/g.before"
+"${run[@]}" --checkpoint-dir "$tmp/f" --resume --metrics "$tmp/g.jsonl" >"$tmp/log" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "torus-train: --metrics: $tmp/g.jsonl:3: " "$tmp/log" ||
+    fail "corrupt metrics line: exit $rc: $(tail -2 "$tmp/log")"
+cmp -s "$tmp/g.jsonl" "$tmp/g.before" && [ ! -e "$tmp/g.jsonl.tmp" ] ||
+    fail "corrupt metrics line: the file changed or $tmp/g.jsonl.tmp is left"
+"${run[@]}" --checkpoint-dir "$tmp/f" --resume --metrics "$tmp/f.jsonl" >"$tmp/log" 2>&1 ||
+    fail "resume at 4 with records to 7: $(tail -3 "$tmp/log")"
+grep -q "^torus-train: --metrics $tmp/f.jsonl: 3 records past the resumed global step 4 dropped$" "$tmp/log" ||
+    fail "no word of the dropped records: $(grep -e --metrics "$tmp/log")"
+[ "$(gsteps "$tmp/f.jsonl")" = "1 2 3 4 5 6 7 8 " ] ||
+    fail "resumed metrics: global steps $(gsteps "$tmp/f.jsonl")"
+cmp -s <(head -4 "$tmp/f.before") <(head -4 "$tmp/f.jsonl") ||
+    fail "resumed metrics: the records up to step 4 changed"
+cmp -s <(losses "$tmp/full.jsonl") <(losses "$tmp/f.jsonl") ||
+    fail "resumed metrics: losses differ from the uninterrupted run"
 
 # Checkpoints every 2 steps, keep 2: steps 4 and 6 remain. Damage the
 # newest inside its data: resume warns and takes step 4.

@@ -1,7 +1,11 @@
 /* train/metrics.c: the --metrics records (see ttrain_metrics.h). */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/torus_error.h"
 #include "common/torus_json.h"
@@ -19,6 +23,101 @@ int ttrain_metrics_open(const char *path, int rank, FILE **out)
                           "appending: %s",
                           path, strerror(errno));
     return 0;
+}
+
+/* A record's line is far shorter (about 250 bytes); a longer one is not
+ * ours. */
+#define _LINE_CAP 65536
+
+/* Copies in's records at or before global step `at` to out, line by line
+ * and byte for byte; those past it are counted in *dropped. A record
+ * without a global_step is kept; one whose global_step is not an integer,
+ * and a line that is not a JSON object, are errors naming path:line. */
+static int _copy_kept(FILE *in, FILE *out, const char *path, long at,
+                      long *dropped)
+{
+    char *buf = malloc(_LINE_CAP + 1);
+    long line = 0;
+    int rc = 0;
+    if (!buf)
+        return TORUS_FAIL(TTRAIN_ENOMEM, "--metrics: out of memory");
+    for (;;) {
+        torus_json_rec rec;
+        long long g = 0;
+        int jr = torus_json_read_line(in, path, &line, buf, _LINE_CAP, &rec);
+        if (jr) {
+            rc = torus_error_prefix(
+                jr == TORUS_JSON_EIO ? TTRAIN_EIO : TTRAIN_EFORMAT, "--metrics");
+            break;
+        }
+        if (!rec.obj)
+            break;
+        if (torus_json_has(&rec, "global_step") &&
+            torus_json_int(&rec, "global_step", 0, LONG_MAX, &g))
+            rc = torus_error_prefix(TTRAIN_EFORMAT, "--metrics");
+        torus_json_rec_free(&rec);
+        if (rc)
+            break;
+        if (g > at)
+            ++*dropped;
+        else if (fprintf(out, "%s\n", buf) < 0)
+            rc = TORUS_FAIL(TTRAIN_EIO, "--metrics: cannot write %s.tmp: %s",
+                            path, strerror(errno));
+        if (rc)
+            break;
+    }
+    free(buf);
+    return rc;
+}
+
+/* The kept lines, on disk, then in path's place (same folder: rename is
+ * atomic), with path's permissions. */
+static int _replace(FILE *out, const char *tmp, const char *path,
+                    mode_t mode)
+{
+    int bad = fflush(out) || fchmod(fileno(out), mode) ||
+              fsync(fileno(out));
+    if (fclose(out) || bad)
+        return TORUS_FAIL(TTRAIN_EIO, "--metrics: cannot write %s: %s", tmp,
+                          strerror(errno));
+    if (rename(tmp, path))
+        return TORUS_FAIL(TTRAIN_EIO, "--metrics: cannot rename %s to %s: %s",
+                          tmp, path, strerror(errno));
+    return 0;
+}
+
+int ttrain_metrics_trim(const char *path, long at, long *dropped)
+{
+    char tmp[PATH_MAX + 8];
+    struct stat st;
+    *dropped = 0;
+    FILE *in = fopen(path, "r");
+    if (!in)
+        return errno == ENOENT ? 0
+                               : TORUS_FAIL(TTRAIN_EIO,
+                                            "--metrics: cannot read %s: %s",
+                                            path, strerror(errno));
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
+        fclose(in);
+        return TORUS_FAIL(TTRAIN_EIO, "--metrics: path too long: %s", path);
+    }
+    FILE *out = fstat(fileno(in), &st) ? NULL : fopen(tmp, "w");
+    if (!out) {
+        int e = errno;
+        fclose(in);
+        return TORUS_FAIL(TTRAIN_EIO, "--metrics: cannot create %s: %s", tmp,
+                          strerror(e));
+    }
+    int rc = _copy_kept(in, out, path, at, dropped);
+    fclose(in);
+    if (rc || !*dropped) { /* nothing dropped: the file stays as it is */
+        fclose(out);
+        unlink(tmp);
+        return rc;
+    }
+    if ((rc = _replace(out, tmp, path, st.st_mode & 07777)))
+        unlink(tmp);
+    return rc;
 }
 
 /* Each record is one json-c object written as one line; the numbers keep

@@ -149,7 +149,10 @@ static const _opt _opts[] = {
      "is seen within N steps, not at the end of an epoch [0: per epoch]"},
     {"print-every", _INT, _S(print_every), "N",
      "steps between progress lines [20]"},
-    {"metrics", _STR, _O(metrics), "FILE", "append JSON-lines metrics here"},
+    {"metrics", _STR, _O(metrics), "FILE",
+     "append JSON-lines metrics here; a run resumed from a checkpoint "
+     "first drops FILE's records past its global step (trained again), "
+     "so each step is recorded once"},
     {"trace", _STR, _O(trace), "FILE",
      "write a timeline of every step to FILE as Chrome trace-event JSON "
      "(Perfetto, chrome://tracing; torus-plot --trace draws it): per rank "

@@ -5,7 +5,9 @@
  * "target_top1" when --target-top1 is reached; "diverged" when the run
  * ends on inf/nan gradients or a loss past --diverge-loss (a record a
  * sweep can tell from a crash).
- * Every call but open takes a NULL file (no --metrics, or another rank)
+ * A run resumed from a checkpoint first drops the records past it
+ * (ttrain_metrics_trim), so the file holds each global step once.
+ * Every call but open and trim takes a NULL file (no --metrics, or another rank)
  * and then does nothing. Errors: TORUS_FAIL (TTRAIN_EIO), the message in
  * torus_error_msg(). */
 #ifndef TORUS_TRAINER_TRAIN_METRICS_H
@@ -15,6 +17,17 @@
 
 /* *out: path opened for appending on rank 0, else NULL (path "": none). */
 int ttrain_metrics_open(const char *path, int rank, FILE **out);
+
+/* On resuming at global step `at`: drops path's records whose global_step
+ * is past it (the run that stopped after that checkpoint recorded steps
+ * that are trained again), counted in *dropped. The kept lines stay byte
+ * for byte; they go to path.tmp, which is renamed over path, and only when
+ * something was dropped. Records without a global_step are kept. A line
+ * that is not a JSON object, or a global_step that is not an integer >= 0,
+ * is TTRAIN_EFORMAT naming path:line, and path is left as it was. A
+ * missing file is no error. Errors: TTRAIN_EFORMAT, TTRAIN_EIO,
+ * TTRAIN_ENOMEM. */
+int ttrain_metrics_trim(const char *path, long at, long *dropped);
 
 /* A progress line: the window's throughput, loss (not finite: every step
  * was skipped; written as null, which JSON has for NaN), learning rate,
