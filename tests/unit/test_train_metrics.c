@@ -3,16 +3,21 @@
  * read back: each record exactly as written, a window of skipped steps
  * with a null loss (JSON has no NaN), records appended to what the file
  * holds, only rank 0 writing, every call a no-op without a file, and an
- * unopenable path refused naming the file. */
+ * unopenable path refused naming the file. On resuming, the trim: records
+ * past the step dropped, the rest byte for byte (those without a
+ * global_step too) with the file's mode; nothing dropped, the file not
+ * rewritten; a damaged line refused naming FILE:LINE, the file intact. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/torus_error.h"
 #include "common/torus_json.h"
+#include "trainer/train/ttrain_error.h"
 #include "trainer/train/ttrain_metrics.h"
 
 /* A fresh file name in the test's temporary folder. */
@@ -138,6 +143,85 @@ START_TEST(unopenable_names_the_file)
 }
 END_TEST
 
+/* Writes text to p, mode 0640. */
+static void _put(const char *p, const char *text)
+{
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_ge(fputs(text, f), 0);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_int_eq(chmod(p, 0640), 0);
+}
+
+START_TEST(trim_drops_past_the_step)
+{
+    char p[512], t[600], buf[1024];
+    struct stat st;
+    long dropped = -1;
+    _path(p, sizeof p);
+    _put(p, "{\"global_step\":1,\"loss\":2.5}\n"
+            "{\"note\":\"no step\"}\n"
+            "{\"global_step\":3,\"loss\":2.25}\n"
+            "{\"global_step\":2, \"top1\":10.0000}\n"
+            "{\"diverged\":1,\"global_step\":4}\n");
+    ck_assert_msg(!ttrain_metrics_trim(p, 2, &dropped), "%s",
+                  torus_error_msg());
+    ck_assert_int_eq(dropped, 2);
+    _slurp(p, buf, sizeof buf);
+    ck_assert_str_eq(buf, "{\"global_step\":1,\"loss\":2.5}\n"
+                          "{\"note\":\"no step\"}\n"
+                          "{\"global_step\":2, \"top1\":10.0000}\n");
+    ck_assert_int_eq(stat(p, &st), 0);
+    ck_assert_int_eq(st.st_mode & 07777, 0640);
+    snprintf(t, sizeof t, "%s.tmp", p);
+    ck_assert_int_eq(access(t, F_OK), -1);
+    /* Nothing past the step: the same file, not a rewritten one. */
+    ino_t ino = st.st_ino;
+    ck_assert_int_eq(ttrain_metrics_trim(p, 2, &dropped), 0);
+    ck_assert_int_eq(dropped, 0);
+    ck_assert_int_eq(stat(p, &st), 0);
+    ck_assert_int_eq(st.st_ino, ino);
+    ck_assert_int_eq(access(t, F_OK), -1);
+    unlink(p);
+    /* No file yet: nothing to drop, nothing created. */
+    ck_assert_int_eq(ttrain_metrics_trim(p, 2, &dropped), 0);
+    ck_assert_int_eq(dropped, 0);
+    ck_assert_int_eq(access(p, F_OK), -1);
+}
+END_TEST
+
+/* Each damaged file is refused with a message naming p:LINE, left byte
+ * for byte, no p.tmp left. */
+START_TEST(trim_refuses_damage)
+{
+    static const struct {
+        const char *text, *where;
+    } bad[] = {
+        {"{\"global_step\":1}\n{\"global_step\":2,\n{\"global_step\":3}\n",
+         ":2: "},
+        {"{\"global_step\":1}\n{\"global_step\":\"9\"}\n", ":2: "},
+        {"{\"global_step\":1}\n{\"global_step\":-1}\n", ":2: "},
+        {"{\"global_step\":1}\n[9]\n", ":2: "},
+        {"{\"global_step\":1}\n{\"global_step\":9}", ":2: "}, /* cut */
+    };
+    char p[512], t[600], buf[1024], want[600];
+    _path(p, sizeof p);
+    snprintf(t, sizeof t, "%s.tmp", p);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        long dropped;
+        _put(p, bad[i].text);
+        ck_assert_int_eq(ttrain_metrics_trim(p, 0, &dropped), TTRAIN_EFORMAT);
+        snprintf(want, sizeof want, "--metrics: %s%s", p, bad[i].where);
+        ck_assert_msg(strstr(torus_error_msg(), want), "case %zu: %s", i,
+                      torus_error_msg());
+        _slurp(p, buf, sizeof buf);
+        ck_assert_str_eq(buf, bad[i].text);
+        ck_assert_int_eq(access(t, F_OK), -1);
+    }
+    unlink(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *su = suite_create("train_metrics");
@@ -145,6 +229,8 @@ int main(void)
     tcase_add_test(tc, records_as_written);
     tcase_add_test(tc, rank0_only_and_no_file);
     tcase_add_test(tc, unopenable_names_the_file);
+    tcase_add_test(tc, trim_drops_past_the_step);
+    tcase_add_test(tc, trim_refuses_damage);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);
