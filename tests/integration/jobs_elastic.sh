@@ -15,9 +15,10 @@
 #         runs on the 2 nodes left;
 #      c. grow: n3 and n4 resumed, USR1 again: the third start runs on 4.
 #      The job ends COMPLETED; its metrics hold global steps 1..64 once
-#      each (no gap, no repeat), the global batch 64 at every step and the
-#      reference's LR at every step, and its final top-1 is within 0.5
-#      points of the reference's.
+#      each (no gap, no repeat: torus-train --resume dropped the records
+#      of the steps it trained again), the global batch 64 at every step
+#      and the reference's LR at every step, and its final top-1 is within
+#      0.5 points of the reference's.
 #   3. the same run folder submitted with another --batch is refused with
 #      one sentence before any srun.
 # Slurm 22.05 holds a requeued job about 2 minutes (Reason=BeginTime)
@@ -79,12 +80,15 @@ reach() {
     done
     tl_fail "the elastic run did not reach global step $1: $(tail -5 el.out)"
 }
-# SINCE STEP: seconds from SINCE (date +%s.%N) until the metrics show a
-# step line for STEP (the file is polled every 0.1 s).
+# SINCE STEP [INODE]: seconds from SINCE (date +%s.%N) until the metrics
+# show a step line for STEP (the file is polled every 0.1 s); with INODE,
+# in a file that is no longer that one (a line for STEP from before a
+# resume counts only once torus-train has dropped it and trained again).
 until_step() {
     local i
     for ((i = 0; i < 1800; i++)); do
-        steps "$t/el/metrics.jsonl" | grep -qx "$2" && break
+        { [ -z "${3:-}" ] || [ "$(stat -c %i "$t/el/metrics.jsonl" 2>/dev/null)" != "$3" ]; } &&
+            steps "$t/el/metrics.jsonl" | grep -qx "$2" && break
         sleep 0.1
     done
     awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
@@ -100,9 +104,12 @@ grep -q '^== train-elastic: start 1, step 1: 4 nodes (n1,n2,n3,n4) x 1 ranks = 4
 j=$(TTRAIN_TEST_SLEEP=step:0:0:0.2 sbatch --parsable "${job[@]}" -o el.out "${train[@]}" --run "$t/el" -- "${model[@]}")
 reach 12
 last=$(steps "$t/el/metrics.jsonl" | tail -1)
+ino=$(stat -c %i "$t/el/metrics.jsonl")
 down=$(date +%s.%N)
 scontrol update NodeName=n4 State=DOWN Reason=jobs_elastic
-# The relaunch line comes once the metrics past its checkpoint are gone.
+# The relaunched torus-train drops the metrics past its checkpoint (a new
+# file) before it trains those steps again: a step recorded before that
+# is waited for in the new file.
 for _ in $(seq 900); do grep -q '^== train-elastic: start 1, step [0-9]*: 3 nodes' el.out && break; sleep 0.1; done
 from=$(sed -n 's/^== train-elastic: start 1, step [0-9]*: 3 nodes (n1,n2,n3) x 1 ranks = 3 ranks, global batch 64, resuming at global step \([0-9]*\) (relaunch [0-9] of 3: a rank was lost (exit status 5) on 4 nodes)$/\1/p' el.out)
 [ -n "$from" ] && grep -q '^== train-elastic: a rank was lost (exit status 5) at ' el.out ||
@@ -110,8 +117,10 @@ from=$(sed -n 's/^== train-elastic: start 1, step [0-9]*: 3 nodes (n1,n2,n3) x 1
 # When the script saw the lost rank (its line's UTC time of day).
 seen=$(sed -n 's/^== train-elastic: a rank was lost (exit status 5) at \([0-9:.]*\) UTC;.*/\1/p' el.out | head -1)
 seen=$(awk -v a="$down" -v b="$(TZ=UTC date -d "$seen" +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-first=$(until_step "$down" $((from + 1)))
-past=$(until_step "$down" $((last + 1)))
+stale() { if steps "$t/el/metrics.jsonl" | grep -qx "$1"; then echo "$ino"; fi; }
+s1=$(stale $((from + 1))) s2=$(stale $((last + 1)))
+first=$(until_step "$down" $((from + 1)) "$s1")
+past=$(until_step "$down" $((last + 1)) "$s2")
 echo "ok: n4 lost at global step $last: seen lost after ${seen} s, relaunched on n1-n3 from step $from, first new step after ${first} s, past step $last after ${past} s"
 
 reach 30
@@ -148,6 +157,10 @@ scontrol show job "$j" | grep -q 'JobState=COMPLETED' ||
 # Every global step once, batch 64, the reference's LR; the final top-1.
 [ "$(steps "$t/el/metrics.jsonl" | tr '\n' ' ')" = "$(seq -s ' ' 1 64) " ] ||
     tl_fail "global steps not 1..64 once each: $(steps "$t/el/metrics.jsonl" | wc -l) lines, repeated: $(steps "$t/el/metrics.jsonl" | sort -n | uniq -d | tr '\n' ' ')"
+# The relaunch from step $from dropped the records past it itself (when
+# the lost step had recorded any).
+[ -z "$s1" ] || grep -q "torus-train: --metrics $t/el/metrics.jsonl: [0-9]* records* past the resumed global step $from dropped$" el.out ||
+    tl_fail "the relaunch from step $from did not drop the records past it: $(grep -e '--metrics' el.out)"
 lrb() { sed -n 's/.*"global_step":\([0-9]*\),"images.*"lr":\([^,]*\),"global_batch":\([0-9]*\).*/\1 \2 \3/p' "$1"; }
 # (a pattern that matched no line would compare nothing with nothing)
 [ "$(lrb "$t/el/metrics.jsonl" | wc -l)" = 64 ] && [ "$(lrb "$t/ref/metrics.jsonl" | wc -l)" = 64 ] ||
