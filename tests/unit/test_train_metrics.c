@@ -5,7 +5,8 @@
  * holds, only rank 0 writing, every call a no-op without a file, and an
  * unopenable path refused naming the file. On resuming, the trim: records
  * past the step dropped, the rest byte for byte (those without a
- * global_step too) with the file's mode; nothing dropped, the file not
+ * global_step too) with the file's mode, a last line cut by a crash
+ * dropped; nothing dropped, the file not
  * rewritten; a damaged line refused naming FILE:LINE, the file intact. */
 #include <check.h>
 #include <math.h>
@@ -187,6 +188,15 @@ START_TEST(trim_drops_past_the_step)
     ck_assert_int_eq(ttrain_metrics_trim(p, 2, &dropped), 0);
     ck_assert_int_eq(dropped, 0);
     ck_assert_int_eq(access(p, F_OK), -1);
+    /* A last line a crash cut (no newline, even one that parses) is
+     * dropped, the complete lines before it kept. */
+    _put(p, "{\"global_step\":1}\n{\"global_step\":2}\n{\"global_step\":1");
+    ck_assert_msg(!ttrain_metrics_trim(p, 5, &dropped), "%s",
+                  torus_error_msg());
+    ck_assert_int_eq(dropped, 1);
+    _slurp(p, buf, sizeof buf);
+    ck_assert_str_eq(buf, "{\"global_step\":1}\n{\"global_step\":2}\n");
+    unlink(p);
 }
 END_TEST
 
@@ -202,7 +212,8 @@ START_TEST(trim_refuses_damage)
         {"{\"global_step\":1}\n{\"global_step\":\"9\"}\n", ":2: "},
         {"{\"global_step\":1}\n{\"global_step\":-1}\n", ":2: "},
         {"{\"global_step\":1}\n[9]\n", ":2: "},
-        {"{\"global_step\":1}\n{\"global_step\":9}", ":2: "}, /* cut */
+        /* a complete (newline-ended) last line that is not JSON */
+        {"{\"global_step\":1}\n{\"global_step\":9\n", ":2: "},
     };
     char p[512], t[600], buf[1024], want[600];
     _path(p, sizeof p);

@@ -32,7 +32,10 @@ int ttrain_metrics_open(const char *path, int rank, FILE **out)
 /* Copies in's records at or before global step `at` to out, line by line
  * and byte for byte; those past it are counted in *dropped. A record
  * without a global_step is kept; one whose global_step is not an integer,
- * and a line that is not a JSON object, are errors naming path:line. */
+ * and a line that is not a JSON object, are errors naming path:line. A
+ * last line without its newline is the write a crash cut short (rank 0
+ * writes a record and its newline at once, so only the end can be cut):
+ * it is dropped too, else the run that crashed could not resume. */
 static int _copy_kept(FILE *in, FILE *out, const char *path, long at,
                       long *dropped)
 {
@@ -45,6 +48,10 @@ static int _copy_kept(FILE *in, FILE *out, const char *path, long at,
         torus_json_rec rec;
         long long g = 0;
         int jr = torus_json_read_line(in, path, &line, buf, _LINE_CAP, &rec);
+        if (jr && jr != TORUS_JSON_EIO && feof(in)) {
+            ++*dropped; /* the cut last line */
+            break;
+        }
         if (jr) {
             rc = torus_error_prefix(
                 jr == TORUS_JSON_EIO ? TTRAIN_EIO : TTRAIN_EFORMAT, "--metrics");

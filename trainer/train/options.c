@@ -151,8 +151,9 @@ static const _opt _opts[] = {
      "steps between progress lines [20]"},
     {"metrics", _STR, _O(metrics), "FILE",
      "append JSON-lines metrics here; a run resumed from a checkpoint "
-     "first drops FILE's records past its global step (trained again), "
-     "so each step is recorded once"},
+     "first drops FILE's records past its global step (trained again) "
+     "and a last line that a crash cut short, so each step is recorded "
+     "once"},
     {"trace", _STR, _O(trace), "FILE",
      "write a timeline of every step to FILE as Chrome trace-event JSON "
      "(Perfetto, chrome://tracing; torus-plot --trace draws it): per rank "
