@@ -5,7 +5,10 @@
 # appends them). The report must print its table (both batches "not hit"),
 # say that no batch reached the target, draw the PNG (an empty frame
 # labelled so) and exit 0; gnuplot refuses a plot with no defined point,
-# which made this exit 1 before.
+# which made this exit 1 before. Then the same sweep with a second part
+# (batch 128, planned apart, as a plan with results cannot change):
+# report DIR DIR2 merges it into one table, and a part planned with
+# another target is refused, naming both plans.
 set -euo pipefail
 sweep=${top_builddir:?run from make check}/trainer/sweep/torus-sweep
 command -v gnuplot > /dev/null || { echo "SKIP: gnuplot not installed (Debian: gnuplot-nox)"; exit 77; }
@@ -28,4 +31,19 @@ rc=0
 grep -q 'no batch reached the target' "$T/report.log" || fail "no 'no batch reached': $(cat "$T/report.log")"
 [ "$(head -c 8 "$T/s.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] || fail "s.png is not a PNG"
 [ "$(stat -c %s "$T/s.png")" -gt 1000 ] || fail "s.png is empty"
-echo "ok: report with no batch at the target: table, message, PNG, exit 0"
+
+d2=$T/part2
+"$sweep" plan "$d2" --target 90 --batches 128 --trials 1 --epochs 1 --lr 0.1 \
+    --train "--data $T/none --model tiny-cnn" --recipe "sgd=--decay none" > "$T/plan2.log" ||
+    fail "plan part 2: $(cat "$T/plan2.log")"
+printf '{"task":0,"batch":128,"recipe":"sgd","trial":0,"lr":0.10000000000000001,"reached":1,"steps":50,"time":2,"top1":90.5}\n' \
+    > "$d2/results.jsonl"
+"$sweep" report "$d" "$d2" -o "$T/m.png" > "$T/merge.log" 2>&1 || fail "report of two parts: $(cat "$T/merge.log")"
+grep -q '^sgd  *128 .* 50 .*perfect' "$T/merge.log" || fail "merged table: $(cat "$T/merge.log")"
+[ "$(grep -c '^sgd  *\(32\|64\) .*not hit' "$T/merge.log")" = 2 ] || fail "merged table lost part 1: $(cat "$T/merge.log")"
+sed -i 's/^target 90$/target 80/' "$d2/plan"
+rc=0
+"$sweep" report "$d" "$d2" -o "$T/m.png" > "$T/merge.log" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "$d/plan and $d2/plan differ in 'target'" "$T/merge.log" ||
+    fail "parts of two sweeps: exit $rc: $(cat "$T/merge.log")"
+echo "ok: report with no batch at the target: table, message, PNG, exit 0; two parts merged, two sweeps refused"

@@ -15,7 +15,9 @@
  *   - the summary line of a recipe names why it leaves perfect scaling;
  *   - a partial sweep: a batch with trials still to run is no miss yet;
  *   - a lower target read back from a task's evaluations (report --target),
- *     its time counted over the task's attempts. */
+ *     its time counted over the task's attempts;
+ *   - a sweep run in parts merged into one report: results renumbered to
+ *     the union of the batches, parts that differ refused. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -652,6 +654,65 @@ START_TEST(test_task_at)
 }
 END_TEST
 
+/* _plan's settings over the batches list (a part of a sweep). */
+static void _part(tsweep_plan *p, const char *batches)
+{
+    _plan(p);
+    ck_assert_int_eq(tsweep_parse_batches(p, batches), 0);
+    ck_assert_int_eq(tsweep_plan_expand(p), 0);
+}
+
+/* report DIR DIR: a sweep run in two parts (batches 32 and 128, then 64)
+ * merges into the plan over 32, 64, 128 with every result renumbered to
+ * its (batch, recipe, trial) there; the launcher may differ; a part with
+ * another setting, a shared batch or too many batches together is
+ * refused, naming both directories. */
+START_TEST(test_merge)
+{
+    tsweep_result rb[1], *ra = calloc(2, sizeof(*ra));
+    int na = 2;
+    ck_assert_ptr_nonnull(ra);
+    _part(&_p, "32,128");
+    _part(&_q, "64");
+    ra[0] = (tsweep_result){.task = 1, .batch = 32, .trial = 1, .steps = 5};
+    ra[1] = (tsweep_result){.task = 11, .batch = 128, .trial = 2, .steps = 7};
+    rb[0] = (tsweep_result){.task = 0, .batch = 64, .trial = 0, .steps = 9};
+    snprintf(_q.launcher, sizeof(_q.launcher), "srun -K1");
+    ck_assert_int_eq(tsweep_merge(&_p, &ra, &na, &_q, rb, 1, "A", "B"), 0);
+    ck_assert_int_eq(_p.nbatches, 3);
+    ck_assert_int_eq(_p.batch[1], 64);
+    ck_assert_int_eq(_p.ntasks, 18);
+    ck_assert_int_eq(na, 3);
+    int want[3] = {1, 17, 6}; /* batch-major: (b * 2 + recipe) * 3 + trial */
+    for (int i = 0; i < 3; i++) {
+        const tsweep_task *t = &_p.task[ra[i].task];
+        ck_assert_int_eq(ra[i].task, want[i]);
+        ck_assert_int_eq(t->batch, ra[i].batch);
+        ck_assert_int_eq(t->trial, ra[i].trial);
+        ck_assert_int_eq(t->recipe, i == 1); /* lars at 128 */
+    }
+    _part(&_p, "32,128");
+    _part(&_q, "64");
+    snprintf(_q.train, sizeof(_q.train), "--data /other --model tiny-cnn");
+    ck_assert_int_eq(tsweep_merge(&_p, &ra, &na, &_q, rb, 1, "A", "B"),
+                     TSWEEP_EPLAN);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "A/plan and B/plan "
+                                                    "differ in 'train'"));
+    _part(&_q, "64,128");
+    ck_assert_int_eq(tsweep_merge(&_p, &ra, &na, &_q, rb, 1, "A", "B"),
+                     TSWEEP_EPLAN);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "batch 128 is in the "
+                                                    "plans of both A and B"));
+    ck_assert_int_eq(_p.nbatches, 2); /* a refused part changes nothing */
+    _part(&_q, "3:1572864"); /* 20 batches, 3 to 3 << 19 */
+    _q.nbatches = TSWEEP_MAX_BATCHES - 1;
+    ck_assert_int_eq(tsweep_merge(&_p, &ra, &na, &_q, rb, 1, "A", "B"),
+                     TSWEEP_EPLAN);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "33 batches together"));
+    free(ra);
+}
+END_TEST
+
 int main(void)
 {
     if (!mkdtemp(_dir)) {
@@ -674,6 +735,7 @@ int main(void)
     tcase_add_test(tc, test_summary_lines);
     tcase_add_test(tc, test_partial);
     tcase_add_test(tc, test_task_at);
+    tcase_add_test(tc, test_merge);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

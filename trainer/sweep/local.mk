@@ -7,7 +7,8 @@
 noinst_LTLIBRARIES += trainer/sweep/libtsweep.la
 trainer_sweep_libtsweep_la_SOURCES = trainer/sweep/tsweep.h \
 	trainer/sweep/plan.c trainer/sweep/results.c trainer/sweep/regime.c \
-	trainer/sweep/report.c trainer/sweep/run.c trainer/sweep/outcome.c
+	trainer/sweep/report.c trainer/sweep/run.c trainer/sweep/outcome.c \
+	trainer/sweep/merge.c
 trainer_sweep_libtsweep_la_LIBADD = common/libtoruscommon.la -lm
 
 bin_PROGRAMS += trainer/sweep/torus-sweep

@@ -4,7 +4,8 @@
  *   torus-sweep pending DIR        the task ids not yet in the results, as
  *                                  sbatch --array wants them ("0-3,7")
  *   torus-sweep run DIR ID         run one task (a job array index)
- *   torus-sweep report DIR         table on stdout, log-log PNG
+ *   torus-sweep report DIR [DIR..] table on stdout, log-log PNG (more
+ *                                  DIRs: parts of one sweep, merged)
  * Exit status: 0 ok, 1 failure, 2 bad usage or input, 3 a task was
  * stopped by a signal after its checkpoint (run it again to resume). */
 #include <errno.h>
@@ -33,7 +34,7 @@ static const char _help[] =
     "                --recipe NAME=OPTIONS [--recipe ...] [PLAN OPTIONS]\n"
     "    torus-sweep pending DIR\n"
     "    torus-sweep run DIR ID [--torus-train PATH]\n"
-    "    torus-sweep report DIR [-o PNG] [--size WxH] [--title T]\n"
+    "    torus-sweep report DIR [DIR...] [-o PNG] [--size WxH] [--title T]\n"
     "                [--target PCT]\n"
     "\n"
     "DESCRIPTION\n"
@@ -50,8 +51,11 @@ static const char _help[] =
     "    prints the table and draws a log-log PNG of steps to target against\n"
     "    the batch, one curve per recipe with the perfect-scaling line, the\n"
     "    batch where each recipe leaves perfect scaling (steps above 1.25x\n"
-    "    perfect) and where it stops gaining. jobs/sweep.sbatch drives it on\n"
-    "    a cluster.\n"
+    "    perfect) and where it stops gaining. report merges several DIRs\n"
+    "    into one table and picture when they are parts of one sweep:\n"
+    "    plans that differ only in their batches (none shared) and launcher\n"
+    "    (a plan with results cannot change, so more batches go into a\n"
+    "    plan of their own). jobs/sweep.sbatch drives it on a cluster.\n"
     "\n"
     "PLAN OPTIONS\n"
     "    --target PCT        test top-1 to reach, in percent (required)\n"
@@ -84,7 +88,7 @@ static const char _help[] =
     "RUN AND REPORT OPTIONS\n"
     "    --torus-train PATH  the torus-train to run (else $TORUS_TRAIN, else\n"
     "                        torus-train on PATH)\n"
-    "    -o PNG              the picture [DIR/sweep.png]\n"
+    "    -o PNG              the picture [the first DIR/sweep.png]\n"
     "    --size WxH          its size in pixels [1000x650]\n"
     "    --title T           its title\n"
     "    --target PCT        report steps to a lower top-1 than the plan's,\n"
@@ -325,42 +329,76 @@ static int _cmd_run(const char *dir, int argc, char **argv)
     return rc ? _fail(rc) : 0;
 }
 
-static int _cmd_report(const char *dir, int argc, char **argv)
+/* Sweep part dir (plan, results; each re-read at target when above 0)
+ * into *p, *r, *n, or added to them when *n >= 0 (tsweep_merge). */
+static int _load_part(tsweep_plan *p, tsweep_result **r, int *n,
+                      const char *dir, const char *first, double target)
 {
-    static tsweep_plan p;
-    static tsweep_summary s;
+    static tsweep_plan q;
+    tsweep_result *x = NULL;
+    int m = 0, rc = _load(*n < 0 ? p : &q, dir, &x, &m);
+    for (int i = 0; !rc && target > 0 && i < m; i++)
+        rc = tsweep_task_at(*n < 0 ? p : &q, dir, target, &x[i]);
+    if (!rc && *n < 0) {
+        *r = x, *n = m;
+        return 0;
+    }
+    if (!rc)
+        rc = tsweep_merge(p, r, n, &q, x, m, first, dir);
+    free(x);
+    return rc;
+}
+
+/* The report's options into png, title, *target; the sweep directories
+ * are what is left, from argv[*first] on (getopt moves them there). */
+static int _report_opts(int argc, char **argv, char *png, char *title,
+                        double *target, int *w, int *h, int *first)
+{
     static const struct option o[] = {{"size", 1, 0, 'S'},
                                       {"title", 1, 0, 'T'},
                                       {"target", 1, 0, 'P'},
                                       {0, 0, 0, 0}};
-    char png[1024], title[256] = "", tail;
-    int w = 1000, h = 650, c;
-    double target = 0;
-    snprintf(png, sizeof(png), "%s/sweep.png", dir);
+    char tail;
+    int c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:", o, NULL)) != -1) {
         if (c == '?' || c == ':')
             return _cli_error(torus_cli_bad_option(c, argv));
         if (c == 'o')
-            snprintf(png, sizeof(png), "%s", optarg);
+            snprintf(png, 1024, "%s", optarg);
         else if (c == 'T')
-            snprintf(title, sizeof(title), "%s", optarg);
-        else if (c == 'P' && _number("target", optarg, &target))
+            snprintf(title, 256, "%s", optarg);
+        else if (c == 'P' && _number("target", optarg, target))
             return 2;
-        else if (c == 'P' && !(target > 0 && target <= 100))
+        else if (c == 'P' && !(*target > 0 && *target <= 100))
             return _usage_error("report: --target PCT: a top-1 in (0, 100]");
         else if (c != 'P' &&
-                 (c != 'S' || sscanf(optarg, "%dx%d%c", &w, &h, &tail) != 2))
+                 (c != 'S' || sscanf(optarg, "%dx%d%c", w, h, &tail) != 2))
             return _usage_error(
                 "report: -o PNG, --size WxH, --title T, --target PCT");
     }
-    if (optind != argc || w < 200 || h < 150 || w > 8000 || h > 8000)
-        return _usage_error("report: unexpected argument, or --size not in "
-                            "200x150..8000x8000");
+    if (*w < 200 || *h < 150 || *w > 8000 || *h > 8000)
+        return _usage_error("report: --size not in 200x150..8000x8000");
+    *first = optind;
+    return 0;
+}
+
+/* argv[0] is the first sweep directory; more may follow (parts of one
+ * sweep, merged). */
+static int _cmd_report(const char *dir, int argc, char **argv)
+{
+    static tsweep_plan p;
+    static tsweep_summary s;
+    char png[1024], title[256] = "";
+    int w = 1000, h = 650, first = argc, n = -1, rc;
+    double target = 0;
+    snprintf(png, sizeof(png), "%s/sweep.png", dir);
+    if ((rc = _report_opts(argc, argv, png, title, &target, &w, &h, &first)))
+        return rc;
     tsweep_result *r = NULL;
-    int n, rc = _load(&p, dir, &r, &n);
-    for (int i = 0; !rc && target > 0 && i < n; i++)
-        rc = tsweep_task_at(&p, dir, target, &r[i]);
+    rc = _load_part(&p, &r, &n, dir, dir, target);
+    for (int i = first; !rc && i < argc; i++)
+        rc = _load_part(&p, &r, &n, argv[i], dir, target);
     if (target > 0)
         p.target = target; /* what the table and the plot are of */
     if (!rc) {
