@@ -7,8 +7,11 @@
  * past the step dropped, the rest byte for byte (those without a
  * global_step too) with the file's mode, a last line cut by a crash
  * dropped; nothing dropped, the file not
- * rewritten; a damaged line refused naming FILE:LINE, the file intact. */
+ * rewritten; a damaged line refused naming FILE:LINE, the file intact; a
+ * user's FILE.tmp untouched; a symlinked FILE trimmed through the link,
+ * which stays a link. */
 #include <check.h>
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,12 +157,25 @@ static void _put(const char *p, const char *text)
     ck_assert_int_eq(chmod(p, 0640), 0);
 }
 
+/* 1 when a trim's temporary file (p.trim.*) is left beside p. */
+static int _tmp_left(const char *p)
+{
+    char pat[600];
+    glob_t g;
+    snprintf(pat, sizeof pat, "%s.trim.*", p);
+    int found = glob(pat, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    globfree(&g);
+    return found;
+}
+
 START_TEST(trim_drops_past_the_step)
 {
     char p[512], t[600], buf[1024];
     struct stat st;
     long dropped = -1;
     _path(p, sizeof p);
+    snprintf(t, sizeof t, "%s.tmp", p);
+    _put(t, "mine\n"); /* a file of the user's, where a trim once wrote */
     _put(p, "{\"global_step\":1,\"loss\":2.5}\n"
             "{\"note\":\"no step\"}\n"
             "{\"global_step\":3,\"loss\":2.25}\n"
@@ -174,16 +190,19 @@ START_TEST(trim_drops_past_the_step)
                           "{\"global_step\":2, \"top1\":10.0000}\n");
     ck_assert_int_eq(stat(p, &st), 0);
     ck_assert_int_eq(st.st_mode & 07777, 0640);
-    snprintf(t, sizeof t, "%s.tmp", p);
-    ck_assert_int_eq(access(t, F_OK), -1);
+    ck_assert(!_tmp_left(p));
+    ck_assert_int_eq(access(t, F_OK), 0); /* the user's p.tmp: untouched */
+    _slurp(t, buf, sizeof buf);
+    ck_assert_str_eq(buf, "mine\n");
     /* Nothing past the step: the same file, not a rewritten one. */
     ino_t ino = st.st_ino;
     ck_assert_int_eq(ttrain_metrics_trim(p, 2, &dropped), 0);
     ck_assert_int_eq(dropped, 0);
     ck_assert_int_eq(stat(p, &st), 0);
     ck_assert_int_eq(st.st_ino, ino);
-    ck_assert_int_eq(access(t, F_OK), -1);
+    ck_assert(!_tmp_left(p));
     unlink(p);
+    unlink(t);
     /* No file yet: nothing to drop, nothing created. */
     ck_assert_int_eq(ttrain_metrics_trim(p, 2, &dropped), 0);
     ck_assert_int_eq(dropped, 0);
@@ -200,8 +219,33 @@ START_TEST(trim_drops_past_the_step)
 }
 END_TEST
 
+/* A metrics file reached through a symlink: its target is trimmed, the
+ * link stays a link. */
+START_TEST(trim_through_a_symlink)
+{
+    char p[512], l[600], buf[256];
+    struct stat st;
+    long dropped = -1;
+    _path(p, sizeof p);
+    snprintf(l, sizeof l, "%s.link", p);
+    unlink(l);
+    _put(p, "{\"global_step\":1}\n{\"global_step\":2}\n");
+    ck_assert_int_eq(symlink(p, l), 0);
+    ck_assert_msg(!ttrain_metrics_trim(l, 1, &dropped), "%s",
+                  torus_error_msg());
+    ck_assert_int_eq(dropped, 1);
+    ck_assert_int_eq(lstat(l, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    _slurp(p, buf, sizeof buf);
+    ck_assert_str_eq(buf, "{\"global_step\":1}\n");
+    ck_assert(!_tmp_left(p) && !_tmp_left(l));
+    unlink(l);
+    unlink(p);
+}
+END_TEST
+
 /* Each damaged file is refused with a message naming p:LINE, left byte
- * for byte, no p.tmp left. */
+ * for byte, no temporary file left. */
 START_TEST(trim_refuses_damage)
 {
     static const struct {
@@ -215,9 +259,8 @@ START_TEST(trim_refuses_damage)
         /* a complete (newline-ended) last line that is not JSON */
         {"{\"global_step\":1}\n{\"global_step\":9\n", ":2: "},
     };
-    char p[512], t[600], buf[1024], want[600];
+    char p[512], buf[1024], want[600];
     _path(p, sizeof p);
-    snprintf(t, sizeof t, "%s.tmp", p);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         long dropped;
         _put(p, bad[i].text);
@@ -227,7 +270,7 @@ START_TEST(trim_refuses_damage)
                       torus_error_msg());
         _slurp(p, buf, sizeof buf);
         ck_assert_str_eq(buf, bad[i].text);
-        ck_assert_int_eq(access(t, F_OK), -1);
+        ck_assert(!_tmp_left(p));
     }
     unlink(p);
 }
@@ -242,6 +285,7 @@ int main(void)
     tcase_add_test(tc, unopenable_names_the_file);
     tcase_add_test(tc, trim_drops_past_the_step);
     tcase_add_test(tc, trim_refuses_damage);
+    tcase_add_test(tc, trim_through_a_symlink);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
     srunner_run_all(sr, CK_NORMAL);

@@ -68,7 +68,9 @@ static int _copy_kept(FILE *in, FILE *out, const char *path, long at,
         if (g > at)
             ++*dropped;
         else if (fprintf(out, "%s\n", buf) < 0)
-            rc = TORUS_FAIL(TTRAIN_EIO, "--metrics: cannot write %s.tmp: %s",
+            rc = TORUS_FAIL(TTRAIN_EIO,
+                            "--metrics: cannot write the trimmed copy of "
+                            "%s: %s",
                             path, strerror(errno));
         if (rc)
             break;
@@ -93,10 +95,37 @@ static int _replace(FILE *out, const char *tmp, const char *path,
     return 0;
 }
 
+/* A temporary file beside the file that path names (a symlink resolved:
+ * the link stays a link, its target is trimmed), under a name of its own
+ * (mkstemp: never a file of the user's, such as path.tmp): *out and its
+ * name in tmp, and the file's real path in real. */
+static int _open_tmp(const char *path, char *real, char *tmp, size_t n,
+                     FILE **out)
+{
+    *out = NULL;
+    if (!realpath(path, real))
+        return TORUS_FAIL(TTRAIN_EIO, "--metrics: cannot resolve %s: %s",
+                          path, strerror(errno));
+    if ((size_t)snprintf(tmp, n, "%s.trim.XXXXXX", real) >= n)
+        return TORUS_FAIL(TTRAIN_EIO, "--metrics: path too long: %s", real);
+    int fd = mkstemp(tmp);
+    if (fd >= 0 && !(*out = fdopen(fd, "w"))) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+    }
+    if (!*out)
+        return TORUS_FAIL(TTRAIN_EIO, "--metrics: cannot create %s: %s", tmp,
+                          strerror(errno));
+    return 0;
+}
+
 int ttrain_metrics_trim(const char *path, long at, long *dropped)
 {
-    char tmp[PATH_MAX + 8];
+    char real[PATH_MAX], tmp[PATH_MAX + 16];
     struct stat st;
+    FILE *out = NULL;
     *dropped = 0;
     FILE *in = fopen(path, "r");
     if (!in)
@@ -104,25 +133,21 @@ int ttrain_metrics_trim(const char *path, long at, long *dropped)
                                : TORUS_FAIL(TTRAIN_EIO,
                                             "--metrics: cannot read %s: %s",
                                             path, strerror(errno));
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp)) {
-        fclose(in);
-        return TORUS_FAIL(TTRAIN_EIO, "--metrics: path too long: %s", path);
-    }
-    FILE *out = fstat(fileno(in), &st) ? NULL : fopen(tmp, "w");
-    if (!out) {
-        int e = errno;
-        fclose(in);
-        return TORUS_FAIL(TTRAIN_EIO, "--metrics: cannot create %s: %s", tmp,
-                          strerror(e));
-    }
-    int rc = _copy_kept(in, out, path, at, dropped);
+    int rc = fstat(fileno(in), &st)
+                 ? TORUS_FAIL(TTRAIN_EIO, "--metrics: cannot stat %s: %s",
+                              path, strerror(errno))
+                 : _open_tmp(path, real, tmp, sizeof(tmp), &out);
+    if (!rc)
+        rc = _copy_kept(in, out, path, at, dropped);
     fclose(in);
+    if (!out)
+        return rc;
     if (rc || !*dropped) { /* nothing dropped: the file stays as it is */
         fclose(out);
         unlink(tmp);
         return rc;
     }
-    if ((rc = _replace(out, tmp, path, st.st_mode & 07777)))
+    if ((rc = _replace(out, tmp, real, st.st_mode & 07777)))
         unlink(tmp);
     return rc;
 }
