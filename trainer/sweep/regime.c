@@ -1,9 +1,9 @@
 /* regime.c: where a steps-to-target curve bends (Shallue et al. 2019):
  * it leaves perfect scaling when the steps exceed tol times the perfect
  * line through the first point that reached the target, and it stops
- * gaining at the first doubling that no longer cuts the steps by a
- * factor 2^gain_min. Pure arithmetic on the points, so the unit tests
- * drive it with synthetic curves. */
+ * gaining at the first point that no larger batch beats by a factor of
+ * (their batch ratio)^gain_min in steps. Pure arithmetic on the points,
+ * so the unit tests drive it with synthetic curves. */
 #include <math.h>
 
 #include "trainer/sweep/tsweep.h"
@@ -11,6 +11,34 @@
 static int _reached(double s)
 {
     return isfinite(s) && s > 0;
+}
+
+/* The gain from point i to point j along the batch axis, as the exponent
+ * of the power law steps ~ batch^-e between them: 1 is perfect, 0 is
+ * flat; a miss at j is no gain (-1). */
+static double _gain(const int *batch, const double *steps, int i, int j)
+{
+    if (!_reached(steps[j]))
+        return -1;
+    return log(steps[i] / steps[j]) / log((double)batch[j] / batch[i]);
+}
+
+/* The first reached point from ref on that no larger batch beats by the
+ * gain: not the first doubling that gains too little, as one noisy point
+ * (a crossing caught late, at a target crossed while the LR is high)
+ * would end the curve there although larger batches take far fewer
+ * steps. The last point, with nothing to beat it, is no stop. */
+static int _stop(const int *batch, const double *steps, int n, int ref,
+                 double gain_min)
+{
+    for (int i = ref; i < n - 1; i++) {
+        int gains = 0;
+        for (int j = i + 1; j < n && !gains; j++)
+            gains = _gain(batch, steps, i, j) >= gain_min;
+        if (_reached(steps[i]) && !gains)
+            return i;
+    }
+    return -1;
 }
 
 void tsweep_regimes_find(const int *batch, const double *steps, int n,
@@ -32,15 +60,5 @@ void tsweep_regimes_find(const int *batch, const double *steps, int n,
             break;
         }
     }
-    /* The gain of each step along the batch axis, as the exponent of the
-     * local power law steps ~ batch^-e: 1 is perfect, 0 is flat. */
-    for (int i = ref + 1; i < n; i++) {
-        double e = _reached(steps[i]) ? log(steps[i - 1] / steps[i]) /
-                                            log((double)batch[i] / batch[i - 1])
-                                      : -1;
-        if (e < gain_min) {
-            out->stop = i - 1;
-            break;
-        }
-    }
+    out->stop = _stop(batch, steps, n, ref, gain_min);
 }

@@ -151,9 +151,10 @@ int tsweep_mark(const char *path, double before);
  *   leave: the first point after ref whose steps exceed tol * perfect (or
  *          that did not reach the target); perfect scaling holds up to
  *          the point before it;
- *   stop:  the last point that still gained: the point before the first
- *          doubling (scaled to the batch ratio) that cut the steps by
- *          less than a factor 2^gain_min, or did not reach the target.
+ *   stop:  the last point that still gained: the first reached point
+ *          that no larger batch beats, a larger batch beating it when it
+ *          cuts the steps by at least (batch ratio)^gain_min (a miss
+ *          never does); the last point is none (still gaining).
  * All are indices, -1 when the sweep shows no such point (ref -1: no
  * point reached the target). */
 typedef struct {
