@@ -8,7 +8,8 @@
 # which made this exit 1 before. Then the same sweep with a second part
 # (batch 128, planned apart, as a plan with results cannot change):
 # report DIR DIR2 merges it into one table, and a part planned with
-# another target is refused, naming both plans.
+# another target is refused, naming both plans, and an option where the
+# first directory goes is a usage error, not a directory.
 set -euo pipefail
 sweep=${top_builddir:?run from make check}/trainer/sweep/torus-sweep
 command -v gnuplot > /dev/null || { echo "SKIP: gnuplot not installed (Debian: gnuplot-nox)"; exit 77; }
@@ -46,4 +47,8 @@ rc=0
 "$sweep" report "$d" "$d2" -o "$T/m.png" > "$T/merge.log" 2>&1 || rc=$?
 [ $rc = 2 ] && grep -q "$d/plan and $d2/plan differ in 'target'" "$T/merge.log" ||
     fail "parts of two sweeps: exit $rc: $(cat "$T/merge.log")"
+rc=0
+"$sweep" report -o "$T/m.png" "$d" > "$T/merge.log" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "cannot start with '-'" "$T/merge.log" ||
+    fail "an option taken for a sweep directory: exit $rc: $(cat "$T/merge.log")"
 echo "ok: report with no batch at the target: table, message, PNG, exit 0; two parts merged, two sweeps refused"

@@ -685,14 +685,15 @@ static void _part(tsweep_plan *p, const char *batches)
     ck_assert_int_eq(tsweep_plan_expand(p), 0);
 }
 
-/* report DIR DIR: a sweep run in two parts (batches 32 and 128, then 64)
- * merges into the plan over 32, 64, 128 with every result renumbered to
- * its (batch, recipe, trial) there; the launcher may differ; a part with
- * another setting, a shared batch or too many batches together is
- * refused, naming both directories. */
+/* report DIR DIR DIR: a sweep run in parts (batches 32 and 128, then
+ * 64, then 256) merges into the plan over 32..256 with every result
+ * renumbered to its (batch, recipe, trial) there; the launcher may
+ * differ; a part with another setting, a batch of an earlier part (named:
+ * the part it came from) or too many batches is refused. */
 START_TEST(test_merge)
 {
     tsweep_result rb[1], *ra = calloc(2, sizeof(*ra));
+    const char *from[TSWEEP_MAX_BATCHES] = {"A", "A"};
     int na = 2;
     ck_assert_ptr_nonnull(ra);
     _part(&_p, "32,128");
@@ -701,9 +702,11 @@ START_TEST(test_merge)
     ra[1] = (tsweep_result){.task = 11, .batch = 128, .trial = 2, .steps = 7};
     rb[0] = (tsweep_result){.task = 0, .batch = 64, .trial = 0, .steps = 9};
     snprintf(_q.launcher, sizeof(_q.launcher), "srun -K1");
-    ck_assert_int_eq(tsweep_merge(&_p, &ra, &na, &_q, rb, 1, "A", "B"), 0);
+    ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 1, "B"), 0);
     ck_assert_int_eq(_p.nbatches, 3);
     ck_assert_int_eq(_p.batch[1], 64);
+    ck_assert_str_eq(from[1], "B");
+    ck_assert_str_eq(from[2], "A");
     ck_assert_int_eq(_p.ntasks, 18);
     ck_assert_int_eq(na, 3);
     int want[3] = {1, 17, 6}; /* batch-major: (b * 2 + recipe) * 3 + trial */
@@ -714,24 +717,28 @@ START_TEST(test_merge)
         ck_assert_int_eq(t->trial, ra[i].trial);
         ck_assert_int_eq(t->recipe, i == 1); /* lars at 128 */
     }
-    _part(&_p, "32,128");
-    _part(&_q, "64");
+    /* a third part: 256 goes after 128; 64 again names B, not A */
+    _part(&_q, "256");
+    ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 0, "C"), 0);
+    ck_assert_int_eq(_p.batch[3], 256);
+    ck_assert_str_eq(from[3], "C");
+    _part(&_q, "64,512");
+    ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 0, "D"),
+                     TSWEEP_EPLAN);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "batch 64 is in the "
+                                                    "plans of both B and D"));
+    ck_assert_int_eq(_p.nbatches, 4); /* a refused part changes nothing */
+    _part(&_q, "512");
     snprintf(_q.train, sizeof(_q.train), "--data /other --model tiny-cnn");
-    ck_assert_int_eq(tsweep_merge(&_p, &ra, &na, &_q, rb, 1, "A", "B"),
+    ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 0, "D"),
                      TSWEEP_EPLAN);
-    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "A/plan and B/plan "
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "A/plan and D/plan "
                                                     "differ in 'train'"));
-    _part(&_q, "64,128");
-    ck_assert_int_eq(tsweep_merge(&_p, &ra, &na, &_q, rb, 1, "A", "B"),
-                     TSWEEP_EPLAN);
-    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "batch 128 is in the "
-                                                    "plans of both A and B"));
-    ck_assert_int_eq(_p.nbatches, 2); /* a refused part changes nothing */
     _part(&_q, "3:1572864"); /* 20 batches, 3 to 3 << 19 */
-    _q.nbatches = TSWEEP_MAX_BATCHES - 1;
-    ck_assert_int_eq(tsweep_merge(&_p, &ra, &na, &_q, rb, 1, "A", "B"),
+    _q.nbatches = TSWEEP_MAX_BATCHES - 3;
+    ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 0, "D"),
                      TSWEEP_EPLAN);
-    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "33 batches together"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "D: 33 batches with"));
     free(ra);
 }
 END_TEST

@@ -46,12 +46,6 @@ static const char *_differs(const tsweep_plan *a, const tsweep_plan *b)
     return NULL;
 }
 
-static int _cmp_int(const void *x, const void *y)
-{
-    int a = *(const int *)x, b = *(const int *)y;
-    return (a > b) - (a < b);
-}
-
 /* The id in the union plan u of the task (batch, recipe, trial). */
 static int _task_id(const tsweep_plan *u, const tsweep_task *t)
 {
@@ -63,45 +57,53 @@ static int _task_id(const tsweep_plan *u, const tsweep_task *t)
 }
 
 /* a's batches plus b's into a (checked: disjoint, at most the maximum),
- * sorted, and the grid expanded again. */
-static int _union_batches(tsweep_plan *a, const tsweep_plan *b,
-                          const char *adir, const char *bdir)
+ * in increasing order with from[] (each batch's directory) kept in step,
+ * and the grid expanded again. */
+static int _union_batches(tsweep_plan *a, const char **from,
+                          const tsweep_plan *b, const char *bdir)
 {
     if (a->nbatches + b->nbatches > TSWEEP_MAX_BATCHES)
         return TORUS_FAIL(TSWEEP_EPLAN,
-                          "%s and %s: %d batches together, more than %d",
-                          adir, bdir, a->nbatches + b->nbatches,
-                          TSWEEP_MAX_BATCHES);
+                          "%s: %d batches with the parts before it, more "
+                          "than %d",
+                          bdir, a->nbatches + b->nbatches, TSWEEP_MAX_BATCHES);
     for (int i = 0; i < b->nbatches; i++)
         for (int j = 0; j < a->nbatches; j++)
             if (b->batch[i] == a->batch[j])
                 return TORUS_FAIL(TSWEEP_EPLAN,
                                   "batch %d is in the plans of both %s and "
                                   "%s: a report takes each batch from one",
-                                  b->batch[i], adir, bdir);
-    memcpy(a->batch + a->nbatches, b->batch, sizeof(int) * b->nbatches);
-    a->nbatches += b->nbatches;
-    qsort(a->batch, a->nbatches, sizeof(int), _cmp_int);
+                                  b->batch[i], from[j], bdir);
+    for (int i = 0; i < b->nbatches; i++) {
+        int j = a->nbatches++;
+        for (; j > 0 && a->batch[j - 1] > b->batch[i]; j--) {
+            a->batch[j] = a->batch[j - 1];
+            from[j] = from[j - 1];
+        }
+        a->batch[j] = b->batch[i];
+        from[j] = bdir;
+    }
     return tsweep_plan_expand(a);
 }
 
-int tsweep_merge(tsweep_plan *a, tsweep_result **ra, int *na,
-                 const tsweep_plan *b, const tsweep_result *rb, int nb,
-                 const char *adir, const char *bdir)
+int tsweep_merge(tsweep_plan *a, const char **from, tsweep_result **ra,
+                 int *na, const tsweep_plan *b, const tsweep_result *rb,
+                 int nb, const char *bdir)
 {
+    /* Every part so far has a's settings: from[0] names one of them. */
     const char *key = _differs(a, b);
     if (key)
         return TORUS_FAIL(TSWEEP_EPLAN,
                           "%s/plan and %s/plan differ in '%s': a report "
                           "takes parts of one sweep only",
-                          adir, bdir, key);
+                          from[0], bdir, key);
     static tsweep_plan old; /* a before the union, to renumber a's results */
     old = *a;
     tsweep_result *r = realloc(*ra, sizeof(*r) * ((size_t)*na + nb + 1));
     if (!r)
         return TORUS_FAIL(TSWEEP_EIO, "out of memory");
     *ra = r;
-    int rc = _union_batches(a, b, adir, bdir);
+    int rc = _union_batches(a, from, b, bdir);
     if (rc)
         return rc;
     for (int i = 0; i < *na; i++)

@@ -330,9 +330,10 @@ static int _cmd_run(const char *dir, int argc, char **argv)
 }
 
 /* Sweep part dir (plan, results; each re-read at target when above 0)
- * into *p, *r, *n, or added to them when *n >= 0 (tsweep_merge). */
-static int _load_part(tsweep_plan *p, tsweep_result **r, int *n,
-                      const char *dir, const char *first, double target)
+ * into *p, *r, *n, or added to them when *n >= 0 (tsweep_merge; from[]:
+ * the directory of each batch of *p). */
+static int _load_part(tsweep_plan *p, const char **from, tsweep_result **r,
+                      int *n, const char *dir, double target)
 {
     static tsweep_plan q;
     tsweep_result *x = NULL;
@@ -341,10 +342,12 @@ static int _load_part(tsweep_plan *p, tsweep_result **r, int *n,
         rc = tsweep_task_at(*n < 0 ? p : &q, dir, target, &x[i]);
     if (!rc && *n < 0) {
         *r = x, *n = m;
+        for (int i = 0; i < p->nbatches; i++)
+            from[i] = dir;
         return 0;
     }
     if (!rc)
-        rc = tsweep_merge(p, r, n, &q, x, m, first, dir);
+        rc = tsweep_merge(p, from, r, n, &q, x, m, dir);
     free(x);
     return rc;
 }
@@ -379,6 +382,10 @@ static int _report_opts(int argc, char **argv, char *png, char *title,
     }
     if (*w < 200 || *h < 150 || *w > 8000 || *h > 8000)
         return _usage_error("report: --size not in 200x150..8000x8000");
+    for (int i = optind; i < argc; i++)
+        if (argv[i][0] == '-')
+            return _usage_error("report: a sweep directory cannot start "
+                                "with '-' (options go first)");
     *first = optind;
     return 0;
 }
@@ -392,13 +399,17 @@ static int _cmd_report(const char *dir, int argc, char **argv)
     char png[1024], title[256] = "";
     int w = 1000, h = 650, first = argc, n = -1, rc;
     double target = 0;
+    if (dir[0] == '-')
+        return _usage_error("report: a sweep directory cannot start with "
+                            "'-' (options go first)");
     snprintf(png, sizeof(png), "%s/sweep.png", dir);
     if ((rc = _report_opts(argc, argv, png, title, &target, &w, &h, &first)))
         return rc;
+    const char *from[TSWEEP_MAX_BATCHES];
     tsweep_result *r = NULL;
-    rc = _load_part(&p, &r, &n, dir, dir, target);
+    rc = _load_part(&p, from, &r, &n, dir, target);
     for (int i = first; !rc && i < argc; i++)
-        rc = _load_part(&p, &r, &n, argv[i], dir, target);
+        rc = _load_part(&p, from, &r, &n, argv[i], target);
     if (target > 0)
         p.target = target; /* what the table and the plot are of */
     if (!rc) {

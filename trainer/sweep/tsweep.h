@@ -168,16 +168,18 @@ void tsweep_regimes_find(const int *batch, const double *steps, int n,
                          double tol, double gain_min, tsweep_regimes *out);
 
 /* ---- merge.c ---- */
-/* Adds sweep part b (its plan, its results rb[nb], read from bdir) to part
- * a (read from adir): the plans must agree in every setting but the
- * batches and the launcher, and share no batch. a becomes the plan over
- * the union of the batches and *ra (realloc'd, *na entries) every result
- * of both, renumbered to it. Errors name both directories. Results that
- * tsweep_task_at re-reads must be re-read before the merge (it finds a
- * task's metrics by the id in its own part). */
-int tsweep_merge(tsweep_plan *a, tsweep_result **ra, int *na,
-                 const tsweep_plan *b, const tsweep_result *rb, int nb,
-                 const char *adir, const char *bdir);
+/* Adds sweep part b (its plan, its results rb[nb], read from bdir) to
+ * the parts before it (a, *ra, *na; from[i] the directory that batch
+ * a->batch[i] came from, kept in step): the plans must agree in every
+ * setting but the batches and the launcher, and share no batch. a becomes
+ * the plan over the union of the batches and *ra (realloc'd) every result
+ * of both, renumbered to it. Errors name the directories concerned.
+ * Results that tsweep_task_at re-reads must be re-read before the merge
+ * (it finds a task's metrics by the id in its own part). Not reentrant
+ * (a static plan; the sweep runs one thread). */
+int tsweep_merge(tsweep_plan *a, const char **from, tsweep_result **ra,
+                 int *na, const tsweep_plan *b, const tsweep_result *rb,
+                 int nb, const char *bdir);
 
 /* ---- report.c ---- */
 /* The best trial per (recipe, batch): steps[r * nbatches + b] (0 when no

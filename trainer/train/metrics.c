@@ -48,6 +48,8 @@ static int _copy_kept(FILE *in, FILE *out, const char *path, long at,
         torus_json_rec rec;
         long long g = 0;
         int jr = torus_json_read_line(in, path, &line, buf, _LINE_CAP, &rec);
+        if (jr)
+            torus_json_rec_free(&rec);
         if (jr && jr != TORUS_JSON_EIO && feof(in)) {
             ++*dropped; /* the cut last line */
             break;
@@ -95,17 +97,13 @@ static int _replace(FILE *out, const char *tmp, const char *path,
     return 0;
 }
 
-/* A temporary file beside the file that path names (a symlink resolved:
+/* A temporary file beside real (the metrics file, a symlink resolved:
  * the link stays a link, its target is trimmed), under a name of its own
- * (mkstemp: never a file of the user's, such as path.tmp): *out and its
- * name in tmp, and the file's real path in real. */
-static int _open_tmp(const char *path, char *real, char *tmp, size_t n,
-                     FILE **out)
+ * (mkstemp: never a file of the user's, such as FILE.tmp): *out, and its
+ * name in tmp. */
+static int _open_tmp(const char *real, char *tmp, size_t n, FILE **out)
 {
     *out = NULL;
-    if (!realpath(path, real))
-        return TORUS_FAIL(TTRAIN_EIO, "--metrics: cannot resolve %s: %s",
-                          path, strerror(errno));
     if ((size_t)snprintf(tmp, n, "%s.trim.XXXXXX", real) >= n)
         return TORUS_FAIL(TTRAIN_EIO, "--metrics: path too long: %s", real);
     int fd = mkstemp(tmp);
@@ -125,10 +123,10 @@ int ttrain_metrics_trim(const char *path, long at, long *dropped)
 {
     char real[PATH_MAX], tmp[PATH_MAX + 16];
     struct stat st;
-    FILE *out = NULL;
+    FILE *in = NULL, *out = NULL;
     *dropped = 0;
-    FILE *in = fopen(path, "r");
-    if (!in)
+    /* Resolved once, before reading: what is read is what is replaced. */
+    if (!realpath(path, real) || !(in = fopen(real, "r")))
         return errno == ENOENT ? 0
                                : TORUS_FAIL(TTRAIN_EIO,
                                             "--metrics: cannot read %s: %s",
@@ -136,7 +134,7 @@ int ttrain_metrics_trim(const char *path, long at, long *dropped)
     int rc = fstat(fileno(in), &st)
                  ? TORUS_FAIL(TTRAIN_EIO, "--metrics: cannot stat %s: %s",
                               path, strerror(errno))
-                 : _open_tmp(path, real, tmp, sizeof(tmp), &out);
+                 : _open_tmp(real, tmp, sizeof(tmp), &out);
     if (!rc)
         rc = _copy_kept(in, out, path, at, dropped);
     fclose(in);

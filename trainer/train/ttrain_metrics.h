@@ -22,8 +22,9 @@ int ttrain_metrics_open(const char *path, int rank, FILE **out);
  * is past it (the run that stopped after that checkpoint recorded steps
  * that are trained again), counted in *dropped. The kept lines stay byte
  * for byte; they go to a new file of a unique name beside the file
- * (PATH.trim.XXXXXX), which is renamed over it, and only when something
- * was dropped. A symlinked path stays a link: its target is trimmed.
+ * (FILE.trim.XXXXXX, FILE being path with its symlinks resolved), which
+ * is renamed over FILE, and only when something was dropped. A symlinked
+ * path stays a link: its target is trimmed.
  * Records without a global_step are kept. A line
  * that is not a JSON object, or a global_step that is not an integer >= 0,
  * is TTRAIN_EFORMAT naming path:line, and path is left as it was. A
