@@ -685,18 +685,22 @@ static void _part(tsweep_plan *p, const char *batches)
     ck_assert_int_eq(tsweep_plan_expand(p), 0);
 }
 
-/* report DIR DIR DIR: a sweep run in parts (batches 32 and 128, then
+/* report DIR DIR ...: a sweep run in parts (batches 32 and 128, then
  * 64, then 256) merges into the plan over 32..256 with every result
- * renumbered to its (batch, recipe, trial) there; the launcher may
- * differ; a part with another setting, a batch of an earlier part (named:
- * the part it came from) or too many batches is refused. */
+ * renumbered to its (batch, recipe, LR) there; the launcher may differ;
+ * a part with other LRs at a batch already there (a recipe's own --lr
+ * too) adds trials to it, in LR order; a part with another setting (a
+ * recipe's other options too), a task of an earlier part (named: the part
+ * it came from) or too many tasks is refused, and changes nothing. */
 START_TEST(test_merge)
 {
     tsweep_result rb[1], *ra = calloc(2, sizeof(*ra));
-    const char *from[TSWEEP_MAX_BATCHES] = {"A", "A"};
+    static const char *from[TSWEEP_MAX_TASKS];
     int na = 2;
     ck_assert_ptr_nonnull(ra);
     _part(&_p, "32,128");
+    for (int i = 0; i < _p.ntasks; i++)
+        from[i] = "A";
     _part(&_q, "64");
     ra[0] = (tsweep_result){.task = 1, .batch = 32, .trial = 1, .steps = 5};
     ra[1] = (tsweep_result){.task = 11, .batch = 128, .trial = 2, .steps = 7};
@@ -705,9 +709,9 @@ START_TEST(test_merge)
     ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 1, "B"), 0);
     ck_assert_int_eq(_p.nbatches, 3);
     ck_assert_int_eq(_p.batch[1], 64);
-    ck_assert_str_eq(from[1], "B");
-    ck_assert_str_eq(from[2], "A");
     ck_assert_int_eq(_p.ntasks, 18);
+    ck_assert_str_eq(from[6], "B");
+    ck_assert_str_eq(from[12], "A");
     ck_assert_int_eq(na, 3);
     int want[3] = {1, 17, 6}; /* batch-major: (b * 2 + recipe) * 3 + trial */
     for (int i = 0; i < 3; i++) {
@@ -717,28 +721,62 @@ START_TEST(test_merge)
         ck_assert_int_eq(t->trial, ra[i].trial);
         ck_assert_int_eq(t->recipe, i == 1); /* lars at 128 */
     }
-    /* a third part: 256 goes after 128; 64 again names B, not A */
+    /* a third part: 256 goes after 128 */
     _part(&_q, "256");
     ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 0, "C"), 0);
     ck_assert_int_eq(_p.batch[3], 256);
-    ck_assert_str_eq(from[3], "C");
+    ck_assert_str_eq(from[18], "C");
+    /* a lower LR at 64, for both recipes (lars by its own --lr) */
+    _part(&_q, "64");
+    _q.trials = 1;
+    _q.base_lr = 0.025;
+    snprintf(_q.recipe[1].args, sizeof(_q.recipe[1].args),
+             "--lars --warmup-epochs 2 --lr 0.5");
+    _q.recipe[1].lr = 0.5;
+    ck_assert_int_eq(tsweep_plan_expand(&_q), 0);
+    rb[0] = (tsweep_result){.task = 1, .batch = 64, .steps = 3, .lr = 0.5};
+    ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 1, "E"), 0);
+    ck_assert_int_eq(_p.ntasks, 26);
+    ck_assert_int_eq(_p.nbatches, 4);
+    const tsweep_task *t = &_p.task[ra[3].task];
+    ck_assert(t->batch == 64 && t->recipe == 1 && t->lr == 0.5);
+    ck_assert_int_eq(t->trial, 0);
+    ck_assert(_p.task[6].batch == 64 && _p.task[6].lr == 0.025);
+    ck_assert_str_eq(from[6], "E");
+    ck_assert(fabs(_p.task[ra[2].task].lr - 0.05) < 1e-12); /* B's: trial 1 */
+    ck_assert_int_eq(_p.task[ra[2].task].trial, 1);
+    tsweep_summary sum;
+    tsweep_summarize(&_p, ra, na, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &sum);
+    ck_assert_int_eq(sum.planned[0 * 4 + 1], 4);
+    ck_assert_int_eq(sum.planned[1 * 4 + 1], 4);
+    ck_assert_int_eq(sum.planned[0 * 4 + 0], 3);
+    /* refused: B's task again, another recipe option, too many tasks */
     _part(&_q, "64,512");
     ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 0, "D"),
                      TSWEEP_EPLAN);
-    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "batch 64 is in the "
-                                                    "plans of both B and D"));
-    ck_assert_int_eq(_p.nbatches, 4); /* a refused part changes nothing */
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(),
+                                 "batch 64, sgd, --lr 0.05 is in the plans "
+                                 "of both B and D"));
+    ck_assert_int_eq(_p.nbatches, 4);
+    ck_assert_int_eq(_p.ntasks, 26);
+    _part(&_q, "512");
+    snprintf(_q.recipe[1].args, sizeof(_q.recipe[1].args),
+             "--lars --lr 2 --warmup-epochs 3");
+    ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 0, "D"),
+                     TSWEEP_EPLAN);
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "A/plan and D/plan "
+                                                    "differ in 'recipe'"));
     _part(&_q, "512");
     snprintf(_q.train, sizeof(_q.train), "--data /other --model tiny-cnn");
     ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 0, "D"),
                      TSWEEP_EPLAN);
-    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "A/plan and D/plan "
-                                                    "differ in 'train'"));
-    _part(&_q, "3:1572864"); /* 20 batches, 3 to 3 << 19 */
-    _q.nbatches = TSWEEP_MAX_BATCHES - 3;
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "differ in 'train'"));
+    _part(&_q, "3:1572864"); /* 20 batches x 2 recipes x 3 trials */
+    _q.ntasks = TSWEEP_MAX_TASKS - 25;
     ck_assert_int_eq(tsweep_merge(&_p, from, &ra, &na, &_q, rb, 0, "D"),
                      TSWEEP_EPLAN);
-    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "D: 33 batches with"));
+    ck_assert_ptr_nonnull(strstr(torus_error_msg(), "D: 2305 tasks with"));
+    ck_assert_int_eq(_p.ntasks, 26);
     free(ra);
 }
 END_TEST

@@ -30,9 +30,9 @@ static int _bindex(const tsweep_plan *p, int batch)
  * finished ones reached the target, the point is pending: a partial sweep
  * that runs the middle LR first must not call a batch missed whose lower
  * LR is still to come. */
-static int _decided(const tsweep_plan *p, const tsweep_summary *s, int k)
+static int _decided(const tsweep_summary *s, int k)
 {
-    return s->steps[k] > 0 || s->finished[k] >= p->trials;
+    return s->steps[k] > 0 || s->finished[k] >= s->planned[k];
 }
 
 /* The regimes of recipe c over its decided batches: a pending batch is no
@@ -44,7 +44,7 @@ static void _regimes(const tsweep_plan *p, tsweep_summary *s, int c, double tol,
     int batch[TSWEEP_MAX_BATCHES], at[TSWEEP_MAX_BATCHES], n = 0;
     double steps[TSWEEP_MAX_BATCHES];
     for (int b = 0; b < p->nbatches; b++)
-        if (_decided(p, s, c * p->nbatches + b)) {
+        if (_decided(s, c * p->nbatches + b)) {
             batch[n] = p->batch[b];
             steps[n] = s->steps[c * p->nbatches + b];
             at[n++] = b;
@@ -61,6 +61,9 @@ void tsweep_summarize(const tsweep_plan *p, const tsweep_result *r, int n,
                       double tol, double gain_min, tsweep_summary *s)
 {
     memset(s, 0, sizeof(*s));
+    for (int i = 0; i < p->ntasks; i++)
+        s->planned[p->task[i].recipe * p->nbatches +
+                   _bindex(p, p->task[i].batch)]++;
     for (int i = 0; i < n; i++) {
         const tsweep_task *t = &p->task[r[i].task];
         int k = t->recipe * p->nbatches + _bindex(p, t->batch);
@@ -89,7 +92,7 @@ static int _last_done(const tsweep_plan *p, const tsweep_summary *s, int c)
 {
     int last = 0;
     for (int b = 0; b < p->nbatches; b++)
-        if (_decided(p, s, c * p->nbatches + b))
+        if (_decided(s, c * p->nbatches + b))
             last = b;
     return last;
 }
@@ -103,7 +106,7 @@ static void _pending(const tsweep_plan *p, const tsweep_summary *s, int c,
 {
     const char *sep = "; pending: batch ";
     for (int b = 0; b < p->nbatches; b++)
-        if (!_decided(p, s, c * p->nbatches + b)) {
+        if (!_decided(s, c * p->nbatches + b)) {
             fprintf(f, "%s%d", sep, p->batch[b]);
             sep = ", ";
         }
@@ -147,10 +150,10 @@ void tsweep_print_table(const tsweep_plan *p, const tsweep_summary *s, FILE *f)
     for (int c = 0; c < p->nrecipes; c++) {
         const tsweep_regimes *g = &s->reg[c];
         for (int b = 0; b < p->nbatches; b++) {
-            int k = c * p->nbatches + b, d = _decided(p, s, k);
+            int k = c * p->nbatches + b, d = _decided(s, k);
             const tsweep_result *x = s->best[k];
             fprintf(f, "%-12s %7d %3d/%-3d", p->recipe[c].name, p->batch[b],
-                    s->finished[k], p->trials);
+                    s->finished[k], s->planned[k]);
             if (!x) {
                 fprintf(f, " %11s %9s %9s %6s %9s %7s  %s\n", "-",
                         d ? "not hit" : "pending", "-", "-", "-", "-",
@@ -173,9 +176,9 @@ void tsweep_print_table(const tsweep_plan *p, const tsweep_summary *s, FILE *f)
 }
 
 /* 1 when all trials of point k finished and none reached the target. */
-static int _missed(const tsweep_plan *p, const tsweep_summary *s, int k)
+static int _missed(const tsweep_summary *s, int k)
 {
-    return _decided(p, s, k) && !(s->steps[k] > 0);
+    return _decided(s, k) && !(s->steps[k] > 0);
 }
 
 /* Writes the data files of recipe c into dir: its curve (c), its perfect
@@ -199,7 +202,7 @@ static int _plot_data(const tsweep_plan *p, const tsweep_summary *s, int c,
                        : k == 1 ? b >= g->ref
                        : k == 2 ? b == g->leave && st[b] > 0
                        : k == 3 ? b == g->stop
-                                : _missed(p, s, c * p->nbatches + b);
+                                : _missed(s, c * p->nbatches + b);
             if (show)
                 fprintf(f, "%d %.17g\n", p->batch[b],
                         k == 1   ? perfect
@@ -253,7 +256,7 @@ static void _plot_recipe(const tsweep_plan *p, const tsweep_summary *s, int c,
                 dir, c, c + 1, n);
     int missed = 0;
     for (int b = 0; b < p->nbatches; b++)
-        missed |= _missed(p, s, c * p->nbatches + b);
+        missed |= _missed(s, c * p->nbatches + b);
     if (missed)
         fprintf(f,
                 ", '%s/m%d' w points lc %d pt 2 ps 2 lw 2 t '%s: missed the "

@@ -53,9 +53,12 @@ static const char _help[] =
     "    batch where each recipe leaves perfect scaling (steps above 1.25x\n"
     "    perfect) and where it stops gaining. report merges several DIRs\n"
     "    into one table and picture when they are parts of one sweep:\n"
-    "    plans that differ only in their batches (none shared) and launcher\n"
-    "    (a plan with results cannot change, so more batches go into a\n"
-    "    plan of their own). jobs/sweep.sbatch drives it on a cluster.\n"
+    "    plans that differ only in their batches, LRs (--lr, --trials,\n"
+    "    --lr-spread, a recipe's own --lr) and launcher, with no task\n"
+    "    (batch, recipe, LR) in two of them. A plan with results cannot\n"
+    "    change, so more batches, or more LRs where the best trial was at\n"
+    "    the edge of the grid, go into a plan of their own.\n"
+    "    jobs/sweep.sbatch drives it on a cluster.\n"
     "\n"
     "PLAN OPTIONS\n"
     "    --target PCT        test top-1 to reach, in percent (required)\n"
@@ -331,7 +334,7 @@ static int _cmd_run(const char *dir, int argc, char **argv)
 
 /* Sweep part dir (plan, results; each re-read at target when above 0)
  * into *p, *r, *n, or added to them when *n >= 0 (tsweep_merge; from[]:
- * the directory of each batch of *p). */
+ * the directory of each task of *p). */
 static int _load_part(tsweep_plan *p, const char **from, tsweep_result **r,
                       int *n, const char *dir, double target)
 {
@@ -342,7 +345,7 @@ static int _load_part(tsweep_plan *p, const char **from, tsweep_result **r,
         rc = tsweep_task_at(*n < 0 ? p : &q, dir, target, &x[i]);
     if (!rc && *n < 0) {
         *r = x, *n = m;
-        for (int i = 0; i < p->nbatches; i++)
+        for (int i = 0; i < p->ntasks; i++)
             from[i] = dir;
         return 0;
     }
@@ -405,7 +408,7 @@ static int _cmd_report(const char *dir, int argc, char **argv)
     snprintf(png, sizeof(png), "%s/sweep.png", dir);
     if ((rc = _report_opts(argc, argv, png, title, &target, &w, &h, &first)))
         return rc;
-    const char *from[TSWEEP_MAX_BATCHES];
+    static const char *from[TSWEEP_MAX_TASKS];
     tsweep_result *r = NULL;
     rc = _load_part(&p, from, &r, &n, dir, target);
     for (int i = first; !rc && i < argc; i++)

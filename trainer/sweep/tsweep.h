@@ -20,6 +20,8 @@
 #define TSWEEP_MAX_BATCHES 32
 #define TSWEEP_MAX_RECIPES 8
 #define TSWEEP_MAX_TRIALS  9
+#define TSWEEP_MAX_TASKS \
+    (TSWEEP_MAX_BATCHES * TSWEEP_MAX_RECIPES * TSWEEP_MAX_TRIALS)
 #define TSWEEP_NAME_LEN    32
 #define TSWEEP_ARGS_LEN    1024
 #define TSWEEP_LINE_LEN    4096
@@ -55,8 +57,7 @@ typedef struct {
     int nrecipes;
     tsweep_recipe recipe[TSWEEP_MAX_RECIPES];
     int ntasks;
-    tsweep_task
-        task[TSWEEP_MAX_BATCHES * TSWEEP_MAX_RECIPES * TSWEEP_MAX_TRIALS];
+    tsweep_task task[TSWEEP_MAX_TASKS];
 } tsweep_plan;
 
 /* One finished task (a results line; "diverged" only where it is 1, so
@@ -169,14 +170,17 @@ void tsweep_regimes_find(const int *batch, const double *steps, int n,
 
 /* ---- merge.c ---- */
 /* Adds sweep part b (its plan, its results rb[nb], read from bdir) to
- * the parts before it (a, *ra, *na; from[i] the directory that batch
- * a->batch[i] came from, kept in step): the plans must agree in every
- * setting but the batches and the launcher, and share no batch. a becomes
- * the plan over the union of the batches and *ra (realloc'd) every result
- * of both, renumbered to it. Errors name the directories concerned.
- * Results that tsweep_task_at re-reads must be re-read before the merge
- * (it finds a task's metrics by the id in its own part). Not reentrant
- * (a static plan; the sweep runs one thread). */
+ * the parts before it (a, *ra, *na; from[i] the directory that task
+ * a->task[i] came from, kept in step, TSWEEP_MAX_TASKS long): the plans
+ * must agree in every setting but the batches, the LRs (lr, trials,
+ * lr-spread, a recipe's "--lr X") and the launcher, and plan no task
+ * (batch, recipe, LR) twice. a becomes the plan of every task of both,
+ * sorted by batch, recipe and LR (ids and trials renumbered), and *ra
+ * (realloc'd) every result of both, renumbered to it. Errors name the
+ * directories concerned; a refused part leaves a as it was. Results that
+ * tsweep_task_at re-reads must be re-read before the merge (it finds a
+ * task's metrics by the id in its own part). Not reentrant (a static
+ * plan; the sweep runs one thread). */
 int tsweep_merge(tsweep_plan *a, const char **from, tsweep_result **ra,
                  int *na, const tsweep_plan *b, const tsweep_result *rb,
                  int nb, const char *bdir);
@@ -188,6 +192,8 @@ typedef struct {
     double steps[TSWEEP_MAX_RECIPES * TSWEEP_MAX_BATCHES];
     const tsweep_result *best[TSWEEP_MAX_RECIPES * TSWEEP_MAX_BATCHES];
     int finished[TSWEEP_MAX_RECIPES * TSWEEP_MAX_BATCHES]; /* trials */
+    int planned[TSWEEP_MAX_RECIPES * TSWEEP_MAX_BATCHES]; /* trials in the
+                                      * plan (a merged one: per point) */
     tsweep_regimes reg[TSWEEP_MAX_RECIPES];
 } tsweep_summary;
 
