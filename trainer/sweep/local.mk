@@ -34,6 +34,11 @@ tests_unit_test_sweep_LDADD = trainer/sweep/libtsweep.la $(CHECK_LIBS) -lm
 TESTS += tests/integration/sweep_report.sh
 EXTRA_DIST += tests/integration/sweep_report.sh
 
+# The tables of docs/batch-science.md are what the report prints over the
+# committed sweeps (no cluster).
+TESTS += tests/integration/sweep_doc.sh
+EXTRA_DIST += tests/integration/sweep_doc.sh
+
 # A task that blows up ends "diverged" with the plan's --diverge-loss,
 # spends its budget without it (no cluster).
 TESTS += tests/integration/sweep_diverge.sh
