@@ -745,6 +745,7 @@ START_TEST(test_merge)
     ck_assert_str_eq(from[6], "E");
     ck_assert(fabs(_p.task[ra[2].task].lr - 0.05) < 1e-12); /* B's: trial 1 */
     ck_assert_int_eq(_p.task[ra[2].task].trial, 1);
+    ck_assert_int_eq(ra[2].trial, 1); /* the result's trial too */
     tsweep_summary sum;
     tsweep_summarize(&_p, ra, na, TSWEEP_PERFECT_TOL, TSWEEP_GAIN_MIN, &sum);
     ck_assert_int_eq(sum.planned[0 * 4 + 1], 4);

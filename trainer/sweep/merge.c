@@ -9,7 +9,8 @@
  * the launcher (how a task ran, not what it trained). A task is its
  * (batch, recipe, LR); one planned by two parts is refused. The union's
  * tasks are sorted by batch, recipe and LR (ids and trial numbers
- * renumbered), and so are the results. */
+ * renumbered), and the results renumbered to them (kept in their order:
+ * on equal steps the report keeps the first, so the first part's). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,11 +190,14 @@ int tsweep_merge(tsweep_plan *a, const char **from, tsweep_result **ra,
         *a = old; /* a refused part changes nothing */
         return rc;
     }
-    for (int i = 0; i < *na; i++)
+    for (int i = 0; i < *na; i++) {
         r[i].task = _find(a, &old.task[r[i].task]);
+        r[i].trial = a->task[r[i].task].trial;
+    }
     for (int i = 0; i < nb; i++) {
         r[*na + i] = rb[i];
         r[*na + i].task = _find(a, &b->task[rb[i].task]);
+        r[*na + i].trial = a->task[r[*na + i].task].trial;
     }
     *na += nb;
     return 0;

@@ -187,7 +187,9 @@ int tsweep_merge(tsweep_plan *a, const char **from, tsweep_result **ra,
 
 /* ---- report.c ---- */
 /* The best trial per (recipe, batch): steps[r * nbatches + b] (0 when no
- * trial reached the target) and which result it came from (NULL: none). */
+ * trial reached the target) and which result it came from (NULL: none);
+ * on equal steps the one first in r (the results file's order; merged
+ * parts in the order given). */
 typedef struct {
     double steps[TSWEEP_MAX_RECIPES * TSWEEP_MAX_BATCHES];
     const tsweep_result *best[TSWEEP_MAX_RECIPES * TSWEEP_MAX_BATCHES];
