@@ -15,7 +15,7 @@ bin_PROGRAMS += trainer/sweep/torus-sweep
 dist_doc_DATA += docs/batch-science.md docs/batch-science.png docs/batch-science-65.png \
 	docs/batch-science-resnet8.png docs/batch-science-resnet8-86.png \
 	docs/batch-science-resnet8-28px.png docs/batch-science-resnet8-28px-86.png \
-	docs/batch-science-resnet8-quarter.png
+	docs/batch-science-resnet8-quarter.png docs/batch-science-resnet8-eighth.png
 # The sweeps behind its ResNet section (plan, results, the tasks'
 # evaluations), which the doc names and its report redraws from.
 EXTRA_DIST += docs/batch-science
