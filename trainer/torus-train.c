@@ -486,7 +486,7 @@ static int _open_step(_run *r)
                             .world = cfg->world,
                             .trace = _trace};
     ttrain_step_open(&r->step);
-    if (cfg->verbose)
+    if (cfg->verbose && r->info.rank == 0) /* the banner's rank only */
         teng_net_summary(r->net, stderr);
     return _GO;
 }

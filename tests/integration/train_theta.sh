@@ -1,7 +1,8 @@
 #!/bin/bash
 # train_theta.sh: --bucket-kb auto, the default, under `mpirun -np 2`
 # (ResNet-50 at 32 px, 25.6M gradients).
-# Rank 0 prints the size it chose in a short line, and with --verbose why,
+# Rank 0 prints the size it chose in a short line, and with --verbose why
+# (and the network table, from rank 0 alone),
 # and the bucket plan (every bucket's route) in the banner;
 # the test checks the reason against the rule: the size kept is the
 # smallest within 0.5% of the fastest in the timed trial (each size after
@@ -27,6 +28,10 @@ run=("$bin" --model resnet50 --image-size 32 --synthetic --dataset-size 64 --epo
      --warmup-epochs 0 --batch 8 --threads 1 --max-steps 2 --print-every 1 --algo ring)
 TR_MPI_TIMEOUT=180 tr_mpirun -np 2 "${run[@]}" --metrics "$tmp/auto.jsonl" --verbose \
     >"$tmp/auto.log" 2>&1 || fail "--bucket-kb auto (the default): $(tail -5 "$tmp/auto.log")"
+# --verbose's network table comes from rank 0 alone, a line a write: from
+# every rank, in pieces, it once cut the lines checked below.
+[ "$(grep -c '^[0-9]* layers, [0-9]* param tensors' "$tmp/auto.log")" = 1 ] ||
+    fail "--verbose: the network table not printed once: $(grep -c 'param tensors' "$tmp/auto.log")"
 why=$(grep '^torus-train: --bucket-kb auto: ' "$tmp/auto.log")
 [ -n "$why" ] || fail "no --bucket-kb auto line: $(grep torus-train: "$tmp/auto.log")"
 echo "$why"

@@ -396,13 +396,19 @@ void teng_net_summary(const teng_net *net, void *file)
                                   "add",     "dropout", "xent"};
     FILE *f = file;
     for (int i = 0; i < net->nl; i++) {
+        /* One write a line: on an unbuffered stderr that another process
+         * shares (mpirun's), pieces of a line would interleave with its
+         * lines. */
         const teng_layer *l = &net->l[i];
-        fprintf(f, "%4d %-8s %-28s", i, kinds[l->kind], l->name);
-        if (l->out >= 0) {
+        char line[160];
+        int n = snprintf(line, sizeof(line), "%4d %-8s %-28s", i,
+                         kinds[l->kind], l->name);
+        if (l->out >= 0 && n > 0 && (size_t)n < sizeof(line)) {
             teng_shape s = net->t[l->out].shape;
-            fprintf(f, " -> %d x %d x %d", s.c, s.h, s.w);
+            snprintf(line + n, sizeof(line) - (size_t)n, " -> %d x %d x %d",
+                     s.c, s.h, s.w);
         }
-        fputc('\n', f);
+        fprintf(f, "%s\n", line);
     }
     fprintf(f, "%d layers, %d param tensors, %zu parameters\n", net->nl,
             net->np, teng_net_param_count(net));
