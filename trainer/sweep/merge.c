@@ -11,7 +11,6 @@
  * tasks are sorted by batch, recipe and LR (ids and trial numbers
  * renumbered), and the results renumbered to them (kept in their order:
  * on equal steps the report keeps the first, so the first part's). */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,17 +77,12 @@ static const char *_differs(const tsweep_plan *a, const tsweep_plan *b)
     return NULL;
 }
 
-static int _same_lr(double x, double y)
-{
-    return fabs(x - y) <= 1e-9 * fabs(x);
-}
-
 /* The index in u of the task (batch, recipe, LR) of t, or -1. */
 static int _find(const tsweep_plan *u, const tsweep_task *t)
 {
     for (int i = 0; i < u->ntasks; i++)
         if (u->task[i].batch == t->batch && u->task[i].recipe == t->recipe &&
-            _same_lr(u->task[i].lr, t->lr))
+            tsweep_lr_same(u->task[i].lr, t->lr))
             return i;
     return -1;
 }

@@ -103,6 +103,11 @@ int tsweep_add_recipe(tsweep_plan *p, const char *spec)
     return 0;
 }
 
+int tsweep_lr_same(double a, double b)
+{
+    return fabs(a - b) <= 1e-9 * fabs(b);
+}
+
 int tsweep_task_epochs(const tsweep_plan *p, int batch)
 {
     if (p->min_steps <= 0 || p->dataset_size <= 0 || batch < 1)

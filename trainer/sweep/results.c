@@ -66,7 +66,7 @@ static int _match(const tsweep_plan *p, const tsweep_result *r,
     const tsweep_task *t = &p->task[r->task];
     if (r->batch != t->batch || r->trial != t->trial ||
         strcmp(r->recipe, p->recipe[t->recipe].name) ||
-        fabs(r->lr - t->lr) > 1e-9 * t->lr)
+        !tsweep_lr_same(r->lr, t->lr))
         return TORUS_FAIL(TSWEEP_EPARSE,
                           "%s:%d: task %d is batch %d %s trial %d lr %g in "
                           "the plan, not batch %d %s trial %d lr %g",

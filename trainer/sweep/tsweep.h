@@ -97,6 +97,9 @@ int tsweep_parse_batches(tsweep_plan *p, const char *s);
 /* Adds "NAME=ARGS" as a recipe; an "--lr X" in ARGS centres its LR grid
  * on X instead of the plan's --lr. */
 int tsweep_add_recipe(tsweep_plan *p, const char *spec);
+/* 1 when LRs a and b are one task's LR: equal to 1e-9 of b (a results
+ * line, a plan read back, printed with 17 digits). */
+int tsweep_lr_same(double a, double b);
 /* The budget of a task at batch b in epochs (torus-train's --epochs):
  * --epochs, or more where --min-steps steps take more epochs at b (an
  * epoch being dataset_size / b steps, the last partial batch dropped). */
